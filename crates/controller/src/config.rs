@@ -1,0 +1,50 @@
+//! Controller parameters that are not per tenant: tax rate, reclamation thresholds, paging rate.
+
+use memtide_model::{Pages, TaxRate};
+use memtide_policy::{ReclamationThresholds, ThresholdError};
+use serde::{Deserialize, Serialize};
+
+/// Host-wide policy parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ControllerConfig {
+    pub tax_rate: TaxRate,
+    pub thresholds: ReclamationThresholds,
+    /// Memory handed out to tenants; `None` means machine memory minus tenant overheads minus
+    /// the high-state reserve, so targets drive free memory above the high threshold.
+    pub budget: Option<Pages>,
+    /// Most pages the host pages out of one tenant per tick.
+    pub host_swap_per_tick: Pages,
+    /// Ticks a balloon may stay still while short of its target before it counts as stalled.
+    pub balloon_stall_ticks: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
+pub enum ConfigError {
+    #[error("{0}")]
+    Thresholds(String),
+}
+
+impl From<ThresholdError> for ConfigError {
+    fn from(e: ThresholdError) -> Self {
+        ConfigError::Thresholds(e.to_string())
+    }
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        ControllerConfig {
+            tax_rate: TaxRate::DEFAULT,
+            thresholds: ReclamationThresholds::default(),
+            budget: None,
+            host_swap_per_tick: Pages::from_mib(32),
+            balloon_stall_ticks: 3,
+        }
+    }
+}
+
+impl ControllerConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.thresholds.validate()?;
+        Ok(())
+    }
+}

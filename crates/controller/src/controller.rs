@@ -1,0 +1,274 @@
+//! The controller: each tick it updates estimators, tracks the reclamation state, computes share-based targets and chooses mechanisms.
+
+use crate::config::{ConfigError, ControllerConfig};
+use crate::host::Host;
+use memtide_model::{
+    Decision, HostObservation, Pages, ReclamationState, TaxRate, TenantAction, TenantId,
+    TenantSpec,
+};
+use memtide_policy::{
+    allocate, plan, ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest,
+    EstimatorInput, MechanismInput, ReclamationTracker,
+};
+use std::collections::BTreeMap;
+
+/// Errors from managing the controller's tenants.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ControllerError {
+    #[error("tenant {0} is already admitted")]
+    Duplicate(TenantId),
+    #[error("no admitted tenant {0}")]
+    Unknown(TenantId),
+    #[error("admission refused: {0}")]
+    Refused(#[from] AdmissionRefusal),
+    #[error("tenant {name}: min {min} is above max {max}")]
+    MinAboveMax { name: String, min: Pages, max: Pages },
+}
+
+/// One admitted tenant and what the controller remembers about it between ticks.
+#[derive(Clone, Debug)]
+struct TenantState {
+    spec: TenantSpec,
+    estimator: ActiveEstimator,
+    /// Balloon size seen at the previous tick, for stall detection.
+    last_balloon: Option<Pages>,
+    /// Balloon target asked for at the previous tick.
+    last_balloon_target: Option<Pages>,
+    /// Consecutive ticks the balloon made no progress toward its target.
+    still_ticks: u32,
+}
+
+/// A read-only view of one admitted tenant.
+#[derive(Clone, Debug)]
+pub struct TenantView<'a> {
+    pub spec: &'a TenantSpec,
+    pub active_estimate: Pages,
+    pub estimator: String,
+}
+
+/// The control loop's state. Pure: all inputs come through [`Controller::step`].
+#[derive(Clone, Debug)]
+pub struct Controller {
+    config: ControllerConfig,
+    ledger: AdmissionLedger,
+    tracker: ReclamationTracker,
+    tenants: BTreeMap<TenantId, TenantState>,
+}
+
+impl Controller {
+    /// A controller for a host with `machine` memory and `host_swap` of swap space.
+    pub fn new(
+        config: ControllerConfig,
+        machine: Pages,
+        host_swap: Pages,
+    ) -> Result<Controller, ConfigError> {
+        config.validate()?;
+        Ok(Controller {
+            tracker: ReclamationTracker::new(config.thresholds.clone()),
+            ledger: AdmissionLedger::new(machine, host_swap),
+            config,
+            tenants: BTreeMap::new(),
+        })
+    }
+
+    pub fn config(&self) -> &ControllerConfig {
+        &self.config
+    }
+
+    pub fn state(&self) -> ReclamationState {
+        self.tracker.state()
+    }
+
+    /// Admission control: reserves min + overhead and max - min, or refuses with the reason.
+    pub fn admit(&mut self, spec: TenantSpec) -> Result<(), ControllerError> {
+        if self.tenants.contains_key(&spec.id) {
+            return Err(ControllerError::Duplicate(spec.id));
+        }
+        if spec.min > spec.max {
+            return Err(ControllerError::MinAboveMax {
+                name: spec.name.clone(),
+                min: spec.min,
+                max: spec.max,
+            });
+        }
+        self.ledger.try_admit(&spec)?;
+        let estimator = ActiveEstimator::new(&spec.estimator);
+        self.tenants.insert(
+            spec.id,
+            TenantState {
+                spec,
+                estimator,
+                last_balloon: None,
+                last_balloon_target: None,
+                still_ticks: 0,
+            },
+        );
+        Ok(())
+    }
+
+    /// Forgets a tenant (it stopped or vanished) and releases its reservation.
+    pub fn remove(&mut self, id: TenantId) -> Option<TenantSpec> {
+        let state = self.tenants.remove(&id)?;
+        self.ledger.release(&state.spec);
+        Some(state.spec)
+    }
+
+    pub fn set_tax_rate(&mut self, tax: TaxRate) {
+        self.config.tax_rate = tax;
+    }
+
+    /// Changes a tenant's min, max and shares at run time, re-running admission control for
+    /// the new reservation; on refusal the old parameters stay.
+    pub fn update_tenant(
+        &mut self,
+        id: TenantId,
+        min: Pages,
+        max: Pages,
+        shares: u64,
+    ) -> Result<(), ControllerError> {
+        let state = self
+            .tenants
+            .get_mut(&id)
+            .ok_or(ControllerError::Unknown(id))?;
+        if min > max {
+            return Err(ControllerError::MinAboveMax {
+                name: state.spec.name.clone(),
+                min,
+                max,
+            });
+        }
+        let mut updated = state.spec.clone();
+        updated.min = min;
+        updated.max = max;
+        updated.shares = shares;
+        self.ledger.release(&state.spec);
+        if let Err(refusal) = self.ledger.try_admit(&updated) {
+            // Put the old reservation back: it fitted before the release.
+            let _ = self.ledger.try_admit(&state.spec);
+            return Err(refusal.into());
+        }
+        state.spec = updated;
+        Ok(())
+    }
+
+    pub fn tenant(&self, id: TenantId) -> Option<TenantView<'_>> {
+        self.tenants.get(&id).map(view)
+    }
+
+    pub fn tenants(&self) -> impl Iterator<Item = TenantView<'_>> {
+        self.tenants.values().map(view)
+    }
+
+    /// Memory handed out to tenants for this observation.
+    fn budget(&self, obs: &HostObservation) -> Pages {
+        if let Some(budget) = self.config.budget {
+            return budget;
+        }
+        let overheads: Pages = obs
+            .tenants
+            .iter()
+            .filter_map(|t| self.tenants.get(&t.id))
+            .map(|s| s.spec.overhead)
+            .sum();
+        let reserve = obs.machine.scale(self.config.thresholds.high);
+        obs.machine.saturating_sub(overheads).saturating_sub(reserve)
+    }
+
+    /// One decision from one observation: estimators, reclamation state, targets, mechanisms.
+    pub fn step(&mut self, obs: &HostObservation) -> Decision {
+        let state = self.tracker.update(obs.free, obs.machine);
+        let budget = self.budget(obs);
+        let tax = self.config.tax_rate;
+
+        let mut running = Vec::with_capacity(obs.tenants.len());
+        let mut requests = Vec::with_capacity(obs.tenants.len());
+        for t in &obs.tenants {
+            let Some(s) = self.tenants.get_mut(&t.id) else {
+                continue;
+            };
+            let input = EstimatorInput {
+                now: obs.now,
+                min: s.spec.min,
+                max: s.spec.max,
+                obs: t,
+            };
+            let active = s.estimator.update(&input);
+            let ceiling = if s.spec.cap_at_estimate {
+                s.estimator.ceiling().clamp_to(s.spec.min, s.spec.max)
+            } else {
+                s.spec.max
+            };
+            requests.push(AllocationRequest {
+                id: t.id,
+                min: s.spec.min,
+                ceiling,
+                shares: s.spec.shares,
+                active,
+            });
+            running.push(t);
+        }
+        let targets = allocate(&requests, budget, tax);
+
+        let mut actions = Vec::with_capacity(running.len());
+        for ((t, req), target) in running.into_iter().zip(&requests).zip(targets) {
+            let s = self.tenants.get_mut(&t.id).expect("running tenants are admitted");
+            let stalled = update_stall(s, t.balloon, self.config.balloon_stall_ticks);
+            let plan = plan(&MechanismInput {
+                state,
+                target,
+                allocated: t.allocated,
+                max: s.spec.max,
+                balloon: t.balloon,
+                driver: t.balloon_driver,
+                balloon_stalled: stalled,
+                host_swap_budget: self.config.host_swap_per_tick,
+            });
+            s.last_balloon_target = plan.balloon_target;
+            actions.push(TenantAction {
+                id: t.id,
+                target,
+                active_estimate: req.active,
+                balloon_target: plan.balloon_target,
+                host_swap_out: plan.host_swap_out,
+                blocked: plan.blocked,
+                mechanisms: plan.mechanisms,
+                reason: format!("{}; estimate {}", plan.reason, s.estimator.describe()),
+            });
+        }
+        Decision {
+            now: obs.now,
+            state,
+            budget,
+            actions,
+        }
+    }
+
+    /// Observe, decide and apply once.
+    pub fn tick<H: Host>(&mut self, host: &mut H) -> Result<Decision, H::Error> {
+        let obs = host.observe()?;
+        let decision = self.step(&obs);
+        host.apply(&decision)?;
+        Ok(decision)
+    }
+}
+
+fn view(s: &TenantState) -> TenantView<'_> {
+    TenantView {
+        spec: &s.spec,
+        active_estimate: s.estimator.estimate(),
+        estimator: s.estimator.describe(),
+    }
+}
+
+/// Counts ticks in which the balloon was asked to grow but did not; returns whether it is stalled.
+fn update_stall(s: &mut TenantState, balloon: Pages, stall_ticks: u32) -> bool {
+    let wanted_more = matches!(s.last_balloon_target, Some(t) if t > balloon);
+    let moved = s.last_balloon.is_none_or(|prev| balloon > prev);
+    s.still_ticks = if wanted_more && !moved {
+        s.still_ticks.saturating_add(1)
+    } else {
+        0
+    };
+    s.last_balloon = Some(balloon);
+    s.still_ticks >= stall_ticks
+}

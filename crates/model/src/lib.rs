@@ -1,0 +1,17 @@
+//! memtide's shared vocabulary: units, tenant specs, observations of a host and the decisions taken on them.
+//!
+//! Every other crate speaks in these types; none of them does I/O or reads a clock.
+
+pub mod decision;
+pub mod estimator_config;
+pub mod observation;
+pub mod tenant;
+pub mod units;
+
+pub use decision::{Decision, Mechanism, ReclamationState, TenantAction};
+pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
+pub use observation::{
+    BalloonDriverInfo, CompletedSample, HostObservation, SampleCounts, TenantObservation,
+};
+pub use tenant::{TaxRate, TaxRateError, TenantId, TenantSpec};
+pub use units::{Bytes, Pages, PAGE_SIZE};

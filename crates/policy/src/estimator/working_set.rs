@@ -1,0 +1,4 @@
+//! placeholder: estimator helper implements
+
+#[derive(Clone, Debug)]
+pub struct WorkingSetProbe;

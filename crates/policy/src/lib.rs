@@ -1,0 +1,17 @@
+//! memtide's pure policies and estimators: functions of observations and time, with no I/O, clocks or global state.
+//!
+//! This is where the papers' equations live: share-based allocation by min-funding revocation
+//! with the idle memory tax, admission control, reclamation states with hysteresis, the choice
+//! of reclamation mechanism, and the active-memory estimators.
+
+pub mod admission;
+pub mod allocation;
+pub mod estimator;
+pub mod mechanism;
+pub mod reclamation;
+
+pub use admission::{AdmissionLedger, AdmissionRefusal};
+pub use allocation::{adjusted_shares_per_page, allocate, AllocationRequest};
+pub use estimator::{ActiveEstimator, EstimatorInput};
+pub use mechanism::{plan, MechanismInput, MechanismPlan};
+pub use reclamation::{ReclamationThresholds, ReclamationTracker, ThresholdError};

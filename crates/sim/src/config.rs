@@ -1,0 +1,50 @@
+//! Plain parameters of the simulated host and its VMs, as built from a scenario.
+
+use crate::workload::WorkloadConfig;
+use memtide_model::Pages;
+use std::time::Duration;
+
+/// The simulated machine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HostConfig {
+    /// Machine memory (RAM).
+    pub machine: Pages,
+    /// Host swap space (0 = none).
+    pub host_swap: Pages,
+    /// Length of one tick of simulated time.
+    pub tick: Duration,
+}
+
+/// A VM's balloon driver.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BalloonConfig {
+    /// Most pages inflated or deflated per second.
+    pub rate_per_s: Pages,
+    /// Largest balloon the guest allows.
+    pub limit: Pages,
+}
+
+/// ESX-style page sampling the host performs for this VM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SamplingSetup {
+    pub sample_pages: u32,
+    pub period: Duration,
+}
+
+/// One VM (tenant) of the simulated host.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VmConfig {
+    /// Configured ("physical") memory of the guest.
+    pub max: Pages,
+    /// Guest kernel memory: touched at boot, never reclaimable by the guest.
+    pub kernel: Pages,
+    /// The guest's own swap device.
+    pub guest_swap: Pages,
+    /// `None`: the guest has no balloon driver.
+    pub balloon: Option<BalloonConfig>,
+    /// Balloon size at power-on (e.g. to start a 2 GB VM at 263.3 MB).
+    pub initial_balloon: Pages,
+    /// `None`: the host does not sample this VM's pages.
+    pub sampling: Option<SamplingSetup>,
+    pub workload: WorkloadConfig,
+}

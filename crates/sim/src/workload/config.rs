@@ -1,0 +1,178 @@
+//! Workload parameters as scenarios write them (TOML `[tenants.workload]`), with their defaults.
+
+use super::Skew;
+use serde::{Deserialize, Serialize};
+
+/// One phase of a toucher: from `at_s` on, it touches `working_set_mb`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TouchPhase {
+    pub at_s: f64,
+    pub working_set_mb: f64,
+}
+
+/// The workload a simulated guest runs. `kind` selects the variant in TOML.
+///
+/// Common optional fields: `cpu_us_per_access` (work per page access besides memory
+/// stalls), `accesses_per_op` (page accesses that make one operation, for throughput and
+/// latency), `max_accesses_per_s` (open-loop demand cap; absent = run as fast as it can).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum WorkloadConfig {
+    /// A guest that booted and then does almost nothing: `resident_mb` touched once at
+    /// start, `background_mb` touched lightly forever.
+    Idle {
+        #[serde(default)]
+        resident_mb: f64,
+        #[serde(default = "default_idle_background_mb")]
+        background_mb: f64,
+        #[serde(default)]
+        cpu_us_per_access: Option<f64>,
+        #[serde(default)]
+        accesses_per_op: Option<u32>,
+        #[serde(default)]
+        max_accesses_per_s: Option<f64>,
+    },
+    /// ESX's toucher: repeatedly touches a working set whose size changes by phase, inside
+    /// an anonymous region of `allocated_mb` (default: the largest phase).
+    Toucher {
+        phases: Vec<TouchPhase>,
+        #[serde(default)]
+        allocated_mb: Option<f64>,
+        #[serde(default)]
+        skew: Skew,
+        #[serde(default)]
+        cpu_us_per_access: Option<f64>,
+        #[serde(default)]
+        accesses_per_op: Option<u32>,
+        #[serde(default)]
+        max_accesses_per_s: Option<f64>,
+    },
+    /// dbench-like file server: mostly page-cache reads/writes over `file_set_mb`, plus a
+    /// small anonymous part; memory-intensive through its page cache.
+    FileServer {
+        file_set_mb: f64,
+        #[serde(default = "default_file_server_anon_mb")]
+        anon_mb: f64,
+        #[serde(default)]
+        skew: Skew,
+        #[serde(default)]
+        cpu_us_per_access: Option<f64>,
+        #[serde(default)]
+        accesses_per_op: Option<u32>,
+        #[serde(default)]
+        max_accesses_per_s: Option<f64>,
+    },
+    /// SPEC CPU-like job: allocates and initialises `allocated_mb`, then only touches
+    /// `working_set_mb` of it (allocated-but-idle memory).
+    CpuJob {
+        allocated_mb: f64,
+        working_set_mb: f64,
+        #[serde(default)]
+        skew: Skew,
+        #[serde(default)]
+        cpu_us_per_access: Option<f64>,
+        #[serde(default)]
+        accesses_per_op: Option<u32>,
+        #[serde(default)]
+        max_accesses_per_s: Option<f64>,
+    },
+    /// OLTP-like (sysbench): skewed reads of a `data_mb` table through the page cache
+    /// (`file_fraction` of accesses) and a small anonymous part; I/O heavy.
+    Oltp {
+        data_mb: f64,
+        #[serde(default = "default_oltp_anon_mb")]
+        anon_mb: f64,
+        #[serde(default = "default_oltp_file_fraction")]
+        file_fraction: f64,
+        #[serde(default = "default_oltp_skew")]
+        skew: Skew,
+        #[serde(default)]
+        cpu_us_per_access: Option<f64>,
+        #[serde(default)]
+        accesses_per_op: Option<u32>,
+        #[serde(default)]
+        max_accesses_per_s: Option<f64>,
+    },
+    /// Tiny web-like service (SPECweb banking): small anonymous and file working sets.
+    Web {
+        #[serde(default = "default_web_anon_mb")]
+        anon_mb: f64,
+        #[serde(default = "default_web_file_mb")]
+        file_mb: f64,
+        #[serde(default)]
+        cpu_us_per_access: Option<f64>,
+        #[serde(default)]
+        accesses_per_op: Option<u32>,
+        #[serde(default)]
+        max_accesses_per_s: Option<f64>,
+    },
+}
+
+fn default_idle_background_mb() -> f64 {
+    4.0
+}
+fn default_file_server_anon_mb() -> f64 {
+    16.0
+}
+fn default_oltp_anon_mb() -> f64 {
+    32.0
+}
+fn default_oltp_file_fraction() -> f64 {
+    0.8
+}
+fn default_oltp_skew() -> Skew {
+    Skew::Zipf { theta: 0.9 }
+}
+fn default_web_anon_mb() -> f64 {
+    16.0
+}
+fn default_web_file_mb() -> f64 {
+    16.0
+}
+
+impl WorkloadConfig {
+    /// The `kind` name as written in scenarios.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            WorkloadConfig::Idle { .. } => "idle",
+            WorkloadConfig::Toucher { .. } => "toucher",
+            WorkloadConfig::FileServer { .. } => "file_server",
+            WorkloadConfig::CpuJob { .. } => "cpu_job",
+            WorkloadConfig::Oltp { .. } => "oltp",
+            WorkloadConfig::Web { .. } => "web",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Deserialize)]
+    struct Holder {
+        workload: WorkloadConfig,
+    }
+
+    #[test]
+    fn toucher_parses_from_toml_with_defaults() {
+        let h: Holder = toml::from_str(
+            "[workload]\nkind = \"toucher\"\nphases = [{ at_s = 0, working_set_mb = 50 }]\n",
+        )
+        .unwrap();
+        assert!(matches!(h.workload, WorkloadConfig::Toucher { ref phases, skew: Skew::Uniform, .. } if phases.len() == 1));
+    }
+
+    #[test]
+    fn unknown_workload_field_is_rejected() {
+        let r: Result<Holder, _> =
+            toml::from_str("[workload]\nkind = \"idle\"\nbogus = 1\n");
+        assert!(r.is_err());
+    }
+
+    #[test]
+    fn unknown_workload_kind_is_rejected() {
+        let r: Result<Holder, _> = toml::from_str("[workload]\nkind = \"nope\"\n");
+        assert!(r.is_err());
+    }
+}
