@@ -36,6 +36,8 @@ pub struct SamplingSetup {
 pub struct VmConfig {
     /// Configured ("physical") memory of the guest.
     pub max: Pages,
+    /// Machine memory the host spends on this VM besides its allocation (pmap, frame buffer).
+    pub overhead: Pages,
     /// Guest kernel memory: touched at boot, never reclaimable by the guest.
     pub kernel: Pages,
     /// The guest's own swap device.
