@@ -1,4 +1,19 @@
 //! Reclamation states high/soft/hard/low from free machine memory, with hysteresis (ESX section 6.3).
+//!
+//! Thresholds are fractions of machine memory; ESX's defaults are high 6%, soft 4%, hard 2%,
+//! low 1%. [`ReclamationTracker::update`] moves between the states as follows:
+//!
+//! - **Down** (more pressure), from any state and as many states at once as needed:
+//!   free < low => `Low`; else free < hard => at least `Hard`; else free < soft => at least
+//!   `Soft`. This rule never moves the state up.
+//! - **Up** (less pressure), only when the down rule did not apply and only one state per
+//!   update, after clearly exceeding the next higher threshold: `Low -> Hard` when
+//!   free >= hard; `Hard -> Soft` when free >= soft; `Soft -> High` when free >= high.
+//!
+//! So `Soft` is entered below 4% and left at 6%, `Hard` entered below 2% and left at 4%,
+//! `Low` entered below 1% and left at 2%: free memory between two thresholds keeps whatever
+//! state the host was in (5% free stays `Soft` after `Soft`, and `High` after `High`).
+//! With no machine memory (`machine == 0`) the state does not change.
 
 use memtide_model::{Pages, ReclamationState};
 
@@ -22,13 +37,33 @@ pub struct ThresholdError {
 
 impl Default for ReclamationThresholds {
     fn default() -> Self {
-        ReclamationThresholds { high: 0.06, soft: 0.04, hard: 0.02, low: 0.01 }
+        ReclamationThresholds {
+            high: 0.06,
+            soft: 0.04,
+            hard: 0.02,
+            low: 0.01,
+        }
     }
 }
 
 impl ReclamationThresholds {
+    /// Checks `0 < low < hard < soft < high < 1` (NaN and infinities fail).
     pub fn validate(&self) -> Result<(), ThresholdError> {
-        todo!("policy helper implements")
+        let ordered = 0.0 < self.low
+            && self.low < self.hard
+            && self.hard < self.soft
+            && self.soft < self.high
+            && self.high < 1.0;
+        if ordered {
+            Ok(())
+        } else {
+            Err(ThresholdError {
+                high: self.high,
+                soft: self.soft,
+                hard: self.hard,
+                low: self.low,
+            })
+        }
     }
 }
 
@@ -41,7 +76,10 @@ pub struct ReclamationTracker {
 
 impl ReclamationTracker {
     pub fn new(thresholds: ReclamationThresholds) -> ReclamationTracker {
-        ReclamationTracker { thresholds, state: ReclamationState::High }
+        ReclamationTracker {
+            thresholds,
+            state: ReclamationState::High,
+        }
     }
 
     pub fn state(&self) -> ReclamationState {
@@ -53,8 +91,145 @@ impl ReclamationTracker {
     }
 
     /// Moves to the state `free` memory calls for, with hysteresis, and returns it.
+    ///
+    /// See the module documentation for the rules.
     pub fn update(&mut self, free: Pages, machine: Pages) -> ReclamationState {
-        let _ = (free, machine);
-        todo!("policy helper implements")
+        if machine.0 == 0 {
+            return self.state;
+        }
+        let free = free.0 as f64;
+        let machine = machine.0 as f64;
+        let below = |fraction: f64| free < fraction * machine;
+        let at_least = |fraction: f64| free >= fraction * machine;
+        let t = &self.thresholds;
+
+        // Down: the state free memory calls for on the way down; ReclamationState orders
+        // High < Soft < Hard < Low, so "at least" is a max.
+        let pressure = if below(t.low) {
+            ReclamationState::Low
+        } else if below(t.hard) {
+            ReclamationState::Hard
+        } else if below(t.soft) {
+            ReclamationState::Soft
+        } else {
+            ReclamationState::High
+        };
+        if pressure > self.state {
+            self.state = pressure;
+            return self.state;
+        }
+
+        // Up: one state at a time, after exceeding the next higher threshold.
+        self.state = match self.state {
+            ReclamationState::Low if at_least(t.hard) => ReclamationState::Hard,
+            ReclamationState::Hard if at_least(t.soft) => ReclamationState::Soft,
+            ReclamationState::Soft if at_least(t.high) => ReclamationState::High,
+            unchanged => unchanged,
+        };
+        self.state
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ReclamationState::{Hard, High, Low, Soft};
+
+    const MACHINE: Pages = Pages(10_000);
+
+    /// Feeds free-memory percentages (of 10,000 pages) and checks the state after each.
+    fn walk(steps: &[(f64, ReclamationState)]) {
+        let mut tracker = ReclamationTracker::new(ReclamationThresholds::default());
+        for (i, &(percent, expected)) in steps.iter().enumerate() {
+            let free = Pages((percent * 100.0).round() as u64);
+            let got = tracker.update(free, MACHINE);
+            assert_eq!(got, expected, "step {i}: {percent}% free");
+            assert_eq!(tracker.state(), expected);
+        }
+    }
+
+    #[test]
+    fn default_thresholds_are_esx_and_valid() {
+        let t = ReclamationThresholds::default();
+        assert_eq!((t.high, t.soft, t.hard, t.low), (0.06, 0.04, 0.02, 0.01));
+        assert_eq!(t.validate(), Ok(()));
+    }
+
+    #[test]
+    fn validate_rejects_misordered_or_out_of_range_thresholds() {
+        let bad = [
+            (0.06, 0.04, 0.02, 0.0),
+            (0.06, 0.04, 0.01, 0.02),
+            (0.06, 0.06, 0.02, 0.01),
+            (1.0, 0.04, 0.02, 0.01),
+            (0.06, 0.04, f64::NAN, 0.01),
+            (f64::INFINITY, 0.04, 0.02, 0.01),
+        ];
+        for (high, soft, hard, low) in bad {
+            let t = ReclamationThresholds {
+                high,
+                soft,
+                hard,
+                low,
+            };
+            assert!(t.validate().is_err(), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn free_memory_walks_down_and_up_through_all_states() {
+        walk(&[
+            (10.0, High),
+            (5.0, High),
+            (3.9, Soft),
+            (3.0, Soft),
+            (1.9, Hard),
+            (1.5, Hard),
+            (0.9, Low),
+            (0.5, Low),
+            (1.5, Low),
+            (2.0, Hard),
+            (3.0, Hard),
+            (4.0, Soft),
+            (5.0, Soft),
+            (6.0, High),
+            (8.0, High),
+        ]);
+    }
+
+    #[test]
+    fn going_down_can_skip_states() {
+        walk(&[(10.0, High), (0.5, Low)]);
+        walk(&[(10.0, High), (1.5, Hard)]);
+        walk(&[(3.0, Soft), (0.2, Low)]);
+    }
+
+    #[test]
+    fn going_up_moves_one_state_per_update() {
+        walk(&[
+            (0.5, Low),
+            (50.0, Hard),
+            (50.0, Soft),
+            (50.0, High),
+            (50.0, High),
+        ]);
+    }
+
+    #[test]
+    fn between_thresholds_the_state_is_kept() {
+        // 5% stays Soft after Soft, and High from High.
+        walk(&[(3.0, Soft), (5.0, Soft), (5.9, Soft)]);
+        walk(&[(5.0, High), (4.0, High)]);
+        // 3% stays Hard after Hard; 1.5% stays Low after Low.
+        walk(&[(1.0, Hard), (3.0, Hard), (3.99, Hard)]);
+        walk(&[(0.5, Low), (1.5, Low), (1.99, Low)]);
+    }
+
+    #[test]
+    fn zero_machine_memory_keeps_the_state() {
+        let mut tracker = ReclamationTracker::new(ReclamationThresholds::default());
+        assert_eq!(tracker.update(Pages(0), Pages(0)), High);
+        assert_eq!(tracker.update(Pages(10), MACHINE), Low);
+        assert_eq!(tracker.update(Pages(10_000), Pages(0)), Low);
     }
 }

@@ -30,28 +30,120 @@ pub enum ActiveEstimator {
 
 impl ActiveEstimator {
     pub fn new(config: &EstimatorConfig) -> ActiveEstimator {
-        let _ = config;
-        todo!("estimator helper implements")
+        match config {
+            EstimatorConfig::Sampling(c) => {
+                ActiveEstimator::Sampling(SamplingEstimator::new(c.clone()))
+            }
+            EstimatorConfig::WorkingSet(c) => {
+                ActiveEstimator::WorkingSet(WorkingSetProbe::new(c.clone()))
+            }
+            EstimatorConfig::Committed => ActiveEstimator::Committed(CommittedBaseline::new()),
+        }
+    }
+
+    /// Short name, as in the config: `sampling`, `tws`, `committed`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ActiveEstimator::Sampling(_) => "sampling",
+            ActiveEstimator::WorkingSet(_) => "tws",
+            ActiveEstimator::Committed(_) => "committed",
+        }
     }
 
     /// Feeds one observation and returns the new active estimate.
+    ///
+    /// Call once per controller tick, before reading `estimate` or `ceiling` (both are 0 until
+    /// the first update: an estimator knows the tenant's max only from its input).
     pub fn update(&mut self, input: &EstimatorInput) -> Pages {
-        let _ = input;
-        todo!("estimator helper implements")
+        match self {
+            ActiveEstimator::Sampling(e) => e.update(input),
+            ActiveEstimator::WorkingSet(e) => e.update(input),
+            ActiveEstimator::Committed(e) => e.update(input),
+        }
     }
 
     /// The latest estimate.
     pub fn estimate(&self) -> Pages {
-        todo!("estimator helper implements")
+        match self {
+            ActiveEstimator::Sampling(e) => e.estimate(),
+            ActiveEstimator::WorkingSet(e) => e.estimate(),
+            ActiveEstimator::Committed(e) => e.estimate(),
+        }
     }
 
     /// Where the estimate may cap the target: the estimate plus any headroom the estimator needs.
     pub fn ceiling(&self) -> Pages {
-        todo!("estimator helper implements")
+        match self {
+            ActiveEstimator::Sampling(e) => e.ceiling(),
+            ActiveEstimator::WorkingSet(e) => e.ceiling(),
+            ActiveEstimator::Committed(e) => e.ceiling(),
+        }
     }
 
     /// A short description of the estimator's state, e.g. `tws SLOW wss=300.0 MiB`.
     pub fn describe(&self) -> String {
-        todo!("estimator helper implements")
+        match self {
+            ActiveEstimator::Sampling(e) => e.describe(),
+            ActiveEstimator::WorkingSet(e) => e.describe(),
+            ActiveEstimator::Committed(e) => e.describe(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memtide_model::{SamplingConfig, TenantId, WorkingSetConfig};
+
+    fn update_with_committed(est: &mut ActiveEstimator, committed: Pages) -> Pages {
+        let mut obs = TenantObservation::new(TenantId(0), Pages::from_mib(512));
+        obs.committed = Some(committed);
+        est.update(&EstimatorInput {
+            now: Duration::from_secs(1),
+            min: Pages::from_mib(64),
+            max: Pages::from_mib(1024),
+            obs: &obs,
+        })
+    }
+
+    #[test]
+    fn new_builds_the_configured_estimator() {
+        let configs = [
+            EstimatorConfig::Sampling(SamplingConfig::default()),
+            EstimatorConfig::WorkingSet(WorkingSetConfig::default()),
+            EstimatorConfig::Committed,
+        ];
+        for config in &configs {
+            let est = ActiveEstimator::new(config);
+            assert_eq!(est.name(), config.name());
+        }
+    }
+
+    #[test]
+    fn calls_delegate_to_the_chosen_estimator() {
+        let mut committed = ActiveEstimator::new(&EstimatorConfig::Committed);
+        let got = update_with_committed(&mut committed, Pages::from_mib(300));
+        assert_eq!(got, Pages::from_mib(300));
+        assert_eq!(committed.estimate(), got);
+        assert_eq!(committed.ceiling(), got);
+        assert!(committed.describe().starts_with("committed"));
+
+        let mut tws =
+            ActiveEstimator::new(&EstimatorConfig::WorkingSet(WorkingSetConfig::default()));
+        assert_eq!(
+            update_with_committed(&mut tws, Pages::from_mib(300)),
+            Pages::from_mib(300)
+        );
+        assert_eq!(tws.describe(), "tws FAST wss=300.0 MiB");
+
+        // No sampling counts: the tenant cannot be measured and counts as fully active.
+        let mut sampling =
+            ActiveEstimator::new(&EstimatorConfig::Sampling(SamplingConfig::default()));
+        assert_eq!(
+            update_with_committed(&mut sampling, Pages::from_mib(300)),
+            Pages::from_mib(1024)
+        );
+        assert_eq!(sampling.ceiling(), Pages::from_mib(1024));
+        assert!(sampling.describe().starts_with("sampling"));
     }
 }

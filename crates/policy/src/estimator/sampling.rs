@@ -349,7 +349,10 @@ mod tests {
         assert!(periods_above_100_mib >= 5, "{periods_above_100_mib}");
         let end = world.tick(0, 0);
         assert!(end < Pages::from_mib(55), "eventually {end}");
-        assert!(end >= Pages::from_mib(50), "never below the measurement {end}");
+        assert!(
+            end >= Pages::from_mib(50),
+            "never below the measurement {end}"
+        );
     }
 
     #[test]

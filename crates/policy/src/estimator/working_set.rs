@@ -1,4 +1,431 @@
-//! placeholder: estimator helper implements
+//! TWS working-set probing (Chiang et al. 2013, as restated in the papers digest): a FAST / COOL_DOWN / SLOW state machine driven by swap-in and refault events.
+//!
+//! The probe starts at the tenant's committed memory and lowers its working-set estimate (WSS)
+//! step by step until the tenant shows swap-ins or page-cache refaults; it then raises the WSS by
+//! the number of those events, waits out a cool-down and keeps probing, more slowly.
 
+use super::EstimatorInput;
+use memtide_model::{Pages, WorkingSetConfig};
+use std::fmt;
+use std::time::Duration;
+
+/// The probe's state.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TwsState {
+    /// Lower the WSS by `fast_step` of committed memory per epoch.
+    Fast,
+    /// Hold the WSS until `remaining` has passed without events.
+    CoolDown { remaining: Duration },
+    /// Lower the WSS by `slow_step` of committed memory per epoch.
+    Slow,
+}
+
+impl TwsState {
+    pub fn name(self) -> &'static str {
+        match self {
+            TwsState::Fast => "FAST",
+            TwsState::CoolDown { .. } => "COOL_DOWN",
+            TwsState::Slow => "SLOW",
+        }
+    }
+}
+
+impl fmt::Display for TwsState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One tenant's working-set probe.
+///
+/// One epoch runs per `update` call once at least `epoch` has passed since the last one (the
+/// first call only initialises). Each epoch, in order: (a) a relative change of committed memory
+/// larger than `committed_change` since the probe last reset resets to FAST with
+/// WSS := committed; (b) else swap-in + refault events (counted since the last epoch, so events
+/// seen by calls between epochs are not lost) raise the WSS by that many pages and (re)start
+/// COOL_DOWN; (c) else FAST and SLOW step down, COOL_DOWN counts down by the elapsed time and
+/// enters SLOW when it reaches zero. The WSS always stays within `[min, max]`.
+///
+/// When the world reports neither swap-ins nor refaults the probe cannot see overshoot, so it
+/// holds its WSS and state instead of shrinking (missing counters are never read as zero).
+/// Without committed memory the probe starts at max and cannot detect committed changes.
 #[derive(Clone, Debug)]
-pub struct WorkingSetProbe;
+pub struct WorkingSetProbe {
+    config: WorkingSetConfig,
+    state: TwsState,
+    wss: Pages,
+    /// Committed memory the probe last reset on; `None` before the first update.
+    reset_on: Option<Pages>,
+    /// The latest committed memory reported, if any was.
+    committed: Option<Pages>,
+    /// When the last epoch ran (or the probe initialised).
+    last_epoch: Option<Duration>,
+    /// Swap-in + refault events observed since the last epoch.
+    pending_events: u64,
+    /// Whether any swap-in or refault counter was reported since the last epoch.
+    pending_seen: bool,
+    /// The last epoch was held because no counters were reported.
+    blind: bool,
+}
+
+impl WorkingSetProbe {
+    pub fn new(config: WorkingSetConfig) -> WorkingSetProbe {
+        WorkingSetProbe {
+            config,
+            state: TwsState::Fast,
+            wss: Pages::ZERO,
+            reset_on: None,
+            committed: None,
+            last_epoch: None,
+            pending_events: 0,
+            pending_seen: false,
+            blind: false,
+        }
+    }
+
+    /// Feeds one observation and returns the new estimate.
+    pub fn update(&mut self, input: &EstimatorInput) -> Pages {
+        let obs = input.obs;
+        if let Some(committed) = obs.committed {
+            self.committed = Some(committed);
+        }
+        let events = match (obs.swap_ins, obs.refaults) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+        };
+        if let Some(events) = events {
+            self.pending_events = self.pending_events.saturating_add(events);
+            self.pending_seen = true;
+        }
+
+        match self.last_epoch {
+            None => {
+                let start = self.committed.unwrap_or(input.max);
+                self.reset(start);
+                self.last_epoch = Some(input.now);
+                self.clear_pending();
+            }
+            Some(last) => {
+                let elapsed = input.now.saturating_sub(last);
+                if input.now >= last && elapsed >= self.config.epoch {
+                    self.epoch(elapsed);
+                    self.last_epoch = Some(input.now);
+                    self.clear_pending();
+                }
+            }
+        }
+        self.wss = self.wss.clamp_to(input.min, input.max);
+        self.wss
+    }
+
+    pub fn estimate(&self) -> Pages {
+        self.wss
+    }
+
+    /// The probe finds demand above the WSS by itself (events raise it), so its ceiling is the
+    /// estimate.
+    pub fn ceiling(&self) -> Pages {
+        self.wss
+    }
+
+    pub fn state(&self) -> TwsState {
+        self.state
+    }
+
+    pub fn describe(&self) -> String {
+        let mut text = format!("tws {} wss={}", self.state, self.wss);
+        if let TwsState::CoolDown { remaining } = self.state {
+            text.push_str(&format!(" cool_down={:.1}s", remaining.as_secs_f64()));
+        }
+        if self.blind {
+            text.push_str(" (holding: no swap-in or refault counters)");
+        }
+        text
+    }
+
+    fn reset(&mut self, committed: Pages) {
+        self.state = TwsState::Fast;
+        self.wss = committed;
+        self.reset_on = Some(committed);
+    }
+
+    fn clear_pending(&mut self) {
+        self.pending_events = 0;
+        self.pending_seen = false;
+    }
+
+    fn epoch(&mut self, elapsed: Duration) {
+        self.blind = false;
+        if let Some(committed) = self.committed.filter(|&c| self.committed_changed(c)) {
+            self.reset(committed);
+            return;
+        }
+        if self.pending_events > 0 {
+            self.wss = Pages(self.wss.0.saturating_add(self.pending_events));
+            self.state = TwsState::CoolDown {
+                remaining: self.config.cool_down,
+            };
+            return;
+        }
+        if !self.pending_seen {
+            self.blind = true;
+            return;
+        }
+        let committed = self.committed.or(self.reset_on).unwrap_or(Pages::ZERO);
+        match self.state {
+            TwsState::Fast => self.step_down(committed, self.config.fast_step),
+            TwsState::CoolDown { remaining } => {
+                let remaining = remaining.saturating_sub(elapsed);
+                self.state = if remaining.is_zero() {
+                    TwsState::Slow
+                } else {
+                    TwsState::CoolDown { remaining }
+                };
+            }
+            TwsState::Slow => self.step_down(committed, self.config.slow_step),
+        }
+    }
+
+    fn committed_changed(&self, committed: Pages) -> bool {
+        let Some(base) = self.reset_on else {
+            return false;
+        };
+        if base == Pages::ZERO {
+            return committed != Pages::ZERO;
+        }
+        let change = committed.0.abs_diff(base.0) as f64 / base.0 as f64;
+        change > self.config.committed_change
+    }
+
+    fn step_down(&mut self, committed: Pages, step: f64) {
+        self.wss = self.wss.saturating_sub(committed.scale(step));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memtide_model::{TenantId, TenantObservation};
+
+    fn mib(m: u64) -> Pages {
+        Pages::from_mib(m)
+    }
+
+    /// A probe on a tenant with 2 GiB max and a 100 MiB floor, ticked once a second.
+    struct Rig {
+        probe: WorkingSetProbe,
+        now: Duration,
+        min: Pages,
+        max: Pages,
+        committed: Option<Pages>,
+    }
+
+    impl Rig {
+        fn new(committed: Option<Pages>) -> Rig {
+            let mut rig = Rig {
+                probe: WorkingSetProbe::new(WorkingSetConfig::default()),
+                now: Duration::ZERO,
+                min: mib(100),
+                max: mib(2048),
+                committed,
+            };
+            rig.feed(Duration::ZERO, Some(0), Some(0));
+            rig
+        }
+
+        fn feed(&mut self, after: Duration, swap_ins: Option<u64>, refaults: Option<u64>) -> Pages {
+            self.now += after;
+            let mut obs = TenantObservation::new(TenantId(0), self.max);
+            obs.committed = self.committed;
+            obs.swap_ins = swap_ins;
+            obs.refaults = refaults;
+            self.probe.update(&EstimatorInput {
+                now: self.now,
+                min: self.min,
+                max: self.max,
+                obs: &obs,
+            })
+        }
+
+        /// One 1 s epoch with this many refaults (and no swap-ins).
+        fn epoch(&mut self, refaults: u64) -> Pages {
+            self.feed(Duration::from_secs(1), Some(0), Some(refaults))
+        }
+    }
+
+    #[test]
+    fn starts_fast_at_committed_memory() {
+        let rig = Rig::new(Some(mib(1000)));
+        assert_eq!(rig.probe.state(), TwsState::Fast);
+        assert_eq!(rig.probe.estimate(), mib(1000));
+        assert_eq!(rig.probe.ceiling(), mib(1000));
+    }
+
+    #[test]
+    fn starts_at_max_without_committed_memory() {
+        let rig = Rig::new(None);
+        assert_eq!(rig.probe.estimate(), mib(2048));
+    }
+
+    #[test]
+    fn fast_steps_down_five_percent_of_committed_per_epoch() {
+        let mut rig = Rig::new(Some(mib(1000)));
+        assert_eq!(rig.epoch(0), mib(1000) - mib(1000).scale(0.05));
+        assert_eq!(rig.epoch(0), mib(1000) - mib(1000).scale(0.05).scale(2.0));
+        assert_eq!(rig.probe.state(), TwsState::Fast);
+        assert_eq!(rig.probe.describe(), "tws FAST wss=900.0 MiB");
+    }
+
+    #[test]
+    fn events_raise_wss_by_the_event_count_and_enter_cool_down() {
+        let mut rig = Rig::new(Some(mib(1000)));
+        let before = rig.epoch(0);
+        let after = rig.feed(Duration::from_secs(1), Some(300), Some(200));
+        assert_eq!(after, before + Pages(500));
+        assert_eq!(
+            rig.probe.state(),
+            TwsState::CoolDown {
+                remaining: Duration::from_secs(8)
+            }
+        );
+        assert!(rig.probe.describe().starts_with("tws COOL_DOWN"));
+    }
+
+    #[test]
+    fn cool_down_restarts_on_new_events_and_expires_after_eight_seconds() {
+        let mut rig = Rig::new(Some(mib(1000)));
+        rig.epoch(10);
+        for _ in 0..4 {
+            rig.epoch(0);
+        }
+        let held = rig.epoch(5);
+        assert!(matches!(rig.probe.state(), TwsState::CoolDown { .. }));
+        for _ in 0..7 {
+            assert_eq!(rig.epoch(0), held, "cool-down holds the estimate");
+            assert!(matches!(rig.probe.state(), TwsState::CoolDown { .. }));
+        }
+        assert_eq!(rig.epoch(0), held);
+        assert_eq!(rig.probe.state(), TwsState::Slow);
+    }
+
+    #[test]
+    fn slow_steps_down_one_percent_of_committed_per_epoch() {
+        let mut rig = Rig::new(Some(mib(1000)));
+        rig.epoch(1);
+        for _ in 0..8 {
+            rig.epoch(0);
+        }
+        assert_eq!(rig.probe.state(), TwsState::Slow);
+        let before = rig.probe.estimate();
+        assert_eq!(rig.epoch(0), before - mib(10));
+        assert_eq!(rig.epoch(0), before - mib(20));
+        assert_eq!(rig.probe.state(), TwsState::Slow);
+    }
+
+    #[test]
+    fn committed_change_resets_to_fast_at_the_new_committed() {
+        let mut rig = Rig::new(Some(mib(1000)));
+        rig.epoch(1);
+        for _ in 0..8 {
+            rig.epoch(0);
+        }
+        assert_eq!(rig.probe.state(), TwsState::Slow);
+        // A 3% change is not significant.
+        rig.committed = Some(mib(1030));
+        let slow = rig.probe.estimate();
+        assert_eq!(rig.epoch(0), slow - mib(1030).scale(0.01));
+        assert_eq!(rig.probe.state(), TwsState::Slow);
+        // A 20% change is, even with events in the same epoch.
+        rig.committed = Some(mib(1200));
+        assert_eq!(rig.epoch(7), mib(1200));
+        assert_eq!(rig.probe.state(), TwsState::Fast);
+        // Later changes are measured against the new committed figure.
+        rig.committed = Some(mib(1230));
+        assert_eq!(rig.epoch(0), mib(1200) - mib(1230).scale(0.05));
+    }
+
+    #[test]
+    fn wss_is_bounded_by_the_floor_and_max() {
+        let mut rig = Rig::new(Some(mib(1000)));
+        for _ in 0..40 {
+            assert!(rig.epoch(0) >= mib(100));
+        }
+        assert_eq!(rig.probe.estimate(), mib(100));
+        assert_eq!(rig.epoch(u64::MAX), mib(2048));
+        rig.committed = Some(mib(4096));
+        assert_eq!(rig.epoch(0), mib(2048));
+    }
+
+    #[test]
+    fn missing_counters_hold_the_estimate() {
+        let mut rig = Rig::new(Some(mib(1000)));
+        let start = rig.epoch(0);
+        for _ in 0..5 {
+            assert_eq!(rig.feed(Duration::from_secs(1), None, None), start);
+        }
+        assert_eq!(rig.probe.state(), TwsState::Fast);
+        assert!(rig.probe.describe().contains("holding"));
+        // One counter is enough to probe again.
+        assert_eq!(
+            rig.feed(Duration::from_secs(1), None, Some(0)),
+            start - mib(50)
+        );
+        assert!(!rig.probe.describe().contains("holding"));
+        assert_eq!(
+            rig.feed(Duration::from_secs(1), Some(40), None),
+            start - mib(50) + Pages(40)
+        );
+    }
+
+    #[test]
+    fn epochs_wait_for_the_epoch_length_without_losing_events() {
+        let mut rig = Rig::new(Some(mib(1000)));
+        let half = Duration::from_millis(500);
+        assert_eq!(rig.feed(half, Some(0), Some(30)), mib(1000));
+        assert_eq!(rig.probe.state(), TwsState::Fast);
+        // The epoch ends here and counts the events reported half a second earlier.
+        assert_eq!(rig.feed(half, Some(0), Some(0)), mib(1000) + Pages(30));
+        assert!(matches!(rig.probe.state(), TwsState::CoolDown { .. }));
+        // A longer gap counts as one epoch with its whole elapsed time.
+        rig.feed(Duration::from_secs(8), Some(0), Some(0));
+        assert_eq!(rig.probe.state(), TwsState::Slow);
+    }
+
+    #[test]
+    fn time_going_backwards_runs_no_epoch() {
+        let mut rig = Rig::new(Some(mib(1000)));
+        rig.now = Duration::from_secs(100);
+        rig.epoch(0);
+        let est = rig.probe.estimate();
+        rig.now = Duration::ZERO;
+        assert_eq!(rig.feed(Duration::ZERO, Some(0), Some(0)), est);
+    }
+
+    /// Chiang et al.'s convergence example: a tenant with committed memory 1300 MiB and a
+    /// constant working set of 300 MiB that refaults whenever it is given less.
+    #[test]
+    fn converges_just_above_a_constant_working_set() {
+        let mut rig = Rig::new(Some(mib(1300)));
+        rig.min = Pages::from_mib_f64(263.3);
+        let working_set = mib(300);
+        let mut held = rig.probe.estimate();
+        let mut history = Vec::new();
+        for _ in 0..300 {
+            // The tenant holds last tick's estimate; every missing page of its working set
+            // faults back in, twice on average, within the tick.
+            let refaults = working_set.saturating_sub(held).0 * 2;
+            held = rig.epoch(refaults);
+            history.push(held);
+        }
+        let tail = &history[history.len() - 60..];
+        let low = tail.iter().min().copied().unwrap_or_default();
+        let high = tail.iter().max().copied().unwrap_or_default();
+        assert!(low >= working_set.scale(0.95), "dips to {low}");
+        assert!(high <= working_set.scale(1.10), "peaks at {high}");
+        let mean = tail.iter().map(|p| p.as_mib_f64()).sum::<f64>() / tail.len() as f64;
+        assert!((300.0..=330.0).contains(&mean), "mean {mean:.1} MiB");
+        // FAST reaches the working set within a few seconds.
+        let first_below = history.iter().position(|&p| p < working_set);
+        assert!(matches!(first_below, Some(i) if i < 20), "{first_below:?}");
+    }
+}

@@ -1,0 +1,95 @@
+//! What one simulated run records, tick by tick: the raw material for summary.json, timeline.csv and report.html.
+
+use memtide_model::{ReclamationState, TenantId};
+use serde::Serialize;
+
+/// A whole run of one scenario (or one variant of it).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunRecord {
+    pub scenario: String,
+    /// Variant name when the scenario defines variants.
+    pub variant: Option<String>,
+    pub seed: u64,
+    pub tick_s: f64,
+    pub duration_s: f64,
+    pub machine_mb: f64,
+    pub tenants: Vec<TenantMeta>,
+    pub ticks: Vec<TickRecord>,
+    pub refusals: Vec<Refusal>,
+    /// Scenario events as they happened, for the report.
+    pub events: Vec<EventRecord>,
+    /// Per-tenant throughput of the unconstrained baseline run, when the scenario asks for one.
+    pub baseline: Option<Vec<BaselineFigures>>,
+    /// Band around the true working set that counts as converged: allocated within
+    /// [low * working set, high * working set] from some tick to the end.
+    pub convergence_low: f64,
+    pub convergence_high: f64,
+}
+
+/// Static facts about one tenant.
+#[derive(Clone, Debug, Serialize)]
+pub struct TenantMeta {
+    pub id: TenantId,
+    pub name: String,
+    pub estimator: String,
+    pub min_mb: f64,
+    pub max_mb: f64,
+    pub shares: u64,
+    pub balloon_driver: bool,
+}
+
+/// One tick: the decision taken at `time_s` and what the world measured over the tick.
+#[derive(Clone, Debug, Serialize)]
+pub struct TickRecord {
+    pub time_s: f64,
+    pub state: ReclamationState,
+    pub free_mb: f64,
+    pub budget_mb: f64,
+    pub rows: Vec<TenantRow>,
+}
+
+/// One tenant in one tick.
+#[derive(Clone, Debug, Serialize)]
+pub struct TenantRow {
+    pub tenant: TenantId,
+    /// Machine memory held at the end of the tick.
+    pub allocated_mb: f64,
+    pub target_mb: f64,
+    pub active_estimate_mb: f64,
+    /// The workload's true working set.
+    pub working_set_mb: f64,
+    pub balloon_mb: f64,
+    pub host_swapped_mb: f64,
+    /// Operations per second over the tick.
+    pub throughput: f64,
+    /// Mean operation latency over the tick (0 when no operation completed).
+    pub latency_ms: f64,
+    pub swap_ins: u64,
+    pub refaults: u64,
+    pub host_swap_ins: u64,
+    pub blocked: bool,
+    pub reason: String,
+}
+
+/// A tenant admission control refused.
+#[derive(Clone, Debug, Serialize)]
+pub struct Refusal {
+    pub time_s: f64,
+    pub tenant: String,
+    pub reason: String,
+}
+
+/// A scenario event that took effect.
+#[derive(Clone, Debug, Serialize)]
+pub struct EventRecord {
+    pub time_s: f64,
+    pub description: String,
+}
+
+/// A tenant's figures in the unconstrained baseline run.
+#[derive(Clone, Debug, Serialize)]
+pub struct BaselineFigures {
+    pub tenant: TenantId,
+    pub throughput: f64,
+    pub latency_ms: f64,
+}
