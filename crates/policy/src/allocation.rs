@@ -274,8 +274,12 @@ fn add_cheapest(
 ) {
     let held: u128 = counts.iter().map(|&n| u128::from(n)).sum();
     let room: u128 = growers.iter().map(|g| u128::from(g.hi)).sum();
-    let aim = (held + missing + growers.len() as u128 + 1).min(room);
-    let upper = solve_price(growers, aim as f64, price, max_price);
+    let aim = held + missing + growers.len() as u128 + 1;
+    let upper = if aim >= room {
+        max_price
+    } else {
+        solve_price(growers, aim as f64, price, max_price)
+    };
     let uppers: Vec<u64> = growers
         .iter()
         .zip(counts.iter())

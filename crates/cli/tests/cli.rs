@@ -1,0 +1,107 @@
+//! The `memtide` binary end to end: outputs of `sim`, and bad input answered with one line and exit status 2.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn memtide(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_memtide"))
+        .args(args)
+        .output()
+        .expect("memtide runs")
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn sim_writes_summary_timeline_and_report() {
+    let dir = tmp("cli-outputs");
+    let out = memtide(&[
+        "sim",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/shares.toml"),
+        "--out",
+        dir.to_str().unwrap(),
+        "--set",
+        "duration_s=20",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    assert!(summary.get("tenants").is_some(), "summary.json: {summary}");
+    let timeline = std::fs::read_to_string(dir.join("timeline.csv")).unwrap();
+    let mut lines = timeline.lines();
+    assert!(lines.next().unwrap().starts_with(
+        "time_s,tenant,allocated_mb,target_mb,active_estimate_mb,working_set_mb,balloon_mb,host_swapped_mb,throughput,latency_ms,state"
+    ));
+    assert_eq!(lines.count(), 20 * 3, "one row per tick per tenant");
+    let report = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(report.contains("<svg"));
+    assert!(!report.contains("http://") && !report.contains("https://"), "report must be self-contained");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("shares"));
+}
+
+/// Each case: scenario text, and words the one-line error must contain.
+const BAD: &[(&str, &str, &[&str])] = &[
+    ("unknown-field", "duration_s = 10\nbogus = 1\n[host]\nmemory_mb = 512\n", &["unknown-field.toml", "bogus"]),
+    ("wrong-type", "duration_s = 10\n[host]\nmemory_mb = \"lots\"\n", &["wrong-type.toml", "memory_mb"]),
+    (
+        "negative-size",
+        "duration_s = 10\n[host]\nmemory_mb = 512\n[[tenants]]\nname = \"a\"\nmax_mb = -5\n[tenants.workload]\nkind = \"idle\"\n",
+        &["negative-size.toml", "max_mb", "-5"],
+    ),
+    (
+        "min-above-max",
+        "duration_s = 10\n[host]\nmemory_mb = 512\n[[tenants]]\nname = \"a\"\nmin_mb = 300\nmax_mb = 256\n[tenants.workload]\nkind = \"idle\"\n",
+        &["min-above-max.toml", "min_mb", "300"],
+    ),
+    ("bad-tax", "duration_s = 10\n[host]\nmemory_mb = 512\n[policy]\ntax_rate = 1.0\n", &["bad-tax.toml", "tax_rate", "1"]),
+    (
+        "unknown-tenant-event",
+        "duration_s = 10\n[host]\nmemory_mb = 512\n[[events]]\nat_s = 1\nkind = \"stop_tenant\"\ntenant = \"ghost\"\n",
+        &["unknown-tenant-event.toml", "tenant", "ghost"],
+    ),
+    (
+        "budget-below-mins",
+        "duration_s = 10\n[host]\nmemory_mb = 2048\n[policy]\nbudget_mb = 100\n[[tenants]]\nname = \"a\"\nmin_mb = 200\nmax_mb = 256\n[tenants.workload]\nkind = \"idle\"\n",
+        &["budget-below-mins.toml", "budget_mb", "100"],
+    ),
+];
+
+#[test]
+fn bad_scenarios_exit_2_with_one_line_naming_file_field_and_value() {
+    let dir = tmp("cli-bad");
+    for (name, text, words) in BAD {
+        let path = dir.join(format!("{name}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let out_dir = dir.join(format!("{name}-out"));
+        let out = memtide(&["sim", path.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: not one line: {stderr}");
+        for w in *words {
+            assert!(stderr.contains(w), "{name}: {stderr:?} lacks {w:?}");
+        }
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        assert!(!out_dir.exists(), "{name}: wrote outputs despite the error");
+    }
+}
+
+#[test]
+fn bad_set_override_and_missing_file_exit_2() {
+    let shares = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/shares.toml");
+    for args in [
+        vec!["sim", shares, "--set", "tenants.nobody.max_mb=5"],
+        vec!["sim", shares, "--set", "policy.tax_rate=-1"],
+        vec!["sim", "/nonexistent/scenario.toml"],
+        vec!["sim", shares, "--variant", "nope"],
+    ] {
+        let out = memtide(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+    }
+}
