@@ -212,11 +212,11 @@ fn continuous_total(growers: &[Grower], price: f64) -> (f64, f64) {
 }
 
 /// Cost per share at which the continuous allocations sum to `goal` (within half a page, or
-/// as close as floating point allows), searched in `[below, above]`: Newton's method on the
-/// piecewise-linear, non-decreasing sum, safeguarded by bisection. Only an approximation is
-/// needed: the callers make the page counts exact.
-fn solve_price(growers: &[Grower], goal: f64, mut below: f64, mut above: f64) -> f64 {
-    let mut price = below;
+/// as close as floating point allows), searched in `[below, above]` from `start`: Newton's
+/// method on the piecewise-linear, non-decreasing sum, safeguarded by bisection. Only an
+/// approximation is needed: [`first_pages`] makes the page counts exact.
+fn solve_price(growers: &[Grower], goal: f64, start: f64, mut below: f64, mut above: f64) -> f64 {
+    let mut price = start.clamp(below, above);
     for _ in 0..MAX_PRICE_ITERATIONS {
         let (sum, slope) = continuous_total(growers, price);
         if (sum - goal).abs() <= 0.5 {
@@ -234,6 +234,9 @@ fn solve_price(growers: &[Grower], goal: f64, mut below: f64, mut above: f64) ->
         };
         price = if newton > below && newton < above {
             newton
+        } else if below > 0.0 && above > 16.0 * below {
+            // The bracket spans orders of magnitude: halve it geometrically.
+            (below.sqrt() * above.sqrt()).clamp(below, above)
         } else {
             below + (above - below) / 2.0
         };
@@ -246,73 +249,70 @@ fn solve_price(growers: &[Grower], goal: f64, mut below: f64, mut above: f64) ->
 }
 
 /// Page counts (one per grower, within `[lo, hi]`) holding the first `goal` pages of the
-/// global order: by key, then by grower, then by page. Assumes `sum(lo) < goal < sum(hi)`.
+/// global order: by key, then by grower. Assumes `sum(lo) < goal < sum(hi)`.
+///
+/// Finds two prices from the continuous problem: `cheap`, where the continuous sum is the
+/// goal, so the whole pages affordable there are at most the goal; and `dear`, where it
+/// exceeds the goal by more than one page per grower, so the whole pages affordable there
+/// (each grower lags its continuous allocation by less than one page) are at least the goal.
+/// The pages with keys between the two prices, about 1.5 per grower, are the candidates for
+/// the rest of the budget; a linear-time selection picks the cheapest.
 fn first_pages(growers: &[Grower], goal: u128) -> Vec<u64> {
     let max_price = growers.iter().map(|g| g.key(g.hi)).fold(0.0, f64::max);
-    let price = solve_price(growers, goal as f64, 0.0, max_price);
-    let mut counts: Vec<u64> = growers.iter().map(|g| g.pages_at(price)).collect();
-    let total: u128 = counts.iter().map(|&n| u128::from(n)).sum();
-    if total > goal {
-        // Only from floating-point noise in the price: drop the dearest pages.
-        drop_dearest(growers, &mut counts, total - goal);
-    } else if total < goal {
-        add_cheapest(growers, &mut counts, price, goal - total, max_price);
-    }
-    counts
-}
-
-/// Adds the `missing` cheapest pages not yet held; `counts` hold every page of key at most
-/// `price`. Collects the candidate pages up to a price where the continuous sum exceeds the
-/// goal by more than one page per grower (enough, since each grower's whole pages lag its
-/// continuous allocation by less than one) and selects the cheapest among them in linear time.
-fn add_cheapest(
-    growers: &[Grower],
-    counts: &mut [u64],
-    price: f64,
-    missing: u128,
-    max_price: f64,
-) {
-    let held: u128 = counts.iter().map(|&n| u128::from(n)).sum();
+    let lows: u128 = growers.iter().map(|g| u128::from(g.lo)).sum();
     let room: u128 = growers.iter().map(|g| u128::from(g.hi)).sum();
-    let aim = held + missing + growers.len() as u128 + 1;
-    let upper = if aim >= room {
+    let all_shares: f64 = growers.iter().map(|g| g.shares).sum();
+    // Exact when every grower is active, unbounded and without a min; a start for Newton.
+    let start = goal.saturating_sub(lows) as f64 / all_shares;
+    let cheap = solve_price(growers, goal as f64, start, 0.0, max_price);
+    let aim = goal + growers.len() as u128 + 1;
+    let dear = if aim >= room {
         max_price
     } else {
-        solve_price(growers, aim as f64, price, max_price)
+        solve_price(growers, aim as f64, cheap, cheap, max_price)
     };
-    let uppers: Vec<u64> = growers
-        .iter()
-        .zip(counts.iter())
-        .map(|(g, &n)| g.pages_at(upper).max(n))
-        .collect();
-    let candidates: u128 = uppers
-        .iter()
-        .zip(counts.iter())
-        .map(|(&u, &n)| u128::from(u - n))
-        .sum();
-    let limit = 4 * (growers.len() as u128 + missing) + 64;
-    if candidates < missing || candidates > limit {
-        // Floating-point trouble (astronomic page counts): take the pages one by one.
-        add_cheapest_one_by_one(growers, counts, missing);
-        return;
-    }
-    let mut pages: Vec<PageKey> = Vec::with_capacity(candidates as usize);
-    for (i, (g, (&u, &n))) in growers.iter().zip(uppers.iter().zip(counts.iter())).enumerate() {
-        for page in n + 1..=u {
-            pages.push(PageKey {
-                key: g.key(page),
-                grower: i,
-                page,
-            });
+
+    let limit = 4 * growers.len() + 64;
+    let mut counts = Vec::with_capacity(growers.len());
+    let mut candidates: Vec<PageKey> = Vec::with_capacity(2 * growers.len() + 2);
+    let mut overflow = false;
+    for (i, g) in growers.iter().enumerate() {
+        let n = g.pages_at(cheap);
+        counts.push(n);
+        if overflow {
+            continue;
         }
+        let up = g.pages_at(dear).max(n);
+        if up - n > (limit - candidates.len()) as u64 {
+            overflow = true;
+            continue;
+        }
+        candidates.extend((n + 1..=up).map(|page| PageKey::of(g, i, page)));
+    }
+
+    let held: u128 = counts.iter().map(|&n| u128::from(n)).sum();
+    if held > goal {
+        // Only from floating-point noise in the price: drop the dearest pages.
+        drop_dearest(growers, &mut counts, held - goal);
+        return counts;
+    }
+    let missing = goal - held;
+    if missing == 0 {
+        return counts;
+    }
+    if overflow || (candidates.len() as u128) < missing {
+        // Floating-point trouble (astronomic page counts): take the pages one by one.
+        add_cheapest_one_by_one(growers, &mut counts, missing);
+        return counts;
     }
     let take = missing as usize;
-    if take < pages.len() {
-        pages.select_nth_unstable(take - 1);
+    if take < candidates.len() {
+        candidates.select_nth_unstable(take - 1);
     }
-    for p in &pages[..take] {
-        counts[p.grower] += 1;
+    for page in &candidates[..take] {
+        counts[page.grower] += 1;
     }
+    counts
 }
 
 /// Adds the `missing` cheapest pages not yet held, one at a time from a heap.
@@ -359,13 +359,12 @@ fn drop_dearest(growers: &[Grower], counts: &mut [u64], surplus: u128) {
     }
 }
 
-/// A page in the global allocation order: by key, ties to the tenant listed first, then by
-/// page number.
+/// A page in the global allocation order: by key, ties to the tenant listed first. (Pages of
+/// one tenant with equal keys are interchangeable: only how many a tenant gets matters.)
 #[derive(Clone, Copy, Debug)]
 struct PageKey {
     key: f64,
     grower: usize,
-    page: u64,
 }
 
 impl PageKey {
@@ -373,7 +372,6 @@ impl PageKey {
         PageKey {
             key: g.key(page),
             grower,
-            page,
         }
     }
 }
@@ -397,7 +395,6 @@ impl Ord for PageKey {
         self.key
             .total_cmp(&other.key)
             .then(self.grower.cmp(&other.grower))
-            .then(self.page.cmp(&other.page))
     }
 }
 

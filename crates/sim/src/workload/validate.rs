@@ -1,0 +1,88 @@
+//! Checks on workload parameters, each turning a bad value into an error that names the
+//! workload kind, the field and the value.
+
+use super::{Skew, WorkloadError};
+
+/// Largest region a workload may declare, in MiB (1 TiB = 2^28 pages, well inside `u32`).
+pub(super) const MAX_REGION_MB: f64 = 1024.0 * 1024.0;
+
+/// Validates fields of one workload `kind`.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Check {
+    pub(super) kind: &'static str,
+}
+
+impl Check {
+    pub(super) fn error(&self, field: &str, value: impl ToString, rule: impl ToString) -> WorkloadError {
+        WorkloadError::Invalid {
+            kind: self.kind,
+            field: field.to_string(),
+            value: value.to_string(),
+            rule: rule.to_string(),
+        }
+    }
+
+    /// A finite number.
+    pub(super) fn finite(&self, field: &str, v: f64) -> Result<f64, WorkloadError> {
+        if v.is_finite() {
+            Ok(v)
+        } else {
+            Err(self.error(field, v, "a finite number"))
+        }
+    }
+
+    /// A finite number >= 0.
+    pub(super) fn non_negative(&self, field: &str, v: f64) -> Result<f64, WorkloadError> {
+        if self.finite(field, v)? >= 0.0 {
+            Ok(v)
+        } else {
+            Err(self.error(field, v, ">= 0"))
+        }
+    }
+
+    /// A finite number > 0.
+    pub(super) fn positive(&self, field: &str, v: f64) -> Result<f64, WorkloadError> {
+        if self.finite(field, v)? > 0.0 {
+            Ok(v)
+        } else {
+            Err(self.error(field, v, "> 0"))
+        }
+    }
+
+    /// A fraction in [0, 1].
+    pub(super) fn fraction(&self, field: &str, v: f64) -> Result<f64, WorkloadError> {
+        if (0.0..=1.0).contains(&self.finite(field, v)?) {
+            Ok(v)
+        } else {
+            Err(self.error(field, v, "in [0, 1]"))
+        }
+    }
+
+    /// A region size in MiB, returned in pages (rounded to the nearest page).
+    pub(super) fn size_mb(&self, field: &str, mb: f64) -> Result<u32, WorkloadError> {
+        self.non_negative(field, mb)?;
+        if mb > MAX_REGION_MB {
+            return Err(self.error(field, mb, format!("<= {MAX_REGION_MB} (1 TiB)")));
+        }
+        let pages = memtide_model::Pages::from_mib_f64(mb).0;
+        // MAX_REGION_MB keeps this far below u32::MAX.
+        Ok(u32::try_from(pages).unwrap_or(u32::MAX))
+    }
+
+    /// A skew whose Zipf exponent (if any) is finite and > 0.
+    pub(super) fn skew(&self, field: &str, skew: Skew) -> Result<Skew, WorkloadError> {
+        if let Skew::Zipf { theta } = skew {
+            self.positive(&format!("{field}.theta"), theta)?;
+        }
+        Ok(skew)
+    }
+
+    /// A count >= 1.
+    pub(super) fn at_least_one(&self, field: &str, v: u32) -> Result<u32, WorkloadError> {
+        if v >= 1 {
+            Ok(v)
+        } else {
+            Err(self.error(field, v, ">= 1"))
+        }
+    }
+}
