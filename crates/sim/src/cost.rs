@@ -4,6 +4,11 @@ use serde::{Deserialize, Serialize};
 
 /// Time costs of memory events, in microseconds of the tenant's time. A tenant runs one
 /// tick (1 s) per tick; the accesses it completes in that time give its throughput.
+///
+/// Every access costs `cpu_us_per_access` (or the workload's own figure) plus the stall of
+/// what it hit; docs/cost-model.md states the whole model. The defaults are round numbers
+/// for a 2010s server with a rotating or SATA-class swap/data disk: a page-cache miss or a
+/// swap-in costs about 200 accesses' worth of work.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CostModel {
@@ -34,5 +39,116 @@ impl Default for CostModel {
             host_swap_out_us: 200.0,
             cpu_us_per_access: 10.0,
         }
+    }
+}
+
+/// A cost a scenario got wrong; the message names the field and value, e.g.
+/// `cost.disk_read_us = -1 must be a finite number >= 0`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("cost.{field} = {value} must be a finite number >= 0")]
+pub struct CostError {
+    pub field: &'static str,
+    pub value: f64,
+}
+
+impl CostModel {
+    /// Every field with its TOML name, in declaration order.
+    pub fn fields(&self) -> [(&'static str, f64); 7] {
+        [
+            ("minor_fault_us", self.minor_fault_us),
+            ("guest_swap_in_us", self.guest_swap_in_us),
+            ("guest_swap_out_us", self.guest_swap_out_us),
+            ("disk_read_us", self.disk_read_us),
+            ("host_swap_in_us", self.host_swap_in_us),
+            ("host_swap_out_us", self.host_swap_out_us),
+            ("cpu_us_per_access", self.cpu_us_per_access),
+        ]
+    }
+
+    /// Checks that every cost is a finite number >= 0 (the first bad one is reported).
+    pub fn validate(&self) -> Result<(), CostError> {
+        match self
+            .fields()
+            .into_iter()
+            .find(|(_, v)| !(v.is_finite() && *v >= 0.0))
+        {
+            Some((field, value)) => Err(CostError { field, value }),
+            None => Ok(()),
+        }
+    }
+
+    /// Microseconds to whole nanoseconds, rounded; negative or NaN give 0, huge values
+    /// saturate. For integer accounting of the costs above.
+    pub fn ns(us: f64) -> u64 {
+        if us.is_nan() || us <= 0.0 {
+            0
+        } else {
+            (us * 1000.0).round() as u64
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_the_documented_numbers() {
+        let c = CostModel::default();
+        assert_eq!(
+            c.fields(),
+            [
+                ("minor_fault_us", 1.0),
+                ("guest_swap_in_us", 2000.0),
+                ("guest_swap_out_us", 200.0),
+                ("disk_read_us", 2000.0),
+                ("host_swap_in_us", 2500.0),
+                ("host_swap_out_us", 200.0),
+                ("cpu_us_per_access", 10.0),
+            ]
+        );
+        assert_eq!(c.validate(), Ok(()));
+    }
+
+    #[test]
+    fn defaults_make_a_miss_cost_two_hundred_accesses() {
+        let c = CostModel::default();
+        assert_eq!(c.disk_read_us / c.cpu_us_per_access, 200.0);
+        assert!(c.host_swap_in_us > c.guest_swap_in_us);
+    }
+
+    #[test]
+    fn partial_toml_keeps_other_defaults() {
+        let c: CostModel = toml::from_str("disk_read_us = 100.0").unwrap();
+        assert_eq!(c.disk_read_us, 100.0);
+        assert_eq!(c.host_swap_in_us, 2500.0);
+        assert!(toml::from_str::<CostModel>("disk_us = 1.0").is_err());
+    }
+
+    #[test]
+    fn validate_names_the_bad_field() {
+        let c = CostModel {
+            disk_read_us: -1.0,
+            ..CostModel::default()
+        };
+        assert_eq!(
+            c.validate().unwrap_err().to_string(),
+            "cost.disk_read_us = -1 must be a finite number >= 0"
+        );
+        let c = CostModel {
+            cpu_us_per_access: f64::NAN,
+            ..CostModel::default()
+        };
+        assert_eq!(c.validate().unwrap_err().field, "cpu_us_per_access");
+    }
+
+    #[test]
+    fn ns_rounds_and_clamps() {
+        assert_eq!(CostModel::ns(10.0), 10_000);
+        assert_eq!(CostModel::ns(0.0004), 0);
+        assert_eq!(CostModel::ns(0.0006), 1);
+        assert_eq!(CostModel::ns(-5.0), 0);
+        assert_eq!(CostModel::ns(f64::NAN), 0);
+        assert_eq!(CostModel::ns(f64::INFINITY), u64::MAX);
     }
 }

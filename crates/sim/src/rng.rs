@@ -118,8 +118,20 @@ mod tests {
         assert_eq!(first, (0..3).map(|_| again.next_u64()).collect::<Vec<_>>());
         assert_eq!(
             first,
-            vec![0x99EC_5F36_CB75_F2B4, 0xBF6E_1F78_4956_452A, 0x1A5F_849D_4933_E6E0]
+            vec![
+                0x99EC_5F36_CB75_F2B4,
+                0xBF6E_1F78_4956_452A,
+                0x1A5F_849D_4933_E6E0
+            ]
         );
+    }
+
+    #[test]
+    fn fork_and_below_are_pinned() {
+        // Golden values for our own derivations (fork, below, next_f64).
+        let mut c = SimRng::new(0).fork(1);
+        let got = [c.next_u64(), c.below(1000), c.next_f64().to_bits()];
+        assert_eq!(got, [16021736912972777407, 16, 4601128086379967494]);
     }
 
     #[test]

@@ -160,13 +160,14 @@ mod tests {
             "[workload]\nkind = \"toucher\"\nphases = [{ at_s = 0, working_set_mb = 50 }]\n",
         )
         .unwrap();
-        assert!(matches!(h.workload, WorkloadConfig::Toucher { ref phases, skew: Skew::Uniform, .. } if phases.len() == 1));
+        assert!(
+            matches!(h.workload, WorkloadConfig::Toucher { ref phases, skew: Skew::Uniform, .. } if phases.len() == 1)
+        );
     }
 
     #[test]
     fn unknown_workload_field_is_rejected() {
-        let r: Result<Holder, _> =
-            toml::from_str("[workload]\nkind = \"idle\"\nbogus = 1\n");
+        let r: Result<Holder, _> = toml::from_str("[workload]\nkind = \"idle\"\nbogus = 1\n");
         assert!(r.is_err());
     }
 

@@ -1,6 +1,18 @@
 //! Workloads that drive a simulated guest: each produces a stream of page accesses (anonymous or page-cache).
+//!
+//! A [`Workload`] is built from a scenario's [`WorkloadConfig`] and the [`CostModel`]. Every
+//! tick the guest model calls [`Workload::advance`] with the current time, asks
+//! [`Workload::demand`] how many accesses an open-loop workload wants this tick, and pulls
+//! accesses with [`Workload::fill`]. The kinds (one file each) only decide *what* to touch:
+//! an optional initial sequential sweep, then one or more timed phases, each a mix
+//! of anonymous and file accesses. Behaviour and defaults of every kind are described in
+//! `docs/cost-model.md` ("Workloads").
 
+use crate::cost::{CostError, CostModel};
+use crate::rng::SimRng;
+use memtide_model::Pages;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// One access by a workload, in the workload's own address space.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -23,4 +35,646 @@ pub enum Skew {
 
 pub mod config;
 
+mod cpu_job;
+mod file_server;
+mod idle;
+mod oltp;
+mod pick;
+mod toucher;
+mod validate;
+mod web;
+
 pub use config::{TouchPhase, WorkloadConfig};
+
+use pick::Mix;
+use validate::Check;
+
+/// A workload parameter a scenario got wrong. The message names the workload kind, the
+/// field and its value, e.g. `workload toucher: phases[1].working_set_mb = -5 must be >= 0`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WorkloadError {
+    #[error("workload {kind}: {field} = {value} must be {rule}")]
+    Invalid {
+        kind: &'static str,
+        field: String,
+        value: String,
+        rule: String,
+    },
+    #[error("workload {kind}: {field} must not be empty")]
+    Empty {
+        kind: &'static str,
+        field: &'static str,
+    },
+    /// The cost model's default `cpu_us_per_access` (used by this workload) is invalid.
+    #[error(transparent)]
+    Cost(#[from] CostError),
+}
+
+/// What a kind module builds from its parameters: regions, the initial sweep and the
+/// timed phases, plus the kind's defaults for the common options.
+#[derive(Debug)]
+struct Plan {
+    anon_pages: u32,
+    file_pages: u32,
+    /// Anonymous pages `0..sweep` are written once, in order, before anything else.
+    sweep: u32,
+    /// `(at_s, mix)`, strictly increasing in `at_s`; before the first, nothing is touched.
+    phases: Vec<(f64, Mix)>,
+    /// The kind's open-loop rate when the scenario gives no `max_accesses_per_s`.
+    default_rate: Option<f64>,
+    default_accesses_per_op: u32,
+}
+
+/// The common optional fields every kind has.
+#[derive(Copy, Clone, Debug)]
+struct Common {
+    cpu_us_per_access: Option<f64>,
+    accesses_per_op: Option<u32>,
+    max_accesses_per_s: Option<f64>,
+}
+
+/// A running workload: a deterministic stream of page accesses whose shape changes over time.
+#[derive(Clone, Debug)]
+pub struct Workload {
+    kind: &'static str,
+    anon_pages: u32,
+    file_pages: u32,
+    /// Next page of the initial sweep, and its end.
+    sweep_next: u32,
+    sweep_end: u32,
+    phases: Vec<(f64, Mix)>,
+    /// Index of the current phase; `None` before the first phase starts.
+    phase: Option<usize>,
+    nothing: Mix,
+    now: Duration,
+    rate: Option<f64>,
+    cpu_ns_per_access: u64,
+    accesses_per_op: u32,
+    /// Sweep and steady accesses appended by the last `fill`, for `return_unused`.
+    last_sweep: u32,
+    last_steady: usize,
+}
+
+impl Workload {
+    /// Validates `config` and builds the workload at time zero (call [`Workload::advance`]
+    /// before the first tick). `cost.cpu_us_per_access` is the default work per access.
+    pub fn new(config: &WorkloadConfig, cost: &CostModel) -> Result<Workload, WorkloadError> {
+        let check = Check {
+            kind: config.kind(),
+        };
+        let (plan, common) = match config {
+            WorkloadConfig::Idle {
+                resident_mb,
+                background_mb,
+                cpu_us_per_access,
+                accesses_per_op,
+                max_accesses_per_s,
+            } => (
+                idle::plan(check, *resident_mb, *background_mb)?,
+                Common {
+                    cpu_us_per_access: *cpu_us_per_access,
+                    accesses_per_op: *accesses_per_op,
+                    max_accesses_per_s: *max_accesses_per_s,
+                },
+            ),
+            WorkloadConfig::Toucher {
+                phases,
+                allocated_mb,
+                skew,
+                cpu_us_per_access,
+                accesses_per_op,
+                max_accesses_per_s,
+            } => (
+                toucher::plan(check, phases, *allocated_mb, *skew)?,
+                Common {
+                    cpu_us_per_access: *cpu_us_per_access,
+                    accesses_per_op: *accesses_per_op,
+                    max_accesses_per_s: *max_accesses_per_s,
+                },
+            ),
+            WorkloadConfig::FileServer {
+                file_set_mb,
+                anon_mb,
+                skew,
+                cpu_us_per_access,
+                accesses_per_op,
+                max_accesses_per_s,
+            } => (
+                file_server::plan(check, *file_set_mb, *anon_mb, *skew)?,
+                Common {
+                    cpu_us_per_access: *cpu_us_per_access,
+                    accesses_per_op: *accesses_per_op,
+                    max_accesses_per_s: *max_accesses_per_s,
+                },
+            ),
+            WorkloadConfig::CpuJob {
+                allocated_mb,
+                working_set_mb,
+                skew,
+                cpu_us_per_access,
+                accesses_per_op,
+                max_accesses_per_s,
+            } => (
+                cpu_job::plan(check, *allocated_mb, *working_set_mb, *skew)?,
+                Common {
+                    cpu_us_per_access: *cpu_us_per_access,
+                    accesses_per_op: *accesses_per_op,
+                    max_accesses_per_s: *max_accesses_per_s,
+                },
+            ),
+            WorkloadConfig::Oltp {
+                data_mb,
+                anon_mb,
+                file_fraction,
+                skew,
+                cpu_us_per_access,
+                accesses_per_op,
+                max_accesses_per_s,
+            } => (
+                oltp::plan(check, *data_mb, *anon_mb, *file_fraction, *skew)?,
+                Common {
+                    cpu_us_per_access: *cpu_us_per_access,
+                    accesses_per_op: *accesses_per_op,
+                    max_accesses_per_s: *max_accesses_per_s,
+                },
+            ),
+            WorkloadConfig::Web {
+                anon_mb,
+                file_mb,
+                cpu_us_per_access,
+                accesses_per_op,
+                max_accesses_per_s,
+            } => (
+                web::plan(check, *anon_mb, *file_mb)?,
+                Common {
+                    cpu_us_per_access: *cpu_us_per_access,
+                    accesses_per_op: *accesses_per_op,
+                    max_accesses_per_s: *max_accesses_per_s,
+                },
+            ),
+        };
+
+        let cpu_us = match common.cpu_us_per_access {
+            Some(v) => check.non_negative("cpu_us_per_access", v)?,
+            None => match cost.cpu_us_per_access {
+                v if v.is_finite() && v >= 0.0 => v,
+                value => {
+                    return Err(CostError {
+                        field: "cpu_us_per_access",
+                        value,
+                    }
+                    .into())
+                }
+            },
+        };
+        let accesses_per_op = match common.accesses_per_op {
+            Some(v) => check.at_least_one("accesses_per_op", v)?,
+            None => plan.default_accesses_per_op,
+        };
+        let rate = match common.max_accesses_per_s {
+            Some(v) => Some(check.positive("max_accesses_per_s", v)?),
+            None => plan.default_rate,
+        };
+        let mut w = Workload {
+            kind: check.kind,
+            anon_pages: plan.anon_pages,
+            file_pages: plan.file_pages,
+            sweep_next: 0,
+            sweep_end: plan.sweep.min(plan.anon_pages),
+            phases: plan.phases,
+            phase: None,
+            nothing: Mix::nothing(),
+            now: Duration::ZERO,
+            rate,
+            // Rounded to the nearest nanosecond; `as` saturates on absurd values.
+            cpu_ns_per_access: (cpu_us * 1000.0).round() as u64,
+            accesses_per_op,
+            last_sweep: 0,
+            last_steady: 0,
+        };
+        w.advance(Duration::ZERO);
+        Ok(w)
+    }
+
+    /// The `kind` name as written in scenarios.
+    pub fn kind(&self) -> &'static str {
+        self.kind
+    }
+
+    /// Size of the anonymous region the workload has allocated (counts in the guest's
+    /// Committed_AS); anonymous accesses are to pages `0..anon_pages`.
+    pub fn anon_pages(&self) -> u32 {
+        self.anon_pages
+    }
+
+    /// Size of the file set in pages; file accesses are to blocks `0..file_pages`.
+    pub fn file_pages(&self) -> u32 {
+        self.file_pages
+    }
+
+    /// Moves the workload to time `now` (call at the start of each tick): switches phases.
+    pub fn advance(&mut self, now: Duration) {
+        self.now = now;
+        let t = now.as_secs_f64();
+        // Phases are few: a scan from the start keeps this right even if time goes back.
+        self.phase = self.phases.iter().rposition(|(at, _)| *at <= t);
+    }
+
+    /// The current steady-state mix.
+    fn mix(&self) -> &Mix {
+        match self.phase {
+            Some(i) => &self.phases[i].1,
+            None => &self.nothing,
+        }
+    }
+
+    /// Appends exactly `n` accesses to `out`: first what remains of the initial sweep
+    /// (sequential writes), then steady-state accesses of the current phase. The one
+    /// exception: when the workload has nothing to touch right now (a toucher before its
+    /// first phase or in a 0 MB phase, an all-zero config) it appends only what remains of
+    /// the sweep; [`Workload::demand`] then says so (`Some(count)`), so a caller that never
+    /// asks for more than the demand always gets exactly `n`.
+    pub fn fill(&mut self, rng: &mut SimRng, out: &mut Vec<Access>, n: usize) {
+        out.reserve(n);
+        let sweep = (n as u64).min(u64::from(self.sweep_end - self.sweep_next)) as u32;
+        let start = self.sweep_next;
+        out.extend((start..start + sweep).map(|page| Access::Anon { page, write: true }));
+        self.sweep_next += sweep;
+        let before = out.len();
+        let steady = n - sweep as usize;
+        if steady > 0 {
+            if let Some(i) = self.phase {
+                self.phases[i].1.fill(rng, out, steady);
+            }
+        }
+        self.last_sweep = sweep;
+        self.last_steady = out.len() - before;
+    }
+
+    /// Tells the workload that the last `unused` accesses appended by the latest
+    /// [`Workload::fill`] were never performed (the tick ran out of time): sweep accesses
+    /// among them are handed out again by the next fill, so the initial sweep still touches
+    /// every page. Steady-state accesses are random and simply dropped. Optional.
+    pub fn return_unused(&mut self, unused: usize) {
+        let unused_sweep = unused
+            .saturating_sub(self.last_steady)
+            .min(self.last_sweep as usize) as u32;
+        self.sweep_next -= unused_sweep;
+        self.last_sweep = 0;
+        self.last_steady = 0;
+    }
+
+    /// Open-loop cap on the accesses the workload wants during the tick of length `tick`
+    /// starting at the time of the last [`Workload::advance`]; `None`: closed loop, it runs
+    /// as fast as its time allows. Open-loop demand is `floor(rate * (now + tick)) -
+    /// floor(rate * now)`, so fractional rates add up exactly over time. The remaining
+    /// initial sweep is added on top and is never rate-limited. `Some(0)` when there is
+    /// nothing to touch.
+    pub fn demand(&self, tick: Duration) -> Option<u64> {
+        let sweep = u64::from(self.sweep_end - self.sweep_next);
+        let steady = if self.mix().is_empty() {
+            Some(0)
+        } else {
+            self.rate.map(|rate| {
+                let t0 = self.now.as_secs_f64();
+                let t1 = (self.now + tick).as_secs_f64();
+                // Saturating `as`; both non-negative.
+                ((rate * t1).floor() as u64).saturating_sub((rate * t0).floor() as u64)
+            })
+        };
+        steady.map(|s| s.saturating_add(sweep))
+    }
+
+    /// Work per access besides memory stalls, in nanoseconds (`cpu_us_per_access` of the
+    /// workload, else of the cost model).
+    pub fn cpu_ns_per_access(&self) -> u64 {
+        self.cpu_ns_per_access
+    }
+
+    /// Page accesses that make one operation (for throughput and latency).
+    pub fn accesses_per_op(&self) -> u32 {
+        self.accesses_per_op
+    }
+
+    /// The open-loop rate in accesses per second, `None` for a closed loop.
+    pub fn rate_per_s(&self) -> Option<f64> {
+        self.rate
+    }
+
+    /// True while the initial sweep (idle boot, cpu_job initialisation) is unfinished.
+    pub fn initialising(&self) -> bool {
+        self.sweep_next < self.sweep_end
+    }
+
+    /// Pages of the initial sweep not yet handed out.
+    pub fn sweep_remaining(&self) -> u32 {
+        self.sweep_end - self.sweep_next
+    }
+
+    /// Index of the current phase (`None` before the first phase starts). Only touchers
+    /// have more than one phase.
+    pub fn phase_index(&self) -> Option<usize> {
+        self.phase
+    }
+
+    /// The true working set now: the pages the workload keeps touching in its current
+    /// phase (anonymous + file). The initial sweep touches each page once and is not part
+    /// of it. Per kind (see docs/cost-model.md): idle: background; toucher: the current
+    /// phase; file_server: file set + anon; cpu_job: working_set_mb; oltp: anon + the
+    /// hottest data pages that receive 90% of its file accesses; web: anon + file.
+    pub fn working_set(&self) -> Pages {
+        self.mix().working_set()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn all_kinds() -> Vec<WorkloadConfig> {
+        let toml = r#"
+            [[w]]
+            kind = "idle"
+            resident_mb = 8
+            [[w]]
+            kind = "toucher"
+            phases = [{ at_s = 0, working_set_mb = 4 }, { at_s = 2, working_set_mb = 12 }]
+            skew = { kind = "zipf", theta = 1.1 }
+            [[w]]
+            kind = "file_server"
+            file_set_mb = 20
+            [[w]]
+            kind = "cpu_job"
+            allocated_mb = 10
+            working_set_mb = 3
+            [[w]]
+            kind = "oltp"
+            data_mb = 40
+            [[w]]
+            kind = "web"
+        "#;
+        #[derive(Deserialize)]
+        struct Holder {
+            w: Vec<WorkloadConfig>,
+        }
+        toml::from_str::<Holder>(toml).unwrap().w
+    }
+
+    fn assert_in_range(w: &Workload, out: &[Access]) {
+        for a in out {
+            match *a {
+                Access::Anon { page, .. } => assert!(page < w.anon_pages(), "{} {a:?}", w.kind()),
+                Access::File { block } => assert!(block < w.file_pages(), "{} {a:?}", w.kind()),
+            }
+        }
+    }
+
+    #[test]
+    fn every_kind_stays_in_range_and_fills_exactly_n() {
+        let cost = CostModel::default();
+        for config in all_kinds() {
+            let mut w = Workload::new(&config, &cost).unwrap();
+            let mut rng = SimRng::new(1);
+            let mut out = Vec::new();
+            for t in 0..4u64 {
+                w.advance(Duration::from_secs(t));
+                let n = w
+                    .demand(Duration::from_secs(1))
+                    .unwrap_or(30_000)
+                    .min(30_000) as usize;
+                let before = out.len();
+                w.fill(&mut rng, &mut out, n);
+                assert_eq!(out.len() - before, n, "{}", w.kind());
+            }
+            assert_in_range(&w, &out);
+        }
+    }
+
+    #[test]
+    fn same_seed_gives_same_accesses() {
+        let cost = CostModel::default();
+        for config in all_kinds() {
+            let run = || {
+                let mut w = Workload::new(&config, &cost).unwrap();
+                let mut rng = SimRng::new(77).fork(3);
+                let mut out = Vec::new();
+                for t in 0..3u64 {
+                    w.advance(Duration::from_secs(t));
+                    w.fill(&mut rng, &mut out, 5_000);
+                }
+                out
+            };
+            assert_eq!(run(), run(), "{}", config.kind());
+        }
+    }
+
+    #[test]
+    fn defaults_per_kind() {
+        let cost = CostModel::default();
+        let got: Vec<(&str, u64, u32, Option<f64>)> = all_kinds()
+            .iter()
+            .map(|c| {
+                let w = Workload::new(c, &cost).unwrap();
+                (
+                    w.kind(),
+                    w.cpu_ns_per_access(),
+                    w.accesses_per_op(),
+                    w.rate_per_s(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("idle", 10_000, 1, Some(500.0)),
+                ("toucher", 10_000, 1, None),
+                ("file_server", 10_000, 10, None),
+                ("cpu_job", 10_000, 100, None),
+                ("oltp", 10_000, 50, None),
+                ("web", 10_000, 10, Some(20_000.0)),
+            ]
+        );
+    }
+
+    #[test]
+    fn common_options_override_defaults() {
+        let config = WorkloadConfig::CpuJob {
+            allocated_mb: 1.0,
+            working_set_mb: 1.0,
+            skew: Skew::Uniform,
+            cpu_us_per_access: Some(2.5),
+            accesses_per_op: Some(7),
+            max_accesses_per_s: Some(1000.0),
+        };
+        let cost = CostModel {
+            cpu_us_per_access: 99.0,
+            ..CostModel::default()
+        };
+        let mut w = Workload::new(&config, &cost).unwrap();
+        assert_eq!(w.cpu_ns_per_access(), 2_500);
+        assert_eq!(w.accesses_per_op(), 7);
+        // The initialisation sweep (256 pages) comes on top of the rate and is not capped.
+        assert_eq!(w.demand(Duration::from_secs(1)), Some(1256));
+        let mut out = Vec::new();
+        w.fill(&mut SimRng::new(1), &mut out, 1256);
+        assert_eq!(w.demand(Duration::from_secs(1)), Some(1000));
+        assert_eq!(w.demand(Duration::from_millis(500)), Some(500));
+
+        let no_cpu = Workload::new(&all_kinds()[1], &cost).unwrap();
+        assert_eq!(no_cpu.cpu_ns_per_access(), 99_000);
+    }
+
+    #[test]
+    fn bad_common_options_name_the_field() {
+        let cost = CostModel::default();
+        let web = |cpu: Option<f64>, per_op: Option<u32>, rate: Option<f64>| WorkloadConfig::Web {
+            anon_mb: 1.0,
+            file_mb: 1.0,
+            cpu_us_per_access: cpu,
+            accesses_per_op: per_op,
+            max_accesses_per_s: rate,
+        };
+        let err = |c: WorkloadConfig| Workload::new(&c, &cost).unwrap_err().to_string();
+        assert_eq!(
+            err(web(Some(-1.0), None, None)),
+            "workload web: cpu_us_per_access = -1 must be >= 0"
+        );
+        assert_eq!(
+            err(web(None, Some(0), None)),
+            "workload web: accesses_per_op = 0 must be >= 1"
+        );
+        assert_eq!(
+            err(web(None, None, Some(0.0))),
+            "workload web: max_accesses_per_s = 0 must be > 0"
+        );
+        assert_eq!(
+            err(web(None, None, Some(f64::NAN))),
+            "workload web: max_accesses_per_s = NaN must be a finite number"
+        );
+        let bad_cost = CostModel {
+            cpu_us_per_access: f64::NAN,
+            ..CostModel::default()
+        };
+        assert_eq!(
+            Workload::new(&web(None, None, None), &bad_cost)
+                .unwrap_err()
+                .to_string(),
+            "cost.cpu_us_per_access = NaN must be a finite number >= 0"
+        );
+    }
+
+    #[test]
+    fn bad_sizes_name_the_field_for_every_kind() {
+        let cost = CostModel::default();
+        let cases = [
+            (
+                WorkloadConfig::Idle {
+                    resident_mb: -1.0,
+                    background_mb: 1.0,
+                    cpu_us_per_access: None,
+                    accesses_per_op: None,
+                    max_accesses_per_s: None,
+                },
+                "workload idle: resident_mb = -1 must be >= 0",
+            ),
+            (
+                WorkloadConfig::Idle {
+                    resident_mb: 1.0,
+                    background_mb: 2e9,
+                    cpu_us_per_access: None,
+                    accesses_per_op: None,
+                    max_accesses_per_s: None,
+                },
+                "workload idle: background_mb = 2000000000 must be <= 1048576 (1 TiB)",
+            ),
+            (
+                WorkloadConfig::FileServer {
+                    file_set_mb: 1.0,
+                    anon_mb: -3.0,
+                    skew: Skew::Uniform,
+                    cpu_us_per_access: None,
+                    accesses_per_op: None,
+                    max_accesses_per_s: None,
+                },
+                "workload file_server: anon_mb = -3 must be >= 0",
+            ),
+            (
+                WorkloadConfig::CpuJob {
+                    allocated_mb: f64::NAN,
+                    working_set_mb: 1.0,
+                    skew: Skew::Uniform,
+                    cpu_us_per_access: None,
+                    accesses_per_op: None,
+                    max_accesses_per_s: None,
+                },
+                "workload cpu_job: allocated_mb = NaN must be a finite number",
+            ),
+            (
+                WorkloadConfig::Oltp {
+                    data_mb: -0.5,
+                    anon_mb: 1.0,
+                    file_fraction: 0.5,
+                    skew: Skew::Uniform,
+                    cpu_us_per_access: None,
+                    accesses_per_op: None,
+                    max_accesses_per_s: None,
+                },
+                "workload oltp: data_mb = -0.5 must be >= 0",
+            ),
+            (
+                WorkloadConfig::Web {
+                    anon_mb: 1.0,
+                    file_mb: f64::NEG_INFINITY,
+                    cpu_us_per_access: None,
+                    accesses_per_op: None,
+                    max_accesses_per_s: None,
+                },
+                "workload web: file_mb = -inf must be a finite number",
+            ),
+        ];
+        for (config, message) in cases {
+            assert_eq!(
+                Workload::new(&config, &cost).unwrap_err().to_string(),
+                message
+            );
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn accesses_stay_in_range_for_any_sizes(
+            a in 0.0f64..64.0,
+            b in 0.0f64..64.0,
+            frac in 0.0f64..=1.0,
+            theta in 0.05f64..3.0,
+            zipf in any::<bool>(),
+            seed in any::<u64>(),
+        ) {
+            let skew = if zipf { Skew::Zipf { theta } } else { Skew::Uniform };
+            let (small, large) = if a <= b { (a, b) } else { (b, a) };
+            let configs = [
+                WorkloadConfig::Idle { resident_mb: a, background_mb: b, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
+                WorkloadConfig::Toucher { phases: vec![TouchPhase { at_s: 0.0, working_set_mb: a }, TouchPhase { at_s: 1.0, working_set_mb: b }], allocated_mb: None, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
+                WorkloadConfig::FileServer { file_set_mb: a, anon_mb: b, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
+                WorkloadConfig::CpuJob { allocated_mb: large, working_set_mb: small, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
+                WorkloadConfig::Oltp { data_mb: a, anon_mb: b, file_fraction: frac, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
+                WorkloadConfig::Web { anon_mb: a, file_mb: b, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
+            ];
+            for config in configs {
+                let mut w = Workload::new(&config, &CostModel::default()).unwrap();
+                let mut rng = SimRng::new(seed);
+                let mut out = Vec::new();
+                for t in 0..2u64 {
+                    w.advance(Duration::from_secs(t));
+                    let want = w.demand(Duration::from_secs(1)).unwrap_or(2_000).min(2_000) as usize;
+                    let before = out.len();
+                    w.fill(&mut rng, &mut out, want);
+                    prop_assert_eq!(out.len() - before, want);
+                }
+                assert_in_range(&w, &out);
+                prop_assert!(w.working_set().0 <= u64::from(w.anon_pages()) + u64::from(w.file_pages()));
+            }
+        }
+    }
+}

@@ -67,8 +67,13 @@ impl Scramble {
 pub(super) enum Picker {
     /// Region of zero pages: never picked (the mix gives it probability 0).
     Empty,
-    Uniform { n: u32 },
-    Zipf { zipf: Zipf, scramble: Scramble },
+    Uniform {
+        n: u32,
+    },
+    Zipf {
+        zipf: Zipf,
+        scramble: Scramble,
+    },
 }
 
 impl Picker {
@@ -258,7 +263,10 @@ mod tests {
         let mut out = Vec::new();
         mix.fill(&mut r, &mut out, 100_000);
         assert_eq!(out.len(), 100_000);
-        let files = out.iter().filter(|a| matches!(a, Access::File { .. })).count();
+        let files = out
+            .iter()
+            .filter(|a| matches!(a, Access::File { .. }))
+            .count();
         let writes = out
             .iter()
             .filter(|a| matches!(a, Access::Anon { write: true, .. }))
@@ -270,10 +278,18 @@ mod tests {
     #[test]
     fn empty_region_gets_no_accesses() {
         let mut r = SimRng::new(3);
-        let only_file = Mix::new(Picker::Empty, Picker::new(10, Skew::Uniform), 0.1, 0.5, Pages(10));
+        let only_file = Mix::new(
+            Picker::Empty,
+            Picker::new(10, Skew::Uniform),
+            0.1,
+            0.5,
+            Pages(10),
+        );
         let mut out = Vec::new();
         only_file.fill(&mut r, &mut out, 1000);
-        assert!(out.iter().all(|a| matches!(a, Access::File { block } if *block < 10)));
+        assert!(out
+            .iter()
+            .all(|a| matches!(a, Access::File { block } if *block < 10)));
         let nothing = Mix::nothing();
         out.clear();
         nothing.fill(&mut r, &mut out, 1000);

@@ -13,7 +13,12 @@ pub(super) struct Check {
 }
 
 impl Check {
-    pub(super) fn error(&self, field: &str, value: impl ToString, rule: impl ToString) -> WorkloadError {
+    pub(super) fn error(
+        &self,
+        field: &str,
+        value: impl ToString,
+        rule: impl ToString,
+    ) -> WorkloadError {
         WorkloadError::Invalid {
             kind: self.kind,
             field: field.to_string(),

@@ -1,0 +1,155 @@
+//! The cpu_job workload (SPEC CPU-like, TWS Table 1): initialises all the memory it allocates
+//! once, then works in a smaller working set, leaving the rest allocated but idle.
+
+use super::pick::{Mix, Picker};
+use super::validate::Check;
+use super::{Plan, Skew, WorkloadError};
+use memtide_model::Pages;
+
+/// Share of steady-state accesses that write.
+pub(super) const WRITE_FRACTION: f64 = 0.3;
+/// Page accesses per unit of work (throughput is work units per second).
+pub(super) const DEFAULT_ACCESSES_PER_OP: u32 = 100;
+
+/// Anonymous region `allocated_mb`, written once in order (initialisation); then accesses
+/// over the `working_set_mb` prefix with `skew`. Closed loop by default. Working set:
+/// `working_set_mb`.
+pub(super) fn plan(
+    check: Check,
+    allocated_mb: f64,
+    working_set_mb: f64,
+    skew: Skew,
+) -> Result<Plan, WorkloadError> {
+    let allocated = check.size_mb("allocated_mb", allocated_mb)?;
+    let ws = check.size_mb("working_set_mb", working_set_mb)?;
+    if ws > allocated {
+        return Err(check.error(
+            "working_set_mb",
+            working_set_mb,
+            format!("<= allocated_mb = {allocated_mb}"),
+        ));
+    }
+    let skew = check.skew("skew", skew)?;
+    let mix = Mix::new(
+        Picker::new(ws, skew),
+        Picker::Empty,
+        0.0,
+        WRITE_FRACTION,
+        Pages(u64::from(ws)),
+    );
+    Ok(Plan {
+        anon_pages: allocated,
+        file_pages: 0,
+        sweep: allocated,
+        phases: vec![(0.0, mix)],
+        default_rate: None,
+        default_accesses_per_op: DEFAULT_ACCESSES_PER_OP,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::cost::CostModel;
+    use crate::rng::SimRng;
+    use crate::workload::{Access, Skew, Workload, WorkloadConfig};
+    use memtide_model::Pages;
+    use std::time::Duration;
+
+    fn job(allocated_mb: f64, working_set_mb: f64, skew: Skew) -> Workload {
+        let config = WorkloadConfig::CpuJob {
+            allocated_mb,
+            working_set_mb,
+            skew,
+            cpu_us_per_access: None,
+            accesses_per_op: None,
+            max_accesses_per_s: None,
+        };
+        Workload::new(&config, &CostModel::default()).unwrap()
+    }
+
+    #[test]
+    fn initialises_all_allocated_pages_once_then_stays_in_working_set() {
+        for skew in [Skew::Uniform, Skew::Zipf { theta: 0.9 }] {
+            let mut w = job(4.0, 1.0, skew);
+            let mut rng = SimRng::new(1);
+            assert_eq!(w.anon_pages(), 1024);
+            assert_eq!(w.working_set(), Pages(256));
+            assert_eq!(w.demand(Duration::from_secs(1)), None);
+            let mut out = Vec::new();
+            // Fill in uneven batches across the end of the sweep.
+            for n in [300, 300, 300, 300, 20_000] {
+                w.fill(&mut rng, &mut out, n);
+            }
+            assert_eq!(out.len(), 21_200);
+            for (i, a) in out[..1024].iter().enumerate() {
+                assert_eq!(
+                    *a,
+                    Access::Anon {
+                        page: i as u32,
+                        write: true
+                    }
+                );
+            }
+            assert!(!w.initialising());
+            let mut writes = 0;
+            for a in &out[1024..] {
+                match a {
+                    Access::Anon { page, write } => {
+                        assert!(*page < 256, "{page}");
+                        writes += usize::from(*write);
+                    }
+                    Access::File { .. } => panic!("file access"),
+                }
+            }
+            let frac = writes as f64 / (out.len() - 1024) as f64;
+            assert!((0.27..0.33).contains(&frac), "{frac}");
+        }
+    }
+
+    #[test]
+    fn returned_sweep_accesses_are_handed_out_again() {
+        let mut w = job(1.0, 1.0, Skew::Uniform);
+        let mut rng = SimRng::new(2);
+        let mut out = Vec::new();
+        w.fill(&mut rng, &mut out, 200);
+        w.return_unused(50); // pages 150..200 were not performed
+        out.clear();
+        w.fill(&mut rng, &mut out, 10);
+        assert_eq!(
+            out[0],
+            Access::Anon {
+                page: 150,
+                write: true
+            }
+        );
+        // Steady accesses returned are simply dropped: the sweep cursor stays put.
+        let mut w = job(1.0, 1.0, Skew::Uniform);
+        out.clear();
+        w.fill(&mut rng, &mut out, 300); // 256 sweep + 44 steady
+        w.return_unused(40);
+        assert_eq!(w.sweep_remaining(), 0);
+        w.return_unused(40); // a second call has nothing to return
+        assert_eq!(w.sweep_remaining(), 0);
+        w.fill(&mut rng, &mut out, 10);
+        w.return_unused(100); // more than the fill appended: only its sweep part (none)
+        assert_eq!(w.sweep_remaining(), 0);
+    }
+
+    #[test]
+    fn working_set_larger_than_allocation_is_rejected() {
+        let config = WorkloadConfig::CpuJob {
+            allocated_mb: 100.0,
+            working_set_mb: 200.0,
+            skew: Skew::Uniform,
+            cpu_us_per_access: None,
+            accesses_per_op: None,
+            max_accesses_per_s: None,
+        };
+        assert_eq!(
+            Workload::new(&config, &CostModel::default())
+                .unwrap_err()
+                .to_string(),
+            "workload cpu_job: working_set_mb = 200 must be <= allocated_mb = 100"
+        );
+    }
+}
