@@ -7,6 +7,8 @@ use serde::Serialize;
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct RunRecord {
     pub scenario: String,
+    /// The scenario's description, for the report.
+    pub description: String,
     /// Variant name when the scenario defines variants.
     pub variant: Option<String>,
     pub seed: u64,

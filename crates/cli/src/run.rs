@@ -104,6 +104,7 @@ fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunEr
         seed: scenario.seed,
         tick_s: tick.as_secs_f64(),
         duration_s: scenario.duration.as_secs_f64(),
+        description: scenario.description.clone(),
         machine_mb: scenario.host.machine.as_mib_f64(),
         tenants: scenario.tenants.iter().map(meta).collect(),
         convergence_low: scenario.convergence.0,

@@ -36,8 +36,8 @@ impl Default for SamplingConfig {
         SamplingConfig {
             sample_pages: 100,
             period: Duration::from_secs(30),
-            slow_gain: 0.1,
-            fast_gain: 0.5,
+            slow_gain: 0.15,
+            fast_gain: 0.7,
             headroom: 0.25,
         }
     }

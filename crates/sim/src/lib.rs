@@ -2,8 +2,20 @@
 //!
 //! A seed in, the same bytes out: all randomness comes from [`rng::SimRng`] seeded by the scenario.
 
+pub mod balloon;
 pub mod config;
 pub mod cost;
+pub mod guest;
+pub mod machine;
+pub mod paging;
+pub mod pmap;
 pub mod rng;
+pub mod sampler;
+pub mod stats;
+pub mod vm;
 pub mod workload;
+pub mod world;
 pub mod zipf;
+
+pub use stats::TickStats;
+pub use world::{SimError, SimWorld};

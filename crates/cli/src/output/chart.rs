@@ -1,0 +1,468 @@
+//! Inline SVG charts for report.html: line charts with axes, ticks, legend and event markers, and a colored band of reclamation states. No scripts, no external references.
+
+use memtide_model::ReclamationState;
+use std::fmt::Write;
+
+const WIDTH: f64 = 820.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 30.0;
+const BOTTOM: f64 = 38.0;
+
+/// One line of a chart.
+pub(crate) struct Series {
+    pub label: String,
+    pub color: &'static str,
+    pub dashed: bool,
+    /// `(x, y)` in data units, x increasing.
+    pub points: Vec<(f64, f64)>,
+}
+
+/// A vertical line at `x` (an event), numbered and explained by a tooltip.
+pub(crate) struct Marker {
+    pub x: f64,
+    pub number: usize,
+    pub label: String,
+}
+
+/// A line chart: y from zero to the largest value.
+pub(crate) struct LineChart<'a> {
+    pub y_label: &'a str,
+    pub x_range: (f64, f64),
+    pub height: f64,
+    pub series: Vec<Series>,
+    pub markers: &'a [Marker],
+}
+
+/// Escapes text for HTML content and attribute values.
+pub(crate) fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// At most about `max` points of a series: long series are cut into buckets and each bucket
+/// keeps its lowest and highest point (in time order), so spikes survive.
+pub(crate) fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+    if points.len() <= max || max < 2 {
+        return points.to_vec();
+    }
+    let bucket = points.len().div_ceil(max / 2);
+    let mut out = Vec::with_capacity(max + 2);
+    for chunk in points.chunks(bucket) {
+        let (mut lo, mut hi) = (0, 0);
+        for (i, p) in chunk.iter().enumerate() {
+            if p.1 < chunk[lo].1 {
+                lo = i;
+            }
+            if p.1 > chunk[hi].1 {
+                hi = i;
+            }
+        }
+        let (a, b) = (lo.min(hi), lo.max(hi));
+        out.push(chunk[a]);
+        if b != a {
+            out.push(chunk[b]);
+        }
+    }
+    out
+}
+
+/// Round tick values covering `[lo, hi]`: steps of 1, 2 or 5 times a power of ten, about
+/// `count` of them.
+pub(crate) fn nice_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
+    if !(lo.is_finite() && hi.is_finite()) || hi <= lo || count == 0 {
+        return vec![lo];
+    }
+    let step = nice_step((hi - lo) / count as f64);
+    let first = (lo / step).ceil();
+    (0..100)
+        .map(|k| (first + k as f64) * step)
+        .take_while(|v| *v <= hi + step * 1e-9)
+        .collect()
+}
+
+fn nice_step(raw: f64) -> f64 {
+    let mag = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|s| *s >= raw)
+        .unwrap_or(10.0 * mag)
+}
+
+/// A tick label with as many decimals as the step needs.
+fn tick_label(v: f64, step: f64) -> String {
+    let decimals = if step >= 1.0 {
+        0
+    } else {
+        (-step.log10()).ceil().clamp(0.0, 6.0) as usize
+    };
+    format!("{v:.decimals$}")
+}
+
+struct Frame {
+    x0: f64,
+    x1: f64,
+    y1: f64,
+    height: f64,
+}
+
+impl Frame {
+    fn plot_w(&self) -> f64 {
+        WIDTH - LEFT - RIGHT
+    }
+    fn plot_h(&self) -> f64 {
+        self.height - TOP - BOTTOM
+    }
+    fn px(&self, x: f64) -> f64 {
+        LEFT + (x - self.x0) / (self.x1 - self.x0) * self.plot_w()
+    }
+    fn py(&self, y: f64) -> f64 {
+        TOP + self.plot_h() - (y / self.y1) * self.plot_h()
+    }
+}
+
+fn x_axis(svg: &mut String, f: &Frame) {
+    let base = TOP + f.plot_h();
+    let _ = write!(
+        svg,
+        r##"<line x1="{LEFT:.1}" y1="{base:.1}" x2="{:.1}" y2="{base:.1}" stroke="#444"/>"##,
+        LEFT + f.plot_w()
+    );
+    let ticks = nice_ticks(f.x0, f.x1, 8);
+    let step = if ticks.len() > 1 {
+        ticks[1] - ticks[0]
+    } else {
+        1.0
+    };
+    for t in ticks {
+        let x = f.px(t);
+        let _ = write!(
+            svg,
+            r##"<line x1="{x:.1}" y1="{base:.1}" x2="{x:.1}" y2="{:.1}" stroke="#444"/><text x="{x:.1}" y="{:.1}" text-anchor="middle">{}</text>"##,
+            base + 4.0,
+            base + 16.0,
+            tick_label(t, step)
+        );
+    }
+    let _ = write!(
+        svg,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" class="axis-label">time (s)</text>"#,
+        LEFT + f.plot_w() / 2.0,
+        base + 32.0
+    );
+}
+
+fn y_axis(svg: &mut String, f: &Frame, label: &str) {
+    let _ = write!(
+        svg,
+        r##"<line x1="{LEFT:.1}" y1="{TOP:.1}" x2="{LEFT:.1}" y2="{:.1}" stroke="#444"/>"##,
+        TOP + f.plot_h()
+    );
+    let ticks = nice_ticks(0.0, f.y1, 5);
+    let step = if ticks.len() > 1 {
+        ticks[1] - ticks[0]
+    } else {
+        1.0
+    };
+    for t in ticks {
+        let y = f.py(t);
+        let _ = write!(
+            svg,
+            r##"<line x1="{LEFT:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#e4e4e4"/><text x="{:.1}" y="{:.1}" text-anchor="end">{}</text>"##,
+            LEFT + f.plot_w(),
+            LEFT - 6.0,
+            y + 4.0,
+            tick_label(t, step)
+        );
+    }
+    let (cx, cy) = (14.0, TOP + f.plot_h() / 2.0);
+    let _ = write!(
+        svg,
+        r#"<text x="{cx:.1}" y="{cy:.1}" transform="rotate(-90 {cx:.1} {cy:.1})" text-anchor="middle" class="axis-label">{}</text>"#,
+        escape(label)
+    );
+}
+
+fn markers(svg: &mut String, f: &Frame, markers: &[Marker]) {
+    for m in markers {
+        if m.x < f.x0 || m.x > f.x1 {
+            continue;
+        }
+        let x = f.px(m.x);
+        let _ = write!(
+            svg,
+            r##"<g class="event"><title>{}</title><line x1="{x:.1}" y1="{TOP:.1}" x2="{x:.1}" y2="{:.1}" stroke="#777" stroke-dasharray="3,3"/><text x="{:.1}" y="{:.1}" class="event-label">{}</text></g>"##,
+            escape(&format!("event {} at {} s: {}", m.number, m.x, m.label)),
+            TOP + f.plot_h(),
+            x + 3.0,
+            TOP + 10.0,
+            m.number
+        );
+    }
+}
+
+fn legend(svg: &mut String, series: &[Series]) {
+    let mut x = LEFT;
+    for s in series {
+        let dash = if s.dashed {
+            r#" stroke-dasharray="6,3""#
+        } else {
+            ""
+        };
+        let _ = write!(
+            svg,
+            r#"<line x1="{x:.1}" y1="12" x2="{:.1}" y2="12" stroke="{}" stroke-width="2.5"{dash}/><text x="{:.1}" y="16">{}</text>"#,
+            x + 22.0,
+            s.color,
+            x + 27.0,
+            escape(&s.label)
+        );
+        x += 27.0 + 7.0 * s.label.chars().count() as f64 + 18.0;
+    }
+}
+
+/// A usable x range: finite and not empty.
+fn x_span((x0, x1): (f64, f64)) -> (f64, f64) {
+    let x0 = if x0.is_finite() { x0 } else { 0.0 };
+    if x1.is_finite() && x1 > x0 {
+        (x0, x1)
+    } else {
+        (x0, x0 + 1.0)
+    }
+}
+
+/// An SVG line chart.
+pub(crate) fn line_chart(c: &LineChart) -> String {
+    let (x0, x1) = x_span(c.x_range);
+    let y_max = c
+        .series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .filter(|y| y.is_finite())
+        .fold(0.0, f64::max);
+    let y1 = if y_max > 0.0 {
+        let step = nice_step(y_max * 1.05 / 5.0);
+        (y_max * 1.05 / step).ceil() * step
+    } else {
+        1.0
+    };
+    let f = Frame {
+        x0,
+        x1,
+        y1,
+        height: c.height,
+    };
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg class="chart" width="{WIDTH:.0}" height="{:.0}" viewBox="0 0 {WIDTH:.0} {:.0}" role="img">"#,
+        c.height, c.height
+    );
+    y_axis(&mut svg, &f, c.y_label);
+    x_axis(&mut svg, &f);
+    markers(&mut svg, &f, c.markers);
+    for s in &c.series {
+        let dash = if s.dashed {
+            r#" stroke-dasharray="6,3""#
+        } else {
+            ""
+        };
+        let _ = write!(
+            svg,
+            r#"<polyline fill="none" stroke="{}" stroke-width="1.6"{dash} points=""#,
+            s.color
+        );
+        for (i, (x, y)) in s.points.iter().enumerate() {
+            if !(x.is_finite() && y.is_finite()) {
+                continue;
+            }
+            if i > 0 {
+                svg.push(' ');
+            }
+            let _ = write!(svg, "{:.1},{:.1}", f.px(*x), f.py(*y));
+        }
+        svg.push_str(r#""/>"#);
+    }
+    legend(&mut svg, &c.series);
+    svg.push_str("</svg>");
+    svg
+}
+
+/// The color of a reclamation state in the band.
+pub(crate) fn state_color(state: ReclamationState) -> &'static str {
+    match state {
+        ReclamationState::High => "#4caf50",
+        ReclamationState::Soft => "#ffc107",
+        ReclamationState::Hard => "#ff7f0e",
+        ReclamationState::Low => "#d62728",
+    }
+}
+
+/// A band colored by the reclamation state over time: `states` are `(tick start, state)`,
+/// each lasting `tick_s`.
+pub(crate) fn state_band(
+    states: &[(f64, ReclamationState)],
+    tick_s: f64,
+    x_range: (f64, f64),
+    event_markers: &[Marker],
+) -> String {
+    let height = TOP + 36.0 + BOTTOM;
+    let (x0, x1) = x_span(x_range);
+    let f = Frame {
+        x0,
+        x1,
+        y1: 1.0,
+        height,
+    };
+    let mut svg = String::new();
+    let _ = write!(
+        svg,
+        r#"<svg class="chart" width="{WIDTH:.0}" height="{height:.0}" viewBox="0 0 {WIDTH:.0} {height:.0}" role="img">"#
+    );
+    // Runs of equal state.
+    let mut i = 0;
+    while i < states.len() {
+        let (start, state) = states[i];
+        let mut j = i;
+        while j + 1 < states.len() && states[j + 1].1 == state {
+            j += 1;
+        }
+        let end = (states[j].0 + tick_s).min(x1);
+        let (a, b) = (f.px(start.max(x0)), f.px(end));
+        let _ = write!(
+            svg,
+            r#"<rect x="{a:.1}" y="{TOP:.1}" width="{:.1}" height="36" fill="{}"><title>{} from {} s to {} s</title></rect>"#,
+            (b - a).max(0.5),
+            state_color(state),
+            state,
+            start,
+            end
+        );
+        i = j + 1;
+    }
+    x_axis(&mut svg, &f);
+    markers(&mut svg, &f, event_markers);
+    let mut x = LEFT;
+    for s in ReclamationState::ALL {
+        let _ = write!(
+            svg,
+            r#"<rect x="{x:.1}" y="4" width="14" height="12" fill="{}"/><text x="{:.1}" y="15">{s}</text>"#,
+            state_color(s),
+            x + 18.0
+        );
+        x += 70.0;
+    }
+    svg.push_str("</svg>");
+    svg
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_replaces_markup_characters() {
+        assert_eq!(
+            escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+    }
+
+    #[test]
+    fn downsample_keeps_short_series_and_caps_long_ones() {
+        let short: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 1.0)).collect();
+        assert_eq!(downsample(&short, 1000), short);
+        let long: Vec<(f64, f64)> = (0..3600).map(|i| (i as f64, (i % 7) as f64)).collect();
+        let d = downsample(&long, 1000);
+        assert!(d.len() <= 1002, "{}", d.len());
+        assert!(d.windows(2).all(|w| w[0].0 < w[1].0), "time order kept");
+    }
+
+    #[test]
+    fn downsample_keeps_a_single_spike() {
+        let mut long: Vec<(f64, f64)> = (0..5000).map(|i| (i as f64, 1.0)).collect();
+        long[2345].1 = 99.0;
+        assert!(downsample(&long, 1000).iter().any(|p| p.1 == 99.0));
+    }
+
+    #[test]
+    fn nice_ticks_are_round_numbers_inside_the_range() {
+        let expected: Vec<f64> = (0..=6).map(|i| i as f64 * 200.0).collect();
+        assert_eq!(nice_ticks(0.0, 1200.0, 8), expected);
+        let t = nice_ticks(0.0, 1.0, 5);
+        assert_eq!(t.len(), 6);
+        assert!((t[3] - 0.6).abs() < 1e-9 && (t[5] - 1.0).abs() < 1e-9);
+        assert_eq!(nice_ticks(5.0, 5.0, 5), vec![5.0]);
+    }
+
+    #[test]
+    fn line_chart_draws_a_polyline_per_series_and_a_legend() {
+        let c = LineChart {
+            y_label: "MB",
+            x_range: (0.0, 10.0),
+            height: 200.0,
+            series: vec![
+                Series {
+                    label: "allocated".into(),
+                    color: "#1f77b4",
+                    dashed: false,
+                    points: vec![(0.0, 1.0), (10.0, 2.0)],
+                },
+                Series {
+                    label: "<ws>".into(),
+                    color: "#000",
+                    dashed: true,
+                    points: vec![(0.0, 2.0)],
+                },
+            ],
+            markers: &[Marker {
+                x: 5.0,
+                number: 1,
+                label: "tax & more".into(),
+            }],
+        };
+        let svg = line_chart(&c);
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains("allocated") && svg.contains("&lt;ws&gt;"));
+        assert!(svg.contains("tax &amp; more"));
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+    }
+
+    #[test]
+    fn charts_of_empty_or_flat_data_do_not_divide_by_zero() {
+        let c = LineChart {
+            y_label: "MB",
+            x_range: (0.0, 0.0),
+            height: 200.0,
+            series: vec![],
+            markers: &[],
+        };
+        assert!(!line_chart(&c).contains("NaN"));
+        assert!(!state_band(&[], 1.0, (0.0, 0.0), &[]).contains("NaN"));
+    }
+
+    #[test]
+    fn state_band_draws_one_rect_per_run_of_equal_state() {
+        let states = [
+            (0.0, ReclamationState::High),
+            (1.0, ReclamationState::High),
+            (2.0, ReclamationState::Soft),
+            (3.0, ReclamationState::High),
+        ];
+        let svg = state_band(&states, 1.0, (0.0, 4.0), &[]);
+        // 3 runs + 4 legend swatches.
+        assert_eq!(svg.matches("<rect").count(), 7);
+        assert!(svg.contains("soft from 2 s to 3 s"));
+    }
+}

@@ -1,0 +1,184 @@
+//! The files a run leaves behind: summary.json, timeline.csv and report.html, plus the short text summary for stdout.
+
+mod chart;
+pub mod report;
+pub mod summary;
+pub mod text;
+pub mod timeline;
+
+use crate::record::RunRecord;
+use std::path::Path;
+use summary::Summary;
+
+/// Writes summary.json, timeline.csv and report.html into `dir` (created if missing) and
+/// returns the summary.
+pub fn write_all(dir: &Path, record: &RunRecord) -> std::io::Result<Summary> {
+    std::fs::create_dir_all(dir)?;
+    let summary = summary::summarize(record);
+    summary::write_summary(dir, &summary)?;
+    timeline::write_timeline(dir, record)?;
+    report::write_report(dir, record, &summary)?;
+    Ok(summary)
+}
+
+/// Appends `x` with three decimals to `out`; values that round to zero print as `0.000`
+/// (never `-0.000`), so outputs are byte-stable.
+pub(crate) fn push_fixed3(out: &mut String, x: f64) {
+    use std::fmt::Write;
+    if x.is_nan() {
+        out.push_str("nan");
+    } else if x.is_infinite() {
+        out.push_str(if x > 0.0 { "inf" } else { "-inf" });
+    } else {
+        let r = round3(x);
+        let _ = write!(out, "{r:.3}");
+    }
+}
+
+/// `x` rounded to three decimals, with negative zero made positive.
+pub(crate) fn round3(x: f64) -> f64 {
+    let r = (x * 1000.0).round() / 1000.0;
+    if r == 0.0 {
+        0.0
+    } else {
+        r
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_record {
+    //! A small hand-made record shared by the output tests.
+
+    use crate::record::*;
+    use memtide_model::{ReclamationState, TenantId};
+
+    fn row(tenant: u32, allocated: f64, ws: f64, throughput: f64) -> TenantRow {
+        TenantRow {
+            tenant: TenantId(tenant),
+            allocated_mb: allocated,
+            target_mb: allocated + 10.0,
+            active_estimate_mb: ws + 5.0,
+            working_set_mb: ws,
+            balloon_mb: 256.0 - allocated,
+            host_swapped_mb: 0.0,
+            throughput,
+            latency_ms: if throughput > 0.0 { 2.0 } else { 0.0 },
+            swap_ins: 1,
+            refaults: 2,
+            host_swap_ins: 0,
+            blocked: false,
+            reason: "share, \"tax\"".to_string(),
+        }
+    }
+
+    /// Four ticks; tenant "a" (id 0) runs throughout, "b, <web>" (id 1) from tick 2, "c"
+    /// (id 2) was refused. States: high, soft, soft, high.
+    pub(crate) fn record() -> RunRecord {
+        let meta = |id: u32, name: &str| TenantMeta {
+            id: TenantId(id),
+            name: name.to_string(),
+            estimator: "sampling".to_string(),
+            min_mb: 0.0,
+            max_mb: 256.0,
+            shares: 1000,
+            balloon_driver: true,
+        };
+        let states = [
+            ReclamationState::High,
+            ReclamationState::Soft,
+            ReclamationState::Soft,
+            ReclamationState::High,
+        ];
+        // a: allocated 100, 150, 100, 100 against ws 100 -> in [0.9, 1.3] x ws except tick 1.
+        let a = [
+            (100.0, 100.0),
+            (150.0, 100.0),
+            (100.0, 100.0),
+            (100.0, 100.0),
+        ];
+        let ticks = (0..4)
+            .map(|i| {
+                let mut rows = vec![row(0, a[i].0, a[i].1, if i == 0 { 0.0 } else { 100.0 })];
+                if i >= 2 {
+                    rows.push(row(1, 50.0, 100.0, 50.0));
+                }
+                TickRecord {
+                    time_s: i as f64,
+                    state: states[i],
+                    free_mb: 10.0 * (i as f64 + 1.0),
+                    budget_mb: 300.0,
+                    rows,
+                }
+            })
+            .collect();
+        RunRecord {
+            scenario: "hand-made".to_string(),
+            description: "a <small> & simple record".to_string(),
+            variant: Some("v1".to_string()),
+            seed: 3,
+            tick_s: 1.0,
+            duration_s: 4.0,
+            machine_mb: 512.0,
+            tenants: vec![meta(0, "a"), meta(1, "b, <web>"), meta(2, "c")],
+            ticks,
+            refusals: vec![Refusal {
+                time_s: 1.0,
+                tenant: "c".to_string(),
+                reason: "min exceeds unreserved memory".to_string(),
+            }],
+            events: vec![EventRecord {
+                time_s: 2.0,
+                description: "tax rate -> 0.75".to_string(),
+            }],
+            baseline: Some(vec![
+                BaselineFigures {
+                    tenant: TenantId(0),
+                    throughput: 100.0,
+                    latency_ms: 1.0,
+                },
+                BaselineFigures {
+                    tenant: TenantId(1),
+                    throughput: 100.0,
+                    latency_ms: 1.0,
+                },
+            ]),
+            convergence_low: 0.9,
+            convergence_high: 1.3,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixed3(x: f64) -> String {
+        let mut s = String::new();
+        push_fixed3(&mut s, x);
+        s
+    }
+
+    #[test]
+    fn fixed3_never_prints_negative_zero() {
+        assert_eq!(fixed3(-0.0001), "0.000");
+        assert_eq!(fixed3(1.23456), "1.235");
+        assert_eq!(fixed3(-2.5), "-2.500");
+        assert_eq!(fixed3(f64::NAN), "nan");
+    }
+
+    #[test]
+    fn write_all_writes_three_files_and_the_same_bytes_twice() {
+        let base = std::env::temp_dir().join(format!("memtide-output-{}", std::process::id()));
+        let (a, b) = (base.join("a"), base.join("b"));
+        let record = test_record::record();
+        write_all(&a, &record).unwrap();
+        write_all(&b, &record).unwrap();
+        for f in ["summary.json", "timeline.csv", "report.html"] {
+            let x = std::fs::read(a.join(f)).unwrap();
+            let y = std::fs::read(b.join(f)).unwrap();
+            assert!(!x.is_empty(), "{f} is empty");
+            assert!(x == y, "{f} differs between two writes of one record");
+        }
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}

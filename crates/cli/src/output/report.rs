@@ -1,0 +1,379 @@
+//! report.html: a self-contained page (inline CSS and SVG, no scripts, no links out) with the summary table, the host's reclamation states and per-tenant charts of allocated, target, active estimate and working set over time.
+
+use super::chart::{self, escape, LineChart, Marker, Series};
+use super::summary::{Summary, TenantSummary};
+use crate::record::RunRecord;
+use memtide_model::{ReclamationState, TenantId};
+use std::fmt::Write;
+use std::path::Path;
+
+/// Points per series at most (long runs are downsampled).
+const MAX_POINTS: usize = 1000;
+
+const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}\
+h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.2em;margin-top:32px;border-bottom:1px solid #ddd}h3{font-size:1.05em;margin:24px 0 4px}\
+p.meta{color:#666;margin-top:0}table{border-collapse:collapse;font-size:13px;margin:8px 0}\
+th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}th{background:#f4f4f4}\
+td.l,th.l{text-align:left}tr.idle td{color:#999}\
+svg.chart{display:block;font-size:11px;margin:4px 0 8px}svg .axis-label{font-size:12px;fill:#444}\
+svg .event-label{font-size:10px;fill:#555}.note{color:#666;font-size:13px}";
+
+/// Writes `report.html` into `dir`.
+pub fn write_report(dir: &Path, record: &RunRecord, summary: &Summary) -> std::io::Result<()> {
+    std::fs::write(dir.join("report.html"), render(record, summary))
+}
+
+/// The whole page.
+pub fn render(record: &RunRecord, summary: &Summary) -> String {
+    let mut html = String::with_capacity(64 * 1024);
+    let title = match &record.variant {
+        Some(v) => format!("{} [{v}]", record.scenario),
+        None => record.scenario.clone(),
+    };
+    let _ = write!(
+        html,
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>memtide: {}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n<h1>{}</h1>\n",
+        escape(&title),
+        escape(&title)
+    );
+    if !record.description.is_empty() {
+        let _ = writeln!(html, "<p>{}</p>", escape(&record.description));
+    }
+    let _ = writeln!(
+        html,
+        "<p class=\"meta\">simulated host, {} MB machine memory; {} s in ticks of {} s; seed {}</p>",
+        fmt(record.machine_mb, 0),
+        fmt(record.duration_s, 0),
+        record.tick_s,
+        record.seed
+    );
+
+    let markers: Vec<Marker> = record
+        .events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Marker {
+            x: e.time_s,
+            number: i + 1,
+            label: e.description.clone(),
+        })
+        .collect();
+    let x_range = (0.0, record.duration_s.max(record.tick_s));
+
+    html.push_str("<h2>Summary</h2>\n");
+    summary_table(&mut html, summary);
+
+    html.push_str("<h2>Host</h2>\n");
+    host_section(&mut html, record, summary, &markers, x_range);
+
+    html.push_str("<h2>Tenants</h2>\n<p class=\"note\">Memory in MB over simulated seconds: allocated (machine memory held), target (the policy's), active estimate (the estimator's) and the workload's true working set. Dashed vertical lines are scenario events.</p>\n");
+    for (meta, t) in record.tenants.iter().zip(&summary.tenants) {
+        tenant_section(&mut html, record, meta.id, t, &markers, x_range);
+    }
+
+    if !record.events.is_empty() {
+        html.push_str("<h2>Events</h2>\n<table><tr><th>#</th><th>time (s)</th><th class=\"l\">event</th></tr>\n");
+        for m in &markers {
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                m.number,
+                fmt(m.x, 0),
+                escape(&m.label)
+            );
+        }
+        html.push_str("</table>\n");
+    }
+    if !record.refusals.is_empty() {
+        html.push_str("<h2>Refused by admission control</h2>\n<table><tr><th>time (s)</th><th class=\"l\">tenant</th><th class=\"l\">reason</th></tr>\n");
+        for r in &record.refusals {
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+                fmt(r.time_s, 0),
+                escape(&r.tenant),
+                escape(&r.reason)
+            );
+        }
+        html.push_str("</table>\n");
+    }
+    html.push_str("</body>\n</html>\n");
+    html
+}
+
+fn fmt(x: f64, decimals: usize) -> String {
+    let s = format!("{x:.decimals$}");
+    if s.trim_start_matches('-')
+        .chars()
+        .all(|c| c == '0' || c == '.')
+    {
+        s.trim_start_matches('-').to_string()
+    } else {
+        s
+    }
+}
+
+fn opt(x: Option<f64>, decimals: usize, suffix: &str) -> String {
+    x.map_or("-".to_string(), |v| format!("{}{suffix}", fmt(v, decimals)))
+}
+
+fn summary_table(html: &mut String, summary: &Summary) {
+    html.push_str("<table>\n<tr><th class=\"l\">tenant</th><th class=\"l\">estimator</th><th>min MB</th><th>max MB</th><th>shares</th><th>mean alloc MB</th><th>mean target MB</th><th>mean estimate MB</th><th>mean WS MB</th><th>ops/s</th><th>latency ms</th><th>degradation</th><th>converged</th><th>swap-ins</th><th>refaults</th><th>host swap-ins</th><th>blocked ticks</th></tr>\n");
+    for t in &summary.tenants {
+        let class = if t.ran { "" } else { " class=\"idle\"" };
+        let _ = write!(
+            html,
+            "<tr{class}><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td>",
+            escape(&t.name),
+            escape(&t.estimator),
+            fmt(t.min_mb, 1),
+            fmt(t.max_mb, 1),
+            t.shares
+        );
+        match &t.figures {
+            Some(f) => {
+                let _ = write!(
+                    html,
+                    "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                    fmt(f.mean_allocated_mb, 1),
+                    fmt(f.mean_target_mb, 1),
+                    fmt(f.mean_active_estimate_mb, 1),
+                    fmt(f.mean_working_set_mb, 1),
+                    fmt(f.mean_throughput, 0),
+                    opt(f.mean_latency_ms, 2, ""),
+                    opt(f.degradation.map(|d| d * 100.0), 1, "%"),
+                    opt(f.converged_s, 0, " s"),
+                    f.swap_ins,
+                    f.refaults,
+                    f.host_swap_ins,
+                    f.blocked_ticks
+                );
+            }
+            None => html.push_str("<td class=\"l\" colspan=\"12\">did not run</td>"),
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</table>\n");
+}
+
+fn host_section(
+    html: &mut String,
+    record: &RunRecord,
+    summary: &Summary,
+    markers: &[Marker],
+    x_range: (f64, f64),
+) {
+    let h = &summary.host;
+    html.push_str("<table><tr>");
+    for s in ReclamationState::ALL {
+        let _ = write!(
+            html,
+            "<th><span style=\"color:{}\">&#9632;</span> {s}</th>",
+            chart::state_color(s)
+        );
+    }
+    html.push_str("<th>state changes</th><th>mean free MB</th><th>min free MB</th><th>mean budget MB</th></tr>\n<tr>");
+    for s in ReclamationState::ALL {
+        let _ = write!(html, "<td>{} s</td>", fmt(h.time_in_state_s.get(s), 0));
+    }
+    let _ = writeln!(
+        html,
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr></table>",
+        h.state_transitions,
+        fmt(h.mean_free_mb, 1),
+        fmt(h.min_free_mb, 1),
+        fmt(h.mean_budget_mb, 1)
+    );
+
+    html.push_str("<h3>Reclamation state</h3>\n");
+    let states: Vec<(f64, ReclamationState)> =
+        record.ticks.iter().map(|t| (t.time_s, t.state)).collect();
+    html.push_str(&chart::state_band(&states, record.tick_s, x_range, markers));
+    html.push('\n');
+
+    html.push_str("<h3>Free machine memory</h3>\n");
+    let free: Vec<(f64, f64)> = record.ticks.iter().map(|t| (t.time_s, t.free_mb)).collect();
+    let budget: Vec<(f64, f64)> = record
+        .ticks
+        .iter()
+        .map(|t| (t.time_s, t.budget_mb))
+        .collect();
+    html.push_str(&chart::line_chart(&LineChart {
+        y_label: "MB",
+        x_range,
+        height: 220.0,
+        series: vec![
+            Series {
+                label: "free".into(),
+                color: "#2ca02c",
+                dashed: false,
+                points: chart::downsample(&free, MAX_POINTS),
+            },
+            Series {
+                label: "budget for tenants".into(),
+                color: "#7f7f7f",
+                dashed: true,
+                points: chart::downsample(&budget, MAX_POINTS),
+            },
+        ],
+        markers,
+    }));
+    html.push('\n');
+}
+
+fn tenant_section(
+    html: &mut String,
+    record: &RunRecord,
+    id: TenantId,
+    t: &TenantSummary,
+    markers: &[Marker],
+    x_range: (f64, f64),
+) {
+    let _ = writeln!(
+        html,
+        "<h3>{} <span class=\"note\">({} estimator; min {} MB, max {} MB, shares {})</span></h3>",
+        escape(&t.name),
+        escape(&t.estimator),
+        fmt(t.min_mb, 1),
+        fmt(t.max_mb, 1),
+        t.shares
+    );
+    let rows: Vec<(f64, &crate::record::TenantRow)> = record
+        .ticks
+        .iter()
+        .flat_map(|tick| {
+            tick.rows
+                .iter()
+                .filter(move |r| r.tenant == id)
+                .map(move |r| (tick.time_s, r))
+        })
+        .collect();
+    let series = |f: fn(&crate::record::TenantRow) -> f64| -> Vec<(f64, f64)> {
+        let points: Vec<(f64, f64)> = rows.iter().map(|(t, r)| (*t, f(r))).collect();
+        chart::downsample(&points, MAX_POINTS)
+    };
+    if rows.is_empty() {
+        html.push_str("<p class=\"note\">did not run</p>\n");
+    }
+    html.push_str(&chart::line_chart(&LineChart {
+        y_label: "MB",
+        x_range,
+        height: 260.0,
+        series: vec![
+            Series {
+                label: "allocated".into(),
+                color: "#1f77b4",
+                dashed: false,
+                points: series(|r| r.allocated_mb),
+            },
+            Series {
+                label: "target".into(),
+                color: "#ff7f0e",
+                dashed: true,
+                points: series(|r| r.target_mb),
+            },
+            Series {
+                label: "active estimate".into(),
+                color: "#2ca02c",
+                dashed: false,
+                points: series(|r| r.active_estimate_mb),
+            },
+            Series {
+                label: "working set".into(),
+                color: "#222222",
+                dashed: true,
+                points: series(|r| r.working_set_mb),
+            },
+        ],
+        markers,
+    }));
+    html.push('\n');
+    if !rows.is_empty() {
+        html.push_str(&chart::line_chart(&LineChart {
+            y_label: "ops/s",
+            x_range,
+            height: 170.0,
+            series: vec![Series {
+                label: "throughput".into(),
+                color: "#9467bd",
+                dashed: false,
+                points: series(|r| r.throughput),
+            }],
+            markers,
+        }));
+        html.push('\n');
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::summary::summarize;
+    use crate::output::test_record::record;
+
+    fn page() -> String {
+        let r = record();
+        render(&r, &summarize(&r))
+    }
+
+    #[test]
+    fn report_has_a_memory_chart_per_tenant() {
+        let html = page();
+        // Host: state band + free memory; a and b: memory + throughput; c: memory only.
+        assert_eq!(html.matches("<svg").count(), 2 + 2 + 2 + 1);
+        for name in ["<h3>a ", "<h3>b, &lt;web&gt; ", "<h3>c "] {
+            assert!(html.contains(name), "{name} missing");
+        }
+    }
+
+    #[test]
+    fn report_is_self_contained() {
+        let html = page();
+        assert!(!html.contains("http"), "external reference");
+        assert!(!html.contains("<script"));
+        assert!(!html.contains("<link"));
+        assert!(!html.contains("src="));
+    }
+
+    #[test]
+    fn report_escapes_names_and_descriptions() {
+        let html = page();
+        assert!(html.contains("a &lt;small&gt; &amp; simple record"));
+        assert!(!html.contains("<web>") && !html.contains("<small>"));
+    }
+
+    #[test]
+    fn report_lists_events_and_refusals() {
+        let html = page();
+        assert!(html.contains("tax rate -&gt; 0.75"));
+        assert!(html.contains("min exceeds unreserved memory"));
+        assert!(html.contains("class=\"event\""), "event marker drawn");
+    }
+
+    #[test]
+    fn long_runs_are_downsampled() {
+        let mut r = record();
+        let template = r.ticks[3].clone();
+        r.ticks = (0..5000)
+            .map(|i| {
+                let mut t = template.clone();
+                t.time_s = i as f64;
+                t
+            })
+            .collect();
+        r.duration_s = 5000.0;
+        let html = render(&r, &summarize(&r));
+        let longest = html
+            .split("points=\"")
+            .skip(1)
+            .map(|s| s.split('"').next().unwrap().split(' ').count())
+            .max()
+            .unwrap();
+        assert!(longest <= MAX_POINTS + 2, "{longest} points in one series");
+    }
+
+    #[test]
+    fn same_record_gives_the_same_page() {
+        assert_eq!(page(), page());
+    }
+}

@@ -1,0 +1,135 @@
+//! timeline.csv: one row per tick per running tenant, with fixed float formatting so the same run gives the same bytes.
+
+use super::push_fixed3;
+use crate::record::RunRecord;
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+/// The header line (without the newline).
+pub const HEADER: &str = "time_s,tenant,allocated_mb,target_mb,active_estimate_mb,working_set_mb,balloon_mb,host_swapped_mb,throughput,latency_ms,state,swap_ins,refaults,host_swap_ins,blocked,reason";
+
+/// Writes `timeline.csv` into `dir`.
+pub fn write_timeline(dir: &Path, record: &RunRecord) -> std::io::Result<()> {
+    let file = std::fs::File::create(dir.join("timeline.csv"))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+    write_csv(&mut out, record)?;
+    out.flush()
+}
+
+/// Writes the timeline as CSV to `out`.
+pub fn write_csv(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
+    let names: BTreeMap<_, String> = record
+        .tenants
+        .iter()
+        .map(|t| (t.id, csv_field(&t.name)))
+        .collect();
+    out.write_all(HEADER.as_bytes())?;
+    out.write_all(b"\n")?;
+    let mut line = String::with_capacity(256);
+    for tick in &record.ticks {
+        for row in &tick.rows {
+            line.clear();
+            push_fixed3(&mut line, tick.time_s);
+            line.push(',');
+            match names.get(&row.tenant) {
+                Some(name) => line.push_str(name),
+                None => line.push_str(&row.tenant.0.to_string()),
+            }
+            for x in [
+                row.allocated_mb,
+                row.target_mb,
+                row.active_estimate_mb,
+                row.working_set_mb,
+                row.balloon_mb,
+                row.host_swapped_mb,
+                row.throughput,
+                row.latency_ms,
+            ] {
+                line.push(',');
+                push_fixed3(&mut line, x);
+            }
+            line.push(',');
+            line.push_str(tick.state.name());
+            for n in [row.swap_ins, row.refaults, row.host_swap_ins] {
+                line.push(',');
+                line.push_str(&n.to_string());
+            }
+            line.push(',');
+            line.push_str(if row.blocked { "1" } else { "0" });
+            line.push(',');
+            line.push_str(&csv_field(&row.reason));
+            line.push('\n');
+            out.write_all(line.as_bytes())?;
+        }
+    }
+    Ok(())
+}
+
+/// A CSV field, quoted (RFC 4180) when it holds a comma, quote or line break.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ') {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::test_record::record;
+
+    fn csv() -> String {
+        let mut buf = Vec::new();
+        write_csv(&mut buf, &record()).unwrap();
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn header_starts_with_the_documented_columns() {
+        let text = csv();
+        assert!(text.lines().next().unwrap().starts_with(
+            "time_s,tenant,allocated_mb,target_mb,active_estimate_mb,working_set_mb,balloon_mb,host_swapped_mb,throughput,latency_ms,state,swap_ins,refaults,host_swap_ins,blocked"
+        ));
+    }
+
+    #[test]
+    fn one_row_per_tick_per_running_tenant() {
+        // a runs 4 ticks, b 2, c never.
+        assert_eq!(csv().lines().count(), 1 + 4 + 2);
+    }
+
+    #[test]
+    fn rows_use_fixed_decimals_and_quote_names_with_commas() {
+        let text = csv();
+        let first = text.lines().nth(1).unwrap();
+        assert!(
+            first.starts_with(
+                "0.000,a,100.000,110.000,105.000,100.000,156.000,0.000,0.000,0.000,high,1,2,0,0,"
+            ),
+            "{first}"
+        );
+        assert!(first.ends_with(",\"share, \"\"tax\"\"\""), "{first}");
+        assert!(text.contains("\n2.000,\"b, <web>\",50.000"), "{text}");
+    }
+
+    #[test]
+    fn every_row_has_as_many_fields_as_the_header() {
+        let text = csv();
+        let columns = HEADER.split(',').count();
+        for line in text.lines().skip(1) {
+            // Unquoted commas only: count outside quotes.
+            let mut n = 1;
+            let mut quoted = false;
+            for c in line.chars() {
+                match c {
+                    '"' => quoted = !quoted,
+                    ',' if !quoted => n += 1,
+                    _ => {}
+                }
+            }
+            assert_eq!(n, columns, "{line}");
+        }
+    }
+}

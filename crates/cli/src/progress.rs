@@ -1,0 +1,72 @@
+//! A progress bar over the ticks of a run, drawn on stderr only when stderr is a terminal.
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+
+/// Progress of one run (or several, counted in ticks). Hidden when stderr is not a
+/// terminal, so piped output and CI logs stay clean.
+pub struct Progress {
+    bar: ProgressBar,
+}
+
+impl Progress {
+    /// A bar over `total_ticks`, labelled (e.g. with the scenario name).
+    pub fn new(total_ticks: u64, label: &str) -> Progress {
+        if !std::io::stderr().is_terminal() {
+            return Progress::hidden();
+        }
+        let bar = ProgressBar::with_draw_target(Some(total_ticks), ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template(
+            "{prefix} [{bar:40}] {pos}/{len} ticks ({per_sec}, {eta} left)",
+        )
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar.set_prefix(label.to_string());
+        Progress { bar }
+    }
+
+    /// A bar that draws nothing (tests, benchmarks).
+    pub fn hidden() -> Progress {
+        Progress {
+            bar: ProgressBar::hidden(),
+        }
+    }
+
+    /// `n` more ticks done.
+    pub fn inc(&self, n: u64) {
+        self.bar.inc(n);
+    }
+
+    /// Ticks done so far.
+    pub fn position(&self) -> u64 {
+        self.bar.position()
+    }
+
+    /// Clears the bar from the terminal.
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_progress_counts_without_drawing() {
+        let p = Progress::hidden();
+        p.inc(3);
+        p.inc(2);
+        assert_eq!(p.position(), 5);
+        p.finish();
+    }
+
+    #[test]
+    fn new_progress_counts_whether_or_not_stderr_is_a_terminal() {
+        let p = Progress::new(10, "test");
+        p.inc(4);
+        assert_eq!(p.position(), 4);
+        p.finish();
+    }
+}

@@ -1,0 +1,100 @@
+//! A scenario ready to run: the host, the controller's configuration, each tenant's spec and VM, and the timed events.
+
+use memtide_controller::ControllerConfig;
+use memtide_model::{Pages, TaxRate, TenantId, TenantSpec};
+use memtide_sim::config::{HostConfig, VmConfig};
+use memtide_sim::cost::CostModel;
+use memtide_sim::workload::WorkloadConfig;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// One experiment on the simulated host, checked and converted from its scenario file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub name: String,
+    pub description: String,
+    /// The file it came from (`<demo>` for the embedded one).
+    pub source: PathBuf,
+    /// The variant this is, when built with [`crate::load_variant`].
+    pub variant: Option<String>,
+    /// Length of the run: a whole number of ticks.
+    pub duration: Duration,
+    pub seed: u64,
+    /// Also run an unconstrained baseline to measure degradation against.
+    pub baseline: bool,
+    /// Band `(low, high)` around the true working set that counts as converged.
+    pub convergence: (f64, f64),
+    /// Machine memory, host swap and the tick (1 s).
+    pub host: HostConfig,
+    pub cost: CostModel,
+    pub controller: ControllerConfig,
+    /// In file order; tenant `i` has `TenantId(i)`.
+    pub tenants: Vec<ScenarioTenant>,
+    /// Sorted by time (stable: events at the same time keep file order).
+    pub events: Vec<TimedEvent>,
+    pub variants: Vec<Variant>,
+}
+
+/// One tenant: what the controller knows of it and the VM the sim runs for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScenarioTenant {
+    /// `id` is the tenant's index in the file.
+    pub spec: TenantSpec,
+    /// `sampling` is `Some` exactly when the estimator is ESX sampling; `overhead` equals
+    /// `spec.overhead`.
+    pub vm: VmConfig,
+    /// Power-on time (a whole tick).
+    pub start: Duration,
+    /// Power-off time (a whole tick, after `start`), if any.
+    pub stop: Option<Duration>,
+}
+
+/// An event and when it happens.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimedEvent {
+    /// Applied at the first tick at or after this time.
+    pub at: Duration,
+    pub event: Event,
+}
+
+/// Something a scenario changes during the run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    SetTaxRate(TaxRate),
+    SetWorkload {
+        tenant: TenantId,
+        workload: WorkloadConfig,
+    },
+    StopTenant(TenantId),
+    /// New min, max and/or shares; `None` keeps the current value.
+    SetTenant {
+        tenant: TenantId,
+        min: Option<Pages>,
+        max: Option<Pages>,
+        shares: Option<u64>,
+    },
+}
+
+/// A named way to run the scenario: `--set` overrides applied to the file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Variant {
+    pub name: String,
+    pub overrides: Vec<String>,
+}
+
+impl Scenario {
+    /// The tenant with this name.
+    pub fn tenant(&self, name: &str) -> Option<&ScenarioTenant> {
+        self.tenants.iter().find(|t| t.spec.name == name)
+    }
+
+    /// Number of ticks in the run.
+    pub fn ticks(&self) -> u64 {
+        let tick = self.host.tick.as_secs_f64();
+        if tick > 0.0 {
+            (self.duration.as_secs_f64() / tick).round() as u64
+        } else {
+            0
+        }
+    }
+}

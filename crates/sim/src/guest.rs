@@ -1,0 +1,613 @@
+//! The guest OS model: who owns each guest-physical page (kernel, anonymous memory, page cache, balloon, free), its own swap device, and a CLOCK reclaim that prefers dropping page cache.
+//!
+//! The guest knows nothing of machine memory: whether a page is backed, host-swapped or
+//! ballooned on the host side is the pmap's business (see `vm.rs`, which joins the two).
+//!
+//! Reclaim (when the free list is empty: a new anonymous page, a cache fill, a swap-in or
+//! a balloon inflation needs a page) follows Linux's preference for page cache:
+//!
+//! 1. one lap of the page-cache CLOCK: an unreferenced cache page is dropped (clean, no
+//!    I/O); referenced ones lose their bit (second chance);
+//! 2. if the guest swap device has a free slot, one lap of the anonymous CLOCK: an
+//!    unreferenced anonymous page is swapped out;
+//! 3. the oldest cache page, referenced or not (cache is dropped before hot anonymous
+//!    memory is swapped);
+//! 4. if swap has room, the oldest anonymous page;
+//! 5. otherwise nothing can be freed: the caller stalls (no OOM killer is modelled).
+//!
+//! Each lap only clears bits set by accesses since the last lap, so reclaim is amortised
+//! O(1) per access.
+
+use std::collections::VecDeque;
+
+/// "Not present" in the anonymous and file maps.
+const NONE: u32 = u32::MAX;
+/// Anonymous map entry of a page held in guest swap.
+const ANON_SWAPPED: u32 = u32::MAX - 1;
+
+const OWN_SHIFT: u32 = 29;
+const OWN_FREE: u32 = 0;
+const OWN_KERNEL: u32 = 1 << OWN_SHIFT;
+const OWN_ANON: u32 = 2 << OWN_SHIFT;
+const OWN_CACHE: u32 = 3 << OWN_SHIFT;
+const OWN_BALLOON: u32 = 4 << OWN_SHIFT;
+const OWN_TAG: u32 = 7 << OWN_SHIFT;
+const OWN_VALUE: u32 = (1 << OWN_SHIFT) - 1;
+
+/// Referenced (accessed) bit.
+const REF: u8 = 1;
+/// The page has an entry in the cache CLOCK queue.
+const IN_CACHE_Q: u8 = 2;
+/// The page has an entry in the anonymous CLOCK queue.
+const IN_ANON_Q: u8 = 4;
+
+/// Who owns a guest-physical page.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    Free,
+    /// Kernel memory: touched at boot, never reclaimed.
+    Kernel,
+    /// Anonymous page `page` of the workload.
+    Anon(u32),
+    /// Page cache holding file block `block`.
+    Cache(u32),
+    /// Held by the balloon driver.
+    Balloon,
+}
+
+/// Where a workload's anonymous page is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum AnonState {
+    /// In guest memory at this PPN.
+    Resident(u32),
+    /// On the guest's swap device.
+    Swapped,
+    /// Never touched (or freed with the workload that had it).
+    Untouched,
+}
+
+/// A page reclaim chose to free.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Victim {
+    /// A page-cache page: dropped without I/O.
+    Cache(u32),
+    /// An anonymous page: must be written to guest swap first.
+    Anon(u32),
+}
+
+/// Guest events counted over the VM's life.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct GuestCounters {
+    /// Anonymous pages read back from guest swap.
+    pub swap_ins: u64,
+    /// Anonymous pages written to guest swap.
+    pub swap_outs: u64,
+    /// Cache misses on blocks that had been cached and evicted (Linux workingset refaults).
+    pub refaults: u64,
+    /// All page-cache misses (each is a disk read).
+    pub disk_reads: u64,
+}
+
+/// One guest OS.
+#[derive(Clone, Debug)]
+pub struct Guest {
+    owner: Vec<u32>,
+    flags: Vec<u8>,
+    free: Vec<u32>,
+    anon_map: Vec<u32>,
+    file_map: Vec<u32>,
+    /// One bit per block: evicted from the cache since it was last read.
+    evicted: Vec<u64>,
+    cache_q: VecDeque<u32>,
+    anon_q: VecDeque<u32>,
+    swap_size: u32,
+    swap_used: u32,
+    kernel: u32,
+    anon_resident: u32,
+    cache_resident: u32,
+    balloon: u32,
+    pub counters: GuestCounters,
+}
+
+/// Where a guest boots from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct GuestLayout {
+    /// Guest-physical pages.
+    pub pages: u32,
+    /// Kernel pages: PPNs `0..kernel`.
+    pub kernel: u32,
+    /// Guest swap device size in pages.
+    pub swap: u32,
+    /// Pages held by the balloon from boot: the highest PPNs.
+    pub balloon: u32,
+    pub anon_pages: u32,
+    pub file_pages: u32,
+}
+
+impl Guest {
+    /// A booted guest: kernel pages owned, the initial balloon held, everything else free
+    /// (lowest PPNs handed out first). `kernel + balloon` must not exceed `pages`.
+    pub fn boot(layout: GuestLayout) -> Guest {
+        let n = layout.pages as usize;
+        let kernel = layout.kernel.min(layout.pages);
+        let balloon = layout.balloon.min(layout.pages - kernel);
+        let first_balloon = layout.pages - balloon;
+        let mut owner = vec![OWN_FREE; n];
+        owner[..kernel as usize].fill(OWN_KERNEL);
+        owner[first_balloon as usize..].fill(OWN_BALLOON);
+        Guest {
+            owner,
+            flags: vec![0; n],
+            free: (kernel..first_balloon).rev().collect(),
+            anon_map: vec![NONE; layout.anon_pages as usize],
+            file_map: vec![NONE; layout.file_pages as usize],
+            evicted: vec![0; (layout.file_pages as usize).div_ceil(64)],
+            cache_q: VecDeque::new(),
+            anon_q: VecDeque::new(),
+            swap_size: layout.swap,
+            swap_used: 0,
+            kernel,
+            anon_resident: 0,
+            cache_resident: 0,
+            balloon,
+            counters: GuestCounters::default(),
+        }
+    }
+
+    /// Who owns `ppn` (`Free` outside the guest's memory).
+    pub fn owner(&self, ppn: u32) -> Owner {
+        let o = self.owner.get(ppn as usize).copied().unwrap_or(OWN_FREE);
+        match o & OWN_TAG {
+            OWN_KERNEL => Owner::Kernel,
+            OWN_ANON => Owner::Anon(o & OWN_VALUE),
+            OWN_CACHE => Owner::Cache(o & OWN_VALUE),
+            OWN_BALLOON => Owner::Balloon,
+            _ => Owner::Free,
+        }
+    }
+
+    /// The raw anonymous-map entry of `page`: a PPN when resident (below 2^29).
+    #[inline]
+    pub fn anon_entry(&self, page: u32) -> u32 {
+        self.anon_map.get(page as usize).copied().unwrap_or(NONE)
+    }
+
+    /// Where anonymous page `page` is.
+    pub fn anon_state(&self, page: u32) -> AnonState {
+        match self.anon_entry(page) {
+            NONE => AnonState::Untouched,
+            ANON_SWAPPED => AnonState::Swapped,
+            ppn => AnonState::Resident(ppn),
+        }
+    }
+
+    /// True if `page` is one of the workload's anonymous pages.
+    pub fn has_anon(&self, page: u32) -> bool {
+        (page as usize) < self.anon_map.len()
+    }
+
+    /// The PPN caching `block`, if cached.
+    #[inline]
+    pub fn file_entry(&self, block: u32) -> Option<u32> {
+        match self.file_map.get(block as usize).copied() {
+            Some(NONE) | None => None,
+            Some(ppn) => Some(ppn),
+        }
+    }
+
+    /// True if `block` is one of the workload's file blocks.
+    pub fn has_block(&self, block: u32) -> bool {
+        (block as usize) < self.file_map.len()
+    }
+
+    /// Sets the referenced bit of `ppn` (the guest's accessed bit).
+    #[inline]
+    pub fn reference(&mut self, ppn: u32) {
+        if let Some(f) = self.flags.get_mut(ppn as usize) {
+            *f |= REF;
+        }
+    }
+
+    /// True if `ppn`'s referenced bit is set.
+    pub fn is_referenced(&self, ppn: u32) -> bool {
+        self.flags.get(ppn as usize).is_some_and(|f| f & REF != 0)
+    }
+
+    /// A page from the free list, without reclaiming.
+    pub fn pop_free(&mut self) -> Option<u32> {
+        self.free.pop()
+    }
+
+    /// Puts an unused page (owner `Free`) back on the free list.
+    pub fn release(&mut self, ppn: u32) {
+        if self.owner(ppn) == Owner::Free {
+            self.free.push(ppn);
+        }
+    }
+
+    /// Chooses a page to reclaim (see the module docs); the page stays with its owner
+    /// until [`Guest::evict_cache`] or [`Guest::swap_out`], or [`Guest::requeue`] if the
+    /// caller cannot go on.
+    pub fn pick_victim(&mut self) -> Option<Victim> {
+        let can_swap = self.swap_used < self.swap_size;
+        if let Some(p) = self.scan(OWN_CACHE, false) {
+            return Some(Victim::Cache(p));
+        }
+        if can_swap {
+            if let Some(p) = self.scan(OWN_ANON, false) {
+                return Some(Victim::Anon(p));
+            }
+        }
+        if let Some(p) = self.scan(OWN_CACHE, true) {
+            return Some(Victim::Cache(p));
+        }
+        if can_swap {
+            if let Some(p) = self.scan(OWN_ANON, true) {
+                return Some(Victim::Anon(p));
+            }
+        }
+        None
+    }
+
+    /// One lap of a CLOCK queue: the first page of owner `tag` that is unreferenced (or
+    /// any, if `force`), leaving it out of the queue. Stale entries are dropped.
+    fn scan(&mut self, tag: u32, force: bool) -> Option<u32> {
+        let (queue, qflag) = if tag == OWN_CACHE {
+            (&mut self.cache_q, IN_CACHE_Q)
+        } else {
+            (&mut self.anon_q, IN_ANON_Q)
+        };
+        for _ in 0..queue.len() {
+            let ppn = queue.pop_front()?;
+            let i = ppn as usize;
+            let f = &mut self.flags[i];
+            if self.owner[i] & OWN_TAG != tag {
+                *f &= !qflag;
+                continue;
+            }
+            if *f & REF != 0 && !force {
+                *f &= !REF;
+                queue.push_back(ppn);
+                continue;
+            }
+            *f &= !qflag;
+            return Some(ppn);
+        }
+        None
+    }
+
+    /// Puts a victim the caller could not free back at the tail of its queue.
+    pub fn requeue(&mut self, victim: Victim) {
+        match victim {
+            Victim::Cache(p) => self.enqueue(p, IN_CACHE_Q),
+            Victim::Anon(p) => self.enqueue(p, IN_ANON_Q),
+        }
+    }
+
+    fn enqueue(&mut self, ppn: u32, qflag: u8) {
+        let f = &mut self.flags[ppn as usize];
+        if *f & qflag == 0 {
+            *f |= qflag;
+            if qflag == IN_CACHE_Q {
+                self.cache_q.push_back(ppn);
+            } else {
+                self.anon_q.push_back(ppn);
+            }
+        }
+    }
+
+    /// Drops the cache page at `ppn`; the page is free for the caller to use (not put on
+    /// the free list). The block is remembered as evicted (for refault detection).
+    pub fn evict_cache(&mut self, ppn: u32) {
+        if let Owner::Cache(block) = self.owner(ppn) {
+            self.file_map[block as usize] = NONE;
+            self.evicted[block as usize / 64] |= 1 << (block % 64);
+            self.cache_resident -= 1;
+            self.disown(ppn);
+        }
+    }
+
+    /// Writes the anonymous page at `ppn` to guest swap; the page is free for the caller.
+    /// False (nothing done) when swap is full or the page is not anonymous.
+    pub fn swap_out(&mut self, ppn: u32) -> bool {
+        let Owner::Anon(page) = self.owner(ppn) else {
+            return false;
+        };
+        if self.swap_used >= self.swap_size {
+            return false;
+        }
+        self.swap_used += 1;
+        self.anon_map[page as usize] = ANON_SWAPPED;
+        self.anon_resident -= 1;
+        self.counters.swap_outs += 1;
+        self.disown(ppn);
+        true
+    }
+
+    fn disown(&mut self, ppn: u32) {
+        self.owner[ppn as usize] = OWN_FREE;
+        self.flags[ppn as usize] &= !REF;
+    }
+
+    /// Anonymous page `page` (never touched) now lives at the free page `ppn`.
+    pub fn install_anon(&mut self, page: u32, ppn: u32) {
+        if self.anon_state(page) == AnonState::Untouched && self.has_anon(page) {
+            self.own_anon(page, ppn);
+        }
+    }
+
+    /// Anonymous page `page` is read back from guest swap into the free page `ppn`.
+    pub fn swap_in(&mut self, page: u32, ppn: u32) {
+        if self.anon_state(page) == AnonState::Swapped {
+            self.swap_used -= 1;
+            self.counters.swap_ins += 1;
+            self.own_anon(page, ppn);
+        }
+    }
+
+    fn own_anon(&mut self, page: u32, ppn: u32) {
+        self.anon_map[page as usize] = ppn;
+        self.owner[ppn as usize] = OWN_ANON | page;
+        self.anon_resident += 1;
+        self.flags[ppn as usize] |= REF;
+        self.enqueue(ppn, IN_ANON_Q);
+    }
+
+    /// Block `block` is read from disk into the free page `ppn`; true if it is a refault
+    /// (the block had been cached and evicted before).
+    pub fn install_cache(&mut self, block: u32, ppn: u32) -> bool {
+        if !self.has_block(block) || self.file_entry(block).is_some() {
+            return false;
+        }
+        let (word, bit) = (block as usize / 64, 1u64 << (block % 64));
+        let refault = self.evicted[word] & bit != 0;
+        self.evicted[word] &= !bit;
+        self.counters.disk_reads += 1;
+        if refault {
+            self.counters.refaults += 1;
+        }
+        self.file_map[block as usize] = ppn;
+        self.owner[ppn as usize] = OWN_CACHE | block;
+        self.cache_resident += 1;
+        self.flags[ppn as usize] |= REF;
+        self.enqueue(ppn, IN_CACHE_Q);
+        refault
+    }
+
+    /// The free page `ppn` goes to the balloon.
+    pub fn give_to_balloon(&mut self, ppn: u32) {
+        if self.owner(ppn) == Owner::Free {
+            self.owner[ppn as usize] = OWN_BALLOON;
+            self.balloon += 1;
+        }
+    }
+
+    /// The balloon returns `ppn`: it goes on the free list.
+    pub fn take_from_balloon(&mut self, ppn: u32) {
+        if self.owner(ppn) == Owner::Balloon {
+            self.owner[ppn as usize] = OWN_FREE;
+            self.balloon -= 1;
+            self.free.push(ppn);
+        }
+    }
+
+    /// A new workload replaces the old (process exit and start): the old anonymous pages
+    /// are freed (their swap too); the page cache stays, keyed by block number (the same
+    /// disk), so blocks the new workload shares with the old are still cached.
+    pub fn replace_workload(&mut self, anon_pages: u32, file_pages: u32) {
+        for page in 0..self.anon_map.len() as u32 {
+            match self.anon_state(page) {
+                AnonState::Resident(ppn) => {
+                    self.disown(ppn);
+                    self.anon_resident -= 1;
+                    self.free.push(ppn);
+                }
+                AnonState::Swapped => self.swap_used -= 1,
+                AnonState::Untouched => {}
+            }
+        }
+        self.anon_map = vec![NONE; anon_pages as usize];
+        if file_pages as usize > self.file_map.len() {
+            self.file_map.resize(file_pages as usize, NONE);
+            self.evicted.resize((file_pages as usize).div_ceil(64), 0);
+        }
+    }
+
+    /// Guest-physical pages.
+    pub fn pages(&self) -> u32 {
+        self.owner.len() as u32
+    }
+
+    pub fn kernel(&self) -> u32 {
+        self.kernel
+    }
+
+    /// Anonymous pages in guest memory.
+    pub fn anon_resident(&self) -> u32 {
+        self.anon_resident
+    }
+
+    /// Page-cache pages.
+    pub fn cache_resident(&self) -> u32 {
+        self.cache_resident
+    }
+
+    /// Pages held by the balloon.
+    pub fn balloon(&self) -> u32 {
+        self.balloon
+    }
+
+    /// Pages on the free list.
+    pub fn free(&self) -> u32 {
+        self.free.len() as u32
+    }
+
+    /// Anonymous pages on the guest swap device.
+    pub fn swap_used(&self) -> u32 {
+        self.swap_used
+    }
+
+    /// Size of the workload's anonymous region.
+    pub fn anon_pages(&self) -> u32 {
+        self.anon_map.len() as u32
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guest(pages: u32, kernel: u32, swap: u32, anon: u32, file: u32) -> Guest {
+        Guest::boot(GuestLayout {
+            pages,
+            kernel,
+            swap,
+            balloon: 0,
+            anon_pages: anon,
+            file_pages: file,
+        })
+    }
+
+    /// Allocates like the VM does without a host: free list, then reclaim.
+    fn alloc(g: &mut Guest) -> Option<u32> {
+        if let Some(p) = g.pop_free() {
+            return Some(p);
+        }
+        match g.pick_victim()? {
+            Victim::Cache(p) => {
+                g.evict_cache(p);
+                Some(p)
+            }
+            Victim::Anon(p) => g.swap_out(p).then_some(p),
+        }
+    }
+
+    #[test]
+    fn boot_owns_kernel_and_balloon_pages_and_frees_the_rest() {
+        let g = Guest::boot(GuestLayout {
+            pages: 10,
+            kernel: 2,
+            swap: 0,
+            balloon: 3,
+            anon_pages: 0,
+            file_pages: 0,
+        });
+        assert_eq!(g.owner(0), Owner::Kernel);
+        assert_eq!(g.owner(2), Owner::Free);
+        assert_eq!(g.owner(7), Owner::Balloon);
+        assert_eq!((g.free(), g.balloon(), g.kernel()), (5, 3, 2));
+    }
+
+    #[test]
+    fn reclaim_drops_unreferenced_cache_before_swapping_anon() {
+        let mut g = guest(4, 0, 4, 2, 2);
+        for page in 0..2 {
+            let p = alloc(&mut g).unwrap();
+            g.install_anon(page, p);
+        }
+        for block in 0..2 {
+            let p = alloc(&mut g).unwrap();
+            g.install_cache(block, p);
+        }
+        // Everything referenced: the cache lap clears bits, the anon lap clears bits, then
+        // the oldest cache page goes.
+        assert!(matches!(g.pick_victim(), Some(Victim::Cache(_))));
+        assert_eq!(g.counters.swap_outs, 0);
+    }
+
+    #[test]
+    fn cold_anon_is_swapped_when_all_cache_is_hot() {
+        let mut g = guest(3, 0, 4, 2, 1);
+        for page in 0..2 {
+            let p = alloc(&mut g).unwrap();
+            g.install_anon(page, p);
+        }
+        let c = alloc(&mut g).unwrap();
+        g.install_cache(0, c);
+        // A first reclaim clears every bit; then only the cache page is touched again.
+        let v = g.pick_victim().unwrap();
+        g.requeue(v);
+        g.reference(c);
+        assert!(matches!(g.pick_victim(), Some(Victim::Anon(_))));
+    }
+
+    #[test]
+    fn without_swap_space_anon_is_never_chosen() {
+        let mut g = guest(2, 0, 0, 2, 0);
+        for page in 0..2 {
+            let p = alloc(&mut g).unwrap();
+            g.install_anon(page, p);
+        }
+        assert_eq!(g.pick_victim(), None);
+    }
+
+    #[test]
+    fn kernel_pages_are_never_reclaimed() {
+        let mut g = guest(2, 2, 8, 1, 1);
+        assert_eq!(alloc(&mut g), None);
+    }
+
+    #[test]
+    fn refault_only_for_a_block_evicted_before() {
+        let mut g = guest(1, 0, 0, 0, 2);
+        let p = alloc(&mut g).unwrap();
+        assert!(!g.install_cache(0, p));
+        let p = alloc(&mut g).unwrap(); // evicts block 0
+        assert!(!g.install_cache(1, p));
+        let p = alloc(&mut g).unwrap(); // evicts block 1
+        assert!(g.install_cache(0, p));
+        assert_eq!(g.counters.disk_reads, 3);
+        assert_eq!(g.counters.refaults, 1);
+    }
+
+    #[test]
+    fn anon_is_swapped_until_the_swap_device_is_full() {
+        let mut g = guest(1, 0, 1, 2, 0);
+        let p = alloc(&mut g).unwrap();
+        g.install_anon(0, p);
+        let p = alloc(&mut g).unwrap();
+        assert_eq!(g.anon_state(0), AnonState::Swapped);
+        g.install_anon(1, p);
+        assert_eq!(alloc(&mut g), None, "swap full: page 1 cannot go");
+        assert_eq!((g.counters.swap_outs, g.swap_used()), (1, 1));
+    }
+
+    #[test]
+    fn swap_in_frees_the_slot_and_makes_the_page_resident() {
+        let mut g = guest(1, 0, 2, 2, 0);
+        let p = alloc(&mut g).unwrap();
+        g.install_anon(0, p);
+        let p = alloc(&mut g).unwrap();
+        g.install_anon(1, p);
+        assert!(g.swap_out(p));
+        g.swap_in(0, p);
+        assert_eq!(g.anon_state(0), AnonState::Resident(p));
+        assert_eq!(g.anon_state(1), AnonState::Swapped);
+        assert_eq!((g.counters.swap_ins, g.swap_used()), (1, 1));
+    }
+
+    #[test]
+    fn balloon_round_trip_returns_the_page_to_the_free_list() {
+        let mut g = guest(2, 0, 0, 0, 0);
+        let p = g.pop_free().unwrap();
+        g.give_to_balloon(p);
+        assert_eq!((g.balloon(), g.free()), (1, 1));
+        g.take_from_balloon(p);
+        assert_eq!((g.balloon(), g.free()), (0, 2));
+    }
+
+    #[test]
+    fn replacing_the_workload_frees_anon_and_keeps_cache() {
+        let mut g = guest(4, 0, 4, 2, 1);
+        let a = alloc(&mut g).unwrap();
+        g.install_anon(0, a);
+        let c = alloc(&mut g).unwrap();
+        g.install_cache(0, c);
+        g.replace_workload(3, 1);
+        assert_eq!(g.anon_resident(), 0);
+        assert_eq!(g.anon_pages(), 3);
+        assert_eq!(g.cache_resident(), 1);
+        assert_eq!(g.free(), 3);
+        assert_eq!(g.owner(a), Owner::Free);
+    }
+}

@@ -1,0 +1,449 @@
+//! `SimWorld`: the simulated host as the controller sees it — power VMs on and off, run ticks, observe, apply decisions.
+//!
+//! Deterministic: every VM draws from streams forked from the world's seed by tenant id,
+//! and VMs always run in ascending id order.
+
+use crate::balloon::Balloon;
+use crate::config::{HostConfig, VmConfig};
+use crate::cost::CostModel;
+use crate::guest::{Guest, GuestLayout};
+use crate::machine::{Machine, MAX_FRAMES};
+use crate::paging::HostMemory;
+use crate::pmap::{PageState, Pmap};
+use crate::rng::SimRng;
+use crate::sampler::Sampler;
+use crate::stats::{TickStats, Totals};
+use crate::vm::{Costs, Vm, VmParts};
+use crate::workload::{Workload, WorkloadConfig, WorkloadError};
+use memtide_controller::Host;
+use memtide_model::{Decision, HostObservation, Pages, TenantId};
+use std::time::Duration;
+
+/// Sub-streams of a VM's generator.
+const STREAM_WORKLOAD: u64 = 0;
+const STREAM_HOST: u64 = 1;
+const STREAM_SAMPLER: u64 = 2;
+
+/// What the simulated host refuses. Messages name the tenant and the values.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error("tenant {}: not running", .tenant.0)]
+    UnknownTenant { tenant: TenantId },
+    #[error("tenant {}: already running", .tenant.0)]
+    AlreadyRunning { tenant: TenantId },
+    #[error("tenant {}: overhead {overhead} does not fit in {free} of free machine memory", .tenant.0)]
+    OverheadDoesNotFit {
+        tenant: TenantId,
+        overhead: Pages,
+        free: Pages,
+    },
+    #[error("tenant {}: kernel {kernel} does not fit in machine memory ({free} free, host swap {swap_free} free)", .tenant.0)]
+    KernelDoesNotFit {
+        tenant: TenantId,
+        kernel: Pages,
+        free: Pages,
+        swap_free: Pages,
+    },
+    #[error("tenant {}: {field} = {value} must be {rule}", .tenant.0)]
+    InvalidVm {
+        tenant: TenantId,
+        field: &'static str,
+        value: String,
+        rule: String,
+    },
+    #[error("tenant {}: {source}", .tenant.0)]
+    Workload {
+        tenant: TenantId,
+        #[source]
+        source: WorkloadError,
+    },
+}
+
+/// The simulated host.
+#[derive(Clone, Debug)]
+pub struct SimWorld {
+    config: HostConfig,
+    cost: CostModel,
+    costs: Costs,
+    rng: SimRng,
+    now: Duration,
+    host: HostMemory,
+    /// Running VMs in ascending id order; `vms[i]` owns `host.pmaps[i]`.
+    vms: Vec<Vm>,
+}
+
+impl SimWorld {
+    /// An empty host. Machine memory and host swap beyond 2 TiB are cut to 2 TiB.
+    pub fn new(host: HostConfig, cost: CostModel, seed: u64) -> SimWorld {
+        SimWorld {
+            host: HostMemory::new(Machine::new(host.machine, host.host_swap)),
+            config: host,
+            costs: Costs::new(&cost),
+            cost,
+            rng: SimRng::new(seed),
+            now: Duration::ZERO,
+            vms: Vec::new(),
+        }
+    }
+
+    fn index(&self, id: TenantId) -> Result<usize, usize> {
+        self.vms.binary_search_by_key(&id, Vm::id)
+    }
+
+    fn running(&self, id: TenantId) -> Result<usize, SimError> {
+        self.index(id)
+            .map_err(|_| SimError::UnknownTenant { tenant: id })
+    }
+
+    /// Boots a VM: reserves its overhead, touches its kernel pages (allocating frames,
+    /// paging other VMs out if the machine is full) and starts it with its initial
+    /// balloon, which holds the highest PPNs.
+    pub fn power_on(&mut self, id: TenantId, vm: VmConfig) -> Result<(), SimError> {
+        let at = match self.index(id) {
+            Ok(_) => return Err(SimError::AlreadyRunning { tenant: id }),
+            Err(at) => at,
+        };
+        let layout = validate(id, &vm)?;
+        let workload = Workload::new(&vm.workload, &self.cost)
+            .map_err(|source| SimError::Workload { tenant: id, source })?;
+        let layout = GuestLayout {
+            anon_pages: workload.anon_pages(),
+            file_pages: workload.file_pages(),
+            ..layout
+        };
+        self.host
+            .machine
+            .reserve(vm.overhead)
+            .map_err(|free| SimError::OverheadDoesNotFit {
+                tenant: id,
+                overhead: vm.overhead,
+                free,
+            })?;
+
+        let streams = self.rng.fork(u64::from(id.0));
+        let mut host_rng = streams.fork(STREAM_HOST);
+        let mut pmap = Pmap::new(layout.pages);
+        let first_balloon = layout.pages - layout.balloon;
+        for ppn in first_balloon..layout.pages {
+            pmap.set(ppn, PageState::Ballooned);
+        }
+        self.host.insert(at, pmap);
+        for ppn in 0..layout.kernel {
+            if self.host.back(at, ppn, &mut host_rng).is_err() {
+                self.host.remove(at);
+                self.host.machine.release(vm.overhead);
+                return Err(SimError::KernelDoesNotFit {
+                    tenant: id,
+                    kernel: Pages(u64::from(layout.kernel)),
+                    free: self.host.machine.free(),
+                    swap_free: self
+                        .host
+                        .machine
+                        .swap_total()
+                        .saturating_sub(self.host.machine.swap_used()),
+                });
+            }
+        }
+        let sampler = vm.sampling.as_ref().map(|s| {
+            Sampler::start(
+                s,
+                self.now,
+                streams.fork(STREAM_SAMPLER),
+                &mut self.host.pmaps[at],
+            )
+        });
+        let parts = VmParts {
+            id,
+            guest: Guest::boot(layout),
+            balloon: Balloon::new(vm.balloon.clone(), (first_balloon..layout.pages).collect()),
+            sampler,
+            workload,
+            now: self.now,
+            overhead: vm.overhead,
+            rng: streams.fork(STREAM_WORKLOAD),
+            host_rng,
+        };
+        let c = &self.host.pmaps[at].counters;
+        let totals = Totals {
+            host_swap_ins: c.host_swap_ins,
+            host_swap_outs: c.host_swap_outs,
+            ..Totals::default()
+        };
+        self.vms.insert(at, Vm::new(parts, totals));
+        Ok(())
+    }
+
+    /// Stops a VM and returns every frame, host swap slot and its overhead to the machine.
+    pub fn power_off(&mut self, id: TenantId) -> Result<(), SimError> {
+        let at = self.running(id)?;
+        let vm = self.vms.remove(at);
+        self.host.remove(at);
+        self.host.machine.release(vm.overhead());
+        Ok(())
+    }
+
+    /// Starts a new workload in a running VM, timed from now. The guest keeps its memory:
+    /// the old workload's anonymous pages are freed (process exit: they stay backed on the
+    /// host, like any free guest page), its page cache stays cached.
+    pub fn set_workload(&mut self, id: TenantId, w: WorkloadConfig) -> Result<(), SimError> {
+        let at = self.running(id)?;
+        let workload = Workload::new(&w, &self.cost)
+            .map_err(|source| SimError::Workload { tenant: id, source })?;
+        self.vms[at].set_workload(workload, self.now);
+        Ok(())
+    }
+
+    /// Simulated time.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Simulates `[now, now + tick)` for every VM in id order with the last applied
+    /// decision, then advances the clock (ending sampling periods that are over).
+    pub fn run_tick(&mut self) {
+        let tick = self.config.tick;
+        for (i, vm) in self.vms.iter_mut().enumerate() {
+            vm.run_tick(i, &mut self.host, self.now, tick, &self.costs);
+        }
+        self.now += tick;
+        for (i, vm) in self.vms.iter_mut().enumerate() {
+            vm.roll_sampler(self.now, &mut self.host, i);
+        }
+    }
+
+    /// Figures of the tenant's last tick (`None` if not running or before its first tick).
+    pub fn tenant_stats(&self, id: TenantId) -> Option<&TickStats> {
+        let at = self.index(id).ok()?;
+        self.vms[at].last()
+    }
+
+    /// Running tenants in ascending order.
+    pub fn tenant_ids(&self) -> Vec<TenantId> {
+        self.vms.iter().map(Vm::id).collect()
+    }
+
+    /// The host configuration.
+    pub fn host_config(&self) -> &HostConfig {
+        &self.config
+    }
+
+    /// The guest of a running tenant (for inspection and tests).
+    pub fn guest(&self, id: TenantId) -> Option<&Guest> {
+        self.index(id).ok().map(|i| self.vms[i].guest())
+    }
+
+    /// The pmap of a running tenant (for inspection and tests).
+    pub fn pmap(&self, id: TenantId) -> Option<&Pmap> {
+        self.index(id).ok().map(|i| &self.host.pmaps[i])
+    }
+
+    /// Free machine memory.
+    pub fn free(&self) -> Pages {
+        self.host.machine.free()
+    }
+}
+
+/// Checks a VM's sizes against each other and the sim's limits; the guest layout without
+/// the workload's regions.
+fn validate(id: TenantId, vm: &VmConfig) -> Result<GuestLayout, SimError> {
+    let invalid = |field: &'static str, value: Pages, rule: String| SimError::InvalidVm {
+        tenant: id,
+        field,
+        value: value.to_string(),
+        rule,
+    };
+    let limit = Pages(MAX_FRAMES);
+    if vm.max > limit {
+        return Err(invalid("max", vm.max, format!("<= {limit}")));
+    }
+    if vm.guest_swap > limit {
+        return Err(invalid("guest_swap", vm.guest_swap, format!("<= {limit}")));
+    }
+    if vm.kernel > vm.max {
+        return Err(invalid("kernel", vm.kernel, format!("<= max = {}", vm.max)));
+    }
+    let room = vm.max - vm.kernel;
+    if vm.initial_balloon > room {
+        return Err(invalid(
+            "initial_balloon",
+            vm.initial_balloon,
+            format!("<= max - kernel = {room}"),
+        ));
+    }
+    if let Some(s) = &vm.sampling {
+        if s.period.is_zero() {
+            return Err(SimError::InvalidVm {
+                tenant: id,
+                field: "sampling.period",
+                value: "0 s".to_string(),
+                rule: "> 0".to_string(),
+            });
+        }
+    }
+    Ok(GuestLayout {
+        pages: vm.max.0 as u32,
+        kernel: vm.kernel.0 as u32,
+        swap: vm.guest_swap.0 as u32,
+        balloon: vm.initial_balloon.0 as u32,
+        anon_pages: 0,
+        file_pages: 0,
+    })
+}
+
+impl Host for SimWorld {
+    type Error = SimError;
+
+    fn observe(&mut self) -> Result<HostObservation, SimError> {
+        let tenants = self
+            .vms
+            .iter_mut()
+            .enumerate()
+            .map(|(i, vm)| vm.observe(&self.host, i))
+            .collect();
+        let m = &self.host.machine;
+        Ok(HostObservation {
+            now: self.now,
+            machine: m.total(),
+            free: m.free(),
+            host_swap_total: m.swap_total(),
+            host_swap_used: m.swap_used(),
+            tenants,
+        })
+    }
+
+    /// Stores each tenant's balloon target, blocking and target (for victim selection) and
+    /// pages out `host_swap_out` random victims at once. A tenant the decision does not
+    /// mention is unblocked and keeps its balloon target. An unknown tenant is an error
+    /// and nothing is applied.
+    fn apply(&mut self, decision: &Decision) -> Result<(), SimError> {
+        let mut order = Vec::with_capacity(decision.actions.len());
+        for a in &decision.actions {
+            order.push((self.running(a.id)?, a));
+        }
+        for vm in &mut self.vms {
+            vm.control(None, false);
+        }
+        order.sort_by_key(|(i, _)| *i);
+        for (i, a) in order {
+            self.host.targets[i] = Some(a.target.0);
+            let vm = &mut self.vms[i];
+            vm.control(a.balloon_target, a.blocked);
+            if a.host_swap_out > Pages::ZERO {
+                vm.host_swap_out(i, a.host_swap_out, &mut self.host, &self.costs);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{Skew, TouchPhase};
+    use memtide_model::{ReclamationState, TenantAction};
+
+    fn world() -> SimWorld {
+        SimWorld::new(
+            HostConfig {
+                machine: Pages::from_mib(64),
+                host_swap: Pages::ZERO,
+                tick: Duration::from_secs(1),
+            },
+            CostModel::default(),
+            3,
+        )
+    }
+
+    fn vm() -> VmConfig {
+        VmConfig {
+            max: Pages::from_mib(4),
+            overhead: Pages::from_mib(2),
+            kernel: Pages::from_mib(1),
+            guest_swap: Pages::ZERO,
+            balloon: None,
+            initial_balloon: Pages::ZERO,
+            sampling: None,
+            workload: WorkloadConfig::Toucher {
+                phases: vec![TouchPhase {
+                    at_s: 0.0,
+                    working_set_mb: 1.0,
+                }],
+                allocated_mb: None,
+                skew: Skew::Uniform,
+                cpu_us_per_access: None,
+                accesses_per_op: None,
+                max_accesses_per_s: None,
+            },
+        }
+    }
+
+    fn blocking(id: TenantId) -> TenantAction {
+        TenantAction {
+            id,
+            target: Pages::ZERO,
+            active_estimate: Pages::ZERO,
+            balloon_target: None,
+            host_swap_out: Pages::ZERO,
+            blocked: true,
+            mechanisms: Vec::new(),
+            reason: String::new(),
+        }
+    }
+
+    #[test]
+    fn tenants_are_kept_in_ascending_id_order() {
+        let mut w = world();
+        w.power_on(TenantId(3), vm()).unwrap();
+        w.power_on(TenantId(1), vm()).unwrap();
+        assert_eq!(w.tenant_ids(), vec![TenantId(1), TenantId(3)]);
+        let ids: Vec<TenantId> = w.observe().unwrap().tenants.iter().map(|t| t.id).collect();
+        assert_eq!(ids, vec![TenantId(1), TenantId(3)]);
+    }
+
+    #[test]
+    fn overhead_and_kernel_come_out_of_free_machine_memory() {
+        let mut w = world();
+        w.power_on(TenantId(0), vm()).unwrap();
+        assert_eq!(w.free(), Pages::from_mib(64 - 2 - 1));
+    }
+
+    #[test]
+    fn a_decision_naming_an_unknown_tenant_changes_nothing() {
+        let mut w = world();
+        w.power_on(TenantId(0), vm()).unwrap();
+        let decision = Decision {
+            now: w.now(),
+            state: ReclamationState::Low,
+            budget: Pages::ZERO,
+            actions: vec![blocking(TenantId(0)), blocking(TenantId(9))],
+        };
+        assert!(matches!(
+            w.apply(&decision),
+            Err(SimError::UnknownTenant {
+                tenant: TenantId(9)
+            })
+        ));
+        w.run_tick();
+        assert!(!w.tenant_stats(TenantId(0)).unwrap().blocked);
+    }
+
+    #[test]
+    fn the_clock_advances_by_one_tick() {
+        let mut w = world();
+        w.run_tick();
+        w.run_tick();
+        assert_eq!(w.now(), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_zero_sampling_period_is_refused() {
+        let mut w = world();
+        let mut config = vm();
+        config.sampling = Some(crate::config::SamplingSetup {
+            sample_pages: 10,
+            period: Duration::ZERO,
+        });
+        let e = w.power_on(TenantId(0), config).unwrap_err();
+        assert_eq!(e.to_string(), "tenant 0: sampling.period = 0 s must be > 0");
+    }
+}
