@@ -38,7 +38,7 @@ impl Default for SamplingConfig {
             period: Duration::from_secs(30),
             slow_gain: 0.15,
             fast_gain: 0.7,
-            headroom: 0.25,
+            headroom: 0.5,
         }
     }
 }

@@ -32,11 +32,11 @@ impl Default for CostModel {
     fn default() -> Self {
         CostModel {
             minor_fault_us: 1.0,
-            guest_swap_in_us: 2000.0,
-            guest_swap_out_us: 200.0,
-            disk_read_us: 2000.0,
-            host_swap_in_us: 2500.0,
-            host_swap_out_us: 200.0,
+            guest_swap_in_us: 200.0,
+            guest_swap_out_us: 50.0,
+            disk_read_us: 200.0,
+            host_swap_in_us: 250.0,
+            host_swap_out_us: 50.0,
             cpu_us_per_access: 10.0,
         }
     }

@@ -56,10 +56,17 @@ impl SamplingEstimator {
             None => input.max,
         }
         .clamp_to(Pages::ZERO, input.max);
-        self.ceiling = self
-            .estimate
-            .scale(1.0 + sane_headroom(self.config.headroom))
-            .min(input.max);
+        // The ceiling moves once per completed period (slow and fast EWMAs only): letting the
+        // partial average raise it would compound within a period as the tenant grows into
+        // each new ceiling. Before the first completed period nothing is known: hold what the
+        // tenant holds.
+        let headroom = 1.0 + sane_headroom(self.config.headroom);
+        self.ceiling = match [self.slow, self.fast].into_iter().flatten().reduce(f64::max) {
+            Some(f) => input.max.scale(f * headroom),
+            None if self.fraction().is_some() => input.obs.allocated,
+            None => input.max,
+        }
+        .min(input.max);
         self.estimate
     }
 
@@ -67,8 +74,9 @@ impl SamplingEstimator {
         self.estimate
     }
 
-    /// Estimate plus `headroom`, at most max: sampling cannot see demand beyond what the tenant
-    /// holds, so a tenant capped at its estimate needs room to show more.
+    /// The completed periods' estimate plus `headroom`, at most max: sampling cannot see demand
+    /// beyond what the tenant holds, so a tenant capped at its estimate needs room to show more.
+    /// Before the first completed period it is what the tenant holds.
     pub fn ceiling(&self) -> Pages {
         self.ceiling
     }
@@ -165,6 +173,15 @@ mod tests {
         })
     }
 
+    /// ESX's 100 pages per 30 s with round gains (slow 0.1, fast 0.5), so expected values are easy to read.
+    fn test_gains() -> SamplingConfig {
+        SamplingConfig {
+            slow_gain: 0.1,
+            fast_gain: 0.5,
+            ..SamplingConfig::default()
+        }
+    }
+
     /// A world sampling 100 pages every 30 s, ticked once a second.
     struct World {
         est: SamplingEstimator,
@@ -176,7 +193,7 @@ mod tests {
     impl World {
         fn new() -> World {
             World {
-                est: SamplingEstimator::new(SamplingConfig::default()),
+                est: SamplingEstimator::new(test_gains()),
                 period: 0,
                 now: Duration::ZERO,
                 previous: None,
@@ -369,17 +386,35 @@ mod tests {
     }
 
     #[test]
-    fn ceiling_adds_headroom_up_to_max() {
+    fn ceiling_moves_per_completed_period_with_headroom_up_to_max() {
         let mut est = SamplingEstimator::new(SamplingConfig::default());
-        let sample = |touched| SampleCounts {
-            period: 0,
+        let sample = |period, touched, completed: Option<u32>| SampleCounts {
+            period,
             sampled: 100,
             touched,
-            completed: None,
+            completed: completed.map(|touched| CompletedSample {
+                sampled: 100,
+                touched,
+            }),
         };
-        feed(&mut est, Duration::from_secs(1), Some(sample(40)));
-        assert_eq!(est.ceiling(), est.estimate().scale(1.25));
-        feed(&mut est, Duration::from_secs(2), Some(sample(90)));
+        // Before any completed period: what the tenant holds.
+        let mut obs = TenantObservation::new(TenantId(0), Pages::from_mib(100));
+        obs.sample = Some(sample(0, 40, None));
+        est.update(&EstimatorInput {
+            now: Duration::from_secs(1),
+            min: Pages::from_mib(128),
+            max: max(),
+            obs: &obs,
+        });
+        assert_eq!(est.ceiling(), Pages::from_mib(100));
+        // A completed period at 40%: ceiling = 40% of max plus 50% headroom.
+        feed(&mut est, Duration::from_secs(31), Some(sample(1, 0, Some(40))));
+        assert_eq!(est.ceiling(), max().scale(0.4 * 1.5));
+        // Partial counts within the period do not move it.
+        feed(&mut est, Duration::from_secs(32), Some(sample(1, 90, None)));
+        assert_eq!(est.ceiling(), max().scale(0.4 * 1.5));
+        // A fully touched period takes it to max (capped).
+        feed(&mut est, Duration::from_secs(61), Some(sample(2, 0, Some(100))));
         assert_eq!(est.ceiling(), max());
     }
 
