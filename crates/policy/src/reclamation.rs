@@ -7,12 +7,16 @@
 //!   free < low => `Low`; else free < hard => at least `Hard`; else free < soft => at least
 //!   `Soft`. This rule never moves the state up.
 //! - **Up** (less pressure), only when the down rule did not apply and only one state per
-//!   update, after clearly exceeding the next higher threshold: `Low -> Hard` when
-//!   free >= hard; `Hard -> Soft` when free >= soft; `Soft -> High` when free >= high.
+//!   update, after clearly exceeding the next higher threshold by `hysteresis` (default 1%
+//!   of machine memory): `Low -> Hard` when free >= hard + h; `Hard -> Soft` when
+//!   free >= soft + h; `Soft -> High` when free >= high + h.
 //!
-//! So `Soft` is entered below 4% and left at 6%, `Hard` entered below 2% and left at 4%,
-//! `Low` entered below 1% and left at 2%: free memory between two thresholds keeps whatever
-//! state the host was in (5% free stays `Soft` after `Soft`, and `High` after `High`).
+//! So with the defaults `Soft` is entered below 4% and left at 7%, `Hard` entered below 2%
+//! and left at 5%, `Low` entered below 1% and left at 3%: free memory between two thresholds
+//! keeps whatever state the host was in (5% free stays `Soft` after `Soft`, and `High` after
+//! `High`). Targets aim free memory at the high threshold, so a host that dipped into soft
+//! stays there (ballooning, paging only what balloons cannot) until demand falls below the
+//! targets: no flapping between high and soft while a tenant presses against its target.
 //! With no machine memory (`machine == 0`) the state does not change.
 
 use memtide_model::{Pages, ReclamationState};
@@ -24,15 +28,19 @@ pub struct ReclamationThresholds {
     pub soft: f64,
     pub hard: f64,
     pub low: f64,
+    /// How far (fraction of machine memory) free memory must exceed the next higher threshold
+    /// before the state moves back up: ESX goes up "only after significantly exceeding" it.
+    pub hysteresis: f64,
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-#[error("reclamation thresholds must satisfy 0 < low < hard < soft < high < 1, got high={high} soft={soft} hard={hard} low={low}")]
+#[error("reclamation thresholds must satisfy 0 < low < hard < soft < high < 1 and 0 <= hysteresis < 1 - high, got high={high} soft={soft} hard={hard} low={low} hysteresis={hysteresis}")]
 pub struct ThresholdError {
     pub high: f64,
     pub soft: f64,
     pub hard: f64,
     pub low: f64,
+    pub hysteresis: f64,
 }
 
 impl Default for ReclamationThresholds {
@@ -42,18 +50,21 @@ impl Default for ReclamationThresholds {
             soft: 0.04,
             hard: 0.02,
             low: 0.01,
+            hysteresis: 0.01,
         }
     }
 }
 
 impl ReclamationThresholds {
-    /// Checks `0 < low < hard < soft < high < 1` (NaN and infinities fail).
+    /// Checks `0 < low < hard < soft < high < 1` and `0 <= hysteresis < 1 - high` (NaN and
+    /// infinities fail).
     pub fn validate(&self) -> Result<(), ThresholdError> {
         let ordered = 0.0 < self.low
             && self.low < self.hard
             && self.hard < self.soft
             && self.soft < self.high
-            && self.high < 1.0;
+            && self.high < 1.0
+            && (0.0..1.0 - self.high).contains(&self.hysteresis);
         if ordered {
             Ok(())
         } else {
@@ -62,6 +73,7 @@ impl ReclamationThresholds {
                 soft: self.soft,
                 hard: self.hard,
                 low: self.low,
+                hysteresis: self.hysteresis,
             })
         }
     }
@@ -100,7 +112,7 @@ impl ReclamationTracker {
         let free = free.0 as f64;
         let machine = machine.0 as f64;
         let below = |fraction: f64| free < fraction * machine;
-        let at_least = |fraction: f64| free >= fraction * machine;
+        let at_least = |fraction: f64| free >= (fraction + self.thresholds.hysteresis) * machine;
         let t = &self.thresholds;
 
         // Down: the state free memory calls for on the way down; ReclamationState orders
@@ -171,9 +183,28 @@ mod tests {
                 soft,
                 hard,
                 low,
+                hysteresis: 0.01,
             };
             assert!(t.validate().is_err(), "{t:?}");
         }
+        for hysteresis in [-0.01, 0.94, f64::NAN] {
+            let t = ReclamationThresholds {
+                hysteresis,
+                ..ReclamationThresholds::default()
+            };
+            assert!(t.validate().is_err(), "{t:?}");
+        }
+    }
+
+    #[test]
+    fn going_up_needs_the_threshold_plus_hysteresis() {
+        walk(&[(3.0, Soft), (6.5, Soft), (7.0, High)]);
+        let mut tracker = ReclamationTracker::new(ReclamationThresholds {
+            hysteresis: 0.0,
+            ..ReclamationThresholds::default()
+        });
+        tracker.update(Pages(30), Pages(1000));
+        assert_eq!(tracker.update(Pages(60), Pages(1000)), High);
     }
 
     #[test]
@@ -188,11 +219,12 @@ mod tests {
             (0.9, Low),
             (0.5, Low),
             (1.5, Low),
-            (2.0, Hard),
+            (2.0, Low),
             (3.0, Hard),
-            (4.0, Soft),
+            (4.0, Hard),
             (5.0, Soft),
-            (6.0, High),
+            (6.0, Soft),
+            (7.0, High),
             (8.0, High),
         ]);
     }

@@ -257,20 +257,22 @@ fn thresholds(mut f: Fields) -> Result<ReclamationThresholds> {
         soft: f.number("soft")?.unwrap_or(d.soft),
         hard: f.number("hard")?.unwrap_or(d.hard),
         low: f.number("low")?.unwrap_or(d.low),
+        hysteresis: f.number("hysteresis")?.unwrap_or(d.hysteresis),
     };
     let path = f.path().clone();
     f.finish()?;
     if t.validate().is_err() {
         let shown = format!(
-            "{{ high = {}, soft = {}, hard = {}, low = {} }}",
+            "{{ high = {}, soft = {}, hard = {}, low = {}, hysteresis = {} }}",
             render_number(t.high),
             render_number(t.soft),
             render_number(t.hard),
-            render_number(t.low)
+            render_number(t.low),
+            render_number(t.hysteresis)
         );
         return Err(FieldError::new(
             path,
-            "must satisfy 0 < low < hard < soft < high < 1 (fractions of machine memory)",
+            "must satisfy 0 < low < hard < soft < high < 1 and 0 <= hysteresis < 1 - high (fractions of machine memory)",
         )
         .value(shown));
     }

@@ -99,11 +99,11 @@ mod tests {
             c.fields(),
             [
                 ("minor_fault_us", 1.0),
-                ("guest_swap_in_us", 2000.0),
-                ("guest_swap_out_us", 200.0),
-                ("disk_read_us", 2000.0),
-                ("host_swap_in_us", 2500.0),
-                ("host_swap_out_us", 200.0),
+                ("guest_swap_in_us", 200.0),
+                ("guest_swap_out_us", 50.0),
+                ("disk_read_us", 200.0),
+                ("host_swap_in_us", 250.0),
+                ("host_swap_out_us", 50.0),
                 ("cpu_us_per_access", 10.0),
             ]
         );
@@ -111,9 +111,9 @@ mod tests {
     }
 
     #[test]
-    fn defaults_make_a_miss_cost_two_hundred_accesses() {
+    fn defaults_make_a_miss_cost_twenty_accesses() {
         let c = CostModel::default();
-        assert_eq!(c.disk_read_us / c.cpu_us_per_access, 200.0);
+        assert_eq!(c.disk_read_us / c.cpu_us_per_access, 20.0);
         assert!(c.host_swap_in_us > c.guest_swap_in_us);
     }
 
@@ -121,7 +121,7 @@ mod tests {
     fn partial_toml_keeps_other_defaults() {
         let c: CostModel = toml::from_str("disk_read_us = 100.0").unwrap();
         assert_eq!(c.disk_read_us, 100.0);
-        assert_eq!(c.host_swap_in_us, 2500.0);
+        assert_eq!(c.host_swap_in_us, 250.0);
         assert!(toml::from_str::<CostModel>("disk_us = 1.0").is_err());
     }
 

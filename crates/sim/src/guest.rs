@@ -7,13 +7,20 @@
 //! a balloon inflation needs a page) follows Linux's preference for page cache:
 //!
 //! 1. one lap of the page-cache CLOCK: an unreferenced cache page is dropped (clean, no
-//!    I/O); referenced ones lose their bit (second chance);
+//!    I/O); referenced ones lose their bit (second chance), and pages referenced again
+//!    while their bit was set (active) are first demoted, so they outlast pages touched once
+//!    (a two-level CLOCK, like Linux's active and inactive lists);
 //! 2. if the guest swap device has a free slot, one lap of the anonymous CLOCK: an
 //!    unreferenced anonymous page is swapped out;
 //! 3. the oldest cache page, referenced or not (cache is dropped before hot anonymous
 //!    memory is swapped);
 //! 4. if swap has room, the oldest anonymous page;
 //! 5. otherwise nothing can be freed: the caller stalls (no OOM killer is modelled).
+//!
+//! After refaults (page-cache blocks read back soon after eviction) in the last
+//! `REFAULT_MEMORY_TICKS` ticks, steps 1 and 2 swap places: the file working set does not
+//! fit, so cold anonymous memory goes before cold cache, as Linux balances its LRUs on
+//! refaults.
 //!
 //! Each lap only clears bits set by accesses since the last lap, so reclaim is amortised
 //! O(1) per access.
@@ -40,6 +47,11 @@ const REF: u8 = 1;
 const IN_CACHE_Q: u8 = 2;
 /// The page has an entry in the anonymous CLOCK queue.
 const IN_ANON_Q: u8 = 4;
+/// The page was referenced again while `REF` was still set: in use, not touched once and
+/// forgotten (Linux's active list; a reclaim lap demotes it before it can be chosen).
+const ACTIVE: u8 = 8;
+/// `ACTIVE` is `REF` shifted by this much, so `reference` stays branch-free.
+const ACTIVE_SHIFT: u8 = 3;
 
 /// Who owns a guest-physical page.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -65,6 +77,9 @@ pub enum AnonState {
     /// Never touched (or freed with the workload that had it).
     Untouched,
 }
+
+/// How long refaults keep reclaim turned toward anonymous memory.
+pub const REFAULT_MEMORY_TICKS: u32 = 300;
 
 /// A page reclaim chose to free.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -106,6 +121,10 @@ pub struct Guest {
     anon_resident: u32,
     cache_resident: u32,
     balloon: u32,
+    /// Refaults counted up to the end of the previous tick.
+    refaults_at_tick: u64,
+    /// Ticks since the last tick that saw refaults (saturating).
+    ticks_since_refault: u32,
     pub counters: GuestCounters,
 }
 
@@ -150,8 +169,27 @@ impl Guest {
             anon_resident: 0,
             cache_resident: 0,
             balloon,
+            refaults_at_tick: 0,
+            ticks_since_refault: u32::MAX,
             counters: GuestCounters::default(),
         }
+    }
+
+    /// Closes a tick, remembering whether it saw refaults (they set the reclaim balance).
+    pub fn end_tick(&mut self) {
+        self.ticks_since_refault = if self.counters.refaults > self.refaults_at_tick {
+            0
+        } else {
+            self.ticks_since_refault.saturating_add(1)
+        };
+        self.refaults_at_tick = self.counters.refaults;
+    }
+
+    /// Refaults in the last [`REFAULT_MEMORY_TICKS`] ticks mean the file working set does not
+    /// fit: reclaim then turns to cold anonymous memory before cold page cache (Linux's
+    /// refault-driven balancing of the anon and file LRUs).
+    fn anon_first(&self) -> bool {
+        self.ticks_since_refault < REFAULT_MEMORY_TICKS
     }
 
     /// Who owns `ppn` (`Free` outside the guest's memory).
@@ -204,7 +242,7 @@ impl Guest {
     #[inline]
     pub fn reference(&mut self, ppn: u32) {
         if let Some(f) = self.flags.get_mut(ppn as usize) {
-            *f |= REF;
+            *f |= REF | ((*f & REF) << ACTIVE_SHIFT);
         }
     }
 
@@ -230,6 +268,11 @@ impl Guest {
     /// caller cannot go on.
     pub fn pick_victim(&mut self) -> Option<Victim> {
         let can_swap = self.swap_used < self.swap_size;
+        if self.anon_first() && can_swap {
+            if let Some(p) = self.scan(OWN_ANON, false) {
+                return Some(Victim::Anon(p));
+            }
+        }
         if let Some(p) = self.scan(OWN_CACHE, false) {
             return Some(Victim::Cache(p));
         }
@@ -249,20 +292,29 @@ impl Guest {
         None
     }
 
-    /// One lap of a CLOCK queue: the first page of owner `tag` that is unreferenced (or
-    /// any, if `force`), leaving it out of the queue. Stale entries are dropped.
+    /// Up to two laps of a CLOCK queue (one if `force`): the first page of owner `tag` that
+    /// is unreferenced (or any, if `force`), leaving it out of the queue. Two laps let a page
+    /// touched once go (its bit cleared on the first) while active pages survive both.
+    /// Stale entries are dropped.
     fn scan(&mut self, tag: u32, force: bool) -> Option<u32> {
         let (queue, qflag) = if tag == OWN_CACHE {
             (&mut self.cache_q, IN_CACHE_Q)
         } else {
             (&mut self.anon_q, IN_ANON_Q)
         };
-        for _ in 0..queue.len() {
+        let laps = if force { 1 } else { 2 };
+        for _ in 0..queue.len() * laps {
             let ppn = queue.pop_front()?;
             let i = ppn as usize;
             let f = &mut self.flags[i];
             if self.owner[i] & OWN_TAG != tag {
                 *f &= !qflag;
+                continue;
+            }
+            if *f & ACTIVE != 0 && !force {
+                // Demote: one more lap before it can go.
+                *f &= !ACTIVE;
+                queue.push_back(ppn);
                 continue;
             }
             if *f & REF != 0 && !force {
@@ -326,7 +378,7 @@ impl Guest {
 
     fn disown(&mut self, ppn: u32) {
         self.owner[ppn as usize] = OWN_FREE;
-        self.flags[ppn as usize] &= !REF;
+        self.flags[ppn as usize] &= !(REF | ACTIVE);
     }
 
     /// Anonymous page `page` (never touched) now lives at the free page `ppn`.
@@ -524,11 +576,57 @@ mod tests {
         }
         let c = alloc(&mut g).unwrap();
         g.install_cache(0, c);
-        // A first reclaim clears every bit; then only the cache page is touched again.
-        let v = g.pick_victim().unwrap();
-        g.requeue(v);
+        // The cache page is in use (read again and again); the anonymous pages were touched
+        // once.
+        g.reference(c);
         g.reference(c);
         assert!(matches!(g.pick_victim(), Some(Victim::Anon(_))));
+    }
+
+    #[test]
+    fn pages_touched_again_outlast_pages_touched_once() {
+        let mut g = guest(4, 0, 4, 4, 0);
+        let mut ppns = Vec::new();
+        for page in 0..4 {
+            let p = alloc(&mut g).unwrap();
+            g.install_anon(page, p);
+            ppns.push(p);
+        }
+        // Pages 0 and 1 are in use (touched again); 2 and 3 were touched once.
+        g.reference(ppns[0]);
+        g.reference(ppns[1]);
+        let mut victims = Vec::new();
+        for _ in 0..2 {
+            if let Some(Victim::Anon(p)) = g.pick_victim() {
+                assert!(g.swap_out(p));
+                victims.push(p);
+            }
+        }
+        victims.sort_unstable();
+        assert_eq!(victims, vec![ppns[2], ppns[3]]);
+    }
+
+    #[test]
+    fn refaults_turn_reclaim_to_cold_anon_before_cold_cache() {
+        let mut g = guest(4, 0, 4, 2, 4);
+        for page in 0..2 {
+            let p = alloc(&mut g).unwrap();
+            g.install_anon(page, p);
+        }
+        for block in 0..2 {
+            let p = alloc(&mut g).unwrap();
+            g.install_cache(block, p);
+        }
+        // Evict block 0 and read it back: a refault.
+        let v = g.pick_victim().unwrap();
+        assert!(matches!(v, Victim::Cache(_)));
+        if let Victim::Cache(p) = v {
+            g.evict_cache(p);
+            assert!(g.install_cache(0, p));
+        }
+        g.end_tick();
+        let v = g.pick_victim().unwrap();
+        assert!(matches!(v, Victim::Anon(_)), "{v:?}");
     }
 
     #[test]

@@ -248,10 +248,22 @@ impl Vm {
             ..TickStats::default()
         };
         let mut used = std::mem::take(&mut self.debt_ns);
-        used = used.saturating_add(self.balloon_step(idx, host, tick, costs, &mut stats));
-        if !self.blocked {
-            self.run_accesses(idx, host, tick, tick_ns, costs, &mut used, &mut stats);
+        // The driver polls once per tick; its pages move in slices interleaved with the
+        // workload's accesses, as a real driver allocates while the guest runs (one burst at
+        // the start of the tick would make every reference bit look cold at once).
+        let step = self.balloon.poll(tick);
+        let mut done = 0u64;
+        for slice in 1..=BALLOON_SLICES {
+            let part = step_slice(step, slice);
+            used = used.saturating_add(self.balloon_move(part, idx, host, costs, &mut stats));
+            if !self.blocked {
+                let limit_ns = tick_ns / u64::from(BALLOON_SLICES) * u64::from(slice);
+                let limit_ns = if slice == BALLOON_SLICES { tick_ns } else { limit_ns };
+                self.run_accesses(idx, host, tick, limit_ns, tick_ns, costs, &mut used, &mut done);
+            }
         }
+        stats.accesses = done;
+        self.guest.end_tick();
         self.debt_ns = used.saturating_sub(tick_ns);
         let busy = used.min(tick_ns);
 
@@ -271,17 +283,18 @@ impl Vm {
         self.last = Some(stats);
     }
 
-    /// The driver polls its target and moves; returns the guest's time spent (swap-outs).
-    fn balloon_step(
+    /// Moves the balloon by one slice of this tick's step; returns the guest's time spent
+    /// (swap-outs).
+    fn balloon_move(
         &mut self,
+        step: Step,
         idx: usize,
         host: &mut HostMemory,
-        tick: Duration,
         costs: &Costs,
         stats: &mut TickStats,
     ) -> u64 {
         let mut ns = 0u64;
-        match self.balloon.poll(tick) {
+        match step {
             Step::Hold => {}
             Step::Inflate(n) => {
                 for _ in 0..n {
@@ -310,27 +323,27 @@ impl Vm {
         ns
     }
 
-    /// The access loop of one tick.
+    /// The access loop of one slice of a tick: runs until `limit_ns` of the tick is used.
     #[allow(clippy::too_many_arguments)]
     fn run_accesses(
         &mut self,
         idx: usize,
         host: &mut HostMemory,
         tick: Duration,
+        limit_ns: u64,
         tick_ns: u64,
         costs: &Costs,
         used: &mut u64,
-        stats: &mut TickStats,
+        done: &mut u64,
     ) {
         // At least 1 ns per access, so a workload with no CPU time still ends its tick.
         let cpu = self.workload.cpu_ns_per_access().max(1);
         let demand = self.workload.demand(tick);
         let mut buf = std::mem::take(&mut self.buf);
-        let mut done = 0u64;
-        'tick: while *used < tick_ns {
+        'tick: while *used < limit_ns {
             let want = match demand {
-                Some(d) if done >= d => break,
-                Some(d) => (d - done).min(BATCH as u64) as usize,
+                Some(d) if *done >= d => break,
+                Some(d) => (d - *done).min(BATCH as u64) as usize,
                 None => BATCH,
             };
             buf.clear();
@@ -343,7 +356,7 @@ impl Vm {
                 match self.access(a, idx, host, costs) {
                     Some(stall) => {
                         *used = used.saturating_add(cpu + stall);
-                        done += 1;
+                        *done += 1;
                     }
                     None => {
                         // Nothing can be freed for this access: the rest of the tick is lost.
@@ -353,14 +366,13 @@ impl Vm {
                         break 'tick;
                     }
                 }
-                if *used >= tick_ns {
+                if *used >= limit_ns {
                     self.workload.return_unused(n - i - 1);
                     break 'tick;
                 }
             }
         }
         self.buf = buf;
-        stats.accesses = done;
     }
 
     /// One access; the stall time in nanoseconds, or `None` if it cannot proceed.
@@ -618,5 +630,21 @@ mod tests {
         w.run_tick();
         let s = w.tenant_stats(ID).unwrap();
         assert_eq!((s.host_swap_outs, s.accesses), (100, 0));
+    }
+}
+
+/// Slices of a tick over which the balloon's pages move, interleaved with accesses.
+const BALLOON_SLICES: u32 = 10;
+
+/// The part of a tick's balloon step that slice `slice` (1-based) carries out.
+fn step_slice(step: Step, slice: u32) -> Step {
+    let share = |n: u32| {
+        let upto = |k: u32| (u64::from(n) * u64::from(k) / u64::from(BALLOON_SLICES)) as u32;
+        upto(slice) - upto(slice - 1)
+    };
+    match step {
+        Step::Hold => Step::Hold,
+        Step::Inflate(n) => Step::Inflate(share(n)),
+        Step::Deflate(n) => Step::Deflate(share(n)),
     }
 }

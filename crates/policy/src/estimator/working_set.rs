@@ -108,7 +108,7 @@ impl WorkingSetProbe {
             Some(last) => {
                 let elapsed = input.now.saturating_sub(last);
                 if input.now >= last && elapsed >= self.config.epoch {
-                    self.epoch(elapsed);
+                    self.epoch(elapsed, obs.allocated);
                     self.last_epoch = Some(input.now);
                     self.clear_pending();
                 }
@@ -154,7 +154,7 @@ impl WorkingSetProbe {
         self.pending_seen = false;
     }
 
-    fn epoch(&mut self, elapsed: Duration) {
+    fn epoch(&mut self, elapsed: Duration, allocated: Pages) {
         self.blind = false;
         if let Some(committed) = self.committed.filter(|&c| self.committed_changed(c)) {
             self.reset(committed);
@@ -172,7 +172,14 @@ impl WorkingSetProbe {
             return;
         }
         let committed = self.committed.or(self.reset_on).unwrap_or(Pages::ZERO);
+        // A balloon moves at a bounded rate: while the tenant still holds more than the WSS
+        // plus one step, the last decrease has not taken effect and no event could have
+        // shown an overshoot yet, so FAST and SLOW wait instead of stepping blind.
+        let step = |fraction: f64| committed.scale(fraction);
+        let lagging = |fraction: f64| allocated > self.wss + step(fraction);
         match self.state {
+            TwsState::Fast if lagging(self.config.fast_step) => {}
+            TwsState::Slow if lagging(self.config.slow_step) => {}
             TwsState::Fast => self.step_down(committed, self.config.fast_step),
             TwsState::CoolDown { remaining } => {
                 let remaining = remaining.saturating_sub(elapsed);
@@ -235,7 +242,8 @@ mod tests {
 
         fn feed(&mut self, after: Duration, swap_ins: Option<u64>, refaults: Option<u64>) -> Pages {
             self.now += after;
-            let mut obs = TenantObservation::new(TenantId(0), self.max);
+            // An ideal balloon: the tenant holds exactly the estimate.
+            let mut obs = TenantObservation::new(TenantId(0), self.probe.estimate());
             obs.committed = self.committed;
             obs.swap_ins = swap_ins;
             obs.refaults = refaults;
@@ -251,6 +259,30 @@ mod tests {
         fn epoch(&mut self, refaults: u64) -> Pages {
             self.feed(Duration::from_secs(1), Some(0), Some(refaults))
         }
+    }
+
+    #[test]
+    fn fast_waits_while_the_balloon_has_not_caught_up() {
+        let mut probe = WorkingSetProbe::new(WorkingSetConfig::default());
+        let feed = |probe: &mut WorkingSetProbe, now: u64, allocated: Pages| {
+            let mut obs = TenantObservation::new(TenantId(0), allocated);
+            obs.committed = Some(mib(1000));
+            obs.swap_ins = Some(0);
+            obs.refaults = Some(0);
+            probe.update(&EstimatorInput {
+                now: Duration::from_secs(now),
+                min: mib(100),
+                max: mib(2048),
+                obs: &obs,
+            })
+        };
+        feed(&mut probe, 0, mib(1000));
+        assert_eq!(feed(&mut probe, 1, mib(1000)), mib(950));
+        // Still holding 1000 MiB, more than 950 + one 50 MiB step: wait.
+        assert_eq!(feed(&mut probe, 2, mib(1001)), mib(950));
+        assert_eq!(probe.state(), TwsState::Fast);
+        // The balloon caught up: step again.
+        assert_eq!(feed(&mut probe, 3, mib(960)), mib(900));
     }
 
     #[test]

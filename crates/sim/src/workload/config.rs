@@ -64,12 +64,19 @@ pub enum WorkloadConfig {
         max_accesses_per_s: Option<f64>,
     },
     /// SPEC CPU-like job: allocates and initialises `allocated_mb`, then only touches
-    /// `working_set_mb` of it (allocated-but-idle memory).
+    /// `working_set_mb` of it (allocated-but-idle memory), and reads `input_mb` of input
+    /// files through the page cache with `input_fraction` of its accesses.
     CpuJob {
         allocated_mb: f64,
         working_set_mb: f64,
         #[serde(default)]
         skew: Skew,
+        /// Input files read through the page cache (not in Committed_AS).
+        #[serde(default)]
+        input_mb: f64,
+        /// Share of accesses that read the input files.
+        #[serde(default = "default_cpu_job_input_fraction")]
+        input_fraction: f64,
         #[serde(default)]
         cpu_us_per_access: Option<f64>,
         #[serde(default)]
@@ -114,6 +121,9 @@ fn default_idle_background_mb() -> f64 {
 }
 fn default_file_server_anon_mb() -> f64 {
     16.0
+}
+fn default_cpu_job_input_fraction() -> f64 {
+    0.1
 }
 fn default_oltp_anon_mb() -> f64 {
     32.0

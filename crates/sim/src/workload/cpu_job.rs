@@ -11,17 +11,33 @@ pub(super) const WRITE_FRACTION: f64 = 0.3;
 /// Page accesses per unit of work (throughput is work units per second).
 pub(super) const DEFAULT_ACCESSES_PER_OP: u32 = 100;
 
+/// The sizes of a cpu_job.
+pub(super) struct Sizes {
+    pub allocated_mb: f64,
+    pub working_set_mb: f64,
+    pub input_mb: f64,
+    pub input_fraction: f64,
+}
+
 /// Anonymous region `allocated_mb`, written once in order (initialisation); then accesses
-/// over the `working_set_mb` prefix with `skew`. Closed loop by default. Working set:
-/// `working_set_mb`.
-pub(super) fn plan(
-    check: Check,
-    allocated_mb: f64,
-    working_set_mb: f64,
-    skew: Skew,
-) -> Result<Plan, WorkloadError> {
+/// over the `working_set_mb` prefix with `skew`, and `input_fraction` of them uniformly over
+/// `input_mb` of input files through the page cache. Closed loop by default. Working set:
+/// `working_set_mb` + `input_mb`.
+pub(super) fn plan(check: Check, sizes: Sizes, skew: Skew) -> Result<Plan, WorkloadError> {
+    let Sizes {
+        allocated_mb,
+        working_set_mb,
+        input_mb,
+        input_fraction,
+    } = sizes;
     let allocated = check.size_mb("allocated_mb", allocated_mb)?;
     let ws = check.size_mb("working_set_mb", working_set_mb)?;
+    let input = check.size_mb("input_mb", input_mb)?;
+    let input_fraction = if input == 0 {
+        0.0
+    } else {
+        check.fraction("input_fraction", input_fraction)?
+    };
     if ws > allocated {
         return Err(check.error(
             "working_set_mb",
@@ -32,14 +48,14 @@ pub(super) fn plan(
     let skew = check.skew("skew", skew)?;
     let mix = Mix::new(
         Picker::new(ws, skew),
-        Picker::Empty,
-        0.0,
+        Picker::new(input, Skew::Uniform),
+        input_fraction,
         WRITE_FRACTION,
-        Pages(u64::from(ws)),
+        Pages(u64::from(ws) + u64::from(input)),
     );
     Ok(Plan {
         anon_pages: allocated,
-        file_pages: 0,
+        file_pages: input,
         sweep: allocated,
         phases: vec![(0.0, mix)],
         default_rate: None,
@@ -60,6 +76,8 @@ mod tests {
             allocated_mb,
             working_set_mb,
             skew,
+            input_mb: 0.0,
+            input_fraction: 0.1,
             cpu_us_per_access: None,
             accesses_per_op: None,
             max_accesses_per_s: None,
@@ -141,6 +159,8 @@ mod tests {
             allocated_mb: 100.0,
             working_set_mb: 200.0,
             skew: Skew::Uniform,
+            input_mb: 0.0,
+            input_fraction: 0.1,
             cpu_us_per_access: None,
             accesses_per_op: None,
             max_accesses_per_s: None,
@@ -151,5 +171,31 @@ mod tests {
                 .to_string(),
             "workload cpu_job: working_set_mb = 200 must be <= allocated_mb = 100"
         );
+    }
+
+    #[test]
+    fn input_files_are_read_through_the_page_cache() {
+        let config = WorkloadConfig::CpuJob {
+            allocated_mb: 2.0,
+            working_set_mb: 1.0,
+            skew: Skew::Uniform,
+            input_mb: 1.0,
+            input_fraction: 0.25,
+            cpu_us_per_access: None,
+            accesses_per_op: None,
+            max_accesses_per_s: None,
+        };
+        let mut w = Workload::new(&config, &CostModel::default()).unwrap();
+        assert_eq!(w.file_pages(), 256);
+        assert_eq!(w.working_set(), Pages(512));
+        let mut rng = SimRng::new(3);
+        let mut out = Vec::new();
+        w.fill(&mut rng, &mut out, 512 + 40_000);
+        let files = out[512..]
+            .iter()
+            .filter(|a| matches!(a, Access::File { block } if *block < 256))
+            .count();
+        let share = files as f64 / 40_000.0;
+        assert!((0.23..0.27).contains(&share), "{share}");
     }
 }
