@@ -28,7 +28,11 @@ pub struct Figure {
 
 /// Runs all benchmarks, prints a table, and writes it as markdown when asked.
 pub fn run(quick: bool, write: Option<&Path>) -> anyhow::Result<Vec<Figure>> {
-    let figures = vec![policy_step(quick), sim_accesses(quick)?, sixteen_vm_hour(quick)?];
+    let figures = vec![
+        policy_step(quick),
+        sim_accesses(quick)?,
+        sixteen_vm_hour(quick)?,
+    ];
     let table = markdown(&figures, quick);
     print!("{table}");
     if let Some(path) = write {
@@ -61,7 +65,8 @@ fn policy_step(quick: bool) -> Figure {
             cap_at_estimate: false,
         };
         controller.admit(spec).expect("bench tenants fit");
-        let mut obs = TenantObservation::new(TenantId(i), Pages::from_mib(512 + u64::from(i % 512)));
+        let mut obs =
+            TenantObservation::new(TenantId(i), Pages::from_mib(512 + u64::from(i % 512)));
         obs.sample = Some(SampleCounts {
             period: 0,
             sampled: 100,

@@ -10,7 +10,11 @@ use std::process::ExitCode;
 const DEMO_SCENARIO: &str = include_str!("../../../scenarios/esx-idle-tax.toml");
 
 #[derive(Parser)]
-#[command(name = "memtide", version, about = "Moves memory between the tenants of a consolidated host")]
+#[command(
+    name = "memtide",
+    version,
+    about = "Moves memory between the tenants of a consolidated host"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -108,7 +112,10 @@ fn sim(
     }
     for name in &variants {
         let scenario = load(&set, Some(name))?;
-        let progress = Progress::new(run::total_ticks(&scenario), &format!("{} [{name}]", scenario.name));
+        let progress = Progress::new(
+            run::total_ticks(&scenario),
+            &format!("{} [{name}]", scenario.name),
+        );
         let mut record = run::run(&scenario, &progress)?;
         progress.finish();
         record.variant = Some(name.clone());

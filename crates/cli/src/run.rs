@@ -39,7 +39,11 @@ pub fn tick_count(scenario: &Scenario) -> u64 {
 /// reference run that degradation is measured against.
 pub fn baseline_of(scenario: &Scenario) -> Scenario {
     let mut base = scenario.clone();
-    let wanted: Pages = base.tenants.iter().map(|t| t.spec.max + t.spec.overhead).sum();
+    let wanted: Pages = base
+        .tenants
+        .iter()
+        .map(|t| t.spec.max + t.spec.overhead)
+        .sum();
     // Room for every tenant at max plus the high-state reserve, so the host stays in high.
     let machine = wanted.scale(1.0 / (1.0 - base.controller.thresholds.high) * 1.05);
     base.host.machine = machine.max(base.host.machine);
@@ -143,9 +147,14 @@ fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunEr
         }
         while let Some(ev) = scenario.events.get(next_event).filter(|e| e.at <= now) {
             next_event += 1;
-            if let Some(description) =
-                apply_event(&mut world, &mut controller, &mut running, scenario, &ev.event)
-                    .map_err(sim_err)?
+            if let Some(description) = apply_event(
+                &mut world,
+                &mut controller,
+                &mut running,
+                scenario,
+                &ev.event,
+            )
+            .map_err(sim_err)?
             {
                 record.events.push(EventRecord {
                     time_s,
@@ -158,7 +167,9 @@ fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunEr
         let decision = controller.step(&obs);
         memtide_controller::Host::apply(&mut world, &decision).map_err(sim_err)?;
         world.run_tick();
-        record.ticks.push(tick_record(&world, &obs, &decision, time_s));
+        record
+            .ticks
+            .push(tick_record(&world, &obs, &decision, time_s));
         progress.inc(1);
     }
     Ok(record)
@@ -293,7 +304,6 @@ fn tick_record(
 pub fn run_quiet(scenario: &Scenario) -> Result<RunRecord, RunError> {
     run(scenario, &Progress::hidden())
 }
-
 
 /// Ticks a run of this scenario takes, counting its baseline run.
 pub fn total_ticks(scenario: &Scenario) -> u64 {

@@ -28,7 +28,11 @@ fn sim_writes_summary_timeline_and_report() {
         "--set",
         "duration_s=20",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
     assert!(summary.get("tenants").is_some(), "summary.json: {summary}");
@@ -40,7 +44,10 @@ fn sim_writes_summary_timeline_and_report() {
     assert_eq!(lines.count(), 20 * 3, "one row per tick per tenant");
     let report = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(report.contains("<svg"));
-    assert!(!report.contains("http://") && !report.contains("https://"), "report must be self-contained");
+    assert!(
+        !report.contains("http://") && !report.contains("https://"),
+        "report must be self-contained"
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("shares"));
 }
 
@@ -78,10 +85,19 @@ fn bad_scenarios_exit_2_with_one_line_naming_file_field_and_value() {
         let path = dir.join(format!("{name}.toml"));
         std::fs::write(&path, text).unwrap();
         let out_dir = dir.join(format!("{name}-out"));
-        let out = memtide(&["sim", path.to_str().unwrap(), "--out", out_dir.to_str().unwrap()]);
+        let out = memtide(&[
+            "sim",
+            path.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
-        assert_eq!(stderr.trim_end().lines().count(), 1, "{name}: not one line: {stderr}");
+        assert_eq!(
+            stderr.trim_end().lines().count(),
+            1,
+            "{name}: not one line: {stderr}"
+        );
         for w in *words {
             assert!(stderr.contains(w), "{name}: {stderr:?} lacks {w:?}");
         }

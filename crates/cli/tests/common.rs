@@ -32,18 +32,34 @@ pub fn tenant_id(record: &RunRecord, name: &str) -> memtide_model::TenantId {
 }
 
 /// Rows of one tenant with time in [from_s, to_s).
-pub fn rows<'a>(record: &'a RunRecord, name: &str, from_s: f64, to_s: f64) -> Vec<(f64, &'a TenantRow)> {
+pub fn rows<'a>(
+    record: &'a RunRecord,
+    name: &str,
+    from_s: f64,
+    to_s: f64,
+) -> Vec<(f64, &'a TenantRow)> {
     let id = tenant_id(record, name);
     record
         .ticks
         .iter()
         .filter(|t| t.time_s >= from_s && t.time_s < to_s)
-        .flat_map(|t| t.rows.iter().filter(move |r| r.tenant == id).map(move |r| (t.time_s, r)))
+        .flat_map(|t| {
+            t.rows
+                .iter()
+                .filter(move |r| r.tenant == id)
+                .map(move |r| (t.time_s, r))
+        })
         .collect()
 }
 
 /// Mean of a row figure for one tenant over [from_s, to_s).
-pub fn mean(record: &RunRecord, name: &str, from_s: f64, to_s: f64, f: impl Fn(&TenantRow) -> f64) -> f64 {
+pub fn mean(
+    record: &RunRecord,
+    name: &str,
+    from_s: f64,
+    to_s: f64,
+    f: impl Fn(&TenantRow) -> f64,
+) -> f64 {
     let rows = rows(record, name, from_s, to_s);
     assert!(!rows.is_empty(), "{name} has no rows in [{from_s}, {to_s})");
     rows.iter().map(|(_, r)| f(r)).sum::<f64>() / rows.len() as f64
@@ -52,7 +68,9 @@ pub fn mean(record: &RunRecord, name: &str, from_s: f64, to_s: f64, f: impl Fn(&
 /// A row figure of one tenant at time `at_s`.
 pub fn at(record: &RunRecord, name: &str, at_s: f64, f: impl Fn(&TenantRow) -> f64) -> f64 {
     let rows = rows(record, name, at_s, at_s + record.tick_s);
-    let (_, row) = rows.first().unwrap_or_else(|| panic!("{name} has no row at {at_s}"));
+    let (_, row) = rows
+        .first()
+        .unwrap_or_else(|| panic!("{name} has no row at {at_s}"));
     f(row)
 }
 
@@ -61,7 +79,8 @@ pub fn converged_s(record: &RunRecord, name: &str, low: f64, high: f64) -> Optio
     let rows = rows(record, name, 0.0, f64::INFINITY);
     let mut since = None;
     for (t, r) in rows {
-        let ok = r.allocated_mb >= low * r.working_set_mb && r.allocated_mb <= high * r.working_set_mb;
+        let ok =
+            r.allocated_mb >= low * r.working_set_mb && r.allocated_mb <= high * r.working_set_mb;
         match (ok, since) {
             (true, None) => since = Some(t),
             (false, _) => since = None,

@@ -38,7 +38,11 @@ fn sim(dir: &Path, seed: &str) {
         "--set",
         "duration_s=120",
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]

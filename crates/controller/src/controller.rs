@@ -3,8 +3,7 @@
 use crate::config::{ConfigError, ControllerConfig};
 use crate::host::Host;
 use memtide_model::{
-    Decision, HostObservation, Pages, ReclamationState, TaxRate, TenantAction, TenantId,
-    TenantSpec,
+    Decision, HostObservation, Pages, ReclamationState, TaxRate, TenantAction, TenantId, TenantSpec,
 };
 use memtide_policy::{
     allocate, plan, ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest,
@@ -22,7 +21,11 @@ pub enum ControllerError {
     #[error("admission refused: {0}")]
     Refused(#[from] AdmissionRefusal),
     #[error("tenant {name}: min {min} is above max {max}")]
-    MinAboveMax { name: String, min: Pages, max: Pages },
+    MinAboveMax {
+        name: String,
+        min: Pages,
+        max: Pages,
+    },
 }
 
 /// One admitted tenant and what the controller remembers about it between ticks.
@@ -171,7 +174,9 @@ impl Controller {
             .map(|s| s.spec.overhead)
             .sum();
         let reserve = obs.machine.scale(self.config.thresholds.high);
-        obs.machine.saturating_sub(overheads).saturating_sub(reserve)
+        obs.machine
+            .saturating_sub(overheads)
+            .saturating_sub(reserve)
     }
 
     /// One decision from one observation: estimators, reclamation state, targets, mechanisms.
@@ -211,7 +216,10 @@ impl Controller {
 
         let mut actions = Vec::with_capacity(running.len());
         for ((t, req), target) in running.into_iter().zip(&requests).zip(targets) {
-            let s = self.tenants.get_mut(&t.id).expect("running tenants are admitted");
+            let s = self
+                .tenants
+                .get_mut(&t.id)
+                .expect("running tenants are admitted");
             let stalled = update_stall(s, t.balloon, self.config.balloon_stall_ticks);
             let plan = plan(&MechanismInput {
                 state,

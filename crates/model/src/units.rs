@@ -11,11 +11,15 @@ pub const PAGE_SIZE: u64 = 4096;
 const MIB: u64 = 1024 * 1024;
 
 /// An amount of memory in bytes.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Bytes(pub u64);
 
 /// An amount of memory in 4 KiB pages.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct Pages(pub u64);
 
 impl Bytes {

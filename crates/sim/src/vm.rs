@@ -258,8 +258,14 @@ impl Vm {
             used = used.saturating_add(self.balloon_move(part, idx, host, costs, &mut stats));
             if !self.blocked {
                 let limit_ns = tick_ns / u64::from(BALLOON_SLICES) * u64::from(slice);
-                let limit_ns = if slice == BALLOON_SLICES { tick_ns } else { limit_ns };
-                self.run_accesses(idx, host, tick, limit_ns, tick_ns, costs, &mut used, &mut done);
+                let limit_ns = if slice == BALLOON_SLICES {
+                    tick_ns
+                } else {
+                    limit_ns
+                };
+                self.run_accesses(
+                    idx, host, tick, limit_ns, tick_ns, costs, &mut used, &mut done,
+                );
             }
         }
         stats.accesses = done;
@@ -527,6 +533,22 @@ impl Vm {
     }
 }
 
+/// Slices of a tick over which the balloon's pages move, interleaved with accesses.
+const BALLOON_SLICES: u32 = 10;
+
+/// The part of a tick's balloon step that slice `slice` (1-based) carries out.
+fn step_slice(step: Step, slice: u32) -> Step {
+    let share = |n: u32| {
+        let upto = |k: u32| (u64::from(n) * u64::from(k) / u64::from(BALLOON_SLICES)) as u32;
+        upto(slice) - upto(slice - 1)
+    };
+    match step {
+        Step::Hold => Step::Hold,
+        Step::Inflate(n) => Step::Inflate(share(n)),
+        Step::Deflate(n) => Step::Deflate(share(n)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::{HostConfig, VmConfig};
@@ -630,21 +652,5 @@ mod tests {
         w.run_tick();
         let s = w.tenant_stats(ID).unwrap();
         assert_eq!((s.host_swap_outs, s.accesses), (100, 0));
-    }
-}
-
-/// Slices of a tick over which the balloon's pages move, interleaved with accesses.
-const BALLOON_SLICES: u32 = 10;
-
-/// The part of a tick's balloon step that slice `slice` (1-based) carries out.
-fn step_slice(step: Step, slice: u32) -> Step {
-    let share = |n: u32| {
-        let upto = |k: u32| (u64::from(n) * u64::from(k) / u64::from(BALLOON_SLICES)) as u32;
-        upto(slice) - upto(slice - 1)
-    };
-    match step {
-        Step::Hold => Step::Hold,
-        Step::Inflate(n) => Step::Inflate(share(n)),
-        Step::Deflate(n) => Step::Deflate(share(n)),
     }
 }

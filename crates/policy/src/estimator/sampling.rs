@@ -61,7 +61,11 @@ impl SamplingEstimator {
         // each new ceiling. Before the first completed period nothing is known: hold what the
         // tenant holds.
         let headroom = 1.0 + sane_headroom(self.config.headroom);
-        self.ceiling = match [self.slow, self.fast].into_iter().flatten().reduce(f64::max) {
+        self.ceiling = match [self.slow, self.fast]
+            .into_iter()
+            .flatten()
+            .reduce(f64::max)
+        {
             Some(f) => input.max.scale(f * headroom),
             None if self.fraction().is_some() => input.obs.allocated,
             None => input.max,
@@ -408,13 +412,21 @@ mod tests {
         });
         assert_eq!(est.ceiling(), Pages::from_mib(100));
         // A completed period at 40%: ceiling = 40% of max plus 50% headroom.
-        feed(&mut est, Duration::from_secs(31), Some(sample(1, 0, Some(40))));
+        feed(
+            &mut est,
+            Duration::from_secs(31),
+            Some(sample(1, 0, Some(40))),
+        );
         assert_eq!(est.ceiling(), max().scale(0.4 * 1.5));
         // Partial counts within the period do not move it.
         feed(&mut est, Duration::from_secs(32), Some(sample(1, 90, None)));
         assert_eq!(est.ceiling(), max().scale(0.4 * 1.5));
         // A fully touched period takes it to max (capped).
-        feed(&mut est, Duration::from_secs(61), Some(sample(2, 0, Some(100))));
+        feed(
+            &mut est,
+            Duration::from_secs(61),
+            Some(sample(2, 0, Some(100))),
+        );
         assert_eq!(est.ceiling(), max());
     }
 
