@@ -287,7 +287,7 @@ fn tick_record(
                 refaults: stats.refaults,
                 host_swap_ins: stats.host_swap_ins,
                 blocked: action.blocked,
-                reason: action.reason.clone(),
+                reason: action.reason.to_string(),
             })
         })
         .collect();

@@ -3,7 +3,8 @@
 use crate::config::{ConfigError, ControllerConfig};
 use crate::host::Host;
 use memtide_model::{
-    Decision, HostObservation, Pages, ReclamationState, TaxRate, TenantAction, TenantId, TenantSpec,
+    Decision, HostObservation, Pages, Reason, ReclamationState, TaxRate, TenantAction, TenantId,
+    TenantSpec,
 };
 use memtide_policy::{
     allocate, plan, ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest,
@@ -162,33 +163,21 @@ impl Controller {
         self.tenants.values().map(view)
     }
 
-    /// Memory handed out to tenants for this observation.
-    fn budget(&self, obs: &HostObservation) -> Pages {
-        if let Some(budget) = self.config.budget {
-            return budget;
-        }
-        let overheads: Pages = obs
-            .tenants
-            .iter()
-            .filter_map(|t| self.tenants.get(&t.id))
-            .map(|s| s.spec.overhead)
-            .sum();
-        let reserve = obs.machine.scale(self.config.thresholds.high);
-        obs.machine
-            .saturating_sub(overheads)
-            .saturating_sub(reserve)
-    }
-
     /// One decision from one observation: estimators, reclamation state, targets, mechanisms.
     pub fn step(&mut self, obs: &HostObservation) -> Decision {
         let state = self.tracker.update(obs.free, obs.machine);
-        let budget = self.budget(obs);
         let tax = self.config.tax_rate;
+        let config = &self.config;
 
+        // Running tenants meet their state by a merge of two id-ordered lists (the
+        // observation's and ours): no lookups, so a step stays linear in the tenants.
         let mut running = Vec::with_capacity(obs.tenants.len());
         let mut requests = Vec::with_capacity(obs.tenants.len());
+        let mut overheads = Pages::ZERO;
+        let mut states = self.tenants.iter_mut().peekable();
         for t in &obs.tenants {
-            let Some(s) = self.tenants.get_mut(&t.id) else {
+            while states.next_if(|(id, _)| **id < t.id).is_some() {}
+            let Some((_, s)) = states.next_if(|(id, _)| **id == t.id) else {
                 continue;
             };
             let input = EstimatorInput {
@@ -203,6 +192,7 @@ impl Controller {
             } else {
                 s.spec.max
             };
+            overheads += s.spec.overhead;
             requests.push(AllocationRequest {
                 id: t.id,
                 min: s.spec.min,
@@ -210,17 +200,20 @@ impl Controller {
                 shares: s.spec.shares,
                 active,
             });
-            running.push(t);
+            running.push((t, s));
         }
+        // Targets drive free memory above the high threshold, unless a budget is configured.
+        let budget = config.budget.unwrap_or_else(|| {
+            let reserve = obs.machine.scale(config.thresholds.high);
+            obs.machine
+                .saturating_sub(overheads)
+                .saturating_sub(reserve)
+        });
         let targets = allocate(&requests, budget, tax);
 
         let mut actions = Vec::with_capacity(running.len());
-        for ((t, req), target) in running.into_iter().zip(&requests).zip(targets) {
-            let s = self
-                .tenants
-                .get_mut(&t.id)
-                .expect("running tenants are admitted");
-            let stalled = update_stall(s, t.balloon, self.config.balloon_stall_ticks);
+        for (((t, s), req), target) in running.into_iter().zip(&requests).zip(targets) {
+            let stalled = update_stall(s, t.balloon, config.balloon_stall_ticks);
             let plan = plan(&MechanismInput {
                 state,
                 target,
@@ -229,7 +222,7 @@ impl Controller {
                 balloon: t.balloon,
                 driver: t.balloon_driver,
                 balloon_stalled: stalled,
-                host_swap_budget: self.config.host_swap_per_tick,
+                host_swap_budget: config.host_swap_per_tick,
             });
             s.last_balloon_target = plan.balloon_target;
             actions.push(TenantAction {
@@ -240,7 +233,10 @@ impl Controller {
                 host_swap_out: plan.host_swap_out,
                 blocked: plan.blocked,
                 mechanisms: plan.mechanisms,
-                reason: format!("{}; estimate {}", plan.reason, s.estimator.describe()),
+                reason: Reason {
+                    mechanism: plan.reason,
+                    estimate: s.estimator.note(),
+                },
             });
         }
         Decision {

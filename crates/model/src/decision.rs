@@ -1,5 +1,6 @@
 //! What the controller decides each tick: the reclamation state and, per tenant, a target and how to reach it.
 
+use crate::reason::Reason;
 use crate::tenant::TenantId;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
@@ -90,8 +91,43 @@ pub struct TenantAction {
     pub blocked: bool,
     /// Mechanisms used this tick, in the order they are applied.
     pub mechanisms: Vec<Mechanism>,
-    /// Why, in words a person can read.
-    pub reason: String,
+    /// Why: the figures behind the decision; `Display` gives one line a person can read.
+    pub reason: Reason,
+}
+
+impl TenantAction {
+    /// An action that asks nothing of the tenant (no balloon, no paging, not blocked), for
+    /// worlds and tests to fill in.
+    pub fn none(id: TenantId, state: ReclamationState) -> TenantAction {
+        TenantAction {
+            id,
+            target: Pages::ZERO,
+            active_estimate: Pages::ZERO,
+            balloon_target: None,
+            host_swap_out: Pages::ZERO,
+            blocked: false,
+            mechanisms: Vec::new(),
+            reason: Reason {
+                mechanism: crate::reason::MechanismNote {
+                    state,
+                    allocated: Pages::ZERO,
+                    target: Pages::ZERO,
+                    balloon: Pages::ZERO,
+                    balloon_target: None,
+                    balloon_limit: None,
+                    balloon_stalled: false,
+                    beyond_balloon: Pages::ZERO,
+                    wanted_swap: Pages::ZERO,
+                    host_swap_out: Pages::ZERO,
+                    blocked: false,
+                },
+                estimate: crate::reason::EstimateNote::Committed {
+                    estimate: Pages::ZERO,
+                    known: false,
+                },
+            },
+        }
+    }
 }
 
 /// Everything decided in one tick.

@@ -5,6 +5,7 @@
 pub mod decision;
 pub mod estimator_config;
 pub mod observation;
+pub mod reason;
 pub mod tenant;
 pub mod units;
 
@@ -13,5 +14,6 @@ pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
 pub use observation::{
     BalloonDriverInfo, CompletedSample, HostObservation, SampleCounts, TenantObservation,
 };
+pub use reason::{EstimateNote, MechanismNote, ProbePhase, Reason};
 pub use tenant::{TaxRate, TaxRateError, TenantId, TenantSpec};
 pub use units::{Bytes, Pages, PAGE_SIZE};

@@ -12,7 +12,7 @@
 //!   continuing alongside. `low`: as hard, and the tenant is blocked while above its target.
 //!   Host swap is always limited by the tick's host swap budget.
 
-use memtide_model::{BalloonDriverInfo, Mechanism, Pages, ReclamationState};
+use memtide_model::{BalloonDriverInfo, Mechanism, MechanismNote, Pages, ReclamationState};
 
 /// One tenant's situation, as the mechanism choice needs it.
 #[derive(Clone, Debug, PartialEq)]
@@ -36,7 +36,8 @@ pub struct MechanismPlan {
     pub host_swap_out: Pages,
     pub blocked: bool,
     pub mechanisms: Vec<Mechanism>,
-    pub reason: String,
+    /// The figures behind the plan; `Display` gives the readable line.
+    pub reason: MechanismNote,
 }
 
 /// Chooses the balloon size, host swap and blocking for one tenant (see the module docs).
@@ -71,15 +72,19 @@ pub fn plan(input: &MechanismInput) -> MechanismPlan {
         mechanisms.push(Mechanism::HostSwap);
     }
 
-    let reason = explain(
-        input,
-        excess,
+    let reason = MechanismNote {
+        state: input.state,
+        allocated: input.allocated,
+        target: input.target,
+        balloon: input.balloon,
         balloon_target,
+        balloon_limit: input.driver.map(|d| d.limit),
+        balloon_stalled: input.balloon_stalled,
         beyond_balloon,
         wanted_swap,
         host_swap_out,
         blocked,
-    );
+    };
     MechanismPlan {
         balloon_target,
         host_swap_out,
@@ -87,76 +92,6 @@ pub fn plan(input: &MechanismInput) -> MechanismPlan {
         mechanisms,
         reason,
     }
-}
-
-/// One readable line: where the tenant stands, what the balloon does, what is paged and why.
-fn explain(
-    input: &MechanismInput,
-    excess: Pages,
-    balloon_target: Option<Pages>,
-    beyond_balloon: Pages,
-    wanted_swap: Pages,
-    host_swap_out: Pages,
-    blocked: bool,
-) -> String {
-    let mut parts = Vec::new();
-    let standing = if excess > Pages::ZERO {
-        format!("allocated {} > target {}", input.allocated, input.target)
-    } else if input.allocated < input.target {
-        format!("allocated {} < target {}", input.allocated, input.target)
-    } else {
-        "at target".to_string()
-    };
-    parts.push(format!("{}: {}", input.state, standing));
-
-    match (input.driver, balloon_target) {
-        (Some(driver), Some(bt)) => {
-            if bt != input.balloon {
-                parts.push(format!("balloon {} -> {}", input.balloon, bt));
-            } else if excess > Pages::ZERO {
-                parts.push(format!("balloon holds at {}", bt));
-            }
-            if excess > Pages::ZERO {
-                if input.balloon_stalled {
-                    parts.push("balloon stalled".to_string());
-                } else if beyond_balloon > Pages::ZERO {
-                    parts.push(format!(
-                        "guest balloon limit {} reached, {} beyond it",
-                        driver.limit, beyond_balloon
-                    ));
-                }
-            }
-        }
-        _ => {
-            if excess > Pages::ZERO {
-                parts.push("no balloon driver".to_string());
-            }
-        }
-    }
-
-    if excess > Pages::ZERO {
-        if host_swap_out > Pages::ZERO {
-            let mut swap = format!("host swap {}", host_swap_out);
-            if host_swap_out < wanted_swap {
-                swap.push_str(&format!(
-                    " (of {}, limited by host swap budget)",
-                    wanted_swap
-                ));
-            }
-            parts.push(swap);
-        } else if wanted_swap > Pages::ZERO {
-            parts.push(format!(
-                "host swap budget exhausted, {} left to page",
-                wanted_swap
-            ));
-        } else if input.state == ReclamationState::High {
-            parts.push("no host swap in high state".to_string());
-        }
-        if blocked {
-            parts.push("blocked until at target".to_string());
-        }
-    }
-    parts.join("; ")
 }
 
 #[cfg(test)]
@@ -206,8 +141,8 @@ mod tests {
             assert_eq!(plan.host_swap_out, case.host_swap_out, "{}", case.name);
             assert_eq!(plan.blocked, case.blocked, "{}", case.name);
             assert_eq!(plan.mechanisms, case.mechanisms, "{}", case.name);
-            assert!(!plan.reason.is_empty(), "{}", case.name);
-            assert!(!plan.reason.contains('\n'), "{}", case.name);
+            assert!(!plan.reason.to_string().is_empty(), "{}", case.name);
+            assert!(!plan.reason.to_string().contains('\n'), "{}", case.name);
         }
     }
 
@@ -348,7 +283,7 @@ mod tests {
         let plan = plan(&input);
         assert_eq!(plan.balloon_target, Some(mib(76)));
         assert!(plan.mechanisms.is_empty());
-        assert_eq!(plan.reason, "high: at target");
+        assert_eq!(plan.reason.to_string(), "high: at target");
     }
 
     #[test]
@@ -359,13 +294,13 @@ mod tests {
             ..base(Soft)
         });
         assert_eq!(
-            p.reason,
+            p.reason.to_string(),
             "soft: allocated 256.0 MiB > target 180.0 MiB; no balloon driver; \
              host swap 16.0 MiB (of 76.0 MiB, limited by host swap budget)"
         );
         let p = plan(&base(Soft));
         assert_eq!(
-            p.reason,
+            p.reason.to_string(),
             "soft: allocated 256.0 MiB > target 180.0 MiB; balloon 0.0 MiB -> 76.0 MiB"
         );
         let p = plan(&MechanismInput {
@@ -373,7 +308,7 @@ mod tests {
             ..base(Low)
         });
         assert_eq!(
-            p.reason,
+            p.reason.to_string(),
             "low: allocated 256.0 MiB > target 180.0 MiB; balloon 0.0 MiB -> 76.0 MiB; \
              host swap 76.0 MiB; blocked until at target"
         );

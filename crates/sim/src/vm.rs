@@ -636,19 +636,13 @@ mod tests {
             state: ReclamationState::Hard,
             budget: Pages::ZERO,
             actions: vec![TenantAction {
-                id: ID,
-                target: Pages::ZERO,
-                active_estimate: Pages::ZERO,
-                balloon_target: None,
                 host_swap_out: Pages(100),
-                blocked: false,
-                mechanisms: Vec::new(),
-                reason: String::new(),
+                ..TenantAction::none(ID, ReclamationState::Hard)
             }],
         };
         w.apply(&decision).unwrap();
         // A toucher in a 0 MB phase does nothing, so the tick is all host paging: 100 x
-        // 200 us = 20 ms of busy time.
+        // 50 us = 5 ms of busy time.
         w.run_tick();
         let s = w.tenant_stats(ID).unwrap();
         assert_eq!((s.host_swap_outs, s.accesses), (100, 0));

@@ -379,14 +379,8 @@ mod tests {
 
     fn blocking(id: TenantId) -> TenantAction {
         TenantAction {
-            id,
-            target: Pages::ZERO,
-            active_estimate: Pages::ZERO,
-            balloon_target: None,
-            host_swap_out: Pages::ZERO,
             blocked: true,
-            mechanisms: Vec::new(),
-            reason: String::new(),
+            ..TenantAction::none(id, ReclamationState::Low)
         }
     }
 

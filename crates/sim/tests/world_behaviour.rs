@@ -98,14 +98,8 @@ fn with_driver(mut vm: VmConfig) -> VmConfig {
 
 fn action(id: TenantId) -> TenantAction {
     TenantAction {
-        id,
         target: Pages(u64::MAX),
-        active_estimate: Pages::ZERO,
-        balloon_target: None,
-        host_swap_out: Pages::ZERO,
-        blocked: false,
-        mechanisms: Vec::new(),
-        reason: String::new(),
+        ..TenantAction::none(id, ReclamationState::High)
     }
 }
 

@@ -4,7 +4,7 @@
 //! memory; it is here as the baseline TWS is compared against (Chiang et al. 2013, Table 1).
 
 use super::EstimatorInput;
-use memtide_model::Pages;
+use memtide_model::{EstimateNote, Pages};
 
 /// Estimate = committed memory clamped to `[min, max]`. When the world cannot report committed
 /// memory the previous reading is kept; with no reading ever the tenant is treated as fully
@@ -42,10 +42,11 @@ impl CommittedBaseline {
         self.estimate
     }
 
-    pub fn describe(&self) -> String {
-        match self.committed {
-            Some(_) => format!("committed est={}", self.estimate),
-            None => format!("committed unknown est={} (max)", self.estimate),
+    /// The baseline's state for explanations.
+    pub fn note(&self) -> EstimateNote {
+        EstimateNote::Committed {
+            estimate: self.estimate,
+            known: self.committed.is_some(),
         }
     }
 }
@@ -100,7 +101,7 @@ mod tests {
     fn unknown_committed_starts_at_max() {
         let mut est = CommittedBaseline::new();
         assert_eq!(feed(&mut est, None), Pages::from_mib(1024));
-        assert!(est.describe().contains("unknown"));
+        assert!(est.note().to_string().contains("unknown"));
     }
 
     #[test]
@@ -108,6 +109,6 @@ mod tests {
         let mut est = CommittedBaseline::new();
         feed(&mut est, Some(Pages::from_mib(300)));
         assert_eq!(feed(&mut est, None), Pages::from_mib(300));
-        assert_eq!(est.describe(), "committed est=300.0 MiB");
+        assert_eq!(est.note().to_string(), "committed est=300.0 MiB");
     }
 }

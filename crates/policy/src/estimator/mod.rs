@@ -8,7 +8,7 @@ pub use committed::CommittedBaseline;
 pub use sampling::SamplingEstimator;
 pub use working_set::WorkingSetProbe;
 
-use memtide_model::{EstimatorConfig, Pages, TenantObservation};
+use memtide_model::{EstimateNote, EstimatorConfig, Pages, TenantObservation};
 use std::time::Duration;
 
 /// What an estimator sees each tick.
@@ -80,13 +80,18 @@ impl ActiveEstimator {
         }
     }
 
+    /// The estimator's state, for explanations; formats lazily.
+    pub fn note(&self) -> EstimateNote {
+        match self {
+            ActiveEstimator::Sampling(e) => e.note(),
+            ActiveEstimator::WorkingSet(e) => e.note(),
+            ActiveEstimator::Committed(e) => e.note(),
+        }
+    }
+
     /// A short description of the estimator's state, e.g. `tws SLOW wss=300.0 MiB`.
     pub fn describe(&self) -> String {
-        match self {
-            ActiveEstimator::Sampling(e) => e.describe(),
-            ActiveEstimator::WorkingSet(e) => e.describe(),
-            ActiveEstimator::Committed(e) => e.describe(),
-        }
+        self.note().to_string()
     }
 }
 

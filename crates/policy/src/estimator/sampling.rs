@@ -7,7 +7,7 @@
 //! max: it follows increases quickly and decreases slowly.
 
 use super::EstimatorInput;
-use memtide_model::{Pages, SampleCounts, SamplingConfig};
+use memtide_model::{EstimateNote, Pages, SampleCounts, SamplingConfig};
 
 /// One tenant's sampling estimator.
 ///
@@ -94,18 +94,15 @@ impl SamplingEstimator {
             .reduce(f64::max)
     }
 
-    pub fn describe(&self) -> String {
-        if self.fraction().is_none() {
-            return format!("sampling unmeasured est={} (max)", self.estimate);
+    /// The estimator's state for explanations.
+    pub fn note(&self) -> EstimateNote {
+        EstimateNote::Sampling {
+            estimate: self.estimate,
+            measured: self.fraction().is_some(),
+            slow: self.slow,
+            fast: self.fast,
+            partial: self.partial,
         }
-        let show = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2}"));
-        format!(
-            "sampling est={} slow={} fast={} partial={}",
-            self.estimate,
-            show(self.slow),
-            show(self.fast),
-            show(self.partial)
-        )
     }
 
     fn absorb(&mut self, sample: &SampleCounts) {
@@ -264,7 +261,7 @@ mod tests {
         let mut est = SamplingEstimator::new(SamplingConfig::default());
         assert_eq!(feed(&mut est, Duration::from_secs(1), None), max());
         assert_eq!(est.ceiling(), max());
-        assert!(est.describe().contains("unmeasured"));
+        assert!(est.note().to_string().contains("unmeasured"));
     }
 
     #[test]

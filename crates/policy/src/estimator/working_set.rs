@@ -5,7 +5,7 @@
 //! the number of those events, waits out a cool-down and keeps probing, more slowly.
 
 use super::EstimatorInput;
-use memtide_model::{Pages, WorkingSetConfig};
+use memtide_model::{EstimateNote, Pages, ProbePhase, WorkingSetConfig};
 use std::fmt;
 use std::time::Duration;
 
@@ -132,15 +132,21 @@ impl WorkingSetProbe {
         self.state
     }
 
-    pub fn describe(&self) -> String {
-        let mut text = format!("tws {} wss={}", self.state, self.wss);
-        if let TwsState::CoolDown { remaining } = self.state {
-            text.push_str(&format!(" cool_down={:.1}s", remaining.as_secs_f64()));
+    /// The probe's state for explanations.
+    pub fn note(&self) -> EstimateNote {
+        let (phase, cool_down_s) = match self.state {
+            TwsState::Fast => (ProbePhase::Fast, None),
+            TwsState::CoolDown { remaining } => {
+                (ProbePhase::CoolDown, Some(remaining.as_secs_f64()))
+            }
+            TwsState::Slow => (ProbePhase::Slow, None),
+        };
+        EstimateNote::WorkingSet {
+            wss: self.wss,
+            phase,
+            cool_down_s,
+            blind: self.blind,
         }
-        if self.blind {
-            text.push_str(" (holding: no swap-in or refault counters)");
-        }
-        text
     }
 
     fn reset(&mut self, committed: Pages) {
@@ -305,7 +311,7 @@ mod tests {
         assert_eq!(rig.epoch(0), mib(1000) - mib(1000).scale(0.05));
         assert_eq!(rig.epoch(0), mib(1000) - mib(1000).scale(0.05).scale(2.0));
         assert_eq!(rig.probe.state(), TwsState::Fast);
-        assert_eq!(rig.probe.describe(), "tws FAST wss=900.0 MiB");
+        assert_eq!(rig.probe.note().to_string(), "tws FAST wss=900.0 MiB");
     }
 
     #[test]
@@ -320,7 +326,7 @@ mod tests {
                 remaining: Duration::from_secs(8)
             }
         );
-        assert!(rig.probe.describe().starts_with("tws COOL_DOWN"));
+        assert!(rig.probe.note().to_string().starts_with("tws COOL_DOWN"));
     }
 
     #[test]
@@ -396,13 +402,13 @@ mod tests {
             assert_eq!(rig.feed(Duration::from_secs(1), None, None), start);
         }
         assert_eq!(rig.probe.state(), TwsState::Fast);
-        assert!(rig.probe.describe().contains("holding"));
+        assert!(rig.probe.note().to_string().contains("holding"));
         // One counter is enough to probe again.
         assert_eq!(
             rig.feed(Duration::from_secs(1), None, Some(0)),
             start - mib(50)
         );
-        assert!(!rig.probe.describe().contains("holding"));
+        assert!(!rig.probe.note().to_string().contains("holding"));
         assert_eq!(
             rig.feed(Duration::from_secs(1), Some(40), None),
             start - mib(50) + Pages(40)

@@ -1,0 +1,272 @@
+//! Why a tenant's action is what it is: the figures behind each decision, formatted into one readable line only when someone reads it.
+
+use crate::decision::ReclamationState;
+use crate::units::Pages;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The explanation of one tenant's action: the mechanism choice and the estimator's state.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reason {
+    pub mechanism: MechanismNote,
+    pub estimate: EstimateNote,
+}
+
+/// The figures the mechanism choice used for one tenant.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MechanismNote {
+    pub state: ReclamationState,
+    pub allocated: Pages,
+    pub target: Pages,
+    pub balloon: Pages,
+    /// `None` without a balloon driver.
+    pub balloon_target: Option<Pages>,
+    /// The guest's balloon limit, with a driver.
+    pub balloon_limit: Option<Pages>,
+    pub balloon_stalled: bool,
+    /// Excess the balloon cannot reclaim (no driver, stalled, or past the guest's limit).
+    pub beyond_balloon: Pages,
+    /// Pages the state calls for paging out.
+    pub wanted_swap: Pages,
+    /// Pages actually paged out (bounded by the host swap budget).
+    pub host_swap_out: Pages,
+    pub blocked: bool,
+}
+
+/// An estimator's state, as it stood when the decision was taken.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum EstimateNote {
+    /// ESX sampling; EWMAs as fractions, `None` before they have a value. `measured` is false
+    /// while no sampling counts ever arrived (the tenant counts as fully active).
+    Sampling {
+        estimate: Pages,
+        measured: bool,
+        slow: Option<f64>,
+        fast: Option<f64>,
+        partial: Option<f64>,
+    },
+    /// TWS probing; `cool_down_s` in COOL_DOWN; `blind` when the counters are missing.
+    WorkingSet {
+        wss: Pages,
+        phase: ProbePhase,
+        cool_down_s: Option<f64>,
+        blind: bool,
+    },
+    /// Committed memory; `known` is false while the world never reported it.
+    Committed { estimate: Pages, known: bool },
+}
+
+/// The TWS probe's state machine states.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ProbePhase {
+    Fast,
+    CoolDown,
+    Slow,
+}
+
+impl ProbePhase {
+    pub fn name(self) -> &'static str {
+        match self {
+            ProbePhase::Fast => "FAST",
+            ProbePhase::CoolDown => "COOL_DOWN",
+            ProbePhase::Slow => "SLOW",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}; estimate {}", self.mechanism, self.estimate)
+    }
+}
+
+impl fmt::Display for MechanismNote {
+    /// Where the tenant stands, what the balloon does, what is paged and why.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let excess = self.allocated.saturating_sub(self.target);
+        let over = excess > Pages::ZERO;
+        write!(f, "{}: ", self.state)?;
+        if over {
+            write!(f, "allocated {} > target {}", self.allocated, self.target)?;
+        } else if self.allocated < self.target {
+            write!(f, "allocated {} < target {}", self.allocated, self.target)?;
+        } else {
+            f.write_str("at target")?;
+        }
+        match (self.balloon_limit, self.balloon_target) {
+            (Some(limit), Some(bt)) => {
+                if bt != self.balloon {
+                    write!(f, "; balloon {} -> {}", self.balloon, bt)?;
+                } else if over {
+                    write!(f, "; balloon holds at {bt}")?;
+                }
+                if over {
+                    if self.balloon_stalled {
+                        f.write_str("; balloon stalled")?;
+                    } else if self.beyond_balloon > Pages::ZERO {
+                        write!(
+                            f,
+                            "; guest balloon limit {limit} reached, {} beyond it",
+                            self.beyond_balloon
+                        )?;
+                    }
+                }
+            }
+            _ if over => f.write_str("; no balloon driver")?,
+            _ => {}
+        }
+        if over {
+            if self.host_swap_out > Pages::ZERO {
+                write!(f, "; host swap {}", self.host_swap_out)?;
+                if self.host_swap_out < self.wanted_swap {
+                    write!(f, " (of {}, limited by host swap budget)", self.wanted_swap)?;
+                }
+            } else if self.wanted_swap > Pages::ZERO {
+                write!(
+                    f,
+                    "; host swap budget exhausted, {} left to page",
+                    self.wanted_swap
+                )?;
+            } else if self.state == ReclamationState::High {
+                f.write_str("; no host swap in high state")?;
+            }
+            if self.blocked {
+                f.write_str("; blocked until at target")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for EstimateNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        struct Fraction(Option<f64>);
+        impl fmt::Display for Fraction {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.0 {
+                    Some(v) => write!(f, "{v:.2}"),
+                    None => f.write_str("-"),
+                }
+            }
+        }
+        match *self {
+            EstimateNote::Sampling {
+                estimate,
+                measured: false,
+                ..
+            } => write!(f, "sampling unmeasured est={estimate} (max)"),
+            EstimateNote::Sampling {
+                estimate,
+                slow,
+                fast,
+                partial,
+                ..
+            } => write!(
+                f,
+                "sampling est={estimate} slow={} fast={} partial={}",
+                Fraction(slow),
+                Fraction(fast),
+                Fraction(partial)
+            ),
+            EstimateNote::WorkingSet {
+                wss,
+                phase,
+                cool_down_s,
+                blind,
+            } => {
+                write!(f, "tws {} wss={wss}", phase.name())?;
+                if let Some(s) = cool_down_s {
+                    write!(f, " cool_down={s:.1}s")?;
+                }
+                if blind {
+                    f.write_str(" (holding: no swap-in or refault counters)")?;
+                }
+                Ok(())
+            }
+            EstimateNote::Committed {
+                estimate,
+                known: true,
+            } => write!(f, "committed est={estimate}"),
+            EstimateNote::Committed { estimate, .. } => {
+                write!(f, "committed unknown est={estimate} (max)")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(state: ReclamationState) -> MechanismNote {
+        MechanismNote {
+            state,
+            allocated: Pages::from_mib(256),
+            target: Pages::from_mib(180),
+            balloon: Pages::ZERO,
+            balloon_target: Some(Pages::from_mib(76)),
+            balloon_limit: Some(Pages::from_mib(200)),
+            balloon_stalled: false,
+            beyond_balloon: Pages::ZERO,
+            wanted_swap: Pages::ZERO,
+            host_swap_out: Pages::ZERO,
+            blocked: false,
+        }
+    }
+
+    #[test]
+    fn reason_reads_as_one_line_with_mechanism_and_estimate() {
+        let r = Reason {
+            mechanism: note(ReclamationState::Soft),
+            estimate: EstimateNote::WorkingSet {
+                wss: Pages::from_mib(300),
+                phase: ProbePhase::CoolDown,
+                cool_down_s: Some(3.0),
+                blind: false,
+            },
+        };
+        assert_eq!(
+            r.to_string(),
+            "soft: allocated 256.0 MiB > target 180.0 MiB; balloon 0.0 MiB -> 76.0 MiB; \
+             estimate tws COOL_DOWN wss=300.0 MiB cool_down=3.0s"
+        );
+    }
+
+    #[test]
+    fn a_tenant_without_driver_in_low_reads_as_paged_and_blocked() {
+        let m = MechanismNote {
+            balloon_target: None,
+            balloon_limit: None,
+            beyond_balloon: Pages::from_mib(76),
+            wanted_swap: Pages::from_mib(76),
+            host_swap_out: Pages::from_mib(32),
+            blocked: true,
+            ..note(ReclamationState::Low)
+        };
+        assert_eq!(
+            m.to_string(),
+            "low: allocated 256.0 MiB > target 180.0 MiB; no balloon driver; host swap 32.0 MiB \
+             (of 76.0 MiB, limited by host swap budget); blocked until at target"
+        );
+    }
+
+    #[test]
+    fn estimate_notes_name_their_estimator() {
+        let s = EstimateNote::Sampling {
+            estimate: Pages::from_mib(100),
+            measured: true,
+            slow: Some(0.5),
+            fast: None,
+            partial: Some(0.25),
+        };
+        assert_eq!(
+            s.to_string(),
+            "sampling est=100.0 MiB slow=0.50 fast=- partial=0.25"
+        );
+        let c = EstimateNote::Committed {
+            estimate: Pages::from_mib(64),
+            known: false,
+        };
+        assert_eq!(c.to_string(), "committed unknown est=64.0 MiB (max)");
+    }
+}
