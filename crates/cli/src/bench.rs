@@ -2,7 +2,7 @@
 
 use crate::progress::Progress;
 use crate::run;
-use memtide_controller::{Controller, ControllerConfig, Host};
+use memtide_controller::{Controller, ControllerConfig};
 use memtide_model::{
     EstimatorConfig, HostObservation, Pages, SampleCounts, SamplingConfig, TenantId,
     TenantObservation, TenantSpec,
@@ -137,8 +137,6 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
     )?;
     // Warm up until the working set is resident.
     for _ in 0..3 {
-        let obs = world.observe()?;
-        let _ = obs;
         world.run_tick();
     }
     let ticks = if quick { 2 } else { 10 };
