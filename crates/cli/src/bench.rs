@@ -81,6 +81,7 @@ fn policy_step(quick: bool) -> Figure {
         free: Pages::from_mib(100 * 1024),
         host_swap_total: Pages::ZERO,
         host_swap_used: Pages::ZERO,
+        pressure: None,
         tenants,
     };
     let iterations = if quick { 20 } else { 200 };

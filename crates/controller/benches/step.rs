@@ -46,6 +46,7 @@ fn setup(n: u32) -> (Controller, HostObservation) {
         free: machine.scale(0.03),
         host_swap_total: Pages::ZERO,
         host_swap_used: Pages::ZERO,
+        pressure: None,
         tenants,
     };
     (controller, obs)

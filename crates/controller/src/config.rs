@@ -1,7 +1,7 @@
 //! Controller parameters that are not per tenant: tax rate, reclamation thresholds, paging rate.
 
 use memtide_model::{Pages, TaxRate};
-use memtide_policy::{ReclamationThresholds, ThresholdError};
+use memtide_policy::{LimitRails, ReclamationThresholds, ThresholdError};
 use serde::{Deserialize, Serialize};
 
 /// Host-wide policy parameters.
@@ -16,6 +16,8 @@ pub struct ControllerConfig {
     pub host_swap_per_tick: Pages,
     /// Ticks a balloon may stay still while short of its target before it counts as stalled.
     pub balloon_stall_ticks: u32,
+    /// Safety rails for tenants whose memory moves by a limit (cgroups).
+    pub rails: LimitRails,
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
@@ -38,6 +40,7 @@ impl Default for ControllerConfig {
             budget: None,
             host_swap_per_tick: Pages::from_mib(32),
             balloon_stall_ticks: 3,
+            rails: LimitRails::default(),
         }
     }
 }

@@ -3,14 +3,16 @@
 use crate::config::{ConfigError, ControllerConfig};
 use crate::host::Host;
 use memtide_model::{
-    Decision, HostObservation, Pages, Reason, ReclamationState, TaxRate, TenantAction, TenantId,
-    TenantSpec,
+    Decision, HostObservation, LimitObservation, Mechanism, MechanismNote, Pages, Reason,
+    ReclamationState, TaxRate, TenantAction, TenantId, TenantObservation, TenantSpec,
 };
 use memtide_policy::{
-    allocate, plan, ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest,
-    EstimatorInput, MechanismInput, ReclamationTracker,
+    allocate, plan, plan_limit, ActiveEstimator, AdmissionLedger, AdmissionRefusal,
+    AllocationRequest, EstimatorInput, LimitInput, MechanismInput, MechanismPlan,
+    ReclamationTracker,
 };
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Errors from managing the controller's tenants.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -57,6 +59,8 @@ pub struct Controller {
     ledger: AdmissionLedger,
     tracker: ReclamationTracker,
     tenants: BTreeMap<TenantId, TenantState>,
+    /// When the previous step's observation was taken, for per-second rates.
+    last_now: Option<Duration>,
 }
 
 impl Controller {
@@ -72,6 +76,7 @@ impl Controller {
             ledger: AdmissionLedger::new(machine, host_swap),
             config,
             tenants: BTreeMap::new(),
+            last_now: None,
         })
     }
 
@@ -115,6 +120,11 @@ impl Controller {
         let state = self.tenants.remove(&id)?;
         self.ledger.release(&state.spec);
         Some(state.spec)
+    }
+
+    /// Changes the memory handed out to tenants (`None`: machine minus overheads and reserve).
+    pub fn set_budget(&mut self, budget: Option<Pages>) {
+        self.config.budget = budget;
     }
 
     pub fn set_tax_rate(&mut self, tax: TaxRate) {
@@ -166,6 +176,11 @@ impl Controller {
     /// One decision from one observation: estimators, reclamation state, targets, mechanisms.
     pub fn step(&mut self, obs: &HostObservation) -> Decision {
         let state = self.tracker.update(obs.free, obs.machine);
+        let elapsed = self
+            .last_now
+            .map(|last| obs.now.saturating_sub(last))
+            .filter(|d| !d.is_zero());
+        self.last_now = Some(obs.now);
         let tax = self.config.tax_rate;
         let config = &self.config;
 
@@ -213,17 +228,26 @@ impl Controller {
 
         let mut actions = Vec::with_capacity(running.len());
         for (((t, s), req), target) in running.into_iter().zip(&requests).zip(targets) {
-            let stalled = update_stall(s, t.balloon, config.balloon_stall_ticks);
-            let plan = plan(&MechanismInput {
-                state,
-                target,
-                allocated: t.allocated,
-                max: s.spec.max,
-                balloon: t.balloon,
-                driver: t.balloon_driver,
-                balloon_stalled: stalled,
-                host_swap_budget: config.host_swap_per_tick,
-            });
+            let (plan, limit) = match t.limit {
+                Some(limit) => {
+                    let input = limit_input(t, &limit, s.spec.min, target, elapsed, obs.pressure);
+                    limit_plan(state, t, &input, config)
+                }
+                None => {
+                    let stalled = update_stall(s, t.balloon, config.balloon_stall_ticks);
+                    let plan = plan(&MechanismInput {
+                        state,
+                        target,
+                        allocated: t.allocated,
+                        max: s.spec.max,
+                        balloon: t.balloon,
+                        driver: t.balloon_driver,
+                        balloon_stalled: stalled,
+                        host_swap_budget: config.host_swap_per_tick,
+                    });
+                    (plan, None)
+                }
+            };
             s.last_balloon_target = plan.balloon_target;
             actions.push(TenantAction {
                 id: t.id,
@@ -232,6 +256,7 @@ impl Controller {
                 balloon_target: plan.balloon_target,
                 host_swap_out: plan.host_swap_out,
                 blocked: plan.blocked,
+                limit,
                 mechanisms: plan.mechanisms,
                 reason: Reason {
                     mechanism: plan.reason,
@@ -256,6 +281,79 @@ impl Controller {
     }
 }
 
+/// The rails' view of a limit tenant: faults per second from this tick's counters (the larger
+/// of refaults + swap-ins and major faults), pressure as the higher of the tenant's and the host's.
+fn limit_input(
+    t: &TenantObservation,
+    limit: &LimitObservation,
+    min: Pages,
+    target: Pages,
+    elapsed: Option<Duration>,
+    host_pressure: Option<f64>,
+) -> LimitInput {
+    let refaults = match (t.refaults, t.swap_ins) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+    };
+    let faults = match (refaults, limit.major_faults) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let faults_per_s = faults
+        .zip(elapsed)
+        .map(|(n, dt)| n as f64 / dt.as_secs_f64());
+    let pressure = match (limit.pressure, host_pressure) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    LimitInput {
+        target,
+        min,
+        allocated: t.allocated,
+        limit: limit.limit,
+        unreclaimable: limit.unreclaimable,
+        faults_per_s,
+        pressure,
+    }
+}
+
+/// A limit tenant moves by its limit alone: no balloon, no host paging, no blocking (the
+/// kernel reclaims under the limit).
+fn limit_plan(
+    state: ReclamationState,
+    t: &TenantObservation,
+    input: &LimitInput,
+    config: &ControllerConfig,
+) -> (MechanismPlan, Option<Pages>) {
+    let note = plan_limit(input, &config.rails);
+    let mechanisms = if note.to != note.from {
+        vec![Mechanism::Limit]
+    } else {
+        Vec::new()
+    };
+    let plan = MechanismPlan {
+        balloon_target: None,
+        host_swap_out: Pages::ZERO,
+        blocked: false,
+        mechanisms,
+        reason: MechanismNote {
+            state,
+            allocated: t.allocated,
+            target: input.target,
+            balloon: Pages::ZERO,
+            balloon_target: None,
+            balloon_limit: None,
+            balloon_stalled: false,
+            beyond_balloon: Pages::ZERO,
+            wanted_swap: Pages::ZERO,
+            host_swap_out: Pages::ZERO,
+            blocked: false,
+            limit: Some(note),
+        },
+    };
+    (plan, Some(note.to))
+}
+
 fn view(s: &TenantState) -> TenantView<'_> {
     TenantView {
         spec: &s.spec,
@@ -275,4 +373,105 @@ fn update_stall(s: &mut TenantState, balloon: Pages, stall_ticks: u32) -> bool {
     };
     s.last_balloon = Some(balloon);
     s.still_ticks >= stall_ticks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memtide_model::{EstimatorConfig, LimitRail};
+
+    fn mib(m: u64) -> Pages {
+        Pages::from_mib(m)
+    }
+
+    fn spec(id: u32) -> TenantSpec {
+        TenantSpec {
+            id: TenantId(id),
+            name: format!("t{id}"),
+            min: mib(64),
+            max: mib(1024),
+            shares: 1000,
+            overhead: Pages::ZERO,
+            estimator: EstimatorConfig::Committed,
+            cap_at_estimate: false,
+        }
+    }
+
+    /// A cgroup tenant holding `allocated` under `limit`, 100 MiB of it unreclaimable.
+    fn limited(id: u32, allocated: u64, limit: u64, faults: Option<u64>) -> TenantObservation {
+        TenantObservation {
+            refaults: faults,
+            swap_ins: faults.map(|_| 0),
+            limit: Some(LimitObservation {
+                limit: mib(limit),
+                unreclaimable: mib(100),
+                major_faults: None,
+                pressure: None,
+            }),
+            ..TenantObservation::new(TenantId(id), mib(allocated))
+        }
+    }
+
+    fn host(now_s: u64, tenants: Vec<TenantObservation>) -> HostObservation {
+        HostObservation {
+            now: Duration::from_secs(now_s),
+            machine: mib(8192),
+            free: mib(4096),
+            host_swap_total: Pages::ZERO,
+            host_swap_used: Pages::ZERO,
+            pressure: None,
+            tenants,
+        }
+    }
+
+    fn controller(budget_mib: u64) -> Controller {
+        let config = ControllerConfig {
+            budget: Some(mib(budget_mib)),
+            tax_rate: TaxRate::new(0.0).unwrap(),
+            ..ControllerConfig::default()
+        };
+        let mut c = Controller::new(config, mib(8192), mib(8192)).unwrap();
+        c.admit(spec(0)).unwrap();
+        c
+    }
+
+    #[test]
+    fn a_limit_tenant_moves_by_its_limit_alone() {
+        let mut c = controller(300);
+        let d = c.step(&host(1, vec![limited(0, 400, 400, Some(0))]));
+        let a = &d.actions[0];
+        assert_eq!(a.target, mib(300));
+        assert_eq!(a.limit, Some(mib(380)), "one 5% step below 400 MiB");
+        assert_eq!(a.mechanisms, vec![Mechanism::Limit]);
+        assert_eq!(a.balloon_target, None);
+        assert_eq!(a.host_swap_out, Pages::ZERO);
+        assert!(!a.blocked);
+        assert!(a.reason.to_string().contains("bounded shrink step"));
+    }
+
+    #[test]
+    fn faults_per_second_use_the_time_between_observations() {
+        let mut c = controller(300);
+        c.step(&host(1, vec![limited(0, 400, 400, Some(0))]));
+        // 3000 faults over 2 s is 1500/s: under the default 2000/s, so the shrink goes on.
+        let d = c.step(&host(3, vec![limited(0, 400, 400, Some(3000))]));
+        assert_eq!(d.actions[0].limit, Some(mib(380)));
+        // 3000 faults in 1 s backs off.
+        let d = c.step(&host(4, vec![limited(0, 400, 400, Some(3000))]));
+        assert_eq!(d.actions[0].limit, Some(mib(400)));
+        let rail = d.actions[0].reason.mechanism.limit.unwrap().rail;
+        assert!(matches!(rail, LimitRail::BackoffFaults { .. }), "{rail:?}");
+        assert!(d.actions[0].mechanisms.is_empty());
+    }
+
+    #[test]
+    fn tenants_without_a_limit_keep_the_balloon_and_swap_plan() {
+        let mut c = controller(300);
+        let d = c.step(&host(
+            1,
+            vec![TenantObservation::new(TenantId(0), mib(400))],
+        ));
+        assert_eq!(d.actions[0].limit, None);
+        assert!(d.actions[0].reason.mechanism.limit.is_none());
+    }
 }

@@ -89,6 +89,8 @@ pub struct TenantAction {
     pub host_swap_out: Pages,
     /// In the low state, a tenant above its target is blocked until it is back under it.
     pub blocked: bool,
+    /// The limit to enforce, for a tenant whose memory moves by a limit; `None` otherwise.
+    pub limit: Option<Pages>,
     /// Mechanisms used this tick, in the order they are applied.
     pub mechanisms: Vec<Mechanism>,
     /// Why: the figures behind the decision; `Display` gives one line a person can read.
@@ -106,6 +108,7 @@ impl TenantAction {
             balloon_target: None,
             host_swap_out: Pages::ZERO,
             blocked: false,
+            limit: None,
             mechanisms: Vec::new(),
             reason: Reason {
                 mechanism: crate::reason::MechanismNote {
@@ -120,6 +123,7 @@ impl TenantAction {
                     wanted_swap: Pages::ZERO,
                     host_swap_out: Pages::ZERO,
                     blocked: false,
+                    limit: None,
                 },
                 estimate: crate::reason::EstimateNote::Committed {
                     estimate: Pages::ZERO,

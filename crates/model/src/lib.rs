@@ -12,8 +12,9 @@ pub mod units;
 pub use decision::{Decision, Mechanism, ReclamationState, TenantAction};
 pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
 pub use observation::{
-    BalloonDriverInfo, CompletedSample, HostObservation, SampleCounts, TenantObservation,
+    BalloonDriverInfo, CompletedSample, HostObservation, LimitObservation, SampleCounts,
+    TenantObservation,
 };
-pub use reason::{EstimateNote, MechanismNote, ProbePhase, Reason};
+pub use reason::{EstimateNote, LimitNote, LimitRail, MechanismNote, ProbePhase, Reason};
 pub use tenant::{TaxRate, TaxRateError, TenantId, TenantSpec};
 pub use units::{Bytes, Pages, PAGE_SIZE};

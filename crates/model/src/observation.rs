@@ -18,6 +18,8 @@ pub struct HostObservation {
     pub host_swap_total: Pages,
     /// Host swap in use.
     pub host_swap_used: Pages,
+    /// Host memory pressure (PSI "some" avg10, percent), where the world measures it.
+    pub pressure: Option<f64>,
     /// Running tenants, in ascending id order.
     pub tenants: Vec<TenantObservation>,
 }
@@ -53,6 +55,22 @@ pub struct TenantObservation {
     pub throughput: Option<f64>,
     /// Mean operation latency over the last tick in milliseconds, where known.
     pub latency_ms: Option<f64>,
+    /// The tenant's memory limit, where memory moves by a limit (a cgroup); `None` otherwise.
+    pub limit: Option<LimitObservation>,
+}
+
+/// A tenant whose memory moves by a limit the host enforces (a Linux cgroup).
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LimitObservation {
+    /// The limit in force (machine memory when unlimited).
+    pub limit: Pages,
+    /// Memory the tenant cannot give back now: anonymous memory beyond the swap it may still
+    /// use, plus unevictable pages. A limit below it means an OOM kill.
+    pub unreclaimable: Pages,
+    /// Major faults since the last observation.
+    pub major_faults: Option<u64>,
+    /// The tenant's own memory pressure (PSI "some" avg10, percent), where the kernel has it.
+    pub pressure: Option<f64>,
 }
 
 /// A tenant's balloon driver as the host knows it.
@@ -100,6 +118,7 @@ impl TenantObservation {
             sample: None,
             throughput: None,
             latency_ms: None,
+            limit: None,
         }
     }
 }

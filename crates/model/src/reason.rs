@@ -31,6 +31,67 @@ pub struct MechanismNote {
     /// Pages actually paged out (bounded by the host swap budget).
     pub host_swap_out: Pages,
     pub blocked: bool,
+    /// The limit mechanism, for a tenant whose memory moves by a limit (a cgroup).
+    pub limit: Option<LimitNote>,
+}
+
+/// How a tenant's limit was chosen: from what, to what, and which safety rail decided.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LimitNote {
+    pub from: Pages,
+    pub to: Pages,
+    /// The lowest limit allowed now: max(min, unreclaimable + margin).
+    pub floor: Pages,
+    pub rail: LimitRail,
+}
+
+/// The rule that set a limit this tick.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitRail {
+    /// Set to the target (growing is never slowed down; a shrink that fits in one step).
+    Target,
+    /// Held at the floor: the target is below what the tenant can give back.
+    Floor,
+    /// Lowered by one bounded step toward a lower target.
+    Step,
+    /// Shrinking stopped: faults per second at or above the back-off threshold.
+    BackoffFaults { faults_per_s: f64 },
+    /// Shrinking stopped: pressure (PSI some avg10, percent) at or above the threshold.
+    BackoffPressure { pressure: f64 },
+}
+
+impl LimitRail {
+    /// Short name for logs and metrics: target, floor, step, backoff.
+    pub fn name(self) -> &'static str {
+        match self {
+            LimitRail::Target => "target",
+            LimitRail::Floor => "floor",
+            LimitRail::Step => "step",
+            LimitRail::BackoffFaults { .. } | LimitRail::BackoffPressure { .. } => "backoff",
+        }
+    }
+}
+
+impl fmt::Display for LimitNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.to == self.from {
+            write!(f, "limit holds at {}", self.to)?;
+        } else {
+            write!(f, "limit {} -> {}", self.from, self.to)?;
+        }
+        match self.rail {
+            LimitRail::Target => Ok(()),
+            LimitRail::Floor => write!(f, " (floor {}: min or unreclaimable + margin)", self.floor),
+            LimitRail::Step => f.write_str(" (bounded shrink step)"),
+            LimitRail::BackoffFaults { faults_per_s } => {
+                write!(f, " (backing off: {faults_per_s:.0} faults/s)")
+            }
+            LimitRail::BackoffPressure { pressure } => {
+                write!(f, " (backing off: pressure {pressure:.1}%)")
+            }
+        }
+    }
 }
 
 /// An estimator's state, as it stood when the decision was taken.
@@ -92,6 +153,9 @@ impl fmt::Display for MechanismNote {
             write!(f, "allocated {} < target {}", self.allocated, self.target)?;
         } else {
             f.write_str("at target")?;
+        }
+        if let Some(limit) = &self.limit {
+            return write!(f, "; {limit}");
         }
         match (self.balloon_limit, self.balloon_target) {
             (Some(limit), Some(bt)) => {
@@ -211,6 +275,7 @@ mod tests {
             wanted_swap: Pages::ZERO,
             host_swap_out: Pages::ZERO,
             blocked: false,
+            limit: None,
         }
     }
 
@@ -248,6 +313,50 @@ mod tests {
             "low: allocated 256.0 MiB > target 180.0 MiB; no balloon driver; host swap 32.0 MiB \
              (of 76.0 MiB, limited by host swap budget); blocked until at target"
         );
+    }
+
+    #[test]
+    fn a_limit_tenant_reads_as_its_limit_and_rail() {
+        let cases = [
+            (
+                LimitRail::Step,
+                300,
+                285,
+                "limit 300.0 MiB -> 285.0 MiB (bounded shrink step)",
+            ),
+            (LimitRail::Target, 200, 400, "limit 200.0 MiB -> 400.0 MiB"),
+            (
+                LimitRail::Floor,
+                300,
+                300,
+                "limit holds at 300.0 MiB (floor 300.0 MiB: min or unreclaimable + margin)",
+            ),
+            (
+                LimitRail::BackoffFaults {
+                    faults_per_s: 5000.0,
+                },
+                300,
+                300,
+                "limit holds at 300.0 MiB (backing off: 5000 faults/s)",
+            ),
+        ];
+        for (rail, from, to, want) in cases {
+            let m = MechanismNote {
+                balloon_target: None,
+                balloon_limit: None,
+                limit: Some(LimitNote {
+                    from: Pages::from_mib(from),
+                    to: Pages::from_mib(to),
+                    floor: Pages::from_mib(300),
+                    rail,
+                }),
+                ..note(ReclamationState::High)
+            };
+            assert_eq!(
+                m.to_string(),
+                format!("high: allocated 256.0 MiB > target 180.0 MiB; {want}")
+            );
+        }
     }
 
     #[test]

@@ -7,11 +7,13 @@
 pub mod admission;
 pub mod allocation;
 pub mod estimator;
+pub mod limit;
 pub mod mechanism;
 pub mod reclamation;
 
 pub use admission::{AdmissionLedger, AdmissionRefusal};
 pub use allocation::{adjusted_shares_per_page, allocate, AllocationRequest};
 pub use estimator::{ActiveEstimator, EstimatorInput};
+pub use limit::{plan_limit, LimitInput, LimitRails};
 pub use mechanism::{plan, MechanismInput, MechanismPlan};
 pub use reclamation::{ReclamationThresholds, ReclamationTracker, ThresholdError};

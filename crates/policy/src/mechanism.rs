@@ -84,6 +84,7 @@ pub fn plan(input: &MechanismInput) -> MechanismPlan {
         wanted_swap,
         host_swap_out,
         blocked,
+        limit: None,
     };
     MechanismPlan {
         balloon_target,

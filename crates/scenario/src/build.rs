@@ -81,6 +81,8 @@ pub(crate) fn build(doc: Doc, source: &Path) -> Result<Scenario> {
         // Per tick; the tick is 1 s.
         host_swap_per_tick: mb(doc.policy.host_swap_mb_per_s),
         balloon_stall_ticks: doc.policy.balloon_stall_ticks,
+        // Simulated VMs move by balloon and host swap, never by a limit.
+        rails: Default::default(),
     };
     if let Err(e) = controller.validate() {
         return Err(FieldError::new(root.key("policy"), e.to_string()));

@@ -221,6 +221,7 @@ impl Vm {
             sample: self.sampler.as_mut().map(Sampler::observe),
             throughput: last.map(|s| s.throughput),
             latency_ms: last.map(|s| s.latency_ms),
+            limit: None,
         }
     }
 

@@ -307,6 +307,7 @@ impl Host for SimWorld {
             free: m.free(),
             host_swap_total: m.swap_total(),
             host_swap_used: m.swap_used(),
+            pressure: None,
             tenants,
         })
     }

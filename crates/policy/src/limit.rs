@@ -1,0 +1,278 @@
+//! The limit mechanism's safety rails: the limit a tenant gets this tick given its target, floor, faults and pressure (grow at once, shrink in bounded steps, never below the floor, back off on faults or pressure).
+//!
+//! Used where memory moves by a limit the host enforces (a Linux cgroup). In order:
+//!
+//! 1. `floor = max(min, unreclaimable + floor_margin)`: below what the tenant cannot give back
+//!    (anonymous memory without swap to put it in) a limit means an OOM kill, so no target can
+//!    take a limit there.
+//! 2. `wanted = max(target, floor)`. A limit that rises is set to `wanted` at once: a tenant
+//!    that needs memory must not wait.
+//! 3. A limit that would fall is held where it is while the tenant faults at or above
+//!    `backoff_faults_per_s` or its (or the host's) pressure is at or above `backoff_pressure`.
+//! 4. Otherwise it falls to `wanted`, but by at most one step below what the tenant holds:
+//!    `max(wanted, min(limit, allocated) - max(shrink_step * allocated, min_step))`. Slack
+//!    between a loose limit and the usage goes at once; reclaiming memory the tenant holds goes
+//!    a few percent per tick.
+
+use memtide_model::{LimitNote, LimitRail, Pages};
+use serde::{Deserialize, Serialize};
+
+/// The rails' parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LimitRails {
+    /// Most of its allocation a tenant gives back per tick, as a fraction (0 < f <= 0.5).
+    pub shrink_step: f64,
+    /// A shrink step is at least this large, so small tenants still converge.
+    pub min_step: Pages,
+    /// Room kept above the unreclaimable memory.
+    pub floor_margin: Pages,
+    /// Faults per second (refaults + swap-ins, or major faults) that stop a shrink.
+    pub backoff_faults_per_s: f64,
+    /// PSI some avg10 (percent) that stops a shrink.
+    pub backoff_pressure: f64,
+}
+
+impl Default for LimitRails {
+    fn default() -> Self {
+        LimitRails {
+            shrink_step: 0.05,
+            min_step: Pages::from_mib(1),
+            floor_margin: Pages::from_mib(32),
+            backoff_faults_per_s: 2000.0,
+            backoff_pressure: 10.0,
+        }
+    }
+}
+
+/// One tenant's situation, as the rails need it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LimitInput {
+    pub target: Pages,
+    pub min: Pages,
+    /// Memory the tenant holds now.
+    pub allocated: Pages,
+    /// The limit in force.
+    pub limit: Pages,
+    pub unreclaimable: Pages,
+    /// Faults per second over the last tick, where known.
+    pub faults_per_s: Option<f64>,
+    /// The higher of the tenant's and the host's pressure, where known.
+    pub pressure: Option<f64>,
+}
+
+/// Chooses this tick's limit (see the module docs).
+pub fn plan_limit(input: &LimitInput, rails: &LimitRails) -> LimitNote {
+    let floor = input.min.max(input.unreclaimable + rails.floor_margin);
+    let wanted = input.target.max(floor);
+    let from = input.limit;
+    let rail_at_wanted = if wanted > input.target {
+        LimitRail::Floor
+    } else {
+        LimitRail::Target
+    };
+    let note = |to, rail| LimitNote {
+        from,
+        to,
+        floor,
+        rail,
+    };
+    if wanted >= from {
+        return note(wanted, rail_at_wanted);
+    }
+    if let Some(faults_per_s) = input
+        .faults_per_s
+        .filter(|&f| f >= rails.backoff_faults_per_s)
+    {
+        return note(from, LimitRail::BackoffFaults { faults_per_s });
+    }
+    if let Some(pressure) = input.pressure.filter(|&p| p >= rails.backoff_pressure) {
+        return note(from, LimitRail::BackoffPressure { pressure });
+    }
+    let step = input.allocated.scale(rails.shrink_step).max(rails.min_step);
+    let stepped = from.min(input.allocated).saturating_sub(step);
+    if stepped > wanted {
+        note(stepped, LimitRail::Step)
+    } else {
+        note(wanted, rail_at_wanted)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mib(m: u64) -> Pages {
+        Pages::from_mib(m)
+    }
+
+    /// A tenant holding 400 MiB under a 400 MiB limit, min 64 MiB, 100 MiB unreclaimable,
+    /// quiet and without pressure.
+    fn base(target_mib: u64) -> LimitInput {
+        LimitInput {
+            target: mib(target_mib),
+            min: mib(64),
+            allocated: mib(400),
+            limit: mib(400),
+            unreclaimable: mib(100),
+            faults_per_s: Some(0.0),
+            pressure: None,
+        }
+    }
+
+    struct Case {
+        name: &'static str,
+        input: LimitInput,
+        to: Pages,
+        rail: LimitRail,
+    }
+
+    #[test]
+    fn each_rail_sets_the_limit_it_names() {
+        let rails = LimitRails::default();
+        let cases = vec![
+            Case {
+                name: "growing is immediate",
+                input: base(900),
+                to: mib(900),
+                rail: LimitRail::Target,
+            },
+            Case {
+                name: "a shrink is one step of 5% of the allocation",
+                input: base(200),
+                to: mib(380),
+                rail: LimitRail::Step,
+            },
+            Case {
+                name: "a small shrink lands on the target",
+                input: base(390),
+                to: mib(390),
+                rail: LimitRail::Target,
+            },
+            Case {
+                name: "slack above the usage goes at once, then one step",
+                input: LimitInput {
+                    limit: mib(1024),
+                    ..base(200)
+                },
+                to: mib(380),
+                rail: LimitRail::Step,
+            },
+            Case {
+                name: "a loose limit above the target drops straight to it",
+                input: LimitInput {
+                    limit: mib(1024),
+                    ..base(600)
+                },
+                to: mib(600),
+                rail: LimitRail::Target,
+            },
+            Case {
+                name: "never below unreclaimable + margin",
+                input: LimitInput {
+                    limit: mib(135),
+                    allocated: mib(135),
+                    ..base(50)
+                },
+                to: mib(132),
+                rail: LimitRail::Floor,
+            },
+            Case {
+                name: "a limit below the floor is raised to it",
+                input: LimitInput {
+                    limit: mib(90),
+                    allocated: mib(90),
+                    ..base(50)
+                },
+                to: mib(132),
+                rail: LimitRail::Floor,
+            },
+            Case {
+                name: "never below min",
+                input: LimitInput {
+                    min: mib(300),
+                    ..base(100)
+                },
+                to: mib(380),
+                rail: LimitRail::Step,
+            },
+            Case {
+                name: "faults stop a shrink",
+                input: LimitInput {
+                    faults_per_s: Some(2500.0),
+                    ..base(200)
+                },
+                to: mib(400),
+                rail: LimitRail::BackoffFaults {
+                    faults_per_s: 2500.0,
+                },
+            },
+            Case {
+                name: "pressure stops a shrink",
+                input: LimitInput {
+                    pressure: Some(12.5),
+                    ..base(200)
+                },
+                to: mib(400),
+                rail: LimitRail::BackoffPressure { pressure: 12.5 },
+            },
+            Case {
+                name: "faults do not stop a rise",
+                input: LimitInput {
+                    faults_per_s: Some(9000.0),
+                    ..base(500)
+                },
+                to: mib(500),
+                rail: LimitRail::Target,
+            },
+            Case {
+                name: "unknown faults and pressure do not back off",
+                input: LimitInput {
+                    faults_per_s: None,
+                    pressure: None,
+                    ..base(200)
+                },
+                to: mib(380),
+                rail: LimitRail::Step,
+            },
+        ];
+        for case in cases {
+            let note = plan_limit(&case.input, &rails);
+            assert_eq!(note.to, case.to, "{}", case.name);
+            assert_eq!(note.rail, case.rail, "{}", case.name);
+            assert_eq!(note.from, case.input.limit, "{}", case.name);
+        }
+    }
+
+    #[test]
+    fn repeated_shrinks_converge_to_the_target_in_bounded_steps() {
+        let rails = LimitRails::default();
+        let mut input = base(200);
+        let mut ticks = 0;
+        while input.limit > input.target {
+            let note = plan_limit(&input, &rails);
+            let given_back = input.allocated.saturating_sub(note.to);
+            assert!(given_back <= input.allocated.scale(rails.shrink_step).max(rails.min_step));
+            input.limit = note.to;
+            input.allocated = input.allocated.min(note.to);
+            ticks += 1;
+            assert!(ticks < 100, "no convergence");
+        }
+        assert_eq!(input.limit, mib(200));
+    }
+
+    #[test]
+    fn the_floor_never_yields_to_any_target() {
+        let rails = LimitRails::default();
+        for target in [0, 1, 50, 131] {
+            for limit in [90, 132, 200, 10_000] {
+                let input = LimitInput {
+                    limit: mib(limit),
+                    allocated: mib(limit.min(400)),
+                    ..base(target)
+                };
+                let note = plan_limit(&input, &rails);
+                assert!(note.to >= mib(132), "target {target} limit {limit}: {note}");
+            }
+        }
+    }
+}
