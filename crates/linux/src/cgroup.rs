@@ -1,1 +1,745 @@
-//! Placeholder.
+//! One memory cgroup as the Linux host sees it, over v1 or v2: a sample of everything observed, the limit settings to record and restore, and limit writes ordered so the kernel accepts them.
+
+use crate::fs::write::write_bounded;
+use crate::fs::{cgroup_v1 as v1, cgroup_v2 as v2, procs, FsError};
+use memtide_model::Bytes;
+use serde::{Deserialize, Serialize};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use crate::fs::hierarchy::CgroupVersion;
+pub use crate::fs::limit::Limit;
+pub use crate::fs::pressure::{Pressure, PsiLine};
+
+/// A memory cgroup directory and the interface it speaks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryCgroup {
+    version: CgroupVersion,
+    dir: PathBuf,
+}
+
+/// One reading of a cgroup. Sizes in bytes; counters cumulative since the cgroup was created.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct CgroupSample {
+    /// Memory charged: v1 memory.usage_in_bytes, v2 memory.current.
+    pub usage: Bytes,
+    /// The limit in force: v1 memory.limit_in_bytes, v2 the lower of memory.high and memory.max.
+    pub limit: Limit,
+    /// Anonymous memory: v1 `total_rss`, v2 `anon`.
+    pub anon: Option<Bytes>,
+    /// Page cache: v1 `total_cache`, v2 `file`.
+    pub file: Option<Bytes>,
+    /// Swapped out: v1 `total_swap` (or memsw usage − usage), v2 memory.swap.current.
+    pub swap: Option<Bytes>,
+    pub unevictable: Option<Bytes>,
+    /// Refaults of anonymous pages (events).
+    pub refault_anon: Option<u64>,
+    /// Refaults of file pages (events).
+    pub refault_file: Option<u64>,
+    pub major_faults: Option<u64>,
+    /// v2 memory.pressure; `None` on v1, which has no per-cgroup PSI.
+    pub pressure: Option<Pressure>,
+    /// The kernel accounts this cgroup's swap (v1: memsw files exist; v2: memory.swap.max does).
+    pub swap_accounting: bool,
+}
+
+/// The limit-related settings of a cgroup, recorded before memtide changes them and written
+/// back when it lets go.
+#[derive(Serialize, Deserialize, Copy, Clone, Debug, PartialEq, Eq)]
+pub enum LimitSettings {
+    V1 {
+        limit: Limit,
+        soft_limit: Limit,
+        /// `None` without swap accounting.
+        memsw_limit: Option<Limit>,
+        swappiness: Option<u64>,
+    },
+    V2 {
+        high: Limit,
+        max: Limit,
+        low: Limit,
+        min: Limit,
+    },
+}
+
+impl LimitSettings {
+    /// The interface these settings were read from.
+    pub fn version(&self) -> CgroupVersion {
+        match self {
+            LimitSettings::V1 { .. } => CgroupVersion::V1,
+            LimitSettings::V2 { .. } => CgroupVersion::V2,
+        }
+    }
+}
+
+const V1_LIMIT: &str = "memory.limit_in_bytes";
+const V1_SOFT_LIMIT: &str = "memory.soft_limit_in_bytes";
+const V1_MEMSW_LIMIT: &str = "memory.memsw.limit_in_bytes";
+const V1_SWAPPINESS: &str = "memory.swappiness";
+const V2_HIGH: &str = "memory.high";
+const V2_MAX: &str = "memory.max";
+const V2_LOW: &str = "memory.low";
+const V2_MIN: &str = "memory.min";
+const V2_RECLAIM: &str = "memory.reclaim";
+
+impl MemoryCgroup {
+    pub fn new(version: CgroupVersion, dir: PathBuf) -> Self {
+        MemoryCgroup { version, dir }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn version(&self) -> CgroupVersion {
+        self.version
+    }
+
+    /// True while the cgroup directory exists.
+    pub fn exists(&self) -> bool {
+        self.dir.is_dir()
+    }
+
+    /// One reading of everything the host observes.
+    pub fn sample(&self) -> Result<CgroupSample, FsError> {
+        match self.version {
+            CgroupVersion::V1 => self.sample_v1(),
+            CgroupVersion::V2 => self.sample_v2(),
+        }
+    }
+
+    fn sample_v1(&self) -> Result<CgroupSample, FsError> {
+        let d = &self.dir;
+        let usage = v1::read_usage(d)?;
+        let limit = v1::read_limit(d)?;
+        let stat = v1::read_stat(d)?;
+        let memsw_usage = v1::read_memsw_usage(d)?;
+        Ok(CgroupSample {
+            usage,
+            limit,
+            anon: stat.rss,
+            file: stat.cache,
+            swap: stat
+                .swap
+                .or_else(|| memsw_usage.map(|m| m.saturating_sub(usage))),
+            unevictable: stat.unevictable,
+            refault_anon: stat.workingset_refault_anon,
+            refault_file: stat.workingset_refault_file,
+            major_faults: stat.pgmajfault,
+            pressure: None,
+            swap_accounting: memsw_usage.is_some(),
+        })
+    }
+
+    fn sample_v2(&self) -> Result<CgroupSample, FsError> {
+        let d = &self.dir;
+        let usage = v2::read_current(d)?;
+        let limit = v2::read_high(d)?.min(v2::read_max(d)?);
+        let stat = v2::read_stat(d)?;
+        let swap = v2::read_swap_current(d)?;
+        let swap_max = v2::read_swap_max(d)?;
+        Ok(CgroupSample {
+            usage,
+            limit,
+            anon: stat.anon,
+            file: stat.file,
+            swap,
+            unevictable: stat.unevictable,
+            refault_anon: stat.workingset_refault_anon,
+            refault_file: stat.workingset_refault_file,
+            major_faults: stat.pgmajfault,
+            pressure: v2::read_pressure(d)?,
+            swap_accounting: swap_max.is_some(),
+        })
+    }
+
+    /// The limit-related settings in force now, to record and later restore.
+    pub fn settings(&self) -> Result<LimitSettings, FsError> {
+        let d = &self.dir;
+        Ok(match self.version {
+            CgroupVersion::V1 => LimitSettings::V1 {
+                limit: v1::read_limit(d)?,
+                soft_limit: v1::read_soft_limit(d)?,
+                memsw_limit: v1::read_memsw_limit(d)?,
+                swappiness: v1::read_swappiness(d)?,
+            },
+            CgroupVersion::V2 => LimitSettings::V2 {
+                high: v2::read_high(d)?,
+                max: v2::read_max(d)?,
+                low: v2::read_low(d)?,
+                min: v2::read_min(d)?,
+            },
+        })
+    }
+
+    /// Writes back recorded settings, skipping those already in force. On v1 the memory and
+    /// memory+swap limits are ordered so that memsw >= limit holds after every write: memsw
+    /// first when it rises (or stays), the limit first when memsw falls.
+    pub fn restore(&self, s: &LimitSettings, timeout: Duration) -> Result<(), FsError> {
+        match (self.version, *s) {
+            (
+                CgroupVersion::V1,
+                LimitSettings::V1 {
+                    limit,
+                    soft_limit,
+                    memsw_limit,
+                    swappiness,
+                },
+            ) => {
+                let d = &self.dir;
+                let limit_now = v1::read_limit(d)?;
+                let write_limit = || {
+                    if limit_now == limit {
+                        Ok(())
+                    } else {
+                        self.write(V1_LIMIT, limit.to_v1_value(), timeout)
+                    }
+                };
+                let memsw_write = |memsw: Limit| -> Result<(), FsError> {
+                    self.write(V1_MEMSW_LIMIT, memsw.to_v1_value(), timeout)
+                };
+                match v1_restore_order(memsw_limit, v1::read_memsw_limit(d)?) {
+                    V1Order::MemswFirst(memsw) => {
+                        memsw_write(memsw)?;
+                        write_limit()?;
+                    }
+                    V1Order::LimitFirst(memsw) => {
+                        write_limit()?;
+                        memsw_write(memsw)?;
+                    }
+                    V1Order::LimitOnly => write_limit()?,
+                }
+                if v1::read_soft_limit(d)? != soft_limit {
+                    self.write(V1_SOFT_LIMIT, soft_limit.to_v1_value(), timeout)?;
+                }
+                if let Some(swappiness) = swappiness {
+                    if v1::read_swappiness(d)? != Some(swappiness) {
+                        self.write(V1_SWAPPINESS, swappiness.to_string(), timeout)?;
+                    }
+                }
+                Ok(())
+            }
+            (
+                CgroupVersion::V2,
+                LimitSettings::V2 {
+                    high,
+                    max,
+                    low,
+                    min,
+                },
+            ) => {
+                let d = &self.dir;
+                let fields = [
+                    (V2_HIGH, high, v2::read_high(d)?),
+                    (V2_MAX, max, v2::read_max(d)?),
+                    (V2_LOW, low, v2::read_low(d)?),
+                    (V2_MIN, min, v2::read_min(d)?),
+                ];
+                for (name, want, now) in fields {
+                    if want != now {
+                        self.write(name, want.to_v2_value(), timeout)?;
+                    }
+                }
+                Ok(())
+            }
+            (version, _) => Err(FsError::Write {
+                path: self.dir.clone(),
+                value: format!("{s:?}"),
+                source: io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "settings recorded from a cgroup {:?} cannot be restored on a {version:?} cgroup",
+                        s.version()
+                    ),
+                ),
+            }),
+        }
+    }
+
+    /// Sets the enforced limit. v1: memory.limit_in_bytes; when swap accounting exists and the
+    /// memsw limit is below the new limit, memsw is raised to it first (the kernel refuses a
+    /// limit above memsw); memsw is never lowered here, so on a lower limit only the limit is
+    /// written. v2: memory.high (memory.max stays as recorded: it is the hard fence).
+    /// `Limit::Max` writes `-1` (v1) or `max` (v2).
+    pub fn set_limit(&self, limit: Limit, timeout: Duration) -> Result<(), FsError> {
+        match self.version {
+            CgroupVersion::V1 => {
+                if let Some(memsw) = v1::read_memsw_limit(&self.dir)? {
+                    if memsw < limit {
+                        self.write(V1_MEMSW_LIMIT, limit.to_v1_value(), timeout)?;
+                    }
+                }
+                self.write(V1_LIMIT, limit.to_v1_value(), timeout)
+            }
+            CgroupVersion::V2 => self.write(V2_HIGH, limit.to_v2_value(), timeout),
+        }
+    }
+
+    /// Asks the kernel to reclaim `bytes` from the cgroup once (v2 memory.reclaim), leaving no
+    /// limit behind. `Ok(false)` when unsupported: v1, or a v2 kernel before 5.19. A partial
+    /// reclaim is `FsError::Busy`.
+    pub fn reclaim(&self, bytes: Bytes, timeout: Duration) -> Result<bool, FsError> {
+        match self.version {
+            CgroupVersion::V1 => Ok(false),
+            CgroupVersion::V2 => {
+                if !v2::has_reclaim(&self.dir) {
+                    if !self.exists() {
+                        return Err(FsError::Vanished {
+                            path: self.dir.join(V2_RECLAIM),
+                        });
+                    }
+                    return Ok(false);
+                }
+                if bytes == Bytes::ZERO {
+                    return Ok(true);
+                }
+                self.write(V2_RECLAIM, bytes.0.to_string(), timeout)?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// The processes in this cgroup (cgroup.procs; not those in child cgroups).
+    pub fn pids(&self) -> Result<Vec<u32>, FsError> {
+        procs::read_procs(&self.dir)
+    }
+
+    /// Cumulative OOM kills: v1 memory.oom_control `oom_kill`, v2 memory.events `oom_kill`;
+    /// `None` on kernels that do not count them.
+    pub fn oom_kills(&self) -> Result<Option<u64>, FsError> {
+        match self.version {
+            CgroupVersion::V1 => Ok(v1::read_oom_control(&self.dir)?.oom_kill),
+            CgroupVersion::V2 => Ok(v2::read_events(&self.dir)?.oom_kill),
+        }
+    }
+
+    fn write(&self, name: &str, value: String, timeout: Duration) -> Result<(), FsError> {
+        write_bounded(&self.dir.join(name), &value, timeout)
+    }
+}
+
+/// How a v1 restore writes the limit and memsw limit so memsw >= limit after every write,
+/// given both old and new pairs satisfy it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum V1Order {
+    /// memsw rises: write it first, then the limit.
+    MemswFirst(Limit),
+    /// memsw falls: write the limit first, then memsw.
+    LimitFirst(Limit),
+    /// memsw is unchanged, not recorded or not accounted now.
+    LimitOnly,
+}
+
+fn v1_restore_order(memsw: Option<Limit>, memsw_now: Option<Limit>) -> V1Order {
+    match (memsw, memsw_now) {
+        (Some(want), Some(now)) if want > now => V1Order::MemswFirst(want),
+        (Some(want), Some(now)) if want < now => V1Order::LimitFirst(want),
+        _ => V1Order::LimitOnly,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::cgroup_v1::tests::fake_v1;
+    use crate::fs::cgroup_v2::tests::fake_v2;
+    use std::fs;
+
+    const T: Duration = Duration::from_secs(10);
+
+    fn mib(n: u64) -> Limit {
+        Limit::Bytes(Bytes::from_mib(n))
+    }
+
+    fn contents(dir: &Path, name: &str) -> String {
+        fs::read_to_string(dir.join(name)).unwrap()
+    }
+
+    fn v1_cgroup(memsw: bool) -> (tempfile::TempDir, MemoryCgroup) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("tenant");
+        fake_v1(&dir, memsw);
+        (tmp, MemoryCgroup::new(CgroupVersion::V1, dir))
+    }
+
+    fn v2_cgroup(swap: bool) -> (tempfile::TempDir, MemoryCgroup) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("tenant");
+        fake_v2(&dir, swap);
+        (tmp, MemoryCgroup::new(CgroupVersion::V2, dir))
+    }
+
+    #[test]
+    fn v1_sample_uses_hierarchical_totals_and_sees_swap_accounting() {
+        let (_tmp, cg) = v1_cgroup(true);
+        let s = cg.sample().unwrap();
+        assert_eq!(s.usage, Bytes(7516160));
+        assert_eq!(s.limit, Limit::Max);
+        assert_eq!(s.anon, Some(Bytes(3268608)));
+        assert_eq!(s.file, Some(Bytes(7979008)));
+        assert_eq!(s.swap, Some(Bytes(8192)));
+        assert_eq!(s.unevictable, Some(Bytes(4096)));
+        assert_eq!(s.refault_anon, Some(5));
+        assert_eq!(s.refault_file, Some(1946));
+        assert_eq!(s.major_faults, Some(40));
+        assert_eq!(s.pressure, None);
+        assert!(s.swap_accounting);
+    }
+
+    #[test]
+    fn v1_swap_falls_back_to_memsw_minus_usage_and_is_none_without_accounting() {
+        let (_tmp, cg) = v1_cgroup(true);
+        fs::write(cg.dir().join("memory.stat"), "rss 1\ncache 2\n").unwrap();
+        assert_eq!(cg.sample().unwrap().swap, Some(Bytes(7671808 - 7516160)));
+
+        let (_tmp, cg) = v1_cgroup(false);
+        fs::write(cg.dir().join("memory.stat"), "rss 1\ncache 2\n").unwrap();
+        let s = cg.sample().unwrap();
+        assert_eq!(s.swap, None);
+        assert_eq!(s.refault_anon, None);
+        assert!(!s.swap_accounting);
+    }
+
+    #[test]
+    fn v2_sample_takes_the_lower_of_high_and_max_and_reads_pressure() {
+        let (_tmp, cg) = v2_cgroup(true);
+        let cases = [
+            ("max", "max", Limit::Max),
+            ("268435456", "max", mib(256)),
+            ("max", "134217728", mib(128)),
+            ("268435456", "134217728", mib(128)),
+        ];
+        for (high, max, want) in cases {
+            fs::write(cg.dir().join("memory.high"), high).unwrap();
+            fs::write(cg.dir().join("memory.max"), max).unwrap();
+            assert_eq!(cg.sample().unwrap().limit, want, "high {high} max {max}");
+        }
+        let s = cg.sample().unwrap();
+        assert_eq!(s.usage, Bytes(157286400));
+        assert_eq!(s.anon, Some(Bytes::from_mib(100)));
+        assert_eq!(s.swap, Some(Bytes(4096)));
+        assert_eq!(s.refault_file, Some(11));
+        assert_eq!(s.pressure.unwrap().some.total_stall_us, 1234);
+        assert!(s.swap_accounting);
+
+        let (_tmp, cg) = v2_cgroup(false);
+        let s = cg.sample().unwrap();
+        assert_eq!(s.swap, None);
+        assert!(!s.swap_accounting);
+    }
+
+    #[test]
+    fn sample_of_a_removed_cgroup_is_vanished() {
+        for version in [CgroupVersion::V1, CgroupVersion::V2] {
+            let cg = MemoryCgroup::new(version, PathBuf::from("/nonexistent-memtide/tenant"));
+            assert!(!cg.exists());
+            assert!(cg.sample().unwrap_err().is_vanished());
+            assert!(cg.pids().unwrap_err().is_vanished());
+        }
+    }
+
+    #[test]
+    fn malformed_limit_in_sample_names_path_and_value() {
+        let (_tmp, cg) = v1_cgroup(true);
+        fs::write(cg.dir().join("memory.limit_in_bytes"), "lots\n").unwrap();
+        let msg = cg.sample().unwrap_err().to_string();
+        assert!(
+            msg.contains("memory.limit_in_bytes") && msg.contains("\"lots\""),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn settings_read_every_limit_and_survive_json() {
+        let (_tmp, cg) = v1_cgroup(false);
+        let s = cg.settings().unwrap();
+        assert_eq!(
+            s,
+            LimitSettings::V1 {
+                limit: Limit::Max,
+                soft_limit: Limit::Max,
+                memsw_limit: None,
+                swappiness: Some(60),
+            }
+        );
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<LimitSettings>(&json).unwrap(), s);
+
+        let (_tmp, cg) = v2_cgroup(true);
+        fs::write(cg.dir().join("memory.low"), "1048576\n").unwrap();
+        let s = cg.settings().unwrap();
+        assert_eq!(
+            s,
+            LimitSettings::V2 {
+                high: Limit::Max,
+                max: Limit::Max,
+                low: mib(1),
+                min: Limit::Bytes(Bytes(0)),
+            }
+        );
+        assert_eq!(s.version(), CgroupVersion::V2);
+    }
+
+    #[test]
+    fn v1_set_limit_raises_memsw_first_when_it_is_below_the_new_limit() {
+        let (_tmp, cg) = v1_cgroup(true);
+        let d = cg.dir().to_path_buf();
+        fs::write(d.join("memory.memsw.limit_in_bytes"), "134217728\n").unwrap();
+        fs::write(d.join("memory.limit_in_bytes"), "67108864\n").unwrap();
+        cg.set_limit(mib(256), T).unwrap();
+        assert_eq!(contents(&d, "memory.memsw.limit_in_bytes"), "268435456");
+        assert_eq!(contents(&d, "memory.limit_in_bytes"), "268435456");
+
+        // memsw is written before the limit: with the limit file unwritable, memsw has moved.
+        fs::write(d.join("memory.memsw.limit_in_bytes"), "134217728\n").unwrap();
+        fs::remove_file(d.join("memory.limit_in_bytes")).unwrap();
+        fs::create_dir(d.join("memory.limit_in_bytes")).unwrap();
+        assert!(cg.set_limit(mib(512), T).is_err());
+        assert_eq!(contents(&d, "memory.memsw.limit_in_bytes"), "536870912");
+    }
+
+    #[test]
+    fn v1_set_limit_lower_writes_only_the_limit() {
+        let (_tmp, cg) = v1_cgroup(true);
+        let d = cg.dir().to_path_buf();
+        cg.set_limit(mib(256), T).unwrap();
+        assert_eq!(contents(&d, "memory.limit_in_bytes"), "268435456");
+        assert_eq!(
+            contents(&d, "memory.memsw.limit_in_bytes"),
+            "9223372036854771712\n"
+        );
+        cg.set_limit(mib(128), T).unwrap();
+        assert_eq!(contents(&d, "memory.limit_in_bytes"), "134217728");
+        assert_eq!(
+            contents(&d, "memory.memsw.limit_in_bytes"),
+            "9223372036854771712\n"
+        );
+    }
+
+    #[test]
+    fn v1_set_limit_max_writes_minus_one_to_memsw_then_limit() {
+        let (_tmp, cg) = v1_cgroup(true);
+        let d = cg.dir().to_path_buf();
+        fs::write(d.join("memory.memsw.limit_in_bytes"), "268435456\n").unwrap();
+        fs::write(d.join("memory.limit_in_bytes"), "134217728\n").unwrap();
+        cg.set_limit(Limit::Max, T).unwrap();
+        assert_eq!(contents(&d, "memory.memsw.limit_in_bytes"), "-1");
+        assert_eq!(contents(&d, "memory.limit_in_bytes"), "-1");
+        assert_eq!(cg.sample().unwrap().limit, Limit::Max);
+    }
+
+    #[test]
+    fn v1_set_limit_without_swap_accounting_writes_only_the_limit() {
+        let (_tmp, cg) = v1_cgroup(false);
+        cg.set_limit(mib(64), T).unwrap();
+        assert_eq!(contents(cg.dir(), "memory.limit_in_bytes"), "67108864");
+        assert!(!cg.dir().join("memory.memsw.limit_in_bytes").exists());
+    }
+
+    #[test]
+    fn v2_set_limit_writes_high_and_leaves_max() {
+        let (_tmp, cg) = v2_cgroup(true);
+        fs::write(cg.dir().join("memory.max"), "1073741824\n").unwrap();
+        cg.set_limit(mib(256), T).unwrap();
+        assert_eq!(contents(cg.dir(), "memory.high"), "268435456");
+        assert_eq!(contents(cg.dir(), "memory.max"), "1073741824\n");
+        cg.set_limit(Limit::Max, T).unwrap();
+        assert_eq!(contents(cg.dir(), "memory.high"), "max");
+    }
+
+    #[test]
+    fn v1_restore_after_set_limit_brings_back_every_setting() {
+        let (_tmp, cg) = v1_cgroup(true);
+        let d = cg.dir().to_path_buf();
+        fs::write(d.join("memory.memsw.limit_in_bytes"), "536870912\n").unwrap();
+        fs::write(d.join("memory.limit_in_bytes"), "268435456\n").unwrap();
+        let original = cg.settings().unwrap();
+        cg.set_limit(mib(1024), T).unwrap();
+        assert_eq!(contents(&d, "memory.memsw.limit_in_bytes"), "1073741824");
+        fs::write(d.join("memory.swappiness"), "0\n").unwrap();
+        fs::write(d.join("memory.soft_limit_in_bytes"), "1048576\n").unwrap();
+        cg.restore(&original, T).unwrap();
+        assert_eq!(cg.settings().unwrap(), original);
+    }
+
+    #[test]
+    fn v1_restore_order_keeps_memsw_at_or_above_the_limit() {
+        let cases = [
+            (
+                Some(mib(1024)),
+                Some(mib(512)),
+                V1Order::MemswFirst(mib(1024)),
+            ),
+            (
+                Some(Limit::Max),
+                Some(mib(512)),
+                V1Order::MemswFirst(Limit::Max),
+            ),
+            (
+                Some(mib(512)),
+                Some(Limit::Max),
+                V1Order::LimitFirst(mib(512)),
+            ),
+            (
+                Some(mib(512)),
+                Some(mib(1024)),
+                V1Order::LimitFirst(mib(512)),
+            ),
+            (Some(mib(512)), Some(mib(512)), V1Order::LimitOnly),
+            (None, Some(mib(512)), V1Order::LimitOnly),
+            (Some(mib(512)), None, V1Order::LimitOnly),
+        ];
+        for (want, now, order) in cases {
+            assert_eq!(v1_restore_order(want, now), order, "{want:?} from {now:?}");
+        }
+    }
+
+    #[test]
+    fn v1_restore_lowering_memsw_sets_both() {
+        let (_tmp, cg) = v1_cgroup(true);
+        let d = cg.dir().to_path_buf();
+        let target = LimitSettings::V1 {
+            limit: mib(256),
+            soft_limit: Limit::Max,
+            memsw_limit: Some(mib(512)),
+            swappiness: Some(60),
+        };
+        cg.restore(&target, T).unwrap();
+        assert_eq!(contents(&d, "memory.limit_in_bytes"), "268435456");
+        assert_eq!(contents(&d, "memory.memsw.limit_in_bytes"), "536870912");
+        assert_eq!(cg.settings().unwrap(), target);
+    }
+
+    #[test]
+    fn v2_restore_writes_back_every_changed_setting() {
+        let (_tmp, cg) = v2_cgroup(true);
+        let original = cg.settings().unwrap();
+        cg.set_limit(mib(64), T).unwrap();
+        fs::write(cg.dir().join("memory.low"), "4096\n").unwrap();
+        cg.restore(&original, T).unwrap();
+        assert_eq!(cg.settings().unwrap(), original);
+        assert_eq!(contents(cg.dir(), "memory.high"), "max");
+        // memory.max was unchanged, so it was not rewritten.
+        assert_eq!(contents(cg.dir(), "memory.max"), "max\n");
+    }
+
+    #[test]
+    fn restore_refuses_settings_of_the_other_version() {
+        let (_tmp, cg) = v2_cgroup(true);
+        let v1_settings = LimitSettings::V1 {
+            limit: Limit::Max,
+            soft_limit: Limit::Max,
+            memsw_limit: None,
+            swappiness: None,
+        };
+        let msg = cg.restore(&v1_settings, T).unwrap_err().to_string();
+        assert!(msg.contains("tenant") && msg.contains("V1"), "{msg}");
+    }
+
+    #[test]
+    fn reclaim_writes_memory_reclaim_on_v2_and_is_unsupported_elsewhere() {
+        let (_tmp, cg) = v2_cgroup(false);
+        assert!(cg.reclaim(Bytes::from_mib(1), T).unwrap());
+        assert_eq!(contents(cg.dir(), "memory.reclaim"), "1048576");
+        fs::remove_file(cg.dir().join("memory.reclaim")).unwrap();
+        assert!(!cg.reclaim(Bytes::from_mib(1), T).unwrap());
+
+        let (_tmp, cg) = v1_cgroup(true);
+        assert!(!cg.reclaim(Bytes::from_mib(1), T).unwrap());
+
+        let gone = MemoryCgroup::new(CgroupVersion::V2, PathBuf::from("/nonexistent-memtide/x"));
+        assert!(gone.reclaim(Bytes(1), T).unwrap_err().is_vanished());
+    }
+
+    #[test]
+    fn pids_and_oom_kills_read_on_both_versions() {
+        let (_tmp, cg) = v1_cgroup(false);
+        fs::write(cg.dir().join("cgroup.procs"), "12\n345\n").unwrap();
+        assert_eq!(cg.pids().unwrap(), vec![12, 345]);
+        assert_eq!(cg.oom_kills().unwrap(), Some(2));
+        fs::write(
+            cg.dir().join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\n",
+        )
+        .unwrap();
+        assert_eq!(cg.oom_kills().unwrap(), None);
+
+        let (_tmp, cg) = v2_cgroup(false);
+        assert_eq!(cg.pids().unwrap(), vec![77]);
+        assert_eq!(cg.oom_kills().unwrap(), Some(1));
+    }
+
+    /// Removes the test cgroup however the test ends.
+    struct RemoveOnDrop(PathBuf);
+
+    impl Drop for RemoveOnDrop {
+        fn drop(&mut self) {
+            if let Err(e) = fs::remove_dir(&self.0) {
+                eprintln!("could not remove test cgroup {}: {e}", self.0.display());
+            }
+        }
+    }
+
+    /// Runs against the live v1 memory controller, in a child of this process's own cgroup.
+    #[test]
+    fn live_v1_child_cgroup_samples_sets_limits_and_restores() {
+        use crate::fs::hierarchy;
+
+        if !Path::new("/sys/fs/cgroup/memory").is_dir() {
+            eprintln!("skipped: no v1 memory controller at /sys/fs/cgroup/memory");
+            return;
+        }
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: creating a cgroup needs root");
+            return;
+        }
+        let h = match hierarchy::detect(Path::new("/")) {
+            Ok(h) if h.version == CgroupVersion::V1 => h,
+            Ok(h) => {
+                eprintln!("skipped: the memory controller is on {:?}", h.version);
+                return;
+            }
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        let own = h.own_dir();
+        let dir = own.join(format!("memtide-fs-test-{}", std::process::id()));
+        assert!(dir.starts_with(&own));
+        fs::create_dir(&dir).unwrap();
+        let _cleanup = RemoveOnDrop(dir.clone());
+        let cg = MemoryCgroup::new(CgroupVersion::V1, dir);
+
+        let s = cg.sample().unwrap();
+        assert!(s.anon.is_some() && s.file.is_some());
+        let original = cg.settings().unwrap();
+        let LimitSettings::V1 { memsw_limit, .. } = original else {
+            panic!("v1 cgroup gave {original:?}");
+        };
+
+        cg.set_limit(mib(256), T).unwrap();
+        assert_eq!(cg.sample().unwrap().limit, mib(256));
+
+        if memsw_limit.is_some() {
+            // memsw below the next limit: set_limit must raise it first or the kernel refuses.
+            cg.set_limit(mib(64), T).unwrap();
+            write_bounded(
+                &cg.dir().join("memory.memsw.limit_in_bytes"),
+                "134217728",
+                T,
+            )
+            .unwrap();
+            cg.set_limit(mib(512), T).unwrap();
+            assert_eq!(v1::read_limit(cg.dir()).unwrap(), mib(512));
+            assert_eq!(v1::read_memsw_limit(cg.dir()).unwrap(), Some(mib(512)));
+        }
+
+        cg.restore(&original, T).unwrap();
+        assert_eq!(cg.settings().unwrap(), original);
+        assert_eq!(cg.pids().unwrap(), Vec::<u32>::new());
+        assert!(cg.oom_kills().is_ok());
+    }
+}

@@ -1,1 +1,32 @@
-//! Placeholder.
+//! The thin cgroupfs/procfs layer: readers that take the directory or root they read under (so tests use fake trees), typed errors naming the file, and bounded-time writes.
+//!
+//! Conventions: system-wide readers (`meminfo`, `vmstat`, `swaps`, `pressure`, `hierarchy`)
+//! take the filesystem root (`/` live) and read `<root>/proc/...`; cgroup readers
+//! (`cgroup_v1`, `cgroup_v2`, `procs`) take the cgroup's directory. A file that exists only with
+//! an optional kernel feature reads as `None` when absent; a required field that is absent is
+//! `FsError::Missing`; a malformed value is `FsError::Parse`; a cgroup directory that is gone is
+//! `FsError::Vanished`.
+
+pub mod cgroup_v1;
+pub mod cgroup_v2;
+pub mod error;
+pub mod hierarchy;
+pub mod keyed;
+pub mod limit;
+pub mod meminfo;
+pub mod pressure;
+pub mod procs;
+mod read;
+pub mod swaps;
+pub mod vmstat;
+pub mod write;
+
+pub use error::FsError;
+pub use hierarchy::{CgroupVersion, MemoryHierarchy};
+pub use keyed::KeyedValues;
+pub use limit::Limit;
+pub use meminfo::{read_meminfo, Meminfo};
+pub use pressure::{read_memory_pressure, Pressure, PsiLine};
+pub use swaps::{read_swaps, SwapArea, SwapKind};
+pub use vmstat::{read_vmstat, Vmstat};
+pub use write::write_bounded;
