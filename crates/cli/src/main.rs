@@ -1,4 +1,4 @@
-//! The `memtide` command: `sim` runs a scenario on the simulated host, `bench` measures memtide's own speed.
+//! The `memtide` command: `sim` runs a scenario on the simulated host, `daemon` manages a real Linux host, `status` asks a running daemon, `bench` measures memtide's own speed.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -39,6 +39,24 @@ enum Command {
         #[arg(long)]
         variant: Option<String>,
     },
+    /// Manage the cgroups of this Linux host (see docs/linux.md).
+    Daemon {
+        /// Configuration file (TOML, see docs/configuration.md).
+        #[arg(long)]
+        config: PathBuf,
+        /// Observe and decide, log every decision with its reason, write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Show what a running daemon manages and why (a client of its API).
+    Status {
+        /// The daemon's API address.
+        #[arg(long, default_value = "127.0.0.1:9464")]
+        address: std::net::SocketAddr,
+        /// Print the daemon's JSON snapshot instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Measure memtide's speed (policy step, simulated accesses, a 16-VM hour).
     Bench {
         /// Shorter runs, for a quick look.
@@ -61,6 +79,8 @@ fn main() -> ExitCode {
             variant,
         } => sim(scenario.as_deref(), out, seed, set, variant.as_deref()),
         Command::Bench { quick, write } => bench::run(quick, write.as_deref()).map(|_| ()),
+        Command::Daemon { config, dry_run } => daemon(&config, dry_run),
+        Command::Status { address, json } => status(address, json),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -68,12 +88,43 @@ fn main() -> ExitCode {
             if let Some(user) = e.downcast_ref::<memtide_scenario::ScenarioError>() {
                 eprintln!("memtide: {user}");
                 ExitCode::from(2)
+            } else if let Some(user) = e.downcast_ref::<memtide_daemon::config::ConfigError>() {
+                eprintln!("memtide: {user}");
+                ExitCode::from(2)
+            } else if let Some(d) = e
+                .downcast_ref::<memtide_daemon::run::DaemonError>()
+                .filter(|d| d.is_usage())
+            {
+                eprintln!("memtide: {d}");
+                ExitCode::from(2)
             } else {
                 eprintln!("memtide: {e:#}");
                 ExitCode::from(1)
             }
         }
     }
+}
+
+fn daemon(path: &Path, dry_run: bool) -> anyhow::Result<()> {
+    let mut config = memtide_daemon::config::DaemonConfig::load(path)?;
+    config.daemon.dry_run |= dry_run;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&stop))
+            .context("installing the signal handlers")?;
+    }
+    memtide_daemon::run::run(config, stop)?;
+    Ok(())
+}
+
+fn status(address: std::net::SocketAddr, json: bool) -> anyhow::Result<()> {
+    let snapshot = memtide_daemon::status::fetch(address, std::time::Duration::from_secs(5))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&snapshot)?);
+    } else {
+        print!("{}", memtide_daemon::status::render_table(&snapshot));
+    }
+    Ok(())
 }
 
 fn sim(

@@ -4,8 +4,20 @@
 //! out-of-range values and inconsistent tenants with one line naming the file, the field and the
 //! value. See docs/configuration.md.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
+mod build;
+mod error;
+mod reader;
+mod render;
+mod tree;
+mod units;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::ConfigError;
+
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A validated configuration.
@@ -27,6 +39,9 @@ pub struct DaemonSection {
     /// `listen = "127.0.0.1:9464"`: the JSON API and `/metrics`; must be a loopback address
     /// unless `listen_public = true`.
     pub listen: SocketAddr,
+    /// `listen_public = false`: allow `listen` on a non-loopback address (the API has no
+    /// authentication).
+    pub listen_public: bool,
     /// `state_file = "/run/memtide/state.json"`: limits found at start, for restore and re-adoption.
     pub state_file: PathBuf,
     /// `dry_run = false`: decide and log, write nothing (also `--dry-run`).
@@ -127,4 +142,175 @@ pub struct TenantConfig {
     pub estimator: EstimatorChoice,
     /// `cap_at_estimate = true` (default for tws): the target never exceeds the estimate.
     pub cap_at_estimate: bool,
+}
+
+/// `shares` when the tenant does not say.
+pub const DEFAULT_SHARES: u64 = 1000;
+
+const MIB: u64 = 1 << 20;
+
+impl Default for DaemonSection {
+    fn default() -> DaemonSection {
+        DaemonSection {
+            tick: Duration::from_secs(1),
+            listen: SocketAddr::from((Ipv4Addr::LOCALHOST, 9464)),
+            listen_public: false,
+            state_file: PathBuf::from("/run/memtide/state.json"),
+            dry_run: false,
+            log_format: LogFormat::Text,
+            decisions_kept: 200,
+        }
+    }
+}
+
+impl Default for HostSection {
+    fn default() -> HostSection {
+        HostSection {
+            proc_root: PathBuf::from("/"),
+            parent: ParentCgroup::OwnCgroup,
+            budget_bytes: None,
+            reserve_bytes: 1024 * MIB,
+            write_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+impl Default for PolicySection {
+    fn default() -> PolicySection {
+        PolicySection {
+            tax_rate: 0.75,
+            sampling_period: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Default for RailsSection {
+    fn default() -> RailsSection {
+        RailsSection {
+            shrink_step: 0.05,
+            floor_margin_bytes: 32 * MIB,
+            backoff_faults_per_s: 2000.0,
+            backoff_pressure: 10.0,
+        }
+    }
+}
+
+/// Every default and no tenants: what an empty file gives.
+impl Default for DaemonConfig {
+    fn default() -> DaemonConfig {
+        DaemonConfig {
+            daemon: DaemonSection::default(),
+            host: HostSection::default(),
+            policy: PolicySection::default(),
+            rails: RailsSection::default(),
+            tenants: Vec::new(),
+        }
+    }
+}
+
+impl DaemonConfig {
+    /// Reads and validates the configuration file at `path`.
+    pub fn load(path: &Path) -> Result<DaemonConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+            path: path.to_path_buf(),
+            error,
+        })?;
+        DaemonConfig::parse(&text, path)
+    }
+
+    /// Validates the configuration `text`; `origin` names it in errors.
+    pub fn parse(text: &str, origin: &Path) -> Result<DaemonConfig, ConfigError> {
+        let doc = tree::parse(text).map_err(|e| ConfigError::Syntax {
+            file: origin.to_path_buf(),
+            location: e.span().map(|s| error::line_col(text, s.start)),
+            message: error::one_line(e.message()),
+        })?;
+        build::build(&doc).map_err(|p| p.into_error(origin, text))
+    }
+
+    /// The configuration as a TOML file that [`DaemonConfig::parse`] reads back to the same
+    /// value, with every default written out (e.g. for `GET /config` or a log line).
+    pub fn to_toml(&self) -> String {
+        render::to_toml(self)
+    }
+
+    /// The tenant named `name`.
+    pub fn tenant(&self, name: &str) -> Option<&TenantConfig> {
+        self.tenants.iter().find(|t| t.name == name)
+    }
+
+    /// The first adopted tenant whose cgroup does not lie strictly under `parent`. The loader
+    /// checks this when `[host] parent` is a path; with `"self"` the daemon calls it once it
+    /// has read its own cgroup, and should refuse to start on `Some`, saying e.g.
+    /// `tenant "db".cgroup "/x/y" is outside the daemon's cgroup "/system.slice/memtide.service"`.
+    pub fn first_adopted_outside(&self, parent: &str) -> Option<&TenantConfig> {
+        self.tenants.iter().find(|t| match &t.origin {
+            TenantOrigin::Adopt { cgroup } => !cgroup_is_strictly_under(cgroup, parent),
+            TenantOrigin::Launch { .. } => false,
+        })
+    }
+}
+
+impl ParentCgroup {
+    /// The parent as written in the file: `"self"` or the path.
+    pub fn as_written(&self) -> &str {
+        match self {
+            ParentCgroup::OwnCgroup => "self",
+            ParentCgroup::Path(p) => p,
+        }
+    }
+}
+
+impl EstimatorChoice {
+    /// `cap_at_estimate` when the tenant does not say: true for TWS (its estimate follows
+    /// demand), false for sampling (it cannot see demand beyond what the tenant holds).
+    pub fn caps_by_default(self) -> bool {
+        match self {
+            EstimatorChoice::Tws => true,
+            EstimatorChoice::Sampling => false,
+        }
+    }
+
+    /// The name used in the file: `"tws"` or `"sampling"`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EstimatorChoice::Tws => "tws",
+            EstimatorChoice::Sampling => "sampling",
+        }
+    }
+}
+
+impl TenantConfig {
+    /// The cgroup of an adopted tenant.
+    pub fn adopted_cgroup(&self) -> Option<&str> {
+        match &self.origin {
+            TenantOrigin::Adopt { cgroup } => Some(cgroup),
+            TenantOrigin::Launch { .. } => None,
+        }
+    }
+
+    /// The tenant's cgroup when the parent cgroup is `parent`: the adopted one, or
+    /// `<parent>/<name>` for a launched tenant.
+    pub fn cgroup_under(&self, parent: &str) -> String {
+        match &self.origin {
+            TenantOrigin::Adopt { cgroup } => cgroup.clone(),
+            TenantOrigin::Launch { .. } if parent.ends_with('/') => {
+                format!("{parent}{}", self.name)
+            }
+            TenantOrigin::Launch { .. } => format!("{parent}/{}", self.name),
+        }
+    }
+}
+
+/// Whether cgroup path `cgroup` lies strictly under `parent`, component by component:
+/// `"/a/b/c"` is under `"/a/b"`, `"/a/bc"` and `"/a/b"` are not. Both are absolute paths.
+pub fn cgroup_is_strictly_under(cgroup: &str, parent: &str) -> bool {
+    let mut child = cgroup.split('/').filter(|p| !p.is_empty());
+    let parent = parent.split('/').filter(|p| !p.is_empty());
+    for p in parent {
+        if child.next() != Some(p) {
+            return false;
+        }
+    }
+    child.next().is_some()
 }

@@ -6,3 +6,4 @@
 pub mod cgroup;
 pub mod damon;
 pub mod fs;
+pub mod host;

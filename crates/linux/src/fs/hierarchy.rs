@@ -14,6 +14,16 @@ pub enum CgroupVersion {
     V2,
 }
 
+impl CgroupVersion {
+    /// `v1` or `v2`, for logs, the API and the state file.
+    pub fn name(self) -> &'static str {
+        match self {
+            CgroupVersion::V1 => "v1",
+            CgroupVersion::V2 => "v2",
+        }
+    }
+}
+
 /// One line of /proc/self/mountinfo (see `man 5 proc`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Mount {

@@ -1,0 +1,421 @@
+//! Request bodies and query strings of the API, checked for type and range into typed values, with one-line errors naming the field and the value.
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::Value;
+use std::fmt;
+
+use super::http::clip;
+
+/// `PATCH /v1/tenants/{name}`: the fields present, checked; at least one is present.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TenantPatch {
+    pub(crate) min_bytes: Option<u64>,
+    pub(crate) max_bytes: Option<u64>,
+    pub(crate) shares: Option<u64>,
+}
+
+/// `GET /v1/decisions?tenant=NAME&limit=N`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct DecisionQuery {
+    pub(crate) tenant: Option<String>,
+    pub(crate) limit: Option<usize>,
+}
+
+const SIZE_HINT: &str = "give bytes (e.g. 536870912) or a size such as \"512M\" or \"1G\"";
+
+/// Parses `{"min": SIZE, "max": SIZE, "shares": N}` (any non-empty subset).
+pub(crate) fn parse_tenant_patch(body: &[u8]) -> Result<TenantPatch, String> {
+    let fields = parse_object(body, "{\"max\": \"1G\"}")?;
+    let mut patch = TenantPatch::default();
+    for (key, value) in &fields.0 {
+        match key.as_str() {
+            "min" => patch.min_bytes = Some(size_field("min", value)?),
+            "max" => patch.max_bytes = Some(size_field("max", value)?),
+            "shares" => patch.shares = Some(shares_field(value)?),
+            other => {
+                return Err(format!(
+                    "unknown field {:?}; expected min, max or shares",
+                    clip(other)
+                ))
+            }
+        }
+    }
+    if fields.0.is_empty() {
+        return Err("empty change {}; give at least one of min, max, shares".to_string());
+    }
+    if let (Some(min), Some(max)) = (patch.min_bytes, patch.max_bytes) {
+        if min > max {
+            return Err(format!(
+                "min {min} bytes is greater than max {max} bytes; min must not exceed max"
+            ));
+        }
+    }
+    Ok(patch)
+}
+
+/// Parses `{"tax_rate": R}` with R in [0, 1).
+pub(crate) fn parse_tax_rate(body: &[u8]) -> Result<f64, String> {
+    let fields = parse_object(body, "{\"tax_rate\": 0.5}")?;
+    let mut rate = None;
+    for (key, value) in &fields.0 {
+        if key != "tax_rate" {
+            return Err(format!("unknown field {:?}; expected tax_rate", clip(key)));
+        }
+        let r = value.as_f64().ok_or_else(|| {
+            format!(
+                "tax_rate: {} is not a number; give a number in [0, 1)",
+                show(value)
+            )
+        })?;
+        if !(0.0..1.0).contains(&r) {
+            return Err(format!(
+                "tax_rate: {} is out of range; give a number in [0, 1)",
+                show(value)
+            ));
+        }
+        rate = Some(r);
+    }
+    rate.ok_or_else(|| "missing field tax_rate; send {\"tax_rate\": 0.5}".to_string())
+}
+
+/// Parses `tenant=NAME&limit=N` (both optional, each at most once).
+pub(crate) fn parse_decision_query(query: &str) -> Result<DecisionQuery, String> {
+    let mut q = DecisionQuery::default();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (raw_key, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = percent_decode(raw_key, true)?;
+        let value = percent_decode(raw_value, true)?;
+        match key.as_str() {
+            "tenant" if q.tenant.is_none() => q.tenant = Some(value),
+            "limit" if q.limit.is_none() => {
+                let n = value
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("limit={:?} is not a positive integer", clip(&value)))?;
+                q.limit = Some(n);
+            }
+            "tenant" | "limit" => return Err(format!("query parameter {key} is given twice")),
+            other => {
+                return Err(format!(
+                    "unknown query parameter {:?}; expected tenant or limit",
+                    clip(other)
+                ))
+            }
+        }
+    }
+    Ok(q)
+}
+
+/// Decodes `%XX` escapes (and `+` as a space in query strings) into UTF-8 text.
+pub(crate) fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'%' => {
+                let hex = bytes
+                    .get(i + 1..i + 3)
+                    .and_then(|h| std::str::from_utf8(h).ok())
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| format!("bad percent escape in {:?}", clip(s)))?;
+                out.push(hex);
+                i += 3;
+            }
+            b'+' if plus_is_space => {
+                out.push(b' ');
+                i += 1;
+            }
+            b => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).map_err(|_| format!("{:?} does not decode to UTF-8", clip(s)))
+}
+
+/// Parses a size as the configuration writes it: a number (maybe with a fraction), then an
+/// optional binary unit `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` or `B` (any case), e.g.
+/// `"512M"`, `"1.5G"`, `"4096"`; `KB`, `MB`, ... are refused as ambiguous. The result must be
+/// a whole number of bytes.
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+    let s = text.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = (&s[..split], s[split..].trim_start());
+    let shift = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        "t" | "tib" => 40,
+        "kb" | "mb" | "gb" | "tb" => {
+            let letter = &unit[..1];
+            return Err(format!(
+                "unit {unit:?} is ambiguous (decimal or binary?): write {letter} or {letter}iB, both binary"
+            ));
+        }
+        _ => return Err(format!("unknown unit {unit:?}; use K, M, G or T")),
+    };
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    if int_part.is_empty() || !int_part.bytes().all(|b| b.is_ascii_digit()) {
+        return Err("not a number followed by a unit".to_string());
+    }
+    if !frac_part.bytes().all(|b| b.is_ascii_digit())
+        || (number.contains('.') && frac_part.is_empty())
+    {
+        return Err("not a number followed by a unit".to_string());
+    }
+    let too_large = || "too large".to_string();
+    let unit_bytes: u128 = 1u128 << shift;
+    let int: u128 = int_part.parse::<u128>().map_err(|_| too_large())?;
+    let mut total = int.checked_mul(unit_bytes).ok_or_else(too_large)?;
+    if !frac_part.is_empty() {
+        if frac_part.len() > 30 {
+            return Err("too many decimals".to_string());
+        }
+        let frac: u128 = frac_part.parse().map_err(|_| too_large())?;
+        let scale = 10u128.pow(frac_part.len() as u32);
+        let scaled = frac.checked_mul(unit_bytes).ok_or_else(too_large)?;
+        if !scaled.is_multiple_of(scale) {
+            return Err("not a whole number of bytes".to_string());
+        }
+        total = total.checked_add(scaled / scale).ok_or_else(too_large)?;
+    }
+    u64::try_from(total).map_err(|_| too_large())
+}
+
+fn size_field(field: &str, value: &Value) -> Result<u64, String> {
+    match value {
+        Value::Number(n) => {
+            if let Some(b) = n.as_u64() {
+                Ok(b)
+            } else if n.as_i64().is_some() || n.as_f64().is_some_and(|f| f < 0.0) {
+                Err(format!("{field}: {n} is negative; {SIZE_HINT}"))
+            } else if n.as_f64().is_some_and(|f| f.fract() != 0.0) {
+                Err(format!(
+                    "{field}: {n} is not a whole number of bytes; {SIZE_HINT}"
+                ))
+            } else if n.as_f64().is_some_and(|f| f >= u64::MAX as f64) {
+                Err(format!("{field}: {n} is out of range; {SIZE_HINT}"))
+            } else {
+                Err(format!("{field}: {n} is not an integer; {SIZE_HINT}"))
+            }
+        }
+        Value::String(s) => {
+            if s.trim_start().starts_with('-') {
+                return Err(format!("{field}: {} is negative; {SIZE_HINT}", show(value)));
+            }
+            parse_size(s).map_err(|why| {
+                format!(
+                    "{field}: {} is not a size ({why}); {SIZE_HINT}",
+                    show(value)
+                )
+            })
+        }
+        other => Err(format!(
+            "{field}: {} is not a size; {SIZE_HINT}",
+            show(other)
+        )),
+    }
+}
+
+fn shares_field(value: &Value) -> Result<u64, String> {
+    match value.as_u64() {
+        Some(n) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "shares: {} is not a positive integer; give e.g. 1000",
+            show(value)
+        )),
+    }
+}
+
+/// A JSON value as written, cut short when long.
+fn show(value: &Value) -> String {
+    clip(&value.to_string())
+}
+
+/// A JSON object's members in order, with duplicate keys refused.
+struct Fields(Vec<(String, Value)>);
+
+impl<'de> Deserialize<'de> for Fields {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Fields, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> Visitor<'de> for FieldsVisitor {
+            type Value = Fields;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Fields, A::Error> {
+                let mut fields: Vec<(String, Value)> = Vec::new();
+                while let Some((key, value)) = map.next_entry::<String, Value>()? {
+                    if fields.iter().any(|(k, _)| *k == key) {
+                        return Err(de::Error::custom(format!(
+                            "field {:?} is given twice",
+                            clip(&key)
+                        )));
+                    }
+                    fields.push((key, value));
+                }
+                Ok(Fields(fields))
+            }
+        }
+        d.deserialize_map(FieldsVisitor)
+    }
+}
+
+fn parse_object(body: &[u8], example: &str) -> Result<Fields, String> {
+    if body.iter().all(|b| b.is_ascii_whitespace()) {
+        return Err(format!("empty body; send a JSON object such as {example}"));
+    }
+    serde_json::from_slice::<Fields>(body)
+        .map_err(|e| format!("malformed JSON body ({e}); send a JSON object such as {example}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_accept_bytes_units_and_exact_fractions() {
+        let cases = [
+            ("4096", 4096),
+            ("512M", 512 << 20),
+            ("512MiB", 512 << 20),
+            ("1G", 1 << 30),
+            ("1g", 1 << 30),
+            ("1.5G", 3 << 29),
+            ("64 K", 64 << 10),
+            ("2T", 2 << 40),
+            ("0", 0),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_size(text), Ok(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn sizes_refuse_junk_fractions_of_bytes_and_overflow() {
+        for text in [
+            "",
+            "M",
+            "1X",
+            "1.M",
+            ".5G",
+            "0.1K",
+            "1..2M",
+            "-1M",
+            "99999999999T",
+            "1e9",
+            "1MB",
+            "1Mi",
+        ] {
+            assert!(parse_size(text).is_err(), "{text} should be refused");
+        }
+    }
+
+    #[test]
+    fn patch_accepts_any_non_empty_subset() {
+        let p =
+            parse_tenant_patch(br#"{"min": "512M", "max": 1073741824, "shares": 500}"#).unwrap();
+        assert_eq!(
+            p,
+            TenantPatch {
+                min_bytes: Some(512 << 20),
+                max_bytes: Some(1 << 30),
+                shares: Some(500)
+            }
+        );
+        let p = parse_tenant_patch(br#"{"shares": 1}"#).unwrap();
+        assert_eq!(p.shares, Some(1));
+        assert_eq!(p.min_bytes, None);
+    }
+
+    #[test]
+    fn patch_errors_name_the_field_and_the_value() {
+        let cases: &[(&str, &[&str])] = &[
+            ("", &["empty body"]),
+            ("   ", &["empty body"]),
+            ("{}", &["empty change"]),
+            ("{\"min\": ", &["malformed JSON"]),
+            ("[1]", &["malformed JSON", "JSON object"]),
+            (r#"{"shares": "ten"}"#, &["shares", "\"ten\""]),
+            (r#"{"shares": 0}"#, &["shares", "0"]),
+            (r#"{"shares": -3}"#, &["shares", "-3"]),
+            (r#"{"shares": 1.5}"#, &["shares", "1.5"]),
+            (r#"{"min": -1}"#, &["min", "-1", "negative"]),
+            (r#"{"min": "-1G"}"#, &["min", "\"-1G\"", "negative"]),
+            (r#"{"max": 1.5}"#, &["max", "1.5", "whole"]),
+            (r#"{"max": 1e30}"#, &["max", "out of range"]),
+            (r#"{"max": "lots"}"#, &["max", "\"lots\""]),
+            (r#"{"max": null}"#, &["max", "null"]),
+            (r#"{"max": true}"#, &["max", "true"]),
+            (r#"{"minn": 1}"#, &["unknown field", "\"minn\""]),
+            (r#"{"min": 1, "min": 2}"#, &["\"min\"", "twice"]),
+            (
+                r#"{"min": "2G", "max": "1G"}"#,
+                &["min 2147483648", "max 1073741824"],
+            ),
+        ];
+        for (body, needles) in cases {
+            let err = parse_tenant_patch(body.as_bytes()).expect_err(body);
+            assert!(!err.contains('\n'), "{body}: {err}");
+            for needle in *needles {
+                assert!(err.contains(needle), "{body}: {err:?} lacks {needle:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn tax_rate_must_lie_in_zero_to_one() {
+        assert_eq!(parse_tax_rate(br#"{"tax_rate": 0.5}"#), Ok(0.5));
+        assert_eq!(parse_tax_rate(br#"{"tax_rate": 0}"#), Ok(0.0));
+        let cases: &[(&str, &str)] = &[
+            (r#"{"tax_rate": 1.5}"#, "1.5"),
+            (r#"{"tax_rate": 1}"#, "out of range"),
+            (r#"{"tax_rate": -0.1}"#, "-0.1"),
+            (r#"{"tax_rate": "0.5"}"#, "not a number"),
+            (r#"{"rate": 0.5}"#, "unknown field \"rate\""),
+            ("{}", "missing field tax_rate"),
+            ("", "empty body"),
+        ];
+        for (body, needle) in cases {
+            let err = parse_tax_rate(body.as_bytes()).expect_err(body);
+            assert!(err.contains(needle), "{body}: {err:?} lacks {needle:?}");
+        }
+    }
+
+    #[test]
+    fn decision_query_reads_tenant_and_limit() {
+        assert_eq!(parse_decision_query(""), Ok(DecisionQuery::default()));
+        assert_eq!(
+            parse_decision_query("tenant=web%2D1&limit=5"),
+            Ok(DecisionQuery {
+                tenant: Some("web-1".into()),
+                limit: Some(5)
+            })
+        );
+        for bad in [
+            "limit=0",
+            "limit=x",
+            "limit=-1",
+            "tenant=a&tenant=b",
+            "tenatn=a",
+            "tenant=%zz",
+        ] {
+            assert!(parse_decision_query(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn percent_decoding_handles_escapes_plus_and_bad_utf8() {
+        assert_eq!(percent_decode("a%20b+c", true), Ok("a b c".into()));
+        assert_eq!(percent_decode("a+c", false), Ok("a+c".into()));
+        assert!(percent_decode("%ff", false).is_err());
+        assert!(percent_decode("%2", false).is_err());
+    }
+}

@@ -1,0 +1,563 @@
+//! The small HTTP/1.1 server side the API needs: read one request with limits on head and body, write one response, close.
+//!
+//! Every connection carries exactly one request and is closed after the response
+//! (`Connection: close`), so there is no keep-alive or pipelining state. Request bodies need a
+//! `Content-Length` (no chunked uploads); a declared length above the limit is refused before a
+//! byte of the body is read or any buffer is sized from it.
+
+use std::io::{self, Read, Write};
+
+/// How much of a request the server accepts.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Limits {
+    /// Request line plus headers, in bytes.
+    pub(crate) head_bytes: usize,
+    /// Body, in bytes.
+    pub(crate) body_bytes: usize,
+}
+
+/// One request as read off the wire.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct HttpRequest {
+    /// `GET`, `PATCH`, ... as sent (upper case ASCII letters).
+    pub(crate) method: String,
+    /// The request target in origin form: `/v1/tenants/db?x=y`.
+    pub(crate) target: String,
+    pub(crate) body: Vec<u8>,
+}
+
+/// Why no request could be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ReadError {
+    /// The peer closed (or failed) before sending anything worth answering.
+    Closed,
+    /// Answer with this status and one-line message, then close.
+    Reject { status: u16, message: String },
+}
+
+fn reject(status: u16, message: impl Into<String>) -> ReadError {
+    ReadError::Reject {
+        status,
+        message: message.into(),
+    }
+}
+
+/// One response: status, content type, body and an optional `Allow` header (for 405).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Reply {
+    pub(crate) status: u16,
+    pub(crate) content_type: &'static str,
+    pub(crate) body: String,
+    pub(crate) allow: Option<&'static str>,
+}
+
+pub(crate) const JSON: &str = "application/json";
+pub(crate) const TEXT: &str = "text/plain; charset=utf-8";
+
+impl Reply {
+    pub(crate) fn json(status: u16, body: String) -> Reply {
+        Reply {
+            status,
+            content_type: JSON,
+            body,
+            allow: None,
+        }
+    }
+
+    pub(crate) fn text(status: u16, content_type: &'static str, body: String) -> Reply {
+        Reply {
+            status,
+            content_type,
+            body,
+            allow: None,
+        }
+    }
+
+    /// `{"error": "<message>"}`, the message folded onto one line.
+    pub(crate) fn error(status: u16, message: &str) -> Reply {
+        let one_line: String = message
+            .chars()
+            .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
+            .collect();
+        let body = serde_json::json!({ "error": one_line }).to_string();
+        Reply::json(status, body)
+    }
+}
+
+/// Reads one request from `stream`, answering `Expect: 100-continue` on it when asked.
+pub(crate) fn read_request<S: Read + Write>(
+    stream: &mut S,
+    limits: &Limits,
+) -> Result<HttpRequest, ReadError> {
+    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    let (head_end, body_start) = loop {
+        if let Some(found) = find_head_end(&buf) {
+            break found;
+        }
+        if buf.len() > limits.head_bytes {
+            return Err(head_too_large(limits));
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) if buf.is_empty() => return Err(ReadError::Closed),
+            Ok(0) => {
+                return Err(reject(
+                    400,
+                    "the connection closed in the middle of the request head",
+                ))
+            }
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) && !buf.is_empty() => {
+                return Err(reject(408, "the request head did not arrive in time"))
+            }
+            Err(_) => return Err(ReadError::Closed),
+        }
+    };
+    if head_end > limits.head_bytes {
+        return Err(head_too_large(limits));
+    }
+    let head = std::str::from_utf8(&buf[..head_end])
+        .map_err(|_| reject(400, "the request head is not UTF-8"))?;
+    let parsed = parse_head(head)?;
+
+    let length = parsed.content_length.unwrap_or(0);
+    if length > limits.body_bytes as u64 {
+        return Err(reject(
+            413,
+            format!(
+                "the request body of {length} bytes is larger than the limit of {} bytes",
+                limits.body_bytes
+            ),
+        ));
+    }
+    let length = length as usize; // at most limits.body_bytes
+    let mut body: Vec<u8> = buf[body_start..].to_vec();
+    if body.len() >= length {
+        body.truncate(length);
+    } else {
+        if parsed.expect_continue && body.is_empty() {
+            stream
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .and_then(|()| stream.flush())
+                .map_err(|_| ReadError::Closed)?;
+        }
+        let have = body.len();
+        body.resize(length, 0);
+        read_exact_or_reject(stream, &mut body[have..], have, length)?;
+    }
+    Ok(HttpRequest {
+        method: parsed.method,
+        target: parsed.target,
+        body,
+    })
+}
+
+fn head_too_large(limits: &Limits) -> ReadError {
+    reject(
+        431,
+        format!(
+            "the request line and headers are longer than {} bytes",
+            limits.head_bytes
+        ),
+    )
+}
+
+fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+fn read_exact_or_reject<R: Read>(
+    stream: &mut R,
+    mut rest: &mut [u8],
+    mut have: usize,
+    length: usize,
+) -> Result<(), ReadError> {
+    while !rest.is_empty() {
+        match stream.read(rest) {
+            Ok(0) => {
+                return Err(reject(
+                    400,
+                    format!(
+                        "the connection closed after {have} of the {length} body bytes announced by Content-Length"
+                    ),
+                ))
+            }
+            Ok(n) => {
+                have += n;
+                rest = &mut rest[n..];
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if is_timeout(&e) => {
+                return Err(reject(
+                    408,
+                    format!(
+                        "only {have} of the {length} body bytes announced by Content-Length arrived in time"
+                    ),
+                ))
+            }
+            Err(_) => return Err(ReadError::Closed),
+        }
+    }
+    Ok(())
+}
+
+/// Where the head ends and the body starts: after the first empty line (`\r\n\r\n` or `\n\n`).
+fn find_head_end(buf: &[u8]) -> Option<(usize, usize)> {
+    let mut line_start = 0;
+    for (i, &b) in buf.iter().enumerate() {
+        if b != b'\n' {
+            continue;
+        }
+        let line = &buf[line_start..i];
+        if line.is_empty() || line == b"\r" {
+            // A leading empty line (before the request line) is tolerated like most servers do.
+            if line_start > 0 {
+                return Some((line_start, i + 1));
+            }
+        }
+        line_start = i + 1;
+    }
+    None
+}
+
+struct Head {
+    method: String,
+    target: String,
+    content_length: Option<u64>,
+    expect_continue: bool,
+}
+
+fn parse_head(head: &str) -> Result<Head, ReadError> {
+    let mut lines = head
+        .split('\n')
+        .map(|l| l.strip_suffix('\r').unwrap_or(l))
+        .skip_while(|l| l.is_empty());
+    let request_line = lines.next().unwrap_or("");
+    let parts: Vec<&str> = request_line.split(' ').collect();
+    let [method, target, version] = parts[..] else {
+        return Err(reject(
+            400,
+            format!(
+                "malformed request line {:?}; expected METHOD /path HTTP/1.1",
+                clip(request_line)
+            ),
+        ));
+    };
+    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
+        return Err(reject(400, format!("malformed method {:?}", clip(method))));
+    }
+    if !target.starts_with('/') || target.bytes().any(|b| b.is_ascii_control()) {
+        return Err(reject(
+            400,
+            format!(
+                "malformed request target {:?}; expected a path such as /v1/status",
+                clip(target)
+            ),
+        ));
+    }
+    match version {
+        "HTTP/1.1" | "HTTP/1.0" => {}
+        v if v.starts_with("HTTP/") => {
+            return Err(reject(
+                505,
+                format!("HTTP version {v:?} is not supported; use HTTP/1.1"),
+            ))
+        }
+        v => return Err(reject(400, format!("malformed HTTP version {:?}", clip(v)))),
+    }
+
+    let mut content_length: Option<u64> = None;
+    let mut expect_continue = false;
+    for line in lines {
+        if line.is_empty() {
+            continue;
+        }
+        if line.starts_with(' ') || line.starts_with('\t') {
+            return Err(reject(400, "folded header lines are not supported"));
+        }
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(reject(
+                400,
+                format!("malformed header line {:?}", clip(line)),
+            ));
+        };
+        if name.is_empty() || name.bytes().any(|b| b.is_ascii_whitespace()) {
+            return Err(reject(
+                400,
+                format!("malformed header name {:?}", clip(name)),
+            ));
+        }
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(reject(
+                    400,
+                    format!("Content-Length {:?} is not a number of bytes", clip(value)),
+                ));
+            }
+            // Digits only: a parse failure means more than u64::MAX, i.e. far too large.
+            let n = value.parse::<u64>().unwrap_or(u64::MAX);
+            if content_length.is_some_and(|prev| prev != n) {
+                return Err(reject(400, "conflicting Content-Length headers"));
+            }
+            content_length = Some(n);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(reject(
+                411,
+                format!(
+                    "Transfer-Encoding {:?} is not supported; send the body with a Content-Length",
+                    clip(value)
+                ),
+            ));
+        } else if name.eq_ignore_ascii_case("expect") {
+            if value.eq_ignore_ascii_case("100-continue") {
+                expect_continue = true;
+            } else {
+                return Err(reject(
+                    417,
+                    format!("Expect {:?} is not supported", clip(value)),
+                ));
+            }
+        }
+    }
+    Ok(Head {
+        method: method.to_string(),
+        target: target.to_string(),
+        content_length,
+        expect_continue,
+    })
+}
+
+/// At most 80 characters of a client-supplied string, for error messages.
+pub(crate) fn clip(s: &str) -> String {
+    const MAX: usize = 80;
+    if s.chars().count() <= MAX {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(MAX).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// Writes `reply` with `Content-Length` and `Connection: close` (no body for `HEAD`).
+pub(crate) fn write_response<W: Write>(
+    w: &mut W,
+    reply: &Reply,
+    head_only: bool,
+) -> io::Result<()> {
+    let mut head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\nCache-Control: no-store\r\n",
+        reply.status,
+        reason_phrase(reply.status),
+        reply.content_type,
+        reply.body.len()
+    );
+    if let Some(allow) = reply.allow {
+        head.push_str("Allow: ");
+        head.push_str(allow);
+        head.push_str("\r\n");
+    }
+    head.push_str("\r\n");
+    w.write_all(head.as_bytes())?;
+    if !head_only {
+        w.write_all(reply.body.as_bytes())?;
+    }
+    w.flush()
+}
+
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        411 => "Length Required",
+        413 => "Content Too Large",
+        417 => "Expectation Failed",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "Unknown",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Cursor;
+
+    /// A stream that reads from a fixed input and records what is written to it.
+    struct Fake {
+        input: Cursor<Vec<u8>>,
+        output: Vec<u8>,
+        /// Reads never cross this input offset in one call (a client waiting for `100 Continue`).
+        first_read_max: usize,
+    }
+
+    impl Fake {
+        fn new(input: &[u8]) -> Fake {
+            Fake {
+                input: Cursor::new(input.to_vec()),
+                output: Vec::new(),
+                first_read_max: usize::MAX,
+            }
+        }
+    }
+
+    impl Read for Fake {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let pos = self.input.position() as usize;
+            let n = if pos < self.first_read_max {
+                buf.len().min(self.first_read_max - pos)
+            } else {
+                buf.len()
+            };
+            self.input.read(&mut buf[..n])
+        }
+    }
+
+    impl Write for Fake {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.output.write(buf)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    const LIMITS: Limits = Limits {
+        head_bytes: 256,
+        body_bytes: 16,
+    };
+
+    fn read(input: &[u8]) -> Result<HttpRequest, ReadError> {
+        read_request(&mut Fake::new(input), &LIMITS)
+    }
+
+    fn status_of(input: &[u8]) -> u16 {
+        match read(input) {
+            Err(ReadError::Reject { status, .. }) => status,
+            other => panic!("expected a rejection, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_a_request_with_a_body_by_content_length() {
+        let req =
+            read(b"PATCH /v1/tenants/db HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n{}{}extra")
+                .unwrap();
+        assert_eq!(req.method, "PATCH");
+        assert_eq!(req.target, "/v1/tenants/db");
+        assert_eq!(req.body, b"{}{}");
+    }
+
+    #[test]
+    fn reads_a_request_without_a_body_and_with_bare_newlines() {
+        let req = read(b"GET /metrics HTTP/1.0\nHost: x\n\n").unwrap();
+        assert_eq!(req.method, "GET");
+        assert_eq!(req.target, "/metrics");
+        assert!(req.body.is_empty());
+    }
+
+    #[test]
+    fn nothing_sent_is_closed_not_answered() {
+        assert_eq!(read(b""), Err(ReadError::Closed));
+    }
+
+    #[test]
+    fn refuses_a_declared_body_over_the_limit_without_reading_it() {
+        let huge = b"PUT /v1/tax-rate HTTP/1.1\r\nContent-Length: 100000000000000\r\n\r\n";
+        assert_eq!(status_of(huge), 413);
+        let beyond_u64 = b"PUT /x HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n";
+        assert_eq!(status_of(beyond_u64), 413);
+    }
+
+    #[test]
+    fn refuses_malformed_heads() {
+        let cases: &[(&[u8], u16)] = &[
+            (b"GARBAGE\r\n\r\n", 400),
+            (b"get / HTTP/1.1\r\n\r\n", 400),
+            (b"GET nopath HTTP/1.1\r\n\r\n", 400),
+            (b"GET / HTTP/2.0\r\n\r\n", 505),
+            (b"GET / FTP\r\n\r\n", 400),
+            (b"GET / HTTP/1.1\r\nNoColon\r\n\r\n", 400),
+            (b"GET / HTTP/1.1\r\nX: a\r\n  folded\r\n\r\n", 400),
+            (b"GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", 400),
+            (
+                b"GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab",
+                400,
+            ),
+            (b"PUT / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", 411),
+            (b"PUT / HTTP/1.1\r\nExpect: magic\r\n\r\n", 417),
+            (b"GET / HTTP/1.1\r\n\xff\xfe: x\r\n\r\n", 400),
+            (b"PUT / HTTP/1.1\r\nContent-Length: 10\r\n\r\nshort", 400),
+            (b"GET / HTTP/1.1\r\nHost: x\r\n", 400),
+        ];
+        for (input, want) in cases {
+            assert_eq!(
+                status_of(input),
+                *want,
+                "{:?}",
+                String::from_utf8_lossy(input)
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_a_head_over_the_limit() {
+        let mut input = b"GET / HTTP/1.1\r\nX: ".to_vec();
+        input.extend(std::iter::repeat_n(b'a', 1000));
+        input.extend_from_slice(b"\r\n\r\n");
+        assert_eq!(status_of(&input), 431);
+    }
+
+    #[test]
+    fn answers_expect_continue_before_reading_the_body() {
+        let head = b"PUT / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+        let mut fake = Fake::new(head);
+        fake.first_read_max = head.len();
+        fake.input.get_mut().extend_from_slice(b"{}");
+        let req = read_request(&mut fake, &LIMITS).unwrap();
+        assert_eq!(req.body, b"{}");
+        assert_eq!(fake.output, b"HTTP/1.1 100 Continue\r\n\r\n");
+    }
+
+    #[test]
+    fn writes_a_response_with_length_close_and_allow() {
+        let mut reply = Reply::error(405, "no\nway");
+        reply.allow = Some("GET, HEAD");
+        let mut out = Vec::new();
+        write_response(&mut out, &reply, false).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.starts_with("HTTP/1.1 405 Method Not Allowed\r\n"),
+            "{text}"
+        );
+        assert!(text.contains("\r\nAllow: GET, HEAD\r\n"), "{text}");
+        assert!(text.contains("\r\nConnection: close\r\n"), "{text}");
+        assert!(text.ends_with("\r\n\r\n{\"error\":\"no way\"}"), "{text}");
+        assert!(text.contains("Content-Length: 18\r\n"), "{text}");
+    }
+
+    #[test]
+    fn head_responses_carry_no_body() {
+        let mut out = Vec::new();
+        write_response(&mut out, &Reply::text(200, TEXT, "ok".into()), true).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.ends_with(
+                "Content-Length: 2\r\nConnection: close\r\nCache-Control: no-store\r\n\r\n"
+            ),
+            "{text}"
+        );
+    }
+}

@@ -1,0 +1,580 @@
+//! Tests of the configuration loader: defaults, a full file, the examples, and a table of bad files with the one-line error each must give.
+
+use super::*;
+use std::net::SocketAddr;
+
+const FILE: &str = "test.toml";
+
+fn parse(text: &str) -> Result<DaemonConfig, ConfigError> {
+    DaemonConfig::parse(text, Path::new(FILE))
+}
+
+fn parse_ok(text: &str) -> DaemonConfig {
+    match parse(text) {
+        Ok(c) => c,
+        Err(e) => panic!("{e}\n--- in ---\n{text}"),
+    }
+}
+
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// A tenant that is valid on its own; cases add keys to it.
+const ADOPT_A: &str = "[[tenant]]\nname = \"a\"\ncgroup = \"/memtide/a\"\nmax = \"1G\"\n";
+
+/// Bad files: the text, then the field, the value as shown and a part of the message that the
+/// error must contain.
+const BAD: &[(&str, &str, &str, &str)] = &[
+    // [daemon]
+    ("[daemon]\ntick = \"50ms\"\n", "daemon.tick", "\"50ms\"", "between 100ms and 60s"),
+    ("[daemon]\ntick = \"61s\"\n", "daemon.tick", "\"61s\"", "between 100ms and 60s"),
+    ("[daemon]\ntick = 1\n", "daemon.tick", "1", "is an integer, expected a duration"),
+    ("[daemon]\ntick = \"1x\"\n", "daemon.tick", "\"1x\"", "unknown unit \"x\""),
+    ("[daemon]\ntick = \"5\"\n", "daemon.tick", "\"5\"", "has no unit"),
+    ("[daemon]\nlisten = \"0.0.0.0:9464\"\n", "daemon.listen", "\"0.0.0.0:9464\"", "not a loopback address"),
+    ("[daemon]\nlisten = \"localhost:9464\"\n", "daemon.listen", "\"localhost:9464\"", "not an IP address and port"),
+    ("[daemon]\nlisten = \"127.0.0.1\"\n", "daemon.listen", "\"127.0.0.1\"", "not an IP address and port"),
+    ("[daemon]\nlisten_public = \"yes\"\n", "daemon.listen_public", "\"yes\"", "expected true or false"),
+    ("[daemon]\ndecisions_kept = 0\n", "daemon.decisions_kept", "0", "between 1 and 100000"),
+    ("[daemon]\ndecisions_kept = 100001\n", "daemon.decisions_kept", "100001", "between 1 and 100000"),
+    ("[daemon]\ndecisions_kept = 2.5\n", "daemon.decisions_kept", "2.5", "is a float, expected a whole number"),
+    ("[daemon]\nlog_format = \"xml\"\n", "daemon.log_format", "\"xml\"", "expected \"text\" or \"json\""),
+    ("[daemon]\ndry_run = \"yes\"\n", "daemon.dry_run", "\"yes\"", "is a string, expected true or false"),
+    ("[daemon]\nstate_file = \"\"\n", "daemon.state_file", "\"\"", "non-empty path"),
+    ("[daemon]\ntikc = \"1s\"\n", "daemon.tikc", "", "unknown key; the keys of [daemon] are tick, listen"),
+    ("[daemon]\ntikc = \"1s\"\n", "daemon.tikc", "", "did you mean `tick`?"),
+    ("daemon = 5\n", "daemon", "5", "is an integer, expected a table ([daemon])"),
+    // the top level
+    ("tick = \"1s\"\n", "tick", "", "`tick` belongs in the [daemon] section"),
+    ("[[tenants]]\nname = \"a\"\n", "tenants", "", "tenants are written [[tenant]]"),
+    ("[hots]\n", "hots", "", "did you mean `host`?"),
+    ("tenant = 5\n", "tenant", "5", "is an integer, expected an array of tables"),
+    ("[tenant]\nname = \"a\"\n", "tenant", "{ name = \"a\" }", "is a single table; tenants are an array of tables"),
+    // [host]
+    ("[host]\nparent = \"memtide\"\n", "host.parent", "\"memtide\"", "does not start with \"/\""),
+    ("[host]\nparent = \"/a/../b\"\n", "host.parent", "\"/a/../b\"", "has a \"..\" component"),
+    ("[host]\nparent = 5\n", "host.parent", "5", "is an integer, expected \"self\" or a cgroup path"),
+    ("[host]\nbudget = 0\n", "host.budget", "0", "must be > 0"),
+    ("[host]\nbudget = \"10X\"\n", "host.budget", "\"10X\"", "unknown unit \"X\""),
+    ("[host]\nbudget = \"512MB\"\n", "host.budget", "\"512MB\"", "ambiguous"),
+    ("[host]\nbudget = 1.5\n", "host.budget", "1.5", "is a float, expected a size"),
+    ("[host]\nreserve = -1\n", "host.reserve", "-1", "is negative"),
+    ("[host]\nwrite_timeout = \"5ms\"\n", "host.write_timeout", "\"5ms\"", "between 10ms and 60s"),
+    ("[host]\nwrite_timeout = \"2m\"\n", "host.write_timeout", "\"2m\"", "between 10ms and 60s"),
+    ("[host]\nproc_root = false\n", "host.proc_root", "false", "is a boolean, expected a path"),
+    // [policy]
+    ("[policy]\ntax_rate = 1.0\n", "policy.tax_rate", "1.0", "must be >= 0 and < 1"),
+    ("[policy]\ntax_rate = -0.1\n", "policy.tax_rate", "-0.1", "must be >= 0 and < 1"),
+    ("[policy]\ntax_rate = \"high\"\n", "policy.tax_rate", "\"high\"", "is a string, expected a number"),
+    ("[policy]\ntax_rate = nan\n", "policy.tax_rate", "nan", "not a finite number"),
+    ("[policy]\nsampling_period = \"500ms\"\n", "policy.sampling_period", "\"500ms\"", "between 1s and 1h"),
+    // [rails]
+    ("[rails]\nshrink_step = 0\n", "rails.shrink_step", "0", "must be > 0 and <= 0.5"),
+    ("[rails]\nshrink_step = 0.6\n", "rails.shrink_step", "0.6", "must be > 0 and <= 0.5"),
+    ("[rails]\nfloor_margin = true\n", "rails.floor_margin", "true", "expected a size"),
+    ("[rails]\nbackoff_refaults_per_s = 0\n", "rails.backoff_refaults_per_s", "0", "must be > 0"),
+    ("[rails]\nbackoff_refaults_per_s = -inf\n", "rails.backoff_refaults_per_s", "-inf", "not a finite number"),
+    ("[rails]\nbackoff_pressure = -1.0\n", "rails.backoff_pressure", "-1.0", "must be > 0 and <= 100"),
+    ("[rails]\nbackoff_pressure = 150\n", "rails.backoff_pressure", "150", "must be > 0 and <= 100"),
+    ("[rails]\nbackoff_faults_per_s = 5\n", "rails.backoff_faults_per_s", "", "did you mean `backoff_refaults_per_s`?"),
+    // [[tenant]]: name
+    ("[[tenant]]\ncgroup = \"/a\"\nmax = \"1G\"\n", "tenant[0].name", "", "is missing; it is required"),
+    ("[[tenant]]\nnmae = \"a\"\n", "tenant[0].nmae", "", "did you mean `name`?"),
+    ("[[tenant]]\nname = \"bad name\"\ncgroup = \"/a\"\nmax = \"1G\"\n", "tenant[0].name", "\"bad name\"", "is not a tenant name"),
+    ("[[tenant]]\nname = \"..\"\ncgroup = \"/a\"\nmax = \"1G\"\n", "tenant[0].name", "\"..\"", "is not a tenant name"),
+    ("[[tenant]]\nname = \"\"\ncgroup = \"/a\"\nmax = \"1G\"\n", "tenant[0].name", "\"\"", "is not a tenant name"),
+    ("[[tenant]]\nname = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"\ncgroup = \"/a\"\nmax = \"1G\"\n",
+        "tenant[0].name", "\"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"", "1 to 64 letters"),
+    ("[[tenant]]\nname = 7\n", "tenant[0].name", "7", "is an integer, expected a string"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[[tenant]]\nname = \"a\"\ncgroup = \"/b\"\nmax = \"1G\"\n",
+        "tenant[1].name", "\"a\"", "is already the name of tenant[0]"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nbogus = 1\n", "tenant \"a\".bogus", "", "unknown key; the keys of [[tenant]] are name, cgroup, command"),
+    // [[tenant]]: cgroup or command
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\ncommand = [\"x\"]\nmax = \"1G\"\n", "tenant \"a\"", "", "has both cgroup and command"),
+    ("[[tenant]]\nname = \"a\"\nmax = \"1G\"\n", "tenant \"a\"", "", "has neither cgroup nor command"),
+    ("[[tenant]]\nname = \"a\"\ncommand = []\nmax = \"1G\"\n", "tenant \"a\".command", "[]", "is empty"),
+    ("[[tenant]]\nname = \"a\"\ncommand = [\"x\", 5]\nmax = \"1G\"\n", "tenant \"a\".command[1]", "5", "is an integer, expected a string"),
+    ("[[tenant]]\nname = \"a\"\ncommand = \"x --y\"\nmax = \"1G\"\n", "tenant \"a\".command", "\"x --y\"", "is a string, expected an array of strings"),
+    ("[[tenant]]\nname = \"a\"\ncommand = [\"\", \"x\"]\nmax = \"1G\"\n", "tenant \"a\".command[0]", "\"\"", "the first element is the program"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"memtide/a\"\nmax = \"1G\"\n", "tenant \"a\".cgroup", "\"memtide/a\"", "does not start with \"/\""),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/memtide/../a\"\nmax = \"1G\"\n", "tenant \"a\".cgroup", "\"/memtide/../a\"", "has a \"..\" component"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/\"\nmax = \"1G\"\n", "tenant \"a\".cgroup", "\"/\"", "is the root cgroup"),
+    ("[host]\nparent = \"/memtide\"\n[[tenant]]\nname = \"db\"\ncgroup = \"/x/y\"\nmax = \"1G\"\n",
+        "tenant \"db\".cgroup", "\"/x/y\"", "is outside the configured parent \"/memtide\""),
+    ("[host]\nparent = \"/a/b\"\n[[tenant]]\nname = \"db\"\ncgroup = \"/a/bc\"\nmax = \"1G\"\n",
+        "tenant \"db\".cgroup", "\"/a/bc\"", "is outside the configured parent \"/a/b\""),
+    ("[host]\nparent = \"/memtide\"\n[[tenant]]\nname = \"db\"\ncgroup = \"/memtide/\"\nmax = \"1G\"\n",
+        "tenant \"db\".cgroup", "\"/memtide/\"", "is the configured parent \"/memtide\" itself"),
+    // [[tenant]]: cgroups of different tenants
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/m/x\"\nmax = \"1G\"\n[[tenant]]\nname = \"b\"\ncgroup = \"/m//x/\"\nmax = \"1G\"\n",
+        "tenant \"b\".cgroup", "\"/m//x/\"", "is also tenant \"a\"'s cgroup \"/m/x\""),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/m/x\"\nmax = \"1G\"\n[[tenant]]\nname = \"b\"\ncgroup = \"/m/x/y\"\nmax = \"1G\"\n",
+        "tenant \"b\".cgroup", "\"/m/x/y\"", "lies inside tenant \"a\"'s cgroup \"/m/x\""),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/m/x/y\"\nmax = \"1G\"\n[[tenant]]\nname = \"b\"\ncgroup = \"/m/x\"\nmax = \"1G\"\n",
+        "tenant \"b\".cgroup", "\"/m/x\"", "contains tenant \"a\"'s cgroup \"/m/x/y\""),
+    ("[host]\nparent = \"/m\"\n[[tenant]]\nname = \"a\"\ncgroup = \"/m/b\"\nmax = \"1G\"\n[[tenant]]\nname = \"b\"\ncommand = [\"x\"]\nmax = \"1G\"\n",
+        "tenant \"b\"", "", "would be launched into \"/m/b\", which is also tenant \"a\"'s cgroup"),
+    // [[tenant]]: sizes and the rest
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\n", "tenant \"a\".max", "", "is missing; it is required"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = 0\n", "tenant \"a\".max", "0", "must be > 0"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nmin = \"2G\"\n", "tenant \"a\".min", "\"2G\"", "is more than max (1G)"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1 gigabyte\"\n", "tenant \"a\".max", "\"1 gigabyte\"", "unknown unit \"gigabyte\""),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nshares = 0\n", "tenant \"a\".shares", "0", "must be at least 1"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nshares = \"high\"\n", "tenant \"a\".shares", "\"high\"", "expected a whole number"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nestimator = \"esx\"\n", "tenant \"a\".estimator", "\"esx\"", "expected \"tws\" or \"sampling\""),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\ncap_at_estimate = 1\n", "tenant \"a\".cap_at_estimate", "1", "expected true or false"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nwhen = 1979-05-27\n", "tenant \"a\".when", "", "unknown key"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = 1979-05-27\n", "tenant \"a\".max", "1979-05-27", "is a date-time, expected a size"),
+    // across sections
+    ("[host]\nbudget = \"100M\"\n[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmin = \"64M\"\nmax = \"1G\"\n[[tenant]]\nname = \"b\"\ncgroup = \"/b\"\nmin = \"64M\"\nmax = \"1G\"\n",
+        "host.budget", "\"100M\"", "is less than the sum of the tenants' min (128M)"),
+];
+
+#[test]
+fn bad_files_give_one_line_naming_file_field_and_value() {
+    for (text, field, value, message) in BAD {
+        let e = match parse(text) {
+            Ok(c) => panic!("accepted:\n{text}\nas {c:?}"),
+            Err(e) => e,
+        };
+        let line = e.to_string();
+        assert!(!line.contains('\n'), "not one line: {line:?}");
+        assert!(line.starts_with("test.toml:"), "no file: {line}");
+        assert_eq!(e.field(), Some(*field), "{line}");
+        let expected = if value.is_empty() {
+            format!(": {field}: ")
+        } else {
+            format!(": {field}: {value} ")
+        };
+        assert!(line.contains(&expected), "want {expected:?} in {line}");
+        assert!(line.contains(message), "want {message:?} in {line}");
+        assert!(e.line_col().is_some(), "no line:col in {line}");
+    }
+}
+
+#[test]
+fn errors_point_at_the_value_key_or_header() {
+    let e = parse("# c\n[daemon]\ntick   = \"50ms\"\n").unwrap_err();
+    assert_eq!(e.line_col(), Some((3, 10)), "{e}");
+    assert!(
+        e.to_string()
+            .starts_with("test.toml:3:10: daemon.tick: \"50ms\""),
+        "{e}"
+    );
+    // An unknown key: at the key.
+    let e = parse("[rails]\n  bogus = 1\n").unwrap_err();
+    assert_eq!(e.line_col(), Some((2, 3)), "{e}");
+    // A missing field: at the tenant's header.
+    let e = parse("[daemon]\n\n[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\n").unwrap_err();
+    assert_eq!(e.line_col().map(|l| l.0), Some(3), "{e}");
+    // The budget against the mins: at the budget.
+    let e = parse(&format!("[host]\nbudget = \"1M\"\n{ADOPT_A}min = \"2M\"\n")).unwrap_err();
+    assert_eq!(e.line_col(), Some((2, 10)), "{e}");
+}
+
+#[test]
+fn the_parent_error_reads_as_documented() {
+    let text = "[host]\nparent = \"/memtide\"\n\n[[tenant]]\nname = \"db\"\ncgroup = \"/x/y\"\nmax = \"1G\"\n";
+    let e = parse(text).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "test.toml:6:10: tenant \"db\".cgroup: \"/x/y\" is outside the configured parent \
+         \"/memtide\"; an adopted cgroup must lie under [host] parent"
+    );
+}
+
+#[test]
+fn syntax_errors_are_one_line_with_a_location() {
+    for text in [
+        "[daemon\n",
+        "a = \n",
+        "[daemon]\ntick = \"1s\"\ntick = \"2s\"\n",
+        "x = \"\n",
+    ] {
+        let e = parse(text).unwrap_err();
+        let line = e.to_string();
+        assert!(!line.contains('\n'), "{line:?}");
+        assert!(line.starts_with("test.toml:"), "{line}");
+        assert!(line.contains("invalid TOML"), "{line}");
+        assert!(e.line_col().is_some(), "{line}");
+    }
+}
+
+#[test]
+fn a_missing_file_names_the_path_and_the_os_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nope.toml");
+    let e = DaemonConfig::load(&path).unwrap_err();
+    let line = e.to_string();
+    assert!(!line.contains('\n'), "{line:?}");
+    assert!(line.starts_with(&path.display().to_string()), "{line}");
+    assert!(line.contains("cannot read"), "{line}");
+    assert!(line.contains("os error"), "{line}");
+    assert_eq!(e.file(), path.as_path());
+}
+
+#[test]
+fn load_reads_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("d.toml");
+    std::fs::write(&path, "[daemon]\ndry_run = true\n").unwrap();
+    assert!(DaemonConfig::load(&path).unwrap().daemon.dry_run);
+    std::fs::write(&path, "[daemon]\ndry_run = 1\n").unwrap();
+    let e = DaemonConfig::load(&path).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with(&format!("{}:2:11: daemon.dry_run: 1", path.display())),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_empty_file_gives_every_default() {
+    let c = parse_ok("");
+    assert_eq!(c, DaemonConfig::default());
+    let d = &c.daemon;
+    assert_eq!(d.tick, Duration::from_secs(1));
+    assert_eq!(d.listen, "127.0.0.1:9464".parse::<SocketAddr>().unwrap());
+    assert!(!d.listen_public);
+    assert_eq!(d.state_file, PathBuf::from("/run/memtide/state.json"));
+    assert!(!d.dry_run);
+    assert_eq!(d.log_format, LogFormat::Text);
+    assert_eq!(d.decisions_kept, 200);
+    let h = &c.host;
+    assert_eq!(h.proc_root, PathBuf::from("/"));
+    assert_eq!(h.parent, ParentCgroup::OwnCgroup);
+    assert_eq!(h.budget_bytes, None);
+    assert_eq!(h.reserve_bytes, GIB);
+    assert_eq!(h.write_timeout, Duration::from_secs(2));
+    assert_eq!(c.policy.tax_rate, 0.75);
+    assert_eq!(c.policy.sampling_period, Duration::from_secs(30));
+    let r = &c.rails;
+    assert_eq!(r.shrink_step, 0.05);
+    assert_eq!(r.floor_margin_bytes, 32 * MIB);
+    assert_eq!(r.backoff_faults_per_s, 2000.0);
+    assert_eq!(r.backoff_pressure, 10.0);
+    assert!(c.tenants.is_empty());
+    // Empty sections are the same as absent ones.
+    assert_eq!(parse_ok("[daemon]\n[host]\n[policy]\n[rails]\n"), c);
+}
+
+#[test]
+fn tenant_defaults_follow_the_estimator() {
+    let c = parse_ok(&format!(
+        "{ADOPT_A}[[tenant]]\nname = \"b\"\ncommand = [\"x\"]\nmax = 4096\nestimator = \"sampling\"\n"
+    ));
+    let a = &c.tenants[0];
+    assert_eq!(a.min_bytes, 0);
+    assert_eq!(a.max_bytes, GIB);
+    assert_eq!(a.shares, 1000);
+    assert_eq!(a.estimator, EstimatorChoice::Tws);
+    assert!(a.cap_at_estimate);
+    let b = &c.tenants[1];
+    assert_eq!(
+        b.origin,
+        TenantOrigin::Launch {
+            argv: vec!["x".into()]
+        }
+    );
+    assert_eq!(b.max_bytes, 4096);
+    assert_eq!(b.estimator, EstimatorChoice::Sampling);
+    assert!(!b.cap_at_estimate);
+    let c = parse_ok(&format!(
+        "{ADOPT_A}estimator = \"tws\"\ncap_at_estimate = false\n"
+    ));
+    assert!(!c.tenants[0].cap_at_estimate);
+}
+
+const FULL: &str = r#"
+[daemon]
+tick = "500ms"
+listen = "10.0.0.5:9000"
+listen_public = true
+state_file = "/var/lib/memtide/state.json"
+dry_run = true
+log_format = "json"
+decisions_kept = 1000
+
+[host]
+proc_root = "/tmp/fake"
+parent = "/memtide/"
+budget = "16G"
+reserve = "2GiB"
+write_timeout = "250ms"
+
+[policy]
+tax_rate = 0.5
+sampling_period = "1m"
+
+[rails]
+shrink_step = 0.1
+floor_margin = 67108864
+backoff_refaults_per_s = 500
+backoff_pressure = 25.5
+
+[[tenant]]
+name = "db"
+cgroup = "/memtide/db"
+min = "1G"
+max = "8G"
+shares = 2000
+estimator = "sampling"
+cap_at_estimate = true
+
+[[tenant]]
+name = "web.1"
+command = ["memtide-toucher", "--active", "400M"]
+min = "64M"
+max = "1.5G"
+"#;
+
+#[test]
+fn a_full_file_reads_every_key() {
+    let c = parse_ok(FULL);
+    let expected = DaemonConfig {
+        daemon: DaemonSection {
+            tick: Duration::from_millis(500),
+            listen: "10.0.0.5:9000".parse().unwrap(),
+            listen_public: true,
+            state_file: PathBuf::from("/var/lib/memtide/state.json"),
+            dry_run: true,
+            log_format: LogFormat::Json,
+            decisions_kept: 1000,
+        },
+        host: HostSection {
+            proc_root: PathBuf::from("/tmp/fake"),
+            parent: ParentCgroup::Path("/memtide".into()),
+            budget_bytes: Some(16 * GIB),
+            reserve_bytes: 2 * GIB,
+            write_timeout: Duration::from_millis(250),
+        },
+        policy: PolicySection {
+            tax_rate: 0.5,
+            sampling_period: Duration::from_secs(60),
+        },
+        rails: RailsSection {
+            shrink_step: 0.1,
+            floor_margin_bytes: 64 * MIB,
+            backoff_faults_per_s: 500.0,
+            backoff_pressure: 25.5,
+        },
+        tenants: vec![
+            TenantConfig {
+                name: "db".into(),
+                origin: TenantOrigin::Adopt {
+                    cgroup: "/memtide/db".into(),
+                },
+                min_bytes: GIB,
+                max_bytes: 8 * GIB,
+                shares: 2000,
+                estimator: EstimatorChoice::Sampling,
+                cap_at_estimate: true,
+            },
+            TenantConfig {
+                name: "web.1".into(),
+                origin: TenantOrigin::Launch {
+                    argv: vec!["memtide-toucher".into(), "--active".into(), "400M".into()],
+                },
+                min_bytes: 64 * MIB,
+                max_bytes: 1536 * MIB,
+                shares: 1000,
+                estimator: EstimatorChoice::Tws,
+                cap_at_estimate: true,
+            },
+        ],
+    };
+    assert_eq!(c, expected);
+    assert_eq!(
+        c.tenant("web.1").map(|t| t.cgroup_under("/memtide")),
+        Some("/memtide/web.1".into())
+    );
+    assert_eq!(
+        c.tenant("db").and_then(TenantConfig::adopted_cgroup),
+        Some("/memtide/db")
+    );
+    assert!(c.tenant("nope").is_none());
+}
+
+#[test]
+fn to_toml_reads_back_to_the_same_config() {
+    for text in [FULL, "", ADOPT_A] {
+        let c = parse_ok(text);
+        let written = c.to_toml();
+        assert_eq!(parse_ok(&written), c, "{written}");
+    }
+}
+
+#[test]
+fn dotted_keys_and_inline_tables_are_the_same_as_sections() {
+    let dotted = parse_ok("daemon.tick = \"2s\"\nhost = { budget = \"1G\" }\ntenant = [{ name = \"a\", cgroup = \"/a\", max = \"1G\" }]\n");
+    let sections = parse_ok("[daemon]\ntick = \"2s\"\n[host]\nbudget = \"1G\"\n[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n");
+    assert_eq!(dotted, sections);
+    let e = parse("daemon.tick = \"2h\"\n").unwrap_err();
+    assert!(e.to_string().contains("daemon.tick: \"2h\""), "{e}");
+}
+
+#[test]
+fn listen_public_allows_any_address_and_zero_tenants_are_allowed() {
+    let c = parse_ok("[daemon]\nlisten = \"[::]:9464\"\nlisten_public = true\n");
+    assert_eq!(c.daemon.listen, "[::]:9464".parse::<SocketAddr>().unwrap());
+    let c = parse_ok("[daemon]\nlisten = \"[::1]:1\"\n");
+    assert!(c.daemon.listen.ip().is_loopback());
+    assert!(parse_ok("tenant = []\n").tenants.is_empty());
+}
+
+#[test]
+fn parent_self_defers_the_adopted_cgroup_check_to_the_daemon() {
+    let c = parse_ok("[[tenant]]\nname = \"db\"\ncgroup = \"/x/y\"\nmax = \"1G\"\n");
+    assert_eq!(c.host.parent, ParentCgroup::OwnCgroup);
+    assert_eq!(
+        c.first_adopted_outside("/system.slice/memtide.service")
+            .map(|t| t.name.as_str()),
+        Some("db")
+    );
+    assert!(c.first_adopted_outside("/x").is_none());
+    assert!(c.first_adopted_outside("/").is_none());
+}
+
+#[test]
+fn strictly_under_compares_components() {
+    assert!(cgroup_is_strictly_under("/a/b/c", "/a/b"));
+    assert!(cgroup_is_strictly_under("/a/b/c", "/a/b/"));
+    assert!(cgroup_is_strictly_under("/a", "/"));
+    assert!(!cgroup_is_strictly_under("/a/bc", "/a/b"));
+    assert!(!cgroup_is_strictly_under("/a/b", "/a/b"));
+    assert!(!cgroup_is_strictly_under("/a", "/a/b"));
+    assert!(!cgroup_is_strictly_under("/", "/"));
+}
+
+#[test]
+fn cgroup_paths_are_normalised() {
+    let c = parse_ok("[host]\nparent = \"//memtide//\"\n[[tenant]]\nname = \"a\"\ncgroup = \"/memtide//a/\"\nmax = \"1G\"\n");
+    assert_eq!(c.host.parent, ParentCgroup::Path("/memtide".into()));
+    assert_eq!(c.tenants[0].adopted_cgroup(), Some("/memtide/a"));
+    assert_eq!(
+        parse_ok("[host]\nparent = \"/\"\n").host.parent,
+        ParentCgroup::Path("/".into())
+    );
+}
+
+#[test]
+fn the_budget_may_equal_the_sum_of_mins() {
+    let c = parse_ok(&format!(
+        "[host]\nbudget = \"64M\"\n{ADOPT_A}min = \"64M\"\n"
+    ));
+    assert_eq!(c.host.budget_bytes, Some(64 * MIB));
+}
+
+#[test]
+fn many_tenants_read_in_file_order() {
+    let mut text = String::from("[host]\nparent = \"/m\"\n");
+    for i in 0..2000 {
+        text.push_str(&format!(
+            "[[tenant]]\nname = \"t{i}\"\ncommand = [\"x\"]\nmax = \"1G\"\n"
+        ));
+    }
+    text.push_str("[[tenant]]\nname = \"adopted\"\ncgroup = \"/m/t1999/inner\"\nmax = \"1G\"\n");
+    let e = parse(&text).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("lies inside tenant \"t1999\"'s cgroup \"/m/t1999\" (launched there)"),
+        "{e}"
+    );
+}
+
+fn examples_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples")
+}
+
+#[test]
+fn every_daemon_example_loads() {
+    let mut seen = 0;
+    for entry in std::fs::read_dir(examples_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("daemon-") && name.ends_with(".toml") {
+            if let Err(e) = DaemonConfig::load(&path) {
+                panic!("{e}");
+            }
+            seen += 1;
+        }
+    }
+    assert!(seen >= 2, "found {seen} daemon examples");
+}
+
+#[test]
+fn the_dry_run_example_adopts_one_cgroup() {
+    let c = DaemonConfig::load(&examples_dir().join("daemon-dry-run.toml")).unwrap();
+    assert!(c.daemon.dry_run);
+    assert_eq!(c.tenants.len(), 1);
+    assert!(c.tenants[0].adopted_cgroup().is_some());
+}
+
+#[test]
+fn the_two_touchers_example_launches_two_sampling_tenants() {
+    let c = DaemonConfig::load(&examples_dir().join("daemon-two-touchers.toml")).unwrap();
+    assert_eq!(c.host.parent, ParentCgroup::OwnCgroup);
+    assert_eq!(c.host.budget_bytes, Some(600 * MIB));
+    assert_eq!(c.policy.tax_rate, 0.75);
+    let argv: Vec<Vec<String>> = c
+        .tenants
+        .iter()
+        .map(|t| match &t.origin {
+            TenantOrigin::Launch { argv } => argv.clone(),
+            TenantOrigin::Adopt { cgroup } => panic!("adopts {cgroup}"),
+        })
+        .collect();
+    assert_eq!(
+        argv,
+        vec![
+            vec!["memtide-toucher", "--active", "400M"],
+            vec!["memtide-toucher", "--active", "8M", "--idle", "300M"],
+        ]
+    );
+    for t in &c.tenants {
+        assert_eq!((t.min_bytes, t.max_bytes, t.shares), (64 * MIB, GIB, 1000));
+        assert_eq!(t.estimator, EstimatorChoice::Sampling);
+    }
+}
+
+#[test]
+fn the_documented_example_parses() {
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+    let text = std::fs::read_to_string(doc).unwrap();
+    let start = text.find("```toml\n").expect("a toml block") + "```toml\n".len();
+    let end = start + text[start..].find("```").expect("its end");
+    let c = parse_ok(&text[start..end]);
+    assert_eq!(c.tenants.len(), 2);
+    assert_eq!(c.host.parent, ParentCgroup::Path("/memtide".into()));
+    let defaults = DaemonConfig::default();
+    assert_eq!(c.daemon, defaults.daemon);
+    assert_eq!(c.policy, defaults.policy);
+    assert_eq!(c.rails, defaults.rails);
+}
+
+#[test]
+fn odd_inputs_give_errors_not_panics() {
+    let deep = format!("x = {}{}\n", "[".repeat(200), "]".repeat(200));
+    let odd = [
+        "\u{feff}[daemon]\ntick = \"1s\"\n",
+        "[[tenant]]\nname = \"a\"\n[tenant.x]\ny = 1\n",
+        "tenant = [1, 2]\n",
+        "tenant = [[]]\n",
+        "[[tenant]]\nname = \"é\"\n",
+        "[[tenant]]\n\"ü\" = 1\n",
+        "[host]\nbudget = \"\u{0661}G\"\n",
+        "[host]\nbudget = \"1\u{212A}\"\n",
+        "[[tenant]]\nname = \"a\"\ncgroup = \"/a\\n/b\"\nmax = \"1G\"\n",
+        "a.b.c.d = 1\n",
+        "[daemon]\ntick = \"\"\n",
+        "[host]\nbudget = 9223372036854775807\n",
+        "[rails]\nbackoff_pressure = 1e400\n",
+        deep.as_str(),
+    ];
+    for text in odd {
+        match parse(text) {
+            Ok(_) => {}
+            Err(e) => assert!(!e.to_string().contains('\n'), "{e:?}"),
+        }
+    }
+}

@@ -1,0 +1,213 @@
+//! Memory sizes (`"512M"`, `"1GiB"`, bytes) and durations (`"500ms"`, `"1s"`, `"2m"`) as written in the configuration, and back.
+
+use std::time::Duration;
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+const TIB: u64 = 1 << 40;
+
+/// What a size string looks like, for messages.
+pub(crate) const SIZE_FORMS: &str =
+    "write bytes as an integer or a string with a binary unit such as \"512M\", \"1G\" or \"1GiB\" (K, M, G, T = KiB, MiB, GiB, TiB)";
+
+/// What a duration string looks like, for messages.
+pub(crate) const DURATION_FORMS: &str =
+    "write a string with a unit such as \"500ms\", \"1s\" or \"2m\" (ms, s, m, h)";
+
+/// Bytes in a size string: a number, optionally with a fraction, then an optional binary unit
+/// (`K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB`, `B`; any case). The result must be whole
+/// bytes. The error says what is wrong (without the value).
+pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+    let (number, unit) = split_number(text)?;
+    let scale = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => KIB,
+        "m" | "mib" => MIB,
+        "g" | "gib" => GIB,
+        "t" | "tib" => TIB,
+        "kb" | "mb" | "gb" | "tb" => {
+            let letter = &unit[..1];
+            return Err(format!(
+                "is ambiguous (decimal or binary?): write {letter} or {letter}iB, both binary"
+            ));
+        }
+        _ => return Err(format!("has an unknown unit {unit:?}; {SIZE_FORMS}")),
+    };
+    let bytes = scaled(number, scale as u128).ok_or_else(|| "is too large".to_string())?;
+    match bytes {
+        Scaled::Whole(b) => u64::try_from(b).map_err(|_| "is too large".to_string()),
+        Scaled::Fractional => Err("is not a whole number of bytes".to_string()),
+    }
+}
+
+/// A duration string: a number, optionally with a fraction, then a unit (`ms`, `s`, `m`,
+/// `h`). The error says what is wrong (without the value).
+pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+    let (number, unit) = split_number(text)?;
+    let nanos_per: u128 = match unit {
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "m" | "min" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
+        "" => return Err(format!("has no unit; {DURATION_FORMS}")),
+        _ => return Err(format!("has an unknown unit {unit:?}; {DURATION_FORMS}")),
+    };
+    match scaled(number, nanos_per) {
+        Some(Scaled::Whole(n)) => u64::try_from(n)
+            .map(Duration::from_nanos)
+            .map_err(|_| "is too long".to_string()),
+        Some(Scaled::Fractional) => Err("is finer than a nanosecond".to_string()),
+        None => Err("is too long".to_string()),
+    }
+}
+
+/// A size as the configuration would write it: the largest binary unit that divides it
+/// (`"512M"`, `"1536M"`, `"1G"`), else bytes (`"1000"`).
+pub(crate) fn format_size(bytes: u64) -> String {
+    for (unit, scale) in [("T", TIB), ("G", GIB), ("M", MIB), ("K", KIB)] {
+        if bytes != 0 && bytes.is_multiple_of(scale) {
+            return format!("{}{unit}", bytes / scale);
+        }
+    }
+    bytes.to_string()
+}
+
+/// A duration as the configuration would write it: `"2m"`, `"30s"`, `"500ms"`, `"1.5s"`.
+pub(crate) fn format_duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos != 0 && nanos.is_multiple_of(60_000_000_000) && nanos >= 120_000_000_000 {
+        format!("{}m", nanos / 60_000_000_000)
+    } else if nanos.is_multiple_of(1_000_000_000) {
+        format!("{}s", nanos / 1_000_000_000)
+    } else if nanos.is_multiple_of(1_000_000) {
+        format!("{}ms", nanos / 1_000_000)
+    } else {
+        let frac = format!("{:09}", nanos % 1_000_000_000);
+        format!("{}.{}s", nanos / 1_000_000_000, frac.trim_end_matches('0'))
+    }
+}
+
+/// The number and the unit of `"1.5 GiB"`: digits with at most one `.`, then the rest trimmed.
+fn split_number(text: &str) -> Result<(&str, &str), String> {
+    let text = text.trim();
+    let end = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(end);
+    let digits = number.chars().filter(char::is_ascii_digit).count();
+    let dots = number.matches('.').count();
+    if digits == 0 || dots > 1 {
+        return Err("does not start with a number".to_string());
+    }
+    Ok((number, unit.trim()))
+}
+
+enum Scaled {
+    Whole(u128),
+    Fractional,
+}
+
+/// `number` (digits, maybe one `.`) times `scale`, exactly; `None` on overflow.
+fn scaled(number: &str, scale: u128) -> Option<Scaled> {
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    let mut value: u128 = 0;
+    for c in int.chars() {
+        value = value
+            .checked_mul(10)?
+            .checked_add(u128::from(c.to_digit(10)?))?;
+    }
+    let mut total = value.checked_mul(scale)?;
+    let frac = frac.trim_end_matches('0');
+    if !frac.is_empty() {
+        if frac.len() > 30 {
+            return Some(Scaled::Fractional);
+        }
+        let mut f: u128 = 0;
+        for c in frac.chars() {
+            f = f
+                .checked_mul(10)?
+                .checked_add(u128::from(c.to_digit(10)?))?;
+        }
+        let denominator = 10u128.checked_pow(frac.len() as u32)?;
+        let numerator = f.checked_mul(scale)?;
+        if !numerator.is_multiple_of(denominator) {
+            return Some(Scaled::Fractional);
+        }
+        total = total.checked_add(numerator / denominator)?;
+    }
+    Some(Scaled::Whole(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_take_binary_units_in_both_forms_and_any_case() {
+        assert_eq!(parse_size("512M"), Ok(512 * MIB));
+        assert_eq!(parse_size("512MiB"), Ok(512 * MIB));
+        assert_eq!(parse_size("1GiB"), Ok(GIB));
+        assert_eq!(parse_size("1g"), Ok(GIB));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("2T"), Ok(2 * TIB));
+        assert_eq!(parse_size("1.5G"), Ok(1536 * MIB));
+        assert_eq!(parse_size(" 64 M "), Ok(64 * MIB));
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("100B"), Ok(100));
+        assert_eq!(parse_size("0"), Ok(0));
+    }
+
+    #[test]
+    fn bad_sizes_say_why() {
+        assert!(parse_size("512MB").unwrap_err().contains("ambiguous"));
+        assert!(parse_size("12X").unwrap_err().contains("unknown unit"));
+        assert!(parse_size("M").unwrap_err().contains("number"));
+        assert!(parse_size("-5M").unwrap_err().contains("number"));
+        assert!(parse_size("1.2.3M").unwrap_err().contains("number"));
+        assert!(parse_size("0.1K").unwrap_err().contains("whole number"));
+        assert!(parse_size("99999999999T")
+            .unwrap_err()
+            .contains("too large"));
+        assert!(parse_size(&"9".repeat(60))
+            .unwrap_err()
+            .contains("too large"));
+        assert!(parse_size("").is_err());
+    }
+
+    #[test]
+    fn durations_take_ms_s_m_h() {
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert!(parse_duration("1").unwrap_err().contains("no unit"));
+        assert!(parse_duration("1d").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("1S").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("s").is_err());
+        assert!(parse_duration(&format!("{}s", "9".repeat(40)))
+            .unwrap_err()
+            .contains("too long"));
+        assert!(parse_duration("99999999999h")
+            .unwrap_err()
+            .contains("too long"));
+    }
+
+    #[test]
+    fn formatting_reads_back() {
+        for bytes in [0, 1000, 4096, 512 * MIB, 1536 * MIB, GIB, 3 * TIB] {
+            assert_eq!(parse_size(&format_size(bytes)), Ok(bytes));
+        }
+        assert_eq!(format_size(512 * MIB), "512M");
+        assert_eq!(format_size(GIB), "1G");
+        for ms in [0, 10, 500, 1000, 1500, 60_000, 120_000, 3_600_000] {
+            let d = Duration::from_millis(ms);
+            assert_eq!(parse_duration(&format_duration(d)), Ok(d), "{ms}");
+        }
+        let odd = Duration::from_nanos(1_000_000_001);
+        assert_eq!(parse_duration(&format_duration(odd)), Ok(odd));
+        assert_eq!(format_duration(Duration::from_secs(60)), "60s");
+        assert_eq!(format_duration(Duration::from_secs(120)), "2m");
+    }
+}

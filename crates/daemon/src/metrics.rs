@@ -1,0 +1,602 @@
+//! Prometheus text exposition (format 0.0.4) of a `Snapshot`: host, per-tenant and counter metrics, each family with HELP and TYPE.
+//!
+//! A figure the kernel does not expose (`None` in the snapshot) has no series at all, never a
+//! zero. Names, labels and meanings: docs/metrics.md.
+
+use std::fmt::Write;
+
+use crate::snapshot::{Snapshot, TenantSnapshot};
+
+/// The reclamation states, in the order their series are written.
+const STATES: [&str; 4] = ["high", "soft", "hard", "low"];
+
+/// Renders every metric of `s` in the Prometheus text format.
+pub fn render(s: &Snapshot) -> String {
+    let mut out = String::with_capacity(4096 + s.tenants.len() * 2048);
+
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_allocated_bytes",
+        "Memory the tenant's cgroup holds now (usage), in bytes.",
+        |t| Some(t.allocated_bytes as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_target_bytes",
+        "The allocation memtide aims at for the tenant, in bytes.",
+        |t| Some(t.target_bytes as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_active_estimate_bytes",
+        "The estimator's figure for the tenant's active memory, in bytes.",
+        |t| Some(t.active_estimate_bytes as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_limit_bytes",
+        "The memory limit in force on the tenant's cgroup, in bytes (no series: unlimited).",
+        |t| t.limit_bytes.map(|b| b as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_floor_bytes",
+        "The lowest limit the safety rails allow now, in bytes.",
+        |t| Some(t.floor_bytes as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_min_bytes",
+        "The tenant's configured min, in bytes.",
+        |t| Some(t.min_bytes as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_max_bytes",
+        "The tenant's configured max, in bytes.",
+        |t| Some(t.max_bytes as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_shares",
+        "The tenant's configured shares.",
+        |t| Some(t.shares as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_anon_bytes",
+        "Anonymous memory the tenant holds, in bytes.",
+        |t| t.anon_bytes.map(|b| b as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_file_bytes",
+        "Page cache the tenant holds, in bytes.",
+        |t| t.file_bytes.map(|b| b as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_swap_bytes",
+        "The tenant's memory in swap, in bytes.",
+        |t| t.swap_bytes.map(|b| b as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_pressure_some_avg10",
+        "The tenant's memory pressure (PSI some avg10), percent.",
+        |t| t.pressure_some_avg10,
+    );
+    family(
+        &mut out,
+        "memtide_tenant_refaults_total",
+        "counter",
+        "Refaults (anon + file) since memtide started watching the tenant.",
+    );
+    for t in &s.tenants {
+        if let Some(v) = t.refaults_total {
+            sample(
+                &mut out,
+                "memtide_tenant_refaults_total",
+                &[("tenant", &t.name)],
+                v as f64,
+            );
+        }
+    }
+    family(
+        &mut out,
+        "memtide_tenant_major_faults_total",
+        "counter",
+        "Major page faults of the tenant's cgroup.",
+    );
+    for t in &s.tenants {
+        if let Some(v) = t.major_faults_total {
+            sample(
+                &mut out,
+                "memtide_tenant_major_faults_total",
+                &[("tenant", &t.name)],
+                v as f64,
+            );
+        }
+    }
+
+    let h = &s.host;
+    gauge(
+        &mut out,
+        "memtide_host_machine_bytes",
+        "The host's memory (MemTotal), in bytes.",
+        Some(h.machine_bytes as f64),
+    );
+    gauge(
+        &mut out,
+        "memtide_host_free_bytes",
+        "Memory available on the host (MemAvailable), in bytes.",
+        Some(h.free_bytes as f64),
+    );
+    gauge(
+        &mut out,
+        "memtide_host_budget_bytes",
+        "Bytes memtide hands out to its tenants.",
+        Some(h.budget_bytes as f64),
+    );
+    gauge(
+        &mut out,
+        "memtide_host_swap_total_bytes",
+        "The host's swap space, in bytes.",
+        Some(h.swap_total_bytes as f64),
+    );
+    gauge(
+        &mut out,
+        "memtide_host_swap_free_bytes",
+        "The host's free swap space, in bytes.",
+        Some(h.swap_free_bytes as f64),
+    );
+    gauge(
+        &mut out,
+        "memtide_host_pressure_some_avg10",
+        "The host's memory pressure (PSI some avg10), percent.",
+        h.pressure_some_avg10,
+    );
+    gauge(
+        &mut out,
+        "memtide_tax_rate",
+        "The idle memory tax rate, in [0, 1).",
+        Some(h.tax_rate),
+    );
+
+    family(
+        &mut out,
+        "memtide_reclamation_state",
+        "gauge",
+        "1 for the reclamation state the host is in (high, soft, hard, low), 0 for the others.",
+    );
+    for state in STATES {
+        let v = if h.state == state { 1.0 } else { 0.0 };
+        sample(
+            &mut out,
+            "memtide_reclamation_state",
+            &[("state", state)],
+            v,
+        );
+    }
+
+    let c = &s.counters;
+    family(
+        &mut out,
+        "memtide_state_ticks_total",
+        "counter",
+        "Ticks spent in each reclamation state.",
+    );
+    for state in STATES {
+        let v = c.state_ticks.get(state).copied().unwrap_or(0);
+        sample(
+            &mut out,
+            "memtide_state_ticks_total",
+            &[("state", state)],
+            v as f64,
+        );
+    }
+    for (state, v) in c
+        .state_ticks
+        .iter()
+        .filter(|(k, _)| !STATES.contains(&k.as_str()))
+    {
+        sample(
+            &mut out,
+            "memtide_state_ticks_total",
+            &[("state", state)],
+            *v as f64,
+        );
+    }
+
+    family(&mut out, "memtide_decisions_total", "counter", "Decisions by outcome: limit raised or lowered, shrink held by the rails, not written (dry run), write failed, tenant admitted, refused or dropped.");
+    let outcomes = [
+        ("raise", c.limit_raised),
+        ("lower", c.limit_lowered),
+        ("hold", c.held),
+        ("dry_run", c.dry_run),
+        ("write_failed", c.write_failures),
+        ("admitted", c.admitted),
+        ("refused", c.refused),
+        ("dropped", c.dropped),
+    ];
+    for (outcome, v) in outcomes {
+        sample(
+            &mut out,
+            "memtide_decisions_total",
+            &[("outcome", outcome)],
+            v as f64,
+        );
+    }
+
+    family(
+        &mut out,
+        "memtide_ticks_total",
+        "counter",
+        "Ticks completed since the daemon started.",
+    );
+    sample(&mut out, "memtide_ticks_total", &[], c.ticks as f64);
+    gauge(
+        &mut out,
+        "memtide_uptime_seconds",
+        "Seconds since the daemon started.",
+        Some(s.uptime_s),
+    );
+    gauge(
+        &mut out,
+        "memtide_dry_run",
+        "1 when the daemon decides and explains but writes nothing.",
+        Some(if s.dry_run { 1.0 } else { 0.0 }),
+    );
+    family(
+        &mut out,
+        "memtide_build_info",
+        "gauge",
+        "Always 1; the version label says which memtide runs.",
+    );
+    sample(
+        &mut out,
+        "memtide_build_info",
+        &[("version", &s.version)],
+        1.0,
+    );
+    out
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {}", escape_help(help));
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+}
+
+fn gauge(out: &mut String, name: &str, help: &str, value: Option<f64>) {
+    family(out, name, "gauge", help);
+    if let Some(v) = value {
+        sample(out, name, &[], v);
+    }
+}
+
+fn tenant_gauge(
+    out: &mut String,
+    s: &Snapshot,
+    name: &str,
+    help: &str,
+    value: impl Fn(&TenantSnapshot) -> Option<f64>,
+) {
+    family(out, name, "gauge", help);
+    for t in &s.tenants {
+        if let Some(v) = value(t) {
+            sample(out, name, &[("tenant", &t.name)], v);
+        }
+    }
+}
+
+fn sample(out: &mut String, name: &str, labels: &[(&str, &str)], value: f64) {
+    out.push_str(name);
+    if !labels.is_empty() {
+        out.push('{');
+        for (i, (k, v)) in labels.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            let _ = write!(out, "{k}=\"{}\"", escape_label_value(v));
+        }
+        out.push('}');
+    }
+    out.push(' ');
+    out.push_str(&format_value(value));
+    out.push('\n');
+}
+
+/// A label value with backslash, double quote and newline escaped, as the format requires.
+pub fn escape_label_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// HELP text escapes backslash and newline (not the double quote).
+fn escape_help(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A sample value: integers without a fraction, `NaN`, `+Inf`, `-Inf` spelled as Prometheus does.
+fn format_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".to_string()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.to_string()
+    } else {
+        // Rust's shortest round-trip form: `3`, `0.75`, `1e21` are all valid Go floats.
+        format!("{v}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::snapshot::{Counters, HostSnapshot};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn tenant(name: &str) -> TenantSnapshot {
+        TenantSnapshot {
+            name: name.to_string(),
+            min_bytes: 64 << 20,
+            max_bytes: 1 << 30,
+            shares: 1000,
+            allocated_bytes: 500 << 20,
+            target_bytes: 400 << 20,
+            active_estimate_bytes: 300 << 20,
+            limit_bytes: Some(450 << 20),
+            floor_bytes: 96 << 20,
+            anon_bytes: Some(200 << 20),
+            file_bytes: Some(100 << 20),
+            swap_bytes: Some(0),
+            refaults_total: Some(12),
+            major_faults_total: Some(3),
+            ..Default::default()
+        }
+    }
+
+    fn snapshot() -> Snapshot {
+        Snapshot {
+            version: "0.1.0".into(),
+            dry_run: false,
+            ticks: 10,
+            uptime_s: 10.5,
+            host: HostSnapshot {
+                machine_bytes: 8 << 30,
+                free_bytes: 2 << 30,
+                budget_bytes: 6 << 30,
+                swap_total_bytes: 1 << 30,
+                swap_free_bytes: 1 << 30,
+                state: "soft".into(),
+                tax_rate: 0.75,
+                pressure_some_avg10: Some(1.5),
+                ..Default::default()
+            },
+            tenants: vec![tenant("db")],
+            decisions: vec![],
+            counters: Counters {
+                ticks: 10,
+                limit_raised: 2,
+                limit_lowered: 3,
+                admitted: 1,
+                state_ticks: BTreeMap::from([("high".into(), 4), ("soft".into(), 6)]),
+                ..Default::default()
+            },
+        }
+    }
+
+    /// Metric names of sample lines, and names with HELP and with TYPE.
+    fn names(text: &str) -> (Vec<String>, BTreeSet<String>, BTreeSet<String>) {
+        let mut samples = Vec::new();
+        let (mut help, mut kind) = (BTreeSet::new(), BTreeSet::new());
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                help.insert(rest.split(' ').next().unwrap().to_string());
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                kind.insert(rest.split(' ').next().unwrap().to_string());
+            } else {
+                let end = line.find(['{', ' ']).unwrap();
+                samples.push(line[..end].to_string());
+            }
+        }
+        (samples, help, kind)
+    }
+
+    #[test]
+    fn label_values_escape_backslash_quote_and_newline() {
+        assert_eq!(escape_label_value(r#"a\b"c"#), r#"a\\b\"c"#);
+        assert_eq!(escape_label_value("two\nlines"), "two\\nlines");
+        assert_eq!(escape_label_value("plain-name_1.x"), "plain-name_1.x");
+        let mut s = snapshot();
+        s.tenants[0].name = "we\"ird\\\nname".into();
+        let text = render(&s);
+        assert!(
+            text.contains("memtide_tenant_shares{tenant=\"we\\\"ird\\\\\\nname\"} 1000\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_sample_has_help_and_type() {
+        let text = render(&snapshot());
+        let (samples, help, kind) = names(&text);
+        assert!(samples.len() > 30);
+        for name in samples {
+            assert!(help.contains(&name), "{name} has no HELP");
+            assert!(kind.contains(&name), "{name} has no TYPE");
+        }
+    }
+
+    #[test]
+    fn counters_end_in_total_and_gauges_do_not() {
+        let text = render(&snapshot());
+        for line in text.lines().filter_map(|l| l.strip_prefix("# TYPE ")) {
+            let (name, kind) = line.split_once(' ').unwrap();
+            assert_eq!(name.ends_with("_total"), kind == "counter", "{line}");
+        }
+    }
+
+    #[test]
+    fn absent_figures_have_no_series() {
+        let mut s = snapshot();
+        let t = &mut s.tenants[0];
+        t.limit_bytes = None;
+        t.anon_bytes = None;
+        t.file_bytes = None;
+        t.swap_bytes = None;
+        t.refaults_total = None;
+        t.major_faults_total = None;
+        s.host.pressure_some_avg10 = None;
+        let (samples, _, _) = names(&render(&s));
+        for gone in [
+            "memtide_tenant_limit_bytes",
+            "memtide_tenant_anon_bytes",
+            "memtide_tenant_file_bytes",
+            "memtide_tenant_swap_bytes",
+            "memtide_tenant_refaults_total",
+            "memtide_tenant_major_faults_total",
+            "memtide_tenant_pressure_some_avg10",
+            "memtide_host_pressure_some_avg10",
+        ] {
+            assert!(
+                !samples.iter().any(|n| n == gone),
+                "{gone} should have no series"
+            );
+        }
+        assert!(samples
+            .iter()
+            .any(|n| n == "memtide_tenant_allocated_bytes"));
+    }
+
+    #[test]
+    fn values_spell_special_floats_as_prometheus_does() {
+        assert_eq!(format_value(3.0), "3");
+        assert_eq!(format_value(0.75), "0.75");
+        assert_eq!(format_value(f64::NAN), "NaN");
+        assert_eq!(format_value(f64::INFINITY), "+Inf");
+        assert_eq!(format_value(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(format_value(u64::MAX as f64), "18446744073709552000");
+    }
+
+    #[test]
+    fn golden_small_snapshot() {
+        let want = r#"# HELP memtide_tenant_allocated_bytes Memory the tenant's cgroup holds now (usage), in bytes.
+# TYPE memtide_tenant_allocated_bytes gauge
+memtide_tenant_allocated_bytes{tenant="db"} 524288000
+# HELP memtide_tenant_target_bytes The allocation memtide aims at for the tenant, in bytes.
+# TYPE memtide_tenant_target_bytes gauge
+memtide_tenant_target_bytes{tenant="db"} 419430400
+# HELP memtide_tenant_active_estimate_bytes The estimator's figure for the tenant's active memory, in bytes.
+# TYPE memtide_tenant_active_estimate_bytes gauge
+memtide_tenant_active_estimate_bytes{tenant="db"} 314572800
+# HELP memtide_tenant_limit_bytes The memory limit in force on the tenant's cgroup, in bytes (no series: unlimited).
+# TYPE memtide_tenant_limit_bytes gauge
+memtide_tenant_limit_bytes{tenant="db"} 471859200
+# HELP memtide_tenant_floor_bytes The lowest limit the safety rails allow now, in bytes.
+# TYPE memtide_tenant_floor_bytes gauge
+memtide_tenant_floor_bytes{tenant="db"} 100663296
+# HELP memtide_tenant_min_bytes The tenant's configured min, in bytes.
+# TYPE memtide_tenant_min_bytes gauge
+memtide_tenant_min_bytes{tenant="db"} 67108864
+# HELP memtide_tenant_max_bytes The tenant's configured max, in bytes.
+# TYPE memtide_tenant_max_bytes gauge
+memtide_tenant_max_bytes{tenant="db"} 1073741824
+# HELP memtide_tenant_shares The tenant's configured shares.
+# TYPE memtide_tenant_shares gauge
+memtide_tenant_shares{tenant="db"} 1000
+# HELP memtide_tenant_anon_bytes Anonymous memory the tenant holds, in bytes.
+# TYPE memtide_tenant_anon_bytes gauge
+memtide_tenant_anon_bytes{tenant="db"} 209715200
+# HELP memtide_tenant_file_bytes Page cache the tenant holds, in bytes.
+# TYPE memtide_tenant_file_bytes gauge
+memtide_tenant_file_bytes{tenant="db"} 104857600
+# HELP memtide_tenant_swap_bytes The tenant's memory in swap, in bytes.
+# TYPE memtide_tenant_swap_bytes gauge
+memtide_tenant_swap_bytes{tenant="db"} 0
+# HELP memtide_tenant_pressure_some_avg10 The tenant's memory pressure (PSI some avg10), percent.
+# TYPE memtide_tenant_pressure_some_avg10 gauge
+# HELP memtide_tenant_refaults_total Refaults (anon + file) since memtide started watching the tenant.
+# TYPE memtide_tenant_refaults_total counter
+memtide_tenant_refaults_total{tenant="db"} 12
+# HELP memtide_tenant_major_faults_total Major page faults of the tenant's cgroup.
+# TYPE memtide_tenant_major_faults_total counter
+memtide_tenant_major_faults_total{tenant="db"} 3
+# HELP memtide_host_machine_bytes The host's memory (MemTotal), in bytes.
+# TYPE memtide_host_machine_bytes gauge
+memtide_host_machine_bytes 8589934592
+# HELP memtide_host_free_bytes Memory available on the host (MemAvailable), in bytes.
+# TYPE memtide_host_free_bytes gauge
+memtide_host_free_bytes 2147483648
+# HELP memtide_host_budget_bytes Bytes memtide hands out to its tenants.
+# TYPE memtide_host_budget_bytes gauge
+memtide_host_budget_bytes 6442450944
+# HELP memtide_host_swap_total_bytes The host's swap space, in bytes.
+# TYPE memtide_host_swap_total_bytes gauge
+memtide_host_swap_total_bytes 1073741824
+# HELP memtide_host_swap_free_bytes The host's free swap space, in bytes.
+# TYPE memtide_host_swap_free_bytes gauge
+memtide_host_swap_free_bytes 1073741824
+# HELP memtide_host_pressure_some_avg10 The host's memory pressure (PSI some avg10), percent.
+# TYPE memtide_host_pressure_some_avg10 gauge
+memtide_host_pressure_some_avg10 1.5
+# HELP memtide_tax_rate The idle memory tax rate, in [0, 1).
+# TYPE memtide_tax_rate gauge
+memtide_tax_rate 0.75
+# HELP memtide_reclamation_state 1 for the reclamation state the host is in (high, soft, hard, low), 0 for the others.
+# TYPE memtide_reclamation_state gauge
+memtide_reclamation_state{state="high"} 0
+memtide_reclamation_state{state="soft"} 1
+memtide_reclamation_state{state="hard"} 0
+memtide_reclamation_state{state="low"} 0
+# HELP memtide_state_ticks_total Ticks spent in each reclamation state.
+# TYPE memtide_state_ticks_total counter
+memtide_state_ticks_total{state="high"} 4
+memtide_state_ticks_total{state="soft"} 6
+memtide_state_ticks_total{state="hard"} 0
+memtide_state_ticks_total{state="low"} 0
+# HELP memtide_decisions_total Decisions by outcome: limit raised or lowered, shrink held by the rails, not written (dry run), write failed, tenant admitted, refused or dropped.
+# TYPE memtide_decisions_total counter
+memtide_decisions_total{outcome="raise"} 2
+memtide_decisions_total{outcome="lower"} 3
+memtide_decisions_total{outcome="hold"} 0
+memtide_decisions_total{outcome="dry_run"} 0
+memtide_decisions_total{outcome="write_failed"} 0
+memtide_decisions_total{outcome="admitted"} 1
+memtide_decisions_total{outcome="refused"} 0
+memtide_decisions_total{outcome="dropped"} 0
+# HELP memtide_ticks_total Ticks completed since the daemon started.
+# TYPE memtide_ticks_total counter
+memtide_ticks_total 10
+# HELP memtide_uptime_seconds Seconds since the daemon started.
+# TYPE memtide_uptime_seconds gauge
+memtide_uptime_seconds 10.5
+# HELP memtide_dry_run 1 when the daemon decides and explains but writes nothing.
+# TYPE memtide_dry_run gauge
+memtide_dry_run 0
+# HELP memtide_build_info Always 1; the version label says which memtide runs.
+# TYPE memtide_build_info gauge
+memtide_build_info{version="0.1.0"} 1
+"#;
+        assert_eq!(render(&snapshot()), want);
+    }
+}

@@ -1,0 +1,355 @@
+//! Turns each tick's observation, decision and host events into the published `Snapshot` (for the API, `/metrics` and `memtide status`) and into log lines.
+
+use crate::config::DaemonConfig;
+use crate::log::{now_ms, Logger};
+use crate::snapshot::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
+use memtide_controller::Controller;
+use memtide_linux::cgroup::Limit;
+use memtide_linux::host::{HostEvent, LinuxHost};
+use memtide_model::{Decision, HostObservation, LimitRail, Pages, TenantId};
+use serde_json::json;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+/// Builds and publishes snapshots.
+pub struct Publisher {
+    shared: Arc<RwLock<Snapshot>>,
+    started: Instant,
+    dry_run: bool,
+    kept: usize,
+    decisions: VecDeque<DecisionRecord>,
+    counters: Counters,
+    host: HostSnapshot,
+    /// The rail that held each tenant's limit last tick, so a hold is logged once.
+    held: BTreeMap<TenantId, &'static str>,
+    ticks: u64,
+    last_now: Option<std::time::Duration>,
+}
+
+impl Publisher {
+    pub fn new(config: &DaemonConfig, hierarchy: &str, parent: &str, budget: Pages) -> Publisher {
+        let host = HostSnapshot {
+            hierarchy: hierarchy.to_string(),
+            parent: parent.to_string(),
+            budget_bytes: budget.to_bytes().0,
+            tax_rate: config.policy.tax_rate,
+            state: "high".to_string(),
+            ..HostSnapshot::default()
+        };
+        let snapshot = Snapshot {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            dry_run: config.daemon.dry_run,
+            host: host.clone(),
+            ..Snapshot::default()
+        };
+        Publisher {
+            shared: Arc::new(RwLock::new(snapshot)),
+            started: Instant::now(),
+            dry_run: config.daemon.dry_run,
+            kept: config.daemon.decisions_kept,
+            decisions: VecDeque::new(),
+            counters: Counters::default(),
+            host,
+            held: BTreeMap::new(),
+            ticks: 0,
+            last_now: None,
+        }
+    }
+
+    /// The snapshot the API serves.
+    pub fn shared(&self) -> Arc<RwLock<Snapshot>> {
+        Arc::clone(&self.shared)
+    }
+
+    /// Records a decision that is not a limit (admitted, refused, dropped) and counts it.
+    pub fn record(&mut self, tenant: &str, outcome: &str, reason: &str) {
+        match outcome {
+            "admitted" => self.counters.admitted += 1,
+            "refused" => self.counters.refused += 1,
+            "dropped" => self.counters.dropped += 1,
+            _ => {}
+        }
+        self.push(DecisionRecord {
+            tick: self.ticks,
+            at_unix_ms: now_ms(),
+            tenant: tenant.to_string(),
+            outcome: outcome.to_string(),
+            reason: reason.to_string(),
+            ..DecisionRecord::default()
+        });
+    }
+
+    fn push(&mut self, record: DecisionRecord) {
+        self.decisions.push_back(record);
+        while self.decisions.len() > self.kept {
+            self.decisions.pop_front();
+        }
+    }
+
+    /// Publishes one tick. `managed` lists (id, name, cgroup) of managed tenants in config order.
+    #[allow(clippy::too_many_arguments)]
+    pub fn tick(
+        &mut self,
+        obs: &HostObservation,
+        decision: &Decision,
+        events: &[HostEvent],
+        host: &LinuxHost,
+        controller: &Controller,
+        managed: Vec<(TenantId, String, String)>,
+        log: &Logger,
+    ) {
+        self.ticks += 1;
+        self.counters.ticks += 1;
+        *self
+            .counters
+            .state_ticks
+            .entry(decision.state.name().to_string())
+            .or_insert(0) += 1;
+        let elapsed_s = self
+            .last_now
+            .map(|l| obs.now.saturating_sub(l).as_secs_f64())
+            .filter(|&s| s > 0.0);
+        self.last_now = Some(obs.now);
+        let name_of = |id: TenantId| {
+            managed
+                .iter()
+                .find(|(i, _, _)| *i == id)
+                .map(|(_, n, _)| n.clone())
+                .unwrap_or_else(|| id.to_string())
+        };
+
+        for event in events {
+            self.event(event, decision, &name_of, log);
+        }
+        for action in &decision.actions {
+            let Some(note) = action.reason.mechanism.limit else {
+                continue;
+            };
+            let held = matches!(
+                note.rail,
+                LimitRail::BackoffFaults { .. } | LimitRail::BackoffPressure { .. }
+            ) || (note.rail == LimitRail::Floor
+                && note.to == note.from
+                && action.target < note.to);
+            if held {
+                self.counters.held += 1;
+                if self.held.insert(action.id, note.rail.name()) != Some(note.rail.name()) {
+                    let name = name_of(action.id);
+                    log.info(
+                        "hold",
+                        &[
+                            ("tenant", json!(name)),
+                            ("reason", json!(action.reason.to_string())),
+                        ],
+                    );
+                    self.push(DecisionRecord {
+                        tick: self.ticks,
+                        at_unix_ms: now_ms(),
+                        tenant: name,
+                        target_bytes: action.target.to_bytes().0,
+                        limit_from_bytes: Some(note.from.to_bytes().0),
+                        limit_to_bytes: Some(note.to.to_bytes().0),
+                        outcome: "hold".to_string(),
+                        reason: action.reason.to_string(),
+                    });
+                }
+            } else {
+                self.held.remove(&action.id);
+            }
+        }
+
+        self.host.machine_bytes = obs.machine.to_bytes().0;
+        self.host.free_bytes = obs.free.to_bytes().0;
+        self.host.budget_bytes = decision.budget.to_bytes().0;
+        self.host.swap_total_bytes = obs.host_swap_total.to_bytes().0;
+        self.host.swap_free_bytes = obs
+            .host_swap_total
+            .saturating_sub(obs.host_swap_used)
+            .to_bytes()
+            .0;
+        self.host.state = decision.state.name().to_string();
+        self.host.tax_rate = controller.config().tax_rate.value();
+        self.host.pressure_some_avg10 = obs.pressure;
+
+        let mut tenants = Vec::with_capacity(managed.len());
+        for (id, name, cgroup) in &managed {
+            let Some(view) = controller.tenant(*id) else {
+                continue;
+            };
+            let t = host.tenant(*id);
+            let sample = t.and_then(|t| t.last_sample.as_ref());
+            let o = obs.tenants.iter().find(|o| o.id == *id);
+            let a = decision.action(*id);
+            let refaults = o.and_then(|o| match (o.refaults, o.swap_ins) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            });
+            tenants.push(TenantSnapshot {
+                name: name.clone(),
+                cgroup: cgroup.clone(),
+                origin: t
+                    .map(|t| t.origin().name())
+                    .unwrap_or("adopted")
+                    .to_string(),
+                min_bytes: view.spec.min.to_bytes().0,
+                max_bytes: view.spec.max.to_bytes().0,
+                shares: view.spec.shares,
+                estimator: view.spec.estimator.name().to_string(),
+                allocated_bytes: o.map_or(0, |o| o.allocated.to_bytes().0),
+                target_bytes: a.map_or(0, |a| a.target.to_bytes().0),
+                active_estimate_bytes: view.active_estimate.to_bytes().0,
+                limit_bytes: sample.and_then(|s| match s.limit {
+                    Limit::Max => None,
+                    Limit::Bytes(b) => Some(b.0),
+                }),
+                floor_bytes: a
+                    .and_then(|a| a.reason.mechanism.limit)
+                    .map_or(0, |n| n.floor.to_bytes().0),
+                anon_bytes: sample.and_then(|s| s.anon.map(|b| b.0)),
+                file_bytes: sample.and_then(|s| s.file.map(|b| b.0)),
+                swap_bytes: sample.and_then(|s| s.swap.map(|b| b.0)),
+                refaults_total: t.and_then(|t| t.refaults_total),
+                refaults_per_s: refaults.zip(elapsed_s).map(|(n, s)| n as f64 / s),
+                major_faults_total: t.and_then(|t| t.major_faults_total),
+                pressure_some_avg10: sample
+                    .and_then(|s| s.pressure.as_ref())
+                    .map(|p| p.some.avg10_pct),
+                mechanisms: a.map_or_else(Vec::new, |a| {
+                    a.mechanisms.iter().map(|m| m.name().to_string()).collect()
+                }),
+                reason: a.map_or_else(String::new, |a| a.reason.to_string()),
+            });
+            if self.dry_run {
+                if let Some(a) = a {
+                    log.info(
+                        "decision",
+                        &[
+                            ("tenant", json!(name)),
+                            ("target_bytes", json!(a.target.to_bytes().0)),
+                            ("limit_bytes", json!(a.limit.map(|l| l.to_bytes().0))),
+                            ("reason", json!(a.reason.to_string())),
+                        ],
+                    );
+                }
+            }
+        }
+
+        let snapshot = Snapshot {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            dry_run: self.dry_run,
+            ticks: self.ticks,
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            host: self.host.clone(),
+            tenants,
+            decisions: self.decisions.iter().cloned().collect(),
+            counters: self.counters.clone(),
+        };
+        if let Ok(mut shared) = self.shared.write() {
+            *shared = snapshot;
+        }
+    }
+
+    fn event(
+        &mut self,
+        event: &HostEvent,
+        decision: &Decision,
+        name_of: &dyn Fn(TenantId) -> String,
+        log: &Logger,
+    ) {
+        let reason_of = |id: TenantId| {
+            decision
+                .action(id)
+                .map(|a| a.reason.to_string())
+                .unwrap_or_default()
+        };
+        let target_of = |id: TenantId| decision.action(id).map_or(0, |a| a.target.to_bytes().0);
+        match *event {
+            HostEvent::Limit {
+                id,
+                from,
+                to,
+                written,
+            } => {
+                let outcome = if !written {
+                    self.counters.dry_run += 1;
+                    "dry_run"
+                } else if to > from {
+                    self.counters.limit_raised += 1;
+                    "raise"
+                } else {
+                    self.counters.limit_lowered += 1;
+                    "lower"
+                };
+                let name = name_of(id);
+                let reason = reason_of(id);
+                log.info(
+                    "limit",
+                    &[
+                        ("tenant", json!(name)),
+                        ("outcome", json!(outcome)),
+                        ("from_bytes", json!(from.to_bytes().0)),
+                        ("to_bytes", json!(to.to_bytes().0)),
+                        ("reason", json!(reason)),
+                    ],
+                );
+                self.push(DecisionRecord {
+                    tick: self.ticks,
+                    at_unix_ms: now_ms(),
+                    tenant: name,
+                    target_bytes: target_of(id),
+                    limit_from_bytes: Some(from.to_bytes().0),
+                    limit_to_bytes: Some(to.to_bytes().0),
+                    outcome: outcome.to_string(),
+                    reason,
+                });
+            }
+            HostEvent::WriteFailed { id, to, ref error } => {
+                self.counters.write_failures += 1;
+                let name = name_of(id);
+                log.warn(
+                    "write_failed",
+                    &[
+                        ("tenant", json!(name)),
+                        ("to_bytes", json!(to.to_bytes().0)),
+                        ("error", json!(error)),
+                    ],
+                );
+                self.push(DecisionRecord {
+                    tick: self.ticks,
+                    at_unix_ms: now_ms(),
+                    tenant: name,
+                    target_bytes: target_of(id),
+                    limit_to_bytes: Some(to.to_bytes().0),
+                    outcome: "write_failed".to_string(),
+                    reason: error.clone(),
+                    ..DecisionRecord::default()
+                });
+            }
+            HostEvent::BelowFloor { id, to, floor } => {
+                self.counters.held += 1;
+                log.error(
+                    "below_floor",
+                    &[
+                        ("tenant", json!(name_of(id))),
+                        ("to_bytes", json!(to.to_bytes().0)),
+                        ("floor_bytes", json!(floor.to_bytes().0)),
+                    ],
+                );
+            }
+            HostEvent::ReadFailed { id, ref error } => {
+                log.warn(
+                    "read_failed",
+                    &[("tenant", json!(name_of(id))), ("error", json!(error))],
+                );
+            }
+            HostEvent::SamplerFailed { id, ref error } => {
+                log.warn(
+                    "sampler_failed",
+                    &[("tenant", json!(name_of(id))), ("error", json!(error))],
+                );
+            }
+            HostEvent::Gone { .. } => {}
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The daemon's state file: the limits found on each tenant before memtide changed them, written atomically, so a clean exit restores them and a restart after a crash re-adopts instead of resetting.
+
+use memtide_linux::host::TenantRecord;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Version of the file's format.
+pub const FORMAT: u32 = 1;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StateFile {
+    pub format: u32,
+    /// The daemon that wrote it.
+    pub pid: u32,
+    /// `v1` or `v2`.
+    pub hierarchy: String,
+    pub tenants: Vec<TenantRecord>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("state file {path}: cannot read: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "state file {path}: not a memtide state file ({detail}); move it away to start afresh"
+    )]
+    Malformed { path: PathBuf, detail: String },
+    #[error("state file {path}: format {found}, this memtide reads format {FORMAT}")]
+    Format { path: PathBuf, found: u32 },
+    #[error("state file {path}: cannot write: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("state file {path} belongs to a running memtide daemon (pid {pid}); stop it first")]
+    InUse { path: PathBuf, pid: u32 },
+}
+
+/// Reads the state file; `Ok(None)` when there is none.
+pub fn load(path: &Path) -> Result<Option<StateFile>, StateError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(source) => {
+            return Err(StateError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let state: StateFile = serde_json::from_str(&text).map_err(|e| StateError::Malformed {
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })?;
+    if state.format != FORMAT {
+        return Err(StateError::Format {
+            path: path.to_path_buf(),
+            found: state.format,
+        });
+    }
+    Ok(Some(state))
+}
+
+/// Refuses a state file whose writer is another live memtide process.
+pub fn check_not_in_use(
+    path: &Path,
+    state: &StateFile,
+    proc_root: &Path,
+) -> Result<(), StateError> {
+    if state.pid == std::process::id() {
+        return Ok(());
+    }
+    let comm = proc_root.join(format!("proc/{}/comm", state.pid));
+    match std::fs::read_to_string(comm) {
+        Ok(name) if name.trim() == "memtide" => Err(StateError::InUse {
+            path: path.to_path_buf(),
+            pid: state.pid,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Writes the state file atomically (a temporary file beside it, then a rename), creating its
+/// directory if needed.
+pub fn save(path: &Path, state: &StateFile) -> Result<(), StateError> {
+    let write_error = |source| StateError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(write_error)?;
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    let text = serde_json::to_string_pretty(state).expect("state serialises");
+    std::fs::write(&tmp, text).map_err(write_error)?;
+    std::fs::rename(&tmp, path).map_err(write_error)
+}
+
+/// Removes the state file after a clean exit (a missing file is fine).
+pub fn remove(path: &Path) -> Result<(), StateError> {
+    match std::fs::remove_file(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(source) => Err(StateError::Write {
+            path: path.to_path_buf(),
+            source,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memtide_linux::cgroup::{Limit, LimitSettings};
+    use memtide_linux::host::Origin;
+    use memtide_model::Bytes;
+
+    fn state() -> StateFile {
+        StateFile {
+            format: FORMAT,
+            pid: 4242,
+            hierarchy: "v1".to_string(),
+            tenants: vec![TenantRecord {
+                name: "db".to_string(),
+                cgroup: "/memtide/db".to_string(),
+                origin: Origin::Adopted,
+                original: LimitSettings::V1 {
+                    limit: Limit::Bytes(Bytes(1 << 30)),
+                    soft_limit: Limit::Max,
+                    memsw_limit: Some(Limit::Max),
+                    swappiness: Some(60),
+                },
+            }],
+        }
+    }
+
+    #[test]
+    fn a_saved_state_loads_back_identical() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub/state.json");
+        save(&path, &state()).unwrap();
+        assert_eq!(load(&path).unwrap(), Some(state()));
+        remove(&path).unwrap();
+        assert_eq!(load(&path).unwrap(), None);
+    }
+
+    #[test]
+    fn a_malformed_state_file_is_refused_naming_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        std::fs::write(&path, "{ not json").unwrap();
+        let msg = load(&path).unwrap_err().to_string();
+        assert!(
+            msg.contains("state.json") && msg.contains("not a memtide state file"),
+            "{msg}"
+        );
+        assert!(!msg.contains('\n'));
+    }
+
+    #[test]
+    fn a_state_file_of_a_live_memtide_is_in_use() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("proc/4242")).unwrap();
+        std::fs::write(dir.path().join("proc/4242/comm"), "memtide\n").unwrap();
+        let path = dir.path().join("state.json");
+        let err = check_not_in_use(&path, &state(), dir.path()).unwrap_err();
+        assert!(err.to_string().contains("pid 4242"));
+        std::fs::write(dir.path().join("proc/4242/comm"), "bash\n").unwrap();
+        assert!(check_not_in_use(&path, &state(), dir.path()).is_ok());
+    }
+}

@@ -1,0 +1,159 @@
+//! Launching a tenant's command inside a new cgroup: the child joins the cgroup before it executes, so none of its memory is charged elsewhere; stopping it again.
+
+use super::error::LinuxError;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Starts `argv` with its process placed in the cgroup at `dir` (a directory that already
+/// exists). Output goes to `log` when given (appended), else to /dev/null.
+pub fn spawn_in_cgroup(
+    tenant: &str,
+    argv: &[String],
+    dir: &Path,
+    log: Option<&Path>,
+) -> Result<Child, LinuxError> {
+    let launch_error = |error| LinuxError::Launch {
+        tenant: tenant.to_string(),
+        program: argv.first().cloned().unwrap_or_default(),
+        error,
+    };
+    let (program, args) = argv
+        .split_first()
+        .ok_or_else(|| launch_error(std::io::Error::other("empty command")))?;
+    let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
+        .map_err(|e| launch_error(std::io::Error::other(e)))?;
+    let mut command = Command::new(program);
+    command.args(args).stdin(Stdio::null());
+    match log {
+        Some(path) => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).map_err(launch_error)?;
+            }
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .map_err(launch_error)?;
+            command
+                .stdout(file.try_clone().map_err(launch_error)?)
+                .stderr(file);
+        }
+        None => {
+            command.stdout(Stdio::null()).stderr(Stdio::null());
+        }
+    }
+    // SAFETY: between fork and exec the closure only makes raw system calls (open, write,
+    // close) on memory prepared before the fork; it allocates nothing and takes no locks.
+    unsafe {
+        command.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // "0" moves the writing process itself.
+            let written = libc::write(fd, b"0\n".as_ptr().cast(), 2);
+            let err = std::io::Error::last_os_error();
+            libc::close(fd);
+            if written < 0 {
+                return Err(err);
+            }
+            Ok(())
+        });
+    }
+    command.spawn().map_err(launch_error)
+}
+
+/// Asks every process in `pids` to stop (SIGTERM), waits up to `grace` for `alive` to report
+/// none left, then kills what remains (SIGKILL). Returns how many had to be killed.
+pub fn stop_processes(
+    pids: impl Fn() -> Vec<u32>,
+    grace: Duration,
+    mut reap: impl FnMut(),
+) -> usize {
+    for pid in pids() {
+        signal(pid, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        reap();
+        if pids().is_empty() {
+            return 0;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left = pids();
+    for &pid in &left {
+        signal(pid, libc::SIGKILL);
+    }
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline && !pids().is_empty() {
+        reap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    left.len()
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    if let Ok(pid) = libc::pid_t::try_from(pid) {
+        if pid > 0 {
+            // SAFETY: kill(2) has no memory-safety preconditions; a stale pid yields ESRCH.
+            unsafe {
+                libc::kill(pid, sig);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_launch_into_a_missing_cgroup_fails_naming_the_tenant_and_program() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nope");
+        let err = spawn_in_cgroup("db", &["/bin/true".to_string()], &missing, None)
+            .expect_err("no cgroup.procs to join");
+        let msg = err.to_string();
+        assert!(msg.contains("\"db\"") && msg.contains("/bin/true"), "{msg}");
+    }
+
+    #[test]
+    fn the_child_writes_itself_into_cgroup_procs_before_exec() {
+        // A plain directory stands in for the cgroup: the child's write lands in a file.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cgroup.procs"), "").unwrap();
+        let mut child = spawn_in_cgroup("t", &["/bin/true".to_string()], dir.path(), None).unwrap();
+        assert!(child.wait().unwrap().success());
+        let written = std::fs::read_to_string(dir.path().join("cgroup.procs")).unwrap();
+        assert_eq!(written, "0\n");
+    }
+
+    #[test]
+    fn an_empty_command_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(spawn_in_cgroup("t", &[], dir.path(), None).is_err());
+    }
+
+    #[test]
+    fn stop_processes_terminates_a_running_child() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        let exited = std::cell::Cell::new(false);
+        let killed = stop_processes(
+            || if exited.get() { vec![] } else { vec![pid] },
+            Duration::from_secs(5),
+            || {
+                if let Ok(Some(_)) = child.try_wait() {
+                    exited.set(true);
+                }
+            },
+        );
+        assert_eq!(killed, 0, "sleep stops on SIGTERM");
+        assert!(exited.get());
+    }
+}

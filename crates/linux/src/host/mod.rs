@@ -1,0 +1,534 @@
+//! The Linux `Host`: tenants are memory cgroups (adopted or launched); observation reads cgroupfs and procfs, actuation writes limits within bounded time, and every write passes a last floor check.
+
+mod error;
+pub mod launch;
+pub mod paths;
+pub mod sampling;
+mod tenant;
+
+pub use error::LinuxError;
+pub use tenant::{ManagedTenant, Origin, TenantRecord};
+
+use crate::cgroup::{CgroupSample, Limit, LimitSettings, MemoryCgroup};
+use crate::damon::DamonConfig;
+use crate::fs::hierarchy::MemoryHierarchy;
+use crate::fs::{meminfo, pressure, FsError};
+use memtide_controller::Host;
+use memtide_model::{
+    Bytes, Decision, HostObservation, LimitObservation, Pages, TenantId, TenantObservation,
+};
+use sampling::AccessSampler;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tenant::{delta, Counters};
+
+/// How the host reads and writes.
+#[derive(Clone, Debug)]
+pub struct HostOptions {
+    /// Root under which /proc is read (tests use fake trees).
+    pub proc_root: PathBuf,
+    /// Longest wait for one write to a kernel file.
+    pub write_timeout: Duration,
+    /// Decide and report, write nothing.
+    pub dry_run: bool,
+    /// The DAMON sysfs root, for tenants measured by sampling.
+    pub damon_root: PathBuf,
+    pub damon: DamonConfig,
+    /// Where launched commands' output goes (one `<name>.log` per tenant); `None`: discarded.
+    pub log_dir: Option<PathBuf>,
+}
+
+/// Something that happened on the host this tick, for the daemon to log and count.
+#[derive(Clone, Debug, PartialEq)]
+pub enum HostEvent {
+    /// A limit was written (or, in a dry run, would have been).
+    Limit {
+        id: TenantId,
+        from: Pages,
+        to: Pages,
+        written: bool,
+    },
+    /// A write failed; the previous limit stays.
+    WriteFailed {
+        id: TenantId,
+        to: Pages,
+        error: String,
+    },
+    /// The host refused a limit under what the tenant cannot give back.
+    BelowFloor {
+        id: TenantId,
+        to: Pages,
+        floor: Pages,
+    },
+    /// The tenant's cgroup vanished or has no processes left; it is no longer managed.
+    Gone {
+        id: TenantId,
+        name: String,
+        why: String,
+    },
+    /// Reading a tenant failed this tick (it is left out of this tick's observation).
+    ReadFailed { id: TenantId, error: String },
+    /// The access sampler could not measure this tick.
+    SamplerFailed { id: TenantId, error: String },
+}
+
+/// The real host.
+#[derive(Debug)]
+pub struct LinuxHost {
+    hierarchy: MemoryHierarchy,
+    options: HostOptions,
+    started: Instant,
+    tenants: BTreeMap<TenantId, ManagedTenant>,
+    events: Vec<HostEvent>,
+    machine: Pages,
+    swap_free: Pages,
+}
+
+impl LinuxHost {
+    pub fn new(hierarchy: MemoryHierarchy, options: HostOptions) -> Result<LinuxHost, LinuxError> {
+        let info = meminfo::read_meminfo(&options.proc_root)?;
+        Ok(LinuxHost {
+            hierarchy,
+            machine: info.mem_total.to_pages_floor(),
+            swap_free: info.swap_free.unwrap_or(Bytes::ZERO).to_pages_floor(),
+            options,
+            started: Instant::now(),
+            tenants: BTreeMap::new(),
+            events: Vec::new(),
+        })
+    }
+
+    pub fn hierarchy(&self) -> &MemoryHierarchy {
+        &self.hierarchy
+    }
+
+    /// MemTotal.
+    pub fn machine(&self) -> Pages {
+        self.machine
+    }
+
+    pub fn dry_run(&self) -> bool {
+        self.options.dry_run
+    }
+
+    pub fn tenant(&self, id: TenantId) -> Option<&ManagedTenant> {
+        self.tenants.get(&id)
+    }
+
+    pub fn tenants(&self) -> impl Iterator<Item = &ManagedTenant> {
+        self.tenants.values()
+    }
+
+    /// What the state file must hold now.
+    pub fn records(&self) -> Vec<TenantRecord> {
+        self.tenants.values().map(|t| t.record.clone()).collect()
+    }
+
+    /// Events since the last call.
+    pub fn drain_events(&mut self) -> Vec<HostEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn cgroup_for(&self, path: &str) -> MemoryCgroup {
+        MemoryCgroup::new(self.hierarchy.version, self.hierarchy.dir_of(path))
+    }
+
+    /// Manages an existing cgroup. `original` is the state file's record when re-adopting
+    /// after a crash (the files then hold memtide's limits, not the tenant's own).
+    pub fn adopt(
+        &mut self,
+        id: TenantId,
+        name: &str,
+        cgroup_path: &str,
+        original: Option<LimitSettings>,
+        origin: Origin,
+    ) -> Result<&ManagedTenant, LinuxError> {
+        if self.tenants.contains_key(&id) {
+            return Err(LinuxError::Duplicate(name.to_string()));
+        }
+        let cgroup = self.cgroup_for(cgroup_path);
+        if !cgroup.exists() {
+            return Err(LinuxError::UnknownCgroup {
+                cgroup: cgroup_path.to_string(),
+                dir: cgroup.dir().display().to_string(),
+            });
+        }
+        let original = match original {
+            Some(o) => o,
+            None => cgroup.settings()?,
+        };
+        Ok(self.insert(id, name, cgroup_path, cgroup, original, origin, None))
+    }
+
+    /// Creates `<cgroup_path>` (which must not hold processes), bounds it by `initial_limit`
+    /// and starts `argv` inside it.
+    pub fn launch(
+        &mut self,
+        id: TenantId,
+        name: &str,
+        cgroup_path: &str,
+        argv: &[String],
+        initial_limit: Pages,
+    ) -> Result<&ManagedTenant, LinuxError> {
+        if self.tenants.contains_key(&id) {
+            return Err(LinuxError::Duplicate(name.to_string()));
+        }
+        let cgroup = self.cgroup_for(cgroup_path);
+        if !cgroup.exists() {
+            std::fs::create_dir(cgroup.dir()).map_err(|error| LinuxError::CreateCgroup {
+                dir: cgroup.dir().display().to_string(),
+                error,
+            })?;
+        }
+        let original = cgroup.settings()?;
+        cgroup.set_limit(
+            Limit::Bytes(initial_limit.to_bytes()),
+            self.options.write_timeout,
+        )?;
+        let log = self
+            .options
+            .log_dir
+            .as_ref()
+            .map(|d| d.join(format!("{name}.log")));
+        let child = match launch::spawn_in_cgroup(name, argv, cgroup.dir(), log.as_deref()) {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = std::fs::remove_dir(cgroup.dir());
+                return Err(e);
+            }
+        };
+        Ok(self.insert(
+            id,
+            name,
+            cgroup_path,
+            cgroup,
+            original,
+            Origin::Launched,
+            Some(child),
+        ))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn insert(
+        &mut self,
+        id: TenantId,
+        name: &str,
+        cgroup_path: &str,
+        cgroup: MemoryCgroup,
+        original: LimitSettings,
+        origin: Origin,
+        child: Option<std::process::Child>,
+    ) -> &ManagedTenant {
+        let no_anon_swap = matches!(
+            original,
+            LimitSettings::V1 {
+                swappiness: Some(0),
+                ..
+            }
+        );
+        let tenant = ManagedTenant {
+            id,
+            name: name.to_string(),
+            record: TenantRecord {
+                name: name.to_string(),
+                cgroup: cgroup_path.to_string(),
+                origin,
+                original,
+            },
+            cgroup,
+            child,
+            no_anon_swap,
+            last: None,
+            last_sample: None,
+            refaults_total: None,
+            major_faults_total: None,
+            unreclaimable: Pages::ZERO,
+            sampler: None,
+        };
+        self.tenants.entry(id).or_insert(tenant)
+    }
+
+    /// Measures `id` by DAMON access sampling with periods of `period`; touched fractions are
+    /// of `max`, the tenant's configured size (as ESX samples a VM's configured memory).
+    pub fn enable_sampling(&mut self, id: TenantId, period: Duration, max: Pages) {
+        let root = self.options.damon_root.clone();
+        let config = self.options.damon.clone();
+        if let Some(t) = self.tenants.get_mut(&id) {
+            t.sampler = Some(AccessSampler::new(&root, config, period, max.to_bytes()));
+        }
+    }
+
+    /// Stops managing `id`: an adopted cgroup gets its recorded settings back (unless this is
+    /// a dry run, which changed nothing); a launched one is stopped and its cgroup removed.
+    pub fn release(&mut self, id: TenantId) -> Result<Option<TenantRecord>, LinuxError> {
+        let Some(mut t) = self.tenants.remove(&id) else {
+            return Ok(None);
+        };
+        match t.record.origin {
+            Origin::Adopted => {
+                if !self.options.dry_run && t.cgroup.exists() {
+                    t.cgroup
+                        .restore(&t.record.original, self.options.write_timeout)?;
+                }
+            }
+            Origin::Launched => stop_launched(&mut t),
+        }
+        Ok(Some(t.record))
+    }
+
+    /// Releases every tenant; returns the errors met (each tenant is tried).
+    pub fn release_all(&mut self) -> Vec<(String, LinuxError)> {
+        let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
+        let mut errors = Vec::new();
+        for id in ids {
+            let name = self.tenants[&id].name.clone();
+            if let Err(e) = self.release(id) {
+                errors.push((name, e));
+            }
+        }
+        errors
+    }
+
+    fn now(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Drops a tenant whose cgroup vanished or emptied, and says why.
+    fn drop_gone(&mut self, id: TenantId, why: String) {
+        if let Some(mut t) = self.tenants.remove(&id) {
+            if t.record.origin == Origin::Launched {
+                stop_launched(&mut t);
+            }
+            self.events.push(HostEvent::Gone {
+                id,
+                name: t.name,
+                why,
+            });
+        }
+    }
+
+    fn observe_tenant(
+        &mut self,
+        id: TenantId,
+        now: Duration,
+    ) -> Result<Option<TenantObservation>, FsError> {
+        let swap_free = self.swap_free;
+        let machine = self.machine;
+        let t = self.tenants.get_mut(&id).expect("observed tenants exist");
+        if let Some(child) = &mut t.child {
+            if let Ok(Some(_)) = child.try_wait() {
+                t.child = None;
+            }
+        }
+        let sample = t.cgroup.sample()?;
+        let pids = t.cgroup.pids()?;
+        if pids.is_empty() {
+            return Ok(None);
+        }
+        let counters = Counters::of(&sample);
+        let last = t.last.replace(counters);
+        let (swap_ins, refaults, major) = match last {
+            Some(l) => (
+                delta(counters.refault_anon, l.refault_anon),
+                delta(counters.refault_file, l.refault_file),
+                delta(counters.major_faults, l.major_faults),
+            ),
+            None => (None, None, None),
+        };
+        if last.is_some() {
+            let events = match (swap_ins, refaults) {
+                (None, None) => None,
+                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+            };
+            t.refaults_total = add(t.refaults_total, events);
+            t.major_faults_total = add(t.major_faults_total, major);
+        }
+        t.unreclaimable = unreclaimable(&sample, swap_free, t.no_anon_swap);
+        let limit = match sample.limit {
+            Limit::Max => machine,
+            Limit::Bytes(b) => b.to_pages_floor().min(machine),
+        };
+        let sample_counts = match &mut t.sampler {
+            Some(s) => match s.observe(now, &pids) {
+                Ok(c) => Some(c),
+                Err(error) => {
+                    self.events.push(HostEvent::SamplerFailed { id, error });
+                    None
+                }
+            },
+            None => None,
+        };
+        let obs = TenantObservation {
+            anon: sample.anon.map(Bytes::to_pages_floor),
+            file: sample.file.map(Bytes::to_pages_floor),
+            swap_ins,
+            refaults,
+            sample: sample_counts,
+            limit: Some(LimitObservation {
+                limit,
+                unreclaimable: t.unreclaimable,
+                major_faults: major,
+                pressure: sample.pressure.as_ref().map(|p| p.some.avg10_pct),
+            }),
+            ..TenantObservation::new(id, sample.usage.to_pages_floor())
+        };
+        t.last_sample = Some(sample);
+        Ok(Some(obs))
+    }
+
+    fn apply_limit(&mut self, id: TenantId, to: Pages) {
+        let dry_run = self.options.dry_run;
+        let timeout = self.options.write_timeout;
+        let machine = self.machine;
+        let Some(t) = self.tenants.get_mut(&id) else {
+            return;
+        };
+        let Some(sample) = &t.last_sample else {
+            return;
+        };
+        let from = match sample.limit {
+            Limit::Max => machine,
+            Limit::Bytes(b) => b.to_pages_floor().min(machine),
+        };
+        if to == from {
+            return;
+        }
+        // The policy's rails keep limits above the floor; this is the last check before the
+        // kernel, against a bug anywhere above.
+        if to < t.unreclaimable {
+            self.events.push(HostEvent::BelowFloor {
+                id,
+                to,
+                floor: t.unreclaimable,
+            });
+            return;
+        }
+        if dry_run {
+            self.events.push(HostEvent::Limit {
+                id,
+                from,
+                to,
+                written: false,
+            });
+            return;
+        }
+        match t.cgroup.set_limit(Limit::Bytes(to.to_bytes()), timeout) {
+            Ok(()) => {
+                if let Some(s) = &mut t.last_sample {
+                    s.limit = Limit::Bytes(to.to_bytes());
+                }
+                self.events.push(HostEvent::Limit {
+                    id,
+                    from,
+                    to,
+                    written: true,
+                });
+            }
+            Err(e) if e.is_vanished() => self.drop_gone(id, e.to_string()),
+            Err(e) => self.events.push(HostEvent::WriteFailed {
+                id,
+                to,
+                error: e.to_string(),
+            }),
+        }
+    }
+}
+
+fn add(total: Option<u64>, delta: Option<u64>) -> Option<u64> {
+    match (total, delta) {
+        (t, Some(d)) => Some(t.unwrap_or(0).saturating_add(d)),
+        (t, None) => t,
+    }
+}
+
+/// Memory the tenant cannot give back now: its anonymous memory beyond the free swap (all of
+/// it when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole
+/// usage minus known page cache: never as zero.
+pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool) -> Pages {
+    let anon = match (sample.anon, sample.file) {
+        (Some(a), _) => a,
+        (None, Some(f)) => sample.usage.saturating_sub(f),
+        (None, None) => sample.usage,
+    }
+    .to_pages_ceil();
+    let swap_room = if no_anon_swap { Pages::ZERO } else { swap_free };
+    let unevictable = sample.unevictable.unwrap_or(Bytes::ZERO).to_pages_ceil();
+    anon.saturating_sub(swap_room) + unevictable
+}
+
+fn stop_launched(t: &mut ManagedTenant) {
+    let cgroup = t.cgroup.clone();
+    let child = &mut t.child;
+    launch::stop_processes(
+        || cgroup.pids().unwrap_or_default(),
+        Duration::from_secs(5),
+        || {
+            if let Some(c) = child {
+                let _ = c.try_wait();
+            }
+        },
+    );
+    if let Some(c) = child {
+        let _ = c.wait();
+    }
+    // The kernel refuses to remove a cgroup that still holds processes; nothing else to do then.
+    let _ = std::fs::remove_dir(cgroup.dir());
+}
+
+impl Host for LinuxHost {
+    type Error = LinuxError;
+
+    fn observe(&mut self) -> Result<HostObservation, LinuxError> {
+        let now = self.now();
+        let info = meminfo::read_meminfo(&self.options.proc_root)?;
+        let swap_total = info.swap_total.unwrap_or(Bytes::ZERO).to_pages_floor();
+        let swap_free = info.swap_free.unwrap_or(Bytes::ZERO).to_pages_floor();
+        self.machine = info.mem_total.to_pages_floor();
+        self.swap_free = swap_free;
+        let free = info
+            .mem_available
+            .or(info.mem_free)
+            .unwrap_or(Bytes::ZERO)
+            .to_pages_floor();
+        let host_pressure =
+            pressure::read_memory_pressure(&self.options.proc_root)?.map(|p| p.some.avg10_pct);
+
+        let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
+        let mut tenants = Vec::with_capacity(ids.len());
+        for id in ids {
+            match self.observe_tenant(id, now) {
+                Ok(Some(obs)) => tenants.push(obs),
+                Ok(None) => self.drop_gone(id, "no processes left in its cgroup".to_string()),
+                Err(e) if e.is_vanished() => self.drop_gone(id, e.to_string()),
+                Err(e) => self.events.push(HostEvent::ReadFailed {
+                    id,
+                    error: e.to_string(),
+                }),
+            }
+        }
+        Ok(HostObservation {
+            now,
+            machine: self.machine,
+            free,
+            host_swap_total: swap_total,
+            host_swap_used: swap_total.saturating_sub(swap_free),
+            pressure: host_pressure,
+            tenants,
+        })
+    }
+
+    fn apply(&mut self, decision: &Decision) -> Result<(), LinuxError> {
+        for action in &decision.actions {
+            if let Some(to) = action.limit {
+                self.apply_limit(action.id, to);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Where a launched tenant's cgroup goes: `<parent>/<name>`.
+pub fn launched_cgroup_path(parent: &str, name: &str) -> String {
+    format!("{}/{}", parent.trim_end_matches('/'), name)
+}

@@ -1,0 +1,116 @@
+//! One managed tenant of the Linux host: its cgroup, where it came from, the settings found before memtide touched it, and the counters kept between ticks.
+
+use crate::cgroup::{CgroupSample, LimitSettings, MemoryCgroup};
+use memtide_model::{Pages, TenantId};
+use serde::{Deserialize, Serialize};
+use std::process::Child;
+
+/// How a tenant came to be managed.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Origin {
+    /// An existing cgroup memtide adopted; on exit its settings are restored.
+    Adopted,
+    /// A command memtide launched in a cgroup it created; on exit it is stopped and the cgroup
+    /// removed.
+    Launched,
+}
+
+impl Origin {
+    pub fn name(self) -> &'static str {
+        match self {
+            Origin::Adopted => "adopted",
+            Origin::Launched => "launched",
+        }
+    }
+}
+
+/// What the state file keeps per tenant, so a restarted daemon re-adopts instead of resetting.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TenantRecord {
+    pub name: String,
+    /// The cgroup, as a path inside the memory hierarchy.
+    pub cgroup: String,
+    pub origin: Origin,
+    /// The limits found before memtide changed anything.
+    pub original: LimitSettings,
+}
+
+/// Cumulative kernel counters read at the previous tick.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Counters {
+    pub refault_anon: Option<u64>,
+    pub refault_file: Option<u64>,
+    pub major_faults: Option<u64>,
+}
+
+impl Counters {
+    pub fn of(s: &CgroupSample) -> Counters {
+        Counters {
+            refault_anon: s.refault_anon,
+            refault_file: s.refault_file,
+            major_faults: s.major_faults,
+        }
+    }
+}
+
+/// Delta of a cumulative counter; `None` when either reading is missing. A counter that went
+/// backwards (the cgroup was recreated) counts as a fresh start.
+pub(crate) fn delta(now: Option<u64>, before: Option<u64>) -> Option<u64> {
+    match (now, before) {
+        (Some(n), Some(b)) if n >= b => Some(n - b),
+        (Some(n), Some(_)) => Some(n),
+        _ => None,
+    }
+}
+
+/// A tenant the host manages.
+#[derive(Debug)]
+pub struct ManagedTenant {
+    pub id: TenantId,
+    pub name: String,
+    pub record: TenantRecord,
+    pub(crate) cgroup: MemoryCgroup,
+    /// The launched process, when this daemon started it (not after re-adoption).
+    pub(crate) child: Option<Child>,
+    /// v1 `memory.swappiness` is 0: the kernel never swaps this cgroup's anonymous memory.
+    pub(crate) no_anon_swap: bool,
+    pub(crate) last: Option<Counters>,
+    /// The latest reading, for the API and for skipping writes that change nothing.
+    pub last_sample: Option<CgroupSample>,
+    /// Refaults (anon + file) and major faults since memtide started watching.
+    pub refaults_total: Option<u64>,
+    pub major_faults_total: Option<u64>,
+    /// What the tenant cannot give back, as last computed.
+    pub unreclaimable: Pages,
+    pub(crate) sampler: Option<super::sampling::AccessSampler>,
+}
+
+impl ManagedTenant {
+    pub fn cgroup(&self) -> &MemoryCgroup {
+        &self.cgroup
+    }
+
+    pub fn origin(&self) -> Origin {
+        self.record.origin
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_need_both_readings_and_restart_on_a_reset_counter() {
+        let cases = [
+            (Some(10), Some(4), Some(6)),
+            (Some(4), Some(4), Some(0)),
+            (Some(3), Some(9), Some(3)),
+            (None, Some(4), None),
+            (Some(4), None, None),
+        ];
+        for (now, before, want) in cases {
+            assert_eq!(delta(now, before), want, "{now:?} - {before:?}");
+        }
+    }
+}
