@@ -14,10 +14,6 @@ fn the_idle_tax_moves_memory_from_an_idle_tenant_to_an_active_one() {
     let Some(linux) = linux(test) else {
         return;
     };
-    if !memtide_linux::damon::available(std::path::Path::new("/sys/kernel/mm/damon/admin")) {
-        skip_or_fail(test, "DAMON's sysfs interface with vaddr is missing");
-        return;
-    }
     let Some(_swap) = zram(test, "2G") else {
         return;
     };
@@ -63,10 +59,13 @@ estimator = "sampling"
             .and_then(|t| t.limit_bytes)
             .unwrap_or(u64::MAX)
     };
+    // Tax 0 would split the 600 MiB budget 300/300. With tax 0.75 the shares-per-page
+    // equilibrium, with active estimates of ~400 and ~10 MiB, is about 446/154 MiB: the
+    // idle tenant keeps less than its 308 MiB, the active one gets more than its 400 MiB.
     let s = daemon.wait_until(
         "the idle limit falls and the active one rises",
-        Duration::from_secs(120),
-        |s| limit_of(s, "idle") <= 128 * MIB && limit_of(s, "active") >= 450 * MIB,
+        Duration::from_secs(240),
+        |s| limit_of(s, "idle") <= 200 * MIB && limit_of(s, "active") >= 430 * MIB,
     );
     let converged = start.elapsed();
     println!(

@@ -250,6 +250,49 @@ impl Publisher {
         }
     }
 
+    /// Logs and records limits raised between ticks for tenants stalled at their limit.
+    pub fn rescues(
+        &mut self,
+        events: Vec<HostEvent>,
+        managed: &[(TenantId, String, String)],
+        log: &Logger,
+    ) {
+        for event in events {
+            if let HostEvent::Rescued { id, from, to } = event {
+                let name = managed
+                    .iter()
+                    .find(|(i, _, _)| *i == id)
+                    .map_or_else(|| id.to_string(), |(_, n, _)| n.clone());
+                self.rescued(id, from, to, &name, log);
+            }
+        }
+    }
+
+    fn rescued(&mut self, id: TenantId, from: Pages, to: Pages, name: &str, log: &Logger) {
+        let _ = id;
+        self.counters.limit_raised += 1;
+        let reason = "stalled at its limit (out of memory, killer held off): raised at once";
+        log.warn(
+            "rescued",
+            &[
+                ("tenant", json!(name)),
+                ("from_bytes", json!(from.to_bytes().0)),
+                ("to_bytes", json!(to.to_bytes().0)),
+                ("reason", json!(reason)),
+            ],
+        );
+        self.push(DecisionRecord {
+            tick: self.ticks,
+            at_unix_ms: now_ms(),
+            tenant: name.to_string(),
+            limit_from_bytes: Some(from.to_bytes().0),
+            limit_to_bytes: Some(to.to_bytes().0),
+            outcome: "raise".to_string(),
+            reason: reason.to_string(),
+            ..DecisionRecord::default()
+        });
+    }
+
     fn event(
         &mut self,
         event: &HostEvent,
@@ -349,6 +392,7 @@ impl Publisher {
                     &[("tenant", json!(name_of(id))), ("error", json!(error))],
                 );
             }
+            HostEvent::Rescued { id, from, to } => self.rescued(id, from, to, &name_of(id), log),
             HostEvent::Gone { .. } => {}
         }
     }

@@ -6,10 +6,9 @@ use crate::log::Logger;
 use crate::publish::Publisher;
 use crate::state_file::{self, StateFile};
 use memtide_controller::{Controller, ControllerConfig, Host};
-use memtide_linux::damon::DamonConfig;
 use memtide_linux::fs::hierarchy;
 use memtide_linux::host::{
-    launched_cgroup_path, paths, HostEvent, HostOptions, LinuxError, LinuxHost, Origin,
+    launched_cgroup_path, paths, HostEvent, HostOptions, LinuxError, LinuxHost, Origin, Original,
     TenantRecord,
 };
 use memtide_model::{
@@ -96,8 +95,6 @@ pub fn run(config: DaemonConfig, stop: Arc<AtomicBool>) -> Result<(), DaemonErro
             proc_root: proc_root.clone(),
             write_timeout: config.host.write_timeout,
             dry_run,
-            damon_root: proc_root.join("sys/kernel/mm/damon/admin"),
-            damon: DamonConfig::default(),
             log_dir: state_path.parent().map(|d| d.join("logs")),
         },
     )?;
@@ -217,6 +214,10 @@ pub fn run(config: DaemonConfig, stop: Arc<AtomicBool>) -> Result<(), DaemonErro
         }
         while !stop.load(Ordering::SeqCst) && Instant::now() < next {
             take_changes(&commands, &mut controller, &slots, &log);
+            if !dry_run {
+                host.rescue_stalled();
+                publisher.rescues(host.drain_events(), &slots_view(&slots), &log);
+            }
             std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
         }
     }
@@ -315,7 +316,7 @@ fn start_tenant(
                 slot.id,
                 &name,
                 &slot.cgroup,
-                record.map(|r| r.original),
+                record.as_ref().map(Original::of),
                 Origin::Adopted,
             )?;
             if readopt {
@@ -336,7 +337,7 @@ fn start_tenant(
                     slot.id,
                     &name,
                     &slot.cgroup,
-                    record.map(|r| r.original),
+                    record.as_ref().map(Original::of),
                     Origin::Launched,
                 )?;
                 "readopted"
@@ -377,6 +378,7 @@ fn admit(
     match controller.admit(spec) {
         Ok(()) => {
             slot.managed = true;
+            host.set_max(slot.id, max);
             if sampling {
                 host.enable_sampling(slot.id, period, max);
             }
@@ -426,7 +428,7 @@ fn forget(record: TenantRecord, host: &mut LinuxHost, log: &Logger) {
             id,
             &name,
             &record.cgroup,
-            Some(record.original),
+            Some(Original::of(&record)),
             record.origin,
         )
         .map(|_| ())

@@ -136,6 +136,7 @@ mod tests {
                     memsw_limit: Some(Limit::Max),
                     swappiness: Some(60),
                 },
+                oom_kill_disable: Some(false),
             }],
         }
     }

@@ -17,6 +17,7 @@ pub mod meminfo;
 pub mod pressure;
 pub mod procs;
 mod read;
+pub mod smaps;
 pub mod swaps;
 pub mod vmstat;
 pub mod write;

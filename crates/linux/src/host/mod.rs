@@ -10,7 +10,6 @@ pub use error::LinuxError;
 pub use tenant::{ManagedTenant, Origin, TenantRecord};
 
 use crate::cgroup::{CgroupSample, Limit, LimitSettings, MemoryCgroup};
-use crate::damon::DamonConfig;
 use crate::fs::hierarchy::MemoryHierarchy;
 use crate::fs::{meminfo, pressure, FsError};
 use memtide_controller::Host;
@@ -32,9 +31,6 @@ pub struct HostOptions {
     pub write_timeout: Duration,
     /// Decide and report, write nothing.
     pub dry_run: bool,
-    /// The DAMON sysfs root, for tenants measured by sampling.
-    pub damon_root: PathBuf,
-    pub damon: DamonConfig,
     /// Where launched commands' output goes (one `<name>.log` per tenant); `None`: discarded.
     pub log_dir: Option<PathBuf>,
 }
@@ -71,6 +67,13 @@ pub enum HostEvent {
     ReadFailed { id: TenantId, error: String },
     /// The access sampler could not measure this tick.
     SamplerFailed { id: TenantId, error: String },
+    /// A tenant stalled at its limit (v1, OOM killer disabled by memtide) got its limit raised
+    /// at once, between ticks.
+    Rescued {
+        id: TenantId,
+        from: Pages,
+        to: Pages,
+    },
 }
 
 /// The real host.
@@ -141,7 +144,7 @@ impl LinuxHost {
         id: TenantId,
         name: &str,
         cgroup_path: &str,
-        original: Option<LimitSettings>,
+        original: Option<Original>,
         origin: Origin,
     ) -> Result<&ManagedTenant, LinuxError> {
         if self.tenants.contains_key(&id) {
@@ -156,7 +159,10 @@ impl LinuxHost {
         }
         let original = match original {
             Some(o) => o,
-            None => cgroup.settings()?,
+            None => Original {
+                settings: cgroup.settings()?,
+                oom_kill_disable: oom_kill_disable(&cgroup)?,
+            },
         };
         Ok(self.insert(id, name, cgroup_path, cgroup, original, origin, None))
     }
@@ -181,7 +187,10 @@ impl LinuxHost {
                 error,
             })?;
         }
-        let original = cgroup.settings()?;
+        let original = Original {
+            settings: cgroup.settings()?,
+            oom_kill_disable: oom_kill_disable(&cgroup)?,
+        };
         cgroup.set_limit(
             Limit::Bytes(initial_limit.to_bytes()),
             self.options.write_timeout,
@@ -216,12 +225,12 @@ impl LinuxHost {
         name: &str,
         cgroup_path: &str,
         cgroup: MemoryCgroup,
-        original: LimitSettings,
+        original: Original,
         origin: Origin,
         child: Option<std::process::Child>,
     ) -> &ManagedTenant {
         let no_anon_swap = matches!(
-            original,
+            original.settings,
             LimitSettings::V1 {
                 swappiness: Some(0),
                 ..
@@ -234,7 +243,8 @@ impl LinuxHost {
                 name: name.to_string(),
                 cgroup: cgroup_path.to_string(),
                 origin,
-                original,
+                original: original.settings,
+                oom_kill_disable: original.oom_kill_disable,
             },
             cgroup,
             child,
@@ -245,17 +255,63 @@ impl LinuxHost {
             major_faults_total: None,
             unreclaimable: Pages::ZERO,
             sampler: None,
+            max: None,
+            oom_guard: false,
         };
         self.tenants.entry(id).or_insert(tenant)
     }
 
-    /// Measures `id` by DAMON access sampling with periods of `period`; touched fractions are
+    /// The tenant's configured max (the OOM guard is on only while its limit is below it).
+    pub fn set_max(&mut self, id: TenantId, max: Pages) {
+        if let Some(t) = self.tenants.get_mut(&id) {
+            t.max = Some(max);
+        }
+    }
+
+    /// Between ticks: a v1 tenant stalled at its limit (under_oom, with the OOM killer that
+    /// memtide disabled) gets its limit raised at once by one step (5%, at least 8 MiB), up to
+    /// its max; at its max the kernel's OOM killer is given back, as without memtide.
+    pub fn rescue_stalled(&mut self) {
+        let timeout = self.options.write_timeout;
+        let machine = self.machine;
+        for t in self.tenants.values_mut() {
+            if !t.oom_guard {
+                continue;
+            }
+            let Ok(oom) = crate::fs::cgroup_v1::read_oom_control(t.cgroup.dir()) else {
+                continue;
+            };
+            if !oom.under_oom {
+                continue;
+            }
+            let from = match t.cgroup.sample().map(|s| s.limit) {
+                Ok(Limit::Bytes(b)) => b.to_pages_floor(),
+                _ => continue,
+            };
+            let max = t.max.unwrap_or(machine);
+            let to = (from + from.scale(0.05).max(Pages::from_mib(8))).min(max);
+            if to > from
+                && t.cgroup
+                    .set_limit(Limit::Bytes(to.to_bytes()), timeout)
+                    .is_ok()
+            {
+                self.events.push(HostEvent::Rescued { id: t.id, from, to });
+                if let Some(s) = &mut t.last_sample {
+                    s.limit = Limit::Bytes(to.to_bytes());
+                }
+            }
+            if to >= max {
+                set_oom_guard(t, false, timeout);
+            }
+        }
+    }
+
+    /// Measures `id`'s touched memory each sampling period of `period`; touched fractions are
     /// of `max`, the tenant's configured size (as ESX samples a VM's configured memory).
     pub fn enable_sampling(&mut self, id: TenantId, period: Duration, max: Pages) {
-        let root = self.options.damon_root.clone();
-        let config = self.options.damon.clone();
+        let root = self.options.proc_root.clone();
         if let Some(t) = self.tenants.get_mut(&id) {
-            t.sampler = Some(AccessSampler::new(&root, config, period, max.to_bytes()));
+            t.sampler = Some(AccessSampler::new(&root, period, max.to_bytes()));
         }
     }
 
@@ -270,6 +326,7 @@ impl LinuxHost {
                 if !self.options.dry_run && t.cgroup.exists() {
                     t.cgroup
                         .restore(&t.record.original, self.options.write_timeout)?;
+                    set_oom_guard(&mut t, false, self.options.write_timeout);
                 }
             }
             Origin::Launched => stop_launched(&mut t),
@@ -418,6 +475,8 @@ impl LinuxHost {
                 if let Some(s) = &mut t.last_sample {
                     s.limit = Limit::Bytes(to.to_bytes());
                 }
+                let below_max = t.max.is_some_and(|max| to < max);
+                set_oom_guard(t, below_max, timeout);
                 self.events.push(HostEvent::Limit {
                     id,
                     from,
@@ -432,6 +491,49 @@ impl LinuxHost {
                 error: e.to_string(),
             }),
         }
+    }
+}
+
+/// What a tenant had before memtide: its limit settings and (v1) its OOM killer switch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Original {
+    pub settings: LimitSettings,
+    pub oom_kill_disable: Option<bool>,
+}
+
+impl Original {
+    /// The originals a state file recorded.
+    pub fn of(record: &TenantRecord) -> Original {
+        Original {
+            settings: record.original,
+            oom_kill_disable: record.oom_kill_disable,
+        }
+    }
+}
+
+/// v1: the cgroup's `oom_kill_disable`; `None` on v2.
+fn oom_kill_disable(cgroup: &MemoryCgroup) -> Result<Option<bool>, FsError> {
+    match cgroup.version() {
+        crate::fs::CgroupVersion::V1 => Ok(Some(
+            crate::fs::cgroup_v1::read_oom_control(cgroup.dir())?.oom_kill_disable,
+        )),
+        crate::fs::CgroupVersion::V2 => Ok(None),
+    }
+}
+
+/// v1: disables the OOM killer while memtide holds the tenant under its max (`on`), or gives
+/// back the tenant's own setting. A tenant whose killer was already disabled is left alone.
+fn set_oom_guard(t: &mut ManagedTenant, on: bool, timeout: Duration) {
+    let Some(original) = t.record.oom_kill_disable else {
+        return;
+    };
+    if original || t.oom_guard == on {
+        return;
+    }
+    let value = if on { "1" } else { "0" };
+    let path = t.cgroup.dir().join("memory.oom_control");
+    if crate::fs::write_bounded(&path, value, timeout).is_ok() {
+        t.oom_guard = on;
     }
 }
 

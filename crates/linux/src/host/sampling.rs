@@ -1,164 +1,152 @@
-//! ESX-style sampling counts for a Linux tenant: DAMON's accessed bytes, as a fraction of the tenant's max, gathered into the sampling estimator's periods.
+//! ESX-style sampling counts for a Linux tenant: the bytes its processes touched in each sampling period (cleared accessed bits, then `Referenced:`), as a fraction of the tenant's max.
 //!
 //! ESX samples 100 random pages of a VM's configured memory each period and counts those
-//! touched. Here DAMON checks (itself by sampling one address per region) which parts of the
-//! tenant's address spaces were accessed in each aggregation window; the period's touched
-//! fraction is the largest accessed/max seen in its windows, reported in thousandths.
+//! touched. Here the kernel's accessed bits answer for every mapped page instead of a sample: at
+//! the start of a period memtide clears them (`/proc/PID/clear_refs`), and at its end reads how
+//! much was referenced since (`/proc/PID/smaps_rollup`). The period's touched fraction is that
+//! over the tenant's max, reported in thousandths. Only completed periods carry counts (reading
+//! every tick would walk every page table every tick). Page cache read through `read(2)` is not
+//! mapped and not counted.
 
-use crate::damon::{AccessMonitor, DamonConfig};
+use crate::fs::smaps::{clear_referenced, read_referenced};
 use memtide_model::{Bytes, CompletedSample, SampleCounts};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// The resolution of the reported fraction: `sampled` in every period.
+/// The resolution of the reported fraction: `sampled` of a completed period.
 pub const RESOLUTION: u32 = 1000;
 
-/// Periods of touched fractions, independent of where the fractions come from.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PeriodCounter {
-    period_len: Duration,
-    period: u64,
-    started: Option<Duration>,
-    touched: u32,
-    completed: Option<CompletedSample>,
-}
-
-impl PeriodCounter {
-    pub fn new(period_len: Duration) -> PeriodCounter {
-        PeriodCounter {
-            period_len,
-            period: 0,
-            started: None,
-            touched: 0,
-            completed: None,
-        }
-    }
-
-    /// Folds in one window's fraction (accessed / max) at `now`; returns the counts to report.
-    /// A period that ended is reported as `completed` once, on the first call after it.
-    pub fn record(&mut self, now: Duration, fraction: Option<f64>) -> SampleCounts {
-        let started = *self.started.get_or_insert(now);
-        let mut completed = None;
-        if now.saturating_sub(started) >= self.period_len {
-            completed = Some(CompletedSample {
-                sampled: RESOLUTION,
-                touched: self.touched,
-            });
-            self.period += 1;
-            self.started = Some(now);
-            self.touched = 0;
-        }
-        if let Some(f) = fraction {
-            let t = (f.clamp(0.0, 1.0) * f64::from(RESOLUTION)).round() as u32;
-            self.touched = self.touched.max(t);
-        }
-        self.completed = completed;
-        SampleCounts {
-            period: self.period,
-            sampled: RESOLUTION,
-            touched: self.touched,
-            completed,
-        }
-    }
-}
-
-/// A tenant's DAMON monitor and its periods.
+/// A tenant's periods of referenced memory.
 #[derive(Debug)]
 pub struct AccessSampler {
-    damon_root: PathBuf,
-    config: DamonConfig,
-    monitor: Option<AccessMonitor>,
-    pids: Vec<u32>,
-    periods: PeriodCounter,
+    proc_root: PathBuf,
+    period_len: Duration,
     max: Bytes,
+    period: u64,
+    started: Option<Duration>,
 }
 
 impl AccessSampler {
-    pub fn new(
-        damon_root: &Path,
-        config: DamonConfig,
-        period: Duration,
-        max: Bytes,
-    ) -> AccessSampler {
+    pub fn new(proc_root: &Path, period_len: Duration, max: Bytes) -> AccessSampler {
         AccessSampler {
+            proc_root: proc_root.to_path_buf(),
+            period_len,
             max,
-            damon_root: damon_root.to_path_buf(),
-            config,
-            monitor: None,
-            pids: Vec::new(),
-            periods: PeriodCounter::new(period),
+            period: 0,
+            started: None,
         }
     }
 
-    /// One observation: follows the tenant's processes, reads the latest window and returns
-    /// the counts, or an error line (the counts are then `None` for this tick: never zero).
+    /// One observation at `now` of the tenant's processes `pids`: starts a period (clearing
+    /// their accessed bits) or, when one has run its length, completes it with the referenced
+    /// fraction and starts the next.
     pub fn observe(&mut self, now: Duration, pids: &[u32]) -> Result<SampleCounts, String> {
-        let max = self.max;
-        let mut pids = pids.to_vec();
-        pids.sort_unstable();
-        if pids.is_empty() {
-            self.monitor = None;
-            self.pids.clear();
-            return Err("no processes to monitor".to_string());
-        }
-        if pids != self.pids || self.monitor.is_none() {
-            self.monitor = None;
-            self.monitor = Some(
-                AccessMonitor::start(&self.damon_root, &pids, &self.config)
-                    .map_err(|e| e.to_string())?,
-            );
-            self.pids = pids;
-        }
-        let monitor = self.monitor.as_mut().expect("started above");
-        match monitor.read() {
-            Ok(window) => {
-                let fraction = if max.0 == 0 {
-                    None
-                } else {
-                    Some(window.accessed.0 as f64 / max.0 as f64)
-                };
-                Ok(self.periods.record(now, fraction))
+        let mut completed = None;
+        match self.started {
+            None => {
+                self.clear(pids)?;
+                self.started = Some(now);
             }
-            Err(e) => {
-                // A monitor whose processes changed under it restarts next tick.
-                self.monitor = None;
-                self.pids.clear();
-                Err(e.to_string())
+            Some(started) if now.saturating_sub(started) >= self.period_len => {
+                let mut referenced = 0u64;
+                for &pid in pids {
+                    if let Some(b) =
+                        read_referenced(&self.proc_root, pid).map_err(|e| e.to_string())?
+                    {
+                        referenced = referenced.saturating_add(b.0);
+                    }
+                }
+                completed = Some(CompletedSample {
+                    sampled: RESOLUTION,
+                    touched: touched(referenced, self.max),
+                });
+                self.period += 1;
+                self.clear(pids)?;
+                self.started = Some(now);
             }
+            Some(_) => {}
         }
+        Ok(SampleCounts {
+            period: self.period,
+            sampled: 0,
+            touched: 0,
+            completed,
+        })
     }
+
+    fn clear(&self, pids: &[u32]) -> Result<(), String> {
+        for &pid in pids {
+            clear_referenced(&self.proc_root, pid).map_err(|e| e.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+/// `referenced / max` in thousandths, at most [`RESOLUTION`]; a zero max counts as all touched.
+fn touched(referenced: u64, max: Bytes) -> u32 {
+    if max.0 == 0 {
+        return RESOLUTION;
+    }
+    let t = (referenced as f64 / max.0 as f64 * f64::from(RESOLUTION)).round();
+    t.clamp(0.0, f64::from(RESOLUTION)) as u32
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_period_keeps_its_largest_window_and_completes_once() {
-        let mut p = PeriodCounter::new(Duration::from_secs(10));
-        let s = |t| Duration::from_secs(t);
-        assert_eq!(p.record(s(0), Some(0.2)).touched, 200);
-        assert_eq!(p.record(s(4), Some(0.5)).touched, 500);
-        let mid = p.record(s(8), Some(0.1));
-        assert_eq!((mid.period, mid.touched, mid.completed), (0, 500, None));
-        let next = p.record(s(10), Some(0.3));
-        assert_eq!(next.period, 1);
-        assert_eq!(next.touched, 300);
-        assert_eq!(
-            next.completed,
-            Some(CompletedSample {
-                sampled: RESOLUTION,
-                touched: 500
-            })
-        );
-        assert_eq!(p.record(s(11), None).completed, None);
+    fn fake_proc(root: &Path, pid: u32, referenced_kb: u64) {
+        let dir = root.join(format!("proc/{pid}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("smaps_rollup"),
+            format!("0-1 ---p 0 00:00 0 [rollup]\nRss: 1 kB\nReferenced: {referenced_kb} kB\n"),
+        )
+        .unwrap();
+        std::fs::write(dir.join("clear_refs"), "").unwrap();
     }
 
     #[test]
-    fn fractions_outside_zero_to_one_are_clamped() {
-        let mut p = PeriodCounter::new(Duration::from_secs(10));
-        assert_eq!(p.record(Duration::ZERO, Some(1.7)).touched, RESOLUTION);
-        let mut p = PeriodCounter::new(Duration::from_secs(10));
-        assert_eq!(p.record(Duration::ZERO, Some(-0.5)).touched, 0);
+    fn a_period_completes_once_with_the_referenced_fraction_of_max() {
+        let root = tempfile::tempdir().unwrap();
+        fake_proc(root.path(), 10, 256 * 1024);
+        fake_proc(root.path(), 11, 0);
+        let mut s = AccessSampler::new(root.path(), Duration::from_secs(10), Bytes(1 << 30));
+        let at = Duration::from_secs;
+        let first = s.observe(at(0), &[10, 11]).unwrap();
+        assert_eq!((first.period, first.completed), (0, None));
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("proc/10/clear_refs")).unwrap(),
+            "1",
+            "the period starts by clearing the accessed bits"
+        );
+        assert_eq!(s.observe(at(5), &[10, 11]).unwrap().completed, None);
+        let done = s.observe(at(10), &[10, 11]).unwrap();
+        assert_eq!(done.period, 1);
+        assert_eq!(
+            done.completed,
+            Some(CompletedSample {
+                sampled: RESOLUTION,
+                touched: 250
+            })
+        );
+        assert_eq!(s.observe(at(11), &[10, 11]).unwrap().completed, None);
+    }
+
+    #[test]
+    fn a_process_gone_at_the_period_end_adds_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        fake_proc(root.path(), 10, 512 * 1024);
+        let mut s = AccessSampler::new(root.path(), Duration::from_secs(1), Bytes(1 << 30));
+        s.observe(Duration::ZERO, &[10, 99]).unwrap();
+        let done = s.observe(Duration::from_secs(1), &[10, 99]).unwrap();
+        assert_eq!(done.completed.unwrap().touched, 500);
+    }
+
+    #[test]
+    fn touched_is_clamped_to_the_resolution() {
+        assert_eq!(touched(2 << 30, Bytes(1 << 30)), RESOLUTION);
+        assert_eq!(touched(0, Bytes(1 << 30)), 0);
+        assert_eq!(touched(5, Bytes(0)), RESOLUTION);
     }
 }

@@ -34,6 +34,10 @@ pub struct TenantRecord {
     pub origin: Origin,
     /// The limits found before memtide changed anything.
     pub original: LimitSettings,
+    /// v1: whether the cgroup's OOM killer was disabled before memtide changed anything
+    /// (memtide disables it while it holds a limit under the tenant's max).
+    #[serde(default)]
+    pub oom_kill_disable: Option<bool>,
 }
 
 /// Cumulative kernel counters read at the previous tick.
@@ -84,6 +88,11 @@ pub struct ManagedTenant {
     /// What the tenant cannot give back, as last computed.
     pub unreclaimable: Pages,
     pub(crate) sampler: Option<super::sampling::AccessSampler>,
+    /// The tenant's configured max: the OOM guard is on only while the limit is below it.
+    pub(crate) max: Option<Pages>,
+    /// memtide has disabled the v1 OOM killer (a tenant at its limit stalls instead of being
+    /// killed, and memtide raises the limit).
+    pub(crate) oom_guard: bool,
 }
 
 impl ManagedTenant {
