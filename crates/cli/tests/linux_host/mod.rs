@@ -116,15 +116,29 @@ impl TestCgroup {
         self.cgroup.sample().expect("sample the test cgroup")
     }
 
-    /// Starts the toucher with `args` inside this cgroup.
+    /// Starts the toucher with `args` inside this cgroup: a shell joins the cgroup first and
+    /// then becomes the toucher, so all of its memory is charged here.
     pub fn spawn_toucher(&self, args: &[&str]) -> Toucher {
         let procs = self.dir().join("cgroup.procs");
-        let mut cmd = Command::new(toucher_path());
-        cmd.args(args).stdout(Stdio::null()).stderr(Stdio::null());
-        let child = cmd.spawn().expect("start memtide-toucher");
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg("echo $$ > \"$0\" && exec \"$@\"")
+            .arg(&procs)
+            .arg(toucher_path())
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start memtide-toucher");
         let toucher = Toucher(child);
-        std::fs::write(&procs, toucher.0.id().to_string())
-            .expect("move the toucher into its cgroup");
+        let start = Instant::now();
+        while self.cgroup.pids().map_or(true, |p| p.is_empty()) {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "the toucher never joined"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         toucher
     }
 

@@ -20,7 +20,7 @@ use sampling::AccessSampler;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tenant::{delta, Counters};
+use tenant::{delta, distinct_swap_ins, Counters};
 
 /// How the host reads and writes.
 #[derive(Clone, Debug)]
@@ -387,7 +387,7 @@ impl LinuxHost {
         let last = t.last.replace(counters);
         let (swap_ins, refaults, major) = match last {
             Some(l) => (
-                delta(counters.refault_anon, l.refault_anon),
+                distinct_swap_ins(delta(counters.refault_anon, l.refault_anon), counters, l),
                 delta(counters.refault_file, l.refault_file),
                 delta(counters.major_faults, l.major_faults),
             ),

@@ -46,6 +46,8 @@ pub(crate) struct Counters {
     pub refault_anon: Option<u64>,
     pub refault_file: Option<u64>,
     pub major_faults: Option<u64>,
+    /// Pages in swap at that reading.
+    pub swap_pages: Option<u64>,
 }
 
 impl Counters {
@@ -54,7 +56,26 @@ impl Counters {
             refault_anon: s.refault_anon,
             refault_file: s.refault_file,
             major_faults: s.major_faults,
+            swap_pages: s.swap.map(|b| b.to_pages_ceil().0),
         }
+    }
+}
+
+/// Swap-ins of distinct pages: anonymous refaults since the last reading, at most the pages
+/// that were in swap at either reading. A hot page thrashing in and out of swap refaults many
+/// times a tick; the working-set probe needs how much memory was missing, not how often.
+pub(crate) fn distinct_swap_ins(
+    refaults: Option<u64>,
+    now: Counters,
+    before: Counters,
+) -> Option<u64> {
+    let in_swap = match (now.swap_pages, before.swap_pages) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    match (refaults, in_swap) {
+        (Some(r), Some(s)) => Some(r.min(s)),
+        (r, _) => r,
     }
 }
 
@@ -108,6 +129,37 @@ impl ManagedTenant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn swap_ins_count_each_swapped_page_once() {
+        let with_swap = |pages| Counters {
+            swap_pages: Some(pages),
+            ..Counters::default()
+        };
+        let cases = [
+            (
+                Some(25_600),
+                with_swap(2_560),
+                with_swap(1_000),
+                Some(2_560),
+            ),
+            (Some(100), with_swap(2_560), with_swap(1_000), Some(100)),
+            (
+                Some(500),
+                Counters::default(),
+                Counters::default(),
+                Some(500),
+            ),
+            (None, with_swap(10), with_swap(10), None),
+        ];
+        for (refaults, now, before, want) in cases {
+            assert_eq!(
+                distinct_swap_ins(refaults, now, before),
+                want,
+                "{refaults:?}"
+            );
+        }
+    }
 
     #[test]
     fn deltas_need_both_readings_and_restart_on_a_reset_counter() {
