@@ -2,6 +2,8 @@
 # Measures the daemon on this host: CPU per tick and memory footprint while it manages N real
 # tenants (cgroups under our own memory cgroup, each holding one small process), at a 1 s tick.
 # Usage: scripts/bench-daemon.sh [TENANTS] [SECONDS]   (root; cgroup v1 or v2 memory controller)
+# DRY_RUN=1 measures observing and deciding alone (no limit writes, so no kernel reclaim work
+# done in the daemon's context).
 set -euo pipefail
 
 tenants=${1:-100}
@@ -40,6 +42,7 @@ trap cleanup EXIT
 mkdir "$dir"
 {
   printf '[daemon]\ntick = "1s"\nlisten = "127.0.0.1:0"\nstate_file = "%s/state.json"\n' "$work"
+  [[ ${DRY_RUN:-0} == 1 ]] && printf 'dry_run = true\n'
   printf '[host]\nparent = "%s"\nbudget = "%dM"\n' "$parent" $((tenants * 64))
 } > "$work/memtide.toml"
 for i in $(seq 1 "$tenants"); do
