@@ -477,6 +477,20 @@ impl LinuxHost {
                 }
                 let below_max = t.max.is_some_and(|max| to < max);
                 set_oom_guard(t, below_max, timeout);
+                // v2: memory.high only throttles the tenant toward the new limit as it
+                // allocates; memory.reclaim takes the excess now, without a limit to remember.
+                // (v1's limit write reclaims by itself; `reclaim` is a no-op there.)
+                let usage = t.last_sample.as_ref().map_or(Bytes::ZERO, |s| s.usage);
+                let excess = usage.saturating_sub(to.to_bytes());
+                if excess > Bytes::ZERO {
+                    if let Err(e) = t.cgroup.reclaim(excess, timeout) {
+                        self.events.push(HostEvent::WriteFailed {
+                            id,
+                            to,
+                            error: e.to_string(),
+                        });
+                    }
+                }
                 self.events.push(HostEvent::Limit {
                     id,
                     from,
@@ -633,4 +647,176 @@ impl Host for LinuxHost {
 /// Where a launched tenant's cgroup goes: `<parent>/<name>`.
 pub fn launched_cgroup_path(parent: &str, name: &str) -> String {
     format!("{}/{}", parent.trim_end_matches('/'), name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::CgroupVersion;
+    use memtide_model::{ReclamationState, TenantAction};
+    use std::path::Path;
+
+    const MIB: u64 = 1 << 20;
+
+    /// A fake v2 host: /proc/meminfo and one cgroup `/t` holding `usage_mib` with one process.
+    fn fake_v2(root: &Path, usage_mib: u64) -> LinuxHost {
+        std::fs::create_dir_all(root.join("proc")).unwrap();
+        std::fs::write(
+            root.join("proc/meminfo"),
+            "MemTotal: 8388608 kB\nMemFree: 4194304 kB\nMemAvailable: 6291456 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+        )
+        .unwrap();
+        let dir = root.join("cg/t");
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = [
+            ("memory.current", (usage_mib * MIB).to_string()),
+            ("memory.high", "max".to_string()),
+            ("memory.max", "max".to_string()),
+            ("memory.low", "0".to_string()),
+            ("memory.min", "0".to_string()),
+            ("memory.swap.current", "0".to_string()),
+            ("memory.swap.max", "max".to_string()),
+            ("memory.reclaim", String::new()),
+            ("cgroup.procs", "4242\n".to_string()),
+            (
+                "memory.stat",
+                format!(
+                    "anon {}\nfile {}\nunevictable 0\nworkingset_refault_anon 10\nworkingset_refault_file 20\npgmajfault 3\n",
+                    (usage_mib - 50) * MIB,
+                    50 * MIB
+                ),
+            ),
+            ("memory.pressure", "some avg10=1.50 avg60=0.00 avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n".to_string()),
+        ];
+        for (name, text) in files {
+            std::fs::write(dir.join(name), text).unwrap();
+        }
+        let hierarchy = MemoryHierarchy::new(CgroupVersion::V2, root.join("cg"), "/".to_string());
+        LinuxHost::new(
+            hierarchy,
+            HostOptions {
+                proc_root: root.to_path_buf(),
+                write_timeout: Duration::from_secs(5),
+                dry_run: false,
+                log_dir: None,
+            },
+        )
+        .unwrap()
+    }
+
+    fn limit_to(id: TenantId, mib: u64) -> Decision {
+        let mut a = TenantAction::none(id, ReclamationState::High);
+        a.limit = Some(Pages::from_mib(mib));
+        Decision {
+            now: Duration::ZERO,
+            state: ReclamationState::High,
+            budget: Pages::ZERO,
+            actions: vec![a],
+        }
+    }
+
+    #[test]
+    fn a_v2_tenant_is_observed_with_its_split_pressure_and_unreclaimable_memory() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        let obs = host.observe().unwrap();
+        let t = &obs.tenants[0];
+        assert_eq!(t.allocated, Pages::from_mib(300));
+        assert_eq!(t.anon, Some(Pages::from_mib(250)));
+        assert_eq!(t.file, Some(Pages::from_mib(50)));
+        assert_eq!(t.refaults, None, "no delta before a second reading");
+        let limit = t.limit.unwrap();
+        assert_eq!(
+            limit.limit, obs.machine,
+            "memory.high max reads as the machine"
+        );
+        assert_eq!(
+            limit.unreclaimable,
+            Pages::from_mib(250),
+            "no swap: all anon"
+        );
+        assert_eq!(limit.pressure, Some(1.5));
+        let again = host.observe().unwrap();
+        assert_eq!(again.tenants[0].refaults, Some(0));
+    }
+
+    #[test]
+    fn a_v2_limit_is_memory_high_and_the_excess_is_reclaimed_now() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.observe().unwrap();
+        host.apply(&limit_to(TenantId(0), 280)).unwrap();
+        let dir = root.path().join("cg/t");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.high")).unwrap(),
+            (280 * MIB).to_string()
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.reclaim")).unwrap(),
+            (20 * MIB).to_string()
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.max")).unwrap(),
+            "max",
+            "memory.max stays the tenant's own hard fence"
+        );
+    }
+
+    #[test]
+    fn the_host_refuses_a_limit_under_the_unreclaimable_memory() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.observe().unwrap();
+        host.drain_events();
+        host.apply(&limit_to(TenantId(0), 200)).unwrap();
+        let events = host.drain_events();
+        assert!(
+            matches!(events[..], [HostEvent::BelowFloor { .. }]),
+            "{events:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("cg/t/memory.high")).unwrap(),
+            "max"
+        );
+    }
+
+    #[test]
+    fn a_vanished_cgroup_is_dropped_and_reported() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        std::fs::remove_dir_all(root.path().join("cg/t")).unwrap();
+        let obs = host.observe().unwrap();
+        assert!(obs.tenants.is_empty());
+        assert!(host.tenant(TenantId(0)).is_none());
+        let events = host.drain_events();
+        assert!(matches!(events[..], [HostEvent::Gone { .. }]), "{events:?}");
+    }
+
+    #[test]
+    fn a_dry_run_reports_the_limit_and_writes_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        host.options.dry_run = true;
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.observe().unwrap();
+        host.apply(&limit_to(TenantId(0), 280)).unwrap();
+        let events = host.drain_events();
+        assert!(
+            matches!(events[..], [HostEvent::Limit { written: false, .. }]),
+            "{events:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("cg/t/memory.high")).unwrap(),
+            "max"
+        );
+    }
 }
