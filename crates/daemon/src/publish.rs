@@ -263,13 +263,12 @@ impl Publisher {
                     .iter()
                     .find(|(i, _, _)| *i == id)
                     .map_or_else(|| id.to_string(), |(_, n, _)| n.clone());
-                self.rescued(id, from, to, &name, log);
+                self.rescued(from, to, &name, log);
             }
         }
     }
 
-    fn rescued(&mut self, id: TenantId, from: Pages, to: Pages, name: &str, log: &Logger) {
-        let _ = id;
+    fn rescued(&mut self, from: Pages, to: Pages, name: &str, log: &Logger) {
         self.counters.limit_raised += 1;
         let reason = "stalled at its limit (out of memory, killer held off): raised at once";
         log.warn(
@@ -392,7 +391,7 @@ impl Publisher {
                     &[("tenant", json!(name_of(id))), ("error", json!(error))],
                 );
             }
-            HostEvent::Rescued { id, from, to } => self.rescued(id, from, to, &name_of(id), log),
+            HostEvent::Rescued { id, from, to } => self.rescued(from, to, &name_of(id), log),
             HostEvent::Gone { .. } => {}
         }
     }

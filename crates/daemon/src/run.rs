@@ -124,7 +124,7 @@ pub fn run(config: DaemonConfig, stop: Arc<AtomicBool>) -> Result<(), DaemonErro
     };
     // Admission on Linux: mins must fit in the budget; what lies above min is backed by the
     // rest of the host's memory and its swap.
-    let swap = hierarchy_swap(&proc_root);
+    let swap = swap_total(&proc_root);
     let backing = (machine + swap).saturating_sub(budget);
     let mut controller = Controller::new(controller_config, budget, backing)
         .map_err(|e| DaemonError::Usage(e.to_string()))?;
@@ -237,7 +237,7 @@ pub fn run(config: DaemonConfig, stop: Arc<AtomicBool>) -> Result<(), DaemonErro
     Ok(())
 }
 
-fn hierarchy_swap(proc_root: &std::path::Path) -> Pages {
+fn swap_total(proc_root: &std::path::Path) -> Pages {
     memtide_linux::fs::meminfo::read_meminfo(proc_root)
         .ok()
         .and_then(|m| m.swap_total)

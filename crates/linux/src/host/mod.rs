@@ -111,10 +111,6 @@ impl LinuxHost {
         self.machine
     }
 
-    pub fn dry_run(&self) -> bool {
-        self.options.dry_run
-    }
-
     pub fn tenant(&self, id: TenantId) -> Option<&ManagedTenant> {
         self.tenants.get(&id)
     }

@@ -117,10 +117,6 @@ pub struct ManagedTenant {
 }
 
 impl ManagedTenant {
-    pub fn cgroup(&self) -> &MemoryCgroup {
-        &self.cgroup
-    }
-
     pub fn origin(&self) -> Origin {
         self.record.origin
     }
