@@ -106,14 +106,24 @@ fn main() -> ExitCode {
 }
 
 fn daemon(path: &Path, dry_run: bool) -> anyhow::Result<()> {
+    use memtide_daemon::run::{ReloadFrom, Signals};
     let mut config = memtide_daemon::config::DaemonConfig::load(path)?;
     config.daemon.dry_run |= dry_run;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let signals = Signals::default();
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-        signal_hook::flag::register(signal, std::sync::Arc::clone(&stop))
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&signals.stop))
             .context("installing the signal handlers")?;
     }
-    memtide_daemon::run::run(config, stop)?;
+    signal_hook::flag::register(
+        signal_hook::consts::SIGHUP,
+        std::sync::Arc::clone(&signals.reload),
+    )
+    .context("installing the signal handlers")?;
+    let reload_from = ReloadFrom {
+        path: path.to_path_buf(),
+        force_dry_run: dry_run,
+    };
+    memtide_daemon::run::run(config, signals, Some(reload_from))?;
     Ok(())
 }
 

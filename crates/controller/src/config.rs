@@ -1,7 +1,7 @@
 //! Controller parameters that are not per tenant: tax rate, reclamation thresholds, paging rate.
 
 use memtide_model::{Pages, TaxRate};
-use memtide_policy::{LimitRails, ReclamationThresholds, ThresholdError};
+use memtide_policy::{Backing, LimitRails, ReclamationThresholds, ThresholdError};
 use serde::{Deserialize, Serialize};
 
 /// Host-wide policy parameters.
@@ -18,6 +18,10 @@ pub struct ControllerConfig {
     pub balloon_stall_ticks: u32,
     /// Safety rails for tenants whose memory moves by a limit (cgroups).
     pub rails: LimitRails,
+    /// Nothing the controller decides is written (a dry run): estimators must not probe.
+    pub dry_run: bool,
+    /// What backs max - min at admission, as refusals name it.
+    pub backing: Backing,
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
@@ -41,6 +45,8 @@ impl Default for ControllerConfig {
             host_swap_per_tick: Pages::from_mib(32),
             balloon_stall_ticks: 3,
             rails: LimitRails::default(),
+            dry_run: false,
+            backing: Backing::HostSwap,
         }
     }
 }

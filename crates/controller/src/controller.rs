@@ -7,8 +7,8 @@ use memtide_model::{
     ReclamationState, TaxRate, TenantAction, TenantId, TenantObservation, TenantSpec,
 };
 use memtide_policy::{
-    allocate, plan, plan_limit, ActiveEstimator, AdmissionLedger, AdmissionRefusal,
-    AllocationRequest, EstimatorInput, LimitInput, MechanismInput, MechanismPlan,
+    allocate, fit_to_budget, plan, plan_limit, ActiveEstimator, AdmissionLedger, AdmissionRefusal,
+    AllocationRequest, EstimatorInput, LimitInput, LimitRails, MechanismInput, MechanismPlan,
     ReclamationTracker,
 };
 use std::collections::BTreeMap;
@@ -58,6 +58,9 @@ pub struct Controller {
     config: ControllerConfig,
     ledger: AdmissionLedger,
     tracker: ReclamationTracker,
+    /// The reclamation state of the budget itself (free = budget - what limit tenants hold),
+    /// for tenants on a limit: their memory is wanted only when the budget runs short.
+    budget_tracker: ReclamationTracker,
     tenants: BTreeMap<TenantId, TenantState>,
     /// When the previous step's observation was taken, for per-second rates.
     last_now: Option<Duration>,
@@ -73,7 +76,8 @@ impl Controller {
         config.validate()?;
         Ok(Controller {
             tracker: ReclamationTracker::new(config.thresholds.clone()),
-            ledger: AdmissionLedger::new(machine, host_swap),
+            budget_tracker: ReclamationTracker::new(config.thresholds.clone()),
+            ledger: AdmissionLedger::backed_by(machine, host_swap, config.backing),
             config,
             tenants: BTreeMap::new(),
             last_now: None,
@@ -90,6 +94,16 @@ impl Controller {
 
     /// Admission control: reserves min + overhead and max - min, or refuses with the reason.
     pub fn admit(&mut self, spec: TenantSpec) -> Result<(), ControllerError> {
+        self.admit_resumed(spec, None)
+    }
+
+    /// Admits like [`Controller::admit`]; with `estimate` (kept across a restart), the
+    /// tenant's estimator starts from it instead of from nothing.
+    pub fn admit_resumed(
+        &mut self,
+        spec: TenantSpec,
+        estimate: Option<Pages>,
+    ) -> Result<(), ControllerError> {
         if self.tenants.contains_key(&spec.id) {
             return Err(ControllerError::Duplicate(spec.id));
         }
@@ -101,7 +115,10 @@ impl Controller {
             });
         }
         self.ledger.try_admit(&spec)?;
-        let estimator = ActiveEstimator::new(&spec.estimator);
+        let mut estimator = ActiveEstimator::new(&spec.estimator);
+        if let Some(estimate) = estimate {
+            estimator.resume(estimate, spec.max);
+        }
         self.tenants.insert(
             spec.id,
             TenantState {
@@ -129,6 +146,11 @@ impl Controller {
 
     pub fn set_tax_rate(&mut self, tax: TaxRate) {
         self.config.tax_rate = tax;
+    }
+
+    /// Changes the limit tenants' safety rails (a configuration reload).
+    pub fn set_rails(&mut self, rails: LimitRails) {
+        self.config.rails = rails;
     }
 
     /// Changes a tenant's min, max and shares at run time, re-running admission control for
@@ -174,8 +196,29 @@ impl Controller {
     }
 
     /// One decision from one observation: estimators, reclamation state, targets, mechanisms.
+    ///
+    /// Tenants on a limit (cgroups) follow ESX's "no reclamation in the high state" against
+    /// their budget: while what they hold leaves the budget in the high state, nobody's target
+    /// falls below what it holds (and probing estimators hold), and the budget left over goes
+    /// out by shares and the idle tax as room to grow. Once the budget runs short, targets come
+    /// from shares and the tax alone, so idle tenants give memory first. Either way a target is
+    /// at least the tenant's floor, and the limits never add up to more than the budget.
     pub fn step(&mut self, obs: &HostObservation) -> Decision {
-        let state = self.tracker.update(obs.free, obs.machine);
+        let host_state = self.tracker.update(obs.free, obs.machine);
+        let limit_held = obs
+            .tenants
+            .iter()
+            .filter(|t| t.limit.is_some())
+            .map(|t| t.allocated)
+            .reduce(|a, b| a + b);
+        let state = match (limit_held, self.config.budget) {
+            (Some(held), Some(budget)) => host_state.max(
+                self.budget_tracker
+                    .update(budget.saturating_sub(held), budget),
+            ),
+            _ => host_state,
+        };
+        let wanted = state != ReclamationState::High;
         let elapsed = self
             .last_now
             .map(|last| obs.now.saturating_sub(last))
@@ -200,17 +243,34 @@ impl Controller {
                 min: s.spec.min,
                 max: s.spec.max,
                 obs: t,
+                probe: t.limit.is_none() || (wanted && !config.dry_run),
             };
             let active = s.estimator.update(&input);
-            let ceiling = if s.spec.cap_at_estimate {
+            let cap = if s.spec.cap_at_estimate {
                 s.estimator.ceiling().clamp_to(s.spec.min, s.spec.max)
             } else {
                 s.spec.max
             };
+            let (min, ceiling) = match &t.limit {
+                Some(limit) => {
+                    let floor = s
+                        .spec
+                        .min
+                        .max(limit.unreclaimable + config.rails.floor_margin)
+                        .min(s.spec.max);
+                    let keep = if wanted {
+                        floor
+                    } else {
+                        t.allocated.min(s.spec.max).max(floor)
+                    };
+                    (keep, cap.max(keep))
+                }
+                None => (s.spec.min, cap),
+            };
             overheads += s.spec.overhead;
             requests.push(AllocationRequest {
                 id: t.id,
-                min: s.spec.min,
+                min,
                 ceiling,
                 shares: s.spec.shares,
                 active,
@@ -230,7 +290,7 @@ impl Controller {
         for (((t, s), req), target) in running.into_iter().zip(&requests).zip(targets) {
             let (plan, limit) = match t.limit {
                 Some(limit) => {
-                    let input = limit_input(t, &limit, s.spec.min, target, elapsed, obs.pressure);
+                    let input = limit_input(t, &limit, s.spec.min, target, elapsed);
                     limit_plan(state, t, &input, config)
                 }
                 None => {
@@ -264,6 +324,7 @@ impl Controller {
                 },
             });
         }
+        fit_limits_to_budget(&mut actions, budget);
         Decision {
             now: obs.now,
             state,
@@ -281,15 +342,46 @@ impl Controller {
     }
 }
 
+/// Cuts the limit raises of this tick short so the limits sum to at most the budget.
+fn fit_limits_to_budget(actions: &mut [TenantAction], budget: Pages) {
+    let mut notes: Vec<_> = actions
+        .iter()
+        .filter_map(|a| a.reason.mechanism.limit)
+        .collect();
+    if notes.is_empty() {
+        return;
+    }
+    fit_to_budget(&mut notes, budget);
+    let mut notes = notes.into_iter();
+    for a in actions.iter_mut() {
+        let Some(old) = a.reason.mechanism.limit else {
+            continue;
+        };
+        let Some(note) = notes.next() else {
+            break;
+        };
+        if note != old {
+            a.reason.mechanism.limit = Some(note);
+            a.limit = Some(note.to);
+            a.mechanisms = if note.to != note.from {
+                vec![Mechanism::Limit]
+            } else {
+                Vec::new()
+            };
+        }
+    }
+}
+
 /// The rails' view of a limit tenant: faults per second from this tick's counters (the larger
-/// of refaults + swap-ins and major faults), pressure as the higher of the tenant's and the host's.
+/// of refaults + swap-ins and major faults), and the tenant's own pressure. The host's pressure
+/// is not used: on cgroup v1 it is the only PSI there is, and a busy tenant's own thrashing
+/// raises it, which would stop the very shrinks of idle tenants that would end the thrashing.
 fn limit_input(
     t: &TenantObservation,
     limit: &LimitObservation,
     min: Pages,
     target: Pages,
     elapsed: Option<Duration>,
-    host_pressure: Option<f64>,
 ) -> LimitInput {
     let refaults = match (t.refaults, t.swap_ins) {
         (None, None) => None,
@@ -302,10 +394,7 @@ fn limit_input(
     let faults_per_s = faults
         .zip(elapsed)
         .map(|(n, dt)| n as f64 / dt.as_secs_f64());
-    let pressure = match (limit.pressure, host_pressure) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
+    let pressure = limit.pressure;
     LimitInput {
         target,
         min,
@@ -462,6 +551,129 @@ mod tests {
         let rail = d.actions[0].reason.mechanism.limit.unwrap().rail;
         assert!(matches!(rail, LimitRail::BackoffFaults { .. }), "{rail:?}");
         assert!(d.actions[0].mechanisms.is_empty());
+    }
+
+    /// A limit tenant holding `allocated` under `limit`, whose estimator (committed memory)
+    /// sees `active` of it in use, 16 MiB unreclaimable.
+    fn cgroup(id: u32, allocated: u64, limit: u64, active: u64) -> TenantObservation {
+        TenantObservation {
+            refaults: Some(0),
+            swap_ins: Some(0),
+            committed: Some(mib(active)),
+            limit: Some(LimitObservation {
+                limit: mib(limit),
+                unreclaimable: mib(16),
+                major_faults: Some(0),
+                pressure: None,
+            }),
+            ..TenantObservation::new(TenantId(id), mib(allocated))
+        }
+    }
+
+    fn two_tenants(budget_mib: u64, tax: f64) -> Controller {
+        let config = ControllerConfig {
+            budget: Some(mib(budget_mib)),
+            tax_rate: TaxRate::new(tax).unwrap(),
+            ..ControllerConfig::default()
+        };
+        let mut c = Controller::new(config, mib(budget_mib), mib(8192)).unwrap();
+        c.admit(spec(0)).unwrap();
+        c.admit(spec(1)).unwrap();
+        c
+    }
+
+    #[test]
+    fn while_the_budget_has_room_no_limit_falls_below_what_its_tenant_holds() {
+        // 700 of a 1000 MiB budget held: the budget is in the high state.
+        let mut c = two_tenants(1000, 0.75);
+        for now in 1..30 {
+            let d = c.step(&host(
+                now,
+                vec![cgroup(0, 400, 1024, 400), cgroup(1, 300, 1024, 10)],
+            ));
+            assert_eq!(d.state, ReclamationState::High);
+            for (a, held) in d.actions.iter().zip([400, 300]) {
+                assert!(a.target >= mib(held), "{}: {}", a.id, a.reason);
+                assert!(a.limit.unwrap() >= mib(held), "{}: {}", a.id, a.reason);
+            }
+            let sum: u64 = d.actions.iter().map(|a| a.limit.unwrap().0).sum();
+            assert!(sum <= mib(1000).0);
+            // The room left over goes mostly to the active tenant.
+            assert!(d.actions[0].target - mib(400) > d.actions[1].target - mib(300));
+        }
+    }
+
+    #[test]
+    fn when_the_budget_runs_short_the_idle_tenant_gives_memory_first() {
+        // 700 MiB held against a 600 MiB budget: memory is wanted.
+        let mut c = two_tenants(600, 0.75);
+        let d = c.step(&host(
+            1,
+            vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
+        ));
+        assert_ne!(d.state, ReclamationState::High);
+        let (busy, idle) = (&d.actions[0], &d.actions[1]);
+        assert!(busy.target > mib(400), "{}", busy.reason);
+        assert!(idle.target < mib(200), "{}", idle.reason);
+        assert!(idle.limit.unwrap() < mib(300), "the idle tenant steps down");
+        // The busy tenant's raise waits for the memory the idle one gives back.
+        assert_eq!(busy.limit, Some(mib(400)));
+        let rail = busy.reason.mechanism.limit.unwrap().rail;
+        assert!(matches!(rail, LimitRail::Budget { .. }), "{rail:?}");
+        assert!(
+            busy.reason.to_string().contains("waits for memory"),
+            "{}",
+            busy.reason
+        );
+
+        // With tax 0 both are squeezed alike.
+        let mut flat = two_tenants(600, 0.0);
+        let d = flat.step(&host(
+            1,
+            vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
+        ));
+        assert_eq!(d.actions[0].target, d.actions[1].target);
+    }
+
+    #[test]
+    fn the_limits_never_sum_above_the_budget_once_the_shrinks_are_done() {
+        let mut c = two_tenants(600, 0.75);
+        let (mut busy, mut idle) = (400u64, 300u64);
+        let mut last = Vec::new();
+        for now in 1..120 {
+            let d = c.step(&host(
+                now,
+                vec![cgroup(0, busy, busy, 400), cgroup(1, idle, idle, 10)],
+            ));
+            let limits: Vec<u64> = d.actions.iter().map(|a| a.limit.unwrap().0).collect();
+            // Each tenant holds what its limit lets it (the busy one wants 450).
+            busy = (limits[0] >> 8).min(450);
+            idle = (limits[1] >> 8).min(300);
+            let sum: u64 = limits.iter().sum();
+            if now > 40 {
+                assert!(sum <= mib(600).0, "tick {now}: {sum}");
+            }
+            last = limits;
+        }
+        // The busy tenant ends above its 400 MiB active estimate, the idle one well below the
+        // 300 MiB it held; the limits fill the budget.
+        assert!(last[0] > mib(420).0, "{last:?}");
+        assert!(last[1] < mib(200).0, "{last:?}");
+        assert!(last.iter().sum::<u64>() > mib(590).0, "{last:?}");
+    }
+
+    #[test]
+    fn host_pressure_does_not_hold_a_tenants_shrink() {
+        let mut c = controller(300);
+        let mut obs = host(1, vec![limited(0, 400, 400, Some(0))]);
+        obs.pressure = Some(80.0);
+        let d = c.step(&obs);
+        assert_eq!(
+            d.actions[0].limit,
+            Some(mib(380)),
+            "{}",
+            d.actions[0].reason
+        );
     }
 
     #[test]

@@ -25,6 +25,10 @@ pub struct Publisher {
     held: BTreeMap<TenantId, &'static str>,
     ticks: u64,
     last_now: Option<std::time::Duration>,
+    /// Why each tenant that waits for its cgroup waits, as last recorded.
+    waiting: BTreeMap<String, String>,
+    /// The latest admission refusal, for a start where every tenant was refused.
+    last_refusal: Option<String>,
 }
 
 impl Publisher {
@@ -54,7 +58,27 @@ impl Publisher {
             held: BTreeMap::new(),
             ticks: 0,
             last_now: None,
+            waiting: BTreeMap::new(),
+            last_refusal: None,
         }
+    }
+
+    /// Records a `waiting` decision for each tenant (name, cgroup, why) that starts waiting for
+    /// its cgroup, or waits for a new reason.
+    pub fn waiting(&mut self, waiting: &[(String, String, String)]) {
+        self.waiting
+            .retain(|name, _| waiting.iter().any(|(n, _, _)| n == name));
+        for (name, cgroup, why) in waiting {
+            if self.waiting.get(name) != Some(why) {
+                self.waiting.insert(name.clone(), why.clone());
+                self.record(name, "waiting", &format!("{cgroup}: {why}"));
+            }
+        }
+    }
+
+    /// The reason of the latest admission refusal.
+    pub fn last_refusal(&self) -> Option<String> {
+        self.last_refusal.clone()
     }
 
     /// The snapshot the API serves.
@@ -66,7 +90,10 @@ impl Publisher {
     pub fn record(&mut self, tenant: &str, outcome: &str, reason: &str) {
         match outcome {
             "admitted" => self.counters.admitted += 1,
-            "refused" => self.counters.refused += 1,
+            "refused" => {
+                self.counters.refused += 1;
+                self.last_refusal = Some(reason.to_string());
+            }
             "dropped" => self.counters.dropped += 1,
             _ => {}
         }
@@ -392,7 +419,8 @@ impl Publisher {
                 );
             }
             HostEvent::Rescued { id, from, to } => self.rescued(from, to, &name_of(id), log),
-            HostEvent::Gone { .. } => {}
+            // The loop logs these itself.
+            HostEvent::Gone { .. } | HostEvent::RestoreFailed { .. } => {}
         }
     }
 }

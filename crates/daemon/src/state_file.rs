@@ -1,11 +1,12 @@
-//! The daemon's state file: the limits found on each tenant before memtide changed them, written atomically, so a clean exit restores them and a restart after a crash re-adopts instead of resetting.
+//! The daemon's state file: the limits found on each tenant before memtide changed them (and what its OOM guard switched off), the estimators' latest estimates and the changes made through the API, written atomically, so a clean exit restores the limits and a restart after a crash re-adopts instead of resetting.
 
 use memtide_linux::host::TenantRecord;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// Version of the file's format.
-pub const FORMAT: u32 = 1;
+/// Version of the file's format. Format 1 (no estimates, no API changes) is still read.
+pub const FORMAT: u32 = 2;
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -16,6 +17,42 @@ pub struct StateFile {
     /// `v1` or `v2`.
     pub hierarchy: String,
     pub tenants: Vec<TenantRecord>,
+    /// Each managed tenant's latest active estimate (bytes), by name: a restarted daemon
+    /// starts its estimators there instead of from nothing.
+    #[serde(default)]
+    pub estimates: BTreeMap<String, u64>,
+    /// Changes made through the API since start; a restart after a crash keeps them.
+    #[serde(default)]
+    pub changes: ApiChanges,
+}
+
+/// What the API changed, on top of the configuration file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiChanges {
+    #[serde(default)]
+    pub tax_rate: Option<f64>,
+    /// By tenant name.
+    #[serde(default)]
+    pub tenants: BTreeMap<String, TenantChange>,
+}
+
+/// A tenant's min, max and shares as last set through the API (bytes; absent: as configured).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantChange {
+    #[serde(default)]
+    pub min_bytes: Option<u64>,
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+    #[serde(default)]
+    pub shares: Option<u64>,
+}
+
+impl ApiChanges {
+    pub fn is_empty(&self) -> bool {
+        self.tax_rate.is_none() && self.tenants.is_empty()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +66,7 @@ pub enum StateError {
         "state file {path}: not a memtide state file ({detail}); move it away to start afresh"
     )]
     Malformed { path: PathBuf, detail: String },
-    #[error("state file {path}: format {found}, this memtide reads format {FORMAT}")]
+    #[error("state file {path}: format {found}, this memtide reads formats 1 and {FORMAT}")]
     Format { path: PathBuf, found: u32 },
     #[error("state file {path}: cannot write: {source}")]
     Write {
@@ -56,7 +93,7 @@ pub fn load(path: &Path) -> Result<Option<StateFile>, StateError> {
         path: path.to_path_buf(),
         detail: e.to_string(),
     })?;
-    if state.format != FORMAT {
+    if !(1..=FORMAT).contains(&state.format) {
         return Err(StateError::Format {
             path: path.to_path_buf(),
             found: state.format,
@@ -137,7 +174,19 @@ mod tests {
                     swappiness: Some(60),
                 },
                 oom_kill_disable: Some(false),
+                oom_guard: true,
             }],
+            estimates: BTreeMap::from([("db".to_string(), 300 << 20)]),
+            changes: ApiChanges {
+                tax_rate: Some(0.5),
+                tenants: BTreeMap::from([(
+                    "db".to_string(),
+                    TenantChange {
+                        shares: Some(2000),
+                        ..TenantChange::default()
+                    },
+                )]),
+            },
         }
     }
 
@@ -149,6 +198,24 @@ mod tests {
         assert_eq!(load(&path).unwrap(), Some(state()));
         remove(&path).unwrap();
         assert_eq!(load(&path).unwrap(), None);
+    }
+
+    #[test]
+    fn a_format_1_state_file_still_loads_with_no_estimates_or_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut v: serde_json::Value = serde_json::to_value(state()).unwrap();
+        v["format"] = 1.into();
+        let o = v.as_object_mut().unwrap();
+        o.remove("estimates");
+        o.remove("changes");
+        o["tenants"][0].as_object_mut().unwrap().remove("oom_guard");
+        std::fs::write(&path, v.to_string()).unwrap();
+        let loaded = load(&path).unwrap().unwrap();
+        assert!(loaded.estimates.is_empty() && loaded.changes.is_empty());
+        assert!(!loaded.tenants[0].oom_guard);
+        std::fs::write(&path, v.to_string().replace("\"format\":1", "\"format\":9")).unwrap();
+        assert!(load(&path).unwrap_err().to_string().contains("format 9"));
     }
 
     #[test]

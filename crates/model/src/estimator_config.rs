@@ -54,6 +54,10 @@ pub struct WorkingSetConfig {
     pub slow_step: f64,
     /// COOL_DOWN length, restarted by new events (TWS: 8 s).
     pub cool_down: Duration,
+    /// Longest COOL_DOWN: each time a SLOW probe step finds the working set again, the next
+    /// cool-down doubles, up to this, so a tenant known to be busy is probed less and less
+    /// often (memtide's addition; equal to `cool_down`, the default, is TWS as published).
+    pub max_cool_down: Duration,
     /// A relative change of committed memory larger than this resets to FAST.
     pub committed_change: f64,
 }
@@ -65,6 +69,7 @@ impl Default for WorkingSetConfig {
             fast_step: 0.05,
             slow_step: 0.01,
             cool_down: Duration::from_secs(8),
+            max_cool_down: Duration::from_secs(8),
             committed_change: 0.05,
         }
     }

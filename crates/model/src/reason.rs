@@ -59,6 +59,9 @@ pub enum LimitRail {
     BackoffFaults { faults_per_s: f64 },
     /// Shrinking stopped: pressure (PSI some avg10, percent) at or above the threshold.
     BackoffPressure { pressure: f64 },
+    /// A raise to `wanted` cut short: the limits may not add up to more than the budget, so a
+    /// tenant gets more only as fast as the others give memory back.
+    Budget { wanted: Pages },
 }
 
 impl LimitRail {
@@ -69,6 +72,7 @@ impl LimitRail {
             LimitRail::Floor => "floor",
             LimitRail::Step => "step",
             LimitRail::BackoffFaults { .. } | LimitRail::BackoffPressure { .. } => "backoff",
+            LimitRail::Budget { .. } => "budget",
         }
     }
 }
@@ -90,6 +94,10 @@ impl fmt::Display for LimitNote {
             LimitRail::BackoffPressure { pressure } => {
                 write!(f, " (backing off: pressure {pressure:.1}%)")
             }
+            LimitRail::Budget { wanted } => write!(
+                f,
+                " (wants {wanted}: waits for memory the others give back, within the budget)"
+            ),
         }
     }
 }
@@ -106,12 +114,14 @@ pub enum EstimateNote {
         fast: Option<f64>,
         partial: Option<f64>,
     },
-    /// TWS probing; `cool_down_s` in COOL_DOWN; `blind` when the counters are missing.
+    /// TWS probing; `cool_down_s` in COOL_DOWN; `blind` when the counters are missing;
+    /// `paused` when probing was paused (memory not wanted, or a dry run).
     WorkingSet {
         wss: Pages,
         phase: ProbePhase,
         cool_down_s: Option<f64>,
         blind: bool,
+        paused: bool,
     },
     /// Committed memory; `known` is false while the world never reported it.
     Committed { estimate: Pages, known: bool },
@@ -237,6 +247,7 @@ impl fmt::Display for EstimateNote {
                 phase,
                 cool_down_s,
                 blind,
+                paused,
             } => {
                 write!(f, "tws {} wss={wss}", phase.name())?;
                 if let Some(s) = cool_down_s {
@@ -244,6 +255,8 @@ impl fmt::Display for EstimateNote {
                 }
                 if blind {
                     f.write_str(" (holding: no swap-in or refault counters)")?;
+                } else if paused {
+                    f.write_str(" (not probing: memory is not wanted, or a dry run)")?;
                 }
                 Ok(())
             }
@@ -288,6 +301,7 @@ mod tests {
                 phase: ProbePhase::CoolDown,
                 cool_down_s: Some(3.0),
                 blind: false,
+                paused: false,
             },
         };
         assert_eq!(

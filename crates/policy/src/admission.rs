@@ -7,11 +7,31 @@
 
 use memtide_model::{Pages, TenantSpec};
 
+/// What backs the memory between a tenant's min and its max, as refusals name it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Backing {
+    /// ESX: the host's swap space.
+    #[default]
+    HostSwap,
+    /// A Linux host with a budget: RAM outside the budget plus swap.
+    OutsideBudget,
+}
+
+impl std::fmt::Display for Backing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Backing::HostSwap => "host swap",
+            Backing::OutsideBudget => "memory outside the budget (RAM beyond the budget plus swap)",
+        })
+    }
+}
+
 /// Reservations of admitted tenants against machine memory and host swap.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AdmissionLedger {
     machine: Pages,
     host_swap: Pages,
+    backing: Backing,
     reserved_machine: Pages,
     reserved_swap: Pages,
 }
@@ -25,11 +45,12 @@ pub enum AdmissionRefusal {
         need: Pages,
         available: Pages,
     },
-    #[error("tenant {tenant}: max - min needs {need} of host swap, only {available} unreserved")]
+    #[error("tenant {tenant}: max - min needs {need} of {backing}, only {available} unreserved")]
     HostSwap {
         tenant: String,
         need: Pages,
         available: Pages,
+        backing: Backing,
     },
 }
 
@@ -45,9 +66,15 @@ fn swap_need(spec: &TenantSpec) -> Pages {
 
 impl AdmissionLedger {
     pub fn new(machine: Pages, host_swap: Pages) -> AdmissionLedger {
+        AdmissionLedger::backed_by(machine, host_swap, Backing::HostSwap)
+    }
+
+    /// A ledger whose `backing` (what max - min is reserved in) is named as given in refusals.
+    pub fn backed_by(machine: Pages, backing_pages: Pages, backing: Backing) -> AdmissionLedger {
         AdmissionLedger {
             machine,
-            host_swap,
+            host_swap: backing_pages,
+            backing,
             reserved_machine: Pages::ZERO,
             reserved_swap: Pages::ZERO,
         }
@@ -72,6 +99,7 @@ impl AdmissionLedger {
                 tenant: spec.name.clone(),
                 need: swap_need,
                 available: swap_available,
+                backing: self.backing,
             });
         }
         // Both fit in what is unreserved, so neither sum can exceed its total.
@@ -156,8 +184,20 @@ mod tests {
                 tenant: "db".to_string(),
                 need: Pages::from_mib(128),
                 available: Pages::from_mib(100),
+                backing: Backing::HostSwap,
             })
         );
+        let mut linux = AdmissionLedger::backed_by(
+            Pages::from_mib(1024),
+            Pages::from_mib(100),
+            Backing::OutsideBudget,
+        );
+        let msg = linux
+            .try_admit(&spec("db", 128, 256, 32))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("RAM beyond the budget plus swap"), "{msg}");
+        assert!(!msg.contains("host swap"), "{msg}");
     }
 
     #[test]

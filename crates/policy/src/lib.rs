@@ -11,9 +11,9 @@ pub mod limit;
 pub mod mechanism;
 pub mod reclamation;
 
-pub use admission::{AdmissionLedger, AdmissionRefusal};
+pub use admission::{AdmissionLedger, AdmissionRefusal, Backing};
 pub use allocation::{adjusted_shares_per_page, allocate, AllocationRequest};
 pub use estimator::{ActiveEstimator, EstimatorInput};
-pub use limit::{plan_limit, LimitInput, LimitRails};
+pub use limit::{fit_to_budget, plan_limit, LimitInput, LimitRails};
 pub use mechanism::{plan, MechanismInput, MechanismPlan};
 pub use reclamation::{ReclamationThresholds, ReclamationTracker, ThresholdError};

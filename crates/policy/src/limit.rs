@@ -13,6 +13,11 @@
 //!    `max(wanted, min(limit, allocated) - max(shrink_step * allocated, min_step))`. Slack
 //!    between a loose limit and the usage goes at once; reclaiming memory the tenant holds goes
 //!    a few percent per tick.
+//!
+//! Across tenants, [`fit_to_budget`] then cuts this tick's raises short so the limits never
+//! add up to more than the budget: a tenant gets more only as fast as the others give memory
+//! back. Raises to a floor are always granted (safety comes before the budget), so the sum can
+//! exceed the budget only when the floors alone do. Cost: O(n) per tick.
 
 use memtide_model::{LimitNote, LimitRail, Pages};
 use serde::{Deserialize, Serialize};
@@ -97,12 +102,92 @@ pub fn plan_limit(input: &LimitInput, rails: &LimitRails) -> LimitNote {
     }
 }
 
+/// Cuts raises short so the limits in `notes` sum to at most `budget` (see the module docs).
+///
+/// Tenants whose limit falls or holds count at their new limit; a raising tenant counts at
+/// what it is sure to get, its old limit or its floor if higher. Whatever budget is left is
+/// shared among the raises in proportion to what each asked for; a cut raise gets
+/// [`LimitRail::Budget`].
+pub fn fit_to_budget(notes: &mut [LimitNote], budget: Pages) {
+    let base = |n: &LimitNote| n.from.max(n.floor).min(n.to);
+    let mut committed: u128 = 0;
+    let mut asked: u128 = 0;
+    for n in notes.iter() {
+        committed += u128::from(base(n).0);
+        asked += u128::from(n.to.0 - base(n).0);
+    }
+    let room = u128::from(budget.0).saturating_sub(committed);
+    if asked <= room {
+        return;
+    }
+    for n in notes.iter_mut() {
+        let b = base(n);
+        let want = u128::from(n.to.0 - b.0);
+        if want == 0 {
+            continue;
+        }
+        let granted = (want * room / asked) as u64;
+        let wanted = n.to;
+        n.to = Pages(b.0 + granted);
+        n.rail = LimitRail::Budget { wanted };
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn mib(m: u64) -> Pages {
         Pages::from_mib(m)
+    }
+
+    fn note(from: u64, to: u64, floor: u64) -> LimitNote {
+        LimitNote {
+            from: mib(from),
+            to: mib(to),
+            floor: mib(floor),
+            rail: LimitRail::Target,
+        }
+    }
+
+    #[test]
+    fn raises_wait_for_what_the_others_give_back() {
+        // Budget 600: the idle tenant steps 300 -> 285, so the busy one may go 300 -> 315 of
+        // the 450 it wants.
+        let mut notes = [note(300, 450, 100), note(300, 285, 50)];
+        fit_to_budget(&mut notes, mib(600));
+        assert_eq!(notes[0].to, mib(315));
+        assert_eq!(notes[0].rail, LimitRail::Budget { wanted: mib(450) });
+        assert_eq!(notes[1].to, mib(285));
+        assert_eq!(notes[1].rail, LimitRail::Target);
+        let sum: u64 = notes.iter().map(|n| n.to.0).sum();
+        assert!(sum <= mib(600).0);
+    }
+
+    #[test]
+    fn raises_that_fit_are_untouched_and_several_raises_share_the_room() {
+        let mut fits = [note(200, 250, 0), note(300, 300, 0)];
+        fit_to_budget(&mut fits, mib(600));
+        assert_eq!(fits[0].to, mib(250));
+        assert_eq!(fits[0].rail, LimitRail::Target);
+
+        let mut shared = [note(100, 300, 0), note(100, 200, 0), note(300, 300, 0)];
+        fit_to_budget(&mut shared, mib(600));
+        // 100 MiB of room for 300 MiB asked: two thirds to the first, one third to the second.
+        assert_eq!(
+            shared[0].to.0 - mib(100).0,
+            mib(200).0 * mib(100).0 / mib(300).0
+        );
+        let sum: u64 = shared.iter().map(|n| n.to.0).sum();
+        assert!(sum <= mib(600).0, "{sum}");
+    }
+
+    #[test]
+    fn a_raise_to_the_floor_is_granted_even_over_the_budget() {
+        let mut notes = [note(100, 200, 180), note(500, 500, 0)];
+        fit_to_budget(&mut notes, mib(600));
+        assert_eq!(notes[0].to, mib(180), "the floor part of the raise stays");
+        assert_eq!(notes[0].rail, LimitRail::Budget { wanted: mib(200) });
     }
 
     /// A tenant holding 400 MiB under a 400 MiB limit, min 64 MiB, 100 MiB unreclaimable,

@@ -83,6 +83,8 @@ pub(crate) fn build(doc: Doc, source: &Path) -> Result<Scenario> {
         balloon_stall_ticks: doc.policy.balloon_stall_ticks,
         // Simulated VMs move by balloon and host swap, never by a limit.
         rails: Default::default(),
+        dry_run: false,
+        backing: Default::default(),
     };
     if let Err(e) = controller.validate() {
         return Err(FieldError::new(root.key("policy"), e.to_string()));

@@ -422,6 +422,9 @@ fn estimator(
         }
         "tws" => {
             let d = WorkingSetConfig::default();
+            let cool_down = f
+                .number_with("cool_down_s", TIME)?
+                .map_or(d.cool_down, seconds);
             EstimatorConfig::WorkingSet(WorkingSetConfig {
                 epoch: f
                     .number_with("epoch_s", POSITIVE_TIME)?
@@ -432,9 +435,9 @@ fn estimator(
                 slow_step: f
                     .number_with("slow_step", &[Rule::OpenClosedUnit])?
                     .unwrap_or(d.slow_step),
-                cool_down: f
-                    .number_with("cool_down_s", TIME)?
-                    .map_or(d.cool_down, seconds),
+                cool_down,
+                // The simulator runs TWS as published: no growing cool-down.
+                max_cool_down: cool_down,
                 committed_change: f
                     .number_with(
                         "committed_change",

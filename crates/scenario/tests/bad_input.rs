@@ -438,6 +438,7 @@ fn full_example_builds_with_expected_values_and_defaults() {
         b.spec.estimator,
         EstimatorConfig::WorkingSet(WorkingSetConfig {
             cool_down: Duration::from_secs(4),
+            max_cool_down: Duration::from_secs(4),
             ..WorkingSetConfig::default()
         })
     );

@@ -1,6 +1,7 @@
 //! Errors of the Linux host: what went wrong, on which cgroup or file, with which value.
 
 use crate::fs::FsError;
+use crate::host::lock::LockError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LinuxError {
@@ -20,4 +21,8 @@ pub enum LinuxError {
     },
     #[error("tenant {0:?} is already managed")]
     Duplicate(String),
+    #[error("restoring a tenant's settings failed: {0}")]
+    Restore(String),
+    #[error("cgroup {cgroup:?}: {error}")]
+    Lock { cgroup: String, error: LockError },
 }

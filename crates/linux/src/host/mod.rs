@@ -2,6 +2,7 @@
 
 mod error;
 pub mod launch;
+pub mod lock;
 pub mod paths;
 pub mod sampling;
 mod tenant;
@@ -57,12 +58,17 @@ pub enum HostEvent {
         to: Pages,
         floor: Pages,
     },
-    /// The tenant's cgroup vanished or has no processes left; it is no longer managed.
+    /// The tenant's cgroup vanished or has no processes left; it is no longer managed. An
+    /// adopted cgroup that still exists got back what memtide changed (`restored`); when that
+    /// failed, `RestoreFailed` follows and the host keeps trying.
     Gone {
         id: TenantId,
         name: String,
         why: String,
+        restored: bool,
     },
+    /// Giving a tenant that left back its recorded settings failed; retried every tick and at exit.
+    RestoreFailed { name: String, error: String },
     /// Reading a tenant failed this tick (it is left out of this tick's observation).
     ReadFailed { id: TenantId, error: String },
     /// The access sampler could not measure this tick.
@@ -83,6 +89,11 @@ pub struct LinuxHost {
     options: HostOptions,
     started: Instant,
     tenants: BTreeMap<TenantId, ManagedTenant>,
+    /// Tenants let go whose restore failed: kept (with their lock and record) and retried.
+    unrestored: Vec<ManagedTenant>,
+    /// The settings first found on every cgroup adopted in this run, by cgroup path: a cgroup
+    /// adopted again after it emptied keeps its first original, not what memtide left on it.
+    first_seen: BTreeMap<String, Original>,
     events: Vec<HostEvent>,
     machine: Pages,
     swap_free: Pages,
@@ -98,6 +109,8 @@ impl LinuxHost {
             options,
             started: Instant::now(),
             tenants: BTreeMap::new(),
+            unrestored: Vec::new(),
+            first_seen: BTreeMap::new(),
             events: Vec::new(),
         })
     }
@@ -119,9 +132,13 @@ impl LinuxHost {
         self.tenants.values()
     }
 
-    /// What the state file must hold now.
+    /// What the state file must hold now: the managed tenants and those whose restore failed.
     pub fn records(&self) -> Vec<TenantRecord> {
-        self.tenants.values().map(|t| t.record.clone()).collect()
+        self.tenants
+            .values()
+            .chain(&self.unrestored)
+            .map(|t| t.record.clone())
+            .collect()
     }
 
     /// Events since the last call.
@@ -134,7 +151,9 @@ impl LinuxHost {
     }
 
     /// Manages an existing cgroup. `original` is the state file's record when re-adopting
-    /// after a crash (the files then hold memtide's limits, not the tenant's own).
+    /// after a crash (the files then hold memtide's limits, not the tenant's own); without one,
+    /// the settings first seen on this cgroup in this run, or else the settings in force now.
+    /// Outside a dry run the cgroup is locked: a cgroup another memtide manages is refused.
     pub fn adopt(
         &mut self,
         id: TenantId,
@@ -153,14 +172,64 @@ impl LinuxHost {
                 dir: cgroup.dir().display().to_string(),
             });
         }
-        let original = match original {
+        let lock = self.lock(cgroup_path, &cgroup)?;
+        // A cgroup whose earlier restore failed is managed again under that record.
+        if let Some(i) = self
+            .unrestored
+            .iter()
+            .position(|t| t.record.cgroup == cgroup_path)
+        {
+            self.unrestored.remove(i);
+        }
+        let original = match original.or_else(|| self.first_seen.get(cgroup_path).cloned()) {
             Some(o) => o,
             None => Original {
                 settings: cgroup.settings()?,
                 oom_kill_disable: oom_kill_disable(&cgroup)?,
             },
         };
-        Ok(self.insert(id, name, cgroup_path, cgroup, original, origin, None))
+        // The OOM killer switched off though the tenant had it on: a memtide before this one
+        // (crashed) left its guard on, and restoring must switch it back.
+        let guard_on =
+            original.oom_kill_disable == Some(false) && oom_kill_disable(&cgroup)? == Some(true);
+        Ok(self.insert(
+            Inserted {
+                id,
+                name,
+                cgroup_path,
+                cgroup,
+                original,
+                origin,
+                child: None,
+                lock,
+            },
+            guard_on,
+        ))
+    }
+
+    /// Keeps a state file's record of a cgroup not adopted yet (it is missing or empty now), so
+    /// that when it is adopted later, its original is the one the record holds.
+    pub fn remember(&mut self, record: &TenantRecord) {
+        self.first_seen
+            .entry(record.cgroup.clone())
+            .or_insert_with(|| Original::of(record));
+    }
+
+    /// Locks the cgroup's directory (not in a dry run, which changes nothing).
+    fn lock(
+        &self,
+        cgroup_path: &str,
+        cgroup: &MemoryCgroup,
+    ) -> Result<Option<lock::CgroupLock>, LinuxError> {
+        if self.options.dry_run {
+            return Ok(None);
+        }
+        lock::CgroupLock::take(cgroup.dir())
+            .map(Some)
+            .map_err(|error| LinuxError::Lock {
+                cgroup: cgroup_path.to_string(),
+                error,
+            })
     }
 
     /// Creates `<cgroup_path>` (which must not hold processes), bounds it by `initial_limit`
@@ -183,6 +252,7 @@ impl LinuxHost {
                 error,
             })?;
         }
+        let lock = self.lock(cgroup_path, &cgroup)?;
         let original = Original {
             settings: cgroup.settings()?,
             oom_kill_disable: oom_kill_disable(&cgroup)?,
@@ -204,27 +274,34 @@ impl LinuxHost {
             }
         };
         Ok(self.insert(
+            Inserted {
+                id,
+                name,
+                cgroup_path,
+                cgroup,
+                original,
+                origin: Origin::Launched,
+                child: Some(child),
+                lock,
+            },
+            false,
+        ))
+    }
+
+    fn insert(&mut self, new: Inserted<'_>, oom_guard: bool) -> &ManagedTenant {
+        let Inserted {
             id,
             name,
             cgroup_path,
             cgroup,
             original,
-            Origin::Launched,
-            Some(child),
-        ))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn insert(
-        &mut self,
-        id: TenantId,
-        name: &str,
-        cgroup_path: &str,
-        cgroup: MemoryCgroup,
-        original: Original,
-        origin: Origin,
-        child: Option<std::process::Child>,
-    ) -> &ManagedTenant {
+            origin,
+            child,
+            lock,
+        } = new;
+        self.first_seen
+            .entry(cgroup_path.to_string())
+            .or_insert_with(|| original.clone());
         let no_anon_swap = matches!(
             original.settings,
             LimitSettings::V1 {
@@ -241,6 +318,7 @@ impl LinuxHost {
                 origin,
                 original: original.settings,
                 oom_kill_disable: original.oom_kill_disable,
+                oom_guard,
             },
             cgroup,
             child,
@@ -252,7 +330,7 @@ impl LinuxHost {
             unreclaimable: Pages::ZERO,
             sampler: None,
             max: None,
-            oom_guard: false,
+            _lock: lock,
         };
         self.tenants.entry(id).or_insert(tenant)
     }
@@ -271,7 +349,7 @@ impl LinuxHost {
         let timeout = self.options.write_timeout;
         let machine = self.machine;
         for t in self.tenants.values_mut() {
-            if !t.oom_guard {
+            if !t.record.oom_guard {
                 continue;
             }
             let Ok(oom) = crate::fs::cgroup_v1::read_oom_control(t.cgroup.dir()) else {
@@ -311,26 +389,66 @@ impl LinuxHost {
         }
     }
 
-    /// Stops managing `id`: an adopted cgroup gets its recorded settings back (unless this is
-    /// a dry run, which changed nothing); a launched one is stopped and its cgroup removed.
+    /// Stops managing `id`: an adopted cgroup gets its recorded settings back and its OOM
+    /// killer switch (unless this is a dry run, which changed nothing); a launched one is
+    /// stopped and its cgroup removed.
     pub fn release(&mut self, id: TenantId) -> Result<Option<TenantRecord>, LinuxError> {
         let Some(mut t) = self.tenants.remove(&id) else {
             return Ok(None);
         };
         match t.record.origin {
-            Origin::Adopted => {
-                if !self.options.dry_run && t.cgroup.exists() {
-                    t.cgroup
-                        .restore(&t.record.original, self.options.write_timeout)?;
-                    set_oom_guard(&mut t, false, self.options.write_timeout);
+            Origin::Adopted => match self.give_back(&mut t) {
+                Ok(()) => {}
+                Err(e) if e.is_vanished() => {}
+                Err(e) => {
+                    self.unrestored.push(t);
+                    return Err(e.into());
                 }
-            }
+            },
             Origin::Launched => stop_launched(&mut t),
         }
         Ok(Some(t.record))
     }
 
-    /// Releases every tenant; returns the errors met (each tenant is tried).
+    /// Writes back what memtide changed on an adopted cgroup: the recorded limits and, on v1,
+    /// the OOM killer switch (compared with the kernel's, so a guard a crashed memtide left on
+    /// is switched off too). Nothing in a dry run or when the cgroup is gone.
+    fn give_back(&self, t: &mut ManagedTenant) -> Result<(), FsError> {
+        if self.options.dry_run || !t.cgroup.exists() {
+            return Ok(());
+        }
+        let timeout = self.options.write_timeout;
+        t.cgroup.restore(&t.record.original, timeout)?;
+        if let Some(original) = t.record.oom_kill_disable {
+            if oom_kill_disable(&t.cgroup)? != Some(original) {
+                let path = t.cgroup.dir().join("memory.oom_control");
+                crate::fs::write_bounded(&path, if original { "1" } else { "0" }, timeout)?;
+            }
+        }
+        t.record.oom_guard = false;
+        Ok(())
+    }
+
+    /// Tries again to restore tenants whose restore failed; those restored are forgotten.
+    fn retry_unrestored(&mut self) {
+        let pending = std::mem::take(&mut self.unrestored);
+        for mut t in pending {
+            match self.give_back(&mut t) {
+                Ok(()) => {}
+                Err(e) if e.is_vanished() => {}
+                Err(e) => {
+                    self.events.push(HostEvent::RestoreFailed {
+                        name: t.name.clone(),
+                        error: e.to_string(),
+                    });
+                    self.unrestored.push(t);
+                }
+            }
+        }
+    }
+
+    /// Releases every tenant, and retries earlier failed restores; returns the errors met
+    /// (each tenant is tried). After an error the state file must stay, for the next start.
     pub fn release_all(&mut self) -> Vec<(String, LinuxError)> {
         let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
         let mut errors = Vec::new();
@@ -340,6 +458,14 @@ impl LinuxHost {
                 errors.push((name, e));
             }
         }
+        self.retry_unrestored();
+        for event in std::mem::take(&mut self.events) {
+            if let HostEvent::RestoreFailed { name, error } = event {
+                if !errors.iter().any(|(n, _)| *n == name) {
+                    errors.push((name, LinuxError::Restore(error)));
+                }
+            }
+        }
         errors
     }
 
@@ -347,18 +473,39 @@ impl LinuxHost {
         self.started.elapsed()
     }
 
-    /// Drops a tenant whose cgroup vanished or emptied, and says why.
+    /// Drops a tenant whose cgroup vanished or emptied, and says why. A launched tenant is
+    /// stopped and its cgroup removed; an adopted cgroup that still exists gets back everything
+    /// memtide changed (a new process in it must meet the tenant's own limit and OOM killer,
+    /// not memtide's), or is kept aside and retried when that fails.
     fn drop_gone(&mut self, id: TenantId, why: String) {
-        if let Some(mut t) = self.tenants.remove(&id) {
-            if t.record.origin == Origin::Launched {
+        let Some(mut t) = self.tenants.remove(&id) else {
+            return;
+        };
+        let name = t.name.clone();
+        let restored = match t.record.origin {
+            Origin::Launched => {
                 stop_launched(&mut t);
+                false
             }
-            self.events.push(HostEvent::Gone {
-                id,
-                name: t.name,
-                why,
-            });
-        }
+            Origin::Adopted => match self.give_back(&mut t) {
+                Ok(()) => !self.options.dry_run && t.cgroup.exists(),
+                Err(e) if e.is_vanished() => false,
+                Err(e) => {
+                    self.events.push(HostEvent::RestoreFailed {
+                        name: name.clone(),
+                        error: e.to_string(),
+                    });
+                    self.unrestored.push(t);
+                    false
+                }
+            },
+        };
+        self.events.push(HostEvent::Gone {
+            id,
+            name,
+            why,
+            restored,
+        });
     }
 
     fn observe_tenant(
@@ -504,6 +651,18 @@ impl LinuxHost {
     }
 }
 
+/// A tenant about to be managed, as `insert` takes it.
+struct Inserted<'a> {
+    id: TenantId,
+    name: &'a str,
+    cgroup_path: &'a str,
+    cgroup: MemoryCgroup,
+    original: Original,
+    origin: Origin,
+    child: Option<std::process::Child>,
+    lock: Option<lock::CgroupLock>,
+}
+
 /// What a tenant had before memtide: its limit settings and (v1) its OOM killer switch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Original {
@@ -533,17 +692,18 @@ fn oom_kill_disable(cgroup: &MemoryCgroup) -> Result<Option<bool>, FsError> {
 
 /// v1: disables the OOM killer while memtide holds the tenant under its max (`on`), or gives
 /// back the tenant's own setting. A tenant whose killer was already disabled is left alone.
+/// The record carries the guard's state, so the state file knows what to give back.
 fn set_oom_guard(t: &mut ManagedTenant, on: bool, timeout: Duration) {
     let Some(original) = t.record.oom_kill_disable else {
         return;
     };
-    if original || t.oom_guard == on {
+    if original || t.record.oom_guard == on {
         return;
     }
     let value = if on { "1" } else { "0" };
     let path = t.cgroup.dir().join("memory.oom_control");
     if crate::fs::write_bounded(&path, value, timeout).is_ok() {
-        t.oom_guard = on;
+        t.record.oom_guard = on;
     }
 }
 
@@ -606,6 +766,7 @@ impl Host for LinuxHost {
         let host_pressure =
             pressure::read_memory_pressure(&self.options.proc_root)?.map(|p| p.some.avg10_pct);
 
+        self.retry_unrestored();
         let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
         let mut tenants = Vec::with_capacity(ids.len());
         for id in ids {

@@ -38,6 +38,11 @@ pub struct TenantRecord {
     /// (memtide disables it while it holds a limit under the tenant's max).
     #[serde(default)]
     pub oom_kill_disable: Option<bool>,
+    /// v1: memtide has disabled the cgroup's OOM killer (its guard is on), so whoever restores
+    /// this record must switch the killer back on. Written to the state file so a daemon
+    /// restarted after a crash knows what the crashed one changed.
+    #[serde(default)]
+    pub oom_guard: bool,
 }
 
 /// Cumulative kernel counters read at the previous tick.
@@ -111,9 +116,8 @@ pub struct ManagedTenant {
     pub(crate) sampler: Option<super::sampling::AccessSampler>,
     /// The tenant's configured max: the OOM guard is on only while the limit is below it.
     pub(crate) max: Option<Pages>,
-    /// memtide has disabled the v1 OOM killer (a tenant at its limit stalls instead of being
-    /// killed, and memtide raises the limit).
-    pub(crate) oom_guard: bool,
+    /// Held while memtide manages the cgroup (not in a dry run): no second memtide can adopt it.
+    pub(crate) _lock: Option<super::lock::CgroupLock>,
 }
 
 impl ManagedTenant {

@@ -70,6 +70,7 @@ mod tests {
             min: Pages::from_mib(64),
             max: Pages::from_mib(1024),
             obs: &obs,
+            probe: true,
         })
     }
 

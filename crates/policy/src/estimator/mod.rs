@@ -18,6 +18,9 @@ pub struct EstimatorInput<'a> {
     pub min: Pages,
     pub max: Pages,
     pub obs: &'a TenantObservation,
+    /// The estimator may probe, i.e. act as if its estimate becomes the tenant's limit (TWS).
+    /// False when memory is not wanted or nothing is written (a dry run): a probe then holds.
+    pub probe: bool,
 }
 
 /// One tenant's estimator.
@@ -59,6 +62,16 @@ impl ActiveEstimator {
             ActiveEstimator::Sampling(e) => e.update(input),
             ActiveEstimator::WorkingSet(e) => e.update(input),
             ActiveEstimator::Committed(e) => e.update(input),
+        }
+    }
+
+    /// Starts from an estimate kept across a restart instead of from nothing: TWS resumes at it
+    /// in COOL_DOWN, sampling seeds its EWMAs with `estimate / max`; committed ignores it.
+    pub fn resume(&mut self, estimate: Pages, max: Pages) {
+        match self {
+            ActiveEstimator::Sampling(e) => e.resume(estimate, max),
+            ActiveEstimator::WorkingSet(e) => e.resume(estimate),
+            ActiveEstimator::Committed(_) => {}
         }
     }
 
@@ -108,6 +121,7 @@ mod tests {
             min: Pages::from_mib(64),
             max: Pages::from_mib(1024),
             obs: &obs,
+            probe: true,
         })
     }
 

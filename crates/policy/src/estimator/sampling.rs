@@ -46,6 +46,17 @@ impl SamplingEstimator {
         }
     }
 
+    /// Seeds the slow and fast EWMAs with `estimate / max` (an estimate kept across a restart),
+    /// as if one period had completed at that fraction.
+    pub fn resume(&mut self, estimate: Pages, max: Pages) {
+        if max.0 == 0 {
+            return;
+        }
+        let f = (estimate.0 as f64 / max.0 as f64).clamp(0.0, 1.0);
+        self.slow = Some(f);
+        self.fast = Some(f);
+    }
+
     /// Feeds one observation and returns the new estimate.
     pub fn update(&mut self, input: &EstimatorInput) -> Pages {
         if let Some(sample) = &input.obs.sample {
@@ -171,6 +182,7 @@ mod tests {
             min: Pages::from_mib(128),
             max: max(),
             obs: &obs,
+            probe: true,
         })
     }
 
@@ -406,6 +418,7 @@ mod tests {
             min: Pages::from_mib(128),
             max: max(),
             obs: &obs,
+            probe: true,
         });
         assert_eq!(est.ceiling(), Pages::from_mib(100));
         // A completed period at 40%: ceiling = 40% of max plus 50% headroom.

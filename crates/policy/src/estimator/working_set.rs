@@ -3,6 +3,16 @@
 //! The probe starts at the tenant's committed memory and lowers its working-set estimate (WSS)
 //! step by step until the tenant shows swap-ins or page-cache refaults; it then raises the WSS by
 //! the number of those events, waits out a cool-down and keeps probing, more slowly.
+//!
+//! memtide's additions, each off by default so the published algorithm is what the simulator
+//! runs: (1) without committed memory (a cgroup has none) the probe starts at what the tenant
+//! holds, not at its max, so nothing waits while an estimate falls from max; (2) the caller may
+//! pause probing (`EstimatorInput::probe = false`: memory is not wanted, or a dry run that
+//! writes no limit), and the WSS then holds, rising only on events; (3) with `max_cool_down`
+//! above `cool_down`, each SLOW step that finds the working set again doubles the next
+//! cool-down, so a tenant known to be busy is probed less and less often, and two SLOW steps
+//! in a row without events bring the cool-down back to its base; (4) `resume` starts a probe
+//! from an estimate kept across a restart, in COOL_DOWN rather than FAST.
 
 use super::EstimatorInput;
 use memtide_model::{EstimateNote, Pages, ProbePhase, WorkingSetConfig};
@@ -66,12 +76,19 @@ pub struct WorkingSetProbe {
     pending_seen: bool,
     /// The last epoch was held because no counters were reported.
     blind: bool,
+    /// The last epoch was held because the caller paused probing.
+    paused: bool,
+    /// The current cool-down length (doubles up to `max_cool_down` for a busy tenant).
+    cool_down: Duration,
+    /// SLOW steps in a row that met no events.
+    quiet_steps: u32,
+    /// An estimate to start from instead of committed memory (`resume`).
+    resumed: Option<Pages>,
 }
 
 impl WorkingSetProbe {
     pub fn new(config: WorkingSetConfig) -> WorkingSetProbe {
         WorkingSetProbe {
-            config,
             state: TwsState::Fast,
             wss: Pages::ZERO,
             reset_on: None,
@@ -80,7 +97,18 @@ impl WorkingSetProbe {
             pending_events: 0,
             pending_seen: false,
             blind: false,
+            paused: false,
+            cool_down: config.cool_down,
+            quiet_steps: 0,
+            resumed: None,
+            config,
         }
+    }
+
+    /// Starts from `estimate` (kept across a daemon restart) in COOL_DOWN: the tenant is not
+    /// probed below it until a cool-down has passed.
+    pub fn resume(&mut self, estimate: Pages) {
+        self.resumed = Some(estimate);
     }
 
     /// Feeds one observation and returns the new estimate.
@@ -100,15 +128,25 @@ impl WorkingSetProbe {
 
         match self.last_epoch {
             None => {
-                let start = self.committed.unwrap_or(input.max);
-                self.reset(start);
+                match self.resumed.take() {
+                    Some(estimate) => {
+                        self.reset(estimate);
+                        self.state = TwsState::CoolDown {
+                            remaining: self.cool_down,
+                        };
+                    }
+                    None => {
+                        let start = self.committed.unwrap_or(obs.allocated);
+                        self.reset(start);
+                    }
+                }
                 self.last_epoch = Some(input.now);
                 self.clear_pending();
             }
             Some(last) => {
                 let elapsed = input.now.saturating_sub(last);
                 if input.now >= last && elapsed >= self.config.epoch {
-                    self.epoch(elapsed, obs.allocated);
+                    self.epoch(elapsed, obs.allocated, input.probe);
                     self.last_epoch = Some(input.now);
                     self.clear_pending();
                 }
@@ -146,11 +184,14 @@ impl WorkingSetProbe {
             phase,
             cool_down_s,
             blind: self.blind,
+            paused: self.paused,
         }
     }
 
     fn reset(&mut self, committed: Pages) {
         self.state = TwsState::Fast;
+        self.cool_down = self.config.cool_down;
+        self.quiet_steps = 0;
         self.wss = committed;
         self.reset_on = Some(committed);
     }
@@ -160,21 +201,32 @@ impl WorkingSetProbe {
         self.pending_seen = false;
     }
 
-    fn epoch(&mut self, elapsed: Duration, allocated: Pages) {
+    fn epoch(&mut self, elapsed: Duration, allocated: Pages, probe: bool) {
         self.blind = false;
+        self.paused = false;
         if let Some(committed) = self.committed.filter(|&c| self.committed_changed(c)) {
             self.reset(committed);
             return;
         }
         if self.pending_events > 0 {
             self.wss = Pages(self.wss.0.saturating_add(self.pending_events));
+            if self.state == TwsState::Slow && probe {
+                // A SLOW step found the working set again: the tenant is busy where it is.
+                self.cool_down =
+                    (self.cool_down * 2).min(self.config.max_cool_down.max(self.config.cool_down));
+            }
+            self.quiet_steps = 0;
             self.state = TwsState::CoolDown {
-                remaining: self.config.cool_down,
+                remaining: self.cool_down,
             };
             return;
         }
         if !self.pending_seen {
             self.blind = true;
+            return;
+        }
+        if !probe {
+            self.paused = true;
             return;
         }
         let committed = self.committed.or(self.reset_on).unwrap_or(Pages::ZERO);
@@ -195,7 +247,13 @@ impl WorkingSetProbe {
                     TwsState::CoolDown { remaining }
                 };
             }
-            TwsState::Slow => self.step_down(committed, self.config.slow_step),
+            TwsState::Slow => {
+                self.quiet_steps += 1;
+                if self.quiet_steps >= 2 {
+                    self.cool_down = self.config.cool_down;
+                }
+                self.step_down(committed, self.config.slow_step)
+            }
         }
     }
 
@@ -258,6 +316,7 @@ mod tests {
                 min: self.min,
                 max: self.max,
                 obs: &obs,
+                probe: true,
             })
         }
 
@@ -280,6 +339,7 @@ mod tests {
                 min: mib(100),
                 max: mib(2048),
                 obs: &obs,
+                probe: true,
             })
         };
         feed(&mut probe, 0, mib(1000));
@@ -299,10 +359,100 @@ mod tests {
         assert_eq!(rig.probe.ceiling(), mib(1000));
     }
 
+    /// One update of `probe` at `now` seconds: the tenant holds `allocated`, no committed
+    /// memory is known, and `refaults` happened; `probe` says whether it may probe.
+    fn cgroup_feed(
+        probe: &mut WorkingSetProbe,
+        now: u64,
+        allocated: Pages,
+        refaults: u64,
+        may_probe: bool,
+    ) -> Pages {
+        let mut obs = TenantObservation::new(TenantId(0), allocated);
+        obs.swap_ins = Some(0);
+        obs.refaults = Some(refaults);
+        probe.update(&EstimatorInput {
+            now: Duration::from_secs(now),
+            min: mib(32),
+            max: mib(1024),
+            obs: &obs,
+            probe: may_probe,
+        })
+    }
+
     #[test]
-    fn starts_at_max_without_committed_memory() {
-        let rig = Rig::new(None);
-        assert_eq!(rig.probe.estimate(), mib(2048));
+    fn starts_at_what_the_tenant_holds_without_committed_memory() {
+        let mut probe = WorkingSetProbe::new(WorkingSetConfig::default());
+        assert_eq!(cgroup_feed(&mut probe, 0, mib(300), 0, true), mib(300));
+        assert_eq!(cgroup_feed(&mut probe, 1, mib(300), 0, true), mib(285));
+    }
+
+    #[test]
+    fn a_paused_probe_holds_but_still_rises_on_events() {
+        let mut probe = WorkingSetProbe::new(WorkingSetConfig::default());
+        cgroup_feed(&mut probe, 0, mib(300), 0, false);
+        for now in 1..20 {
+            assert_eq!(cgroup_feed(&mut probe, now, mib(300), 0, false), mib(300));
+        }
+        assert!(
+            probe.note().to_string().contains("not probing"),
+            "{}",
+            probe.note()
+        );
+        assert_eq!(
+            cgroup_feed(&mut probe, 20, mib(300), 256, false),
+            mib(300) + Pages(256)
+        );
+        assert_eq!(
+            cgroup_feed(&mut probe, 21, mib(300), 0, true),
+            mib(300) + Pages(256)
+        );
+    }
+
+    #[test]
+    fn a_tenant_found_busy_again_and_again_is_probed_less_and_less_often() {
+        let config = WorkingSetConfig {
+            max_cool_down: Duration::from_secs(64),
+            ..WorkingSetConfig::default()
+        };
+        let mut probe = WorkingSetProbe::new(config);
+        let ws = mib(300);
+        let mut now = 0;
+        let mut held = cgroup_feed(&mut probe, now, ws, 0, true);
+        // Every probe step below the working set refaults what is missing.
+        let mut probes_at = Vec::new();
+        while now < 400 {
+            now += 1;
+            let missing = ws.saturating_sub(held).0;
+            let before = probe.state();
+            held = cgroup_feed(&mut probe, now, held.min(ws), missing, true);
+            if before == TwsState::Slow && missing > 0 {
+                probes_at.push(now);
+            }
+        }
+        let gaps: Vec<u64> = probes_at.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.len() >= 3, "{probes_at:?}");
+        assert!(
+            gaps.windows(2).all(|g| g[1] >= g[0]),
+            "gaps between probes never shrink: {gaps:?}"
+        );
+        assert!(
+            *gaps.last().unwrap() >= 60,
+            "the cool-down grows to its max: {gaps:?}"
+        );
+        assert!(*gaps.last().unwrap() <= 70, "{gaps:?}");
+    }
+
+    #[test]
+    fn a_resumed_probe_starts_at_the_kept_estimate_in_cool_down() {
+        let mut probe = WorkingSetProbe::new(WorkingSetConfig::default());
+        probe.resume(mib(420));
+        assert_eq!(cgroup_feed(&mut probe, 0, mib(500), 0, true), mib(420));
+        assert!(matches!(probe.state(), TwsState::CoolDown { .. }));
+        for now in 1..=8 {
+            assert_eq!(cgroup_feed(&mut probe, now, mib(420), 0, true), mib(420));
+        }
+        assert_eq!(probe.state(), TwsState::Slow);
     }
 
     #[test]
