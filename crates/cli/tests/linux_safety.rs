@@ -218,14 +218,8 @@ fn bad_configs_exit_2_with_one_line_and_change_nothing() {
     cg.set_limit_bytes(700 * MIB);
     let tmp = tempfile::tempdir().unwrap();
     let state = tmp.path().join("state.json");
-    let own = &linux.hierarchy.own_cgroup;
     let cases = [
         ("malformed", "[daemon\ntick = 1".to_string(), "memtide.toml"),
-        (
-            "unknown cgroup",
-            adopt_config(&format!("{own}/no-such-cgroup-here"), "1G", ""),
-            "no-such-cgroup-here",
-        ),
         (
             "outside the parent",
             adopt_config("/elsewhere/app", "1G", ""),

@@ -199,10 +199,11 @@ impl Controller {
     ///
     /// Tenants on a limit (cgroups) follow ESX's "no reclamation in the high state" against
     /// their budget: while what they hold leaves the budget in the high state, nobody's target
-    /// falls below what it holds (and probing estimators hold), and the budget left over goes
-    /// out by shares and the idle tax as room to grow. Once the budget runs short, targets come
-    /// from shares and the tax alone, so idle tenants give memory first. Either way a target is
-    /// at least the tenant's floor, and the limits never add up to more than the budget.
+    /// falls below what it holds, probing estimators hold and no target is capped at an
+    /// estimate; the budget left over goes out by shares and the idle tax as room to grow. Once
+    /// the budget runs short, targets come from shares and the tax (and `cap_at_estimate`), so
+    /// idle tenants give memory first. Either way a target is at least the tenant's floor, and
+    /// the limits never add up to more than the budget.
     pub fn step(&mut self, obs: &HostObservation) -> Decision {
         let host_state = self.tracker.update(obs.free, obs.machine);
         let limit_held = obs
@@ -258,12 +259,14 @@ impl Controller {
                         .min
                         .max(limit.unreclaimable + config.rails.floor_margin)
                         .min(s.spec.max);
-                    let keep = if wanted {
-                        floor
+                    // Not wanted: keep what the tenant holds, and let it grow up to its max
+                    // (a cap at the estimate is how probing takes memory, and there is no
+                    // probing then).
+                    if wanted {
+                        (floor, cap.max(floor))
                     } else {
-                        t.allocated.min(s.spec.max).max(floor)
-                    };
-                    (keep, cap.max(keep))
+                        (t.allocated.min(s.spec.max).max(floor), s.spec.max)
+                    }
                 }
                 None => (s.spec.min, cap),
             };
