@@ -56,6 +56,19 @@ fn wait_for_limit_below(cg: &TestCgroup, below: u64, daemon: &Daemon) -> u64 {
     }
 }
 
+/// Waits until memtide's OOM guard is on (it is written right after the limit).
+fn wait_for_guard(cg: &TestCgroup, daemon: &Daemon) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !oom_killer_disabled(cg) {
+        assert!(
+            Instant::now() < deadline,
+            "the OOM guard never came on under max:\n{}",
+            daemon.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn v1_only(test: &str, linux: &Linux) -> bool {
     if linux.hierarchy.version != memtide_linux::fs::CgroupVersion::V1 {
         skip_or_fail(test, "the OOM guard exists on cgroup v1 only");
@@ -80,7 +93,7 @@ fn a_tenant_whose_processes_exit_gets_back_its_limit_and_oom_killer_and_keeps_it
     let tmp = tempfile::tempdir().unwrap();
     let mut daemon = Daemon::start(tmp.path(), &config(&cg.path, "256M", ""), &[]);
     wait_for_limit_below(&cg, 300 * MIB, &daemon);
-    assert!(oom_killer_disabled(&cg), "the guard is on under max");
+    wait_for_guard(&cg, &daemon);
 
     drop(toucher);
     daemon.wait_until("the tenant is dropped", Duration::from_secs(20), |s| {
@@ -126,8 +139,7 @@ fn a_restart_after_a_crash_then_a_clean_stop_gives_back_the_oom_killer() {
     let tmp = tempfile::tempdir().unwrap();
     let mut daemon = Daemon::start(tmp.path(), &config(&cg.path, "256M", ""), &[]);
     let lowered = wait_for_limit_below(&cg, 300 * MIB, &daemon);
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(oom_killer_disabled(&cg));
+    wait_for_guard(&cg, &daemon);
     assert!(!daemon.signal_and_wait(libc::SIGKILL).success());
     let state = std::fs::read_to_string(&daemon.state).unwrap();
     assert!(state.contains("\"oom_guard\": true"), "{state}");

@@ -84,7 +84,8 @@ fn without_swap_no_limit_goes_below_anonymous_memory() {
     let mut toucher = cg.spawn_toucher(&["--active", "200M", "--pause-ms", "100"]);
     std::thread::sleep(Duration::from_secs(2));
     let tmp = tempfile::tempdir().unwrap();
-    let daemon = Daemon::start(tmp.path(), &adopt_config(&cg.path, "4G", ""), &[]);
+    // A budget below the anonymous memory: memory is wanted, and only the floor holds it.
+    let daemon = Daemon::start(tmp.path(), &adopt_config(&cg.path, "150M", ""), &[]);
     let start = Instant::now();
     let mut lowest = u64::MAX;
     while start.elapsed() < Duration::from_secs(20) {
@@ -127,7 +128,7 @@ fn a_killed_daemon_readopts_and_sigterm_restores_the_original_limit() {
     cg.set_limit_bytes(900 * MIB);
     let _toucher = cg.spawn_toucher(&["--active", "64M"]);
     let tmp = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(tmp.path(), &adopt_config(&cg.path, "4G", ""), &[]);
+    let mut daemon = Daemon::start(tmp.path(), &adopt_config(&cg.path, "256M", ""), &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
     while limit_bytes(&cg.sample()).unwrap_or(u64::MAX) >= 800 * MIB {
         assert!(

@@ -20,6 +20,9 @@ pub struct ControllerConfig {
     pub rails: LimitRails,
     /// Nothing the controller decides is written (a dry run): estimators must not probe.
     pub dry_run: bool,
+    /// Limit tenants: take memory above a tenant's estimate even while the budget has room
+    /// (TWS as published, probing all the time). Default false: only once the budget runs short.
+    pub reclaim_always: bool,
     /// What backs max - min at admission, as refusals name it.
     pub backing: Backing,
 }
@@ -46,6 +49,7 @@ impl Default for ControllerConfig {
             balloon_stall_ticks: 3,
             rails: LimitRails::default(),
             dry_run: false,
+            reclaim_always: false,
             backing: Backing::HostSwap,
         }
     }

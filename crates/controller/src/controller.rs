@@ -64,6 +64,10 @@ pub struct Controller {
     tenants: BTreeMap<TenantId, TenantState>,
     /// When the previous step's observation was taken, for per-second rates.
     last_now: Option<Duration>,
+    /// At the previous step every limit tenant's estimate stood on a measurement. Until then
+    /// no limit tenant is reclaimed below what it holds: idleness not yet measured is no
+    /// reason to take memory (sampling reads an unmeasured tenant as fully active).
+    limit_estimates_measured: bool,
 }
 
 impl Controller {
@@ -81,6 +85,7 @@ impl Controller {
             config,
             tenants: BTreeMap::new(),
             last_now: None,
+            limit_estimates_measured: true,
         })
     }
 
@@ -219,7 +224,9 @@ impl Controller {
             ),
             _ => host_state,
         };
-        let wanted = state != ReclamationState::High;
+        let wanted = self.config.reclaim_always
+            || (state != ReclamationState::High && self.limit_estimates_measured);
+        let mut measured = true;
         let elapsed = self
             .last_now
             .map(|last| obs.now.saturating_sub(last))
@@ -247,6 +254,9 @@ impl Controller {
                 probe: t.limit.is_none() || (wanted && !config.dry_run),
             };
             let active = s.estimator.update(&input);
+            if t.limit.is_some() {
+                measured &= s.estimator.measured();
+            }
             let cap = if s.spec.cap_at_estimate {
                 s.estimator.ceiling().clamp_to(s.spec.min, s.spec.max)
             } else {
@@ -328,6 +338,7 @@ impl Controller {
             });
         }
         fit_limits_to_budget(&mut actions, budget);
+        self.limit_estimates_measured = measured;
         Decision {
             now: obs.now,
             state,
@@ -403,6 +414,7 @@ fn limit_input(
         min,
         allocated: t.allocated,
         limit: limit.limit,
+        unlimited: limit.unlimited,
         unreclaimable: limit.unreclaimable,
         faults_per_s,
         pressure,
@@ -496,6 +508,7 @@ mod tests {
             swap_ins: faults.map(|_| 0),
             limit: Some(LimitObservation {
                 limit: mib(limit),
+                unlimited: false,
                 unreclaimable: mib(100),
                 major_faults: None,
                 pressure: None,
@@ -565,6 +578,7 @@ mod tests {
             committed: Some(mib(active)),
             limit: Some(LimitObservation {
                 limit: mib(limit),
+                unlimited: false,
                 unreclaimable: mib(16),
                 major_faults: Some(0),
                 pressure: None,

@@ -175,7 +175,7 @@ impl Publisher {
                         at_unix_ms: now_ms(),
                         tenant: name,
                         target_bytes: action.target.to_bytes().0,
-                        limit_from_bytes: Some(note.from.to_bytes().0),
+                        limit_from_bytes: (!note.from_max).then(|| note.from.to_bytes().0),
                         limit_to_bytes: Some(note.to.to_bytes().0),
                         outcome: "hold".to_string(),
                         reason: action.reason.to_string(),
@@ -343,7 +343,7 @@ impl Publisher {
                 let outcome = if !written {
                     self.counters.dry_run += 1;
                     "dry_run"
-                } else if to > from {
+                } else if from.is_some_and(|from| to > from) {
                     self.counters.limit_raised += 1;
                     "raise"
                 } else {
@@ -357,7 +357,7 @@ impl Publisher {
                     &[
                         ("tenant", json!(name)),
                         ("outcome", json!(outcome)),
-                        ("from_bytes", json!(from.to_bytes().0)),
+                        ("from_bytes", json!(from.map(|f| f.to_bytes().0))),
                         ("to_bytes", json!(to.to_bytes().0)),
                         ("reason", json!(reason)),
                     ],
@@ -367,7 +367,7 @@ impl Publisher {
                     at_unix_ms: now_ms(),
                     tenant: name,
                     target_bytes: target_of(id),
-                    limit_from_bytes: Some(from.to_bytes().0),
+                    limit_from_bytes: from.map(|f| f.to_bytes().0),
                     limit_to_bytes: Some(to.to_bytes().0),
                     outcome: outcome.to_string(),
                     reason,

@@ -195,6 +195,7 @@ impl Daemon {
             balloon_stall_ticks: 3,
             rails: rails(&config.rails),
             dry_run,
+            reclaim_always: false,
             backing: memtide_policy::Backing::OutsideBudget,
         };
         // Admission on Linux: mins must fit in the budget; what lies above min is backed by the

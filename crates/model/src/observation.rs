@@ -64,6 +64,8 @@ pub struct TenantObservation {
 pub struct LimitObservation {
     /// The limit in force (machine memory when unlimited).
     pub limit: Pages,
+    /// No limit is in force (the kernel's `max`): `limit` then stands for machine memory.
+    pub unlimited: bool,
     /// Memory the tenant cannot give back now: anonymous memory beyond the swap it may still
     /// use, plus unevictable pages. A limit below it means an OOM kill.
     pub unreclaimable: Pages,

@@ -39,6 +39,9 @@ pub struct MechanismNote {
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LimitNote {
     pub from: Pages,
+    /// `from` is no limit at all (the kernel's `max`), shown as such.
+    #[serde(default)]
+    pub from_max: bool,
     pub to: Pages,
     /// The lowest limit allowed now: max(min, unreclaimable + margin).
     pub floor: Pages,
@@ -79,10 +82,11 @@ impl LimitRail {
 
 impl fmt::Display for LimitNote {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.to == self.from {
-            write!(f, "limit holds at {}", self.to)?;
-        } else {
-            write!(f, "limit {} -> {}", self.from, self.to)?;
+        match (self.to == self.from, self.from_max) {
+            (true, true) => f.write_str("limit holds at max")?,
+            (true, false) => write!(f, "limit holds at {}", self.to)?,
+            (false, true) => write!(f, "limit max -> {}", self.to)?,
+            (false, false) => write!(f, "limit {} -> {}", self.from, self.to)?,
         }
         match self.rail {
             LimitRail::Target => Ok(()),
@@ -360,6 +364,7 @@ mod tests {
                 balloon_limit: None,
                 limit: Some(LimitNote {
                     from: Pages::from_mib(from),
+                    from_max: false,
                     to: Pages::from_mib(to),
                     floor: Pages::from_mib(300),
                     rail,

@@ -58,6 +58,8 @@ pub struct LimitInput {
     pub allocated: Pages,
     /// The limit in force.
     pub limit: Pages,
+    /// No limit is in force (`limit` stands for machine memory).
+    pub unlimited: bool,
     pub unreclaimable: Pages,
     /// Faults per second over the last tick, where known.
     pub faults_per_s: Option<f64>,
@@ -77,6 +79,7 @@ pub fn plan_limit(input: &LimitInput, rails: &LimitRails) -> LimitNote {
     };
     let note = |to, rail| LimitNote {
         from,
+        from_max: input.unlimited,
         to,
         floor,
         rail,
@@ -144,6 +147,7 @@ mod tests {
     fn note(from: u64, to: u64, floor: u64) -> LimitNote {
         LimitNote {
             from: mib(from),
+            from_max: false,
             to: mib(to),
             floor: mib(floor),
             rail: LimitRail::Target,
@@ -198,6 +202,7 @@ mod tests {
             min: mib(64),
             allocated: mib(400),
             limit: mib(400),
+            unlimited: false,
             unreclaimable: mib(100),
             faults_per_s: Some(0.0),
             pressure: None,

@@ -84,6 +84,7 @@ pub(crate) fn build(doc: Doc, source: &Path) -> Result<Scenario> {
         // Simulated VMs move by balloon and host swap, never by a limit.
         rails: Default::default(),
         dry_run: false,
+        reclaim_always: false,
         backing: Default::default(),
     };
     if let Err(e) = controller.validate() {

@@ -39,10 +39,11 @@ pub struct HostOptions {
 /// Something that happened on the host this tick, for the daemon to log and count.
 #[derive(Clone, Debug, PartialEq)]
 pub enum HostEvent {
-    /// A limit was written (or, in a dry run, would have been).
+    /// A limit was written (or, in a dry run, would have been). `from` is `None` when there
+    /// was no limit (the kernel's `max`).
     Limit {
         id: TenantId,
-        from: Pages,
+        from: Option<Pages>,
         to: Pages,
         written: bool,
     },
@@ -567,6 +568,7 @@ impl LinuxHost {
             sample: sample_counts,
             limit: Some(LimitObservation {
                 limit,
+                unlimited: sample.limit == Limit::Max,
                 unreclaimable: t.unreclaimable,
                 major_faults: major,
                 pressure: sample.pressure.as_ref().map(|p| p.some.avg10_pct),
@@ -594,6 +596,7 @@ impl LinuxHost {
         if to == from {
             return;
         }
+        let from_limit = (sample.limit != Limit::Max).then_some(from);
         // The policy's rails keep limits above the floor; this is the last check before the
         // kernel, against a bug anywhere above.
         if to < t.unreclaimable {
@@ -607,7 +610,7 @@ impl LinuxHost {
         if dry_run {
             self.events.push(HostEvent::Limit {
                 id,
-                from,
+                from: from_limit,
                 to,
                 written: false,
             });
@@ -636,7 +639,7 @@ impl LinuxHost {
                 }
                 self.events.push(HostEvent::Limit {
                     id,
-                    from,
+                    from: from_limit,
                     to,
                     written: true,
                 });

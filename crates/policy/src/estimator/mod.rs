@@ -75,6 +75,15 @@ impl ActiveEstimator {
         }
     }
 
+    /// Whether the estimate stands on a measurement: false for sampling before its first
+    /// counts (it then reads the tenant as fully active); TWS and committed always measure.
+    pub fn measured(&self) -> bool {
+        match self {
+            ActiveEstimator::Sampling(e) => e.fraction().is_some(),
+            ActiveEstimator::WorkingSet(_) | ActiveEstimator::Committed(_) => true,
+        }
+    }
+
     /// The latest estimate.
     pub fn estimate(&self) -> Pages {
         match self {
