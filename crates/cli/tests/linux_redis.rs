@@ -37,12 +37,15 @@ const WINDOW: Duration = Duration::from_secs(10);
 const WINDOWS: usize = 3;
 /// A window still running after this is killed and recorded as timed out.
 const WINDOW_LIMIT: Duration = Duration::from_secs(30);
-/// The longest wait for the `WINDOWS` windows after convergence.
-const AFTER_WAIT: Duration = Duration::from_secs(45);
+/// The longest wait for the `WINDOWS` windows after convergence (the window running at
+/// convergence does not count: it started before).
+const AFTER_WAIT: Duration = Duration::from_secs(60);
 /// Limits the cgroups have before the daemon starts; SIGTERM must put them back.
 const BUSY_LIMIT0: u64 = 1024 * MIB;
 const IDLE_LIMIT0: u64 = 1000 * MIB;
-/// The idle server counts as reclaimed when its limit is below this fraction of its usage.
+/// The idle server counts as reclaimed when its limit is below this fraction of its usage, and
+/// the busy one as squeezed when its limit is below its usage at all. "Usage" is the usage just
+/// before the daemon starts: a v1 limit is hard, so the current usage never exceeds it.
 const WELL_BELOW: f64 = 0.75;
 const SAMPLE_EVERY: Duration = Duration::from_millis(500);
 const PRINT_EVERY: Duration = Duration::from_secs(5);
