@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod redis;
 use memtide_daemon::snapshot::{Snapshot, TenantSnapshot};
 use memtide_linux::cgroup::{CgroupSample, Limit, MemoryCgroup};
 use memtide_linux::fs::hierarchy::{self, MemoryHierarchy};
