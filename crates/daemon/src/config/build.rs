@@ -490,7 +490,7 @@ fn read_tenant(t: &Table, name: &str, host: &HostSection) -> Result<TenantConfig
         .integer("shares", 1, i64::MAX)?
         .map_or(DEFAULT_SHARES, |s| s as u64);
     let estimator = match t.string("estimator", "\"tws\" or \"sampling\"")? {
-        None => EstimatorChoice::Tws,
+        None => EstimatorChoice::Sampling,
         Some(("tws", _)) => EstimatorChoice::Tws,
         Some(("sampling", _)) => EstimatorChoice::Sampling,
         Some((_, node)) => {

@@ -267,8 +267,8 @@ fn tenant_defaults_follow_the_estimator() {
     assert_eq!(a.min_bytes, 0);
     assert_eq!(a.max_bytes, GIB);
     assert_eq!(a.shares, 1000);
-    assert_eq!(a.estimator, EstimatorChoice::Tws);
-    assert!(a.cap_at_estimate);
+    assert_eq!(a.estimator, EstimatorChoice::Sampling, "sampling is the default");
+    assert!(!a.cap_at_estimate);
     let b = &c.tenants[1];
     assert_eq!(
         b.origin,
@@ -283,6 +283,9 @@ fn tenant_defaults_follow_the_estimator() {
         "{ADOPT_A}estimator = \"tws\"\ncap_at_estimate = false\n"
     ));
     assert!(!c.tenants[0].cap_at_estimate);
+    let c = parse_ok(&format!("{ADOPT_A}estimator = \"tws\"\n"));
+    assert_eq!(c.tenants[0].estimator, EstimatorChoice::Tws);
+    assert!(c.tenants[0].cap_at_estimate, "tws caps at its estimate by default");
 }
 
 const FULL: &str = r#"
@@ -378,8 +381,8 @@ fn a_full_file_reads_every_key() {
                 min_bytes: 64 * MIB,
                 max_bytes: 1536 * MIB,
                 shares: 1000,
-                estimator: EstimatorChoice::Tws,
-                cap_at_estimate: true,
+                estimator: EstimatorChoice::Sampling,
+                cap_at_estimate: false,
             },
         ],
     };
