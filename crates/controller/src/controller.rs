@@ -85,7 +85,7 @@ impl Controller {
             config,
             tenants: BTreeMap::new(),
             last_now: None,
-            limit_estimates_measured: true,
+            limit_estimates_measured: false,
         })
     }
 
@@ -275,7 +275,10 @@ impl Controller {
                     if wanted {
                         (floor, cap.max(floor))
                     } else {
-                        (t.allocated.min(s.spec.max).max(floor), s.spec.max)
+                        (
+                            keep(t.allocated, limit.limit).min(s.spec.max).max(floor),
+                            s.spec.max,
+                        )
                     }
                 }
                 None => (s.spec.min, cap),
@@ -354,6 +357,14 @@ impl Controller {
         host.apply(&decision)?;
         Ok(decision)
     }
+}
+
+/// What a limit tenant keeps while its memory is not wanted: what it holds, and its limit too
+/// when that is within a small headroom above (2%, at least 4 MiB). Usage moves a little under
+/// a limit from tick to tick; following it down would ratchet the limit lower and lower.
+fn keep(allocated: Pages, limit: Pages) -> Pages {
+    let headroom = allocated.scale(0.02).max(Pages::from_mib(4));
+    allocated.max(limit.min(allocated + headroom))
 }
 
 /// Cuts the limit raises of this tick short so the limits sum to at most the budget.
@@ -543,6 +554,8 @@ mod tests {
     #[test]
     fn a_limit_tenant_moves_by_its_limit_alone() {
         let mut c = controller(300);
+        // The first step only measures (nothing is reclaimed on no evidence).
+        c.step(&host(0, vec![limited(0, 400, 400, Some(0))]));
         let d = c.step(&host(1, vec![limited(0, 400, 400, Some(0))]));
         let a = &d.actions[0];
         assert_eq!(a.target, mib(300));
@@ -624,6 +637,11 @@ mod tests {
     fn when_the_budget_runs_short_the_idle_tenant_gives_memory_first() {
         // 700 MiB held against a 600 MiB budget: memory is wanted.
         let mut c = two_tenants(600, 0.75);
+        // The first step only measures (nothing is reclaimed on no evidence).
+        c.step(&host(
+            0,
+            vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
+        ));
         let d = c.step(&host(
             1,
             vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
@@ -645,6 +663,14 @@ mod tests {
 
         // With tax 0 both are squeezed alike.
         let mut flat = two_tenants(600, 0.0);
+        flat.step(&host(
+            0,
+            vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
+        ));
+        flat.step(&host(
+            0,
+            vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
+        ));
         let d = flat.step(&host(
             1,
             vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
@@ -680,8 +706,56 @@ mod tests {
     }
 
     #[test]
+    fn a_limit_just_above_what_the_tenant_holds_is_not_ratcheted_down_while_not_wanted() {
+        let mut c = two_tenants(1000, 0.75);
+        c.step(&host(
+            1,
+            vec![cgroup(0, 400, 410, 400), cgroup(1, 300, 1024, 10)],
+        ));
+        // Usage wobbles a little under the limit: the limit stays.
+        for (now, held) in [(2, 405), (3, 402), (4, 407), (5, 403)] {
+            let d = c.step(&host(
+                now,
+                vec![cgroup(0, held, 410, 400), cgroup(1, 300, 1024, 10)],
+            ));
+            assert!(
+                d.actions[0].limit.unwrap() >= mib(410),
+                "{}",
+                d.actions[0].reason
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_is_reclaimed_before_the_estimates_are_measured() {
+        let config = ControllerConfig {
+            budget: Some(mib(600)),
+            ..ControllerConfig::default()
+        };
+        let mut c = Controller::new(config, mib(600), mib(8192)).unwrap();
+        for id in 0..2 {
+            c.admit(TenantSpec {
+                estimator: EstimatorConfig::Sampling(Default::default()),
+                ..spec(id)
+            })
+            .unwrap();
+        }
+        // 800 MiB held against 600: short, but sampling has measured nothing yet.
+        for now in 1..10 {
+            let d = c.step(&host(
+                now,
+                vec![cgroup(0, 400, 400, 0), cgroup(1, 400, 400, 0)],
+            ));
+            for a in &d.actions {
+                assert!(a.limit.unwrap() >= mib(400), "{}", a.reason);
+            }
+        }
+    }
+
+    #[test]
     fn host_pressure_does_not_hold_a_tenants_shrink() {
         let mut c = controller(300);
+        c.step(&host(0, vec![limited(0, 400, 400, Some(0))]));
         let mut obs = host(1, vec![limited(0, 400, 400, Some(0))]);
         obs.pressure = Some(80.0);
         let d = c.step(&obs);

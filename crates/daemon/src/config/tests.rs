@@ -267,7 +267,11 @@ fn tenant_defaults_follow_the_estimator() {
     assert_eq!(a.min_bytes, 0);
     assert_eq!(a.max_bytes, GIB);
     assert_eq!(a.shares, 1000);
-    assert_eq!(a.estimator, EstimatorChoice::Sampling, "sampling is the default");
+    assert_eq!(
+        a.estimator,
+        EstimatorChoice::Sampling,
+        "sampling is the default"
+    );
     assert!(!a.cap_at_estimate);
     let b = &c.tenants[1];
     assert_eq!(
@@ -285,7 +289,10 @@ fn tenant_defaults_follow_the_estimator() {
     assert!(!c.tenants[0].cap_at_estimate);
     let c = parse_ok(&format!("{ADOPT_A}estimator = \"tws\"\n"));
     assert_eq!(c.tenants[0].estimator, EstimatorChoice::Tws);
-    assert!(c.tenants[0].cap_at_estimate, "tws caps at its estimate by default");
+    assert!(
+        c.tenants[0].cap_at_estimate,
+        "tws caps at its estimate by default"
+    );
 }
 
 const FULL: &str = r#"
