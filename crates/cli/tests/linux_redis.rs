@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 /// How long after `memtide daemon` starts both limits must have settled (the start of a
 /// `STABLE_FOR` stretch of stable limits whose sum is within the budget). docs/linux.md states
 /// this bound; change both together.
-const CONVERGE_WITHIN: Duration = Duration::from_secs(120);
+const CONVERGE_WITHIN: Duration = Duration::from_secs(90);
 /// How long both limits must stay within `STABLE_BAND` to count as settled.
 const STABLE_FOR: Duration = Duration::from_secs(10);
 /// A settled limit moves by at most this fraction of itself (or `STABLE_MIN_BAND`).
@@ -34,7 +34,7 @@ const CLIENTS: u32 = 4;
 /// A measurement window lasts about this long unsqueezed (its request count is set from a
 /// calibration run); a measurement is the median of `WINDOWS` windows.
 const WINDOW: Duration = Duration::from_secs(10);
-const WINDOWS: usize = 3;
+const WINDOWS: usize = 5;
 /// A window still running after this is killed and recorded as timed out.
 const WINDOW_LIMIT: Duration = Duration::from_secs(30);
 /// The longest wait for the `WINDOWS` windows after convergence (the window running at
