@@ -177,33 +177,9 @@ impl Daemon {
                 log_dir: state_path.parent().map(|d| d.join("logs")),
             },
         )?;
-        let machine = host.machine();
-        let budget = config
-            .host
-            .budget_bytes
-            .map(|b| Bytes(b).to_pages_floor())
-            .unwrap_or_else(|| {
-                machine.saturating_sub(Bytes(config.host.reserve_bytes).to_pages_floor())
-            });
-        let tax = TaxRate::new(config.policy.tax_rate)
-            .map_err(|e| DaemonError::Usage(format!("policy.tax_rate: {e}")))?;
-        let controller_config = ControllerConfig {
-            tax_rate: tax,
-            thresholds: ReclamationThresholds::default(),
-            budget: Some(budget),
-            host_swap_per_tick: Pages::ZERO,
-            balloon_stall_ticks: 3,
-            rails: rails(&config.rails),
-            dry_run,
-            reclaim_always: false,
-            backing: memtide_policy::Backing::OutsideBudget,
-        };
-        // Admission on Linux: mins must fit in the budget; what lies above min is backed by the
-        // rest of the host's memory and its swap.
         let swap = swap_total(&proc_root);
-        let backing = (machine + swap).saturating_sub(budget);
-        let controller = Controller::new(controller_config, budget, backing)
-            .map_err(|e| DaemonError::Usage(e.to_string()))?;
+        let controller = controller_for(&config, host.machine(), swap)?;
+        let budget = controller.config().budget.unwrap_or_default();
         let mut publisher = Publisher::new(&config, found.version.name(), &parent, budget);
         let (sender, commands) = std::sync::mpsc::channel();
         // The port is taken before anything changes: a daemon that cannot serve its API
@@ -974,6 +950,54 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.shutdown();
     }
+}
+
+/// The controller for `config` on a host with `machine` memory and `swap`: the budget (given,
+/// or MemTotal minus the reserve) and admission control backed by the memory outside it.
+fn controller_for(
+    config: &DaemonConfig,
+    machine: Pages,
+    swap: Pages,
+) -> Result<Controller, DaemonError> {
+    let budget = config
+        .host
+        .budget_bytes
+        .map(|b| Bytes(b).to_pages_floor())
+        .unwrap_or_else(|| {
+            machine.saturating_sub(Bytes(config.host.reserve_bytes).to_pages_floor())
+        });
+    let tax = TaxRate::new(config.policy.tax_rate)
+        .map_err(|e| DaemonError::Usage(format!("policy.tax_rate: {e}")))?;
+    let controller_config = ControllerConfig {
+        tax_rate: tax,
+        thresholds: ReclamationThresholds::default(),
+        budget: Some(budget),
+        host_swap_per_tick: Pages::ZERO,
+        balloon_stall_ticks: 3,
+        rails: rails(&config.rails),
+        dry_run: config.daemon.dry_run,
+        reclaim_always: false,
+        backing: memtide_policy::Backing::OutsideBudget,
+    };
+    // Admission on Linux: mins must fit in the budget; what lies above min is backed by the
+    // rest of the host's memory and its swap.
+    let backing = (machine + swap).saturating_sub(budget);
+    Controller::new(controller_config, budget, backing)
+        .map_err(|e| DaemonError::Usage(e.to_string()))
+}
+
+/// Runs admission control on every tenant of `config` as the daemon would on a host with
+/// `machine` bytes of RAM and `swap` bytes of swap; the first refusal, as the daemon logs it.
+pub fn check_admission(config: &DaemonConfig, machine: Bytes, swap: Bytes) -> Result<(), String> {
+    let mut controller = controller_for(config, machine.to_pages_floor(), swap.to_pages_floor())
+        .map_err(|e| e.to_string())?;
+    for (i, t) in config.tenants.iter().enumerate() {
+        let slot = slot(t, TenantId(i as u32), "/").map_err(|e| e.to_string())?;
+        controller
+            .admit(spec(&slot, config))
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 fn rails(r: &RailsSection) -> LimitRails {
