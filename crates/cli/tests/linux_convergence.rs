@@ -126,6 +126,10 @@ state_file = "{{state}}"
 parent = "self"
 budget = "4G"
 
+# The budget has room: TWS as published probes anyway.
+[policy]
+reclaim = "always"
+
 [[tenant]]
 name = "ws"
 cgroup = "{}"

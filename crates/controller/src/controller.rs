@@ -158,6 +158,11 @@ impl Controller {
         self.config.rails = rails;
     }
 
+    /// Whether limit tenants are reclaimed even while the budget has room (a reload).
+    pub fn set_reclaim_always(&mut self, always: bool) {
+        self.config.reclaim_always = always;
+    }
+
     /// Changes a tenant's min, max and shares at run time, re-running admission control for
     /// the new reservation; on refusal the old parameters stay.
     pub fn update_tenant(

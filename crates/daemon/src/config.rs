@@ -9,7 +9,7 @@ mod error;
 mod reader;
 mod render;
 mod tree;
-mod units;
+pub(crate) mod units;
 
 #[cfg(test)]
 mod tests;
@@ -90,6 +90,27 @@ pub struct PolicySection {
     pub tax_rate: f64,
     /// `sampling_period = "30s"`: period of the sampling estimator on this host.
     pub sampling_period: Duration,
+    /// `reclaim = "when_short"`: when memory may be taken from a tenant.
+    pub reclaim: Reclaim,
+}
+
+/// When memtide takes memory from a tenant.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Reclaim {
+    /// Only when the budget (or the host) runs short, as ESX reclaims only below its high state.
+    WhenShort,
+    /// Also while the budget has room: targets capped at the estimates, the TWS probe always on.
+    Always,
+}
+
+impl Reclaim {
+    /// The name used in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reclaim::WhenShort => "when_short",
+            Reclaim::Always => "always",
+        }
+    }
 }
 
 /// `[rails]`: the safety rails on a real host.
@@ -180,6 +201,7 @@ impl Default for PolicySection {
         PolicySection {
             tax_rate: 0.75,
             sampling_period: Duration::from_secs(30),
+            reclaim: Reclaim::WhenShort,
         }
     }
 }

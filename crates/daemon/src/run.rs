@@ -9,7 +9,7 @@
 
 use crate::command::{Change, Refusal, Request};
 use crate::config::{
-    DaemonConfig, EstimatorChoice, ParentCgroup, RailsSection, TenantConfig, TenantOrigin,
+    DaemonConfig, EstimatorChoice, ParentCgroup, RailsSection, Reclaim, TenantConfig, TenantOrigin,
 };
 use crate::log::Logger;
 use crate::publish::Publisher;
@@ -829,6 +829,8 @@ impl Daemon {
             }
         }
         self.controller.set_rails(rails(&new.rails));
+        self.controller
+            .set_reclaim_always(new.policy.reclaim == Reclaim::Always);
         self.changes = ApiChanges::default();
 
         // Tenants no longer configured, or whose identity changed, are let go.
@@ -976,7 +978,7 @@ fn controller_for(
         balloon_stall_ticks: 3,
         rails: rails(&config.rails),
         dry_run: config.daemon.dry_run,
-        reclaim_always: false,
+        reclaim_always: config.policy.reclaim == Reclaim::Always,
         backing: memtide_policy::Backing::OutsideBudget,
     };
     // Admission on Linux: mins must fit in the budget; what lies above min is backed by the

@@ -51,7 +51,8 @@ impl TaxRate {
 
     pub fn new(tau: f64) -> Result<TaxRate, TaxRateError> {
         if tau.is_finite() && (0.0..1.0).contains(&tau) {
-            Ok(TaxRate(tau))
+            // -0.0 is 0.0: keep the one zero.
+            Ok(TaxRate(if tau == 0.0 { 0.0 } else { tau }))
         } else {
             Err(TaxRateError(tau))
         }

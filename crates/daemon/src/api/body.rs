@@ -6,6 +6,7 @@ use serde_json::Value;
 use std::fmt;
 
 use super::http::clip;
+use crate::config::units::parse_size;
 
 /// `PATCH /v1/tenants/{name}`: the fields present, checked; at least one is present.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -31,7 +32,16 @@ pub(crate) fn parse_tenant_patch(body: &[u8]) -> Result<TenantPatch, String> {
     for (key, value) in &fields.0 {
         match key.as_str() {
             "min" => patch.min_bytes = Some(size_field("min", value)?),
-            "max" => patch.max_bytes = Some(size_field("max", value)?),
+            "max" => {
+                let max = size_field("max", value)?;
+                if max == 0 {
+                    return Err(format!(
+                        "max: {} is out of range; max must be more than 0",
+                        show(value)
+                    ));
+                }
+                patch.max_bytes = Some(max);
+            }
             "shares" => patch.shares = Some(shares_field(value)?),
             other => {
                 return Err(format!(
@@ -74,7 +84,8 @@ pub(crate) fn parse_tax_rate(body: &[u8]) -> Result<f64, String> {
                 show(value)
             ));
         }
-        rate = Some(r);
+        // -0.0 is 0.0: store the one zero.
+        rate = Some(r + 0.0);
     }
     rate.ok_or_else(|| "missing field tax_rate; send {\"tax_rate\": 0.5}".to_string())
 }
@@ -137,58 +148,6 @@ pub(crate) fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, Str
     String::from_utf8(out).map_err(|_| format!("{:?} does not decode to UTF-8", clip(s)))
 }
 
-/// Parses a size as the configuration writes it: a number (maybe with a fraction), then an
-/// optional binary unit `K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB` or `B` (any case), e.g.
-/// `"512M"`, `"1.5G"`, `"4096"`; `KB`, `MB`, ... are refused as ambiguous. The result must be
-/// a whole number of bytes.
-pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
-    let s = text.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (number, unit) = (&s[..split], s[split..].trim_start());
-    let shift = match unit.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "kib" => 10,
-        "m" | "mib" => 20,
-        "g" | "gib" => 30,
-        "t" | "tib" => 40,
-        "kb" | "mb" | "gb" | "tb" => {
-            let letter = &unit[..1];
-            return Err(format!(
-                "unit {unit:?} is ambiguous (decimal or binary?): write {letter} or {letter}iB, both binary"
-            ));
-        }
-        _ => return Err(format!("unknown unit {unit:?}; use K, M, G or T")),
-    };
-    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-    if int_part.is_empty() || !int_part.bytes().all(|b| b.is_ascii_digit()) {
-        return Err("not a number followed by a unit".to_string());
-    }
-    if !frac_part.bytes().all(|b| b.is_ascii_digit())
-        || (number.contains('.') && frac_part.is_empty())
-    {
-        return Err("not a number followed by a unit".to_string());
-    }
-    let too_large = || "too large".to_string();
-    let unit_bytes: u128 = 1u128 << shift;
-    let int: u128 = int_part.parse::<u128>().map_err(|_| too_large())?;
-    let mut total = int.checked_mul(unit_bytes).ok_or_else(too_large)?;
-    if !frac_part.is_empty() {
-        if frac_part.len() > 30 {
-            return Err("too many decimals".to_string());
-        }
-        let frac: u128 = frac_part.parse().map_err(|_| too_large())?;
-        let scale = 10u128.pow(frac_part.len() as u32);
-        let scaled = frac.checked_mul(unit_bytes).ok_or_else(too_large)?;
-        if !scaled.is_multiple_of(scale) {
-            return Err("not a whole number of bytes".to_string());
-        }
-        total = total.checked_add(scaled / scale).ok_or_else(too_large)?;
-    }
-    u64::try_from(total).map_err(|_| too_large())
-}
-
 fn size_field(field: &str, value: &Value) -> Result<u64, String> {
     match value {
         Value::Number(n) => {
@@ -210,12 +169,7 @@ fn size_field(field: &str, value: &Value) -> Result<u64, String> {
             if s.trim_start().starts_with('-') {
                 return Err(format!("{field}: {} is negative; {SIZE_HINT}", show(value)));
             }
-            parse_size(s).map_err(|why| {
-                format!(
-                    "{field}: {} is not a size ({why}); {SIZE_HINT}",
-                    show(value)
-                )
-            })
+            parse_size(s).map_err(|why| format!("{field}: {} {why}; {SIZE_HINT}", show(value)))
         }
         other => Err(format!(
             "{field}: {} is not a size; {SIZE_HINT}",
@@ -281,40 +235,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sizes_accept_bytes_units_and_exact_fractions() {
-        let cases = [
-            ("4096", 4096),
-            ("512M", 512 << 20),
-            ("512MiB", 512 << 20),
-            ("1G", 1 << 30),
-            ("1g", 1 << 30),
-            ("1.5G", 3 << 29),
-            ("64 K", 64 << 10),
-            ("2T", 2 << 40),
-            ("0", 0),
-        ];
-        for (text, want) in cases {
-            assert_eq!(parse_size(text), Ok(want), "{text}");
-        }
-    }
-
-    #[test]
-    fn sizes_refuse_junk_fractions_of_bytes_and_overflow() {
-        for text in [
-            "",
-            "M",
-            "1X",
-            "1.M",
-            ".5G",
-            "0.1K",
-            "1..2M",
-            "-1M",
-            "99999999999T",
-            "1e9",
-            "1MB",
-            "1Mi",
+    fn sizes_are_the_configurations_and_max_must_be_positive() {
+        let patch = parse_tenant_patch(br#"{"min": "1.5G", "max": "2G"}"#).unwrap();
+        assert_eq!(patch.min_bytes, Some(3 << 29));
+        for (body, needle) in [
+            (r#"{"max": 0}"#, "max must be more than 0"),
+            (r#"{"max": "0M"}"#, "max must be more than 0"),
+            (r#"{"min": " 1G"}"#, "spaces around it"),
+            (r#"{"max": "1G "}"#, "spaces around it"),
+            (r#"{"max": "1MB"}"#, "ambiguous"),
         ] {
-            assert!(parse_size(text).is_err(), "{text} should be refused");
+            let err = parse_tenant_patch(body.as_bytes()).expect_err(body);
+            assert!(err.contains(needle), "{body}: {err}");
+            assert!(!err.contains('\n'));
         }
     }
 
@@ -374,6 +307,20 @@ mod tests {
     fn tax_rate_must_lie_in_zero_to_one() {
         assert_eq!(parse_tax_rate(br#"{"tax_rate": 0.5}"#), Ok(0.5));
         assert_eq!(parse_tax_rate(br#"{"tax_rate": 0}"#), Ok(0.0));
+        let zero = parse_tax_rate(br#"{"tax_rate": -0.0}"#).unwrap();
+        assert!(
+            zero == 0.0 && zero.is_sign_positive(),
+            "-0.0 is stored as 0.0"
+        );
+        assert_eq!(
+            parse_tax_rate(br#"{"tax_rate": 0.9999999999999999}"#),
+            Ok(0.9999999999999999)
+        );
+        let err = parse_tax_rate(br#"{"tax_rate": 1.0000000000000002}"#).unwrap_err();
+        assert!(
+            err.contains("1.0000000000000002"),
+            "printed as given: {err}"
+        );
         let cases: &[(&str, &str)] = &[
             (r#"{"tax_rate": 1.5}"#, "1.5"),
             (r#"{"tax_rate": 1}"#, "out of range"),

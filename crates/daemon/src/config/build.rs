@@ -6,7 +6,7 @@ use super::tree::{Node, Value};
 use super::units::format_size;
 use super::{
     cgroup_is_strictly_under, DaemonConfig, DaemonSection, EstimatorChoice, HostSection, LogFormat,
-    ParentCgroup, PolicySection, RailsSection, TenantConfig, TenantOrigin, DEFAULT_SHARES,
+    ParentCgroup, PolicySection, RailsSection, Reclaim, TenantConfig, TenantOrigin, DEFAULT_SHARES,
 };
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -24,7 +24,7 @@ const DAEMON_KEYS: &[&str] = &[
     "decisions_kept",
 ];
 const HOST_KEYS: &[&str] = &["proc_root", "parent", "budget", "reserve", "write_timeout"];
-const POLICY_KEYS: &[&str] = &["tax_rate", "sampling_period"];
+const POLICY_KEYS: &[&str] = &["tax_rate", "sampling_period", "reclaim"];
 const RAILS_KEYS: &[&str] = &[
     "shrink_step",
     "floor_margin",
@@ -250,6 +250,8 @@ fn read_policy(t: &Table) -> Result<PolicySection> {
             "must be >= 0 and < 1",
         )?
         .unwrap_or(d.tax_rate);
+    // -0.0 is 0.0: keep the one zero.
+    let tax_rate = if tax_rate == 0.0 { 0.0 } else { tax_rate };
     let sampling_period = t
         .duration(
             "sampling_period",
@@ -258,9 +260,22 @@ fn read_policy(t: &Table) -> Result<PolicySection> {
             "1s and 1h",
         )?
         .unwrap_or(d.sampling_period);
+    let reclaim = match t.string("reclaim", "\"when_short\" or \"always\"")? {
+        None => d.reclaim,
+        Some(("when_short", _)) => Reclaim::WhenShort,
+        Some(("always", _)) => Reclaim::Always,
+        Some((_, node)) => {
+            return Err(t.bad(
+                "reclaim",
+                node,
+                "is not a reclaim mode; expected \"when_short\" or \"always\"",
+            ))
+        }
+    };
     Ok(PolicySection {
         tax_rate,
         sampling_period,
+        reclaim,
     })
 }
 

@@ -41,6 +41,10 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
     let mut policy = Table::new();
     policy.insert("tax_rate".into(), Value::Float(c.policy.tax_rate));
     policy.insert("sampling_period".into(), duration(c.policy.sampling_period));
+    policy.insert(
+        "reclaim".into(),
+        Value::String(c.policy.reclaim.as_str().into()),
+    );
 
     let mut rails = Table::new();
     let r = &c.rails;

@@ -68,6 +68,8 @@ const BAD: &[(&str, &str, &str, &str)] = &[
     ("[policy]\ntax_rate = \"high\"\n", "policy.tax_rate", "\"high\"", "is a string, expected a number"),
     ("[policy]\ntax_rate = nan\n", "policy.tax_rate", "nan", "not a finite number"),
     ("[policy]\nsampling_period = \"500ms\"\n", "policy.sampling_period", "\"500ms\"", "between 1s and 1h"),
+    ("[host]\nbudget = \" 1G\"\n", "host.budget", "\" 1G\"", "spaces around it"),
+    ("[policy]\nreclaim = \"sometimes\"\n", "policy.reclaim", "\"sometimes\"", "expected \"when_short\" or \"always\""),
     // [rails]
     ("[rails]\nshrink_step = 0\n", "rails.shrink_step", "0", "must be > 0 and <= 0.5"),
     ("[rails]\nshrink_step = 0.6\n", "rails.shrink_step", "0.6", "must be > 0 and <= 0.5"),
@@ -315,6 +317,7 @@ write_timeout = "250ms"
 [policy]
 tax_rate = 0.5
 sampling_period = "1m"
+reclaim = "always"
 
 [rails]
 shrink_step = 0.1
@@ -361,6 +364,7 @@ fn a_full_file_reads_every_key() {
         policy: PolicySection {
             tax_rate: 0.5,
             sampling_period: Duration::from_secs(60),
+            reclaim: Reclaim::Always,
         },
         rails: RailsSection {
             shrink_step: 0.1,

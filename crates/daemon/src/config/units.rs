@@ -88,9 +88,13 @@ pub(crate) fn format_duration(d: Duration) -> String {
     }
 }
 
-/// The number and the unit of `"1.5 GiB"`: digits with at most one `.`, then the rest trimmed.
+/// The number and the unit of `"1.5 GiB"`: digits with at most one `.`, then the rest (a space
+/// between number and unit is allowed; spaces around the whole are refused, as a value with
+/// them is more likely a mistake than a size).
 fn split_number(text: &str) -> Result<(&str, &str), String> {
-    let text = text.trim();
+    if text.trim() != text {
+        return Err("has spaces around it; write it without them".to_string());
+    }
     let end = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(text.len());
@@ -152,7 +156,7 @@ mod tests {
         assert_eq!(parse_size("4k"), Ok(4096));
         assert_eq!(parse_size("2T"), Ok(2 * TIB));
         assert_eq!(parse_size("1.5G"), Ok(1536 * MIB));
-        assert_eq!(parse_size(" 64 M "), Ok(64 * MIB));
+        assert_eq!(parse_size("64 M"), Ok(64 * MIB));
         assert_eq!(parse_size("4096"), Ok(4096));
         assert_eq!(parse_size("100B"), Ok(100));
         assert_eq!(parse_size("0"), Ok(0));
@@ -173,6 +177,20 @@ mod tests {
             .unwrap_err()
             .contains("too large"));
         assert!(parse_size("").is_err());
+        for text in ["1X", "1..2M", "-1M", "1e9", "1MB", "1Mi"] {
+            assert!(parse_size(text).is_err(), "{text} should be refused");
+        }
+    }
+
+    #[test]
+    fn sizes_and_durations_with_spaces_around_them_are_refused() {
+        for text in [" 1G", "1G ", " 64 M ", "\t1G"] {
+            let err = parse_size(text).unwrap_err();
+            assert!(err.contains("spaces around it"), "{text:?}: {err}");
+        }
+        assert!(parse_duration(" 1s")
+            .unwrap_err()
+            .contains("spaces around it"));
     }
 
     #[test]
