@@ -149,17 +149,21 @@ impl Publisher {
         for event in events {
             self.event(event, decision, &name_of, log);
         }
+        let mut held_now: BTreeMap<TenantId, String> = BTreeMap::new();
         for action in &decision.actions {
             let Some(note) = action.reason.mechanism.limit else {
                 continue;
             };
             let held = matches!(
                 note.rail,
-                LimitRail::BackoffFaults { .. } | LimitRail::BackoffPressure { .. }
+                LimitRail::BackoffFaults { .. }
+                    | LimitRail::BackoffPressure { .. }
+                    | LimitRail::Budget { .. }
             ) || (note.rail == LimitRail::Floor
                 && note.to == note.from
                 && action.target < note.to);
             if held {
+                held_now.insert(action.id, format!("{}: {note}", note.rail.name()));
                 self.counters.held += 1;
                 if self.held.insert(action.id, note.rail.name()) != Some(note.rail.name()) {
                     let name = name_of(action.id);
@@ -246,6 +250,7 @@ impl Publisher {
                     a.mechanisms.iter().map(|m| m.name().to_string()).collect()
                 }),
                 reason: a.map_or_else(String::new, |a| a.reason.to_string()),
+                held: held_now.remove(id),
             });
             if self.dry_run {
                 if let Some(a) = a {

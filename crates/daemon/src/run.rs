@@ -702,14 +702,13 @@ impl Daemon {
             };
             let result = self.apply_change(&request.change);
             match &result {
-                Ok(()) => self.log.info(
-                    "changed",
-                    &[("change", json!(format!("{:?}", request.change)))],
-                ),
+                Ok(()) => self
+                    .log
+                    .info("changed", &[("change", json!(request.change.to_string()))]),
                 Err(why) => self.log.warn(
                     "change_refused",
                     &[
-                        ("change", json!(format!("{:?}", request.change))),
+                        ("change", json!(request.change.to_string())),
                         ("why", json!(why.to_string())),
                     ],
                 ),

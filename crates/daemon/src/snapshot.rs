@@ -81,6 +81,10 @@ pub struct TenantSnapshot {
     pub mechanisms: Vec<String>,
     /// Why the last decision is what it is, one line.
     pub reason: String,
+    /// Why the tenant's limit is held away from its target this tick (a shrink held by a rail,
+    /// or a raise waiting for the budget), one line; `None` when it is not held.
+    #[serde(default)]
+    pub held: Option<String>,
 }
 
 /// One decision worth recording: a limit changed, was held back, or a write failed.
@@ -99,7 +103,7 @@ pub struct DecisionRecord {
 }
 
 /// Cumulative counts, exported as Prometheus counters.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Counters {
     pub ticks: u64,
     pub limit_raised: u64,
@@ -112,6 +116,27 @@ pub struct Counters {
     pub admitted: u64,
     pub refused: u64,
     pub dropped: u64,
-    /// Ticks spent in each reclamation state, keyed high/soft/hard/low.
+    /// Ticks spent in each reclamation state, keyed high/soft/hard/low; all four are always
+    /// present, as in /metrics.
     pub state_ticks: std::collections::BTreeMap<String, u64>,
+}
+
+impl Default for Counters {
+    fn default() -> Counters {
+        Counters {
+            ticks: 0,
+            limit_raised: 0,
+            limit_lowered: 0,
+            held: 0,
+            dry_run: 0,
+            write_failures: 0,
+            admitted: 0,
+            refused: 0,
+            dropped: 0,
+            state_ticks: ["high", "soft", "hard", "low"]
+                .into_iter()
+                .map(|s| (s.to_string(), 0))
+                .collect(),
+        }
+    }
 }

@@ -349,7 +349,7 @@ pub fn render_table(s: &Snapshot) -> String {
                     human_bytes(t.allocated_bytes),
                     human_bytes(t.target_bytes),
                     human_bytes(t.active_estimate_bytes),
-                    opt_bytes(t.limit_bytes, "none"),
+                    opt_bytes(t.limit_bytes, "max"),
                     human_bytes(t.floor_bytes),
                     opt_bytes(t.swap_bytes, "-"),
                     t.refaults_per_s
@@ -399,6 +399,19 @@ pub fn render_table(s: &Snapshot) -> String {
         }
     }
 
+    let held: Vec<&crate::snapshot::TenantSnapshot> =
+        s.tenants.iter().filter(|t| t.held.is_some()).collect();
+    if !held.is_empty() {
+        out.push('\n');
+        for t in held {
+            out.push_str(&format!(
+                "held: {}: {}\n",
+                t.name,
+                t.held.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+
     out.push('\n');
     let recent = &s.decisions[s.decisions.len().saturating_sub(DECISIONS_SHOWN)..];
     if recent.is_empty() {
@@ -439,8 +452,8 @@ fn decision_limits(d: &DecisionRecord) -> String {
         (None, None) => format!("target {}", human_bytes(d.target_bytes)),
         (from, to) => format!(
             "limit {} -> {}",
-            opt_bytes(from, "none"),
-            opt_bytes(to, "none")
+            opt_bytes(from, "max"),
+            opt_bytes(to, "max")
         ),
     }
 }
@@ -453,6 +466,35 @@ mod tests {
 
     fn addr() -> SocketAddr {
         "127.0.0.1:9464".parse().unwrap()
+    }
+
+    #[test]
+    fn the_table_shows_why_a_tenant_is_held_and_an_absent_limit_as_max() {
+        let mut s = Snapshot::default();
+        s.tenants.push(TenantSnapshot {
+            name: "db".to_string(),
+            limit_bytes: None,
+            held: Some("backoff: limit holds at 400.0 MiB (backing off: 2500 faults/s)".into()),
+            ..TenantSnapshot::default()
+        });
+        let text = render_table(&s);
+        assert!(
+            text.contains(
+                "held: db: backoff: limit holds at 400.0 MiB (backing off: 2500 faults/s)"
+            ),
+            "{text}"
+        );
+        let row = text.lines().find(|l| l.starts_with("db ")).unwrap();
+        assert!(row.contains(" max "), "{row}");
+        assert_eq!(
+            Snapshot::default()
+                .counters
+                .state_ticks
+                .keys()
+                .collect::<Vec<_>>(),
+            ["hard", "high", "low", "soft"],
+            "all four states, even at 0"
+        );
     }
 
     #[test]
@@ -614,7 +656,7 @@ mod tests {
         );
         assert_eq!(
             lines[header + 2],
-            "web-frontend    0.0 MiB   0.0 MiB    0.0 MiB      none   0.0 MiB         -           -  sampling"
+            "web-frontend    0.0 MiB   0.0 MiB    0.0 MiB       max   0.0 MiB         -           -  sampling"
         );
         assert!(!text.contains("reason 2"), "{text}");
         assert!(

@@ -83,6 +83,7 @@ fn tenant(name: &str, (min, max, shares): Settings) -> TenantSnapshot {
         pressure_some_avg10: None,
         mechanisms: vec!["limit".to_string()],
         reason: "holds its estimate".to_string(),
+        held: None,
     }
 }
 
@@ -827,4 +828,30 @@ fn after_shutdown_no_daemon_answers() {
         err,
         format!("no memtide daemon answers at {addr} (is it running? see docs/linux.md)")
     );
+}
+
+#[test]
+fn idle_connections_do_not_lock_out_the_api_and_a_silent_one_gets_408() {
+    let h = harness();
+    let addr = h.addr();
+    // 100 connections that send nothing: more than the old limit of 64.
+    let idle: Vec<TcpStream> = (0..100)
+        .map(|_| TcpStream::connect_timeout(&addr, TIMEOUT).unwrap())
+        .collect();
+    thread::sleep(Duration::from_millis(200));
+    let (code, _) = status::request(addr, "GET", "/healthz", None, TIMEOUT).unwrap();
+    assert_eq!(code, 200, "a client behind 100 idle connections is served");
+    assert!(
+        status::fetch(addr, TIMEOUT).is_ok(),
+        "memtide status still answers"
+    );
+    // A silent connection is answered 408 when its request time runs out, not just closed.
+    let mut silent = TcpStream::connect_timeout(&addr, TIMEOUT).unwrap();
+    silent.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut out = Vec::new();
+    let _ = silent.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 408 "), "{text}");
+    assert!(text.contains("did not arrive in time"), "{text}");
+    drop(idle);
 }

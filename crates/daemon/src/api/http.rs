@@ -108,7 +108,7 @@ pub(crate) fn read_request<S: Read + Write>(
             }
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) && !buf.is_empty() => {
+            Err(e) if is_timeout(&e) => {
                 return Err(reject(408, "the request head did not arrive in time"))
             }
             Err(_) => return Err(ReadError::Closed),

@@ -47,13 +47,19 @@ pub fn publish(shared: &SharedSnapshot, snapshot: Snapshot) {
 pub struct ApiOptions {
     /// Longest wait for the loop's answer to a change before replying 503 (default 5 s).
     pub reply_timeout: Duration,
-    /// Longest time a client may take to send its request, and to take the response (default 10 s).
+    /// Longest time a client may take to send its whole request (default 3 s); a client that
+    /// sends nothing in that time gets 408. Short, so idle connections cannot hold the
+    /// connection slots for long.
+    pub request_timeout: Duration,
+    /// Longest time a client may take to take the response (default 10 s).
     pub io_timeout: Duration,
     /// Largest request body accepted; larger ones get 413 (default 64 KiB).
     pub body_limit_bytes: usize,
     /// Largest request line plus headers; larger ones get 431 (default 16 KiB).
     pub head_limit_bytes: usize,
-    /// Connections served at once; more are answered 503 at once (default 64).
+    /// Connections served at once, each on its own thread; more are answered 503 at once
+    /// (default 512: with the short request timeout, a burst of idle connections neither locks
+    /// out `memtide status` nor costs more than their threads' untouched stacks).
     pub max_connections: usize,
 }
 
@@ -61,10 +67,11 @@ impl Default for ApiOptions {
     fn default() -> ApiOptions {
         ApiOptions {
             reply_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(3),
             io_timeout: Duration::from_secs(10),
             body_limit_bytes: 64 * 1024,
             head_limit_bytes: 16 * 1024,
-            max_connections: 64,
+            max_connections: 512,
         }
     }
 }
@@ -127,6 +134,7 @@ impl ApiServer {
                 head_bytes: options.head_limit_bytes,
                 body_bytes: options.body_limit_bytes,
             },
+            request_timeout: options.request_timeout,
             io_timeout: options.io_timeout,
             max_connections: options.max_connections.max(1),
             active: AtomicUsize::new(0),
@@ -193,6 +201,7 @@ fn reachable_ip(ip: IpAddr) -> IpAddr {
 struct Server {
     handler: Handler,
     limits: Limits,
+    request_timeout: Duration,
     io_timeout: Duration,
     max_connections: usize,
     active: AtomicUsize,
@@ -248,7 +257,7 @@ fn serve_connection(stream: TcpStream, server: &Server) {
     let _ = stream.set_nodelay(true);
     let mut io = Deadline {
         stream: &stream,
-        until: Instant::now() + server.io_timeout,
+        until: Instant::now() + server.request_timeout,
     };
     let (reply, head_only) = match http::read_request(&mut io, &server.limits) {
         Ok(req) => (
