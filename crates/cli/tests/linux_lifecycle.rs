@@ -140,9 +140,14 @@ fn a_restart_after_a_crash_then_a_clean_stop_gives_back_the_oom_killer() {
     let mut daemon = Daemon::start(tmp.path(), &config(&cg.path, "256M", ""), &[]);
     let lowered = wait_for_limit_below(&cg, 300 * MIB, &daemon);
     wait_for_guard(&cg, &daemon);
+    // The state file follows within the tick.
+    let state_path = daemon.state.clone();
+    daemon.wait_until(
+        "the state file records the guard",
+        Duration::from_secs(5),
+        |_| std::fs::read_to_string(&state_path).is_ok_and(|s| s.contains("\"oom_guard\": true")),
+    );
     assert!(!daemon.signal_and_wait(libc::SIGKILL).success());
-    let state = std::fs::read_to_string(&daemon.state).unwrap();
-    assert!(state.contains("\"oom_guard\": true"), "{state}");
 
     // The restarted daemon finds the limit where it wants it and writes nothing new.
     daemon.spawn(&[]);

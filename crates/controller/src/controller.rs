@@ -49,6 +49,8 @@ struct TenantState {
 pub struct TenantView<'a> {
     pub spec: &'a TenantSpec,
     pub active_estimate: Pages,
+    /// The estimate stands on a measurement (see `ActiveEstimator::measured`).
+    pub measured: bool,
     pub estimator: String,
 }
 
@@ -478,6 +480,7 @@ fn view(s: &TenantState) -> TenantView<'_> {
     TenantView {
         spec: &s.spec,
         active_estimate: s.estimator.estimate(),
+        measured: s.estimator.measured() && s.estimator.estimate() > Pages::ZERO,
         estimator: s.estimator.describe(),
     }
 }

@@ -571,7 +571,8 @@ impl Daemon {
                 .iter()
                 .filter(|s| s.managed)
                 .filter_map(|s| {
-                    let view = self.controller.tenant(s.id)?;
+                    // Only an estimate that stands on a measurement is worth starting from.
+                    let view = self.controller.tenant(s.id).filter(|v| v.measured)?;
                     Some((s.config.name.clone(), view.active_estimate.to_bytes().0))
                 })
                 .collect(),

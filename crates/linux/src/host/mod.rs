@@ -960,6 +960,114 @@ mod tests {
         assert!(matches!(events[..], [HostEvent::Gone { .. }]), "{events:?}");
     }
 
+    /// A fake v1 host: /proc/meminfo and one cgroup `/t` as `fake_v1` makes it.
+    fn fake_v1_host(root: &Path) -> LinuxHost {
+        std::fs::create_dir_all(root.join("proc")).unwrap();
+        std::fs::write(
+            root.join("proc/meminfo"),
+            "MemTotal: 8388608 kB\nMemFree: 4194304 kB\nMemAvailable: 6291456 kB\nSwapTotal: 0 kB\nSwapFree: 0 kB\n",
+        )
+        .unwrap();
+        crate::fs::cgroup_v1::tests::fake_v1(&root.join("cg/t"), true);
+        let hierarchy = MemoryHierarchy::new(CgroupVersion::V1, root.join("cg"), "/".to_string());
+        LinuxHost::new(
+            hierarchy,
+            HostOptions {
+                proc_root: root.to_path_buf(),
+                write_timeout: Duration::from_secs(5),
+                dry_run: false,
+                log_dir: None,
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn an_oom_guard_a_crashed_memtide_left_on_is_switched_off_at_release() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v1_host(root.path());
+        let dir = root.path().join("cg/t");
+        // The crashed daemon disabled the killer; the state file's record says it was on.
+        std::fs::write(
+            dir.join("memory.oom_control"),
+            "oom_kill_disable 1\nunder_oom 0\noom_kill 0\n",
+        )
+        .unwrap();
+        let settings = MemoryCgroup::new(CgroupVersion::V1, dir.clone())
+            .settings()
+            .unwrap();
+        let original = Original {
+            settings,
+            oom_kill_disable: Some(false),
+        };
+        let t = host
+            .adopt(TenantId(0), "t", "/t", Some(original), Origin::Adopted)
+            .unwrap();
+        assert!(t.record.oom_guard, "the guard found on is memtide's");
+        host.release(TenantId(0)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.oom_control")).unwrap(),
+            "0"
+        );
+    }
+
+    #[test]
+    fn a_tenant_that_empties_gets_its_limit_back_and_keeps_its_first_original() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v1_host(root.path());
+        let dir = root.path().join("cg/t");
+        std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.set_max(TenantId(0), Pages::from_mib(1024));
+        host.observe().unwrap();
+        host.apply(&limit_to(TenantId(0), 200)).unwrap();
+        host.drain_events();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.limit_in_bytes")).unwrap(),
+            (200 * MIB).to_string()
+        );
+        // The guard wrote "1" under max; a kernel would then read back the keyed file.
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.oom_control")).unwrap(),
+            "1"
+        );
+        std::fs::write(
+            dir.join("memory.oom_control"),
+            "oom_kill_disable 1\nunder_oom 0\noom_kill 0\n",
+        )
+        .unwrap();
+        // Every process exits: dropped, and given back the unlimited limit and the killer.
+        std::fs::write(dir.join("cgroup.procs"), "").unwrap();
+        host.observe().unwrap();
+        let events = host.drain_events();
+        assert!(
+            matches!(events[..], [HostEvent::Gone { restored: true, .. }]),
+            "{events:?}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.limit_in_bytes")).unwrap(),
+            "-1"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.oom_control")).unwrap(),
+            "0"
+        );
+        // memtide's limit left there by someone else is not taken as the original next time.
+        std::fs::write(dir.join("memory.limit_in_bytes"), (100 * MIB).to_string()).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), "4243\n").unwrap();
+        let t = host
+            .adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        assert!(matches!(
+            t.record.original,
+            LimitSettings::V1 {
+                limit: Limit::Max,
+                ..
+            }
+        ));
+    }
+
     #[test]
     fn a_dry_run_reports_the_limit_and_writes_nothing() {
         let root = tempfile::tempdir().unwrap();
