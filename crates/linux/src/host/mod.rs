@@ -1054,6 +1054,11 @@ mod tests {
             "0"
         );
         // memtide's limit left there by someone else is not taken as the original next time.
+        std::fs::write(
+            dir.join("memory.oom_control"),
+            "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+        )
+        .unwrap();
         std::fs::write(dir.join("memory.limit_in_bytes"), (100 * MIB).to_string()).unwrap();
         std::fs::write(dir.join("cgroup.procs"), "4243\n").unwrap();
         let t = host
