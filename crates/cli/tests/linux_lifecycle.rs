@@ -5,32 +5,6 @@ mod linux_host;
 use linux_host::*;
 use std::time::{Duration, Instant};
 
-/// A config adopting `cgroup` (under the daemon's own cgroup).
-fn config(cgroup: &str, budget: &str, extra_tenant: &str) -> String {
-    format!(
-        r#"
-[daemon]
-tick = "250ms"
-listen = "{{listen}}"
-state_file = "{{state}}"
-
-[host]
-parent = "self"
-budget = "{budget}"
-
-[rails]
-floor_margin = "16M"
-
-[[tenant]]
-name = "app"
-cgroup = "{cgroup}"
-min = "16M"
-max = "1G"
-{extra_tenant}
-"#
-    )
-}
-
 /// v1 memory.oom_control's oom_kill_disable.
 fn oom_killer_disabled(cg: &TestCgroup) -> bool {
     memtide_linux::fs::cgroup_v1::read_oom_control(cg.dir())
@@ -91,7 +65,7 @@ fn a_tenant_whose_processes_exit_gets_back_its_limit_and_oom_killer_and_keeps_it
     cg.set_limit_bytes(900 * MIB);
     let toucher = cg.spawn_toucher(&["--active", "48M"]);
     let tmp = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(tmp.path(), &config(&cg.path, "256M", ""), &[]);
+    let mut daemon = Daemon::start(tmp.path(), &adopt_config(&cg.path, "256M", ""), &[]);
     wait_for_limit_below(&cg, 300 * MIB, &daemon);
     wait_for_guard(&cg, &daemon);
 
@@ -137,7 +111,7 @@ fn a_restart_after_a_crash_then_a_clean_stop_gives_back_the_oom_killer() {
     cg.set_limit_bytes(900 * MIB);
     let _toucher = cg.spawn_toucher(&["--active", "48M"]);
     let tmp = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(tmp.path(), &config(&cg.path, "256M", ""), &[]);
+    let mut daemon = Daemon::start(tmp.path(), &adopt_config(&cg.path, "256M", ""), &[]);
     let lowered = wait_for_limit_below(&cg, 300 * MIB, &daemon);
     wait_for_guard(&cg, &daemon);
     // The state file follows within the tick.
@@ -172,7 +146,7 @@ fn sighup_reloads_the_configuration_and_keeps_managing() {
     cg.set_limit_bytes(900 * MIB);
     let _toucher = cg.spawn_toucher(&["--active", "48M"]);
     let tmp = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(tmp.path(), &config(&cg.path, "256M", ""), &[]);
+    let mut daemon = Daemon::start(tmp.path(), &adopt_config(&cg.path, "256M", ""), &[]);
     daemon.wait_until("managed", Duration::from_secs(20), |s| s.tenants.len() == 1);
     let text = std::fs::read_to_string(&daemon.config).unwrap();
     let good = text.replace("max = \"1G\"", "max = \"1G\"\nshares = 3000")
@@ -220,20 +194,11 @@ fn a_second_daemon_is_refused_a_cgroup_the_first_manages_and_leaves_nothing() {
     cg.set_limit_bytes(900 * MIB);
     let _toucher = cg.spawn_toucher(&["--active", "48M"]);
     let tmp = tempfile::tempdir().unwrap();
-    let mut first = Daemon::start(tmp.path(), &config(&cg.path, "256M", ""), &[]);
+    let mut first = Daemon::start(tmp.path(), &adopt_config(&cg.path, "256M", ""), &[]);
     wait_for_limit_below(&cg, 300 * MIB, &first);
 
     let other = tempfile::tempdir().unwrap();
-    let state = other.path().join("state.json");
-    let path = other.path().join("memtide.toml");
-    std::fs::write(
-        &path,
-        config(&cg.path, "512M", "")
-            .replace("{listen}", &format!("127.0.0.1:{}", free_port()))
-            .replace("{state}", &state.display().to_string()),
-    )
-    .unwrap();
-    let (code, _, stderr) = memtide(&["daemon", "--config", path.to_str().unwrap()]);
+    let (code, stderr, state) = daemon_to_exit(other.path(), &adopt_config(&cg.path, "512M", ""));
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("another memtide"), "{stderr}");
     assert!(!state.exists(), "the refused daemon left a state file");
@@ -257,16 +222,9 @@ fn a_start_that_cannot_bind_its_port_leaves_nothing_behind() {
     let _toucher = cg.spawn_toucher(&["--active", "48M"]);
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let tmp = tempfile::tempdir().unwrap();
-    let state = tmp.path().join("state.json");
-    let path = tmp.path().join("memtide.toml");
-    std::fs::write(
-        &path,
-        config(&cg.path, "256M", "")
-            .replace("{listen}", &taken.local_addr().unwrap().to_string())
-            .replace("{state}", &state.display().to_string()),
-    )
-    .unwrap();
-    let (code, _, stderr) = memtide(&["daemon", "--config", path.to_str().unwrap()]);
+    let listen = taken.local_addr().unwrap().to_string();
+    let (code, stderr, state) =
+        daemon_to_exit_on(tmp.path(), &adopt_config(&cg.path, "256M", ""), &listen);
     assert_ne!(code, 0, "{stderr}");
     assert!(stderr.contains("API"), "{stderr}");
     assert!(!state.exists(), "a failed start left its state file");
@@ -289,7 +247,7 @@ fn a_restart_after_a_crash_starts_from_the_kept_estimate() {
     let _toucher = cg.spawn_toucher(&["--active", "96M", "--pause-ms", "100"]);
     let tmp = tempfile::tempdir().unwrap();
     // Sampling starts a tenant it has not measured at its max: only a kept estimate avoids that.
-    let text = config(&cg.path, "256M", "estimator = \"sampling\"")
+    let text = adopt_config(&cg.path, "256M", "estimator = \"sampling\"")
         + "\n[policy]\nsampling_period = \"2s\"\n";
     let mut daemon = Daemon::start(tmp.path(), &text, &[]);
     let state_path = daemon.state.clone();
@@ -331,7 +289,7 @@ fn a_cgroup_missing_at_start_is_adopted_when_it_appears() {
     let cg = linux.cgroup("late");
     let path = format!("{}-not-yet", cg.path);
     let tmp = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(tmp.path(), &config(&path, "256M", ""), &[]);
+    let mut daemon = Daemon::start(tmp.path(), &adopt_config(&path, "256M", ""), &[]);
     daemon.wait_until("a tick", Duration::from_secs(20), |s| s.ticks >= 2);
     assert!(
         daemon.log_text().contains(" waiting "),
@@ -363,18 +321,9 @@ fn a_start_with_every_tenant_refused_exits_2_and_changes_nothing() {
     cg.set_limit_bytes(900 * MIB);
     let _toucher = cg.spawn_toucher(&["--active", "16M"]);
     let tmp = tempfile::tempdir().unwrap();
-    let state = tmp.path().join("state.json");
-    let path = tmp.path().join("memtide.toml");
     // max - min of 1 TiB cannot be backed on this host.
-    std::fs::write(
-        &path,
-        config(&cg.path, "256M", "")
-            .replace("max = \"1G\"", "max = \"1T\"")
-            .replace("{listen}", &format!("127.0.0.1:{}", free_port()))
-            .replace("{state}", &state.display().to_string()),
-    )
-    .unwrap();
-    let (code, _, stderr) = memtide(&["daemon", "--config", path.to_str().unwrap()]);
+    let text = adopt_config(&cg.path, "256M", "").replace("max = \"1G\"", "max = \"1T\"");
+    let (code, stderr, state) = daemon_to_exit(tmp.path(), &text);
     assert_eq!(code, 2, "{stderr}");
     let last = stderr.trim().lines().last().unwrap_or_default();
     assert!(

@@ -7,30 +7,8 @@ use memtide_daemon::status;
 use std::time::{Duration, Instant};
 
 /// A config adopting `cgroup` (under the daemon's own cgroup) with the TWS probe.
-fn adopt_config(cgroup: &str, budget: &str, extra_daemon: &str) -> String {
-    format!(
-        r#"
-[daemon]
-tick = "250ms"
-listen = "{{listen}}"
-state_file = "{{state}}"
-{extra_daemon}
-
-[host]
-parent = "self"
-budget = "{budget}"
-
-[rails]
-floor_margin = "16M"
-
-[[tenant]]
-name = "app"
-cgroup = "{cgroup}"
-min = "16M"
-max = "1G"
-estimator = "tws"
-"#
-    )
+fn tws_config(cgroup: &str, budget: &str) -> String {
+    adopt_config(cgroup, budget, "estimator = \"tws\"")
 }
 
 #[test]
@@ -42,11 +20,7 @@ fn dry_run_decides_and_logs_but_writes_nothing() {
     cg.set_limit_bytes(800 * MIB);
     let _toucher = cg.spawn_toucher(&["--active", "64M"]);
     let tmp = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(
-        tmp.path(),
-        &adopt_config(&cg.path, "200M", ""),
-        &["--dry-run"],
-    );
+    let mut daemon = Daemon::start(tmp.path(), &tws_config(&cg.path, "200M"), &["--dry-run"]);
     let s = daemon.wait_until("a dry-run decision", Duration::from_secs(20), |s| {
         s.dry_run && s.counters.dry_run >= 2
     });
@@ -85,7 +59,7 @@ fn without_swap_no_limit_goes_below_anonymous_memory() {
     std::thread::sleep(Duration::from_secs(2));
     let tmp = tempfile::tempdir().unwrap();
     // A budget below the anonymous memory: memory is wanted, and only the floor holds it.
-    let daemon = Daemon::start(tmp.path(), &adopt_config(&cg.path, "150M", ""), &[]);
+    let daemon = Daemon::start(tmp.path(), &tws_config(&cg.path, "150M"), &[]);
     let start = Instant::now();
     let mut lowest = u64::MAX;
     while start.elapsed() < Duration::from_secs(20) {
@@ -128,7 +102,7 @@ fn a_killed_daemon_readopts_and_sigterm_restores_the_original_limit() {
     cg.set_limit_bytes(900 * MIB);
     let _toucher = cg.spawn_toucher(&["--active", "64M"]);
     let tmp = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(tmp.path(), &adopt_config(&cg.path, "256M", ""), &[]);
+    let mut daemon = Daemon::start(tmp.path(), &tws_config(&cg.path, "256M"), &[]);
     let deadline = Instant::now() + Duration::from_secs(30);
     while limit_bytes(&cg.sample()).unwrap_or(u64::MAX) >= 800 * MIB {
         assert!(
@@ -223,12 +197,12 @@ fn bad_configs_exit_2_with_one_line_and_change_nothing() {
         ("malformed", "[daemon\ntick = 1".to_string(), "memtide.toml"),
         (
             "outside the parent",
-            adopt_config("/elsewhere/app", "1G", ""),
+            tws_config("/elsewhere/app", "1G"),
             "outside",
         ),
         (
             "wrong type",
-            adopt_config(&cg.path, "1G", "").replace("min = \"16M\"", "min = true"),
+            tws_config(&cg.path, "1G").replace("min = \"16M\"", "min = true"),
             "min",
         ),
     ];
@@ -255,11 +229,7 @@ fn bad_api_requests_are_refused_and_change_nothing() {
     let cg = linux.cgroup("api");
     let _toucher = cg.spawn_toucher(&["--active", "16M"]);
     let tmp = tempfile::tempdir().unwrap();
-    let mut daemon = Daemon::start(
-        tmp.path(),
-        &adopt_config(&cg.path, "1G", ""),
-        &["--dry-run"],
-    );
+    let mut daemon = Daemon::start(tmp.path(), &tws_config(&cg.path, "1G"), &["--dry-run"]);
     daemon.wait_until("the tenant is managed", Duration::from_secs(20), |s| {
         s.tenants.len() == 1
     });

@@ -72,7 +72,8 @@ pub fn plan_limit(input: &LimitInput, rails: &LimitRails) -> LimitNote {
     let floor = input.min.max(input.unreclaimable + rails.floor_margin);
     let wanted = input.target.max(floor);
     let from = input.limit;
-    let rail_at_wanted = if wanted > input.target {
+    // At the floor: the target was below it, or is it because the allocation knew the floor.
+    let rail_at_wanted = if wanted > input.target || (wanted == floor && floor > input.min) {
         LimitRail::Floor
     } else {
         LimitRail::Target
@@ -262,6 +263,16 @@ mod tests {
                     limit: mib(135),
                     allocated: mib(135),
                     ..base(50)
+                },
+                to: mib(132),
+                rail: LimitRail::Floor,
+            },
+            Case {
+                name: "a target the allocation put at the floor is the floor's doing",
+                input: LimitInput {
+                    limit: mib(135),
+                    allocated: mib(135),
+                    ..base(132)
                 },
                 to: mib(132),
                 rail: LimitRail::Floor,

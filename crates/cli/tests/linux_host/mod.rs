@@ -441,6 +441,55 @@ impl Drop for Daemon {
     }
 }
 
+/// A daemon config adopting `cgroup` as tenant "app" (min 16M, max 1G) under the daemon's own
+/// cgroup, tick 250 ms, floor margin 16M, with the `{listen}` and `{state}` placeholders that
+/// [`Daemon::start`] fills; `tenant_extra` is added to the tenant's table.
+pub fn adopt_config(cgroup: &str, budget: &str, tenant_extra: &str) -> String {
+    format!(
+        r#"
+[daemon]
+tick = "250ms"
+listen = "{{listen}}"
+state_file = "{{state}}"
+
+[host]
+parent = "self"
+budget = "{budget}"
+
+[rails]
+floor_margin = "16M"
+
+[[tenant]]
+name = "app"
+cgroup = "{cgroup}"
+min = "16M"
+max = "1G"
+{tenant_extra}
+"#
+    )
+}
+
+/// Writes `config` (with `{listen}` on a free port and `{state}` in `dir`) and runs the daemon
+/// until it exits, as a start expected to fail does: (exit code, stderr, the state file path).
+pub fn daemon_to_exit(dir: &Path, config: &str) -> (i32, String, PathBuf) {
+    daemon_to_exit_on(dir, config, &format!("127.0.0.1:{}", free_port()))
+}
+
+/// [`daemon_to_exit`] with the API on `listen`.
+pub fn daemon_to_exit_on(dir: &Path, config: &str, listen: &str) -> (i32, String, PathBuf) {
+    let state = dir.join("state.json");
+    let path = dir.join("memtide.toml");
+    std::fs::write(
+        &path,
+        config
+            .replace("{listen}", listen)
+            .replace("{state}", &state.display().to_string()),
+    )
+    .unwrap();
+    let (code, _, stderr) = memtide(&["daemon", "--config", path.to_str().unwrap()]);
+    (code, stderr, state)
+}
+
 /// Runs `memtide` with `args`, returning (exit code, stdout, stderr).
 pub fn memtide(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(memtide_path())
