@@ -23,8 +23,15 @@ const STABLE_FOR: Duration = Duration::from_secs(10);
 const STABLE_BAND: f64 = 0.10;
 const STABLE_MIN_BAND: u64 = 16 * MIB;
 const BUDGET: u64 = 600 * MIB;
-/// The busy server's p99 after convergence may be at most this much above its unsqueezed p99.
+/// The busy server's p99 after convergence may be at most this much above its unsqueezed p99,
+/// plus one step of redis-benchmark's latency histogram (`P99_STEP_MS`).
 const P99_TOLERANCE: f64 = 0.20;
+/// redis-benchmark 7 reports latencies from an HDR histogram whose buckets below about 1 ms are
+/// 8 µs wide (its p99s read 0.087, 0.095, 0.103 … ms).
+/// At a p99 near 0.1 ms, 20% is under three steps, and two medians of the same unsqueezed
+/// server on this shared machine have differed by two: a difference of one step is below what
+/// the tool can resolve and is not charged to memtide.
+const P99_STEP_MS: f64 = 0.008;
 /// Each server holds `KEYS` values of `VALUE_BYTES` (jemalloc rounds each up to 4 KiB): about
 /// 400 MiB.
 const KEYS: u64 = 100_000;
@@ -35,11 +42,11 @@ const CLIENTS: u32 = 4;
 /// calibration run); a measurement is the median of `WINDOWS` windows.
 const WINDOW: Duration = Duration::from_secs(10);
 const WINDOWS: usize = 5;
+/// Windows measured after convergence: more than before, since the daemon's windows are the
+/// ones tested, and their median is less moved by one slow stretch of a shared machine.
+const AFTER_WINDOWS: usize = 7;
 /// A window still running after this is killed and recorded as timed out.
 const WINDOW_LIMIT: Duration = Duration::from_secs(30);
-/// The longest wait for the `WINDOWS` windows after convergence (the window running at
-/// convergence does not count: it started before).
-const AFTER_WAIT: Duration = Duration::from_secs(60);
 /// Limits the cgroups have before the daemon starts; SIGTERM must put them back.
 const BUSY_LIMIT0: u64 = 1024 * MIB;
 const IDLE_LIMIT0: u64 = 1000 * MIB;
@@ -445,8 +452,9 @@ max = "1G"
 
     // Squeezed (or not): the same measurement.
     let after_from = Instant::now();
-    watch.wait(Some(&daemon), AFTER_WAIT, |w| {
-        w.load.windows_since(after_from).len() >= WINDOWS
+    // The window running at convergence does not count: it started before.
+    watch.wait(Some(&daemon), WINDOW_LIMIT * AFTER_WINDOWS as u32, |w| {
+        w.load.windows_since(after_from).len() >= AFTER_WINDOWS
     });
     let after_windows = load.windows_since(after_from);
     let after = measure(&after_windows);
@@ -536,10 +544,11 @@ max = "1G"
         )),
     }
     // (b) the busy server keeps its p99 once the limits have settled.
+    let p99_bound = p99_before * (1.0 + P99_TOLERANCE) + P99_STEP_MS;
     match (&after, converged_at) {
-        (Ok((p99, _)), Some(_)) if *p99 <= p99_before * (1.0 + P99_TOLERANCE) => {}
+        (Ok((p99, _)), Some(_)) if *p99 <= p99_bound => {}
         (Ok((p99, _)), Some(_)) => failures.push(format!(
-            "(b) the busy server's p99 after convergence is {p99:.3} ms, {:+.0}% of its unsqueezed {p99_before:.3} ms (at most +{:.0}%)",
+            "(b) the busy server's p99 after convergence is {p99:.3} ms, {:+.0}% of its unsqueezed {p99_before:.3} ms (at most {p99_bound:.3} ms: +{:.0}% and one {P99_STEP_MS:.3} ms histogram step)",
             (p99 / p99_before - 1.0) * 100.0,
             P99_TOLERANCE * 100.0
         )),
