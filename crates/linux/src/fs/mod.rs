@@ -1,6 +1,6 @@
 //! The thin cgroupfs/procfs layer: readers that take the directory or root they read under (so tests use fake trees), typed errors naming the file, and bounded-time writes.
 //!
-//! Conventions: system-wide readers (`meminfo`, `vmstat`, `swaps`, `pressure`, `hierarchy`)
+//! Conventions: system-wide readers (`meminfo`, `pressure`, `hierarchy`)
 //! take the filesystem root (`/` live) and read `<root>/proc/...`; cgroup readers
 //! (`cgroup_v1`, `cgroup_v2`, `procs`) take the cgroup's directory. A file that exists only with
 //! an optional kernel feature reads as `None` when absent; a required field that is absent is
@@ -18,8 +18,6 @@ pub mod pressure;
 pub mod procs;
 mod read;
 pub mod smaps;
-pub mod swaps;
-pub mod vmstat;
 pub mod write;
 
 pub use error::FsError;
@@ -28,6 +26,4 @@ pub use keyed::KeyedValues;
 pub use limit::Limit;
 pub use meminfo::{read_meminfo, Meminfo};
 pub use pressure::{read_memory_pressure, Pressure, PsiLine};
-pub use swaps::{read_swaps, SwapArea, SwapKind};
-pub use vmstat::{read_vmstat, Vmstat};
 pub use write::write_bounded;

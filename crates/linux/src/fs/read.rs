@@ -105,7 +105,7 @@ pub(crate) fn read_optional_cgroup_u64(path: &Path) -> Result<Option<u64>, FsErr
 }
 
 /// Undoes the kernel's `\ooo` octal escaping of whitespace and backslashes in paths printed by
-/// /proc/self/mountinfo and /proc/swaps. A backslash not followed by three octal digits stays.
+/// /proc/self/mountinfo. A backslash not followed by three octal digits stays.
 pub(crate) fn unescape_octal(s: &str) -> String {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
