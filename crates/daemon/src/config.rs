@@ -133,7 +133,7 @@ pub struct RailsSection {
 pub enum EstimatorChoice {
     /// TWS working-set probing on the cgroup's refault and swap-in counters.
     Tws,
-    /// ESX statistical sampling; on Linux the touched fraction comes from DAMON.
+    /// ESX statistical sampling; on Linux the touched fraction comes from the accessed bits (`clear_refs`, `smaps_rollup`).
     Sampling,
 }
 
