@@ -5,3 +5,4 @@ pub mod output;
 pub mod progress;
 pub mod record;
 pub mod run;
+pub mod settings;

@@ -1,5 +1,6 @@
 //! What one simulated run records, tick by tick: the raw material for summary.json, timeline.csv and report.html.
 
+use crate::settings::{EstimatorSettings, PolicySettings};
 use memtide_model::{ReclamationState, TenantId};
 use serde::Serialize;
 
@@ -26,6 +27,8 @@ pub struct RunRecord {
     /// [low * working set, high * working set] from some tick to the end.
     pub convergence_low: f64,
     pub convergence_high: f64,
+    /// The controller's settings at the start of the run.
+    pub policy: PolicySettings,
 }
 
 /// Static facts about one tenant.
@@ -38,6 +41,7 @@ pub struct TenantMeta {
     pub max_mb: f64,
     pub shares: u64,
     pub balloon_driver: bool,
+    pub estimator_settings: EstimatorSettings,
 }
 
 /// One tick: the decision taken at `time_s` and what the world measured over the tick.

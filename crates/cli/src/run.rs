@@ -4,6 +4,7 @@ use crate::progress::Progress;
 use crate::record::{
     BaselineFigures, EventRecord, Refusal, RunRecord, TenantMeta, TenantRow, TickRecord,
 };
+use crate::settings::{EstimatorSettings, PolicySettings};
 use memtide_controller::{Controller, ControllerError};
 use memtide_model::{Decision, HostObservation, Pages, TenantId};
 use memtide_scenario::{Event, Scenario, ScenarioTenant};
@@ -84,6 +85,7 @@ fn meta(t: &ScenarioTenant) -> TenantMeta {
         max_mb: t.spec.max.as_mib_f64(),
         shares: t.spec.shares,
         balloon_driver: t.vm.balloon.is_some(),
+        estimator_settings: EstimatorSettings::of(&t.spec),
     }
 }
 
@@ -113,6 +115,7 @@ fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunEr
         tenants: scenario.tenants.iter().map(meta).collect(),
         convergence_low: scenario.convergence.0,
         convergence_high: scenario.convergence.1,
+        policy: PolicySettings::of(&scenario.controller),
         ..RunRecord::default()
     };
     let mut running: BTreeMap<TenantId, &ScenarioTenant> = BTreeMap::new();

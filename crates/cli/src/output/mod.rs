@@ -50,7 +50,9 @@ pub(crate) mod test_record {
     //! A small hand-made record shared by the output tests.
 
     use crate::record::*;
-    use memtide_model::{ReclamationState, TenantId};
+    use crate::settings::{EstimatorKind, EstimatorSettings, PolicySettings};
+    use memtide_controller::ControllerConfig;
+    use memtide_model::{ReclamationState, TaxRate, TenantId};
 
     fn row(tenant: u32, allocated: f64, ws: f64, throughput: f64) -> TenantRow {
         TenantRow {
@@ -82,6 +84,16 @@ pub(crate) mod test_record {
             max_mb: 256.0,
             shares: 1000,
             balloon_driver: true,
+            estimator_settings: EstimatorSettings {
+                cap_at_estimate: false,
+                kind: EstimatorKind::Sampling {
+                    sample_pages: 100,
+                    period_s: 30.0,
+                    slow_gain: 0.15,
+                    fast_gain: 0.7,
+                    headroom: 0.5,
+                },
+            },
         };
         let states = [
             ReclamationState::High,
@@ -121,6 +133,10 @@ pub(crate) mod test_record {
             machine_mb: 512.0,
             tenants: vec![meta(0, "a"), meta(1, "b, <web>"), meta(2, "c")],
             ticks,
+            policy: PolicySettings::of(&ControllerConfig {
+                tax_rate: TaxRate::new(0.5).unwrap(),
+                ..ControllerConfig::default()
+            }),
             refusals: vec![Refusal {
                 time_s: 1.0,
                 tenant: "c".to_string(),

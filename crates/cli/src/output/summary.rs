@@ -5,6 +5,7 @@
 
 use super::round3;
 use crate::record::{RunRecord, TenantMeta};
+use crate::settings::{EstimatorSettings, PolicySettings};
 use memtide_model::ReclamationState;
 use serde::Serialize;
 use std::path::Path;
@@ -12,12 +13,16 @@ use std::path::Path;
 /// Everything summary.json holds.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
+    /// The memtide version that produced the run.
+    pub version: String,
     pub scenario: String,
     pub variant: Option<String>,
     pub seed: u64,
     pub duration_s: f64,
     pub tick_s: f64,
     pub machine_mb: f64,
+    /// The controller's settings at the start of the run.
+    pub policy: PolicySettings,
     /// Band around the working set used for `converged_s`.
     pub convergence: Convergence,
     /// Every tenant of the scenario, in scenario order, including those that never ran.
@@ -38,6 +43,7 @@ pub struct Convergence {
 pub struct TenantSummary {
     pub name: String,
     pub estimator: String,
+    pub estimator_settings: EstimatorSettings,
     pub min_mb: f64,
     pub max_mb: f64,
     pub shares: u64,
@@ -226,12 +232,14 @@ pub fn summarize(record: &RunRecord) -> Summary {
         .map(|(meta, a)| tenant(record, meta, a))
         .collect();
     Summary {
+        version: env!("CARGO_PKG_VERSION").to_string(),
         scenario: record.scenario.clone(),
         variant: record.variant.clone(),
         seed: record.seed,
         duration_s: round3(record.duration_s),
         tick_s: round3(record.tick_s),
         machine_mb: round3(record.machine_mb),
+        policy: record.policy.clone(),
         convergence: Convergence {
             low: round3(low),
             high: round3(high),
@@ -308,6 +316,7 @@ fn tenant(record: &RunRecord, meta: &TenantMeta, a: Acc) -> TenantSummary {
     TenantSummary {
         name: meta.name.clone(),
         estimator: meta.estimator.clone(),
+        estimator_settings: meta.estimator_settings.clone(),
         min_mb: round3(meta.min_mb),
         max_mb: round3(meta.max_mb),
         shares: meta.shares,
@@ -417,6 +426,26 @@ mod tests {
         let host = json.find("\"host\"").unwrap();
         assert!(scenario < tenants && tenants < host);
         assert!(json.contains("\"mean_allocated_mb\": 112.5"));
+    }
+
+    #[test]
+    fn the_summary_records_the_version_and_every_policy_setting() {
+        let json = serde_json::to_value(summarize(&record())).unwrap();
+        assert_eq!(json["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(json["seed"], 3);
+        assert_eq!(json["policy"]["tax_rate"], 0.5);
+        for key in [
+            "reclamation",
+            "budget_bytes",
+            "host_swap_per_tick_bytes",
+            "balloon_stall_ticks",
+            "reclaim_always",
+            "limit_rails",
+        ] {
+            assert!(json["policy"].get(key).is_some(), "policy.{key}: {json}");
+        }
+        assert_eq!(json["tenants"][0]["estimator_settings"]["name"], "sampling");
+        assert_eq!(json["tenants"][0]["estimator_settings"]["period_s"], 30.0);
     }
 
     #[test]
