@@ -9,7 +9,6 @@ mod error;
 mod reader;
 mod render;
 mod tree;
-pub(crate) mod units;
 
 #[cfg(test)]
 mod tests;

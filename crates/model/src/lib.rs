@@ -8,6 +8,7 @@ pub mod observation;
 pub mod reason;
 pub mod tenant;
 pub mod units;
+pub mod written;
 
 pub use decision::{Decision, Mechanism, ReclamationState, TenantAction};
 pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
@@ -18,3 +19,4 @@ pub use observation::{
 pub use reason::{EstimateNote, LimitNote, LimitRail, MechanismNote, ProbePhase, Reason};
 pub use tenant::{TaxRate, TaxRateError, TenantId, TenantSpec};
 pub use units::{Bytes, Pages, PAGE_SIZE};
+pub use written::Size;

@@ -1,5 +1,6 @@
 //! Command-line parsing for memtide-toucher: sizes, durations, phase specs, and the run plan they make.
 
+use memtide_model::written::{parse_duration, parse_size};
 use std::path::PathBuf;
 
 pub const USAGE: &str = "\
@@ -28,8 +29,8 @@ gives back pages beyond its active+idle.
   --status-file PATH     also keep the latest status line in PATH (written atomically)
   -h, --help             print this help
 
-SIZE is bytes, or a whole number with K, M or G (binary: 400M = 400 MiB).
-DURATION is a whole number with ms, s or m (300ms, 30s, 2m).
+SIZE is bytes, or a number with K, M, G or T (binary: 400M = 400 MiB, 1.5G, 2GiB).
+DURATION is a number with ms, s, m or h (300ms, 1.5s, 2m), in whole milliseconds.
 Without --phase there is one endless phase of --active, --idle and --file-size.
 SIGTERM or SIGINT ends the run with status 0.";
 
@@ -73,40 +74,26 @@ pub struct PhaseSpec {
     pub file_bytes: Option<u64>,
 }
 
-const SIZE_HINT: &str = "use bytes or a whole number with K, M or G, e.g. 400M";
-const DURATION_HINT: &str = "use a whole number with ms, s or m, e.g. 300ms, 30s, 2m";
-
-/// Parses `400M`, `4k`, `2G` (binary multiples) or plain bytes.
+/// Parses a size as memtide's config files write it (`400M`, `4k`, `1.5G`, `2GiB`, plain bytes;
+/// binary units), with the value named in the error.
 pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
-    let bad = || format!("bad size '{text}' ({SIZE_HINT})");
-    let (digits, multiplier): (&str, u64) = match text.as_bytes().last() {
-        Some(b'k' | b'K') => (&text[..text.len() - 1], 1 << 10),
-        Some(b'm' | b'M') => (&text[..text.len() - 1], 1 << 20),
-        Some(b'g' | b'G') => (&text[..text.len() - 1], 1 << 30),
-        _ => (text, 1),
-    };
-    let number = parse_digits(digits).ok_or_else(bad)?;
-    number.checked_mul(multiplier).ok_or_else(bad)
+    parse_size(text).map_err(|why| format!("bad size '{text}': it {why}"))
 }
 
-/// Parses `300ms`, `30s` or `2m` into milliseconds.
+/// Parses a duration as memtide's config files write it (`300ms`, `30s`, `1.5s`, `2m`) into
+/// whole milliseconds, more than zero.
 pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
-    let bad = || format!("bad duration '{text}' ({DURATION_HINT})");
-    let (digits, multiplier): (&str, u64) = if let Some(d) = text.strip_suffix("ms") {
-        (d, 1)
-    } else if let Some(d) = text.strip_suffix('s') {
-        (d, 1_000)
-    } else if let Some(d) = text.strip_suffix('m') {
-        (d, 60_000)
-    } else {
-        return Err(bad());
-    };
-    let number = parse_digits(digits).ok_or_else(bad)?;
-    let ms = number.checked_mul(multiplier).ok_or_else(bad)?;
-    if ms == 0 {
-        return Err(format!("bad duration '{text}' (must be more than zero)"));
+    let d = parse_duration(text).map_err(|why| format!("bad duration '{text}': it {why}"))?;
+    if d.subsec_nanos() % 1_000_000 != 0 {
+        return Err(format!(
+            "bad duration '{text}': it is finer than a millisecond"
+        ));
     }
-    Ok(ms)
+    match u64::try_from(d.as_millis()) {
+        Ok(0) => Err(format!("bad duration '{text}' (must be more than zero)")),
+        Ok(ms) => Ok(ms),
+        Err(_) => Err(format!("bad duration '{text}': it is too long")),
+    }
 }
 
 /// A non-empty run of ASCII digits that fits in a u64.
@@ -299,6 +286,8 @@ mod tests {
             ("2m", 2 * MIB),
             ("1G", 1 << 30),
             ("3g", 3 << 30),
+            ("1.5G", 1536 * MIB),
+            ("2GiB", 2 << 30),
         ];
         for &(text, bytes) in table {
             assert_eq!(parse_size_bytes(text), Ok(bytes), "{text}");
@@ -312,7 +301,7 @@ mod tests {
             "M",
             "12X",
             "-1",
-            "1.5G",
+            "0.1K",
             " 4M",
             "4MB",
             "99999999999999999999",
@@ -325,7 +314,14 @@ mod tests {
 
     #[test]
     fn durations_accept_ms_s_and_m() {
-        let table: &[(&str, u64)] = &[("1ms", 1), ("300ms", 300), ("30s", 30_000), ("2m", 120_000)];
+        let table: &[(&str, u64)] = &[
+            ("1ms", 1),
+            ("300ms", 300),
+            ("30s", 30_000),
+            ("1.5s", 1_500),
+            ("2m", 120_000),
+            ("1h", 3_600_000),
+        ];
         for &(text, ms) in table {
             assert_eq!(parse_duration_ms(text), Ok(ms), "{text}");
         }
@@ -334,7 +330,7 @@ mod tests {
     #[test]
     fn bad_durations_name_the_value() {
         for text in [
-            "", "30", "s", "ms", "1h", "1.5s", "-3s", "0s", "0ms", "10 s",
+            "", "30", "s", "ms", "1d", "0.5ms", "-3s", "0s", "0ms", " 10s",
         ] {
             let err = parse_duration_ms(text).expect_err(text);
             assert!(err.contains(&format!("'{text}'")), "{text}: {err}");

@@ -6,7 +6,7 @@ use serde_json::Value;
 use std::fmt;
 
 use super::http::clip;
-use crate::config::units::parse_size;
+use memtide_model::written::parse_size;
 
 /// `PATCH /v1/tenants/{name}`: the fields present, checked; at least one is present.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

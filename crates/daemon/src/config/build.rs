@@ -3,11 +3,11 @@
 use super::error::{quote, Problem};
 use super::reader::{Result, Table};
 use super::tree::{Node, Value};
-use super::units::format_size;
 use super::{
     cgroup_is_strictly_under, DaemonConfig, DaemonSection, EstimatorChoice, HostSection, LogFormat,
     ParentCgroup, PolicySection, RailsSection, Reclaim, TenantConfig, TenantOrigin, DEFAULT_SHARES,
 };
+use memtide_model::written::format_size;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;

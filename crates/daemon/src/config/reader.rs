@@ -2,7 +2,7 @@
 
 use super::error::{list, quote, Problem};
 use super::tree::{Entry, Node, Value};
-use super::units::{parse_duration, parse_size, DURATION_FORMS, SIZE_FORMS};
+use memtide_model::written::{parse_duration, parse_size, DURATION_FORMS, SIZE_FORMS};
 use std::ops::Range;
 use std::time::Duration;
 

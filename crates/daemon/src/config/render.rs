@@ -1,7 +1,7 @@
 //! Writes a [`DaemonConfig`] back as a configuration file, every default spelled out.
 
-use super::units::{format_duration, format_size};
 use super::{DaemonConfig, LogFormat, TenantOrigin};
+use memtide_model::written::{format_duration, format_size};
 use toml::{Table, Value};
 
 pub(crate) fn to_toml(c: &DaemonConfig) -> String {

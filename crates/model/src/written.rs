@@ -1,6 +1,9 @@
-//! Memory sizes (`"512M"`, `"1GiB"`, bytes) and durations (`"500ms"`, `"1s"`, `"2m"`) as written in the configuration, and back.
+//! Memory sizes (`"512M"`, `"1GiB"`, bytes) and durations (`"500ms"`, `"1s"`, `"2m"`) as people write them, and back: the one parser behind every config file, the API and the toucher, and the serde types [`Size`] and [`Duration`] that use it.
 
-use std::time::Duration;
+use crate::units::Bytes;
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+use std::fmt;
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -8,17 +11,17 @@ const GIB: u64 = 1 << 30;
 const TIB: u64 = 1 << 40;
 
 /// What a size string looks like, for messages.
-pub(crate) const SIZE_FORMS: &str =
+pub const SIZE_FORMS: &str =
     "write bytes as an integer or a string with a binary unit such as \"512M\", \"1G\" or \"1GiB\" (K, M, G, T = KiB, MiB, GiB, TiB)";
 
 /// What a duration string looks like, for messages.
-pub(crate) const DURATION_FORMS: &str =
+pub const DURATION_FORMS: &str =
     "write a string with a unit such as \"500ms\", \"1s\" or \"2m\" (ms, s, m, h)";
 
 /// Bytes in a size string: a number, optionally with a fraction, then an optional binary unit
 /// (`K`/`KiB`, `M`/`MiB`, `G`/`GiB`, `T`/`TiB`, `B`; any case). The result must be whole
 /// bytes. The error says what is wrong (without the value).
-pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
+pub fn parse_size(text: &str) -> Result<u64, String> {
     let (number, unit) = split_number(text)?;
     let scale = match unit.to_ascii_lowercase().as_str() {
         "" | "b" => 1,
@@ -43,7 +46,7 @@ pub(crate) fn parse_size(text: &str) -> Result<u64, String> {
 
 /// A duration string: a number, optionally with a fraction, then a unit (`ms`, `s`, `m`,
 /// `h`). The error says what is wrong (without the value).
-pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
+pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     let (number, unit) = split_number(text)?;
     let nanos_per: u128 = match unit {
         "ms" => 1_000_000,
@@ -55,7 +58,7 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
     };
     match scaled(number, nanos_per) {
         Some(Scaled::Whole(n)) => u64::try_from(n)
-            .map(Duration::from_nanos)
+            .map(std::time::Duration::from_nanos)
             .map_err(|_| "is too long".to_string()),
         Some(Scaled::Fractional) => Err("is finer than a nanosecond".to_string()),
         None => Err("is too long".to_string()),
@@ -64,7 +67,7 @@ pub(crate) fn parse_duration(text: &str) -> Result<Duration, String> {
 
 /// A size as the configuration would write it: the largest binary unit that divides it
 /// (`"512M"`, `"1536M"`, `"1G"`), else bytes (`"1000"`).
-pub(crate) fn format_size(bytes: u64) -> String {
+pub fn format_size(bytes: u64) -> String {
     for (unit, scale) in [("T", TIB), ("G", GIB), ("M", MIB), ("K", KIB)] {
         if bytes != 0 && bytes.is_multiple_of(scale) {
             return format!("{}{unit}", bytes / scale);
@@ -74,7 +77,7 @@ pub(crate) fn format_size(bytes: u64) -> String {
 }
 
 /// A duration as the configuration would write it: `"2m"`, `"30s"`, `"500ms"`, `"1.5s"`.
-pub(crate) fn format_duration(d: Duration) -> String {
+pub fn format_duration(d: std::time::Duration) -> String {
     let nanos = d.as_nanos();
     if nanos != 0 && nanos.is_multiple_of(60_000_000_000) && nanos >= 120_000_000_000 {
         format!("{}m", nanos / 60_000_000_000)
@@ -85,6 +88,96 @@ pub(crate) fn format_duration(d: Duration) -> String {
     } else {
         let frac = format!("{:09}", nanos % 1_000_000_000);
         format!("{}.{}s", nanos / 1_000_000_000, frac.trim_end_matches('0'))
+    }
+}
+
+/// A memory size in a config file or an API body: an integer of bytes, or a string with a
+/// binary unit (`"512M"`, `"2GiB"`). Written back as the shortest such string.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Size(pub Bytes);
+
+impl Size {
+    pub fn bytes(self) -> Bytes {
+        self.0
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_size(self.0 .0))
+    }
+}
+
+impl Serialize for Size {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Size;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a size: {SIZE_FORMS}")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Size, E> {
+                Ok(Size(Bytes(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Size, E> {
+                u64::try_from(v)
+                    .map(|b| Size(Bytes(b)))
+                    .map_err(|_| E::custom(format!("{v} is negative; a size is at least 0")))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Size, E> {
+                parse_size(v)
+                    .map(|b| Size(Bytes(b)))
+                    .map_err(|why| E::custom(format!("{v:?} {why}")))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A duration in a config file: a string with a unit (`"500ms"`, `"1s"`, `"2m"`). A bare
+/// number is refused, since its unit would be a guess. Written back as the shortest string.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Duration(pub std::time::Duration);
+
+impl Duration {
+    pub fn get(self) -> std::time::Duration {
+        self.0
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&format_duration(self.0))
+    }
+}
+
+impl Serialize for Duration {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Duration;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "a duration: {DURATION_FORMS}")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
+                parse_duration(v)
+                    .map(Duration)
+                    .map_err(|why| E::custom(format!("{v:?} {why}")))
+            }
+        }
+        d.deserialize_str(V)
     }
 }
 
@@ -146,6 +239,38 @@ fn scaled(number: &str, scale: u128) -> Option<Scaled> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration as StdDuration;
+
+    #[test]
+    fn size_reads_integers_and_strings_and_writes_the_shortest_string() {
+        let s: Size = serde_json::from_str("\"512M\"").unwrap();
+        assert_eq!(s, Size(Bytes(512 * MIB)));
+        let n: Size = serde_json::from_str("4096").unwrap();
+        assert_eq!(n.bytes(), Bytes(4096));
+        assert_eq!(
+            serde_json::to_string(&Size(Bytes(2 * GIB))).unwrap(),
+            "\"2G\""
+        );
+        let err = serde_json::from_str::<Size>("\"512MB\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("\"512MB\" is ambiguous"), "{err}");
+        let err = serde_json::from_str::<Size>("-1").unwrap_err().to_string();
+        assert!(err.contains("-1 is negative"), "{err}");
+        assert!(serde_json::from_str::<Size>("1.5").is_err());
+    }
+
+    #[test]
+    fn duration_reads_strings_with_a_unit_only() {
+        let d: Duration = serde_json::from_str("\"1.5s\"").unwrap();
+        assert_eq!(d.get(), StdDuration::from_millis(1500));
+        assert_eq!(serde_json::to_string(&d).unwrap(), "\"1500ms\"");
+        let err = serde_json::from_str::<Duration>("\"5\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("no unit"), "{err}");
+        assert!(serde_json::from_str::<Duration>("5").is_err());
+    }
 
     #[test]
     fn sizes_take_binary_units_in_both_forms_and_any_case() {
@@ -195,11 +320,11 @@ mod tests {
 
     #[test]
     fn durations_take_ms_s_m_h() {
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("1s"), Ok(Duration::from_secs(1)));
-        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("500ms"), Ok(StdDuration::from_millis(500)));
+        assert_eq!(parse_duration("1s"), Ok(StdDuration::from_secs(1)));
+        assert_eq!(parse_duration("2m"), Ok(StdDuration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(StdDuration::from_secs(3600)));
+        assert_eq!(parse_duration("1.5s"), Ok(StdDuration::from_millis(1500)));
         assert!(parse_duration("1").unwrap_err().contains("no unit"));
         assert!(parse_duration("1d").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("1S").unwrap_err().contains("unknown unit"));
@@ -220,12 +345,12 @@ mod tests {
         assert_eq!(format_size(512 * MIB), "512M");
         assert_eq!(format_size(GIB), "1G");
         for ms in [0, 10, 500, 1000, 1500, 60_000, 120_000, 3_600_000] {
-            let d = Duration::from_millis(ms);
+            let d = StdDuration::from_millis(ms);
             assert_eq!(parse_duration(&format_duration(d)), Ok(d), "{ms}");
         }
-        let odd = Duration::from_nanos(1_000_000_001);
+        let odd = StdDuration::from_nanos(1_000_000_001);
         assert_eq!(parse_duration(&format_duration(odd)), Ok(odd));
-        assert_eq!(format_duration(Duration::from_secs(60)), "60s");
-        assert_eq!(format_duration(Duration::from_secs(120)), "2m");
+        assert_eq!(format_duration(StdDuration::from_secs(60)), "60s");
+        assert_eq!(format_duration(StdDuration::from_secs(120)), "2m");
     }
 }
