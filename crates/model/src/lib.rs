@@ -19,4 +19,3 @@ pub use observation::{
 pub use reason::{EstimateNote, LimitNote, LimitRail, MechanismNote, ProbePhase, Reason};
 pub use tenant::{TaxRate, TaxRateError, TenantId, TenantSpec};
 pub use units::{Bytes, Pages, PAGE_SIZE};
-pub use written::Size;

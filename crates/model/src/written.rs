@@ -1,9 +1,4 @@
-//! Memory sizes (`"512M"`, `"1GiB"`, bytes) and durations (`"500ms"`, `"1s"`, `"2m"`) as people write them, and back: the one parser behind every config file, the API and the toucher, and the serde types [`Size`] and [`Duration`] that use it.
-
-use crate::units::Bytes;
-use serde::de::{self, Deserializer, Visitor};
-use serde::{Deserialize, Serialize, Serializer};
-use std::fmt;
+//! Memory sizes (`"512M"`, `"1GiB"`, bytes) and durations (`"500ms"`, `"1s"`, `"2m"`) as people write them, and back: the one parser behind the daemon's config, the API and the toucher.
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -91,96 +86,6 @@ pub fn format_duration(d: std::time::Duration) -> String {
     }
 }
 
-/// A memory size in a config file or an API body: an integer of bytes, or a string with a
-/// binary unit (`"512M"`, `"2GiB"`). Written back as the shortest such string.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Size(pub Bytes);
-
-impl Size {
-    pub fn bytes(self) -> Bytes {
-        self.0
-    }
-}
-
-impl fmt::Display for Size {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&format_size(self.0 .0))
-    }
-}
-
-impl Serialize for Size {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
-    }
-}
-
-impl<'de> Deserialize<'de> for Size {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Size, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Size;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "a size: {SIZE_FORMS}")
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Size, E> {
-                Ok(Size(Bytes(v)))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Size, E> {
-                u64::try_from(v)
-                    .map(|b| Size(Bytes(b)))
-                    .map_err(|_| E::custom(format!("{v} is negative; a size is at least 0")))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Size, E> {
-                parse_size(v)
-                    .map(|b| Size(Bytes(b)))
-                    .map_err(|why| E::custom(format!("{v:?} {why}")))
-            }
-        }
-        d.deserialize_any(V)
-    }
-}
-
-/// A duration in a config file: a string with a unit (`"500ms"`, `"1s"`, `"2m"`). A bare
-/// number is refused, since its unit would be a guess. Written back as the shortest string.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Duration(pub std::time::Duration);
-
-impl Duration {
-    pub fn get(self) -> std::time::Duration {
-        self.0
-    }
-}
-
-impl fmt::Display for Duration {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&format_duration(self.0))
-    }
-}
-
-impl Serialize for Duration {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_string())
-    }
-}
-
-impl<'de> Deserialize<'de> for Duration {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-        struct V;
-        impl Visitor<'_> for V {
-            type Value = Duration;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                write!(f, "a duration: {DURATION_FORMS}")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Duration, E> {
-                parse_duration(v)
-                    .map(Duration)
-                    .map_err(|why| E::custom(format!("{v:?} {why}")))
-            }
-        }
-        d.deserialize_str(V)
-    }
-}
-
 /// The number and the unit of `"1.5 GiB"`: digits with at most one `.`, then the rest (a space
 /// between number and unit is allowed; spaces around the whole are refused, as a value with
 /// them is more likely a mistake than a size).
@@ -240,37 +145,6 @@ fn scaled(number: &str, scale: u128) -> Option<Scaled> {
 mod tests {
     use super::*;
     use std::time::Duration as StdDuration;
-
-    #[test]
-    fn size_reads_integers_and_strings_and_writes_the_shortest_string() {
-        let s: Size = serde_json::from_str("\"512M\"").unwrap();
-        assert_eq!(s, Size(Bytes(512 * MIB)));
-        let n: Size = serde_json::from_str("4096").unwrap();
-        assert_eq!(n.bytes(), Bytes(4096));
-        assert_eq!(
-            serde_json::to_string(&Size(Bytes(2 * GIB))).unwrap(),
-            "\"2G\""
-        );
-        let err = serde_json::from_str::<Size>("\"512MB\"")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("\"512MB\" is ambiguous"), "{err}");
-        let err = serde_json::from_str::<Size>("-1").unwrap_err().to_string();
-        assert!(err.contains("-1 is negative"), "{err}");
-        assert!(serde_json::from_str::<Size>("1.5").is_err());
-    }
-
-    #[test]
-    fn duration_reads_strings_with_a_unit_only() {
-        let d: Duration = serde_json::from_str("\"1.5s\"").unwrap();
-        assert_eq!(d.get(), StdDuration::from_millis(1500));
-        assert_eq!(serde_json::to_string(&d).unwrap(), "\"1500ms\"");
-        let err = serde_json::from_str::<Duration>("\"5\"")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("no unit"), "{err}");
-        assert!(serde_json::from_str::<Duration>("5").is_err());
-    }
 
     #[test]
     fn sizes_take_binary_units_in_both_forms_and_any_case() {
