@@ -3,15 +3,14 @@
 use crate::config::{ConfigError, ControllerConfig};
 use crate::host::Host;
 use memtide_model::{
-    Decision, HostObservation, LimitObservation, Mechanism, MechanismNote, Pages, Reason,
-    ReclamationState, TaxRate, TenantAction, TenantId, TenantObservation, TenantSpec,
+    Decision, HostObservation, LimitObservation, Mechanism, MechanismNote, Mechanisms, Pages,
+    Reason, ReclamationState, TaxRate, TenantAction, TenantId, TenantObservation, TenantSpec,
 };
 use memtide_policy::{
     allocate, fit_to_budget, plan, plan_limit, ActiveEstimator, AdmissionLedger, AdmissionRefusal,
     AllocationRequest, EstimatorInput, LimitInput, LimitRails, MechanismInput, MechanismPlan,
     ReclamationTracker,
 };
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Errors from managing the controller's tenants.
@@ -63,7 +62,14 @@ pub struct Controller {
     /// The reclamation state of the budget itself (free = budget - what limit tenants hold),
     /// for tenants on a limit: their memory is wanted only when the budget runs short.
     budget_tracker: ReclamationTracker,
-    tenants: BTreeMap<TenantId, TenantState>,
+    /// Ordered by id, in one contiguous vector: a step walks it beside the observation's
+    /// id-ordered tenants, and admissions and removals (rare) shift it.
+    tenants: Vec<TenantState>,
+    /// The allocation requests of the last step, kept so a step allocates no new buffer for
+    /// them.
+    requests: Vec<AllocationRequest>,
+    /// Which of `tenants` each request belongs to.
+    request_states: Vec<usize>,
     /// When the previous step's observation was taken, for per-second rates.
     last_now: Option<Duration>,
     /// At the previous step every limit tenant's estimate stood on a measurement. Until then
@@ -85,7 +91,9 @@ impl Controller {
             budget_tracker: ReclamationTracker::new(config.thresholds.clone()),
             ledger: AdmissionLedger::backed_by(machine, host_swap, config.backing),
             config,
-            tenants: BTreeMap::new(),
+            tenants: Vec::new(),
+            requests: Vec::new(),
+            request_states: Vec::new(),
             last_now: None,
             limit_estimates_measured: false,
         })
@@ -111,9 +119,9 @@ impl Controller {
         spec: TenantSpec,
         estimate: Option<Pages>,
     ) -> Result<(), ControllerError> {
-        if self.tenants.contains_key(&spec.id) {
+        let Err(at) = self.position(spec.id) else {
             return Err(ControllerError::Duplicate(spec.id));
-        }
+        };
         if spec.min > spec.max {
             return Err(ControllerError::MinAboveMax {
                 name: spec.name.clone(),
@@ -127,7 +135,7 @@ impl Controller {
             estimator.resume(estimate, spec.max);
         }
         self.tenants.insert(
-            spec.id,
+            at,
             TenantState {
                 spec,
                 estimator,
@@ -139,9 +147,14 @@ impl Controller {
         Ok(())
     }
 
+    /// Where tenant `id` is in `tenants` (`Ok`), or where it would go (`Err`).
+    fn position(&self, id: TenantId) -> Result<usize, usize> {
+        self.tenants.binary_search_by_key(&id, |s| s.spec.id)
+    }
+
     /// Forgets a tenant (it stopped or vanished) and releases its reservation.
     pub fn remove(&mut self, id: TenantId) -> Option<TenantSpec> {
-        let state = self.tenants.remove(&id)?;
+        let state = self.tenants.remove(self.position(id).ok()?);
         self.ledger.release(&state.spec);
         Some(state.spec)
     }
@@ -174,10 +187,10 @@ impl Controller {
         max: Pages,
         shares: u64,
     ) -> Result<(), ControllerError> {
-        let state = self
-            .tenants
-            .get_mut(&id)
-            .ok_or(ControllerError::Unknown(id))?;
+        let at = self
+            .position(id)
+            .map_err(|_| ControllerError::Unknown(id))?;
+        let state = &mut self.tenants[at];
         if min > max {
             return Err(ControllerError::MinAboveMax {
                 name: state.spec.name.clone(),
@@ -200,11 +213,11 @@ impl Controller {
     }
 
     pub fn tenant(&self, id: TenantId) -> Option<TenantView<'_>> {
-        self.tenants.get(&id).map(view)
+        self.position(id).ok().map(|at| view(&self.tenants[at]))
     }
 
     pub fn tenants(&self) -> impl Iterator<Item = TenantView<'_>> {
-        self.tenants.values().map(view)
+        self.tenants.iter().map(view)
     }
 
     /// One decision from one observation: estimators, reclamation state, targets, mechanisms.
@@ -244,15 +257,20 @@ impl Controller {
 
         // Running tenants meet their state by a merge of two id-ordered lists (the
         // observation's and ours): no lookups, so a step stays linear in the tenants.
-        let mut running = Vec::with_capacity(obs.tenants.len());
-        let mut requests = Vec::with_capacity(obs.tenants.len());
+        let requests = &mut self.requests;
+        let request_states = &mut self.request_states;
+        requests.clear();
+        request_states.clear();
         let mut overheads = Pages::ZERO;
-        let mut states = self.tenants.iter_mut().peekable();
+        let mut next = 0;
         for t in &obs.tenants {
-            while states.next_if(|(id, _)| **id < t.id).is_some() {}
-            let Some((_, s)) = states.next_if(|(id, _)| **id == t.id) else {
+            while next < self.tenants.len() && self.tenants[next].spec.id < t.id {
+                next += 1;
+            }
+            if next == self.tenants.len() || self.tenants[next].spec.id != t.id {
                 continue;
-            };
+            }
+            let s = &mut self.tenants[next];
             let input = EstimatorInput {
                 now: obs.now,
                 min: s.spec.min,
@@ -298,7 +316,7 @@ impl Controller {
                 shares: s.spec.shares,
                 active,
             });
-            running.push((t, s));
+            request_states.push(next);
         }
         // Targets drive free memory above the high threshold, unless a budget is configured.
         let budget = config.budget.unwrap_or_else(|| {
@@ -307,10 +325,16 @@ impl Controller {
                 .saturating_sub(overheads)
                 .saturating_sub(reserve)
         });
-        let targets = allocate(&requests, budget, tax);
+        let targets = allocate(requests, budget, tax);
 
-        let mut actions = Vec::with_capacity(running.len());
-        for (((t, s), req), target) in running.into_iter().zip(&requests).zip(targets) {
+        // The observation's tenants with a request, in the same order as the requests.
+        let mut observed = obs.tenants.iter();
+        let mut actions = Vec::with_capacity(requests.len());
+        for ((req, &at), target) in requests.iter().zip(request_states.iter()).zip(targets) {
+            let Some(t) = observed.by_ref().find(|t| t.id == req.id) else {
+                break;
+            };
+            let s = &mut self.tenants[at];
             let (plan, limit) = match t.limit {
                 Some(limit) => {
                     let input = limit_input(t, &limit, s.spec.min, target, elapsed);
@@ -396,9 +420,9 @@ fn fit_limits_to_budget(actions: &mut [TenantAction], budget: Pages) {
             a.reason.mechanism.limit = Some(note);
             a.limit = Some(note.to);
             a.mechanisms = if note.to != note.from {
-                vec![Mechanism::Limit]
+                [Mechanism::Limit].into_iter().collect()
             } else {
-                Vec::new()
+                Mechanisms::new()
             };
         }
     }
@@ -449,9 +473,9 @@ fn limit_plan(
 ) -> (MechanismPlan, Option<Pages>) {
     let note = plan_limit(input, &config.rails);
     let mechanisms = if note.to != note.from {
-        vec![Mechanism::Limit]
+        [Mechanism::Limit].into_iter().collect()
     } else {
-        Vec::new()
+        Mechanisms::new()
     };
     let plan = MechanismPlan {
         balloon_target: None,

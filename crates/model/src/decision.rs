@@ -75,6 +75,82 @@ impl fmt::Display for Mechanism {
     }
 }
 
+/// The mechanisms used for one tenant in one tick, in the order they are applied, each at most
+/// once. Held inline (no heap allocation: a step for 10,000 tenants makes one per tenant); it
+/// reads as a slice and serializes as a list.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub struct Mechanisms {
+    items: [Mechanism; Mechanisms::CAPACITY],
+    len: u8,
+}
+
+impl Mechanisms {
+    /// Every mechanism there is, so a set can hold all of them.
+    pub const CAPACITY: usize = 5;
+
+    pub const fn new() -> Mechanisms {
+        Mechanisms {
+            items: [Mechanism::Balloon; Mechanisms::CAPACITY],
+            len: 0,
+        }
+    }
+
+    /// Appends `m` unless it is already there.
+    pub fn push(&mut self, m: Mechanism) {
+        if !self.contains(&m) {
+            self.items[usize::from(self.len)] = m;
+            self.len += 1;
+        }
+    }
+}
+
+impl Default for Mechanisms {
+    fn default() -> Mechanisms {
+        Mechanisms::new()
+    }
+}
+
+impl std::ops::Deref for Mechanisms {
+    type Target = [Mechanism];
+    fn deref(&self) -> &[Mechanism] {
+        &self.items[..usize::from(self.len)]
+    }
+}
+
+impl fmt::Debug for Mechanisms {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl PartialEq<Vec<Mechanism>> for Mechanisms {
+    fn eq(&self, other: &Vec<Mechanism>) -> bool {
+        **self == other[..]
+    }
+}
+
+impl FromIterator<Mechanism> for Mechanisms {
+    fn from_iter<I: IntoIterator<Item = Mechanism>>(iter: I) -> Mechanisms {
+        let mut set = Mechanisms::new();
+        for m in iter {
+            set.push(m);
+        }
+        set
+    }
+}
+
+impl Serialize for Mechanisms {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(self.iter())
+    }
+}
+
+impl<'de> Deserialize<'de> for Mechanisms {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Mechanisms, D::Error> {
+        Ok(Vec::<Mechanism>::deserialize(d)?.into_iter().collect())
+    }
+}
+
 /// The decision for one tenant in one tick.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TenantAction {
@@ -92,7 +168,7 @@ pub struct TenantAction {
     /// The limit to enforce, for a tenant whose memory moves by a limit; `None` otherwise.
     pub limit: Option<Pages>,
     /// Mechanisms used this tick, in the order they are applied.
-    pub mechanisms: Vec<Mechanism>,
+    pub mechanisms: Mechanisms,
     /// Why: the figures behind the decision; `Display` gives one line a person can read.
     pub reason: Reason,
 }
@@ -109,7 +185,7 @@ impl TenantAction {
             host_swap_out: Pages::ZERO,
             blocked: false,
             limit: None,
-            mechanisms: Vec::new(),
+            mechanisms: Mechanisms::new(),
             reason: Reason {
                 mechanism: crate::reason::MechanismNote {
                     state,
@@ -147,5 +223,44 @@ pub struct Decision {
 impl Decision {
     pub fn action(&self, id: TenantId) -> Option<&TenantAction> {
         self.actions.iter().find(|a| a.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mechanisms_keep_order_hold_each_once_and_read_as_a_slice() {
+        let mut m = Mechanisms::new();
+        assert!(m.is_empty());
+        m.push(Mechanism::HostSwap);
+        m.push(Mechanism::Balloon);
+        m.push(Mechanism::HostSwap);
+        assert_eq!(&m[..], &[Mechanism::HostSwap, Mechanism::Balloon]);
+        assert_eq!(m, vec![Mechanism::HostSwap, Mechanism::Balloon]);
+        let all: Mechanisms = [
+            Mechanism::Balloon,
+            Mechanism::AppBalloon,
+            Mechanism::HostSwap,
+            Mechanism::Sharing,
+            Mechanism::Limit,
+            Mechanism::Limit,
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(all.len(), Mechanisms::CAPACITY);
+        assert_eq!(format!("{m:?}"), "[HostSwap, Balloon]");
+    }
+
+    #[test]
+    fn mechanisms_serialize_as_a_list_of_names() {
+        let m: Mechanisms = [Mechanism::Balloon, Mechanism::HostSwap]
+            .into_iter()
+            .collect();
+        let json = serde_json::to_string(&m).unwrap();
+        assert_eq!(json, r#"["balloon","host_swap"]"#);
+        assert_eq!(serde_json::from_str::<Mechanisms>(&json).unwrap(), m);
+        assert_eq!(serde_json::to_string(&Mechanisms::new()).unwrap(), "[]");
     }
 }

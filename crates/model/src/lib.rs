@@ -10,7 +10,7 @@ pub mod tenant;
 pub mod units;
 pub mod written;
 
-pub use decision::{Decision, Mechanism, ReclamationState, TenantAction};
+pub use decision::{Decision, Mechanism, Mechanisms, ReclamationState, TenantAction};
 pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
 pub use observation::{
     BalloonDriverInfo, CompletedSample, HostObservation, LimitObservation, SampleCounts,

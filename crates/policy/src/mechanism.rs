@@ -12,7 +12,9 @@
 //!   continuing alongside. `low`: as hard, and the tenant is blocked while above its target.
 //!   Host swap is always limited by the tick's host swap budget.
 
-use memtide_model::{BalloonDriverInfo, Mechanism, MechanismNote, Pages, ReclamationState};
+use memtide_model::{
+    BalloonDriverInfo, Mechanism, MechanismNote, Mechanisms, Pages, ReclamationState,
+};
 
 /// One tenant's situation, as the mechanism choice needs it.
 #[derive(Clone, Debug, PartialEq)]
@@ -35,7 +37,7 @@ pub struct MechanismPlan {
     pub balloon_target: Option<Pages>,
     pub host_swap_out: Pages,
     pub blocked: bool,
-    pub mechanisms: Vec<Mechanism>,
+    pub mechanisms: Mechanisms,
     /// The figures behind the plan; `Display` gives the readable line.
     pub reason: MechanismNote,
 }
@@ -62,7 +64,7 @@ pub fn plan(input: &MechanismInput) -> MechanismPlan {
     let host_swap_out = wanted_swap.min(input.host_swap_budget);
     let blocked = input.state == ReclamationState::Low && excess > Pages::ZERO;
 
-    let mut mechanisms = Vec::new();
+    let mut mechanisms = Mechanisms::new();
     if let Some(bt) = balloon_target {
         if bt != input.balloon || excess > Pages::ZERO {
             mechanisms.push(Mechanism::Balloon);
