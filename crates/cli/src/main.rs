@@ -51,7 +51,7 @@ enum Command {
     /// Show what a running daemon manages and why (a client of its API).
     Status {
         /// The daemon's API address.
-        #[arg(long, default_value = "127.0.0.1:9464")]
+        #[arg(long, default_value = memtide_api::client::DEFAULT_ADDRESS)]
         address: std::net::SocketAddr,
         /// Print the daemon's JSON snapshot instead of the table.
         #[arg(long)]
@@ -128,11 +128,11 @@ fn daemon(path: &Path, dry_run: bool) -> anyhow::Result<()> {
 }
 
 fn status(address: std::net::SocketAddr, json: bool) -> anyhow::Result<()> {
-    let snapshot = memtide_daemon::status::fetch(address, std::time::Duration::from_secs(5))?;
+    let snapshot = memtide_api::fetch(address, std::time::Duration::from_secs(5))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&snapshot)?);
     } else {
-        print!("{}", memtide_daemon::status::render_table(&snapshot));
+        print!("{}", memtide_cli::status::render_table(&snapshot));
     }
     Ok(())
 }

@@ -52,7 +52,7 @@ estimator = "sampling"
     );
     let start = Instant::now();
     let mut daemon = Daemon::start(tmp.path(), &config, &[]);
-    let limit_of = |s: &memtide_daemon::snapshot::Snapshot, name: &str| {
+    let limit_of = |s: &memtide_api::Snapshot, name: &str| {
         s.tenants
             .iter()
             .find(|t| t.name == name)

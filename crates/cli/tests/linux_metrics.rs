@@ -3,7 +3,7 @@
 mod linux_host;
 
 use linux_host::*;
-use memtide_daemon::status;
+use memtide_api::client as status;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 

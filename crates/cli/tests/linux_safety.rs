@@ -3,7 +3,7 @@
 mod linux_host;
 
 use linux_host::*;
-use memtide_daemon::status;
+use memtide_api::client as status;
 use std::time::{Duration, Instant};
 
 /// A config adopting `cgroup` (under the daemon's own cgroup) with the TWS probe.

@@ -1,4 +1,7 @@
 //! memtide's daemon: its configuration, the tick loop on a Linux host, the state file, the JSON API, Prometheus metrics and structured logs.
+//!
+//! The API's wire types (the snapshot, request and error bodies) and its client live in
+//! `memtide-api`; the daemon builds and serves them.
 
 pub mod api;
 pub mod command;
@@ -7,6 +10,4 @@ pub mod log;
 pub mod metrics;
 pub mod publish;
 pub mod run;
-pub mod snapshot;
 pub mod state_file;
-pub mod status;

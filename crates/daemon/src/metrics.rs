@@ -5,7 +5,7 @@
 
 use std::fmt::Write;
 
-use crate::snapshot::{Snapshot, TenantSnapshot};
+use memtide_api::{Snapshot, TenantSnapshot};
 
 /// The reclamation states, in the order their series are written.
 const STATES: [&str; 4] = ["high", "soft", "hard", "low"];
@@ -352,7 +352,7 @@ fn format_value(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{Counters, HostSnapshot};
+    use memtide_api::{Counters, HostSnapshot};
     use std::collections::{BTreeMap, BTreeSet};
 
     fn tenant(name: &str) -> TenantSnapshot {
@@ -377,6 +377,7 @@ mod tests {
 
     fn snapshot() -> Snapshot {
         Snapshot {
+            api_version: memtide_api::API_VERSION,
             version: "0.1.0".into(),
             dry_run: false,
             ticks: 10,

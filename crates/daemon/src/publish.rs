@@ -2,7 +2,7 @@
 
 use crate::config::DaemonConfig;
 use crate::log::{now_ms, Logger};
-use crate::snapshot::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
+use memtide_api::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
 use memtide_controller::Controller;
 use memtide_linux::cgroup::Limit;
 use memtide_linux::host::{HostEvent, LinuxHost};
@@ -268,6 +268,7 @@ impl Publisher {
         }
 
         let snapshot = Snapshot {
+            api_version: memtide_api::API_VERSION,
             version: env!("CARGO_PKG_VERSION").to_string(),
             dry_run: self.dry_run,
             ticks: self.ticks,

@@ -1,4 +1,4 @@
-//! The JSON API end to end: an `ApiServer` on 127.0.0.1:0 with a fake daemon loop, driven through `status::request` and raw sockets.
+//! The JSON API end to end: an `ApiServer` on 127.0.0.1:0 with a fake daemon loop, driven through `memtide_api`'s client and raw sockets.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use memtide_api::client as status;
+use memtide_api::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
 use memtide_daemon::api::{publish, ApiOptions, ApiServer, SharedSnapshot};
 use memtide_daemon::command::{Change, Refusal, Request};
-use memtide_daemon::snapshot::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
-use memtide_daemon::status;
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
@@ -90,6 +90,7 @@ fn tenant(name: &str, (min, max, shares): Settings) -> TenantSnapshot {
 /// The snapshot the fake loop publishes for its state.
 fn snapshot_of(state: &LoopState) -> Snapshot {
     Snapshot {
+        api_version: memtide_api::API_VERSION,
         version: "0.1.0".to_string(),
         dry_run: false,
         ticks: 3,
@@ -854,4 +855,78 @@ fn idle_connections_do_not_lock_out_the_api_and_a_silent_one_gets_408() {
     assert!(text.starts_with("HTTP/1.1 408 "), "{text}");
     assert!(text.contains("did not arrive in time"), "{text}");
     drop(idle);
+}
+
+#[test]
+fn the_api_crates_client_and_json_examples_work_against_the_server() {
+    use memtide_api::{Client, ClientError, DecisionQuery, ErrorBody, TenantPatch};
+    let h = harness();
+    let client = Client::new(h.addr(), TIMEOUT);
+    let snap = h.snapshot();
+    assert_eq!(client.status().unwrap(), snap);
+    assert_eq!(client.host().unwrap(), snap.host);
+    assert_eq!(client.tenants().unwrap(), snap.tenants);
+    assert_eq!(client.tenant("web").unwrap(), snap.tenants[1]);
+    let query = DecisionQuery {
+        tenant: Some("db".into()),
+        limit: Some(1),
+    };
+    assert_eq!(
+        client.decisions(&query).unwrap(),
+        vec![snap.decisions[2].clone()]
+    );
+    assert_eq!(client.tax_rate().unwrap(), 0.75);
+
+    // The documented examples are what the server accepts and answers.
+    let example = |text: &str| serde_json::from_str::<Value>(text).unwrap();
+    let patch = include_str!("../../api/json/tenant-patch.json");
+    let (code, body) = h.call("PATCH", "/v1/tenants/db", Some(patch));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        example(&body),
+        example(include_str!("../../api/json/applied.json"))
+    );
+    assert_eq!(h.state().tenants["db"], (512 * MIB, 2 * GIB, 2000));
+    let rate = include_str!("../../api/json/tax-rate.json");
+    assert_eq!(h.call("PUT", "/v1/tax-rate", Some(rate)).0, 200);
+    assert_eq!(h.get_json("/v1/tax-rate"), example(rate));
+    let (code, body) = h.call("GET", "/v1/tenants/x", None);
+    assert_eq!(code, 404);
+    assert_eq!(
+        example(&body),
+        example(include_str!("../../api/json/error.json"))
+    );
+
+    // Typed changes.
+    let shares = TenantPatch {
+        shares: Some(10),
+        ..TenantPatch::default()
+    };
+    client.patch_tenant("web", &shares).unwrap();
+    client.set_tax_rate(0.25).unwrap();
+    assert_eq!(h.state().tenants["web"], (128 * MIB, 2 * GIB, 10));
+    assert_eq!(client.tax_rate().unwrap(), 0.25);
+    let err = client.patch_tenant("nope", &shares).unwrap_err();
+    assert!(
+        matches!(&err, ClientError::Http { status: 404, message, .. } if message == "no tenant named \"nope\""),
+        "{err}"
+    );
+    let err = client.set_tax_rate(1.5).unwrap_err();
+    assert!(
+        matches!(&err, ClientError::Http { status: 400, message, .. } if message.contains("tax_rate: 1.5")),
+        "{err}"
+    );
+    let err = client.tenant("nope").unwrap_err().to_string();
+    assert_eq!(
+        err,
+        format!(
+            "the memtide daemon at {} answered 404 to GET /v1/tenants/nope: no tenant named \"nope\"",
+            h.addr()
+        )
+    );
+    // A name that needs escaping reaches the server whole.
+    let (code, body) = h.call("GET", &memtide_api::client::tenant_path("a b/c"), None);
+    assert_eq!(code, 404);
+    let body: ErrorBody = serde_json::from_str(&body).unwrap();
+    assert_eq!(body.error, "no tenant named \"a b/c\"");
 }

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 pub mod redis;
-use memtide_daemon::snapshot::{Snapshot, TenantSnapshot};
+use memtide_api::{Snapshot, TenantSnapshot};
 use memtide_linux::cgroup::{CgroupSample, Limit, MemoryCgroup};
 use memtide_linux::fs::hierarchy::{self, MemoryHierarchy};
 use std::io::Read;
@@ -331,7 +331,7 @@ impl Daemon {
     }
 
     pub fn try_status(&self) -> Option<Snapshot> {
-        memtide_daemon::status::fetch(self.addr, Duration::from_secs(2)).ok()
+        memtide_api::fetch(self.addr, Duration::from_secs(2)).ok()
     }
 
     pub fn status(&self) -> Snapshot {

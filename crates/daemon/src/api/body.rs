@@ -1,4 +1,8 @@
-//! Request bodies and query strings of the API, checked for type and range into typed values, with one-line errors naming the field and the value.
+//! Request bodies and query strings of the API, checked for type and range into the loop's changes, with one-line errors naming the field and the value.
+//!
+//! The bodies' shapes are `memtide_api`'s (`TenantPatch`, `TaxRate`, `DecisionQuery`); this
+//! module reads them field by field rather than through their `Deserialize`, so that each
+//! refusal says which field and value are wrong in the words docs/api.md lists.
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -6,32 +10,20 @@ use serde_json::Value;
 use std::fmt;
 
 use super::http::clip;
+use crate::command::Change;
+use memtide_api::DecisionQuery;
 use memtide_model::written::parse_size;
-
-/// `PATCH /v1/tenants/{name}`: the fields present, checked; at least one is present.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct TenantPatch {
-    pub(crate) min_bytes: Option<u64>,
-    pub(crate) max_bytes: Option<u64>,
-    pub(crate) shares: Option<u64>,
-}
-
-/// `GET /v1/decisions?tenant=NAME&limit=N`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct DecisionQuery {
-    pub(crate) tenant: Option<String>,
-    pub(crate) limit: Option<usize>,
-}
 
 const SIZE_HINT: &str = "give bytes (e.g. 536870912) or a size such as \"512M\" or \"1G\"";
 
-/// Parses `{"min": SIZE, "max": SIZE, "shares": N}` (any non-empty subset).
-pub(crate) fn parse_tenant_patch(body: &[u8]) -> Result<TenantPatch, String> {
+/// Parses `{"min": SIZE, "max": SIZE, "shares": N}` (any non-empty subset; a
+/// `memtide_api::TenantPatch`) into the change of tenant `name`.
+pub(crate) fn parse_tenant_patch(name: &str, body: &[u8]) -> Result<Change, String> {
     let fields = parse_object(body, "{\"max\": \"1G\"}")?;
-    let mut patch = TenantPatch::default();
+    let (mut min_bytes, mut max_bytes, mut shares) = (None, None, None);
     for (key, value) in &fields.0 {
         match key.as_str() {
-            "min" => patch.min_bytes = Some(size_field("min", value)?),
+            "min" => min_bytes = Some(size_field("min", value)?),
             "max" => {
                 let max = size_field("max", value)?;
                 if max == 0 {
@@ -40,9 +32,9 @@ pub(crate) fn parse_tenant_patch(body: &[u8]) -> Result<TenantPatch, String> {
                         show(value)
                     ));
                 }
-                patch.max_bytes = Some(max);
+                max_bytes = Some(max);
             }
-            "shares" => patch.shares = Some(shares_field(value)?),
+            "shares" => shares = Some(shares_field(value)?),
             other => {
                 return Err(format!(
                     "unknown field {:?}; expected min, max or shares",
@@ -54,17 +46,22 @@ pub(crate) fn parse_tenant_patch(body: &[u8]) -> Result<TenantPatch, String> {
     if fields.0.is_empty() {
         return Err("empty change {}; give at least one of min, max, shares".to_string());
     }
-    if let (Some(min), Some(max)) = (patch.min_bytes, patch.max_bytes) {
+    if let (Some(min), Some(max)) = (min_bytes, max_bytes) {
         if min > max {
             return Err(format!(
                 "min {min} bytes is greater than max {max} bytes; min must not exceed max"
             ));
         }
     }
-    Ok(patch)
+    Ok(Change::Tenant {
+        name: name.to_string(),
+        min_bytes,
+        max_bytes,
+        shares,
+    })
 }
 
-/// Parses `{"tax_rate": R}` with R in [0, 1).
+/// Parses `{"tax_rate": R}` (a `memtide_api::TaxRate`) with R in [0, 1).
 pub(crate) fn parse_tax_rate(body: &[u8]) -> Result<f64, String> {
     let fields = parse_object(body, "{\"tax_rate\": 0.5}")?;
     let mut rate = None;
@@ -90,7 +87,8 @@ pub(crate) fn parse_tax_rate(body: &[u8]) -> Result<f64, String> {
     rate.ok_or_else(|| "missing field tax_rate; send {\"tax_rate\": 0.5}".to_string())
 }
 
-/// Parses `tenant=NAME&limit=N` (both optional, each at most once).
+/// Parses `tenant=NAME&limit=N` (both optional, each at most once; what
+/// `DecisionQuery::to_query_string` writes).
 pub(crate) fn parse_decision_query(query: &str) -> Result<DecisionQuery, String> {
     let mut q = DecisionQuery::default();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -234,10 +232,25 @@ fn parse_object(body: &[u8], example: &str) -> Result<Fields, String> {
 mod tests {
     use super::*;
 
+    fn patch(body: &[u8]) -> Result<Change, String> {
+        parse_tenant_patch("db", body)
+    }
+
+    fn tenant(min_bytes: Option<u64>, max_bytes: Option<u64>, shares: Option<u64>) -> Change {
+        Change::Tenant {
+            name: "db".to_string(),
+            min_bytes,
+            max_bytes,
+            shares,
+        }
+    }
+
     #[test]
     fn sizes_are_the_configurations_and_max_must_be_positive() {
-        let patch = parse_tenant_patch(br#"{"min": "1.5G", "max": "2G"}"#).unwrap();
-        assert_eq!(patch.min_bytes, Some(3 << 29));
+        assert_eq!(
+            patch(br#"{"min": "1.5G", "max": "2G"}"#),
+            Ok(tenant(Some(3 << 29), Some(2 << 30), None))
+        );
         for (body, needle) in [
             (r#"{"max": 0}"#, "max must be more than 0"),
             (r#"{"max": "0M"}"#, "max must be more than 0"),
@@ -245,7 +258,7 @@ mod tests {
             (r#"{"max": "1G "}"#, "spaces around it"),
             (r#"{"max": "1MB"}"#, "ambiguous"),
         ] {
-            let err = parse_tenant_patch(body.as_bytes()).expect_err(body);
+            let err = patch(body.as_bytes()).expect_err(body);
             assert!(err.contains(needle), "{body}: {err}");
             assert!(!err.contains('\n'));
         }
@@ -253,19 +266,32 @@ mod tests {
 
     #[test]
     fn patch_accepts_any_non_empty_subset() {
-        let p =
-            parse_tenant_patch(br#"{"min": "512M", "max": 1073741824, "shares": 500}"#).unwrap();
         assert_eq!(
-            p,
-            TenantPatch {
-                min_bytes: Some(512 << 20),
-                max_bytes: Some(1 << 30),
-                shares: Some(500)
-            }
+            patch(br#"{"min": "512M", "max": 1073741824, "shares": 500}"#),
+            Ok(tenant(Some(512 << 20), Some(1 << 30), Some(500)))
         );
-        let p = parse_tenant_patch(br#"{"shares": 1}"#).unwrap();
-        assert_eq!(p.shares, Some(1));
-        assert_eq!(p.min_bytes, None);
+        assert_eq!(patch(br#"{"shares": 1}"#), Ok(tenant(None, None, Some(1))));
+    }
+
+    #[test]
+    fn what_the_api_crate_sends_is_accepted() {
+        let sent = memtide_api::TenantPatch {
+            min: Some("512M".into()),
+            max: Some(memtide_api::Size::Bytes(2 << 30)),
+            shares: Some(2000),
+        };
+        let body = serde_json::to_vec(&sent).unwrap();
+        assert_eq!(
+            patch(&body),
+            Ok(tenant(Some(512 << 20), Some(2 << 30), Some(2000)))
+        );
+        let body = serde_json::to_vec(&memtide_api::TaxRate { tax_rate: 0.25 }).unwrap();
+        assert_eq!(parse_tax_rate(&body), Ok(0.25));
+        let query = DecisionQuery {
+            tenant: Some("web 1+x".into()),
+            limit: Some(3),
+        };
+        assert_eq!(parse_decision_query(&query.to_query_string()), Ok(query));
     }
 
     #[test]
@@ -295,7 +321,7 @@ mod tests {
             ),
         ];
         for (body, needles) in cases {
-            let err = parse_tenant_patch(body.as_bytes()).expect_err(body);
+            let err = patch(body.as_bytes()).expect_err(body);
             assert!(!err.contains('\n'), "{body}: {err}");
             for needle in *needles {
                 assert!(err.contains(needle), "{body}: {err:?} lacks {needle:?}");

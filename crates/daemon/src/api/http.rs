@@ -73,14 +73,9 @@ impl Reply {
         }
     }
 
-    /// `{"error": "<message>"}`, the message folded onto one line.
+    /// `{"error": "<message>"}` (a [`memtide_api::ErrorBody`]), the message folded onto one line.
     pub(crate) fn error(status: u16, message: &str) -> Reply {
-        let one_line: String = message
-            .chars()
-            .map(|c| if c == '\n' || c == '\r' { ' ' } else { c })
-            .collect();
-        let body = serde_json::json!({ "error": one_line }).to_string();
-        Reply::json(status, body)
+        Reply::json(status, memtide_api::ErrorBody::one_line(message).to_json())
     }
 }
 

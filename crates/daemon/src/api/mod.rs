@@ -26,8 +26,8 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use crate::command::Request;
-use crate::snapshot::Snapshot;
 use http::{Limits, ReadError, Reply};
+use memtide_api::Snapshot;
 use routes::Handler;
 
 /// The snapshot the loop publishes and the API reads.

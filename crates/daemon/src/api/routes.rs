@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::body::{self, DecisionQuery};
+use super::body;
 use super::http::{clip, Reply, TEXT};
 use super::SharedSnapshot;
 use crate::command::{Change, Refusal, Request};
-use crate::snapshot::Snapshot;
+use memtide_api::{Applied, DecisionQuery, Snapshot, TaxRate};
 
 /// Prometheus text exposition format 0.0.4.
 pub(crate) const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -88,22 +88,19 @@ impl Handler {
                     None => unknown_tenant(name),
                 }
             }
-            (Endpoint::Tenant(name), false, "PATCH") => match body::parse_tenant_patch(body) {
-                Ok(p) => self.submit(Change::Tenant {
-                    name: name.clone(),
-                    min_bytes: p.min_bytes,
-                    max_bytes: p.max_bytes,
-                    shares: p.shares,
-                }),
-                Err(why) => Reply::error(400, &why),
-            },
+            (Endpoint::Tenant(name), false, "PATCH") => {
+                match body::parse_tenant_patch(name, body) {
+                    Ok(change) => self.submit(change),
+                    Err(why) => Reply::error(400, &why),
+                }
+            }
             (Endpoint::Decisions, true, _) => match body::parse_decision_query(query) {
                 Ok(q) => self.decisions(&q),
                 Err(why) => Reply::error(400, &why),
             },
-            (Endpoint::TaxRate, true, _) => {
-                json_reply(&serde_json::json!({ "tax_rate": self.snapshot().host.tax_rate }))
-            }
+            (Endpoint::TaxRate, true, _) => json_reply(&TaxRate {
+                tax_rate: self.snapshot().host.tax_rate,
+            }),
             (Endpoint::TaxRate, false, "PUT") => match body::parse_tax_rate(body) {
                 Ok(rate) => self.submit(Change::TaxRate(rate)),
                 Err(why) => Reply::error(400, &why),
@@ -151,7 +148,7 @@ impl Handler {
             return Reply::error(503, "the daemon's loop is not running; nothing was changed");
         }
         match answer.recv_timeout(self.reply_timeout) {
-            Ok(Ok(())) => json_reply(&serde_json::json!({ "ok": true })),
+            Ok(Ok(())) => json_reply(&Applied::default()),
             Ok(Err(refusal @ Refusal::UnknownTenant(_))) => Reply::error(404, &refusal.to_string()),
             Ok(Err(refusal @ Refusal::Conflict(_))) => Reply::error(409, &refusal.to_string()),
             Err(RecvTimeoutError::Timeout) => Reply::error(
@@ -183,7 +180,7 @@ fn json_reply<T: Serialize + ?Sized>(value: &T) -> Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::snapshot::{DecisionRecord, TenantSnapshot};
+    use memtide_api::{DecisionRecord, TenantSnapshot};
     use std::sync::{Arc, RwLock};
 
     fn handler(commands: Sender<Request>) -> Handler {

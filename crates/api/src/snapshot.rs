@@ -1,13 +1,27 @@
-//! What the daemon publishes after every tick for the API, `/metrics` and `memtide status`: host, tenants, recent decisions and counters.
+//! What the daemon publishes after every tick, served by `GET /v1/status` (and in parts by `/v1/host`, `/v1/tenants`, `/v1/decisions`): host, tenants, recent decisions and counters.
 //!
-//! Amounts are in bytes (`*_bytes`), rates per second, times in seconds; a `None` is a figure the
-//! kernel does not expose here (never a zero).
+//! Amounts are in bytes (`*_bytes`), rates per second, times in seconds; a `None` (`null`) is a
+//! figure the kernel does not expose here (never a zero).
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Everything the daemon knows after its latest tick.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+use crate::API_VERSION;
+
+/// Everything the daemon knows after its latest tick: the answer to `GET /v1/status`.
+///
+/// `memtide status --json` prints it as it comes; for example:
+///
+/// ```json
+#[doc = include_str!("../json/snapshot.json")]
+/// ```
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
+    /// The version of the API's wire format, [`API_VERSION`]. A snapshot without the field comes
+    /// from a daemon older than it, which spoke version 1.
+    #[serde(default = "version_before_the_field")]
+    pub api_version: u32,
     /// memtide's version.
     pub version: String,
     /// True when the daemon decides and explains but writes nothing.
@@ -25,7 +39,32 @@ pub struct Snapshot {
     pub counters: Counters,
 }
 
-/// The host as a whole.
+fn version_before_the_field() -> u32 {
+    1
+}
+
+impl Default for Snapshot {
+    /// An empty snapshot of this [`API_VERSION`].
+    fn default() -> Snapshot {
+        Snapshot {
+            api_version: API_VERSION,
+            version: String::new(),
+            dry_run: false,
+            ticks: 0,
+            uptime_s: 0.0,
+            host: HostSnapshot::default(),
+            tenants: Vec::new(),
+            decisions: Vec::new(),
+            counters: Counters::default(),
+        }
+    }
+}
+
+/// The host as a whole: the snapshot's `host`, and the answer to `GET /v1/host`.
+///
+/// ```json
+#[doc = include_str!("../json/host.json")]
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostSnapshot {
     /// `v1` or `v2`: which cgroup hierarchy holds the memory controller.
@@ -46,7 +85,12 @@ pub struct HostSnapshot {
     pub pressure_some_avg10: Option<f64>,
 }
 
-/// One managed tenant.
+/// One managed tenant: an element of the snapshot's `tenants`, and the answer to
+/// `GET /v1/tenants/{name}`.
+///
+/// ```json
+#[doc = include_str!("../json/tenant.json")]
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TenantSnapshot {
     pub name: String,
@@ -87,7 +131,12 @@ pub struct TenantSnapshot {
     pub held: Option<String>,
 }
 
-/// One decision worth recording: a limit changed, was held back, or a write failed.
+/// One decision worth recording (a limit changed, was held back, or a write failed): an element
+/// of the snapshot's `decisions` and of the answer to `GET /v1/decisions`.
+///
+/// ```json
+#[doc = include_str!("../json/decision.json")]
+/// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRecord {
     pub tick: u64,
@@ -95,14 +144,21 @@ pub struct DecisionRecord {
     pub at_unix_ms: u64,
     pub tenant: String,
     pub target_bytes: u64,
+    /// The limit before (`None`: there was none, `max`).
     pub limit_from_bytes: Option<u64>,
     pub limit_to_bytes: Option<u64>,
-    /// `raise`, `lower`, `hold`, `dry_run`, `write_failed`, `admitted`, `refused`, `dropped`.
+    /// `raise`, `lower`, `hold`, `dry_run`, `write_failed`, `admitted`, `refused`, `dropped`,
+    /// `waiting`.
     pub outcome: String,
     pub reason: String,
 }
 
-/// Cumulative counts, exported as Prometheus counters.
+/// Cumulative counts since start, also exported as Prometheus counters: the snapshot's
+/// `counters`.
+///
+/// ```json
+#[doc = include_str!("../json/counters.json")]
+/// ```
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Counters {
     pub ticks: u64,
@@ -118,10 +174,11 @@ pub struct Counters {
     pub dropped: u64,
     /// Ticks spent in each reclamation state, keyed high/soft/hard/low; all four are always
     /// present, as in /metrics.
-    pub state_ticks: std::collections::BTreeMap<String, u64>,
+    pub state_ticks: BTreeMap<String, u64>,
 }
 
 impl Default for Counters {
+    /// All zero, with all four states in `state_ticks`.
     fn default() -> Counters {
         Counters {
             ticks: 0,
@@ -138,5 +195,35 @@ impl Default for Counters {
                 .map(|s| (s.to_string(), 0))
                 .collect(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_carry_this_api_version_and_all_four_states() {
+        assert_eq!(Snapshot::default().api_version, API_VERSION);
+        assert_eq!(
+            Counters::default().state_ticks.keys().collect::<Vec<_>>(),
+            ["hard", "high", "low", "soft"]
+        );
+    }
+
+    #[test]
+    fn a_snapshot_without_api_version_is_version_1() {
+        let mut v = serde_json::to_value(Snapshot::default()).unwrap();
+        v.as_object_mut().unwrap().remove("api_version");
+        let s: Snapshot = serde_json::from_value(v).unwrap();
+        assert_eq!(s.api_version, 1);
+    }
+
+    #[test]
+    fn a_tenant_without_held_is_not_held() {
+        let mut v = serde_json::to_value(TenantSnapshot::default()).unwrap();
+        v.as_object_mut().unwrap().remove("held");
+        let t: TenantSnapshot = serde_json::from_value(v).unwrap();
+        assert_eq!(t.held, None);
     }
 }

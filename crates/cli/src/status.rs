@@ -1,0 +1,329 @@
+//! `memtide status`'s table: the human summary of a daemon's `Snapshot` (the client that fetches it is `memtide_api::client`).
+
+use memtide_api::{DecisionRecord, Snapshot, TenantSnapshot};
+
+/// How many recent decisions `render_table` shows.
+const DECISIONS_SHOWN: usize = 5;
+
+/// A size in MiB below 1 GiB, in GiB above.
+pub fn human_bytes(bytes: u64) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    const GIB: f64 = MIB * 1024.0;
+    let b = bytes as f64;
+    if b >= GIB {
+        format!("{:.2} GiB", b / GIB)
+    } else {
+        format!("{:.1} MiB", b / MIB)
+    }
+}
+
+fn opt_bytes(bytes: Option<u64>, none: &str) -> String {
+    bytes.map_or_else(|| none.to_string(), human_bytes)
+}
+
+fn uptime(seconds: f64) -> String {
+    let s = if seconds.is_finite() && seconds > 0.0 {
+        seconds as u64
+    } else {
+        0
+    };
+    match (s / 86_400, s / 3600 % 24, s / 60 % 60, s % 60) {
+        (0, 0, m, sec) => format!("{m}m{sec:02}s"),
+        (0, h, m, _) => format!("{h}h{m:02}m"),
+        (d, h, _, _) => format!("{d}d{h:02}h"),
+    }
+}
+
+/// The human summary `memtide status` prints: a host line, a table of tenants and the last
+/// few decisions with their reasons.
+pub fn render_table(s: &Snapshot) -> String {
+    let h = &s.host;
+    let mut out = String::new();
+    out.push_str(&format!(
+        "memtide {} · tick {} · up {} · cgroup {} {}\n",
+        s.version,
+        s.ticks,
+        uptime(s.uptime_s),
+        h.hierarchy,
+        h.parent,
+    ));
+    let pressure = h
+        .pressure_some_avg10
+        .map_or_else(String::new, |p| format!(" · pressure {p:.1}%"));
+    out.push_str(&format!(
+        "host: state {} · free {} · budget {} of {} · swap {} free of {} · tax {:.2} · dry-run {}{}\n",
+        h.state,
+        human_bytes(h.free_bytes),
+        human_bytes(h.budget_bytes),
+        human_bytes(h.machine_bytes),
+        human_bytes(h.swap_free_bytes),
+        human_bytes(h.swap_total_bytes),
+        h.tax_rate,
+        if s.dry_run {
+            "yes (decides, writes nothing)"
+        } else {
+            "no"
+        },
+        pressure,
+    ));
+    out.push('\n');
+
+    if s.tenants.is_empty() {
+        out.push_str("no tenants\n");
+    } else {
+        let header = [
+            "TENANT",
+            "ALLOCATED",
+            "TARGET",
+            "ESTIMATE",
+            "LIMIT",
+            "FLOOR",
+            "SWAP",
+            "REFAULTS/S",
+            "ESTIMATOR",
+        ];
+        let rows: Vec<Vec<String>> = s
+            .tenants
+            .iter()
+            .map(|t| {
+                vec![
+                    t.name.clone(),
+                    human_bytes(t.allocated_bytes),
+                    human_bytes(t.target_bytes),
+                    human_bytes(t.active_estimate_bytes),
+                    opt_bytes(t.limit_bytes, "max"),
+                    human_bytes(t.floor_bytes),
+                    opt_bytes(t.swap_bytes, "-"),
+                    t.refaults_per_s
+                        .map_or_else(|| "-".to_string(), |r| format!("{r:.1}")),
+                    if t.estimator.is_empty() {
+                        "-".to_string()
+                    } else {
+                        t.estimator.clone()
+                    },
+                ]
+            })
+            .collect();
+        let widths: Vec<usize> = (0..header.len())
+            .map(|i| {
+                rows.iter()
+                    .map(|r| r[i].chars().count())
+                    .chain([header[i].len()])
+                    .max()
+                    .unwrap_or(0)
+            })
+            .collect();
+        let line = |cells: &[&str]| {
+            let mut l = String::new();
+            for (i, cell) in cells.iter().enumerate() {
+                let pad = widths[i].saturating_sub(cell.chars().count());
+                // Name and estimator left-aligned, figures right-aligned.
+                if i == 0 || i == cells.len() - 1 {
+                    l.push_str(cell);
+                    if i != cells.len() - 1 {
+                        l.push_str(&" ".repeat(pad));
+                    }
+                } else {
+                    l.push_str(&" ".repeat(pad));
+                    l.push_str(cell);
+                }
+                if i != cells.len() - 1 {
+                    l.push_str("  ");
+                }
+            }
+            l.push('\n');
+            l
+        };
+        out.push_str(&line(&header));
+        for row in &rows {
+            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+            out.push_str(&line(&cells));
+        }
+    }
+
+    let held: Vec<&TenantSnapshot> = s.tenants.iter().filter(|t| t.held.is_some()).collect();
+    if !held.is_empty() {
+        out.push('\n');
+        for t in held {
+            out.push_str(&format!(
+                "held: {}: {}\n",
+                t.name,
+                t.held.as_deref().unwrap_or_default()
+            ));
+        }
+    }
+
+    out.push('\n');
+    let recent = &s.decisions[s.decisions.len().saturating_sub(DECISIONS_SHOWN)..];
+    if recent.is_empty() {
+        out.push_str("no decisions yet\n");
+    } else {
+        out.push_str("recent decisions (newest last):\n");
+        let tick_w = recent
+            .iter()
+            .map(|d| d.tick.to_string().len())
+            .max()
+            .unwrap_or(0);
+        let tenant_w = recent
+            .iter()
+            .map(|d| d.tenant.chars().count())
+            .max()
+            .unwrap_or(0);
+        let outcome_w = recent
+            .iter()
+            .map(|d| d.outcome.chars().count())
+            .max()
+            .unwrap_or(0);
+        for d in recent {
+            out.push_str(&format!(
+                "  tick {:>tick_w$}  {:<tenant_w$}  {:<outcome_w$}  {}: {}\n",
+                d.tick,
+                d.tenant,
+                d.outcome,
+                decision_limits(d),
+                d.reason
+            ));
+        }
+    }
+    out
+}
+
+fn decision_limits(d: &DecisionRecord) -> String {
+    match (d.limit_from_bytes, d.limit_to_bytes) {
+        (None, None) => format!("target {}", human_bytes(d.target_bytes)),
+        (from, to) => format!(
+            "limit {} -> {}",
+            opt_bytes(from, "max"),
+            opt_bytes(to, "max")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use memtide_api::HostSnapshot;
+
+    #[test]
+    fn the_table_shows_why_a_tenant_is_held_and_an_absent_limit_as_max() {
+        let mut s = Snapshot::default();
+        s.tenants.push(TenantSnapshot {
+            name: "db".to_string(),
+            limit_bytes: None,
+            held: Some("backoff: limit holds at 400.0 MiB (backing off: 2500 faults/s)".into()),
+            ..TenantSnapshot::default()
+        });
+        let text = render_table(&s);
+        assert!(
+            text.contains(
+                "held: db: backoff: limit holds at 400.0 MiB (backing off: 2500 faults/s)"
+            ),
+            "{text}"
+        );
+        let row = text.lines().find(|l| l.starts_with("db ")).unwrap();
+        assert!(row.contains(" max "), "{row}");
+        assert_eq!(
+            Snapshot::default()
+                .counters
+                .state_ticks
+                .keys()
+                .collect::<Vec<_>>(),
+            ["hard", "high", "low", "soft"],
+            "all four states, even at 0"
+        );
+    }
+
+    #[test]
+    fn sizes_read_in_mib_below_a_gib_and_gib_above() {
+        assert_eq!(human_bytes(0), "0.0 MiB");
+        assert_eq!(human_bytes(512 << 20), "512.0 MiB");
+        assert_eq!(human_bytes(3 << 29), "1.50 GiB");
+    }
+
+    #[test]
+    fn uptime_reads_in_the_largest_units() {
+        assert_eq!(uptime(65.0), "1m05s");
+        assert_eq!(uptime(7_380.0), "2h03m");
+        assert_eq!(uptime(90_000.0), "1d01h");
+        assert_eq!(uptime(f64::NAN), "0m00s");
+    }
+
+    #[test]
+    fn the_table_shows_host_tenants_and_last_decisions() {
+        let s = Snapshot {
+            version: "0.1.0".into(),
+            dry_run: true,
+            ticks: 42,
+            uptime_s: 42.0,
+            host: HostSnapshot {
+                hierarchy: "v2".into(),
+                parent: "/memtide".into(),
+                machine_bytes: 16 << 30,
+                free_bytes: 3 << 30,
+                budget_bytes: 12 << 30,
+                swap_total_bytes: 2 << 30,
+                swap_free_bytes: 1 << 30,
+                state: "soft".into(),
+                tax_rate: 0.75,
+                pressure_some_avg10: None,
+            },
+            tenants: vec![
+                TenantSnapshot {
+                    name: "db".into(),
+                    estimator: "tws".into(),
+                    allocated_bytes: 3 << 29,
+                    target_bytes: 1 << 30,
+                    active_estimate_bytes: 900 << 20,
+                    limit_bytes: Some(1 << 30),
+                    floor_bytes: 64 << 20,
+                    swap_bytes: Some(10 << 20),
+                    refaults_per_s: Some(12.5),
+                    ..Default::default()
+                },
+                TenantSnapshot {
+                    name: "web-frontend".into(),
+                    estimator: "sampling".into(),
+                    ..Default::default()
+                },
+            ],
+            decisions: (1..=7)
+                .map(|i| DecisionRecord {
+                    tick: i,
+                    tenant: "db".into(),
+                    outcome: "dry_run".into(),
+                    limit_from_bytes: Some(2 << 30),
+                    limit_to_bytes: Some(1 << 30),
+                    reason: format!("reason {i}"),
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let text = render_table(&s);
+        let want_host = "host: state soft · free 3.00 GiB · budget 12.00 GiB of 16.00 GiB · swap 1.00 GiB free of 2.00 GiB · tax 0.75 · dry-run yes (decides, writes nothing)\n";
+        assert!(text.contains(want_host), "{text}");
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines.iter().position(|l| l.starts_with("TENANT")).unwrap();
+        assert_eq!(
+            lines[header + 1],
+            "db             1.50 GiB  1.00 GiB  900.0 MiB  1.00 GiB  64.0 MiB  10.0 MiB        12.5  tws"
+        );
+        assert_eq!(
+            lines[header + 2],
+            "web-frontend    0.0 MiB   0.0 MiB    0.0 MiB       max   0.0 MiB         -           -  sampling"
+        );
+        assert!(!text.contains("reason 2"), "{text}");
+        assert!(
+            text.contains("  tick 7  db  dry_run  limit 2.00 GiB -> 1.00 GiB: reason 7\n"),
+            "{text}"
+        );
+        assert_eq!(text.matches("  tick ").count(), 5);
+    }
+
+    #[test]
+    fn an_empty_snapshot_renders_without_tenants_or_decisions() {
+        let text = render_table(&Snapshot::default());
+        assert!(text.contains("no tenants\n"));
+        assert!(text.contains("no decisions yet\n"));
+    }
+}
