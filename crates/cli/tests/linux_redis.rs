@@ -236,7 +236,8 @@ impl<'a> Watch<'a> {
 
 fn describe(w: &Window) -> String {
     let secs = (w.ended - w.started).as_secs_f64();
-    match &w.outcome {
+    let cpu = w.cpu.map_or(String::new(), |c| format!(" ({c})"));
+    let what = match &w.outcome {
         Outcome::Done(b) => format!(
             "{secs:.1} s, {:.0} rps, p50 {:.3} p95 {:.3} p99 {:.3} max {:.3} ms",
             b.rps, b.p50_ms, b.p95_ms, b.p99_ms, b.max_ms
@@ -244,7 +245,18 @@ fn describe(w: &Window) -> String {
         Outcome::TimedOut => format!("timed out after {secs:.1} s"),
         Outcome::Stopped => "stopped".into(),
         Outcome::Failed(e) => format!("failed: {e}"),
-    }
+    };
+    format!("{what}{cpu}")
+}
+
+/// The CPU seconds (user + system) process `pid` has used, from /proc/PID/stat.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the parenthesised command name; utime and stime are the 14th and 15th.
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(ticks as f64 / 100.0)
 }
 
 /// The median p99 and rps of the finished windows, and why not when none finished.
@@ -318,8 +330,16 @@ fn the_idle_redis_is_reclaimed_first_and_the_busy_one_keeps_its_p99() {
     let idle_cg = linux.cgroup("redis-idle");
     busy_cg.set_limit_bytes(BUSY_LIMIT0);
     idle_cg.set_limit_bytes(IDLE_LIMIT0);
-    let mut busy = RedisServer::start(&server_bin, &busy_cg, tmp.path(), "busy");
-    let mut idle = RedisServer::start(&server_bin, &idle_cg, tmp.path(), "idle");
+    // The busy server on CPU 0 and its load on CPU 1 (see `pin`); the idle server, the daemon
+    // and the kernel's work wherever the scheduler puts them.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let (server_cpu, bench_cpu) = if cpus >= 2 {
+        (Some(0), Some(1))
+    } else {
+        (None, None)
+    };
+    let mut busy = RedisServer::start(&server_bin, &busy_cg, tmp.path(), "busy", server_cpu);
+    let mut idle = RedisServer::start(&server_bin, &idle_cg, tmp.path(), "idle", None);
     for (name, server, cg) in [("busy", &busy, &busy_cg), ("idle", &idle, &idle_cg)] {
         let t = Instant::now();
         server
@@ -342,6 +362,7 @@ fn the_idle_redis_is_reclaimed_first_and_the_busy_one_keeps_its_p99() {
         port: busy.port,
         keys: KEYS,
         clients: CLIENTS,
+        cpu: bench_cpu,
     };
     let calibration =
         bench_get(&spec, 20_000, Duration::from_secs(60)).expect("a calibration run of 20000 GETs");
@@ -452,6 +473,8 @@ max = "1G"
 
     // Squeezed (or not): the same measurement.
     let after_from = Instant::now();
+    let daemon_cpu0 = cpu_seconds(daemon.pid());
+    let busy0 = busy_cg.sample();
     // The window running at convergence does not count: it started before.
     watch.wait(Some(&daemon), WINDOW_LIMIT * AFTER_WINDOWS as u32, |w| {
         w.load.windows_since(after_from).len() >= AFTER_WINDOWS
@@ -459,6 +482,24 @@ max = "1G"
     let after_windows = load.windows_since(after_from);
     let after = measure(&after_windows);
     let end = watch.sample(Some(&daemon));
+    let busy1 = busy_cg.sample();
+    let after_secs = after_from.elapsed().as_secs_f64();
+    let daemon_cpu = daemon_cpu0
+        .zip(cpu_seconds(daemon.pid()))
+        .map(|(a, b)| b - a);
+    let delta = |a: Option<u64>, b: Option<u64>| {
+        a.zip(b)
+            .map_or("-".to_string(), |(a, b)| b.saturating_sub(a).to_string())
+    };
+    println!(
+        "redis: after convergence ({after_secs:.0} s): the daemon used {} CPU; the busy server had {} major faults, {} anon refaults",
+        daemon_cpu.map_or("-".to_string(), |c| format!(
+            "{c:.2} s ({:.2}%)",
+            c / after_secs * 100.0
+        )),
+        delta(busy0.major_faults, busy1.major_faults),
+        delta(busy0.refault_anon, busy1.refault_anon),
+    );
 
     // The end: no OOM kill, both servers alive and answering, original limits restored.
     let mut failures = Vec::new();
@@ -543,7 +584,18 @@ max = "1G"
             b.map_or("never".to_string(), |d| format!("{:.1} s", d.as_secs_f64())),
         )),
     }
-    // (b) the busy server keeps its p99 once the limits have settled.
+    // (b) the busy server is not paged once the limits have settled, and keeps its p99.
+    if let Some(faults) = busy0
+        .major_faults
+        .zip(busy1.major_faults)
+        .map(|(a, b)| b.saturating_sub(a))
+        .filter(|&f| f > 0)
+    {
+        failures.push(format!(
+            "(b) the busy server had {faults} major faults in the {after_secs:.0} s after convergence (none expected: its limit stays above what it holds)"
+        ));
+    }
+    // The p99 of its load, against the unsqueezed reference.
     let p99_bound = p99_before * (1.0 + P99_TOLERANCE) + P99_STEP_MS;
     match (&after, converged_at) {
         (Ok((p99, _)), Some(_)) if *p99 <= p99_bound => {}

@@ -36,8 +36,15 @@ pub struct RedisServer {
 impl RedisServer {
     /// Starts `server` with no persistence on a free loopback port, inside `cg` (a shell joins
     /// the cgroup and then becomes the server, so all of its memory is charged there), and
-    /// waits until it answers PING. `dir` holds its log and is its working directory.
-    pub fn start(server: &Path, cg: &TestCgroup, dir: &Path, name: &str) -> RedisServer {
+    /// waits until it answers PING. `dir` holds its log and is its working directory; `cpu`
+    /// pins the server (all its threads) to one CPU.
+    pub fn start(
+        server: &Path,
+        cg: &TestCgroup,
+        dir: &Path,
+        name: &str,
+        cpu: Option<usize>,
+    ) -> RedisServer {
         let procs = cg.dir().join("cgroup.procs");
         let log = dir.join(format!("{name}-redis.log"));
         // A free port can be taken between our probe and the server's bind: try a few.
@@ -45,7 +52,9 @@ impl RedisServer {
             let port = free_port();
             let out = std::fs::File::create(&log).expect("create the redis log");
             let err = out.try_clone().expect("clone the redis log");
-            let child = Command::new("sh")
+            let mut command = Command::new("sh");
+            pin(&mut command, cpu);
+            let child = command
                 .arg("-c")
                 .arg("echo $$ > \"$0\" && exec \"$@\"")
                 .arg(&procs)
@@ -316,11 +325,35 @@ pub struct GetSpec {
     /// Random keys in `key(0)` .. `key(keys - 1)`.
     pub keys: u64,
     pub clients: u32,
+    /// The CPU redis-benchmark is pinned to.
+    pub cpu: Option<usize>,
+}
+
+/// Pins what `command` starts to `cpu`. On a small shared machine a client and a server that
+/// the scheduler moves onto one CPU run at about half the rate, with twice the p99, so an
+/// unpinned load's windows are bimodal (50k or 70k GETs/s on the same server a minute apart);
+/// the server on one CPU and its client on another keep them comparable.
+pub fn pin(command: &mut Command, cpu: Option<usize>) {
+    use std::os::unix::process::CommandExt;
+    let Some(cpu) = cpu else { return };
+    // SAFETY: sched_setaffinity on the calling (child) process is async-signal-safe, and the
+    // set is built on this side of the fork.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    unsafe {
+        command.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
 }
 
 impl GetSpec {
     fn command(&self, requests: u64) -> Command {
         let mut c = Command::new(&self.benchmark);
+        pin(&mut c, self.cpu);
         c.args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
             .args(["-t", "get", "-r", &self.keys.to_string()])
             .args(["-c", &self.clients.to_string()])
@@ -401,6 +434,64 @@ pub struct Window {
     pub started: Instant,
     pub ended: Instant,
     pub outcome: Outcome,
+    /// How the host's CPUs spent the window (`None` when /proc/stat could not be read).
+    pub cpu: Option<CpuSplit>,
+}
+
+/// Shares of all CPUs' time over an interval, from the first line of /proc/stat: what else ran
+/// on a shared machine while a window was measured.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuSplit {
+    pub user: f64,
+    pub system: f64,
+    pub softirq: f64,
+    pub steal: f64,
+    pub idle: f64,
+}
+
+/// The cumulative `cpu` line of /proc/stat: user nice system idle iowait irq softirq steal.
+#[derive(Clone, Copy, Debug)]
+pub struct CpuTimes([u64; 8]);
+
+impl CpuTimes {
+    pub fn read() -> Option<CpuTimes> {
+        let text = std::fs::read_to_string("/proc/stat").ok()?;
+        let line = text.lines().next()?.strip_prefix("cpu ")?;
+        let mut v = [0u64; 8];
+        for (slot, field) in v.iter_mut().zip(line.split_whitespace()) {
+            *slot = field.parse().ok()?;
+        }
+        Some(CpuTimes(v))
+    }
+
+    /// The split of the time between `self` (earlier) and `later`.
+    pub fn split_until(&self, later: &CpuTimes) -> Option<CpuSplit> {
+        let d: Vec<f64> = (0..8)
+            .map(|i| later.0[i].saturating_sub(self.0[i]) as f64)
+            .collect();
+        let total: f64 = d.iter().sum();
+        (total > 0.0).then(|| CpuSplit {
+            user: (d[0] + d[1]) / total,
+            system: (d[2] + d[5]) / total,
+            softirq: d[6] / total,
+            steal: d[7] / total,
+            idle: (d[3] + d[4]) / total,
+        })
+    }
+}
+
+impl std::fmt::Display for CpuSplit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "cpu user {:.0}% sys {:.0}% softirq {:.0}% steal {:.0}% idle {:.0}%",
+            self.user * 100.0,
+            self.system * 100.0,
+            self.softirq * 100.0,
+            self.steal * 100.0,
+            self.idle * 100.0
+        )
+    }
 }
 
 /// A continuous GET load: redis-benchmark runs of `requests` each, back to back (a gap of one
@@ -425,7 +516,11 @@ impl GetLoad {
             std::thread::spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let started = Instant::now();
+                    let cpu0 = CpuTimes::read();
                     let outcome = run_window(&spec, requests, window_limit, &stop);
+                    let cpu = cpu0
+                        .zip(CpuTimes::read())
+                        .and_then(|(a, b)| a.split_until(&b));
                     if matches!(outcome, Outcome::Stopped) {
                         break;
                     }
@@ -434,6 +529,7 @@ impl GetLoad {
                         started,
                         ended: Instant::now(),
                         outcome,
+                        cpu,
                     };
                     windows.lock().unwrap_or_else(|e| e.into_inner()).push(w);
                     if failed {
