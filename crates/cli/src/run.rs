@@ -5,11 +5,14 @@ use crate::record::{
     BaselineFigures, EventRecord, Refusal, RunRecord, TenantMeta, TenantRow, TickRecord,
 };
 use crate::settings::{EstimatorSettings, PolicySettings};
-use memtide_controller::{Controller, ControllerError};
+use memtide_controller::Controller;
 use memtide_model::{Decision, HostObservation, Pages, TenantId};
+use memtide_runner::{Change, Outcome, Runner, Script, Sink, TickView};
 use memtide_scenario::{Event, Scenario, ScenarioTenant};
+use memtide_sim::workload::WorkloadConfig;
 use memtide_sim::world::{SimError, SimWorld};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// Failures of a run that are not the scenario's fault.
 #[derive(Debug, thiserror::Error)]
@@ -89,179 +92,130 @@ fn meta(t: &ScenarioTenant) -> TenantMeta {
     }
 }
 
-/// The run loop proper.
+/// The run loop proper: the scenario's tenants declared in a [`Runner`] over the sim world,
+/// and its timeline as a [`Script`].
 fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunError> {
-    let sim_err = |source| RunError::Sim {
-        scenario: scenario.name.clone(),
-        source,
-    };
-    let mut world = SimWorld::new(scenario.host.clone(), scenario.cost.clone(), scenario.seed);
-    let mut controller = Controller::new(
+    let world = SimWorld::new(scenario.host.clone(), scenario.cost.clone(), scenario.seed);
+    let controller = Controller::new(
         scenario.controller.clone(),
         scenario.host.machine,
         scenario.host.host_swap,
     )
     .map_err(|e| RunError::Config(e, scenario.name.clone()))?;
     let tick = scenario.host.tick;
-    let ticks = tick_count(scenario);
-    let mut record = RunRecord {
-        scenario: scenario.name.clone(),
-        variant: None,
-        seed: scenario.seed,
-        tick_s: tick.as_secs_f64(),
-        duration_s: scenario.duration.as_secs_f64(),
-        description: scenario.description.clone(),
-        machine_mb: scenario.host.machine.as_mib_f64(),
-        tenants: scenario.tenants.iter().map(meta).collect(),
-        convergence_low: scenario.convergence.0,
-        convergence_high: scenario.convergence.1,
-        policy: PolicySettings::of(&scenario.controller),
-        ..RunRecord::default()
+    let mut runner = Runner::new(world, controller, tick);
+    for t in &scenario.tenants {
+        runner.declare(t.spec.clone(), t.vm.clone());
+    }
+    let mut recorder = Recorder {
+        record: RunRecord {
+            scenario: scenario.name.clone(),
+            variant: None,
+            seed: scenario.seed,
+            tick_s: tick.as_secs_f64(),
+            duration_s: scenario.duration.as_secs_f64(),
+            description: scenario.description.clone(),
+            machine_mb: scenario.host.machine.as_mib_f64(),
+            tenants: scenario.tenants.iter().map(meta).collect(),
+            convergence_low: scenario.convergence.0,
+            convergence_high: scenario.convergence.1,
+            policy: PolicySettings::of(&scenario.controller),
+            ..RunRecord::default()
+        },
+        progress,
     };
-    let mut running: BTreeMap<TenantId, &ScenarioTenant> = BTreeMap::new();
-    let mut next_event = 0;
+    script(scenario)
+        .run(&mut runner, tick_count(scenario), &mut recorder)
+        .map_err(|source| RunError::Sim {
+            scenario: scenario.name.clone(),
+            source,
+        })?;
+    Ok(recorder.record)
+}
 
-    for i in 0..ticks {
-        let now = tick * i as u32;
-        let time_s = now.as_secs_f64();
-        // Tenants that stop, then those that start, at this tick.
-        for t in &scenario.tenants {
-            if t.stop == Some(now) && running.remove(&t.spec.id).is_some() {
-                stop(&mut world, &mut controller, t.spec.id).map_err(sim_err)?;
-                record.events.push(EventRecord {
-                    time_s,
-                    description: format!("{} stops", t.spec.name),
-                });
-            }
+/// The scenario's timeline as changes: at each tick, the tenants that stop then those that
+/// start (in tenant order), then the events due by then (in file order). An event between two
+/// ticks takes effect at the next.
+fn script(scenario: &Scenario) -> Script<WorkloadConfig> {
+    let tick = scenario.host.tick.as_nanos().max(1);
+    // The first tick at or after `at`.
+    let due = |at: Duration| Duration::from_nanos((at.as_nanos().div_ceil(tick) * tick) as u64);
+    let mut changes: Vec<((Duration, u8, usize), Change<WorkloadConfig>)> = Vec::new();
+    for (i, t) in scenario.tenants.iter().enumerate() {
+        if let Some(stop) = t.stop {
+            changes.push(((due(stop), 0, i), Change::Stop(t.spec.id)));
         }
-        for t in &scenario.tenants {
-            if t.start == now {
-                match start(&mut world, &mut controller, t) {
-                    Ok(()) => {
-                        running.insert(t.spec.id, t);
-                    }
-                    Err(reason) => record.refusals.push(Refusal {
-                        time_s,
-                        tenant: t.spec.name.clone(),
-                        reason,
-                    }),
-                }
-            }
-        }
-        while let Some(ev) = scenario.events.get(next_event).filter(|e| e.at <= now) {
-            next_event += 1;
-            if let Some(description) = apply_event(
-                &mut world,
-                &mut controller,
-                &mut running,
-                scenario,
-                &ev.event,
-            )
-            .map_err(sim_err)?
-            {
-                record.events.push(EventRecord {
-                    time_s,
-                    description,
-                });
-            }
-        }
+        changes.push(((due(t.start), 1, i), Change::Start(t.spec.id)));
+    }
+    for (i, e) in scenario.events.iter().enumerate() {
+        let change = match &e.event {
+            Event::SetTaxRate(tax) => Change::TaxRate(*tax),
+            Event::SetWorkload { tenant, workload } => Change::World {
+                id: *tenant,
+                command: workload.clone(),
+            },
+            Event::StopTenant(tenant) => Change::Stop(*tenant),
+            Event::SetTenant {
+                tenant,
+                min,
+                max,
+                shares,
+            } => Change::Tenant {
+                id: *tenant,
+                min: *min,
+                max: *max,
+                shares: *shares,
+            },
+        };
+        changes.push(((due(e.at), 2, i), change));
+    }
+    changes.sort_by_key(|(key, _)| *key);
+    Script::new(changes.into_iter().map(|((at, _, _), c)| (at, c)).collect())
+}
 
-        let obs = world_observe(&mut world).map_err(sim_err)?;
-        let decision = controller.step(&obs);
-        memtide_controller::Host::apply(&mut world, &decision).map_err(sim_err)?;
-        world.run_tick();
-        record
+/// The sim's sink: every tick and change into the run's record.
+struct Recorder<'a> {
+    record: RunRecord,
+    progress: &'a Progress,
+}
+
+impl Sink<SimWorld> for Recorder<'_> {
+    fn tick(&mut self, t: TickView<'_, SimWorld>) {
+        let time_s = t.at.as_secs_f64();
+        self.record
             .ticks
-            .push(tick_record(&world, &obs, &decision, time_s));
-        progress.inc(1);
+            .push(tick_record(t.world, t.observation, t.decision, time_s));
+        self.progress.inc(1);
     }
-    Ok(record)
-}
 
-fn world_observe(world: &mut SimWorld) -> Result<HostObservation, SimError> {
-    memtide_controller::Host::observe(world)
-}
-
-/// Admission control, then power-on; a refusal is a reason, not an error of the run.
-fn start(
-    world: &mut SimWorld,
-    controller: &mut Controller,
-    t: &ScenarioTenant,
-) -> Result<(), String> {
-    controller.admit(t.spec.clone()).map_err(|e| match e {
-        ControllerError::Refused(r) => r.to_string(),
-        other => other.to_string(),
-    })?;
-    if let Err(e) = world.power_on(t.spec.id, t.vm.clone()) {
-        controller.remove(t.spec.id);
-        return Err(e.to_string());
+    fn changed(
+        &mut self,
+        at: Duration,
+        tenant: Option<&str>,
+        change: &Change<WorkloadConfig>,
+        outcome: &Outcome,
+    ) {
+        let time_s = at.as_secs_f64();
+        let description = match (change, outcome) {
+            (Change::Start(_), Outcome::Refused(reason)) => {
+                self.record.refusals.push(Refusal {
+                    time_s,
+                    tenant: tenant.unwrap_or_default().to_string(),
+                    reason: reason.clone(),
+                });
+                return;
+            }
+            (Change::Start(_), _) | (_, Outcome::NotRunning) => return,
+            (_, Outcome::Refused(reason)) => {
+                format!("{}: change refused: {reason}", tenant.unwrap_or_default())
+            }
+            (_, Outcome::Done(d) | Outcome::Waiting(d)) => d.clone(),
+        };
+        self.record.events.push(EventRecord {
+            time_s,
+            description,
+        });
     }
-    Ok(())
-}
-
-fn stop(world: &mut SimWorld, controller: &mut Controller, id: TenantId) -> Result<(), SimError> {
-    controller.remove(id);
-    world.power_off(id)
-}
-
-/// Carries out one scenario event; returns its description, or `None` when it concerned a
-/// tenant that is not running (refused or already stopped).
-fn apply_event(
-    world: &mut SimWorld,
-    controller: &mut Controller,
-    running: &mut BTreeMap<TenantId, &ScenarioTenant>,
-    scenario: &Scenario,
-    event: &Event,
-) -> Result<Option<String>, SimError> {
-    let name = |id: TenantId| {
-        scenario
-            .tenants
-            .iter()
-            .find(|t| t.spec.id == id)
-            .map_or_else(|| id.to_string(), |t| t.spec.name.clone())
-    };
-    Ok(match event {
-        Event::SetTaxRate(tax) => {
-            controller.set_tax_rate(*tax);
-            Some(format!("tax rate -> {}", tax.value()))
-        }
-        Event::SetWorkload { tenant, workload } => {
-            if !running.contains_key(tenant) {
-                return Ok(None);
-            }
-            world.set_workload(*tenant, workload.clone())?;
-            Some(format!("{} runs {}", name(*tenant), workload.kind()))
-        }
-        Event::StopTenant(tenant) => {
-            if running.remove(tenant).is_none() {
-                return Ok(None);
-            }
-            stop(world, controller, *tenant)?;
-            Some(format!("{} stops", name(*tenant)))
-        }
-        Event::SetTenant {
-            tenant,
-            min,
-            max,
-            shares,
-        } => {
-            let Some(view) = controller.tenant(*tenant) else {
-                return Ok(None);
-            };
-            let (min, max, shares) = (
-                min.unwrap_or(view.spec.min),
-                max.unwrap_or(view.spec.max),
-                shares.unwrap_or(view.spec.shares),
-            );
-            match controller.update_tenant(*tenant, min, max, shares) {
-                Ok(()) => Some(format!(
-                    "{}: min {min}, max {max}, shares {shares}",
-                    name(*tenant)
-                )),
-                Err(e) => Some(format!("{}: change refused: {e}", name(*tenant))),
-            }
-        }
-    })
 }
 
 fn tick_record(

@@ -6,4 +6,4 @@ pub mod host;
 
 pub use config::{ConfigError, ControllerConfig};
 pub use controller::{Controller, ControllerError, TenantView};
-pub use host::Host;
+pub use host::{Attach, Host, World};

@@ -15,8 +15,8 @@ use crate::sampler::Sampler;
 use crate::stats::{TickStats, Totals};
 use crate::vm::{Costs, Vm, VmParts};
 use crate::workload::{Workload, WorkloadConfig, WorkloadError};
-use memtide_controller::Host;
-use memtide_model::{Decision, HostObservation, Pages, TenantId};
+use memtide_controller::{Attach, Host, World};
+use memtide_model::{Decision, HostObservation, Pages, TenantId, TenantSpec};
 use std::time::Duration;
 
 /// Sub-streams of a VM's generator.
@@ -288,6 +288,48 @@ fn validate(id: TenantId, vm: &VmConfig) -> Result<GuestLayout, SimError> {
         anon_pages: 0,
         file_pages: 0,
     })
+}
+
+/// The simulated host over a tenant's life: attaching powers a VM on (a VM that does not fit is
+/// refused), detaching powers it off,
+/// `run` simulates one tick, and the one world-specific command starts a new workload. A
+/// simulated VM leaves nothing to restore, so it has no record.
+impl World for SimWorld {
+    type Placement = VmConfig;
+    type Record = ();
+    type Command = WorkloadConfig;
+
+    fn attach(
+        &mut self,
+        id: TenantId,
+        _spec: &TenantSpec,
+        vm: &VmConfig,
+        _record: Option<&()>,
+    ) -> Result<Attach, SimError> {
+        Ok(match self.power_on(id, vm.clone()) {
+            Ok(()) => Attach::Attached,
+            Err(e) => Attach::Refused(e.to_string()),
+        })
+    }
+
+    fn detach(&mut self, id: TenantId) -> Result<(), SimError> {
+        self.power_off(id)
+    }
+
+    /// The tick is the scenario's (`HostConfig::tick`), which the runner also uses.
+    fn run(&mut self, _tick: Duration) {
+        self.run_tick();
+    }
+
+    fn command(&mut self, id: TenantId, workload: &WorkloadConfig) -> Result<String, SimError> {
+        let kind = workload.kind();
+        self.set_workload(id, workload.clone())?;
+        Ok(format!("runs {kind}"))
+    }
+
+    fn record(&self, _id: TenantId) -> Option<()> {
+        None
+    }
 }
 
 impl Host for SimWorld {
