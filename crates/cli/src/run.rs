@@ -205,7 +205,7 @@ impl Sink<SimWorld> for Recorder<'_> {
                 });
                 return;
             }
-            (Change::Start(_), _) | (_, Outcome::NotRunning) => return,
+            (Change::Start(_), _) | (_, Outcome::NotRunning | Outcome::Started(_)) => return,
             (_, Outcome::Refused(reason)) => {
                 format!("{}: change refused: {reason}", tenant.unwrap_or_default())
             }

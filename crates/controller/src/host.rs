@@ -1,6 +1,6 @@
 //! What the controller and the runner need from a world (simulated, Linux, and next QEMU VMs): `Host` for one tick, `World` for a tenant's whole life.
 
-use memtide_model::{Decision, HostObservation, TenantId, TenantSpec};
+use memtide_model::{Decision, HostObservation, TenantId, TenantSpec, WorldEvent};
 use std::time::Duration;
 
 /// A world the controller drives. Implementations hold no policy.
@@ -18,7 +18,8 @@ pub trait Host {
 /// its VM is not running): the runner asks again at the next tick.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Attach {
-    Attached,
+    /// In the world; how, in one word (`"adopted"`, `"readopted"`, `"launched"`, `"powered_on"`).
+    Attached(&'static str),
     Waiting(String),
     /// The world cannot take the tenant (a simulated VM's kernel does not fit): why.
     Refused(String),
@@ -56,13 +57,32 @@ pub trait World: Host {
     /// Lets tenant `id` go, giving back what the world changed on it.
     fn detach(&mut self, id: TenantId) -> Result<(), Self::Error>;
 
+    /// A running tenant's min, max or shares changed (a cgroup's OOM guard follows its max).
+    fn retune(&mut self, id: TenantId, spec: &TenantSpec);
+
     /// Runs the tenants for one tick after a decision was applied: a simulated world runs its
     /// workloads for `tick` of virtual time; a real one runs by itself and does nothing here.
     fn run(&mut self, tick: Duration);
 
+    /// Called every few milliseconds between two ticks on a wall clock (never on a virtual
+    /// one): where a real world must act faster than a tick (a tenant stalled at its limit).
+    fn between_ticks(&mut self);
+
+    /// What happened since the last call.
+    fn drain_events(&mut self) -> Vec<WorldEvent>;
+
     /// Carries out a world-specific command on a running tenant; returns what it did, in words.
     fn command(&mut self, id: TenantId, command: &Self::Command) -> Result<String, Self::Error>;
 
-    /// What re-adopting tenant `id` would need, while it is attached.
-    fn record(&self, id: TenantId) -> Option<Self::Record>;
+    /// What a restarted runner needs to give back what this world changed: the attached
+    /// tenants' records, and those whose restore failed and is being retried.
+    fn records(&self) -> Vec<Self::Record>;
+
+    /// Gives a tenant recorded by a previous run, which this run does not manage, back what it
+    /// had.
+    fn restore(&mut self, record: &Self::Record) -> Result<(), Self::Error>;
+
+    /// Detaches every tenant and retries the restores that failed before; the failures by
+    /// tenant name (every tenant is tried).
+    fn detach_all(&mut self) -> Vec<(String, Self::Error)>;
 }

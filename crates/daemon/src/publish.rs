@@ -5,8 +5,8 @@ use crate::log::{now_ms, Logger};
 use memtide_api::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
 use memtide_controller::Controller;
 use memtide_linux::cgroup::Limit;
-use memtide_linux::host::{HostEvent, LinuxHost};
-use memtide_model::{Decision, HostObservation, LimitRail, Pages, TenantId};
+use memtide_linux::host::LinuxHost;
+use memtide_model::{Decision, HostObservation, LimitRail, Pages, TenantId, WorldEvent};
 use serde_json::json;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
@@ -120,7 +120,7 @@ impl Publisher {
         &mut self,
         obs: &HostObservation,
         decision: &Decision,
-        events: &[HostEvent],
+        events: &[WorldEvent],
         host: &LinuxHost,
         controller: &Controller,
         managed: Vec<(TenantId, String, String)>,
@@ -286,12 +286,12 @@ impl Publisher {
     /// Logs and records limits raised between ticks for tenants stalled at their limit.
     pub fn rescues(
         &mut self,
-        events: Vec<HostEvent>,
+        events: Vec<WorldEvent>,
         managed: &[(TenantId, String, String)],
         log: &Logger,
     ) {
         for event in events {
-            if let HostEvent::Rescued { id, from, to } = event {
+            if let WorldEvent::Rescued { id, from, to } = event {
                 let name = managed
                     .iter()
                     .find(|(i, _, _)| *i == id)
@@ -327,7 +327,7 @@ impl Publisher {
 
     fn event(
         &mut self,
-        event: &HostEvent,
+        event: &WorldEvent,
         decision: &Decision,
         name_of: &dyn Fn(TenantId) -> String,
         log: &Logger,
@@ -340,7 +340,7 @@ impl Publisher {
         };
         let target_of = |id: TenantId| decision.action(id).map_or(0, |a| a.target.to_bytes().0);
         match *event {
-            HostEvent::Limit {
+            WorldEvent::Limit {
                 id,
                 from,
                 to,
@@ -379,7 +379,7 @@ impl Publisher {
                     reason,
                 });
             }
-            HostEvent::WriteFailed { id, to, ref error } => {
+            WorldEvent::WriteFailed { id, to, ref error } => {
                 self.counters.write_failures += 1;
                 let name = name_of(id);
                 log.warn(
@@ -401,7 +401,7 @@ impl Publisher {
                     ..DecisionRecord::default()
                 });
             }
-            HostEvent::BelowFloor { id, to, floor } => {
+            WorldEvent::BelowFloor { id, to, floor } => {
                 self.counters.held += 1;
                 log.error(
                     "below_floor",
@@ -412,21 +412,21 @@ impl Publisher {
                     ],
                 );
             }
-            HostEvent::ReadFailed { id, ref error } => {
+            WorldEvent::ReadFailed { id, ref error } => {
                 log.warn(
                     "read_failed",
                     &[("tenant", json!(name_of(id))), ("error", json!(error))],
                 );
             }
-            HostEvent::SamplerFailed { id, ref error } => {
+            WorldEvent::SamplerFailed { id, ref error } => {
                 log.warn(
                     "sampler_failed",
                     &[("tenant", json!(name_of(id))), ("error", json!(error))],
                 );
             }
-            HostEvent::Rescued { id, from, to } => self.rescued(from, to, &name_of(id), log),
+            WorldEvent::Rescued { id, from, to } => self.rescued(from, to, &name_of(id), log),
             // The loop logs these itself.
-            HostEvent::Gone { .. } | HostEvent::RestoreFailed { .. } => {}
+            WorldEvent::Gone { .. } | WorldEvent::RestoreFailed { .. } => {}
         }
     }
 }

@@ -14,16 +14,17 @@ use crate::config::{
 use crate::log::Logger;
 use crate::publish::Publisher;
 use crate::state_file::{self, ApiChanges, StateFile, TenantChange};
-use memtide_controller::{Controller, ControllerConfig, Host};
+use memtide_controller::{Controller, ControllerConfig, World};
 use memtide_linux::fs::hierarchy;
 use memtide_linux::host::{
-    launched_cgroup_path, paths, HostEvent, HostOptions, LinuxError, LinuxHost, Origin, Original,
-    TenantRecord,
+    launched_cgroup_path, paths, HostOptions, LinuxError, LinuxHost, Placement, TenantRecord,
 };
 use memtide_model::{
-    Bytes, EstimatorConfig, Pages, SamplingConfig, TaxRate, TenantId, TenantSpec, WorkingSetConfig,
+    Bytes, Decision, EstimatorConfig, HostObservation, Pages, SamplingConfig, TaxRate, TenantId,
+    TenantSpec, WorkingSetConfig, WorldEvent,
 };
 use memtide_policy::{LimitRails, ReclamationThresholds};
+use memtide_runner::{Change as RunChange, Outcome, Runner, Sink, Status, TickView};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -79,20 +80,15 @@ pub struct ReloadFrom {
     pub force_dry_run: bool,
 }
 
-/// A configured tenant and where it stands.
+/// A configured tenant: its configuration and cgroup. Where it stands is the runner's
+/// (`Status`); a launched tenant in a dry run is never declared there (nothing is launched).
 struct Slot {
     id: TenantId,
     config: TenantConfig,
     /// The cgroup path inside the memory hierarchy.
     cgroup: String,
-    managed: bool,
-    /// A launched tenant whose command ended is not started again.
-    finished: bool,
-    /// Why an adopted tenant is not managed yet (its cgroup is missing or empty, or another
-    /// memtide holds it), as last logged; `None` once managed or refused.
+    /// Why it waits, as last logged (logged again only when it changes).
     waiting: Option<String>,
-    /// Refused by admission control (not tried again until a reload changes it).
-    refused: bool,
 }
 
 /// Runs until `signals.stop` is set (SIGTERM/SIGINT), then restores and returns.
@@ -114,8 +110,10 @@ pub fn run(
 struct Daemon {
     config: DaemonConfig,
     log: Logger,
-    host: LinuxHost,
-    controller: Controller,
+    /// The Linux host and the controller, and where each declared tenant stands.
+    runner: Runner<LinuxHost>,
+    /// When the daemon started: ticks are timed from it.
+    started: Instant,
     publisher: Publisher,
     slots: Vec<Slot>,
     next_id: u32,
@@ -186,12 +184,16 @@ impl Daemon {
         // leaves the host as it found it.
         let api = crate::api::ApiServer::start(config.daemon.listen, publisher.shared(), sender)
             .map_err(|e| DaemonError::Api(format!("API on {}: {e}", config.daemon.listen)))?;
-        publisher.waiting(&waiting_view(&slots));
+        let mut runner = Runner::new(host, controller, config.daemon.tick);
+        for s in &slots {
+            declare(&mut runner, s, &config);
+        }
+        publisher.waiting(&waiting_view(&slots, &runner));
         let next_id = slots.len() as u32;
         Ok(Daemon {
             log,
-            host,
-            controller,
+            runner,
+            started: Instant::now(),
             publisher,
             slots,
             next_id,
@@ -217,7 +219,7 @@ impl Daemon {
     /// Creates the parent if needed, adopts, re-adopts or launches every tenant, gives
     /// tenants the previous run managed and this one does not back what they had.
     fn start(&mut self) -> Result<(), DaemonError> {
-        let parent_dir = self.host.hierarchy().dir_of(&self.parent);
+        let parent_dir = self.runner.world().hierarchy().dir_of(&self.parent);
         if !parent_dir.is_dir() {
             std::fs::create_dir_all(&parent_dir).map_err(|error| LinuxError::CreateCgroup {
                 dir: parent_dir.display().to_string(),
@@ -238,7 +240,7 @@ impl Daemon {
             self.changes = prev.changes;
         }
         if let Some(tax) = self.changes.tax_rate.and_then(|t| TaxRate::new(t).ok()) {
-            self.controller.set_tax_rate(tax);
+            self.runner.controller_mut().set_tax_rate(tax);
         }
         self.log.info(
             "start",
@@ -248,7 +250,12 @@ impl Daemon {
                 ("parent", json!(self.parent)),
                 (
                     "budget_bytes",
-                    json!(self.controller.config().budget.map(|b| b.to_bytes().0)),
+                    json!(self
+                        .runner
+                        .controller()
+                        .config()
+                        .budget
+                        .map(|b| b.to_bytes().0)),
                 ),
                 ("dry_run", json!(self.dry_run())),
                 ("tenants", json!(self.slots.len())),
@@ -259,10 +266,11 @@ impl Daemon {
             let name = self.slots[i].config.name.clone();
             if let Some(change) = self.changes.tenants.get(&name) {
                 apply_change_to_config(&mut self.slots[i].config, change);
+                self.runner.redeclare(spec(&self.slots[i], &self.config));
             }
             let record = records.remove(&name);
             let estimate = estimates.get(&name).map(|&b| Bytes(b).to_pages_floor());
-            self.start_tenant(i, record, estimate)?;
+            self.start_tenant(i, record.as_ref(), estimate)?;
         }
         // Tenants the previous run managed but the configuration no longer names get back what
         // they had.
@@ -270,8 +278,13 @@ impl Daemon {
             self.forget(record);
         }
         let configured = !self.slots.is_empty();
-        let none_managed = self.slots.iter().all(|s| !s.managed && s.waiting.is_none());
-        if configured && none_managed && self.slots.iter().all(|s| s.refused) {
+        let all_refused = self.slots.iter().all(|s| {
+            matches!(
+                self.runner.tenant(s.id).map(|t| &t.status),
+                Some(Status::Refused(_))
+            )
+        });
+        if configured && all_refused {
             return Err(DaemonError::Usage(format!(
                 "every configured tenant was refused by admission control, so nothing would be \
                  managed: {}",
@@ -318,11 +331,11 @@ impl Daemon {
                 && Instant::now() < next
             {
                 self.take_changes();
-                if !self.dry_run() {
-                    self.host.rescue_stalled();
-                    let events = self.host.drain_events();
-                    self.publisher
-                        .rescues(events, &managed_view(&self.slots), &self.log);
+                let mut seen = Seen::default();
+                self.runner.between_ticks(&mut seen);
+                if !seen.between.is_empty() {
+                    let managed = managed_view(&self.slots, &self.runner);
+                    self.publisher.rescues(seen.between, &managed, &self.log);
                 }
                 std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
             }
@@ -337,12 +350,14 @@ impl Daemon {
             return Ok(());
         }
         self.shut_down = true;
-        self.log.info(
-            "stopping",
-            &[("tenants", json!(self.host.tenants().count()))],
-        );
+        let running = self
+            .runner
+            .tenants()
+            .filter(|t| t.status == Status::Running)
+            .count();
+        self.log.info("stopping", &[("tenants", json!(running))]);
         self.api = None;
-        let errors = self.host.release_all();
+        let errors = self.runner.shutdown();
         for (name, e) in &errors {
             self.log.error(
                 "restore_failed",
@@ -379,111 +394,44 @@ impl Daemon {
         result
     }
 
-    /// Adopts, re-adopts or launches slot `i` and runs admission control on it. An adopted
+    /// Starts slot `i` through the runner: admission control, then adopt, re-adopt (under the
+    /// previous run's `record`, its estimator resumed from `estimate`) or launch. An adopted
     /// cgroup that does not exist yet, or holds no process, waits and is adopted when it can be.
+    /// A launched tenant is not launched in a dry run.
     fn start_tenant(
         &mut self,
         i: usize,
-        record: Option<TenantRecord>,
+        record: Option<&TenantRecord>,
         estimate: Option<Pages>,
     ) -> Result<(), DaemonError> {
-        let slot = &self.slots[i];
-        let record = record.filter(|r| r.cgroup == slot.cgroup);
-        let name = slot.config.name.clone();
-        let cgroup = slot.cgroup.clone();
-        let dir = self.host.hierarchy().dir_of(&cgroup);
-        let has_procs = has_processes(&self.host, &cgroup);
-        let how = match slot.config.origin.clone() {
-            TenantOrigin::Adopt { .. } => {
-                if !dir.is_dir() || !has_procs {
-                    let why = if dir.is_dir() {
-                        "its cgroup holds no process yet"
-                    } else {
-                        "its cgroup does not exist yet"
-                    };
-                    // Keep what the previous run recorded for when it appears.
-                    if let Some(r) = record {
-                        self.host.remember(&r);
-                    }
-                    self.wait(i, why);
-                    return Ok(());
-                }
-                self.host.adopt(
-                    slot.id,
-                    &name,
-                    &cgroup,
-                    record.as_ref().map(Original::of),
-                    Origin::Adopted,
-                )?;
-                if record.is_some() {
-                    "readopted"
-                } else {
-                    "adopted"
-                }
-            }
-            TenantOrigin::Launch { argv } => {
-                if record.is_some() && has_procs {
-                    self.host.adopt(
-                        slot.id,
-                        &name,
-                        &cgroup,
-                        record.as_ref().map(Original::of),
-                        Origin::Launched,
-                    )?;
-                    "readopted"
-                } else if self.dry_run() {
-                    self.log.warn(
-                        "not_launched",
-                        &[
-                            ("tenant", json!(name)),
-                            ("why", json!("dry run writes nothing")),
-                        ],
-                    );
-                    return Ok(());
-                } else {
-                    let max = Bytes(slot.config.max_bytes).to_pages_floor();
-                    self.host.launch(slot.id, &name, &cgroup, &argv, max)?;
-                    "launched"
-                }
-            }
-        };
-        self.admit(i, how, estimate);
+        let id = self.slots[i].id;
+        if self.runner.tenant(id).is_none() {
+            self.log.warn(
+                "not_launched",
+                &[
+                    ("tenant", json!(self.slots[i].config.name)),
+                    ("why", json!("dry run writes nothing")),
+                ],
+            );
+            return Ok(());
+        }
+        let outcome = self.runner.start(id, record, estimate)?;
+        self.started_or_not(id, &outcome, estimate);
         Ok(())
     }
 
-    fn wait(&mut self, i: usize, why: &str) {
-        let slot = &mut self.slots[i];
-        if slot.waiting.as_deref() != Some(why) {
-            self.log.warn(
-                "waiting",
-                &[
-                    ("tenant", json!(slot.config.name)),
-                    ("cgroup", json!(slot.cgroup)),
-                    ("why", json!(why)),
-                ],
-            );
-            slot.waiting = Some(why.to_string());
-        }
-        self.publisher.waiting(&waiting_view(&self.slots));
-    }
-
-    fn admit(&mut self, i: usize, how: &str, estimate: Option<Pages>) {
-        let spec = spec(&self.slots[i], &self.config);
-        let (min, max) = (spec.min, spec.max);
-        let period = match &spec.estimator {
-            EstimatorConfig::Sampling(s) => Some(s.period),
-            _ => None,
+    /// Logs and publishes what came of starting tenant `id`.
+    fn started_or_not(&mut self, id: TenantId, outcome: &Outcome, estimate: Option<Pages>) {
+        let Some(i) = self.slots.iter().position(|s| s.id == id) else {
+            return;
         };
         let slot = &mut self.slots[i];
-        slot.waiting = None;
-        match self.controller.admit_resumed(spec, estimate) {
-            Ok(()) => {
-                slot.managed = true;
-                slot.refused = false;
-                self.host.set_max(slot.id, max);
-                if let Some(period) = period {
-                    self.host.enable_sampling(slot.id, period, max);
-                }
+        match outcome {
+            Outcome::Started(how) => {
+                slot.waiting = None;
+                let view = self.runner.controller().tenant(id);
+                let (min, max) =
+                    view.map_or((Pages::ZERO, Pages::ZERO), |v| (v.spec.min, v.spec.max));
                 self.log.info(
                     how,
                     &[
@@ -500,47 +448,37 @@ impl Daemon {
                     &format!("{how} {}", slot.cgroup),
                 );
             }
-            Err(e) => {
-                slot.refused = true;
-                self.log.error(
-                    "refused",
-                    &[
-                        ("tenant", json!(slot.config.name)),
-                        ("why", json!(e.to_string())),
-                    ],
-                );
-                self.publisher
-                    .record(&slot.config.name, "refused", &e.to_string());
-                if let Err(e) = self.host.release(slot.id) {
-                    self.log.error(
-                        "restore_failed",
+            Outcome::Waiting(why) => {
+                if slot.waiting.as_deref() != Some(why) {
+                    self.log.warn(
+                        "waiting",
                         &[
                             ("tenant", json!(slot.config.name)),
-                            ("error", json!(e.to_string())),
+                            ("cgroup", json!(slot.cgroup)),
+                            ("why", json!(why)),
                         ],
                     );
+                    slot.waiting = Some(why.clone());
                 }
             }
+            Outcome::Refused(why) => {
+                slot.waiting = None;
+                self.log.error(
+                    "refused",
+                    &[("tenant", json!(slot.config.name)), ("why", json!(why))],
+                );
+                self.publisher.record(&slot.config.name, "refused", why);
+            }
+            Outcome::Done(_) | Outcome::NotRunning => {}
         }
-        self.publisher.waiting(&waiting_view(&self.slots));
+        self.publisher
+            .waiting(&waiting_view(&self.slots, &self.runner));
     }
 
     /// Gives a tenant the previous run managed, and this one does not, back what it had.
     fn forget(&mut self, record: TenantRecord) {
-        let id = TenantId(u32::MAX);
         let name = record.name.clone();
-        let host = &mut self.host;
-        let result = host
-            .adopt(
-                id,
-                &name,
-                &record.cgroup,
-                Some(Original::of(&record)),
-                record.origin,
-            )
-            .map(|_| ())
-            .and_then(|()| host.release(id).map(|_| ()));
-        match result {
+        match self.runner.world_mut().restore(&record) {
             Ok(()) => self.log.info(
                 "released",
                 &[
@@ -561,18 +499,18 @@ impl Daemon {
         if self.dry_run() {
             return;
         }
+        let controller = self.runner.controller();
         let state = StateFile {
             format: state_file::FORMAT,
             pid: std::process::id(),
             hierarchy: self.hierarchy.to_string(),
-            tenants: self.host.records(),
+            tenants: self.runner.world().records(),
             estimates: self
                 .slots
                 .iter()
-                .filter(|s| s.managed)
                 .filter_map(|s| {
                     // Only an estimate that stands on a measurement is worth starting from.
-                    let view = self.controller.tenant(s.id).filter(|v| v.measured)?;
+                    let view = controller.tenant(s.id).filter(|v| v.measured)?;
                     Some((s.config.name.clone(), view.active_estimate.to_bytes().0))
                 })
                 .collect(),
@@ -601,77 +539,48 @@ impl Daemon {
         }
     }
 
-    /// One tick: observe, decide, apply, publish; then drop tenants that left and adopt those
-    /// that (re)appeared.
+    /// One tick through the runner: observe, decide, apply; then publish it, log the tenants
+    /// that left, and what came of trying again those that wait.
     fn tick(&mut self) {
-        let obs = match self.host.observe() {
-            Ok(obs) => obs,
-            Err(e) => {
+        let managed = managed_view(&self.slots, &self.runner);
+        let mut seen = Seen::default();
+        let result = self.runner.tick(self.started.elapsed(), &mut seen);
+        let Some((obs, decision, events)) = seen.tick else {
+            if let Err(e) = result {
                 self.log
                     .error("observe_failed", &[("error", json!(e.to_string()))]);
-                return;
             }
+            return;
         };
-        let decision = self.controller.step(&obs);
-        if let Err(e) = self.host.apply(&decision) {
+        if let Err(e) = result {
             self.log
                 .error("apply_failed", &[("error", json!(e.to_string()))]);
         }
-        let events = self.host.drain_events();
         self.publisher.tick(
             &obs,
             &decision,
             &events,
-            &self.host,
-            &self.controller,
-            managed_view(&self.slots),
+            self.runner.world(),
+            self.runner.controller(),
+            managed,
             &self.log,
         );
         self.handle_events(events);
-
-        // An adopted cgroup that came back (or appeared late) is admitted again, under the
-        // original first seen on it.
-        for i in 0..self.slots.len() {
-            let slot = &self.slots[i];
-            if slot.managed
-                || slot.finished
-                || slot.refused
-                || !matches!(slot.config.origin, TenantOrigin::Adopt { .. })
-            {
-                continue;
-            }
-            if !has_processes(&self.host, &slot.cgroup) {
-                let why = if self.host.hierarchy().dir_of(&slot.cgroup).is_dir() {
-                    "its cgroup holds no process"
-                } else {
-                    "its cgroup does not exist"
-                };
-                self.wait(i, why);
-                continue;
-            }
-            let (id, name, cgroup) = (slot.id, slot.config.name.clone(), slot.cgroup.clone());
-            match self.host.adopt(id, &name, &cgroup, None, Origin::Adopted) {
-                Ok(_) => self.admit(i, "adopted", None),
-                Err(e) => self.wait(i, &e.to_string()),
-            }
+        for (id, outcome) in seen.started {
+            self.started_or_not(id, &outcome, None);
         }
     }
 
-    /// Drops gone tenants from the controller and logs what the host reported.
-    fn handle_events(&mut self, events: Vec<HostEvent>) {
+    /// Logs the tenants that left and the restores that failed.
+    fn handle_events(&mut self, events: Vec<WorldEvent>) {
         for event in events {
             match event {
-                HostEvent::Gone {
-                    id,
+                WorldEvent::Gone {
                     name,
                     why,
                     restored,
+                    ..
                 } => {
-                    self.controller.remove(id);
-                    if let Some(slot) = self.slots.iter_mut().find(|s| s.id == id) {
-                        slot.managed = false;
-                        slot.finished = matches!(slot.config.origin, TenantOrigin::Launch { .. });
-                    }
                     self.log.info(
                         "dropped",
                         &[
@@ -682,7 +591,7 @@ impl Daemon {
                     );
                     self.publisher.record(&name, "dropped", &why);
                 }
-                HostEvent::RestoreFailed { name, error } => self.log.error(
+                WorldEvent::RestoreFailed { name, error } => self.log.error(
                     "restore_failed",
                     &[("tenant", json!(name)), ("error", json!(error))],
                 ),
@@ -719,10 +628,13 @@ impl Daemon {
     }
 
     fn apply_change(&mut self, change: &Change) -> Result<(), Refusal> {
+        let at = self.started.elapsed();
         match change {
             Change::TaxRate(t) => {
                 let tax = TaxRate::new(*t).map_err(|e| Refusal::Conflict(e.to_string()))?;
-                self.controller.set_tax_rate(tax);
+                self.runner
+                    .change(at, &RunChange::TaxRate(tax), &mut Seen::default())
+                    .map_err(|e| Refusal::Conflict(e.to_string()))?;
                 self.changes.tax_rate = Some(tax.value());
                 Ok(())
             }
@@ -732,28 +644,34 @@ impl Daemon {
                 max_bytes,
                 shares,
             } => {
-                let slot = self
+                let i = self
                     .slots
-                    .iter_mut()
-                    .find(|s| &s.config.name == name && s.managed)
+                    .iter()
+                    .position(|s| &s.config.name == name)
                     .ok_or_else(|| Refusal::UnknownTenant(name.clone()))?;
-                let view = self
-                    .controller
-                    .tenant(slot.id)
-                    .ok_or_else(|| Refusal::UnknownTenant(name.clone()))?;
-                let min = min_bytes.map_or(view.spec.min, |b| Bytes(b).to_pages_ceil());
-                let max = max_bytes.map_or(view.spec.max, |b| Bytes(b).to_pages_floor());
-                let shares = shares.unwrap_or(view.spec.shares);
-                self.controller
-                    .update_tenant(slot.id, min, max, shares)
-                    .map_err(|e| Refusal::Conflict(e.to_string()))?;
-                self.host.set_max(slot.id, max);
-                let change = TenantChange {
-                    min_bytes: Some(min.to_bytes().0),
-                    max_bytes: Some(max.to_bytes().0),
-                    shares: Some(shares),
+                let id = self.slots[i].id;
+                let change = RunChange::Tenant {
+                    id,
+                    min: min_bytes.map(|b| Bytes(b).to_pages_ceil()),
+                    max: max_bytes.map(|b| Bytes(b).to_pages_floor()),
+                    shares: *shares,
                 };
-                apply_change_to_config(&mut slot.config, &change);
+                let outcome = self
+                    .runner
+                    .change(at, &change, &mut Seen::default())
+                    .map_err(|e| Refusal::Conflict(e.to_string()))?;
+                match outcome {
+                    Outcome::Done(_) => {}
+                    Outcome::Refused(why) => return Err(Refusal::Conflict(why)),
+                    _ => return Err(Refusal::UnknownTenant(name.clone())),
+                }
+                let spec = &self.runner.tenant(id).expect("changed, so declared").spec;
+                let change = TenantChange {
+                    min_bytes: Some(spec.min.to_bytes().0),
+                    max_bytes: Some(spec.max.to_bytes().0),
+                    shares: Some(spec.shares),
+                };
+                apply_change_to_config(&mut self.slots[i].config, &change);
                 self.changes.tenants.insert(name.clone(), change);
                 Ok(())
             }
@@ -825,11 +743,12 @@ impl Daemon {
 
         if new.policy.tax_rate != self.config.policy.tax_rate || self.changes.tax_rate.is_some() {
             if let Ok(tax) = TaxRate::new(new.policy.tax_rate) {
-                self.controller.set_tax_rate(tax);
+                self.runner.controller_mut().set_tax_rate(tax);
             }
         }
-        self.controller.set_rails(rails(&new.rails));
-        self.controller
+        self.runner.controller_mut().set_rails(rails(&new.rails));
+        self.runner
+            .controller_mut()
             .set_reclaim_always(new.policy.reclaim == Reclaim::Always);
         self.changes = ApiChanges::default();
 
@@ -863,7 +782,7 @@ impl Daemon {
                     self.next_id += 1;
                     match slot(t, id, &self.parent) {
                         Ok(s) => {
-                            started.push(slots.len());
+                            declare(&mut self.runner, &s, &new);
                             slots.push(s);
                         }
                         Err(e) => self.log.error(
@@ -876,6 +795,16 @@ impl Daemon {
         }
         self.slots = slots;
         self.config = new;
+        // New tenants, and those refused before whose configuration changed, start now.
+        for (i, s) in self.slots.iter().enumerate() {
+            if self
+                .runner
+                .tenant(s.id)
+                .is_none_or(|t| t.status == Status::Declared)
+            {
+                started.push(i);
+            }
+        }
         for i in started {
             if let Err(e) = self.start_tenant(i, None, None) {
                 self.log.error(
@@ -903,39 +832,61 @@ impl Daemon {
                 ("tenants", json!(self.slots.len())),
             ],
         );
-        self.publisher.waiting(&waiting_view(&self.slots));
+        self.publisher
+            .waiting(&waiting_view(&self.slots, &self.runner));
         self.save_state(true);
     }
 
-    /// Changes a kept tenant's min, max and shares to the reloaded file's.
+    /// Changes a kept tenant's min, max and shares to the reloaded file's: through the
+    /// controller when it runs (a refused change keeps the old ones), in its declaration
+    /// otherwise (a tenant refused before is tried again).
     fn retune(&mut self, slot: &mut Slot, t: &TenantConfig) {
-        if slot.managed {
-            let min = Bytes(t.min_bytes).to_pages_ceil();
-            let max = Bytes(t.max_bytes).to_pages_floor();
-            if let Err(e) = self.controller.update_tenant(slot.id, min, max, t.shares) {
+        let running = self
+            .runner
+            .tenant(slot.id)
+            .is_some_and(|r| r.status == Status::Running);
+        if running {
+            let change = RunChange::Tenant {
+                id: slot.id,
+                min: Some(Bytes(t.min_bytes).to_pages_ceil()),
+                max: Some(Bytes(t.max_bytes).to_pages_floor()),
+                shares: Some(t.shares),
+            };
+            let refused =
+                match self
+                    .runner
+                    .change(self.started.elapsed(), &change, &mut Seen::default())
+                {
+                    Ok(Outcome::Refused(why)) => Some(why),
+                    Err(e) => Some(e.to_string()),
+                    Ok(_) => None,
+                };
+            if let Some(why) = refused {
                 self.log.warn(
                     "change_refused",
-                    &[("tenant", json!(t.name)), ("why", json!(e.to_string()))],
+                    &[("tenant", json!(t.name)), ("why", json!(why))],
                 );
                 return;
             }
-            self.host.set_max(slot.id, max);
+            slot.config = t.clone();
+        } else {
+            slot.config = t.clone();
+            self.runner.redeclare(spec(slot, &self.config));
         }
-        slot.config = t.clone();
-        slot.refused = false;
     }
 
     /// Stops managing a slot's tenant (restoring it) and forgets it.
     fn let_go(&mut self, slot: &Slot, why: &str) {
-        if !slot.managed {
-            return;
-        }
-        self.controller.remove(slot.id);
-        match self.host.release(slot.id) {
-            Ok(_) => self.log.info(
+        let running = self
+            .runner
+            .tenant(slot.id)
+            .is_some_and(|t| t.status == Status::Running);
+        match self.runner.remove(slot.id) {
+            Ok(()) if running => self.log.info(
                 "released",
                 &[("tenant", json!(slot.config.name)), ("why", json!(why))],
             ),
+            Ok(()) => {}
             Err(e) => self.log.error(
                 "restore_failed",
                 &[
@@ -944,6 +895,37 @@ impl Daemon {
                 ],
             ),
         }
+    }
+}
+
+/// What the runner reported during one call: the tick (owned, to publish once the runner is
+/// free to read again), starts tried again, and events between ticks.
+#[derive(Default)]
+struct Seen {
+    tick: Option<(HostObservation, Decision, Vec<WorldEvent>)>,
+    started: Vec<(TenantId, Outcome)>,
+    between: Vec<WorldEvent>,
+}
+
+impl Sink<LinuxHost> for Seen {
+    fn tick(&mut self, t: TickView<'_, LinuxHost>) {
+        self.tick = Some((t.observation.clone(), t.decision.clone(), t.events.to_vec()));
+    }
+
+    fn changed(
+        &mut self,
+        _at: Duration,
+        _tenant: Option<&str>,
+        change: &RunChange<std::convert::Infallible>,
+        outcome: &Outcome,
+    ) {
+        if let RunChange::Start(id) = change {
+            self.started.push((*id, outcome.clone()));
+        }
+    }
+
+    fn between(&mut self, events: &[WorldEvent]) {
+        self.between.extend_from_slice(events);
     }
 }
 
@@ -1020,16 +1002,6 @@ fn swap_total(proc_root: &Path) -> Pages {
         .to_pages_floor()
 }
 
-fn has_processes(host: &LinuxHost, cgroup: &str) -> bool {
-    memtide_linux::cgroup::MemoryCgroup::new(
-        host.hierarchy().version,
-        host.hierarchy().dir_of(cgroup),
-    )
-    .pids()
-    .map(|p| !p.is_empty())
-    .unwrap_or(false)
-}
-
 /// A slot for tenant `t`: its cgroup path, checked to lie under the parent.
 fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot, DaemonError> {
     let cgroup = match &t.origin {
@@ -1049,11 +1021,27 @@ fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot, DaemonErro
         id,
         config: t.clone(),
         cgroup,
-        managed: false,
-        finished: false,
         waiting: None,
-        refused: false,
     })
+}
+
+/// Declares slot `s` in the runner: its spec and where it lives. A launched tenant is not
+/// declared in a dry run, which launches nothing.
+fn declare(runner: &mut Runner<LinuxHost>, s: &Slot, config: &DaemonConfig) {
+    let launch = match &s.config.origin {
+        TenantOrigin::Adopt { .. } => None,
+        TenantOrigin::Launch { argv } => Some(argv.clone()),
+    };
+    if launch.is_some() && config.daemon.dry_run {
+        return;
+    }
+    runner.declare(
+        spec(s, config),
+        Placement {
+            cgroup: s.cgroup.clone(),
+            launch,
+        },
+    );
 }
 
 fn apply_change_to_config(config: &mut TenantConfig, change: &TenantChange) {
@@ -1093,21 +1081,26 @@ fn spec(slot: &Slot, config: &DaemonConfig) -> TenantSpec {
     }
 }
 
-fn managed_view(slots: &[Slot]) -> Vec<(TenantId, String, String)> {
+/// (id, name, cgroup) of the running tenants, in configuration order.
+fn managed_view(slots: &[Slot], runner: &Runner<LinuxHost>) -> Vec<(TenantId, String, String)> {
     slots
         .iter()
-        .filter(|s| s.managed)
+        .filter(|s| {
+            runner
+                .tenant(s.id)
+                .is_some_and(|t| t.status == Status::Running)
+        })
         .map(|s| (s.id, s.config.name.clone(), s.cgroup.clone()))
         .collect()
 }
 
 /// (name, cgroup, why) of the tenants waiting for their cgroup.
-fn waiting_view(slots: &[Slot]) -> Vec<(String, String, String)> {
+fn waiting_view(slots: &[Slot], runner: &Runner<LinuxHost>) -> Vec<(String, String, String)> {
     slots
         .iter()
-        .filter_map(|s| {
-            let why = s.waiting.as_ref()?;
-            Some((s.config.name.clone(), s.cgroup.clone(), why.clone()))
+        .filter_map(|s| match &runner.tenant(s.id)?.status {
+            Status::Waiting(why) => Some((s.config.name.clone(), s.cgroup.clone(), why.clone())),
+            _ => None,
         })
         .collect()
 }

@@ -4,6 +4,7 @@
 
 pub mod decision;
 pub mod estimator_config;
+pub mod event;
 pub mod observation;
 pub mod reason;
 pub mod tenant;
@@ -12,6 +13,7 @@ pub mod written;
 
 pub use decision::{Decision, Mechanism, Mechanisms, ReclamationState, TenantAction};
 pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
+pub use event::WorldEvent;
 pub use observation::{
     BalloonDriverInfo, CompletedSample, HostObservation, LimitObservation, SampleCounts,
     TenantObservation,

@@ -36,6 +36,9 @@ impl<C> Change<C> {
 /// What came of a change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
+    /// The tenant was admitted and is in the world; how, in one word (`"adopted"`,
+    /// `"launched"`, `"powered_on"` …).
+    Started(&'static str),
     /// Carried out; what happened, in words (`"web stops"`, `"tax rate -> 0.5"`).
     Done(String),
     /// Refused by policy (admission control, a min above the max …): why.

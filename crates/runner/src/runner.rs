@@ -3,7 +3,7 @@
 use crate::change::{Change, Outcome};
 use crate::sink::{Sink, TickView};
 use memtide_controller::{Attach, Controller, ControllerError, World};
-use memtide_model::{Pages, TenantId, TenantSpec};
+use memtide_model::{Pages, TenantId, TenantSpec, WorldEvent};
 use std::time::Duration;
 
 /// Where a declared tenant stands.
@@ -13,7 +13,8 @@ pub enum Status {
     Declared,
     /// Admitted and attached: observed and decided for every tick.
     Running,
-    /// Started, but the world cannot attach it yet (asked again by [`Runner::retry_waiting`]).
+    /// Started, but the world cannot attach it yet (or it left and may come back): asked
+    /// again after every tick.
     Waiting(String),
     /// Refused by admission control or by the world.
     Refused(String),
@@ -113,9 +114,9 @@ impl<W: World> Runner<W> {
         }
         let attached = self.world.attach(id, &t.spec, &t.placement, record);
         let outcome = match attached {
-            Ok(Attach::Attached) => {
+            Ok(Attach::Attached(how)) => {
                 t.status = Status::Running;
-                Outcome::Done(format!("{} starts", t.spec.name))
+                Outcome::Started(how)
             }
             Ok(Attach::Waiting(why)) => {
                 t.status = Status::Waiting(why.clone());
@@ -192,6 +193,7 @@ impl<W: World> Runner<W> {
                         if let Some(i) = self.index(*id) {
                             let spec = &mut self.tenants[i].spec;
                             (spec.min, spec.max, spec.shares) = (min, max, shares);
+                            self.world.retune(*id, spec);
                         }
                         Outcome::Done(format!("{name}: min {min}, max {max}, shares {shares}"))
                     }
@@ -208,20 +210,110 @@ impl<W: World> Runner<W> {
         })
     }
 
-    /// One tick at run time `at`: observe, decide, apply, let the world run it, tell `sink`.
+    /// One tick at run time `at`: observe, decide, apply, let the world run it; tenants that
+    /// left are forgotten by the controller (waiting when they may come back); `sink` sees the
+    /// tick; then tenants waiting to be attached are tried again.
     pub fn tick<S: Sink<W>>(&mut self, at: Duration, sink: &mut S) -> Result<(), W::Error> {
         let observation = self.world.observe()?;
         let decision = self.controller.step(&observation);
-        self.world.apply(&decision)?;
+        let applied = self.world.apply(&decision);
         self.world.run(self.tick);
+        let events = self.world.drain_events();
+        for event in &events {
+            if let WorldEvent::Gone {
+                id,
+                why,
+                may_return,
+                ..
+            } = event
+            {
+                self.controller.remove(*id);
+                if let Some(i) = self.index(*id) {
+                    self.tenants[i].status = if *may_return {
+                        Status::Waiting(why.clone())
+                    } else {
+                        Status::Stopped
+                    };
+                }
+            }
+        }
         sink.tick(TickView {
             at,
             world: &self.world,
             controller: &self.controller,
             observation: &observation,
             decision: &decision,
+            events: &events,
         });
+        let waiting: Vec<TenantId> = self
+            .tenants
+            .iter()
+            .filter(|t| matches!(t.status, Status::Waiting(_)))
+            .map(|t| t.spec.id)
+            .collect();
+        for id in waiting {
+            self.change(at, &Change::Start(id), sink)?;
+        }
+        applied
+    }
+
+    /// Between two ticks (a wall clock): the world's fast work, and what came of it to `sink`.
+    pub fn between_ticks<S: Sink<W>>(&mut self, sink: &mut S) {
+        self.world.between_ticks();
+        let events = self.world.drain_events();
+        if !events.is_empty() {
+            sink.between(&events);
+        }
+    }
+
+    /// Replaces the spec of a tenant that is not running (a reloaded configuration); a tenant
+    /// refused before is declared again, to be started anew. False when it is running (change
+    /// a running tenant with [`Change::Tenant`]) or unknown.
+    pub fn redeclare(&mut self, spec: TenantSpec) -> bool {
+        let Some(i) = self.index(spec.id) else {
+            return false;
+        };
+        let t = &mut self.tenants[i];
+        if t.status == Status::Running {
+            return false;
+        }
+        if matches!(t.status, Status::Refused(_)) {
+            t.status = Status::Declared;
+        }
+        t.spec = spec;
+        true
+    }
+
+    /// Forgets tenant `id`: a running one is removed from the controller and detached first.
+    pub fn remove(&mut self, id: TenantId) -> Result<(), W::Error> {
+        let Some(i) = self.index(id) else {
+            return Ok(());
+        };
+        let t = self.tenants.remove(i);
+        if t.status == Status::Running {
+            self.controller.remove(id);
+            self.world.detach(id)?;
+        }
         Ok(())
+    }
+
+    /// Detaches every tenant (the run ends); the world's failures by tenant name.
+    pub fn shutdown(&mut self) -> Vec<(String, W::Error)> {
+        for t in &mut self.tenants {
+            if t.status == Status::Running {
+                self.controller.remove(t.spec.id);
+                t.status = Status::Stopped;
+            }
+        }
+        self.world.detach_all()
+    }
+
+    pub fn controller_mut(&mut self) -> &mut Controller {
+        &mut self.controller
+    }
+
+    pub fn world_mut(&mut self) -> &mut W {
+        &mut self.world
     }
 }
 
@@ -232,13 +324,15 @@ mod tests {
     use memtide_controller::{ControllerConfig, Host};
     use memtide_model::{Decision, EstimatorConfig, HostObservation, TaxRate, TenantObservation};
 
-    /// A world that logs what it is asked, holds each attached tenant at 100 MiB, and answers
-    /// `attach` from `answers` by tenant id (`Attached` when not set).
+    /// A world that logs what it is asked, holds each attached tenant at 100 MiB, answers
+    /// `attach` from `answers` by tenant id (`Attached` when not set), and reports `events` at
+    /// the next tick.
     #[derive(Default)]
     struct FakeWorld {
         log: Vec<String>,
         attached: Vec<TenantId>,
         answers: Vec<(TenantId, Attach)>,
+        events: Vec<WorldEvent>,
     }
 
     #[derive(Debug, thiserror::Error)]
@@ -286,8 +380,8 @@ mod tests {
                 .answers
                 .iter()
                 .find(|(i, _)| *i == id)
-                .map_or(Attach::Attached, |(_, a)| a.clone());
-            if answer == Attach::Attached {
+                .map_or(Attach::Attached("attached"), |(_, a)| a.clone());
+            if answer == Attach::Attached("attached") {
                 self.attached.push(id);
             }
             Ok(answer)
@@ -297,15 +391,37 @@ mod tests {
             self.attached.retain(|&i| i != id);
             Ok(())
         }
+        fn retune(&mut self, id: TenantId, spec: &TenantSpec) {
+            self.log.push(format!("retune {id} max {}", spec.max));
+        }
         fn run(&mut self, tick: Duration) {
             self.log.push(format!("run {}s", tick.as_secs()));
+        }
+        fn between_ticks(&mut self) {
+            self.log.push("between".into());
+        }
+        fn drain_events(&mut self) -> Vec<WorldEvent> {
+            std::mem::take(&mut self.events)
         }
         fn command(&mut self, id: TenantId, c: &&'static str) -> Result<String, FakeError> {
             self.log.push(format!("command {id} {c}"));
             Ok(format!("does {c}"))
         }
-        fn record(&self, id: TenantId) -> Option<String> {
-            Some(format!("record of {id}"))
+        fn records(&self) -> Vec<String> {
+            self.attached
+                .iter()
+                .map(|id| format!("record of {id}"))
+                .collect()
+        }
+        fn restore(&mut self, record: &String) -> Result<(), FakeError> {
+            self.log.push(format!("restore {record}"));
+            Ok(())
+        }
+        fn detach_all(&mut self) -> Vec<(String, FakeError)> {
+            for id in std::mem::take(&mut self.attached) {
+                self.log.push(format!("detach {id}"));
+            }
+            Vec::new()
         }
     }
 
@@ -366,7 +482,7 @@ mod tests {
         let out = r
             .start(TenantId(0), Some(&"old".to_string()), None)
             .unwrap();
-        assert_eq!(out, Outcome::Done("t0 starts".into()));
+        assert_eq!(out, Outcome::Started("attached"));
         assert_eq!(r.tenant(TenantId(0)).unwrap().status, Status::Running);
         assert!(r.controller().tenant(TenantId(0)).is_some());
         r.tick(Duration::ZERO, &mut sink).unwrap();
@@ -484,9 +600,9 @@ mod tests {
         assert_eq!(
             sink.0,
             [
-                "0s Some(\"t0\"): Done(\"t0 starts\")",
+                "0s Some(\"t0\"): Started(\"attached\")",
                 "0s tick: 1 tenants decided",
-                "1s Some(\"t1\"): Done(\"t1 starts\")",
+                "1s Some(\"t1\"): Started(\"attached\")",
                 "1s Some(\"t1\"): Done(\"t1 does oltp\")",
                 "1s tick: 2 tenants decided",
                 "2s None: Done(\"tax rate -> 0.5\")",
@@ -501,5 +617,82 @@ mod tests {
         );
         assert_eq!(r.tenant(TenantId(1)).unwrap().status, Status::Stopped);
         assert!(r.world().log.contains(&"detach #1".to_string()));
+    }
+
+    #[test]
+    fn a_tenant_gone_for_good_stops_and_one_that_may_return_waits_and_is_tried_again() {
+        let mut r = runner(FakeWorld::default());
+        let mut sink = Lines::default();
+        r.start(TenantId(0), None, None).unwrap();
+        r.start(TenantId(1), None, None).unwrap();
+        for (id, may_return) in [(0, false), (1, true)] {
+            r.world.attached.retain(|&i| i != TenantId(id));
+            r.world.events.push(WorldEvent::Gone {
+                id: TenantId(id),
+                name: format!("t{id}"),
+                why: "no process left".into(),
+                restored: true,
+                may_return,
+            });
+        }
+        r.world.answers = vec![(TenantId(1), Attach::Waiting("still empty".into()))];
+        r.tick(Duration::ZERO, &mut sink).unwrap();
+        assert_eq!(r.tenant(TenantId(0)).unwrap().status, Status::Stopped);
+        assert_eq!(
+            r.tenant(TenantId(1)).unwrap().status,
+            Status::Waiting("still empty".into())
+        );
+        assert!(r.controller().tenant(TenantId(0)).is_none());
+        assert!(r.controller().tenant(TenantId(1)).is_none());
+        assert_eq!(
+            sink.0,
+            [
+                "0s tick: 0 tenants decided",
+                "0s Some(\"t1\"): Waiting(\"still empty\")"
+            ]
+        );
+        // It comes back: attached at the next tick.
+        r.world.answers.clear();
+        r.tick(Duration::from_secs(1), &mut sink).unwrap();
+        assert_eq!(r.tenant(TenantId(1)).unwrap().status, Status::Running);
+    }
+
+    #[test]
+    fn a_changed_max_reaches_the_world_and_shutdown_detaches_everyone() {
+        let mut r = runner(FakeWorld::default());
+        let mut sink = Lines::default();
+        r.start(TenantId(0), None, None).unwrap();
+        let change = Change::Tenant {
+            id: TenantId(0),
+            min: None,
+            max: Some(Pages::from_mib(512)),
+            shares: None,
+        };
+        r.change(Duration::ZERO, &change, &mut sink).unwrap();
+        assert!(r
+            .world()
+            .log
+            .contains(&"retune #0 max 512.0 MiB".to_string()));
+        assert!(r.shutdown().is_empty());
+        assert_eq!(r.tenant(TenantId(0)).unwrap().status, Status::Stopped);
+        assert!(r.controller().tenant(TenantId(0)).is_none());
+        assert!(r.world().log.contains(&"detach #0".to_string()));
+    }
+
+    #[test]
+    fn a_refused_tenant_redeclared_may_start_again_but_a_running_one_is_not_redeclared() {
+        let mut r = runner(FakeWorld::default());
+        r.declare(spec(2, 8192), "huge");
+        assert!(matches!(
+            r.start(TenantId(2), None, None).unwrap(),
+            Outcome::Refused(_)
+        ));
+        assert!(r.redeclare(spec(2, 64)));
+        assert_eq!(r.tenant(TenantId(2)).unwrap().status, Status::Declared);
+        assert_eq!(
+            r.start(TenantId(2), None, None).unwrap(),
+            Outcome::Started("attached")
+        );
+        assert!(!r.redeclare(spec(2, 32)));
     }
 }

@@ -2,7 +2,7 @@
 
 use crate::change::{Change, Outcome};
 use memtide_controller::{Controller, World};
-use memtide_model::{Decision, HostObservation};
+use memtide_model::{Decision, HostObservation, WorldEvent};
 use std::time::Duration;
 
 /// One tick as it happened: the observation, the decision and the world after it ran.
@@ -13,6 +13,8 @@ pub struct TickView<'a, W> {
     pub controller: &'a Controller,
     pub observation: &'a HostObservation,
     pub decision: &'a Decision,
+    /// What happened in the world during the tick (limits written, tenants gone …).
+    pub events: &'a [WorldEvent],
 }
 
 /// Receives a run as it goes.
@@ -28,4 +30,7 @@ pub trait Sink<W: World> {
         change: &Change<W::Command>,
         outcome: &Outcome,
     );
+
+    /// What happened in the world between two ticks (a wall clock only).
+    fn between(&mut self, _events: &[WorldEvent]) {}
 }

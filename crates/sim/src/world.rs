@@ -16,7 +16,7 @@ use crate::stats::{TickStats, Totals};
 use crate::vm::{Costs, Vm, VmParts};
 use crate::workload::{Workload, WorkloadConfig, WorkloadError};
 use memtide_controller::{Attach, Host, World};
-use memtide_model::{Decision, HostObservation, Pages, TenantId, TenantSpec};
+use memtide_model::{Decision, HostObservation, Pages, TenantId, TenantSpec, WorldEvent};
 use std::time::Duration;
 
 /// Sub-streams of a VM's generator.
@@ -307,7 +307,7 @@ impl World for SimWorld {
         _record: Option<&()>,
     ) -> Result<Attach, SimError> {
         Ok(match self.power_on(id, vm.clone()) {
-            Ok(()) => Attach::Attached,
+            Ok(()) => Attach::Attached("powered_on"),
             Err(e) => Attach::Refused(e.to_string()),
         })
     }
@@ -316,9 +316,20 @@ impl World for SimWorld {
         self.power_off(id)
     }
 
+    /// The VM keeps its configured size; only policy sees the new min, max and shares.
+    fn retune(&mut self, _id: TenantId, _spec: &TenantSpec) {}
+
     /// The tick is the scenario's (`HostConfig::tick`), which the runner also uses.
     fn run(&mut self, _tick: Duration) {
         self.run_tick();
+    }
+
+    /// Virtual time passes only in `run`.
+    fn between_ticks(&mut self) {}
+
+    /// Nothing happens in the simulated world outside the decisions.
+    fn drain_events(&mut self) -> Vec<WorldEvent> {
+        Vec::new()
     }
 
     fn command(&mut self, id: TenantId, workload: &WorkloadConfig) -> Result<String, SimError> {
@@ -327,8 +338,19 @@ impl World for SimWorld {
         Ok(format!("runs {kind}"))
     }
 
-    fn record(&self, _id: TenantId) -> Option<()> {
-        None
+    fn records(&self) -> Vec<()> {
+        Vec::new()
+    }
+
+    fn restore(&mut self, _record: &()) -> Result<(), SimError> {
+        Ok(())
+    }
+
+    fn detach_all(&mut self) -> Vec<(String, SimError)> {
+        let ids = self.tenant_ids();
+        ids.into_iter()
+            .filter_map(|id| self.power_off(id).err().map(|e| (id.to_string(), e)))
+            .collect()
     }
 }
 

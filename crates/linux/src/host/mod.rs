@@ -6,9 +6,11 @@ pub mod lock;
 pub mod paths;
 pub mod sampling;
 mod tenant;
+mod world;
 
 pub use error::LinuxError;
 pub use tenant::{ManagedTenant, Origin, TenantRecord};
+pub use world::Placement;
 
 use crate::cgroup::{CgroupSample, Limit, LimitSettings, MemoryCgroup};
 use crate::fs::hierarchy::MemoryHierarchy;
@@ -16,6 +18,7 @@ use crate::fs::{meminfo, pressure, FsError};
 use memtide_controller::Host;
 use memtide_model::{
     Bytes, Decision, HostObservation, LimitObservation, Pages, TenantId, TenantObservation,
+    WorldEvent,
 };
 use sampling::AccessSampler;
 use std::collections::BTreeMap;
@@ -36,53 +39,6 @@ pub struct HostOptions {
     pub log_dir: Option<PathBuf>,
 }
 
-/// Something that happened on the host this tick, for the daemon to log and count.
-#[derive(Clone, Debug, PartialEq)]
-pub enum HostEvent {
-    /// A limit was written (or, in a dry run, would have been). `from` is `None` when there
-    /// was no limit (the kernel's `max`).
-    Limit {
-        id: TenantId,
-        from: Option<Pages>,
-        to: Pages,
-        written: bool,
-    },
-    /// A write failed; the previous limit stays.
-    WriteFailed {
-        id: TenantId,
-        to: Pages,
-        error: String,
-    },
-    /// The host refused a limit under what the tenant cannot give back.
-    BelowFloor {
-        id: TenantId,
-        to: Pages,
-        floor: Pages,
-    },
-    /// The tenant's cgroup vanished or has no processes left; it is no longer managed. An
-    /// adopted cgroup that still exists got back what memtide changed (`restored`); when that
-    /// failed, `RestoreFailed` follows and the host keeps trying.
-    Gone {
-        id: TenantId,
-        name: String,
-        why: String,
-        restored: bool,
-    },
-    /// Giving a tenant that left back its recorded settings failed; retried every tick and at exit.
-    RestoreFailed { name: String, error: String },
-    /// Reading a tenant failed this tick (it is left out of this tick's observation).
-    ReadFailed { id: TenantId, error: String },
-    /// The access sampler could not measure this tick.
-    SamplerFailed { id: TenantId, error: String },
-    /// A tenant stalled at its limit (v1, OOM killer disabled by memtide) got its limit raised
-    /// at once, between ticks.
-    Rescued {
-        id: TenantId,
-        from: Pages,
-        to: Pages,
-    },
-}
-
 /// The real host.
 #[derive(Debug)]
 pub struct LinuxHost {
@@ -95,7 +51,7 @@ pub struct LinuxHost {
     /// The settings first found on every cgroup adopted in this run, by cgroup path: a cgroup
     /// adopted again after it emptied keeps its first original, not what memtide left on it.
     first_seen: BTreeMap<String, Original>,
-    events: Vec<HostEvent>,
+    events: Vec<WorldEvent>,
     machine: Pages,
     swap_free: Pages,
 }
@@ -131,20 +87,6 @@ impl LinuxHost {
 
     pub fn tenants(&self) -> impl Iterator<Item = &ManagedTenant> {
         self.tenants.values()
-    }
-
-    /// What the state file must hold now: the managed tenants and those whose restore failed.
-    pub fn records(&self) -> Vec<TenantRecord> {
-        self.tenants
-            .values()
-            .chain(&self.unrestored)
-            .map(|t| t.record.clone())
-            .collect()
-    }
-
-    /// Events since the last call.
-    pub fn drain_events(&mut self) -> Vec<HostEvent> {
-        std::mem::take(&mut self.events)
     }
 
     fn cgroup_for(&self, path: &str) -> MemoryCgroup {
@@ -370,7 +312,7 @@ impl LinuxHost {
                     .set_limit(Limit::Bytes(to.to_bytes()), timeout)
                     .is_ok()
             {
-                self.events.push(HostEvent::Rescued { id: t.id, from, to });
+                self.events.push(WorldEvent::Rescued { id: t.id, from, to });
                 if let Some(s) = &mut t.last_sample {
                     s.limit = Limit::Bytes(to.to_bytes());
                 }
@@ -438,7 +380,7 @@ impl LinuxHost {
                 Ok(()) => {}
                 Err(e) if e.is_vanished() => {}
                 Err(e) => {
-                    self.events.push(HostEvent::RestoreFailed {
+                    self.events.push(WorldEvent::RestoreFailed {
                         name: t.name.clone(),
                         error: e.to_string(),
                     });
@@ -461,7 +403,7 @@ impl LinuxHost {
         }
         self.retry_unrestored();
         for event in std::mem::take(&mut self.events) {
-            if let HostEvent::RestoreFailed { name, error } = event {
+            if let WorldEvent::RestoreFailed { name, error } = event {
                 if !errors.iter().any(|(n, _)| *n == name) {
                     errors.push((name, LinuxError::Restore(error)));
                 }
@@ -483,6 +425,7 @@ impl LinuxHost {
             return;
         };
         let name = t.name.clone();
+        let may_return = t.record.origin == Origin::Adopted;
         let restored = match t.record.origin {
             Origin::Launched => {
                 stop_launched(&mut t);
@@ -492,7 +435,7 @@ impl LinuxHost {
                 Ok(()) => !self.options.dry_run && t.cgroup.exists(),
                 Err(e) if e.is_vanished() => false,
                 Err(e) => {
-                    self.events.push(HostEvent::RestoreFailed {
+                    self.events.push(WorldEvent::RestoreFailed {
                         name: name.clone(),
                         error: e.to_string(),
                     });
@@ -501,11 +444,12 @@ impl LinuxHost {
                 }
             },
         };
-        self.events.push(HostEvent::Gone {
+        self.events.push(WorldEvent::Gone {
             id,
             name,
             why,
             restored,
+            may_return,
         });
     }
 
@@ -554,7 +498,7 @@ impl LinuxHost {
             Some(s) => match s.observe(now, &pids) {
                 Ok(c) => Some(c),
                 Err(error) => {
-                    self.events.push(HostEvent::SamplerFailed { id, error });
+                    self.events.push(WorldEvent::SamplerFailed { id, error });
                     None
                 }
             },
@@ -600,7 +544,7 @@ impl LinuxHost {
         // The policy's rails keep limits above the floor; this is the last check before the
         // kernel, against a bug anywhere above.
         if to < t.unreclaimable {
-            self.events.push(HostEvent::BelowFloor {
+            self.events.push(WorldEvent::BelowFloor {
                 id,
                 to,
                 floor: t.unreclaimable,
@@ -608,7 +552,7 @@ impl LinuxHost {
             return;
         }
         if dry_run {
-            self.events.push(HostEvent::Limit {
+            self.events.push(WorldEvent::Limit {
                 id,
                 from: from_limit,
                 to,
@@ -630,14 +574,14 @@ impl LinuxHost {
                 let excess = usage.saturating_sub(to.to_bytes());
                 if excess > Bytes::ZERO {
                     if let Err(e) = t.cgroup.reclaim(excess, timeout) {
-                        self.events.push(HostEvent::WriteFailed {
+                        self.events.push(WorldEvent::WriteFailed {
                             id,
                             to,
                             error: e.to_string(),
                         });
                     }
                 }
-                self.events.push(HostEvent::Limit {
+                self.events.push(WorldEvent::Limit {
                     id,
                     from: from_limit,
                     to,
@@ -645,7 +589,7 @@ impl LinuxHost {
                 });
             }
             Err(e) if e.is_vanished() => self.drop_gone(id, e.to_string()),
-            Err(e) => self.events.push(HostEvent::WriteFailed {
+            Err(e) => self.events.push(WorldEvent::WriteFailed {
                 id,
                 to,
                 error: e.to_string(),
@@ -777,7 +721,7 @@ impl Host for LinuxHost {
                 Ok(Some(obs)) => tenants.push(obs),
                 Ok(None) => self.drop_gone(id, "no processes left in its cgroup".to_string()),
                 Err(e) if e.is_vanished() => self.drop_gone(id, e.to_string()),
-                Err(e) => self.events.push(HostEvent::ReadFailed {
+                Err(e) => self.events.push(WorldEvent::ReadFailed {
                     id,
                     error: e.to_string(),
                 }),
@@ -813,6 +757,7 @@ pub fn launched_cgroup_path(parent: &str, name: &str) -> String {
 mod tests {
     use super::*;
     use crate::fs::CgroupVersion;
+    use memtide_controller::World;
     use memtide_model::{ReclamationState, TenantAction};
     use std::path::Path;
 
@@ -937,7 +882,7 @@ mod tests {
         host.apply(&limit_to(TenantId(0), 200)).unwrap();
         let events = host.drain_events();
         assert!(
-            matches!(events[..], [HostEvent::BelowFloor { .. }]),
+            matches!(events[..], [WorldEvent::BelowFloor { .. }]),
             "{events:?}"
         );
         assert_eq!(
@@ -957,7 +902,10 @@ mod tests {
         assert!(obs.tenants.is_empty());
         assert!(host.tenant(TenantId(0)).is_none());
         let events = host.drain_events();
-        assert!(matches!(events[..], [HostEvent::Gone { .. }]), "{events:?}");
+        assert!(
+            matches!(events[..], [WorldEvent::Gone { .. }]),
+            "{events:?}"
+        );
     }
 
     /// A fake v1 host: /proc/meminfo and one cgroup `/t` as `fake_v1` makes it.
@@ -1042,7 +990,7 @@ mod tests {
         host.observe().unwrap();
         let events = host.drain_events();
         assert!(
-            matches!(events[..], [HostEvent::Gone { restored: true, .. }]),
+            matches!(events[..], [WorldEvent::Gone { restored: true, .. }]),
             "{events:?}"
         );
         assert_eq!(
@@ -1084,7 +1032,7 @@ mod tests {
         host.apply(&limit_to(TenantId(0), 280)).unwrap();
         let events = host.drain_events();
         assert!(
-            matches!(events[..], [HostEvent::Limit { written: false, .. }]),
+            matches!(events[..], [WorldEvent::Limit { written: false, .. }]),
             "{events:?}"
         );
         assert_eq!(

@@ -1,0 +1,149 @@
+//! The Linux host over a tenant's life, as the runner drives every world: attach adopts a cgroup (waiting while it is missing or empty) or launches a command in one, detach gives back what memtide changed.
+
+use super::{LinuxError, LinuxHost, Origin, Original, TenantRecord};
+use crate::cgroup::MemoryCgroup;
+use memtide_controller::{Attach, World};
+use memtide_model::{EstimatorConfig, TenantId, TenantSpec, WorldEvent};
+use std::convert::Infallible;
+use std::time::Duration;
+
+/// Where a tenant lives on the host: its cgroup (a path inside the memory hierarchy) and, for a
+/// tenant memtide starts itself, the command to launch there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub cgroup: String,
+    /// `None`: adopt the cgroup and whatever runs in it.
+    pub launch: Option<Vec<String>>,
+}
+
+impl LinuxHost {
+    /// The cgroup at `path` holds at least one process.
+    pub fn has_processes(&self, path: &str) -> bool {
+        MemoryCgroup::new(self.hierarchy.version, self.hierarchy.dir_of(path))
+            .pids()
+            .is_ok_and(|p| !p.is_empty())
+    }
+}
+
+impl World for LinuxHost {
+    type Placement = Placement;
+    type Record = TenantRecord;
+    /// The Linux host has no commands of its own.
+    type Command = Infallible;
+
+    /// Adopts the placement's cgroup (re-adopting under `record`'s original after a crash), or
+    /// launches its command, and sets up what policy needs: the tenant's max for the OOM guard,
+    /// and the access sampler when its estimator samples. An adopted cgroup that does not exist
+    /// or holds no process yet waits (its record is kept for when it comes). A launched tenant
+    /// whose command still runs from a previous run is re-adopted, not launched twice.
+    fn attach(
+        &mut self,
+        id: TenantId,
+        spec: &TenantSpec,
+        placement: &Placement,
+        record: Option<&TenantRecord>,
+    ) -> Result<Attach, LinuxError> {
+        let record = record.filter(|r| r.cgroup == placement.cgroup);
+        let cgroup = &placement.cgroup;
+        let has_procs = self.has_processes(cgroup);
+        let how = match &placement.launch {
+            None => {
+                if !has_procs {
+                    if let Some(r) = record {
+                        self.remember(r);
+                    }
+                    let why = if self.hierarchy.dir_of(cgroup).is_dir() {
+                        "its cgroup holds no process"
+                    } else {
+                        "its cgroup does not exist"
+                    };
+                    return Ok(Attach::Waiting(why.to_string()));
+                }
+                self.adopt(
+                    id,
+                    &spec.name,
+                    cgroup,
+                    record.map(Original::of),
+                    Origin::Adopted,
+                )?;
+                if record.is_some() {
+                    "readopted"
+                } else {
+                    "adopted"
+                }
+            }
+            Some(argv) => {
+                if record.is_some() && has_procs {
+                    self.adopt(
+                        id,
+                        &spec.name,
+                        cgroup,
+                        record.map(Original::of),
+                        Origin::Launched,
+                    )?;
+                    "readopted"
+                } else {
+                    self.launch(id, &spec.name, cgroup, argv, spec.max)?;
+                    "launched"
+                }
+            }
+        };
+        self.set_max(id, spec.max);
+        if let EstimatorConfig::Sampling(s) = &spec.estimator {
+            self.enable_sampling(id, s.period, spec.max);
+        }
+        Ok(Attach::Attached(how))
+    }
+
+    fn detach(&mut self, id: TenantId) -> Result<(), LinuxError> {
+        self.release(id).map(|_| ())
+    }
+
+    fn retune(&mut self, id: TenantId, spec: &TenantSpec) {
+        self.set_max(id, spec.max);
+    }
+
+    /// Real tenants run by themselves.
+    fn run(&mut self, _tick: Duration) {}
+
+    /// Rescues v1 tenants stalled at their limit (never in a dry run, which writes nothing).
+    fn between_ticks(&mut self) {
+        if !self.options.dry_run {
+            self.rescue_stalled();
+        }
+    }
+
+    fn drain_events(&mut self) -> Vec<WorldEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn command(&mut self, _id: TenantId, command: &Infallible) -> Result<String, LinuxError> {
+        match *command {}
+    }
+
+    fn records(&self) -> Vec<TenantRecord> {
+        self.tenants
+            .values()
+            .chain(&self.unrestored)
+            .map(|t| t.record.clone())
+            .collect()
+    }
+
+    /// Adopts the recorded cgroup under its record, outside the managed ids, and releases it at
+    /// once.
+    fn restore(&mut self, record: &TenantRecord) -> Result<(), LinuxError> {
+        let id = TenantId(u32::MAX);
+        self.adopt(
+            id,
+            &record.name,
+            &record.cgroup,
+            Some(Original::of(record)),
+            record.origin,
+        )?;
+        self.release(id).map(|_| ())
+    }
+
+    fn detach_all(&mut self) -> Vec<(String, LinuxError)> {
+        self.release_all()
+    }
+}

@@ -1,0 +1,53 @@
+//! What happens in a world outside the controller's decisions: limits written or refused, tenants that leave, restores that fail, rescues between ticks.
+
+use crate::{Pages, TenantId};
+
+/// Something that happened in a world this tick (or between ticks), for the runner and its sink to act on, log and count.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WorldEvent {
+    /// A limit was written (or, in a dry run, would have been). `from` is `None` when there
+    /// was no limit (the kernel's `max`).
+    Limit {
+        id: TenantId,
+        from: Option<Pages>,
+        to: Pages,
+        written: bool,
+    },
+    /// A write failed; the previous limit stays.
+    WriteFailed {
+        id: TenantId,
+        to: Pages,
+        error: String,
+    },
+    /// The host refused a limit under what the tenant cannot give back.
+    BelowFloor {
+        id: TenantId,
+        to: Pages,
+        floor: Pages,
+    },
+    /// The tenant left the world (a cgroup vanished or has no processes left); it is no longer
+    /// managed. What still exists got back what the world changed (`restored`); when that
+    /// failed, `RestoreFailed` follows and the world keeps trying. A tenant that `may_return`
+    /// (an adopted cgroup) waits to be attached again; one that may not (a launched command
+    /// that ended) is stopped.
+    Gone {
+        id: TenantId,
+        name: String,
+        why: String,
+        restored: bool,
+        may_return: bool,
+    },
+    /// Giving a tenant that left back its recorded settings failed; retried every tick and at exit.
+    RestoreFailed { name: String, error: String },
+    /// Reading a tenant failed this tick (it is left out of this tick's observation).
+    ReadFailed { id: TenantId, error: String },
+    /// The access sampler could not measure this tick.
+    SamplerFailed { id: TenantId, error: String },
+    /// A tenant stalled at its limit (Linux v1, OOM killer disabled by memtide) got its limit
+    /// raised at once, between ticks.
+    Rescued {
+        id: TenantId,
+        from: Pages,
+        to: Pages,
+    },
+}
