@@ -126,8 +126,6 @@ struct Daemon {
     /// The last state file written, to skip identical writes.
     saved: Option<StateFile>,
     saved_at: Instant,
-    /// The parent cgroup directory this daemon created (removed at exit when empty).
-    created_parent: Option<PathBuf>,
     api: Option<crate::api::ApiServer>,
     commands: Option<Receiver<Request>>,
     /// Set once `shutdown` ran.
@@ -204,7 +202,6 @@ impl Daemon {
             changes: ApiChanges::default(),
             saved: None,
             saved_at: Instant::now(),
-            created_parent: None,
             api: Some(api),
             commands: Some(commands),
             shut_down: false,
@@ -219,13 +216,8 @@ impl Daemon {
     /// Creates the parent if needed, adopts, re-adopts or launches every tenant, gives
     /// tenants the previous run managed and this one does not back what they had.
     fn start(&mut self) -> Result<(), DaemonError> {
-        let parent_dir = self.runner.world().hierarchy().dir_of(&self.parent);
-        if !parent_dir.is_dir() {
-            std::fs::create_dir_all(&parent_dir).map_err(|error| LinuxError::CreateCgroup {
-                dir: parent_dir.display().to_string(),
-                error,
-            })?;
-            self.created_parent = Some(parent_dir);
+        if !self.dry_run() {
+            self.runner.world_mut().create_parent(&self.parent)?;
         }
         let readopting = self.previous.is_some();
         let mut records: BTreeMap<String, TenantRecord> = BTreeMap::new();
@@ -383,9 +375,6 @@ impl Daemon {
                     ],
                 );
             }
-        }
-        if let Some(dir) = self.created_parent.take() {
-            let _ = std::fs::remove_dir(dir);
         }
         self.log.info(
             "stopped",

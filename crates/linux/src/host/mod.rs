@@ -54,6 +54,8 @@ pub struct LinuxHost {
     events: Vec<WorldEvent>,
     machine: Pages,
     swap_free: Pages,
+    /// The parent cgroup this host created (removed, when empty, by `release_all`).
+    created_parent: Option<PathBuf>,
 }
 
 impl LinuxHost {
@@ -69,7 +71,23 @@ impl LinuxHost {
             unrestored: Vec::new(),
             first_seen: BTreeMap::new(),
             events: Vec::new(),
+            created_parent: None,
         })
+    }
+
+    /// Creates the parent cgroup `path` (and what leads to it) when it does not exist; it is
+    /// removed again, when empty, once every tenant is released.
+    pub fn create_parent(&mut self, path: &str) -> Result<(), LinuxError> {
+        let dir = self.hierarchy.dir_of(path);
+        if dir.is_dir() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&dir).map_err(|error| LinuxError::CreateCgroup {
+            dir: dir.display().to_string(),
+            error,
+        })?;
+        self.created_parent = Some(dir);
+        Ok(())
     }
 
     pub fn hierarchy(&self) -> &MemoryHierarchy {
@@ -408,6 +426,9 @@ impl LinuxHost {
                     errors.push((name, LinuxError::Restore(error)));
                 }
             }
+        }
+        if let Some(dir) = self.created_parent.take() {
+            let _ = std::fs::remove_dir(dir);
         }
         errors
     }
