@@ -5,12 +5,15 @@
 //! [`Controller`](memtide_controller::Controller), carries out [`Change`]s (a tenant starts or
 //! stops, the tax rate or a tenant's min/max/shares change, a world command) and ticks; a
 //! [`Sink`] sees every tick and every change's outcome (the simulator records them, the daemon
-//! publishes them). A [`Script`] is changes at times: a scenario's timeline.
+//! publishes them). A [`Script`] is changes at times: a scenario's timeline. The
+//! [`state_file`] keeps what a restarted runner needs: the world's records, the estimates and
+//! the changes made through the API.
 
 mod change;
 mod runner;
 mod script;
 mod sink;
+pub mod state_file;
 
 pub use change::{Change, Outcome};
 pub use runner::{Runner, Status, Tenant};
