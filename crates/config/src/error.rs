@@ -157,16 +157,34 @@ pub(crate) fn quote(s: &str) -> String {
 
 /// A value inline in TOML syntax, shortened when long.
 pub(crate) fn render(value: &toml::Value) -> String {
-    let full = match value {
-        toml::Value::String(s) => quote(s),
-        other => other.to_string(),
-    };
+    let full = inline(value);
     const MAX: usize = 80;
     if full.chars().count() > MAX {
         let short: String = full.chars().take(MAX).collect();
         format!("{short}...")
     } else {
         full
+    }
+}
+
+fn inline(value: &toml::Value) -> String {
+    match value {
+        toml::Value::String(s) => quote(s),
+        toml::Value::Datetime(d) => d.to_string(),
+        toml::Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(inline).collect();
+            format!("[{}]", items.join(", "))
+        }
+        toml::Value::Table(t) if t.is_empty() => "{}".to_string(),
+        toml::Value::Table(t) => {
+            let items: Vec<String> = t
+                .iter()
+                .map(|(k, v)| format!("{} = {}", crate::path::FieldPath::root().key(k), inline(v)))
+                .collect();
+            format!("{{ {} }}", items.join(", "))
+        }
+        // Integers, floats (`1.0`, `nan`, `inf`) and booleans as TOML writes them.
+        other => other.to_string(),
     }
 }
 
@@ -221,6 +239,10 @@ mod tests {
         assert_eq!(render(&toml::Value::String("a\"b".into())), "\"a\\\"b\"");
         assert_eq!(render(&toml::Value::Float(263.3)), "263.3");
         assert_eq!(render(&toml::Value::Float(1.0)), "1.0");
+        let date: toml::Value = "d = 1979-05-27".parse::<toml::Table>().unwrap()["d"].clone();
+        assert_eq!(render(&date), "1979-05-27");
+        let t: toml::Table = "t = { a = [1, \"x\"] }".parse().unwrap();
+        assert_eq!(render(&t["t"]), "{ a = [1, \"x\"] }");
         let long = toml::Value::String("x".repeat(200));
         assert!(render(&long).ends_with("..."));
     }
