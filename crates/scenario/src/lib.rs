@@ -1,35 +1,31 @@
 //! memtide's scenario files: read a TOML scenario, apply `--set` overrides and variants, check every field, and build the runnable [`Scenario`].
 //!
 //! Every mistake a user can make is a [`ScenarioError`] whose `Display` is one line naming
-//! the file, the field (or override) and the value, e.g.
-//! `scenarios/x.toml:9:1: tenants[1].min_mb = 300: must not exceed max_mb = 256`.
+//! file:line:col, the field (or override) and the value, e.g.
+//! `scenarios/x.toml:9:7: tenants[1].min = "300M": must not exceed max = "256M"`.
 //! Nothing here panics on any input. The schema is documented in `docs/scenarios.md`.
 //!
-//! Loading goes: parse the TOML text; apply the variant's `set` overrides (when building a
-//! variant), then the caller's overrides in order (so the command line always wins); read
-//! each table field by field (`schema`); check relations between fields and convert units
-//! (`build`). Building the base scenario also builds each of its variants, so a broken
-//! variant is reported before anything runs.
+//! Loading goes through `memtide_config`: parse the TOML text; apply the variant's `set`
+//! overrides (when building a variant), then the caller's overrides in order (so the command
+//! line always wins); read the serde schema (`schema`); read the tables that depend on their
+//! kind, check relations between fields and convert sizes and times (`build`). Building the
+//! base scenario also builds each of its variants, so a broken variant is reported before
+//! anything runs.
 
 mod build;
 mod error;
-mod location;
-mod overrides;
-mod reader;
 mod scenario;
 mod schema;
-mod serde_field;
 
-pub use error::{ScenarioError, Subject};
+pub use error::ScenarioError;
 pub use scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 
-use error::{FieldError, FieldPath};
-use overrides::Override;
+use memtide_config::Document;
 use std::path::Path;
 
 /// Reads and builds the scenario file at `path` with `overrides` (`KEY=VALUE`) applied in order.
 pub fn load(path: &Path, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-    parse_str(&read(path)?, path, overrides)
+    parse_str(&memtide_config::read_file(path)?, path, overrides)
 }
 
 /// Like [`load`], for one variant: the variant's `set` overrides, then `overrides`.
@@ -38,7 +34,7 @@ pub fn load_variant(
     overrides: &[String],
     variant: &str,
 ) -> Result<Scenario, ScenarioError> {
-    parse_str_variant(&read(path)?, path, overrides, variant)
+    parse_str_variant(&memtide_config::read_file(path)?, path, overrides, variant)
 }
 
 /// Builds a scenario from its text; `source` names it in errors and gives the default name.
@@ -47,7 +43,7 @@ pub fn parse_str(
     source: &Path,
     overrides: &[String],
 ) -> Result<Scenario, ScenarioError> {
-    Loader::new(text, source).base(overrides)
+    Loader { text, source }.base(overrides)
 }
 
 /// Like [`parse_str`], for one variant.
@@ -57,7 +53,7 @@ pub fn parse_str_variant(
     overrides: &[String],
     variant: &str,
 ) -> Result<Scenario, ScenarioError> {
-    let loader = Loader::new(text, source);
+    let loader = Loader { text, source };
     let base = loader.base(overrides)?;
     let Some(v) = base.variants.iter().find(|v| v.name == variant) else {
         let message = if base.variants.is_empty() {
@@ -66,97 +62,27 @@ pub fn parse_str_variant(
             let names: Vec<&str> = base.variants.iter().map(|v| v.name.as_str()).collect();
             format!("no such variant (variants: {})", names.join(", "))
         };
-        return Err(ScenarioError::new(
-            &loader.file,
-            Subject::Variant(variant.to_string()),
+        return Err(ScenarioError::NoSuchVariant {
+            file: source.to_path_buf(),
+            variant: variant.to_string(),
             message,
-        ));
+        });
     };
     loader.variant(v, overrides)
-}
-
-fn read(path: &Path) -> Result<String, ScenarioError> {
-    std::fs::read_to_string(path).map_err(|e| {
-        ScenarioError::new(
-            &path.display().to_string(),
-            Subject::File,
-            format!("cannot read the scenario: {e}"),
-        )
-    })
 }
 
 /// One scenario text being loaded.
 struct Loader<'a> {
     text: &'a str,
     source: &'a Path,
-    /// The file's name as shown in errors.
-    file: String,
 }
 
-impl<'a> Loader<'a> {
-    fn new(text: &'a str, source: &'a Path) -> Loader<'a> {
-        Loader {
-            text,
-            source,
-            file: source.display().to_string(),
-        }
-    }
-
-    fn parse(&self) -> Result<toml::Table, ScenarioError> {
-        self.text.parse::<toml::Table>().map_err(|e| {
-            let location = e.span().map(|s| location::line_col(self.text, s.start));
-            ScenarioError::new(&self.file, Subject::File, e.message()).with_location(location)
-        })
-    }
-
-    /// Applies `overrides` to `doc`, recording the paths they set.
-    fn apply(
-        &self,
-        doc: &mut toml::Table,
-        overrides: &[String],
-        set: &mut Vec<FieldPath>,
-    ) -> Result<(), ScenarioError> {
-        for text in overrides {
-            Override::parse(text)
-                .and_then(|o| o.apply(doc))
-                .map(|paths| set.extend(paths))
-                .map_err(|e| {
-                    ScenarioError::new(&self.file, Subject::Override(e.text), e.message)
-                })?;
-        }
-        Ok(())
-    }
-
-    fn build(&self, doc: &toml::Table, set: &[FieldPath]) -> Result<Scenario, ScenarioError> {
-        schema::read(doc, set)
-            .and_then(|d| build::build(d, self.source))
-            .map_err(|e| self.field_error(e, set))
-    }
-
-    /// The error, pointed at its line in the file unless an override wrote the value.
-    fn field_error(&self, e: FieldError, set: &[FieldPath]) -> ScenarioError {
-        let location = if overrides::overridden(e.locate(), set) {
-            None
-        } else {
-            location::find(self.text, e.locate())
-        };
-        ScenarioError::new(
-            &self.file,
-            Subject::Field {
-                path: e.path.to_string(),
-                value: e.value,
-            },
-            e.message,
-        )
-        .with_location(location)
-    }
-
+impl Loader<'_> {
     /// The scenario with the caller's overrides; each variant is built too, as a check.
     fn base(&self, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-        let mut doc = self.parse()?;
-        let mut set = Vec::new();
-        self.apply(&mut doc, overrides, &mut set)?;
-        let base = self.build(&doc, &set)?;
+        let mut doc = Document::parse(self.source, self.text)?;
+        doc.set(overrides)?;
+        let base = build::build(&doc, self.source)?;
         for v in &base.variants {
             self.variant(v, overrides)?;
         }
@@ -165,13 +91,11 @@ impl<'a> Loader<'a> {
 
     /// One variant: the file, the variant's overrides, then the caller's.
     fn variant(&self, v: &Variant, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-        let in_variant = |e: ScenarioError| e.in_variant(&v.name);
-        let mut doc = self.parse()?;
-        let mut set = Vec::new();
-        self.apply(&mut doc, &v.overrides, &mut set)
-            .map_err(in_variant)?;
-        self.apply(&mut doc, overrides, &mut set)?;
-        let mut scenario = self.build(&doc, &set).map_err(in_variant)?;
+        let in_variant = |e: memtide_config::ConfigError| ScenarioError::from(e).in_variant(&v.name);
+        let mut doc = Document::parse(self.source, self.text)?;
+        doc.set(&v.overrides).map_err(in_variant)?;
+        doc.set(overrides)?;
+        let mut scenario = build::build(&doc, self.source).map_err(in_variant)?;
         scenario.variant = Some(v.name.clone());
         Ok(scenario)
     }
