@@ -3,8 +3,8 @@
 use crate::scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 use crate::schema::{
     BalloonDoc, CommittedDoc, CpuJobDoc, FileServerDoc, IdleDoc, OltpDoc, PolicyDoc, SamplingDoc,
-    ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc, StopTenantDoc, TenantDoc,
-    ToucherDoc, TwsDoc, WebDoc,
+    ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc, StopTenantDoc, TenantDoc, ToucherDoc,
+    TwsDoc, WebDoc,
 };
 use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
 use memtide_controller::ControllerConfig;
@@ -119,16 +119,19 @@ impl Build<'_> {
     fn tick_time(&self, path: &FieldPath, d: memtide_config::Duration) -> Result<Duration> {
         let d = self.time(path, d)?;
         if d.subsec_nanos() != 0 {
-            return Err(self.err(
-                path,
-                "must be a whole number of seconds (the tick is 1 s)",
-            ));
+            return Err(self.err(path, "must be a whole number of seconds (the tick is 1 s)"));
         }
         Ok(d)
     }
 
     /// A finite number for which `ok` holds; `rule` says which.
-    fn number(&self, path: &FieldPath, v: f64, ok: impl Fn(f64) -> bool, rule: &str) -> Result<f64> {
+    fn number(
+        &self,
+        path: &FieldPath,
+        v: f64,
+        ok: impl Fn(f64) -> bool,
+        rule: &str,
+    ) -> Result<f64> {
         if v.is_finite() && ok(v) {
             Ok(v)
         } else {
@@ -503,7 +506,7 @@ impl Build<'_> {
         let overridden = self.doc.is_overridden(&at.key("kind"));
         let mut keep_own = |fields: &[&str]| {
             if let (true, toml::Value::Table(t)) = (overridden, &mut rest) {
-                t.retain(|k, _| fields.iter().any(|f| *f == k));
+                t.retain(|k, _| fields.contains(&k));
             }
         };
         let unit = |v: f64| v > 0.0 && v <= 1.0;
@@ -523,11 +526,15 @@ impl Build<'_> {
                         None => d.period,
                     },
                     slow_gain: match s.slow_gain {
-                        Some(g) => self.number(&at.key("slow_gain"), g, unit, "must be in (0, 1]")?,
+                        Some(g) => {
+                            self.number(&at.key("slow_gain"), g, unit, "must be in (0, 1]")?
+                        }
                         None => d.slow_gain,
                     },
                     fast_gain: match s.fast_gain {
-                        Some(g) => self.number(&at.key("fast_gain"), g, unit, "must be in (0, 1]")?,
+                        Some(g) => {
+                            self.number(&at.key("fast_gain"), g, unit, "must be in (0, 1]")?
+                        }
                         None => d.fast_gain,
                     },
                     headroom: match s.headroom {
@@ -555,11 +562,15 @@ impl Build<'_> {
                         None => d.epoch,
                     },
                     fast_step: match w.fast_step {
-                        Some(s) => self.number(&at.key("fast_step"), s, unit, "must be in (0, 1]")?,
+                        Some(s) => {
+                            self.number(&at.key("fast_step"), s, unit, "must be in (0, 1]")?
+                        }
                         None => d.fast_step,
                     },
                     slow_step: match w.slow_step {
-                        Some(s) => self.number(&at.key("slow_step"), s, unit, "must be in (0, 1]")?,
+                        Some(s) => {
+                            self.number(&at.key("slow_step"), s, unit, "must be in (0, 1]")?
+                        }
                         None => d.slow_step,
                     },
                     cool_down,
@@ -648,9 +659,7 @@ impl Build<'_> {
                     working_set_mb: working_set.as_mib_f64(),
                     skew: w.skew.unwrap_or_default(),
                     input_mb: self.mib(&at.key("input"), w.input)?.unwrap_or(0.0),
-                    input_fraction: w
-                        .input_fraction
-                        .unwrap_or(defaults::CPU_JOB_INPUT_FRACTION),
+                    input_fraction: w.input_fraction.unwrap_or(defaults::CPU_JOB_INPUT_FRACTION),
                     cpu_us_per_access: w.cpu_us_per_access,
                     accesses_per_op: w.accesses_per_op,
                     max_accesses_per_s: w.max_accesses_per_s,

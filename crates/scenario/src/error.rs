@@ -13,7 +13,10 @@ pub enum ScenarioError {
     Config(#[from] ConfigError),
     /// A problem that showed while building one of the scenario's variants.
     #[error("{}: variant {variant}: {}", error.place(), error.detail())]
-    InVariant { variant: String, error: ConfigError },
+    InVariant {
+        variant: String,
+        error: Box<ConfigError>,
+    },
     /// `--variant NAME` names no variant of the scenario.
     #[error("{}: --variant {variant}: {message}", file.display())]
     NoSuchVariant {
@@ -28,7 +31,7 @@ impl ScenarioError {
         match self {
             ScenarioError::Config(error) => ScenarioError::InVariant {
                 variant: variant.to_string(),
-                error,
+                error: Box::new(error),
             },
             other => other,
         }
@@ -36,7 +39,8 @@ impl ScenarioError {
 
     fn config(&self) -> Option<&ConfigError> {
         match self {
-            ScenarioError::Config(e) | ScenarioError::InVariant { error: e, .. } => Some(e),
+            ScenarioError::Config(e) => Some(e),
+            ScenarioError::InVariant { error, .. } => Some(error),
             ScenarioError::NoSuchVariant { .. } => None,
         }
     }
@@ -45,7 +49,8 @@ impl ScenarioError {
     pub fn file(&self) -> &Path {
         match self {
             ScenarioError::NoSuchVariant { file, .. } => file,
-            ScenarioError::Config(e) | ScenarioError::InVariant { error: e, .. } => e.file(),
+            ScenarioError::Config(e) => e.file(),
+            ScenarioError::InVariant { error, .. } => error.file(),
         }
     }
 

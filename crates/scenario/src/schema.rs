@@ -156,7 +156,10 @@ pub(crate) struct ToucherDoc {
 
 /// From `at` on, a toucher touches `working_set`.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a phase such as { at = \"0s\", working_set = \"100M\" }")]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a phase such as { at = \"0s\", working_set = \"100M\" }"
+)]
 pub(crate) struct PhaseDoc {
     pub(crate) at: Duration,
     pub(crate) working_set: Size,
