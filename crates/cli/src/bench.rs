@@ -159,7 +159,7 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
 /// The 16-VM, one-hour scenario end to end (build, run, summarise; no files written).
 fn sixteen_vm_hour(quick: bool) -> anyhow::Result<Figure> {
     let overrides: Vec<String> = if quick {
-        vec!["duration_s=600".to_string()]
+        vec!["duration=10m".to_string()]
     } else {
         Vec::new()
     };

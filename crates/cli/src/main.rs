@@ -32,7 +32,7 @@ enum Command {
         /// Seed for the simulated host's randomness.
         #[arg(long)]
         seed: Option<u64>,
-        /// Override a scenario field: --set policy.tax_rate=0.5 --set tenants.vm1.max_mb=512
+        /// Override a scenario field: --set policy.tax_rate=0.5 --set tenants.vm1.max=512M
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
         /// Run only this variant of a scenario that defines variants.

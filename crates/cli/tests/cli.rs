@@ -26,7 +26,7 @@ fn sim_writes_summary_timeline_and_report() {
         "--out",
         dir.to_str().unwrap(),
         "--set",
-        "duration_s=20",
+        "duration=20s",
     ]);
     assert!(
         out.status.success(),
@@ -53,28 +53,30 @@ fn sim_writes_summary_timeline_and_report() {
 
 /// Each case: scenario text, and words the one-line error must contain.
 const BAD: &[(&str, &str, &[&str])] = &[
-    ("unknown-field", "duration_s = 10\nbogus = 1\n[host]\nmemory_mb = 512\n", &["unknown-field.toml", "bogus"]),
-    ("wrong-type", "duration_s = 10\n[host]\nmemory_mb = \"lots\"\n", &["wrong-type.toml", "memory_mb"]),
+    ("unknown-field", "duration = \"10s\"\nbogus = 1\n[host]\nmemory = \"512M\"\n", &["unknown-field.toml:2:9: bogus = 1: unknown field `bogus`"]),
+    ("wrong-type", "duration = \"10s\"\n[host]\nmemory = true\n", &["wrong-type.toml:3:10: host.memory = true", "expected a size"]),
+    ("bad-size", "duration = \"10s\"\n[host]\nmemory = \"lots\"\n", &["bad-size.toml:3:10: host.memory = \"lots\"", "the size"]),
+    ("bad-duration", "duration = \"10\"\n[host]\nmemory = \"512M\"\n", &["bad-duration.toml:1:12: duration = \"10\"", "no unit"]),
     (
         "negative-size",
-        "duration_s = 10\n[host]\nmemory_mb = 512\n[[tenants]]\nname = \"a\"\nmax_mb = -5\n[tenants.workload]\nkind = \"idle\"\n",
-        &["negative-size.toml", "max_mb", "-5"],
+        "duration = \"10s\"\n[host]\nmemory = \"512M\"\n[[tenants]]\nname = \"a\"\nmax = -5\n[tenants.workload]\nkind = \"idle\"\n",
+        &["negative-size.toml:6:7: tenants[0].max = -5", "negative"],
     ),
     (
         "min-above-max",
-        "duration_s = 10\n[host]\nmemory_mb = 512\n[[tenants]]\nname = \"a\"\nmin_mb = 300\nmax_mb = 256\n[tenants.workload]\nkind = \"idle\"\n",
-        &["min-above-max.toml", "min_mb", "300"],
+        "duration = \"10s\"\n[host]\nmemory = \"512M\"\n[[tenants]]\nname = \"a\"\nmin = \"300M\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"idle\"\n",
+        &["min-above-max.toml:6:7: tenants[0].min = \"300M\": must not exceed max = \"256M\""],
     ),
-    ("bad-tax", "duration_s = 10\n[host]\nmemory_mb = 512\n[policy]\ntax_rate = 1.0\n", &["bad-tax.toml", "tax_rate", "1"]),
+    ("bad-tax", "duration = \"10s\"\n[host]\nmemory = \"512M\"\n[policy]\ntax_rate = 1.0\n", &["bad-tax.toml", "tax_rate", "1"]),
     (
         "unknown-tenant-event",
-        "duration_s = 10\n[host]\nmemory_mb = 512\n[[events]]\nat_s = 1\nkind = \"stop_tenant\"\ntenant = \"ghost\"\n",
-        &["unknown-tenant-event.toml", "tenant", "ghost"],
+        "duration = \"10s\"\n[host]\nmemory = \"512M\"\n[[events]]\nat = \"1s\"\nkind = \"stop_tenant\"\ntenant = \"ghost\"\n",
+        &["unknown-tenant-event.toml:7:10: events[0].tenant = \"ghost\"", "no such tenant"],
     ),
     (
         "budget-below-mins",
-        "duration_s = 10\n[host]\nmemory_mb = 2048\n[policy]\nbudget_mb = 100\n[[tenants]]\nname = \"a\"\nmin_mb = 200\nmax_mb = 256\n[tenants.workload]\nkind = \"idle\"\n",
-        &["budget-below-mins.toml", "budget_mb", "100"],
+        "duration = \"10s\"\n[host]\nmemory = \"2G\"\n[policy]\nbudget = \"100M\"\n[[tenants]]\nname = \"a\"\nmin = \"200M\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"idle\"\n",
+        &["budget-below-mins.toml:5:10: policy.budget = \"100M\"", "below the sum"],
     ),
 ];
 
@@ -110,7 +112,8 @@ fn bad_scenarios_exit_2_with_one_line_naming_file_field_and_value() {
 fn bad_set_override_and_missing_file_exit_2() {
     let shares = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/shares.toml");
     for args in [
-        vec!["sim", shares, "--set", "tenants.nobody.max_mb=5"],
+        vec!["sim", shares, "--set", "tenants.nobody.max=5M"],
+        vec!["sim", shares, "--set", "duration=60"],
         vec!["sim", shares, "--set", "policy.tax_rate=-1"],
         vec!["sim", "/nonexistent/scenario.toml"],
         vec!["sim", shares, "--variant", "nope"],

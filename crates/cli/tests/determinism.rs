@@ -36,7 +36,7 @@ fn sim(dir: &Path, seed: &str) {
         "--seed",
         seed,
         "--set",
-        "duration_s=120",
+        "duration=2m",
     ]);
     assert!(
         out.status.success(),

@@ -1,19 +1,18 @@
 //! The daemon's configuration file (TOML): host, policy, safety rails and tenants, validated at load into typed values.
 //!
-//! The loader (`DaemonConfig::load` / `DaemonConfig::parse`) rejects unknown fields, wrong types,
-//! out-of-range values and inconsistent tenants with one line naming the file, the field and the
-//! value. See docs/configuration.md.
+//! The loader (`DaemonConfig::load` / `DaemonConfig::parse`, on `memtide_config`) rejects unknown
+//! fields, wrong types, out-of-range values and inconsistent tenants with one line naming
+//! file:line:col, the field and the value. The file's serde structs are in `schema.rs`, the checks
+//! and defaults in `build.rs`. See docs/configuration.md.
 
 mod build;
-mod error;
-mod reader;
 mod render;
-mod tree;
+mod schema;
 
 #[cfg(test)]
 mod tests;
 
-pub use error::ConfigError;
+pub use memtide_config::ConfigError;
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -51,7 +50,8 @@ pub struct DaemonSection {
     pub decisions_kept: usize,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LogFormat {
     Text,
     Json,
@@ -94,7 +94,8 @@ pub struct PolicySection {
 }
 
 /// When memtide takes memory from a tenant.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Reclaim {
     /// Only when the budget (or the host) runs short, as ESX reclaims only below its high state.
     WhenShort,
@@ -128,7 +129,8 @@ pub struct RailsSection {
 }
 
 /// Which active-memory estimator a tenant uses.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum EstimatorChoice {
     /// TWS working-set probing on the cgroup's refault and swap-in counters.
     Tws,
@@ -232,21 +234,12 @@ impl Default for DaemonConfig {
 impl DaemonConfig {
     /// Reads and validates the configuration file at `path`.
     pub fn load(path: &Path) -> Result<DaemonConfig, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
-            path: path.to_path_buf(),
-            error,
-        })?;
-        DaemonConfig::parse(&text, path)
+        DaemonConfig::parse(&memtide_config::read_file(path)?, path)
     }
 
     /// Validates the configuration `text`; `origin` names it in errors.
     pub fn parse(text: &str, origin: &Path) -> Result<DaemonConfig, ConfigError> {
-        let doc = tree::parse(text).map_err(|e| ConfigError::Syntax {
-            file: origin.to_path_buf(),
-            location: e.span().map(|s| error::line_col(text, s.start)),
-            message: error::one_line(e.message()),
-        })?;
-        build::build(&doc).map_err(|p| p.into_error(origin, text))
+        build::build(&memtide_config::Document::parse(origin, text)?)
     }
 
     /// The configuration as a TOML file that [`DaemonConfig::parse`] reads back to the same

@@ -1,4 +1,4 @@
-//! Memory sizes (`"512M"`, `"1GiB"`, bytes) and durations (`"500ms"`, `"1s"`, `"2m"`) as people write them, and back: the one parser behind the daemon's config, the API and the toucher.
+//! Memory sizes (`"512M"`, `"1GiB"`, bytes) and durations (`"500ms"`, `"1s"`, `"2m"`) as people write them, and back: the one parser behind the configuration layer's `Size` and `Duration` (crates/config), the API and the toucher.
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;

@@ -1,133 +1,884 @@
-//! Turns the file as written into a runnable [`Scenario`]: checks the relations between fields (min <= max, names in events, budget against the mins, times inside the run) and converts MiB and seconds into pages and durations.
+//! Turns the file as read (`schema.rs`) into a runnable [`Scenario`]: reads the tables that depend on their `kind`, fills in defaults, checks each value and the relations between fields (min <= max, names in events, the budget against the mins, times inside the run), every error pointing at the field it names; sizes become pages, rounded to the nearest page.
 
-use crate::error::{render_number, render_string, FieldError, FieldPath};
-use crate::reader::Result;
 use crate::scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
-use crate::schema::{Doc, EventAction, EventDoc, TenantDoc, DEFAULT_KERNEL_MB};
+use crate::schema::{
+    BalloonDoc, CommittedDoc, CpuJobDoc, FileServerDoc, IdleDoc, OltpDoc, PolicyDoc, SamplingDoc,
+    ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc, StopTenantDoc, TenantDoc, ToucherDoc,
+    TwsDoc, WebDoc,
+};
+use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
 use memtide_controller::ControllerConfig;
-use memtide_model::{EstimatorConfig, Pages, TenantId, TenantSpec};
+use memtide_model::{
+    EstimatorConfig, Pages, SamplingConfig, TaxRate, TenantId, TenantSpec, WorkingSetConfig,
+};
+use memtide_policy::ReclamationThresholds;
 use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, VmConfig};
 use memtide_sim::cost::CostModel;
-use memtide_sim::workload::{Workload, WorkloadConfig};
+use memtide_sim::workload::config::defaults;
+use memtide_sim::workload::{TouchPhase, Workload, WorkloadConfig};
+use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+type Result<T> = std::result::Result<T, ConfigError>;
+
 /// The sim's tick: scenario times are whole ticks.
 pub(crate) const TICK: Duration = Duration::from_secs(1);
+/// Longest time a scenario may give.
+const MAX_TIME: Duration = Duration::from_secs(1000 * 3600);
 
-fn mb(v: f64) -> Pages {
-    Pages::from_mib_f64(v)
+const DEFAULT_SEED: u64 = 1;
+const DEFAULT_CONVERGENCE: (f64, f64) = (0.9, 1.3);
+const DEFAULT_SHARES: u64 = 1000;
+const DEFAULT_OVERHEAD: Size = Size(32 << 20);
+const DEFAULT_KERNEL: Size = Size(16 << 20);
+const DEFAULT_BALLOON_RATE_PER_S: Size = Size(128 << 20);
+const DEFAULT_HOST_SWAP_PER_S: Size = Size(32 << 20);
+const DEFAULT_BALLOON_STALL_TICKS: u32 = 3;
+
+const ESTIMATOR_KINDS: &str = "\"sampling\", \"tws\" or \"committed\"";
+const WORKLOAD_KINDS: &str =
+    "\"idle\", \"toucher\", \"file_server\", \"cpu_job\", \"oltp\" or \"web\"";
+const EVENT_KINDS: &str = "\"set_tax_rate\", \"set_workload\", \"stop_tenant\" or \"set_tenant\"";
+
+/// A size as messages write it: `"256M"`.
+fn shown(size: Size) -> String {
+    format!("\"{size}\"")
 }
 
-fn secs(v: f64) -> Duration {
-    // Every time was checked to be finite, >= 0 and at most MAX_S when read.
-    Duration::from_secs_f64(v)
+/// A time as messages write it: `"10m"`.
+fn shown_time(d: Duration) -> String {
+    format!("\"{}\"", memtide_config::Duration(d))
 }
 
-/// A field of `parent` with its value, for messages.
-fn err(parent: &FieldPath, key: &str, value: f64, message: impl Into<String>) -> FieldError {
-    FieldError::new(parent.key(key), message).value(render_number(value))
+/// Builds the scenario in `doc`, read from `source`.
+pub(crate) fn build(doc: &Document, source: &Path) -> Result<Scenario> {
+    Build { doc }.scenario(source)
 }
 
-/// Builds the scenario read from `source`.
-pub(crate) fn build(doc: Doc, source: &Path) -> Result<Scenario> {
-    let root = FieldPath::root();
-    let name = match doc.name {
-        Some(name) => {
-            check_name(&name)
-                .map_err(|m| FieldError::new(root.key("name"), m).value(render_string(&name)))?;
-            name
+/// What the checks across tenants need of one.
+struct Facts {
+    name: String,
+    min: Size,
+    max: Size,
+}
+
+struct Build<'a> {
+    doc: &'a Document,
+}
+
+impl Build<'_> {
+    fn err(&self, path: &FieldPath, message: impl Into<String>) -> ConfigError {
+        self.doc.error(path, message)
+    }
+
+    fn read<T: DeserializeOwned>(&self, path: &FieldPath, value: toml::Value) -> Result<T> {
+        self.doc.read_value(path, value)
+    }
+
+    /// A size of at most 1 TiB.
+    fn size(&self, path: &FieldPath, s: Size) -> Result<Size> {
+        if s > Size::TIB {
+            return Err(self.err(path, "must be at most \"1T\" (1 TiB)"));
         }
-        None => default_name(source),
-    };
-    let duration = secs(doc.duration_s);
+        Ok(s)
+    }
 
-    let tenants = doc
-        .tenants
-        .iter()
-        .enumerate()
-        .map(|(i, t)| tenant(i, t, doc.duration_s, &doc.cost))
-        .collect::<Result<Vec<_>>>()?;
-    let mut first_of: BTreeMap<&str, usize> = BTreeMap::new();
-    for (i, t) in doc.tenants.iter().enumerate() {
-        if let Some(first) = first_of.insert(t.name.as_str(), i) {
-            return Err(FieldError::new(
-                t.path.key("name"),
-                format!("duplicate tenant name (tenants[{first}] has it too)"),
-            )
-            .value(render_string(&t.name)));
+    /// A size above zero and at most 1 TiB.
+    fn positive_size(&self, path: &FieldPath, s: Size) -> Result<Size> {
+        if s.bytes() == 0 {
+            return Err(self.err(path, "must be > 0"));
+        }
+        self.size(path, s)
+    }
+
+    /// A workload size in MiB, as the sim takes it.
+    fn mib(&self, path: &FieldPath, s: Option<Size>) -> Result<Option<f64>> {
+        s.map(|s| self.size(path, s).map(Size::as_mib_f64))
+            .transpose()
+    }
+
+    /// A time of at most [`MAX_TIME`].
+    fn time(&self, path: &FieldPath, d: memtide_config::Duration) -> Result<Duration> {
+        if d.get() > MAX_TIME {
+            return Err(self.err(path, format!("must be at most {}", shown_time(MAX_TIME))));
+        }
+        Ok(d.get())
+    }
+
+    /// A time above zero.
+    fn positive_time(&self, path: &FieldPath, d: memtide_config::Duration) -> Result<Duration> {
+        if d.get().is_zero() {
+            return Err(self.err(path, "must be > 0"));
+        }
+        self.time(path, d)
+    }
+
+    /// A time that falls on a tick.
+    fn tick_time(&self, path: &FieldPath, d: memtide_config::Duration) -> Result<Duration> {
+        let d = self.time(path, d)?;
+        if d.subsec_nanos() != 0 {
+            return Err(self.err(path, "must be a whole number of seconds (the tick is 1 s)"));
+        }
+        Ok(d)
+    }
+
+    /// A finite number for which `ok` holds; `rule` says which.
+    fn number(
+        &self,
+        path: &FieldPath,
+        v: f64,
+        ok: impl Fn(f64) -> bool,
+        rule: &str,
+    ) -> Result<f64> {
+        if v.is_finite() && ok(v) {
+            Ok(v)
+        } else {
+            Err(self.err(path, rule))
         }
     }
 
-    let min_sum: f64 = doc.tenants.iter().map(|t| t.min_mb).sum();
-    if let Some(budget) = doc.policy.budget_mb {
-        if budget < min_sum {
-            return Err(err(
-                &root.key("policy"),
-                "budget_mb",
-                budget,
+    fn scenario(&self, source: &Path) -> Result<Scenario> {
+        let root = FieldPath::root();
+        let file: ScenarioDoc = self.doc.read(&root)?;
+        let name = match file.name {
+            Some(name) => {
+                check_name(&name).map_err(|m| self.err(&root.key("name"), m))?;
+                name
+            }
+            None => default_name(source),
+        };
+        let duration = self.tick_time(&root.key("duration"), file.duration)?;
+        if duration.is_zero() {
+            return Err(self.err(&root.key("duration"), "must be > 0"));
+        }
+        let convergence = match file.convergence {
+            None => DEFAULT_CONVERGENCE,
+            Some(c) => {
+                let at = root.key("convergence");
+                let low = c.low.unwrap_or(DEFAULT_CONVERGENCE.0);
+                let high = c.high.unwrap_or(DEFAULT_CONVERGENCE.1);
+                self.number(&at.key("low"), low, |v| v >= 0.0, "must be >= 0")?;
+                self.number(&at.key("high"), high, |v| v > 0.0, "must be > 0")?;
+                if low >= high {
+                    return Err(self.err(&at.key("low"), format!("must be below high = {high}")));
+                }
+                (low, high)
+            }
+        };
+        let host_at = root.key("host");
+        let machine = self.positive_size(&host_at.key("memory"), file.host.memory)?;
+        let host_swap = self.size(
+            &host_at.key("host_swap"),
+            file.host.host_swap.unwrap_or_default(),
+        )?;
+        let cost = file.cost.unwrap_or_default();
+        if let Err(e) = cost.validate() {
+            return Err(self.err(
+                &root.key("cost").key(e.field),
+                "must be a finite number >= 0",
+            ));
+        }
+
+        let mut tenants = Vec::with_capacity(file.tenants.len());
+        let mut facts: Vec<Facts> = Vec::with_capacity(file.tenants.len());
+        let mut first_of: BTreeMap<String, usize> = BTreeMap::new();
+        for (i, t) in file.tenants.into_iter().enumerate() {
+            let at = root.key("tenants").index(i);
+            if let Some(first) = first_of.insert(t.name.clone(), i) {
+                return Err(self.err(
+                    &at.key("name"),
+                    format!("duplicate tenant name (tenants[{first}] has it too)"),
+                ));
+            }
+            let (tenant, fact) = self.tenant(&at, i, t, duration, &cost)?;
+            tenants.push(tenant);
+            facts.push(fact);
+        }
+        let controller = self.controller(file.policy.unwrap_or_default(), &facts)?;
+        let events = self.events(&file.events, &facts, duration, &cost)?;
+
+        let mut variants: Vec<Variant> = Vec::new();
+        for (i, v) in file.variants.into_iter().enumerate() {
+            let at = root.key("variants").index(i);
+            let valid = !v.name.is_empty()
+                && v.name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !valid {
+                return Err(self.err(
+                    &at.key("name"),
+                    "must be letters, digits, - and _ only (it names an output directory)",
+                ));
+            }
+            if let Some(first) = variants.iter().position(|x| x.name == v.name) {
+                return Err(self.err(
+                    &at.key("name"),
+                    format!("duplicate variant name (variants[{first}] has it too)"),
+                ));
+            }
+            for (j, s) in v.set.iter().enumerate() {
+                Override::parse(s).map_err(|m| self.err(&at.key("set").index(j), m))?;
+            }
+            variants.push(Variant {
+                name: v.name,
+                overrides: v.set,
+            });
+        }
+
+        Ok(Scenario {
+            name,
+            description: file.description,
+            source: source.to_path_buf(),
+            variant: None,
+            duration,
+            seed: file.seed.unwrap_or(DEFAULT_SEED),
+            baseline: file.baseline,
+            convergence,
+            host: HostConfig {
+                machine: machine.to_pages(),
+                host_swap: host_swap.to_pages(),
+                tick: TICK,
+            },
+            cost,
+            controller,
+            tenants,
+            events,
+            variants,
+        })
+    }
+
+    fn controller(&self, p: PolicyDoc, tenants: &[Facts]) -> Result<ControllerConfig> {
+        let at = FieldPath::root().key("policy");
+        let tax_rate = match p.tax_rate {
+            None => TaxRate::DEFAULT,
+            Some(t) => TaxRate::new(t).map_err(|e| self.err(&at.key("tax_rate"), e.to_string()))?,
+        };
+        let budget = match p.budget {
+            None => None,
+            Some(b) => {
+                let b = self.positive_size(&at.key("budget"), b)?;
+                let mins: u64 = tenants.iter().map(|t| t.min.bytes()).sum();
+                if b.bytes() < mins {
+                    return Err(self.err(
+                        &at.key("budget"),
+                        format!("below the sum of the tenants' min ({})", shown(Size(mins))),
+                    ));
+                }
+                Some(b.to_pages())
+            }
+        };
+        let host_swap_per_s = self.size(
+            &at.key("host_swap_per_s"),
+            p.host_swap_per_s.unwrap_or(DEFAULT_HOST_SWAP_PER_S),
+        )?;
+        let balloon_stall_ticks = p.balloon_stall_ticks.unwrap_or(DEFAULT_BALLOON_STALL_TICKS);
+        if balloon_stall_ticks == 0 {
+            return Err(self.err(&at.key("balloon_stall_ticks"), "must be >= 1"));
+        }
+        let thresholds = match p.thresholds {
+            None => ReclamationThresholds::default(),
+            Some(t) => {
+                let d = ReclamationThresholds::default();
+                let t = ReclamationThresholds {
+                    high: t.high.unwrap_or(d.high),
+                    soft: t.soft.unwrap_or(d.soft),
+                    hard: t.hard.unwrap_or(d.hard),
+                    low: t.low.unwrap_or(d.low),
+                    hysteresis: t.hysteresis.unwrap_or(d.hysteresis),
+                };
+                if t.validate().is_err() {
+                    return Err(self.err(
+                        &at.key("thresholds"),
+                        format!(
+                            "must satisfy 0 < low < hard < soft < high < 1 and 0 <= hysteresis \
+                             < 1 - high (fractions of machine memory); here high = {}, soft = {}, \
+                             hard = {}, low = {}, hysteresis = {}",
+                            t.high, t.soft, t.hard, t.low, t.hysteresis
+                        ),
+                    ));
+                }
+                t
+            }
+        };
+        let controller = ControllerConfig {
+            tax_rate,
+            thresholds,
+            budget,
+            // Per tick; the tick is 1 s.
+            host_swap_per_tick: host_swap_per_s.to_pages(),
+            balloon_stall_ticks,
+            // Simulated VMs move by balloon and host swap, never by a limit.
+            rails: Default::default(),
+            dry_run: false,
+            reclaim_always: false,
+            backing: Default::default(),
+        };
+        controller
+            .validate()
+            .map_err(|e| self.err(&at, e.to_string()))?;
+        Ok(controller)
+    }
+
+    fn tenant(
+        &self,
+        at: &FieldPath,
+        i: usize,
+        t: TenantDoc,
+        duration: Duration,
+        cost: &CostModel,
+    ) -> Result<(ScenarioTenant, Facts)> {
+        if t.name.trim().is_empty() || t.name.chars().any(char::is_control) {
+            return Err(self.err(
+                &at.key("name"),
+                "must be non-empty and free of control characters",
+            ));
+        }
+        let max = self.positive_size(&at.key("max"), t.max)?;
+        let min = self.size(&at.key("min"), t.min.unwrap_or_default())?;
+        if min > max {
+            return Err(self.err(
+                &at.key("min"),
+                format!("must not exceed max = {}", shown(max)),
+            ));
+        }
+        let shares = t.shares.unwrap_or(DEFAULT_SHARES);
+        if shares == 0 {
+            return Err(self.err(&at.key("shares"), "must be >= 1"));
+        }
+        let overhead = self.size(&at.key("overhead"), t.overhead.unwrap_or(DEFAULT_OVERHEAD))?;
+        let kernel = self.size(&at.key("kernel"), t.kernel.unwrap_or(DEFAULT_KERNEL))?;
+        if kernel > max {
+            let message = format!("must not exceed max = {}", shown(max));
+            return Err(match t.kernel {
+                Some(_) => self.err(&at.key("kernel"), message),
+                None => self.doc.error_with_value(
+                    &at.key("kernel"),
+                    Some(shown(kernel)),
+                    format!("{message} (the default; set kernel lower)"),
+                ),
+            });
+        }
+        let guest_swap = self.size(&at.key("guest_swap"), t.guest_swap.unwrap_or(max))?;
+        let start = match t.start {
+            None => Duration::ZERO,
+            Some(s) => self.tick_time(&at.key("start"), s)?,
+        };
+        if start >= duration {
+            return Err(self.err(
+                &at.key("start"),
                 format!(
-                    "below the sum of tenant min_mb ({})",
-                    render_number(min_sum)
+                    "must be before the end of the run (duration = {})",
+                    shown_time(duration)
                 ),
             ));
         }
-    }
-    let controller = ControllerConfig {
-        tax_rate: doc.policy.tax_rate,
-        thresholds: doc.policy.thresholds.clone(),
-        budget: doc.policy.budget_mb.map(mb),
-        // Per tick; the tick is 1 s.
-        host_swap_per_tick: mb(doc.policy.host_swap_mb_per_s),
-        balloon_stall_ticks: doc.policy.balloon_stall_ticks,
-        // Simulated VMs move by balloon and host swap, never by a limit.
-        rails: Default::default(),
-        dry_run: false,
-        reclaim_always: false,
-        backing: Default::default(),
-    };
-    if let Err(e) = controller.validate() {
-        return Err(FieldError::new(root.key("policy"), e.to_string()));
+        let stop = match t.stop {
+            None => None,
+            Some(s) => {
+                let stop = self.tick_time(&at.key("stop"), s)?;
+                if stop <= start {
+                    return Err(self.err(
+                        &at.key("stop"),
+                        format!("must be after start = {}", shown_time(start)),
+                    ));
+                }
+                Some(stop)
+            }
+        };
+
+        let balloon_room = Size(max.bytes() - kernel.bytes());
+        let b = t.balloon.unwrap_or_default();
+        let balloon = if b.enabled.unwrap_or(true) {
+            Some(self.balloon(&at.key("balloon"), b, balloon_room)?)
+        } else {
+            None
+        };
+        let initial_balloon = match t.initial {
+            None => Pages::ZERO,
+            Some(initial) => {
+                let path = at.key("initial");
+                if initial < kernel || initial > max {
+                    return Err(self.err(
+                        &path,
+                        format!(
+                            "must be in [kernel, max] = [{}, {}]",
+                            shown(kernel),
+                            shown(max)
+                        ),
+                    ));
+                }
+                let Some((_, limit)) = balloon else {
+                    return Err(self.err(
+                        &path,
+                        "needs a balloon driver to start below max (balloon.enabled = false)",
+                    ));
+                };
+                let needed = Size(max.bytes() - initial.bytes());
+                if needed > limit {
+                    return Err(self.err(
+                        &path,
+                        format!(
+                            "needs a {} balloon, above balloon.limit = {}",
+                            shown(needed),
+                            shown(limit)
+                        ),
+                    ));
+                }
+                max.to_pages().saturating_sub(initial.to_pages())
+            }
+        };
+
+        let estimator = self.estimator(&at.key("estimator"), t.estimator.as_ref())?;
+        let workload = self.workload(&at.key("workload"), &t.workload, cost)?;
+        let sampling = match &estimator {
+            EstimatorConfig::Sampling(s) => Some(SamplingSetup {
+                sample_pages: s.sample_pages,
+                period: s.period,
+            }),
+            _ => None,
+        };
+        let cap_at_estimate = t
+            .cap_at_estimate
+            .unwrap_or(!matches!(estimator, EstimatorConfig::Sampling(_)));
+        let tenant = ScenarioTenant {
+            spec: TenantSpec {
+                id: TenantId(i as u32),
+                name: t.name.clone(),
+                min: min.to_pages(),
+                max: max.to_pages(),
+                shares,
+                overhead: overhead.to_pages(),
+                estimator,
+                cap_at_estimate,
+            },
+            vm: VmConfig {
+                max: max.to_pages(),
+                overhead: overhead.to_pages(),
+                kernel: kernel.to_pages(),
+                guest_swap: guest_swap.to_pages(),
+                balloon: balloon.map(|(rate, limit)| BalloonConfig {
+                    rate_per_s: rate.to_pages(),
+                    limit: limit.to_pages(),
+                }),
+                initial_balloon,
+                sampling,
+                workload,
+            },
+            start,
+            stop,
+        };
+        Ok((
+            tenant,
+            Facts {
+                name: t.name,
+                min,
+                max,
+            },
+        ))
     }
 
-    let events = events(&doc.events, &doc.tenants, doc.duration_s, &doc.cost)?;
-
-    let mut variants: Vec<Variant> = Vec::new();
-    for v in &doc.variants {
-        if let Some(first) = variants.iter().position(|x| x.name == v.name) {
-            return Err(FieldError::new(
-                v.path.key("name"),
-                format!("duplicate variant name (variants[{first}] has it too)"),
-            )
-            .value(render_string(&v.name)));
+    /// The balloon driver's rate and limit (at most `room` = max - kernel).
+    fn balloon(&self, at: &FieldPath, b: BalloonDoc, room: Size) -> Result<(Size, Size)> {
+        let rate = self.positive_size(
+            &at.key("rate_per_s"),
+            b.rate_per_s.unwrap_or(DEFAULT_BALLOON_RATE_PER_S),
+        )?;
+        let limit = b.limit.unwrap_or(room);
+        if limit > room {
+            return Err(self.err(
+                &at.key("limit"),
+                format!("must not exceed max - kernel = {}", shown(room)),
+            ));
         }
-        variants.push(Variant {
-            name: v.name.clone(),
-            overrides: v.set.clone(),
-        });
+        Ok((rate, limit))
     }
 
-    Ok(Scenario {
-        name,
-        description: doc.description,
-        source: source.to_path_buf(),
-        variant: None,
-        duration,
-        seed: doc.seed,
-        baseline: doc.baseline,
-        convergence: doc.convergence,
-        host: HostConfig {
-            machine: mb(doc.host.memory_mb),
-            host_swap: mb(doc.host.host_swap_mb),
-            tick: TICK,
-        },
-        cost: doc.cost,
-        controller,
-        tenants,
-        events,
-        variants,
-    })
+    /// The estimator table (absent: sampling with its defaults). When an override changed
+    /// `kind`, fields of the file's kind are dropped: a variant such as
+    /// `tenants.*.estimator.kind=committed` works on tenants with tuned `tws` parameters.
+    fn estimator(&self, at: &FieldPath, value: Option<&toml::Value>) -> Result<EstimatorConfig> {
+        let Some(value) = value else {
+            return Ok(EstimatorConfig::Sampling(SamplingConfig::default()));
+        };
+        let (kind, mut rest) = self.doc.kind(at, value, Some("sampling"))?;
+        let overridden = self.doc.is_overridden(&at.key("kind"));
+        let mut keep_own = |fields: &[&str]| {
+            if let (true, toml::Value::Table(t)) = (overridden, &mut rest) {
+                t.retain(|k, _| fields.contains(&k));
+            }
+        };
+        let unit = |v: f64| v > 0.0 && v <= 1.0;
+        match kind.as_str() {
+            "sampling" => {
+                keep_own(field_names::<SamplingDoc>());
+                let s: SamplingDoc = self.read(at, rest)?;
+                let d = SamplingConfig::default();
+                let sample_pages = s.sample_pages.unwrap_or(d.sample_pages);
+                if !(1..=1_000_000).contains(&sample_pages) {
+                    return Err(self.err(&at.key("sample_pages"), "must be in [1, 1000000]"));
+                }
+                Ok(EstimatorConfig::Sampling(SamplingConfig {
+                    sample_pages,
+                    period: match s.period {
+                        Some(p) => self.positive_time(&at.key("period"), p)?,
+                        None => d.period,
+                    },
+                    slow_gain: match s.slow_gain {
+                        Some(g) => {
+                            self.number(&at.key("slow_gain"), g, unit, "must be in (0, 1]")?
+                        }
+                        None => d.slow_gain,
+                    },
+                    fast_gain: match s.fast_gain {
+                        Some(g) => {
+                            self.number(&at.key("fast_gain"), g, unit, "must be in (0, 1]")?
+                        }
+                        None => d.fast_gain,
+                    },
+                    headroom: match s.headroom {
+                        Some(h) => self.number(
+                            &at.key("headroom"),
+                            h,
+                            |v| (0.0..=100.0).contains(&v),
+                            "must be in [0, 100]",
+                        )?,
+                        None => d.headroom,
+                    },
+                }))
+            }
+            "tws" => {
+                keep_own(field_names::<TwsDoc>());
+                let w: TwsDoc = self.read(at, rest)?;
+                let d = WorkingSetConfig::default();
+                let cool_down = match w.cool_down {
+                    Some(c) => self.time(&at.key("cool_down"), c)?,
+                    None => d.cool_down,
+                };
+                Ok(EstimatorConfig::WorkingSet(WorkingSetConfig {
+                    epoch: match w.epoch {
+                        Some(e) => self.positive_time(&at.key("epoch"), e)?,
+                        None => d.epoch,
+                    },
+                    fast_step: match w.fast_step {
+                        Some(s) => {
+                            self.number(&at.key("fast_step"), s, unit, "must be in (0, 1]")?
+                        }
+                        None => d.fast_step,
+                    },
+                    slow_step: match w.slow_step {
+                        Some(s) => {
+                            self.number(&at.key("slow_step"), s, unit, "must be in (0, 1]")?
+                        }
+                        None => d.slow_step,
+                    },
+                    cool_down,
+                    // The simulator runs TWS as published: no growing cool-down.
+                    max_cool_down: cool_down,
+                    committed_change: match w.committed_change {
+                        Some(c) => self.number(
+                            &at.key("committed_change"),
+                            c,
+                            |v| (0.0..=100.0).contains(&v),
+                            "must be in [0, 100]",
+                        )?,
+                        None => d.committed_change,
+                    },
+                }))
+            }
+            "committed" => {
+                keep_own(field_names::<CommittedDoc>());
+                let _: CommittedDoc = self.read(at, rest)?;
+                Ok(EstimatorConfig::Committed)
+            }
+            _ => Err(self.err(
+                &at.key("kind"),
+                format!("unknown estimator kind (expected {ESTIMATOR_KINDS})"),
+            )),
+        }
+    }
+
+    /// A workload table, read by its kind; the sim checks the parameters without a unit.
+    fn workload(
+        &self,
+        at: &FieldPath,
+        value: &toml::Value,
+        cost: &CostModel,
+    ) -> Result<WorkloadConfig> {
+        let (kind, rest) = self.doc.kind(at, value, None)?;
+        let config = match kind.as_str() {
+            "idle" => {
+                let w: IdleDoc = self.read(at, rest)?;
+                WorkloadConfig::Idle {
+                    resident_mb: self.mib(&at.key("resident"), w.resident)?.unwrap_or(0.0),
+                    background_mb: self
+                        .mib(&at.key("background"), w.background)?
+                        .unwrap_or(defaults::IDLE_BACKGROUND_MB),
+                    cpu_us_per_access: w.cpu_us_per_access,
+                    accesses_per_op: w.accesses_per_op,
+                    max_accesses_per_s: w.max_accesses_per_s,
+                }
+            }
+            "toucher" => {
+                let w: ToucherDoc = self.read(at, rest)?;
+                WorkloadConfig::Toucher {
+                    phases: self.phases(at, &w)?,
+                    allocated_mb: self.mib(&at.key("allocated"), w.allocated)?,
+                    skew: w.skew.unwrap_or_default(),
+                    cpu_us_per_access: w.cpu_us_per_access,
+                    accesses_per_op: w.accesses_per_op,
+                    max_accesses_per_s: w.max_accesses_per_s,
+                }
+            }
+            "file_server" => {
+                let w: FileServerDoc = self.read(at, rest)?;
+                WorkloadConfig::FileServer {
+                    file_set_mb: self.size(&at.key("file_set"), w.file_set)?.as_mib_f64(),
+                    anon_mb: self
+                        .mib(&at.key("anon"), w.anon)?
+                        .unwrap_or(defaults::FILE_SERVER_ANON_MB),
+                    skew: w.skew.unwrap_or_default(),
+                    cpu_us_per_access: w.cpu_us_per_access,
+                    accesses_per_op: w.accesses_per_op,
+                    max_accesses_per_s: w.max_accesses_per_s,
+                }
+            }
+            "cpu_job" => {
+                let w: CpuJobDoc = self.read(at, rest)?;
+                let allocated = self.size(&at.key("allocated"), w.allocated)?;
+                let working_set = self.size(&at.key("working_set"), w.working_set)?;
+                if working_set > allocated {
+                    return Err(self.err(
+                        &at.key("working_set"),
+                        format!("must not exceed allocated = {}", shown(allocated)),
+                    ));
+                }
+                WorkloadConfig::CpuJob {
+                    allocated_mb: allocated.as_mib_f64(),
+                    working_set_mb: working_set.as_mib_f64(),
+                    skew: w.skew.unwrap_or_default(),
+                    input_mb: self.mib(&at.key("input"), w.input)?.unwrap_or(0.0),
+                    input_fraction: w.input_fraction.unwrap_or(defaults::CPU_JOB_INPUT_FRACTION),
+                    cpu_us_per_access: w.cpu_us_per_access,
+                    accesses_per_op: w.accesses_per_op,
+                    max_accesses_per_s: w.max_accesses_per_s,
+                }
+            }
+            "oltp" => {
+                let w: OltpDoc = self.read(at, rest)?;
+                WorkloadConfig::Oltp {
+                    data_mb: self.size(&at.key("data"), w.data)?.as_mib_f64(),
+                    anon_mb: self
+                        .mib(&at.key("anon"), w.anon)?
+                        .unwrap_or(defaults::OLTP_ANON_MB),
+                    file_fraction: w.file_fraction.unwrap_or(defaults::OLTP_FILE_FRACTION),
+                    skew: w.skew.unwrap_or(defaults::OLTP_SKEW),
+                    cpu_us_per_access: w.cpu_us_per_access,
+                    accesses_per_op: w.accesses_per_op,
+                    max_accesses_per_s: w.max_accesses_per_s,
+                }
+            }
+            "web" => {
+                let w: WebDoc = self.read(at, rest)?;
+                WorkloadConfig::Web {
+                    anon_mb: self
+                        .mib(&at.key("anon"), w.anon)?
+                        .unwrap_or(defaults::WEB_ANON_MB),
+                    file_mb: self
+                        .mib(&at.key("file"), w.file)?
+                        .unwrap_or(defaults::WEB_FILE_MB),
+                    cpu_us_per_access: w.cpu_us_per_access,
+                    accesses_per_op: w.accesses_per_op,
+                    max_accesses_per_s: w.max_accesses_per_s,
+                }
+            }
+            _ => {
+                return Err(self.err(
+                    &at.key("kind"),
+                    format!("unknown workload kind (expected {WORKLOAD_KINDS})"),
+                ))
+            }
+        };
+        Workload::new(&config, cost).map_err(|e| self.err(at, e.to_string()))?;
+        Ok(config)
+    }
+
+    /// A toucher's phases: at least one, in time order, none larger than `allocated`.
+    fn phases(&self, at: &FieldPath, w: &ToucherDoc) -> Result<Vec<TouchPhase>> {
+        if w.phases.is_empty() {
+            return Err(self.err(&at.key("phases"), "must have at least one phase"));
+        }
+        let mut phases = Vec::with_capacity(w.phases.len());
+        for (i, p) in w.phases.iter().enumerate() {
+            let here = at.key("phases").index(i);
+            let start = self.time(&here.key("at"), p.at)?;
+            if i > 0 && p.at <= w.phases[i - 1].at {
+                return Err(self.err(
+                    &here.key("at"),
+                    format!(
+                        "must be after phases[{}].at = {}",
+                        i - 1,
+                        shown_time(w.phases[i - 1].at.get())
+                    ),
+                ));
+            }
+            let working_set = self.size(&here.key("working_set"), p.working_set)?;
+            if w.allocated.is_some_and(|a| working_set > a) {
+                return Err(self.err(
+                    &at.key("allocated"),
+                    format!(
+                        "must be at least phases[{i}].working_set = {}",
+                        shown(working_set)
+                    ),
+                ));
+            }
+            phases.push(TouchPhase {
+                at_s: start.as_secs_f64(),
+                working_set_mb: working_set.as_mib_f64(),
+            });
+        }
+        Ok(phases)
+    }
+
+    fn events(
+        &self,
+        values: &[toml::Value],
+        tenants: &[Facts],
+        duration: Duration,
+        cost: &CostModel,
+    ) -> Result<Vec<TimedEvent>> {
+        let find = |at: &FieldPath, name: &str| -> Result<usize> {
+            tenants.iter().position(|t| t.name == name).ok_or_else(|| {
+                let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
+                let known = if names.is_empty() {
+                    "the scenario has no tenants".to_string()
+                } else {
+                    format!("tenants are {}", names.join(", "))
+                };
+                self.err(&at.key("tenant"), format!("no such tenant ({known})"))
+            })
+        };
+        // Read each event, then apply them in time order (stable: events at the same time
+        // keep their file order), so set_tenant checks see the limits of the events before.
+        let mut read = Vec::with_capacity(values.len());
+        for (i, value) in values.iter().enumerate() {
+            let at = FieldPath::root().key("events").index(i);
+            let (kind, rest) = self.doc.kind(&at, value, None)?;
+            let (when, event) = match kind.as_str() {
+                "set_tax_rate" => {
+                    let e: SetTaxRateDoc = self.read(&at, rest)?;
+                    let rate = TaxRate::new(e.tax_rate)
+                        .map_err(|x| self.err(&at.key("tax_rate"), x.to_string()))?;
+                    (e.at, Pending::TaxRate(rate))
+                }
+                "set_workload" => {
+                    let e: SetWorkloadDoc = self.read(&at, rest)?;
+                    let tenant = find(&at, &e.tenant)?;
+                    let workload = self.workload(&at.key("workload"), &e.workload, cost)?;
+                    (e.at, Pending::Workload(tenant, workload))
+                }
+                "stop_tenant" => {
+                    let e: StopTenantDoc = self.read(&at, rest)?;
+                    (e.at, Pending::Stop(find(&at, &e.tenant)?))
+                }
+                "set_tenant" => {
+                    let e: SetTenantDoc = self.read(&at, rest)?;
+                    if e.min.is_none() && e.max.is_none() && e.shares.is_none() {
+                        return Err(self.err(
+                            &at,
+                            "a set_tenant event needs at least one of min, max, shares",
+                        ));
+                    }
+                    let tenant = find(&at, &e.tenant)?;
+                    if let Some(min) = e.min {
+                        self.size(&at.key("min"), min)?;
+                    }
+                    if let Some(max) = e.max {
+                        self.positive_size(&at.key("max"), max)?;
+                    }
+                    if e.shares == Some(0) {
+                        return Err(self.err(&at.key("shares"), "must be >= 1"));
+                    }
+                    (e.at, Pending::Tenant(tenant, e.min, e.max, e.shares))
+                }
+                _ => {
+                    return Err(self.err(
+                        &at.key("kind"),
+                        format!("unknown event kind (expected {EVENT_KINDS})"),
+                    ))
+                }
+            };
+            let when = self.time(&at.key("at"), when)?;
+            if when >= duration {
+                return Err(self.err(
+                    &at.key("at"),
+                    format!(
+                        "must be before the end of the run (duration = {})",
+                        shown_time(duration)
+                    ),
+                ));
+            }
+            read.push((at, when, event));
+        }
+        read.sort_by_key(|(_, when, _)| *when);
+        // Each tenant's (min, max) as set_tenant events change them.
+        let mut limits: Vec<(Size, Size)> = tenants.iter().map(|t| (t.min, t.max)).collect();
+        let mut built = Vec::with_capacity(read.len());
+        for (at, when, pending) in read {
+            let event = match pending {
+                Pending::TaxRate(rate) => Event::SetTaxRate(rate),
+                Pending::Workload(i, workload) => Event::SetWorkload {
+                    tenant: TenantId(i as u32),
+                    workload,
+                },
+                Pending::Stop(i) => Event::StopTenant(TenantId(i as u32)),
+                Pending::Tenant(i, min, max, shares) => {
+                    let configured = tenants[i].max;
+                    if max.is_some_and(|m| m > configured) {
+                        return Err(self.err(
+                            &at.key("max"),
+                            format!(
+                                "must not exceed the tenant's configured max = {} (the guest's \
+                                 memory size)",
+                                shown(configured)
+                            ),
+                        ));
+                    }
+                    let (lo, hi) = (min.unwrap_or(limits[i].0), max.unwrap_or(limits[i].1));
+                    if lo > hi {
+                        let key = if min.is_some() { "min" } else { "max" };
+                        return Err(self.err(
+                            &at.key(key),
+                            format!(
+                                "leaves {} with min = {} above max = {}",
+                                tenants[i].name,
+                                shown(lo),
+                                shown(hi)
+                            ),
+                        ));
+                    }
+                    limits[i] = (lo, hi);
+                    Event::SetTenant {
+                        tenant: TenantId(i as u32),
+                        min: min.map(Size::to_pages),
+                        max: max.map(Size::to_pages),
+                        shares,
+                    }
+                }
+            };
+            built.push(TimedEvent { at: when, event });
+        }
+        Ok(built)
+    }
+}
+
+/// An event read but not yet applied in time order.
+enum Pending {
+    TaxRate(TaxRate),
+    Workload(usize, WorkloadConfig),
+    Stop(usize),
+    Tenant(usize, Option<Size>, Option<Size>, Option<u64>),
 }
 
 /// Scenario names become output directories: letters, digits, `-`, `_` and `.`, not
@@ -170,267 +921,6 @@ fn default_name(source: &Path) -> String {
     } else {
         cleaned
     }
-}
-
-fn check_workload(w: &WorkloadConfig, path: FieldPath, cost: &CostModel) -> Result<()> {
-    Workload::new(w, cost)
-        .map(|_| ())
-        .map_err(|e| FieldError::new(path, e.to_string()))
-}
-
-fn tenant(i: usize, t: &TenantDoc, duration_s: f64, cost: &CostModel) -> Result<ScenarioTenant> {
-    let p = &t.path;
-    if t.min_mb > t.max_mb {
-        return Err(err(
-            p,
-            "min_mb",
-            t.min_mb,
-            format!("must not exceed max_mb = {}", render_number(t.max_mb)),
-        ));
-    }
-    let kernel_mb = t.kernel_mb.unwrap_or(DEFAULT_KERNEL_MB);
-    if kernel_mb > t.max_mb {
-        let default = if t.kernel_mb.is_none() {
-            " (the default; set kernel_mb lower)"
-        } else {
-            ""
-        };
-        return Err(err(
-            p,
-            "kernel_mb",
-            kernel_mb,
-            format!(
-                "must not exceed max_mb = {}{default}",
-                render_number(t.max_mb)
-            ),
-        ));
-    }
-    if t.start_s >= duration_s {
-        return Err(err(
-            p,
-            "start_s",
-            t.start_s,
-            format!(
-                "must be before the end of the run (duration_s = {})",
-                render_number(duration_s)
-            ),
-        ));
-    }
-    if let Some(stop) = t.stop_s {
-        if stop <= t.start_s {
-            return Err(err(
-                p,
-                "stop_s",
-                stop,
-                format!("must be after start_s = {}", render_number(t.start_s)),
-            ));
-        }
-    }
-
-    let balloon_room = t.max_mb - kernel_mb;
-    let balloon = if t.balloon.enabled {
-        let limit_mb = t.balloon.limit_mb.unwrap_or(balloon_room);
-        if limit_mb > balloon_room {
-            return Err(err(
-                &p.key("balloon"),
-                "limit_mb",
-                limit_mb,
-                format!(
-                    "must not exceed max_mb - kernel_mb = {}",
-                    render_number(balloon_room)
-                ),
-            ));
-        }
-        Some((t.balloon.rate_mb_per_s, limit_mb))
-    } else {
-        None
-    };
-
-    let initial_balloon = match t.initial_mb {
-        None => Pages::ZERO,
-        Some(initial) => {
-            if initial < kernel_mb || initial > t.max_mb {
-                return Err(err(
-                    p,
-                    "initial_mb",
-                    initial,
-                    format!(
-                        "must be in [kernel_mb, max_mb] = [{}, {}]",
-                        render_number(kernel_mb),
-                        render_number(t.max_mb)
-                    ),
-                ));
-            }
-            let Some((_, limit_mb)) = balloon else {
-                return Err(err(
-                    p,
-                    "initial_mb",
-                    initial,
-                    "needs a balloon driver to start below max_mb (balloon.enabled = false)",
-                ));
-            };
-            if t.max_mb - initial > limit_mb {
-                return Err(err(
-                    p,
-                    "initial_mb",
-                    initial,
-                    format!(
-                        "needs a {} MiB balloon, above balloon.limit_mb = {}",
-                        render_number(t.max_mb - initial),
-                        render_number(limit_mb)
-                    ),
-                ));
-            }
-            mb(t.max_mb).saturating_sub(mb(initial))
-        }
-    };
-
-    check_workload(&t.workload, p.key("workload"), cost)?;
-
-    let sampling = match &t.estimator {
-        EstimatorConfig::Sampling(s) => Some(SamplingSetup {
-            sample_pages: s.sample_pages,
-            period: s.period,
-        }),
-        _ => None,
-    };
-    let cap_at_estimate = t
-        .cap_at_estimate
-        .unwrap_or(!matches!(t.estimator, EstimatorConfig::Sampling(_)));
-    let overhead = mb(t.overhead_mb);
-    let max = mb(t.max_mb);
-    Ok(ScenarioTenant {
-        spec: TenantSpec {
-            id: TenantId(i as u32),
-            name: t.name.clone(),
-            min: mb(t.min_mb),
-            max,
-            shares: t.shares,
-            overhead,
-            estimator: t.estimator.clone(),
-            cap_at_estimate,
-        },
-        vm: VmConfig {
-            max,
-            overhead,
-            kernel: mb(kernel_mb),
-            guest_swap: mb(t.guest_swap_mb.unwrap_or(t.max_mb)),
-            balloon: balloon.map(|(rate, limit)| BalloonConfig {
-                rate_per_s: mb(rate),
-                limit: mb(limit),
-            }),
-            initial_balloon,
-            sampling,
-            workload: t.workload.clone(),
-        },
-        start: secs(t.start_s),
-        stop: t.stop_s.map(secs),
-    })
-}
-
-fn events(
-    docs: &[EventDoc],
-    tenants: &[TenantDoc],
-    duration_s: f64,
-    cost: &CostModel,
-) -> Result<Vec<TimedEvent>> {
-    let find = |e: &EventDoc, name: &str| -> Result<usize> {
-        tenants.iter().position(|t| t.name == name).ok_or_else(|| {
-            let names: Vec<&str> = tenants.iter().map(|t| t.name.as_str()).collect();
-            let known = if names.is_empty() {
-                "the scenario has no tenants".to_string()
-            } else {
-                format!("tenants are {}", names.join(", "))
-            };
-            FieldError::new(e.path.key("tenant"), format!("no such tenant ({known})"))
-                .value(render_string(name))
-        })
-    };
-    // Time order, stable: events at the same time keep their file order.
-    let mut order: Vec<&EventDoc> = docs.iter().collect();
-    order.sort_by(|a, b| a.at_s.total_cmp(&b.at_s));
-    // Each tenant's (min, max) as set_tenant events change them.
-    let mut limits: Vec<(f64, f64)> = tenants.iter().map(|t| (t.min_mb, t.max_mb)).collect();
-    let mut built = Vec::with_capacity(docs.len());
-    for e in order {
-        if e.at_s >= duration_s {
-            return Err(err(
-                &e.path,
-                "at_s",
-                e.at_s,
-                format!(
-                    "must be in [0, duration_s) = [0, {})",
-                    render_number(duration_s)
-                ),
-            ));
-        }
-        let event = match &e.action {
-            EventAction::SetTaxRate(t) => Event::SetTaxRate(*t),
-            EventAction::StopTenant { tenant } => {
-                Event::StopTenant(TenantId(find(e, tenant)? as u32))
-            }
-            EventAction::SetWorkload { tenant, workload } => {
-                let i = find(e, tenant)?;
-                check_workload(workload, e.path.key("workload"), cost)?;
-                Event::SetWorkload {
-                    tenant: TenantId(i as u32),
-                    workload: workload.clone(),
-                }
-            }
-            EventAction::SetTenant {
-                tenant,
-                min_mb,
-                max_mb,
-                shares,
-            } => {
-                let i = find(e, tenant)?;
-                let configured = tenants[i].max_mb;
-                if let Some(max) = *max_mb {
-                    if max > configured {
-                        return Err(err(
-                            &e.path,
-                            "max_mb",
-                            max,
-                            format!(
-                                "must not exceed the tenant's configured max_mb = {} (the guest's memory size)",
-                                render_number(configured)
-                            ),
-                        ));
-                    }
-                }
-                let (min, max) = (min_mb.unwrap_or(limits[i].0), max_mb.unwrap_or(limits[i].1));
-                if min > max {
-                    let (key, value) = if min_mb.is_some() {
-                        ("min_mb", min)
-                    } else {
-                        ("max_mb", max)
-                    };
-                    return Err(err(
-                        &e.path,
-                        key,
-                        value,
-                        format!(
-                            "leaves {tenant} with min_mb = {} above max_mb = {}",
-                            render_number(min),
-                            render_number(max)
-                        ),
-                    ));
-                }
-                limits[i] = (min, max);
-                Event::SetTenant {
-                    tenant: TenantId(i as u32),
-                    min: min_mb.map(mb),
-                    max: max_mb.map(mb),
-                    shares: *shares,
-                }
-            }
-        };
-        built.push(TimedEvent {
-            at: secs(e.at_s),
-            event,
-        });
-    }
-    Ok(built)
 }
 
 #[cfg(test)]

@@ -1,35 +1,31 @@
 //! memtide's scenario files: read a TOML scenario, apply `--set` overrides and variants, check every field, and build the runnable [`Scenario`].
 //!
 //! Every mistake a user can make is a [`ScenarioError`] whose `Display` is one line naming
-//! the file, the field (or override) and the value, e.g.
-//! `scenarios/x.toml:9:1: tenants[1].min_mb = 300: must not exceed max_mb = 256`.
+//! file:line:col, the field (or override) and the value, e.g.
+//! `scenarios/x.toml:9:7: tenants[1].min = "300M": must not exceed max = "256M"`.
 //! Nothing here panics on any input. The schema is documented in `docs/scenarios.md`.
 //!
-//! Loading goes: parse the TOML text; apply the variant's `set` overrides (when building a
-//! variant), then the caller's overrides in order (so the command line always wins); read
-//! each table field by field (`schema`); check relations between fields and convert units
-//! (`build`). Building the base scenario also builds each of its variants, so a broken
-//! variant is reported before anything runs.
+//! Loading goes through `memtide_config`: parse the TOML text; apply the variant's `set`
+//! overrides (when building a variant), then the caller's overrides in order (so the command
+//! line always wins); read the serde schema (`schema`); read the tables that depend on their
+//! kind, check relations between fields and convert sizes and times (`build`). Building the
+//! base scenario also builds each of its variants, so a broken variant is reported before
+//! anything runs.
 
 mod build;
 mod error;
-mod location;
-mod overrides;
-mod reader;
 mod scenario;
 mod schema;
-mod serde_field;
 
-pub use error::{ScenarioError, Subject};
+pub use error::ScenarioError;
 pub use scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 
-use error::{FieldError, FieldPath};
-use overrides::Override;
+use memtide_config::Document;
 use std::path::Path;
 
 /// Reads and builds the scenario file at `path` with `overrides` (`KEY=VALUE`) applied in order.
 pub fn load(path: &Path, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-    parse_str(&read(path)?, path, overrides)
+    parse_str(&memtide_config::read_file(path)?, path, overrides)
 }
 
 /// Like [`load`], for one variant: the variant's `set` overrides, then `overrides`.
@@ -38,7 +34,7 @@ pub fn load_variant(
     overrides: &[String],
     variant: &str,
 ) -> Result<Scenario, ScenarioError> {
-    parse_str_variant(&read(path)?, path, overrides, variant)
+    parse_str_variant(&memtide_config::read_file(path)?, path, overrides, variant)
 }
 
 /// Builds a scenario from its text; `source` names it in errors and gives the default name.
@@ -47,7 +43,7 @@ pub fn parse_str(
     source: &Path,
     overrides: &[String],
 ) -> Result<Scenario, ScenarioError> {
-    Loader::new(text, source).base(overrides)
+    Loader { text, source }.base(overrides)
 }
 
 /// Like [`parse_str`], for one variant.
@@ -57,7 +53,7 @@ pub fn parse_str_variant(
     overrides: &[String],
     variant: &str,
 ) -> Result<Scenario, ScenarioError> {
-    let loader = Loader::new(text, source);
+    let loader = Loader { text, source };
     let base = loader.base(overrides)?;
     let Some(v) = base.variants.iter().find(|v| v.name == variant) else {
         let message = if base.variants.is_empty() {
@@ -66,97 +62,27 @@ pub fn parse_str_variant(
             let names: Vec<&str> = base.variants.iter().map(|v| v.name.as_str()).collect();
             format!("no such variant (variants: {})", names.join(", "))
         };
-        return Err(ScenarioError::new(
-            &loader.file,
-            Subject::Variant(variant.to_string()),
+        return Err(ScenarioError::NoSuchVariant {
+            file: source.to_path_buf(),
+            variant: variant.to_string(),
             message,
-        ));
+        });
     };
     loader.variant(v, overrides)
-}
-
-fn read(path: &Path) -> Result<String, ScenarioError> {
-    std::fs::read_to_string(path).map_err(|e| {
-        ScenarioError::new(
-            &path.display().to_string(),
-            Subject::File,
-            format!("cannot read the scenario: {e}"),
-        )
-    })
 }
 
 /// One scenario text being loaded.
 struct Loader<'a> {
     text: &'a str,
     source: &'a Path,
-    /// The file's name as shown in errors.
-    file: String,
 }
 
-impl<'a> Loader<'a> {
-    fn new(text: &'a str, source: &'a Path) -> Loader<'a> {
-        Loader {
-            text,
-            source,
-            file: source.display().to_string(),
-        }
-    }
-
-    fn parse(&self) -> Result<toml::Table, ScenarioError> {
-        self.text.parse::<toml::Table>().map_err(|e| {
-            let location = e.span().map(|s| location::line_col(self.text, s.start));
-            ScenarioError::new(&self.file, Subject::File, e.message()).with_location(location)
-        })
-    }
-
-    /// Applies `overrides` to `doc`, recording the paths they set.
-    fn apply(
-        &self,
-        doc: &mut toml::Table,
-        overrides: &[String],
-        set: &mut Vec<FieldPath>,
-    ) -> Result<(), ScenarioError> {
-        for text in overrides {
-            Override::parse(text)
-                .and_then(|o| o.apply(doc))
-                .map(|paths| set.extend(paths))
-                .map_err(|e| {
-                    ScenarioError::new(&self.file, Subject::Override(e.text), e.message)
-                })?;
-        }
-        Ok(())
-    }
-
-    fn build(&self, doc: &toml::Table, set: &[FieldPath]) -> Result<Scenario, ScenarioError> {
-        schema::read(doc, set)
-            .and_then(|d| build::build(d, self.source))
-            .map_err(|e| self.field_error(e, set))
-    }
-
-    /// The error, pointed at its line in the file unless an override wrote the value.
-    fn field_error(&self, e: FieldError, set: &[FieldPath]) -> ScenarioError {
-        let location = if overrides::overridden(e.locate(), set) {
-            None
-        } else {
-            location::find(self.text, e.locate())
-        };
-        ScenarioError::new(
-            &self.file,
-            Subject::Field {
-                path: e.path.to_string(),
-                value: e.value,
-            },
-            e.message,
-        )
-        .with_location(location)
-    }
-
+impl Loader<'_> {
     /// The scenario with the caller's overrides; each variant is built too, as a check.
     fn base(&self, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-        let mut doc = self.parse()?;
-        let mut set = Vec::new();
-        self.apply(&mut doc, overrides, &mut set)?;
-        let base = self.build(&doc, &set)?;
+        let mut doc = Document::parse(self.source, self.text)?;
+        doc.set(overrides)?;
+        let base = build::build(&doc, self.source)?;
         for v in &base.variants {
             self.variant(v, overrides)?;
         }
@@ -165,13 +91,12 @@ impl<'a> Loader<'a> {
 
     /// One variant: the file, the variant's overrides, then the caller's.
     fn variant(&self, v: &Variant, overrides: &[String]) -> Result<Scenario, ScenarioError> {
-        let in_variant = |e: ScenarioError| e.in_variant(&v.name);
-        let mut doc = self.parse()?;
-        let mut set = Vec::new();
-        self.apply(&mut doc, &v.overrides, &mut set)
-            .map_err(in_variant)?;
-        self.apply(&mut doc, overrides, &mut set)?;
-        let mut scenario = self.build(&doc, &set).map_err(in_variant)?;
+        let in_variant =
+            |e: memtide_config::ConfigError| ScenarioError::from(e).in_variant(&v.name);
+        let mut doc = Document::parse(self.source, self.text)?;
+        doc.set(&v.overrides).map_err(in_variant)?;
+        doc.set(overrides)?;
+        let mut scenario = build::build(&doc, self.source).map_err(in_variant)?;
         scenario.variant = Some(v.name.clone());
         Ok(scenario)
     }
@@ -185,29 +110,29 @@ mod tests {
 
     const TEXT: &str = r#"
 name = "t"
-duration_s = 100
+duration = "100s"
 [host]
-memory_mb = 1024
+memory = "1G"
 [[tenants]]
 name = "a"
-max_mb = 256
+max = "256M"
 [tenants.workload]
 kind = "idle"
 [[tenants]]
 name = "b"
-max_mb = 512
+max = "512M"
 [tenants.workload]
 kind = "idle"
 [[events]]
-at_s = 50
+at = "50s"
 kind = "stop_tenant"
 tenant = "b"
 [[events]]
-at_s = 10
+at = "10s"
 kind = "set_tax_rate"
 tax_rate = 0.5
 [[events]]
-at_s = 10
+at = "10s"
 kind = "set_tenant"
 tenant = "a"
 shares = 2000
@@ -243,7 +168,7 @@ set = ["tenants.*.estimator.kind=tws"]
 
     #[test]
     fn overrides_change_the_built_scenario() {
-        let s = parse(&["tenants.b.max_mb=300", "seed=9"]).unwrap();
+        let s = parse(&["tenants.b.max=300M", "seed=9"]).unwrap();
         assert_eq!(s.tenants[1].spec.max, Pages::from_mib(300));
         assert_eq!(s.seed, 9);
     }
@@ -269,29 +194,29 @@ set = ["tenants.*.estimator.kind=tws"]
 
     #[test]
     fn broken_variant_is_reported_when_loading_the_base() {
-        let text = TEXT.replace("estimator.kind=tws", "max_mb=-1");
+        let text = TEXT.replace("estimator.kind=tws", "max=0");
         let e = parse_str(&text, Path::new("t.toml"), &[]).unwrap_err();
         assert_eq!(e.variant(), Some("tws"));
         assert!(
             e.to_string()
-                .contains("variant tws: tenants[0].max_mb = -1"),
+                .contains("variant tws: tenants[0].max = 0: must be > 0"),
             "{e}"
         );
     }
 
     #[test]
     fn errors_point_at_the_line_unless_an_override_wrote_the_value() {
-        let text = TEXT.replace("max_mb = 512", "max_mb = -512");
+        let text = TEXT.replace("max = \"512M\"", "max = 0");
         let e = parse_str(&text, Path::new("t.toml"), &[]).unwrap_err();
-        assert_eq!(e.line_col(), Some((13, 1)));
-        let e = parse(&["tenants.b.max_mb=-5"]).unwrap_err();
+        assert_eq!(e.line_col(), Some((13, 7)));
+        let e = parse(&["tenants.b.max=0"]).unwrap_err();
         assert_eq!(e.line_col(), None);
-        assert_eq!(e.to_string(), "t.toml: tenants[1].max_mb = -5: must be > 0");
+        assert_eq!(e.to_string(), "t.toml: tenants[1].max = 0: must be > 0");
     }
 
     #[test]
     fn syntax_errors_give_line_and_column_on_one_line() {
-        let e = parse_str("duration_s = 10\nhost = [\n", Path::new("x.toml"), &[]).unwrap_err();
+        let e = parse_str("duration = \"10s\"\nhost = [\n", Path::new("x.toml"), &[]).unwrap_err();
         let shown = e.to_string();
         assert!(shown.starts_with("x.toml:"), "{shown}");
         assert!(e.line_col().is_some());
@@ -313,5 +238,88 @@ set = ["tenants.*.estimator.kind=tws"]
         let s = parse(&[]).unwrap();
         assert_eq!(s.host.tick, Duration::from_secs(1));
         assert_eq!(s.ticks(), 100);
+    }
+
+    fn error_of(text: &str, overrides: &[&str]) -> String {
+        let o: Vec<String> = overrides.iter().map(|s| s.to_string()).collect();
+        parse_str(text, Path::new("t.toml"), &o)
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn an_unknown_field_names_its_path_and_points_at_it() {
+        let text = TEXT.replace("max = \"256M\"", "max = \"256M\"\nmax_mb = 256");
+        assert!(
+            error_of(&text, &[])
+                .starts_with("t.toml:9:10: tenants[0].max_mb = 256: unknown field `max_mb`"),
+            "{}",
+            error_of(&text, &[])
+        );
+    }
+
+    #[test]
+    fn a_wrong_type_a_bad_size_and_a_bad_duration_name_field_and_value() {
+        let e = error_of(&TEXT.replace("shares = 2000", "shares = \"many\""), &[]);
+        assert!(
+            e.starts_with("t.toml:28:10: events[2].shares = \"many\": invalid type"),
+            "{e}"
+        );
+        let e = error_of(&TEXT.replace("max = \"256M\"", "max = \"256 megs\""), &[]);
+        assert!(
+            e.starts_with(
+                "t.toml:8:7: tenants[0].max = \"256 megs\": the size has an unknown unit \"megs\""
+            ),
+            "{e}"
+        );
+        let e = error_of(&TEXT.replace("at = \"50s\"", "at = \"50\""), &[]);
+        assert!(
+            e.starts_with("t.toml:17:6: events[0].at = \"50\": the duration has no unit"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_relation_error_points_at_the_field_it_names() {
+        let e = error_of(
+            &TEXT.replace("max = \"256M\"", "max = \"256M\"\nmin = \"300M\""),
+            &[],
+        );
+        assert_eq!(
+            e,
+            "t.toml:9:7: tenants[0].min = \"300M\": must not exceed max = \"256M\""
+        );
+    }
+
+    #[test]
+    fn set_override_errors_name_the_override_or_the_field_it_wrote() {
+        assert_eq!(
+            error_of(TEXT, &["tenants.c.shares=3000"]),
+            "t.toml: --set tenants.c.shares=3000: no element of tenants is named c"
+        );
+        assert_eq!(
+            error_of(TEXT, &["duration=60"]),
+            "t.toml: duration = 60: invalid type: integer `60`, expected a duration: write a \
+             string with a unit such as \"500ms\", \"1s\" or \"2m\" (ms, s, m, h)"
+        );
+        let s = parse(&["duration=60s", "tenants.a.shares=3000"]).unwrap();
+        assert_eq!(s.duration, Duration::from_secs(60));
+        assert_eq!(s.tenants[0].spec.shares, 3000);
+    }
+
+    #[test]
+    fn fields_of_another_estimator_kind_are_dropped_when_an_override_set_the_kind() {
+        let text = TEXT.replace(
+            "name = \"a\"\n",
+            "name = \"a\"\nestimator = { kind = \"tws\", cool_down = \"4s\" }\n",
+        );
+        let e = error_of(&text.replace("\"tws\", cool", "\"sampling\", cool"), &[]);
+        assert!(
+            e.contains("tenants[0].estimator.cool_down = \"4s\": unknown field"),
+            "{e}"
+        );
+        let o = vec!["tenants.a.estimator.kind=committed".to_string()];
+        let s = parse_str(&text, Path::new("t.toml"), &o).unwrap();
+        assert_eq!(s.tenants[0].spec.estimator, EstimatorConfig::Committed);
     }
 }

@@ -6,10 +6,10 @@ use memtide_sim::config::{BalloonConfig, SamplingSetup};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-const HEAD: &str = "duration_s = 100\n[host]\nmemory_mb = 1024\n";
+const HEAD: &str = "duration = \"100s\"\n[host]\nmemory = \"1G\"\n";
 
 fn tenant(name: &str, extra: &str) -> String {
-    format!("[[tenants]]\nname = \"{name}\"\nmax_mb = 256\n{extra}\n[tenants.workload]\nkind = \"idle\"\n")
+    format!("[[tenants]]\nname = \"{name}\"\nmax = \"256M\"\n{extra}\n[tenants.workload]\nkind = \"idle\"\n")
 }
 
 fn err(text: &str, overrides: &[&str]) -> ScenarioError {
@@ -26,52 +26,88 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
     vec![
         (
             "min above max",
-            format!("{HEAD}{}", tenant("a", "min_mb = 300")),
+            format!("{HEAD}{}", tenant("a", "min = \"300M\"")),
             vec![],
-            vec!["tenants[0].min_mb = 300", "must not exceed max_mb = 256"],
+            vec!["x.toml:7:7: tenants[0].min = \"300M\": must not exceed max = \"256M\""],
         ),
         (
             "unknown field",
             format!("{HEAD}{}", tenant("a", "bogus = 1")),
             vec![],
-            vec!["tenants[0]", "unknown field `bogus`", "x.toml:7:1"],
+            vec!["x.toml:7:9: tenants[0].bogus = 1: unknown field `bogus`"],
         ),
         (
             "unknown top-level field",
             format!("bogus = 1\n{HEAD}"),
             vec![],
-            vec!["x.toml:1:1: unknown field `bogus`"],
+            vec!["x.toml:1:9: bogus = 1: unknown field `bogus`"],
         ),
         ("tax rate of one or more", format!("{HEAD}[policy]\ntax_rate = 1.2\n"), vec![], vec!["policy.tax_rate = 1.2", "[0, 1)"]),
         (
-            "negative size",
-            format!("{HEAD}{}", tenant("a", "").replace("max_mb = 256", "max_mb = -5")),
+            "zero size",
+            format!("{HEAD}{}", tenant("a", "").replace("max = \"256M\"", "max = 0")),
             vec![],
-            vec!["tenants[0].max_mb = -5", "must be > 0"],
+            vec!["tenants[0].max = 0", "must be > 0"],
+        ),
+        (
+            "negative size",
+            format!("{HEAD}{}", tenant("a", "").replace("max = \"256M\"", "max = -5")),
+            vec![],
+            vec!["tenants[0].max = -5", "negative"],
         ),
         (
             "event names no tenant",
-            format!("{two}[[events]]\nat_s = 5\nkind = \"stop_tenant\"\ntenant = \"nope\"\n"),
+            format!("{two}[[events]]\nat = \"5s\"\nkind = \"stop_tenant\"\ntenant = \"nope\"\n"),
             vec![],
             vec!["events[0].tenant = \"nope\"", "no such tenant"],
         ),
         (
             "budget below the mins",
-            format!("{HEAD}[policy]\nbudget_mb = 100\n{}{}", tenant("a", "min_mb = 200"), tenant("b", "min_mb = 100")),
+            format!("{HEAD}[policy]\nbudget = \"100M\"\n{}{}", tenant("a", "min = \"200M\""), tenant("b", "min = \"100M\"")),
             vec![],
-            vec!["policy.budget_mb = 100", "below the sum of tenant min_mb (300)"],
+            vec!["x.toml:5:10: policy.budget = \"100M\"", "below the sum of the tenants' min (\"300M\")"],
         ),
         (
             "wrong type",
-            format!("{HEAD}{}", tenant("a", "").replace("max_mb = 256", "max_mb = \"big\"")),
+            format!("{HEAD}{}", tenant("a", "").replace("max = \"256M\"", "max = true")),
             vec![],
-            vec!["tenants[0].max_mb = \"big\"", "must be a number"],
+            vec!["tenants[0].max = true", "expected a size"],
         ),
         (
             "wrong type in the host table",
-            "duration_s = 10\n[host]\nmemory_mb = \"lots\"\n".to_string(),
+            "duration = \"10s\"\n[host]\nmemory = [1]\n".to_string(),
             vec![],
-            vec!["host.memory_mb = \"lots\"", "x.toml:3:1"],
+            vec!["x.toml:3:10: host.memory = [1]", "expected a size"],
+        ),
+        (
+            "bad size",
+            "duration = \"10s\"\n[host]\nmemory = \"lots\"\n".to_string(),
+            vec![],
+            vec!["x.toml:3:10: host.memory = \"lots\": the size does not start with a number"],
+        ),
+        (
+            "size in decimal units",
+            "duration = \"10s\"\n[host]\nmemory = \"512MB\"\n".to_string(),
+            vec![],
+            vec!["host.memory = \"512MB\"", "ambiguous"],
+        ),
+        (
+            "duration without a unit",
+            "duration = 10\n[host]\nmemory = \"1G\"\n".to_string(),
+            vec![],
+            vec!["x.toml:1:12: duration = 10: invalid type: integer `10`, expected a duration"],
+        ),
+        (
+            "bad duration",
+            "duration = \"10 days\"\n[host]\nmemory = \"1G\"\n".to_string(),
+            vec![],
+            vec!["duration = \"10 days\"", "the duration has an unknown unit \"days\""],
+        ),
+        (
+            "duration off the tick",
+            "duration = \"1.5s\"\n[host]\nmemory = \"1G\"\n".to_string(),
+            vec![],
+            vec!["duration = \"1.5s\"", "whole number of seconds"],
         ),
         (
             "duplicate tenant names",
@@ -81,75 +117,93 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
         ),
         (
             "stop before start",
-            format!("{HEAD}{}", tenant("a", "start_s = 20\nstop_s = 20")),
+            format!("{HEAD}{}", tenant("a", "start = \"20s\"\nstop = \"20s\"")),
             vec![],
-            vec!["tenants[0].stop_s = 20", "after start_s = 20"],
+            vec!["tenants[0].stop = \"20s\"", "after start = \"20s\""],
         ),
         (
             "start after the end",
-            format!("{HEAD}{}", tenant("a", "start_s = 100")),
+            format!("{HEAD}{}", tenant("a", "start = \"100s\"")),
             vec![],
-            vec!["tenants[0].start_s = 100", "before the end"],
+            vec!["tenants[0].start = \"100s\"", "before the end of the run (duration = \"100s\")"],
         ),
         (
             "event after the end",
-            format!("{HEAD}[[events]]\nat_s = 100\nkind = \"set_tax_rate\"\ntax_rate = 0.5\n"),
+            format!("{HEAD}[[events]]\nat = \"100s\"\nkind = \"set_tax_rate\"\ntax_rate = 0.5\n"),
             vec![],
-            vec!["events[0].at_s = 100", "[0, duration_s)"],
+            vec!["x.toml:5:6: events[0].at = \"100s\"", "before the end of the run"],
         ),
         (
-            "negative event time",
-            format!("{HEAD}[[events]]\nat_s = -1\nkind = \"set_tax_rate\"\ntax_rate = 0.5\n"),
+            "event without a time",
+            format!("{HEAD}[[events]]\nkind = \"set_tax_rate\"\ntax_rate = 0.5\n"),
             vec![],
-            vec!["events[0].at_s = -1", ">= 0"],
+            vec!["x.toml:4:1: events[0]: missing field `at`"],
         ),
         (
             "missing duration",
-            "[host]\nmemory_mb = 1024\n".to_string(),
+            "[host]\nmemory = \"1G\"\n".to_string(),
             vec![],
-            vec!["duration_s", "required"],
+            vec!["missing field `duration`"],
         ),
         (
             "zero duration",
-            "duration_s = 0\n[host]\nmemory_mb = 1024\n".to_string(),
+            "duration = \"0s\"\n[host]\nmemory = \"1G\"\n".to_string(),
             vec![],
-            vec!["duration_s = 0", "must be > 0"],
+            vec!["duration = \"0s\"", "must be > 0"],
         ),
         (
             "estimator field of another kind",
             format!("{HEAD}{}", tenant("a", "[tenants.estimator]\nkind = \"sampling\"\nfast_step = 0.1")),
             vec![],
-            vec!["tenants[0].estimator.fast_step = 0.1", "not a field of the sampling estimator"],
+            vec!["tenants[0].estimator.fast_step = 0.1", "unknown field `fast_step`"],
         ),
         (
             "bad workload parameter",
-            format!("{HEAD}[[tenants]]\nname = \"a\"\nmax_mb = 256\n[tenants.workload]\nkind = \"toucher\"\nphases = [{{ at_s = 0, working_set_mb = -5 }}]\n"),
+            format!("{HEAD}[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"toucher\"\nphases = [{{ at = \"0s\", working_set = \"-5M\" }}]\n"),
             vec![],
-            vec!["tenants[0].workload", "working_set_mb", "-5"],
+            vec!["x.toml:9:", "tenants[0].workload.phases[0].working_set = \"-5M\""],
+        ),
+        (
+            "toucher phases out of order",
+            format!("{HEAD}[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"toucher\"\nphases = [{{ at = \"5s\", working_set = \"5M\" }}, {{ at = \"5s\", working_set = \"6M\" }}]\n"),
+            vec![],
+            vec!["tenants[0].workload.phases[1].at = \"5s\"", "after phases[0].at = \"5s\""],
         ),
         (
             "wrong workload field type",
-            format!("{HEAD}[[tenants]]\nname = \"a\"\nmax_mb = 256\n[tenants.workload]\nkind = \"idle\"\nresident_mb = \"x\"\n"),
+            format!("{HEAD}[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"idle\"\nresident = \"x\"\n"),
             vec![],
-            vec!["tenants[0].workload.resident_mb = \"x\""],
+            vec!["x.toml:9:12: tenants[0].workload.resident = \"x\""],
+        ),
+        (
+            "unknown workload field",
+            format!("{HEAD}[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"idle\"\nresident_mb = 5\n"),
+            vec![],
+            vec!["tenants[0].workload.resident_mb = 5", "unknown field `resident_mb`"],
         ),
         (
             "unknown workload kind",
-            format!("{HEAD}[[tenants]]\nname = \"a\"\nmax_mb = 256\n[tenants.workload]\nkind = \"nope\"\n"),
+            format!("{HEAD}[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"nope\"\n"),
             vec![],
-            vec!["tenants[0].workload.kind = \"nope\""],
+            vec!["tenants[0].workload.kind = \"nope\"", "unknown workload kind"],
         ),
         (
             "initial memory without a balloon driver",
-            format!("{HEAD}{}", tenant("a", "initial_mb = 100\n[tenants.balloon]\nenabled = false")),
+            format!("{HEAD}{}", tenant("a", "initial = \"100M\"\n[tenants.balloon]\nenabled = false")),
             vec![],
-            vec!["tenants[0].initial_mb = 100", "balloon driver"],
+            vec!["tenants[0].initial = \"100M\"", "balloon driver"],
         ),
         (
             "initial memory above max",
-            format!("{HEAD}{}", tenant("a", "initial_mb = 300")),
+            format!("{HEAD}{}", tenant("a", "initial = \"300M\"")),
             vec![],
-            vec!["tenants[0].initial_mb = 300", "[kernel_mb, max_mb]"],
+            vec!["tenants[0].initial = \"300M\"", "[kernel, max] = [\"16M\", \"256M\"]"],
+        ),
+        (
+            "the default kernel above max",
+            format!("{HEAD}{}", tenant("a", "").replace("max = \"256M\"", "max = \"8M\"")),
+            vec![],
+            vec!["tenants[0].kernel = \"16M\"", "the default; set kernel lower"],
         ),
         (
             "misordered thresholds",
@@ -160,14 +214,20 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
         (
             "bad override: no such element",
             two.clone(),
-            vec!["tenants.vm9.max_mb=5"],
-            vec!["--set tenants.vm9.max_mb=5", "no element of tenants is named vm9"],
+            vec!["tenants.vm9.max=5M"],
+            vec!["--set tenants.vm9.max=5M", "no element of tenants is named vm9"],
         ),
         (
             "bad override value",
             two.clone(),
             vec!["policy.tax_rate=-1"],
-            vec!["policy.tax_rate = -1", "[0, 1)"],
+            vec!["scenarios/x.toml: policy.tax_rate = -1", "[0, 1)"],
+        ),
+        (
+            "bad override size",
+            two.clone(),
+            vec!["tenants.a.max=lots"],
+            vec!["scenarios/x.toml: tenants[0].max = \"lots\": the size"],
         ),
         (
             "override without a value",
@@ -177,15 +237,33 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
         ),
         (
             "set_tenant above the configured max",
-            format!("{two}[[events]]\nat_s = 5\nkind = \"set_tenant\"\ntenant = \"a\"\nmax_mb = 512\n"),
+            format!("{two}[[events]]\nat = \"5s\"\nkind = \"set_tenant\"\ntenant = \"a\"\nmax = \"512M\"\n"),
             vec![],
-            vec!["events[0].max_mb = 512", "configured max_mb = 256"],
+            vec!["events[0].max = \"512M\"", "configured max = \"256M\""],
+        ),
+        (
+            "set_tenant without a change",
+            format!("{two}[[events]]\nat = \"5s\"\nkind = \"set_tenant\"\ntenant = \"a\"\n"),
+            vec![],
+            vec!["events[0]", "at least one of min, max, shares"],
+        ),
+        (
+            "event field of another kind",
+            format!("{two}[[events]]\nat = \"5s\"\nkind = \"set_tax_rate\"\ntax_rate = 0.5\ntenant = \"a\"\n"),
+            vec![],
+            vec!["events[0].tenant = \"a\"", "unknown field `tenant`"],
         ),
         (
             "duplicate variant",
             format!("{two}[[variants]]\nname = \"v\"\n[[variants]]\nname = \"v\"\n"),
             vec![],
             vec!["variants[1].name = \"v\"", "duplicate"],
+        ),
+        (
+            "variant name with a space",
+            format!("{two}[[variants]]\nname = \"a b\"\n"),
+            vec![],
+            vec!["variants[0].name = \"a b\"", "letters, digits"],
         ),
         (
             "zero shares",
@@ -195,21 +273,27 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
         ),
         (
             "huge memory",
-            "duration_s = 10\n[host]\nmemory_mb = 1e300\n".to_string(),
+            "duration = \"10s\"\n[host]\nmemory = \"2T\"\n".to_string(),
             vec![],
-            vec!["host.memory_mb", "1 TiB"],
+            vec!["host.memory = \"2T\"", "1 TiB"],
+        ),
+        (
+            "negative cost",
+            format!("{HEAD}[cost]\ndisk_read_us = -1\n"),
+            vec![],
+            vec!["cost.disk_read_us = -1", "finite number >= 0"],
         ),
         (
             "syntax error",
             format!("{HEAD}[[tenants]\n"),
             vec![],
-            vec!["x.toml:4:"],
+            vec!["x.toml:4:", "invalid TOML"],
         ),
         (
             "table expected",
-            "duration_s = 10\nhost = 5\n".to_string(),
+            "duration = \"10s\"\nhost = 5\n".to_string(),
             vec![],
-            vec!["host = 5", "must be a table"],
+            vec!["host = 5", "expected the [host] table"],
         ),
         (
             "negative seed",
@@ -271,25 +355,26 @@ fn garbage_never_panics() {
     let texts = [
         "",
         "\u{0}",
-        "duration_s = 1e400",
-        "duration_s = nan\n[host]\nmemory_mb = 1",
-        "duration_s = 10\n[host]\nmemory_mb = inf",
-        "duration_s = 10\n[host]\nmemory_mb = 1\n[[tenants]]\n",
-        "duration_s = 10\n[host]\nmemory_mb = 1\ntenants = 5",
-        "duration_s = 10\n[host]\nmemory_mb = 1\ntenants = [1, 2]",
-        "duration_s = 10\n[host]\nmemory_mb = 1\n[[events]]\nat_s = 1e308\nkind = \"x\"",
-        "duration_s = 9223372036854775807\n[host]\nmemory_mb = 1",
-        "duration_s = 10\nseed = 9223372036854775807\n[host]\nmemory_mb = 1",
-        "duration_s = 10\n[host]\nmemory_mb = 1\n[[tenants]]\nname = \"\"\nmax_mb = 1\n[tenants.workload]\nkind = \"idle\"",
-        "duration_s = 10\n[host]\nmemory_mb = 1\n[[tenants]]\nname = \"a\"\nmax_mb = 1\nestimator = { kind = \"tws\", epoch_s = 1e300 }\n[tenants.workload]\nkind = \"idle\"",
-        "duration_s = 10\n[host]\nmemory_mb = 1\n[[tenants]]\nname = \"a\"\nmax_mb = 1\n[tenants.workload]\nkind = \"toucher\"\nphases = [{ at_s = 1e300, working_set_mb = 1e300 }]",
-        "duration_s = 10\n[host]\nmemory_mb = 1\n[[variants]]\nname = \"v\"\nset = [\"variants.0.set=[]\", \"x.y.z=1\"]",
-        "duration_s = 10\n[host]\nmemory_mb = 1\n[[variants]]\nname = \"v\"\nset = [\"duration_s=-1\"]",
+        "duration = 1e400",
+        "duration = nan\n[host]\nmemory = \"1M\"",
+        "duration = \"10s\"\n[host]\nmemory = inf",
+        "duration = \"10s\"\n[host]\nmemory = \"1M\"\n[[tenants]]\n",
+        "duration = \"10s\"\n[host]\nmemory = \"1M\"\ntenants = 5",
+        "duration = \"10s\"\n[host]\nmemory = \"1M\"\ntenants = [1, 2]",
+        "duration = \"10s\"\n[host]\nmemory = \"1M\"\n[[events]]\nat = \"1e308s\"\nkind = \"x\"",
+        "duration = \"9223372036854775807s\"\n[host]\nmemory = \"1M\"",
+        "duration = \"10s\"\nseed = 9223372036854775807\n[host]\nmemory = \"1M\"",
+        "duration = \"10s\"\n[host]\nmemory = \"1M\"\n[[tenants]]\nname = \"\"\nmax = \"1M\"\n[tenants.workload]\nkind = \"idle\"",
+        "duration = \"10s\"\n[host]\nmemory = \"1M\"\n[[tenants]]\nname = \"a\"\nmax = \"1M\"\nestimator = { kind = \"tws\", epoch = \"99999999999h\" }\n[tenants.workload]\nkind = \"idle\"",
+        "duration = \"10s\"\n[host]\nmemory = \"1M\"\n[[tenants]]\nname = \"a\"\nmax = \"1M\"\n[tenants.workload]\nkind = \"toucher\"\nphases = [{ at = \"99999999999h\", working_set = \"99999999999T\" }]",
+        "duration = \"10s\"\n[host]\nmemory = \"1M\"\n[[tenants]]\nname = \"a\"\nmax = \"16T\"\nmin = \"17T\"\n[tenants.workload]\nkind = \"idle\"",
+        "duration = \"10s\"\n[host]\nmemory = \"1M\"\n[[variants]]\nname = \"v\"\nset = [\"variants.0.set=[]\", \"x.y.z=1\"]",
+        "duration = \"10s\"\n[host]\nmemory = \"1M\"\n[[variants]]\nname = \"v\"\nset = [\"duration=-1\"]",
     ];
     for text in texts {
         for overrides in [
             vec![],
-            vec!["tenants.*.max_mb=1e20".to_string(), "x=".to_string()],
+            vec!["tenants.*.max=99999999T".to_string(), "x=".to_string()],
         ] {
             if let Err(e) = parse_str(text, Path::new("g.toml"), &overrides) {
                 assert_eq!(e.to_string().lines().count(), 1, "{text:?}: {e}");
@@ -310,19 +395,19 @@ fn write_tmp(name: &str, text: &str) -> PathBuf {
 const FULL: &str = r#"
 name = "full-example"
 description = "every table"
-duration_s = 1200
+duration = "20m"
 seed = 7
 baseline = true
 convergence = { low = 0.8, high = 1.5 }
 
 [host]
-memory_mb = 512
-host_swap_mb = 1024
+memory = "512M"
+host_swap = "1G"
 
 [policy]
 tax_rate = 0.5
-budget_mb = 360
-host_swap_mb_per_s = 16
+budget = "360M"
+host_swap_per_s = "16M"
 balloon_stall_ticks = 5
 thresholds = { high = 0.08, soft = 0.05, hard = 0.03, low = 0.01 }
 
@@ -331,40 +416,40 @@ disk_read_us = 4000
 
 [[tenants]]
 name = "vm1"
-max_mb = 256
+max = "256M"
 [tenants.workload]
 kind = "idle"
-resident_mb = 100
+resident = "100M"
 
 [[tenants]]
 name = "vm2"
-min_mb = 64
-max_mb = 2048
+min = "64M"
+max = "2G"
 shares = 2000
-overhead_mb = 40
-kernel_mb = 32
-guest_swap_mb = 512
-initial_mb = 263.3
-start_s = 60
-stop_s = 600
+overhead = "40M"
+kernel = "32M"
+guest_swap = "512M"
+initial = "269620K"
+start = "1m"
+stop = "10m"
 cap_at_estimate = false
 [tenants.estimator]
 kind = "tws"
-cool_down_s = 4
+cool_down = "4s"
 [tenants.balloon]
-rate_mb_per_s = 64
-limit_mb = 1900
+rate_per_s = "64M"
+limit = "1900M"
 [tenants.workload]
 kind = "toucher"
-phases = [{ at_s = 0, working_set_mb = 300 }]
+phases = [{ at = "0s", working_set = "300M" }]
 
 [[events]]
-at_s = 900
+at = "15m"
 kind = "set_tenant"
 tenant = "vm2"
-min_mb = 128
+min = "128M"
 [[events]]
-at_s = 600
+at = "10m"
 kind = "set_workload"
 tenant = "vm1"
 workload = { kind = "idle" }

@@ -1,70 +1,41 @@
-//! Builds a [`DaemonConfig`] from the document: each section read key by key with its defaults, then the checks across fields (tenant names, cgroups, the budget against the mins).
+//! Builds a [`DaemonConfig`] from the file as read (`schema.rs`): defaults filled in, then the checks serde cannot make, each error pointing at the field it names (ranges, addresses, cgroup paths, tenant names, the budget against the mins, cgroups that nest).
 
-use super::error::{quote, Problem};
-use super::reader::{Result, Table};
-use super::tree::{Node, Value};
+use super::schema::{DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc};
 use super::{
-    cgroup_is_strictly_under, DaemonConfig, DaemonSection, EstimatorChoice, HostSection, LogFormat,
-    ParentCgroup, PolicySection, RailsSection, Reclaim, TenantConfig, TenantOrigin, DEFAULT_SHARES,
+    cgroup_is_strictly_under, DaemonConfig, DaemonSection, HostSection, ParentCgroup,
+    PolicySection, RailsSection, TenantConfig, TenantOrigin, DEFAULT_SHARES,
 };
+use memtide_config::{ConfigError, Document, FieldPath};
 use memtide_model::written::format_size;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-const ROOT_KEYS: &[&str] = &["daemon", "host", "policy", "rails", "tenant"];
-const DAEMON_KEYS: &[&str] = &[
-    "tick",
-    "listen",
-    "listen_public",
-    "state_file",
-    "dry_run",
-    "log_format",
-    "decisions_kept",
-];
-const HOST_KEYS: &[&str] = &["proc_root", "parent", "budget", "reserve", "write_timeout"];
-const POLICY_KEYS: &[&str] = &["tax_rate", "sampling_period", "reclaim"];
-const RAILS_KEYS: &[&str] = &[
-    "shrink_step",
-    "floor_margin",
-    "backoff_refaults_per_s",
-    "backoff_pressure",
-];
-const TENANT_KEYS: &[&str] = &[
-    "name",
-    "cgroup",
-    "command",
-    "min",
-    "max",
-    "shares",
-    "estimator",
-    "cap_at_estimate",
-];
+type Result<T> = std::result::Result<T, ConfigError>;
 
 /// What a tenant name may be, for messages.
 const NAME_RULE: &str = "1 to 64 letters, digits, '-', '_' or '.', and not \".\" or \"..\"";
 
-pub(crate) fn build(doc: &Node) -> Result<DaemonConfig> {
-    let root = Table::of("", doc, "a table")?;
-    root.check_keys(ROOT_KEYS, "the file", root_hint)?;
-    let daemon = match section(&root, "daemon")? {
-        Some(t) => read_daemon(&t)?,
-        None => DaemonSection::default(),
-    };
-    let host = match section(&root, "host")? {
-        Some(t) => read_host(&t)?,
-        None => HostSection::default(),
-    };
-    let policy = match section(&root, "policy")? {
-        Some(t) => read_policy(&t)?,
-        None => PolicySection::default(),
-    };
-    let rails = match section(&root, "rails")? {
-        Some(t) => read_rails(&t)?,
-        None => RailsSection::default(),
-    };
-    let tenants = read_tenants(&root, &host)?;
+pub(crate) const MIN_TICK: Duration = Duration::from_millis(100);
+pub(crate) const MAX_TICK: Duration = Duration::from_secs(60);
+pub(crate) const MIN_WRITE_TIMEOUT: Duration = Duration::from_millis(10);
+pub(crate) const MAX_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const MIN_SAMPLING_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const MAX_SAMPLING_PERIOD: Duration = Duration::from_secs(3600);
+pub(crate) const MAX_DECISIONS_KEPT: u64 = 100_000;
+
+fn root() -> FieldPath {
+    FieldPath::root()
+}
+
+pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
+    let file: FileDoc = doc.read(&root())?;
+    let daemon = daemon(doc, file.daemon.unwrap_or_default())?;
+    let host = host(doc, file.host.unwrap_or_default())?;
+    let policy = policy(doc, file.policy.unwrap_or_default())?;
+    let rails = rails(doc, file.rails.unwrap_or_default())?;
+    let tenants = tenants(doc, file.tenant, &host)?;
     Ok(DaemonConfig {
         daemon,
         host,
@@ -74,62 +45,69 @@ pub(crate) fn build(doc: &Node) -> Result<DaemonConfig> {
     })
 }
 
-/// A sentence about an unknown top-level key: the section it belongs in, or `[[tenant]]`.
-fn root_hint(key: &str) -> Option<String> {
-    if key == "tenants" {
-        return Some("tenants are written [[tenant]]".to_string());
+/// `d` when it lies in `min..=max`; `range` says what is allowed, e.g. `100ms and 60s`.
+fn duration_in(
+    doc: &Document,
+    path: FieldPath,
+    d: Option<memtide_config::Duration>,
+    (min, max): (Duration, Duration),
+    range: &str,
+) -> Result<Option<Duration>> {
+    match d.map(|d| d.get()) {
+        Some(d) if d < min || d > max => Err(doc.error(&path, format!("must be between {range}"))),
+        other => Ok(other),
     }
-    let sections = [
-        ("daemon", DAEMON_KEYS),
-        ("host", HOST_KEYS),
-        ("policy", POLICY_KEYS),
-        ("rails", RAILS_KEYS),
-        ("tenant", TENANT_KEYS),
-    ];
-    sections
-        .iter()
-        .find(|(_, keys)| keys.contains(&key))
-        .map(|(section, _)| match *section {
-            "tenant" => format!("`{key}` belongs in a [[tenant]] table"),
-            s => format!("`{key}` belongs in the [{s}] section"),
-        })
 }
 
-fn section<'a>(root: &Table<'a>, key: &str) -> Result<Option<Table<'a>>> {
-    root.get(key)
-        .map(|node| Table::of(root.field(key), node, &format!("a table ([{key}])")))
-        .transpose()
+/// `v` when it is finite and `ok` holds; `range` says what is allowed.
+fn number_in(
+    doc: &Document,
+    path: FieldPath,
+    v: Option<f64>,
+    ok: impl Fn(f64) -> bool,
+    range: &str,
+) -> Result<Option<f64>> {
+    match v {
+        Some(v) if !(v.is_finite() && ok(v)) => Err(doc.error(&path, range)),
+        other => Ok(other),
+    }
 }
 
-pub(crate) const MIN_TICK: Duration = Duration::from_millis(100);
-pub(crate) const MAX_TICK: Duration = Duration::from_secs(60);
-pub(crate) const MIN_WRITE_TIMEOUT: Duration = Duration::from_millis(10);
-pub(crate) const MAX_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
-pub(crate) const MIN_SAMPLING_PERIOD: Duration = Duration::from_secs(1);
-pub(crate) const MAX_SAMPLING_PERIOD: Duration = Duration::from_secs(3600);
-pub(crate) const MAX_DECISIONS_KEPT: i64 = 100_000;
+/// A file-system path: a non-empty string without NUL.
+fn file_path(doc: &Document, path: FieldPath, text: Option<String>) -> Result<Option<PathBuf>> {
+    match text {
+        Some(t) if t.is_empty() || t.contains('\0') => Err(doc.error(
+            &path,
+            "is not a path; expected a non-empty path without NUL characters",
+        )),
+        other => Ok(other.map(PathBuf::from)),
+    }
+}
 
-fn read_daemon(t: &Table) -> Result<DaemonSection> {
-    t.check_keys(DAEMON_KEYS, "[daemon]", |_| None)?;
+fn daemon(doc: &Document, t: DaemonDoc) -> Result<DaemonSection> {
+    let at = root().key("daemon");
     let d = DaemonSection::default();
-    let tick = t
-        .duration("tick", MIN_TICK, MAX_TICK, "100ms and 60s")?
-        .unwrap_or(d.tick);
-    let listen_public = t.boolean("listen_public")?.unwrap_or(d.listen_public);
-    let listen = match t.string("listen", "an address such as \"127.0.0.1:9464\"")? {
+    let tick = duration_in(
+        doc,
+        at.key("tick"),
+        t.tick,
+        (MIN_TICK, MAX_TICK),
+        "100ms and 60s",
+    )?
+    .unwrap_or(d.tick);
+    let listen_public = t.listen_public.unwrap_or(d.listen_public);
+    let listen = match t.listen {
         None => d.listen,
-        Some((text, node)) => {
+        Some(text) => {
             let addr: SocketAddr = text.trim().parse().map_err(|_| {
-                t.bad(
-                    "listen",
-                    node,
+                doc.error(
+                    &at.key("listen"),
                     "is not an IP address and port such as \"127.0.0.1:9464\" or \"[::1]:9464\"",
                 )
             })?;
             if !listen_public && !addr.ip().is_loopback() {
-                return Err(t.bad(
-                    "listen",
-                    node,
+                return Err(doc.error(
+                    &at.key("listen"),
                     "is not a loopback address; the API has no authentication, so it listens on \
                      127.0.0.1 or [::1] unless [daemon] listen_public = true",
                 ));
@@ -137,89 +115,61 @@ fn read_daemon(t: &Table) -> Result<DaemonSection> {
             addr
         }
     };
-    let state_file = path(t, "state_file")?.unwrap_or(d.state_file);
-    let dry_run = t.boolean("dry_run")?.unwrap_or(d.dry_run);
-    let log_format = match t.string("log_format", "\"text\" or \"json\"")? {
-        None => d.log_format,
-        Some(("text", _)) => LogFormat::Text,
-        Some(("json", _)) => LogFormat::Json,
-        Some((_, node)) => {
-            return Err(t.bad(
-                "log_format",
-                node,
-                "is not a log format; expected \"text\" or \"json\"",
+    let state_file = file_path(doc, at.key("state_file"), t.state_file)?.unwrap_or(d.state_file);
+    let decisions_kept = match t.decisions_kept {
+        None => d.decisions_kept,
+        Some(n) if (1..=MAX_DECISIONS_KEPT).contains(&n) => n as usize,
+        Some(_) => {
+            return Err(doc.error(
+                &at.key("decisions_kept"),
+                format!("must be between 1 and {MAX_DECISIONS_KEPT}"),
             ))
         }
     };
-    let decisions_kept = t
-        .integer("decisions_kept", 1, MAX_DECISIONS_KEPT)?
-        .map_or(d.decisions_kept, |n| n as usize);
     Ok(DaemonSection {
         tick,
         listen,
         listen_public,
         state_file,
-        dry_run,
-        log_format,
+        dry_run: t.dry_run.unwrap_or(d.dry_run),
+        log_format: t.log_format.unwrap_or(d.log_format),
         decisions_kept,
     })
 }
 
-/// A file-system path: a non-empty string.
-fn path(t: &Table, key: &str) -> Result<Option<PathBuf>> {
-    match t.string(key, "a path")? {
-        None => Ok(None),
-        Some((text, node)) if text.is_empty() || text.contains('\0') => Err(t.bad(
-            key,
-            node,
-            "is not a path; expected a non-empty path without NUL characters",
-        )),
-        Some((text, _)) => Ok(Some(PathBuf::from(text))),
-    }
-}
-
-fn read_host(t: &Table) -> Result<HostSection> {
-    t.check_keys(HOST_KEYS, "[host]", |_| None)?;
+fn host(doc: &Document, t: HostDoc) -> Result<HostSection> {
+    let at = root().key("host");
     let d = HostSection::default();
-    let proc_root = path(t, "proc_root")?.unwrap_or(d.proc_root);
-    let parent = match t.string("parent", "\"self\" or a cgroup path such as \"/memtide\"")? {
+    let proc_root = file_path(doc, at.key("proc_root"), t.proc_root)?.unwrap_or(d.proc_root);
+    let parent = match t.parent.as_deref() {
         None => d.parent,
-        Some(("self", _)) => ParentCgroup::OwnCgroup,
-        Some((text, node)) => ParentCgroup::Path(cgroup_path(text).map_err(|why| {
-            t.bad(
-                "parent",
-                node,
+        Some("self") => ParentCgroup::OwnCgroup,
+        Some(text) => ParentCgroup::Path(cgroup_path(text).map_err(|why| {
+            doc.error(
+                &at.key("parent"),
                 format!(
-                    "is not a cgroup path: it {why}; write \"self\" or an absolute path \
-                     inside the cgroup hierarchy such as \"/memtide\""
+                    "is not a cgroup path: it {why}; write \"self\" or an absolute path inside \
+                     the cgroup hierarchy such as \"/memtide\""
                 ),
             )
         })?),
     };
-    let budget_bytes = match t.size("budget")? {
-        Some(0) => {
-            let node = t.get("budget");
-            return Err(match node {
-                Some(node) => t.bad("budget", node, "is out of range: must be > 0"),
-                None => Problem::new(t.field("budget"), "must be > 0"),
-            });
-        }
-        other => other,
-    };
-    let reserve_bytes = t.size("reserve")?.unwrap_or(d.reserve_bytes);
-    let write_timeout = t
-        .duration(
-            "write_timeout",
-            MIN_WRITE_TIMEOUT,
-            MAX_WRITE_TIMEOUT,
-            "10ms and 60s",
-        )?
-        .unwrap_or(d.write_timeout);
+    if t.budget.is_some_and(|b| b.bytes() == 0) {
+        return Err(doc.error(&at.key("budget"), "must be > 0"));
+    }
+    let write_timeout = duration_in(
+        doc,
+        at.key("write_timeout"),
+        t.write_timeout,
+        (MIN_WRITE_TIMEOUT, MAX_WRITE_TIMEOUT),
+        "10ms and 60s",
+    )?
+    .unwrap_or(d.write_timeout);
     Ok(HostSection {
         proc_root,
         parent,
-        budget_bytes,
-        reserve_bytes,
+        budget_bytes: t.budget.map(|b| b.bytes()),
+        reserve_bytes: t.reserve.map_or(d.reserve_bytes, |r| r.bytes()),
         write_timeout,
     })
 }
@@ -235,74 +185,69 @@ pub(crate) fn cgroup_path(text: &str) -> std::result::Result<String, String> {
     }
     let parts: Vec<&str> = text.split('/').filter(|p| !p.is_empty()).collect();
     if let Some(p) = parts.iter().find(|p| **p == "." || **p == "..") {
-        return Err(format!("has a {} component", quote(p)));
+        return Err(format!("has a \"{p}\" component"));
     }
     Ok(format!("/{}", parts.join("/")))
 }
 
-fn read_policy(t: &Table) -> Result<PolicySection> {
-    t.check_keys(POLICY_KEYS, "[policy]", |_| None)?;
+fn policy(doc: &Document, t: PolicyDoc) -> Result<PolicySection> {
+    let at = root().key("policy");
     let d = PolicySection::default();
-    let tax_rate = t
-        .number(
-            "tax_rate",
-            |v| (0.0..1.0).contains(&v),
-            "must be >= 0 and < 1",
-        )?
-        .unwrap_or(d.tax_rate);
+    let tax_rate = number_in(
+        doc,
+        at.key("tax_rate"),
+        t.tax_rate,
+        |v| (0.0..1.0).contains(&v),
+        "must be >= 0 and < 1",
+    )?
+    .unwrap_or(d.tax_rate);
     // -0.0 is 0.0: keep the one zero.
     let tax_rate = if tax_rate == 0.0 { 0.0 } else { tax_rate };
-    let sampling_period = t
-        .duration(
-            "sampling_period",
-            MIN_SAMPLING_PERIOD,
-            MAX_SAMPLING_PERIOD,
-            "1s and 1h",
-        )?
-        .unwrap_or(d.sampling_period);
-    let reclaim = match t.string("reclaim", "\"when_short\" or \"always\"")? {
-        None => d.reclaim,
-        Some(("when_short", _)) => Reclaim::WhenShort,
-        Some(("always", _)) => Reclaim::Always,
-        Some((_, node)) => {
-            return Err(t.bad(
-                "reclaim",
-                node,
-                "is not a reclaim mode; expected \"when_short\" or \"always\"",
-            ))
-        }
-    };
+    let sampling_period = duration_in(
+        doc,
+        at.key("sampling_period"),
+        t.sampling_period,
+        (MIN_SAMPLING_PERIOD, MAX_SAMPLING_PERIOD),
+        "1s and 1h",
+    )?
+    .unwrap_or(d.sampling_period);
     Ok(PolicySection {
         tax_rate,
         sampling_period,
-        reclaim,
+        reclaim: t.reclaim.unwrap_or(d.reclaim),
     })
 }
 
-fn read_rails(t: &Table) -> Result<RailsSection> {
-    t.check_keys(RAILS_KEYS, "[rails]", |_| None)?;
+fn rails(doc: &Document, t: RailsDoc) -> Result<RailsSection> {
+    let at = root().key("rails");
     let d = RailsSection::default();
-    let shrink_step = t
-        .number(
-            "shrink_step",
-            |v| v > 0.0 && v <= 0.5,
-            "must be > 0 and <= 0.5",
-        )?
-        .unwrap_or(d.shrink_step);
-    let floor_margin_bytes = t.size("floor_margin")?.unwrap_or(d.floor_margin_bytes);
-    let backoff_faults_per_s = t
-        .number("backoff_refaults_per_s", |v| v > 0.0, "must be > 0")?
-        .unwrap_or(d.backoff_faults_per_s);
-    let backoff_pressure = t
-        .number(
-            "backoff_pressure",
-            |v| v > 0.0 && v <= 100.0,
-            "must be > 0 and <= 100 (PSI avg10 is a percentage)",
-        )?
-        .unwrap_or(d.backoff_pressure);
+    let shrink_step = number_in(
+        doc,
+        at.key("shrink_step"),
+        t.shrink_step,
+        |v| v > 0.0 && v <= 0.5,
+        "must be > 0 and <= 0.5",
+    )?
+    .unwrap_or(d.shrink_step);
+    let backoff_faults_per_s = number_in(
+        doc,
+        at.key("backoff_refaults_per_s"),
+        t.backoff_refaults_per_s,
+        |v| v > 0.0,
+        "must be a finite number > 0",
+    )?
+    .unwrap_or(d.backoff_faults_per_s);
+    let backoff_pressure = number_in(
+        doc,
+        at.key("backoff_pressure"),
+        t.backoff_pressure,
+        |v| v > 0.0 && v <= 100.0,
+        "must be > 0 and <= 100 (PSI avg10 is a percentage)",
+    )?
+    .unwrap_or(d.backoff_pressure);
     Ok(RailsSection {
         shrink_step,
-        floor_margin_bytes,
+        floor_margin_bytes: t.floor_margin.map_or(d.floor_margin_bytes, |m| m.bytes()),
         backoff_faults_per_s,
         backoff_pressure,
     })
@@ -318,216 +263,145 @@ pub(crate) fn valid_name(name: &str) -> bool {
         && name != ".."
 }
 
-/// Where a tenant's problems point, for the checks across tenants.
-struct Written<'a> {
-    /// `tenant "db"`.
-    path: String,
-    table_span: Option<std::ops::Range<usize>>,
-    cgroup: Option<&'a Node>,
-}
-
-fn read_tenants(root: &Table, host: &HostSection) -> Result<Vec<TenantConfig>> {
-    let Some(node) = root.get("tenant") else {
-        return Ok(Vec::new());
-    };
-    let items = match &node.value {
-        Value::Array(items) => items,
-        Value::Table(_) => {
-            return Err(root.bad(
-                "tenant",
-                node,
-                "is a single table; tenants are an array of tables, each written [[tenant]]",
-            ))
-        }
-        _ => {
-            return Err(root.bad(
-                "tenant",
-                node,
-                format!(
-                    "is {}, expected an array of tables, each written [[tenant]]",
-                    node.type_name()
-                ),
-            ))
-        }
-    };
-    let mut tenants = Vec::with_capacity(items.len());
-    let mut written = Vec::with_capacity(items.len());
-    let mut seen: HashMap<String, usize> = HashMap::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let mut t = Table::of(format!("tenant[{i}]"), item, "a table ([[tenant]])")?;
-        if let Some(Value::String(name)) = t.get("name").map(|n| &n.value) {
-            if valid_name(name) {
-                t.rename(format!("tenant {}", quote(name)));
-            }
-        }
-        t.check_keys(TENANT_KEYS, "[[tenant]]", |_| None)?;
-        let (name, name_node) = t
-            .string("name", "a string")?
-            .ok_or_else(|| t.missing("name", NAME_RULE))?;
-        if !valid_name(name) {
-            return Err(t.bad(
-                "name",
-                name_node,
+fn tenants(doc: &Document, docs: Vec<TenantDoc>, host: &HostSection) -> Result<Vec<TenantConfig>> {
+    let mut tenants = Vec::with_capacity(docs.len());
+    let mut seen: HashMap<String, usize> = HashMap::with_capacity(docs.len());
+    for (i, t) in docs.into_iter().enumerate() {
+        let at = root().key("tenant").index(i);
+        if !valid_name(&t.name) {
+            return Err(doc.error(
+                &at.key("name"),
                 format!("is not a tenant name; expected {NAME_RULE}"),
             ));
         }
-        if let Some(first) = seen.insert(name.to_string(), i) {
-            return Err(Problem::new(
-                format!("tenant[{i}].name"),
+        if let Some(first) = seen.insert(t.name.clone(), i) {
+            return Err(doc.error(
+                &at.key("name"),
                 format!("is already the name of tenant[{first}]; tenant names must be unique"),
-            )
-            .value(name_node.render())
-            .span(name_node.span.clone()));
+            ));
         }
-        let tenant = read_tenant(&t, name, host)?;
-        tenants.push(tenant);
-        written.push(Written {
-            path: t.path().to_string(),
-            table_span: t.span(),
-            cgroup: t.get("cgroup"),
-        });
+        tenants.push(tenant(doc, &at, t, host)?);
     }
-    check_budget(root, host, &tenants)?;
-    check_cgroups(host, &tenants, &written)?;
+    check_budget(doc, host, &tenants)?;
+    check_cgroups(doc, host, &tenants)?;
     Ok(tenants)
 }
 
-fn read_tenant(t: &Table, name: &str, host: &HostSection) -> Result<TenantConfig> {
+fn tenant(
+    doc: &Document,
+    at: &FieldPath,
+    t: TenantDoc,
+    host: &HostSection,
+) -> Result<TenantConfig> {
     let launched_into = match &host.parent {
-        ParentCgroup::OwnCgroup => format!("<the daemon's cgroup>/{name}"),
-        ParentCgroup::Path(p) => join(p, name),
+        ParentCgroup::OwnCgroup => format!("<the daemon's cgroup>/{}", t.name),
+        ParentCgroup::Path(p) => join(p, &t.name),
     };
-    let cgroup = t.string("cgroup", "a cgroup path such as \"/memtide/db\"")?;
-    let command = t.strings("command", "[\"memtide-toucher\", \"--active\", \"400M\"]")?;
-    let origin = match (cgroup, command) {
+    let origin = match (t.cgroup, t.command) {
         (Some(_), Some(_)) => {
-            return Err(Problem::new(
-                t.path(),
+            return Err(doc.error(
+                at,
                 format!(
                     "has both cgroup and command; give cgroup to adopt an existing cgroup, \
                      or command to launch a program in a new cgroup {launched_into}"
                 ),
-            )
-            .span(t.span()))
+            ))
         }
         (None, None) => {
-            return Err(Problem::new(
-                t.path(),
+            return Err(doc.error(
+                at,
                 format!(
                     "has neither cgroup nor command; give cgroup to adopt an existing cgroup, \
                      or command to launch a program in a new cgroup {launched_into}"
                 ),
-            )
-            .span(t.span()))
+            ))
         }
-        (None, Some(argv)) => {
-            if argv[0].trim().is_empty() {
-                let node = t.get("command").and_then(|n| match &n.value {
-                    Value::Array(items) => items.first(),
-                    _ => None,
-                });
-                return Err(Problem::new(
-                    format!("{}[0]", t.field("command")),
+        (None, Some(argv)) => match argv.first() {
+            None => {
+                return Err(doc.error(
+                    &at.key("command"),
+                    "is empty; expected the program to run and its arguments, such as \
+                     [\"memtide-toucher\", \"--active\", \"400M\"]",
+                ))
+            }
+            Some(program) if program.trim().is_empty() => {
+                return Err(doc.error(
+                    &at.key("command").index(0),
                     "is empty; the first element is the program to run",
-                )
-                .value("\"\"")
-                .span(node.and_then(|n| n.span.clone())));
+                ))
             }
-            TenantOrigin::Launch { argv }
-        }
-        (Some((text, node)), None) => {
-            let cgroup = cgroup_path(text).map_err(|why| {
-                t.bad(
-                    "cgroup",
-                    node,
-                    format!(
-                        "is not a cgroup path: it {why}; write an absolute path inside the \
-                         cgroup hierarchy such as \"/memtide/db\""
-                    ),
-                )
-            })?;
-            if cgroup == "/" {
-                return Err(t.bad(
-                    "cgroup",
-                    node,
-                    "is the root cgroup; adopt a cgroup below it",
-                ));
-            }
-            if let ParentCgroup::Path(parent) = &host.parent {
-                if cgroup == *parent {
-                    return Err(t.bad(
-                        "cgroup",
-                        node,
-                        format!(
-                            "is the configured parent {} itself; an adopted cgroup must lie \
-                             strictly under [host] parent",
-                            quote(parent)
-                        ),
-                    ));
-                }
-                if !cgroup_is_strictly_under(&cgroup, parent) {
-                    return Err(t.bad(
-                        "cgroup",
-                        node,
-                        format!(
-                            "is outside the configured parent {}; an adopted cgroup must lie \
-                             under [host] parent",
-                            quote(parent)
-                        ),
-                    ));
-                }
-            }
-            TenantOrigin::Adopt { cgroup }
-        }
+            Some(_) => TenantOrigin::Launch { argv },
+        },
+        (Some(text), None) => TenantOrigin::Adopt {
+            cgroup: adopted_cgroup(doc, &at.key("cgroup"), &text, host)?,
+        },
     };
-    let min_bytes = t.size("min")?.unwrap_or(0);
-    let max_bytes = t
-        .size("max")?
-        .ok_or_else(|| t.missing("max", "the most memory the tenant may have, e.g. \"1G\""))?;
+    let max_bytes = t.max.bytes();
     if max_bytes == 0 {
-        if let Some(node) = t.get("max") {
-            return Err(t.bad("max", node, "is out of range: must be > 0"));
-        }
+        return Err(doc.error(&at.key("max"), "must be > 0"));
     }
+    let min_bytes = t.min.map_or(0, |m| m.bytes());
     if min_bytes > max_bytes {
-        if let Some(node) = t.get("min") {
-            return Err(t.bad(
-                "min",
-                node,
+        return Err(doc.error(
+            &at.key("min"),
+            format!("must not exceed max = \"{}\"", format_size(max_bytes)),
+        ));
+    }
+    if t.shares == Some(0) {
+        return Err(doc.error(&at.key("shares"), "must be at least 1"));
+    }
+    let estimator = t.estimator.unwrap_or(super::EstimatorChoice::Sampling);
+    Ok(TenantConfig {
+        name: t.name,
+        origin,
+        min_bytes,
+        max_bytes,
+        shares: t.shares.unwrap_or(DEFAULT_SHARES),
+        estimator,
+        cap_at_estimate: t.cap_at_estimate.unwrap_or(estimator.caps_by_default()),
+    })
+}
+
+/// An adopted tenant's cgroup, normalised; under the parent when the parent is a path.
+fn adopted_cgroup(
+    doc: &Document,
+    at: &FieldPath,
+    text: &str,
+    host: &HostSection,
+) -> Result<String> {
+    let cgroup = cgroup_path(text).map_err(|why| {
+        doc.error(
+            at,
+            format!(
+                "is not a cgroup path: it {why}; write an absolute path inside the cgroup \
+                 hierarchy such as \"/memtide/db\""
+            ),
+        )
+    })?;
+    if cgroup == "/" {
+        return Err(doc.error(at, "is the root cgroup; adopt a cgroup below it"));
+    }
+    if let ParentCgroup::Path(parent) = &host.parent {
+        if cgroup == *parent {
+            return Err(doc.error(
+                at,
                 format!(
-                    "is more than max ({}); min must be <= max",
-                    format_size(max_bytes)
+                    "is the configured parent \"{parent}\" itself; an adopted cgroup must lie \
+                     strictly under [host] parent"
+                ),
+            ));
+        }
+        if !cgroup_is_strictly_under(&cgroup, parent) {
+            return Err(doc.error(
+                at,
+                format!(
+                    "is outside the configured parent \"{parent}\"; an adopted cgroup must lie \
+                     under [host] parent"
                 ),
             ));
         }
     }
-    let shares = t
-        .integer("shares", 1, i64::MAX)?
-        .map_or(DEFAULT_SHARES, |s| s as u64);
-    let estimator = match t.string("estimator", "\"tws\" or \"sampling\"")? {
-        None => EstimatorChoice::Sampling,
-        Some(("tws", _)) => EstimatorChoice::Tws,
-        Some(("sampling", _)) => EstimatorChoice::Sampling,
-        Some((_, node)) => {
-            return Err(t.bad(
-                "estimator",
-                node,
-                "is not an estimator; expected \"tws\" or \"sampling\"",
-            ))
-        }
-    };
-    let cap_at_estimate = t
-        .boolean("cap_at_estimate")?
-        .unwrap_or(estimator.caps_by_default());
-    Ok(TenantConfig {
-        name: name.to_string(),
-        origin,
-        min_bytes,
-        max_bytes,
-        shares,
-        estimator,
-        cap_at_estimate,
-    })
+    Ok(cgroup)
 }
 
 /// `parent/name`, without doubling the slash under the root.
@@ -540,7 +414,7 @@ fn join(parent: &str, name: &str) -> String {
 }
 
 /// A budget, when given, covers every tenant's min.
-fn check_budget(root: &Table, host: &HostSection, tenants: &[TenantConfig]) -> Result<()> {
+fn check_budget(doc: &Document, host: &HostSection, tenants: &[TenantConfig]) -> Result<()> {
     let Some(budget) = host.budget_bytes else {
         return Ok(());
     };
@@ -548,29 +422,20 @@ fn check_budget(root: &Table, host: &HostSection, tenants: &[TenantConfig]) -> R
     if u128::from(budget) >= sum {
         return Ok(());
     }
-    let budget_node = root
-        .get("host")
-        .and_then(|h| match &h.value {
-            Value::Table(entries) => entries.iter().find(|e| e.key == "budget"),
-            _ => None,
-        })
-        .map(|e| &e.node);
     let sum_text = u64::try_from(sum).map_or_else(|_| sum.to_string(), format_size);
-    let message = format!(
-        "is less than the sum of the tenants' min ({sum_text}); the budget must cover every \
-         tenant's min"
-    );
-    let mut p = Problem::new("host.budget", message);
-    if let Some(node) = budget_node {
-        p = p.value(node.render()).span(node.span.clone());
-    }
-    Err(p)
+    Err(doc.error(
+        &root().key("host").key("budget"),
+        format!(
+            "is less than the sum of the tenants' min ({sum_text}); the budget must cover every \
+             tenant's min"
+        ),
+    ))
 }
 
 /// No two tenants share a cgroup, and no tenant's cgroup lies inside another's (a cgroup's
 /// limit covers its children). Launched tenants' cgroups (`<parent>/<name>`) are known only
 /// when the parent is a path; with `"self"` the daemon checks them once it knows its cgroup.
-fn check_cgroups(host: &HostSection, tenants: &[TenantConfig], written: &[Written]) -> Result<()> {
+fn check_cgroups(doc: &Document, host: &HostSection, tenants: &[TenantConfig]) -> Result<()> {
     let paths: Vec<(usize, String)> = tenants
         .iter()
         .enumerate()
@@ -599,9 +464,8 @@ fn check_cgroups(host: &HostSection, tenants: &[TenantConfig], written: &[Writte
             TenantOrigin::Launch { .. } => " (launched there)",
         };
         let other = format!(
-            "{}'s cgroup {}{launched}",
-            written[earlier.1].path,
-            quote(earlier.2)
+            "tenant \"{}\"'s cgroup \"{}\"{launched}",
+            tenants[earlier.1].name, earlier.2
         );
         let relation = if a.0 == b.0 {
             format!("is also {other}")
@@ -614,18 +478,13 @@ fn check_cgroups(host: &HostSection, tenants: &[TenantConfig], written: &[Writte
             "{relation}; tenants' cgroups must be distinct and must not nest (a cgroup's limit \
              covers its children)"
         );
-        let w = &written[later.1];
-        return Err(match (&tenants[later.1].origin, w.cgroup) {
-            (TenantOrigin::Adopt { .. }, Some(node)) => {
-                Problem::new(format!("{}.cgroup", w.path), message)
-                    .value(node.render())
-                    .span(node.span.clone())
-            }
-            _ => Problem::new(
-                w.path.clone(),
-                format!("would be launched into {}, which {message}", quote(later.2)),
-            )
-            .span(w.table_span.clone()),
+        let at = root().key("tenant").index(later.1);
+        return Err(match tenants[later.1].origin {
+            TenantOrigin::Adopt { .. } => doc.error(&at.key("cgroup"), message),
+            TenantOrigin::Launch { .. } => doc.error(
+                &at,
+                format!("would be launched into \"{}\", which {message}", later.2),
+            ),
         });
     }
     Ok(())

@@ -1,107 +1,59 @@
-//! Writes a [`DaemonConfig`] back as a configuration file, every default spelled out.
+//! Writes a [`DaemonConfig`] back as a configuration file, every default spelled out, through the same serde structs the file is read with (so sizes and durations are written the one way they are read).
 
-use super::{DaemonConfig, LogFormat, TenantOrigin};
-use memtide_model::written::{format_duration, format_size};
-use toml::{Table, Value};
+use super::schema::{DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc};
+use super::{DaemonConfig, TenantOrigin};
+use memtide_config::{Duration, Size};
 
 pub(crate) fn to_toml(c: &DaemonConfig) -> String {
-    let mut daemon = Table::new();
     let d = &c.daemon;
-    daemon.insert("tick".into(), duration(d.tick));
-    daemon.insert("listen".into(), Value::String(d.listen.to_string()));
-    daemon.insert("listen_public".into(), Value::Boolean(d.listen_public));
-    daemon.insert(
-        "state_file".into(),
-        Value::String(d.state_file.to_string_lossy().into_owned()),
-    );
-    daemon.insert("dry_run".into(), Value::Boolean(d.dry_run));
-    let log_format = match d.log_format {
-        LogFormat::Text => "text",
-        LogFormat::Json => "json",
-    };
-    daemon.insert("log_format".into(), Value::String(log_format.into()));
-    daemon.insert(
-        "decisions_kept".into(),
-        Value::Integer(i64::try_from(d.decisions_kept).unwrap_or(i64::MAX)),
-    );
-
-    let mut host = Table::new();
     let h = &c.host;
-    host.insert(
-        "proc_root".into(),
-        Value::String(h.proc_root.to_string_lossy().into_owned()),
-    );
-    host.insert("parent".into(), Value::String(h.parent.as_written().into()));
-    if let Some(budget) = h.budget_bytes {
-        host.insert("budget".into(), size(budget));
-    }
-    host.insert("reserve".into(), size(h.reserve_bytes));
-    host.insert("write_timeout".into(), duration(h.write_timeout));
-
-    let mut policy = Table::new();
-    policy.insert("tax_rate".into(), Value::Float(c.policy.tax_rate));
-    policy.insert("sampling_period".into(), duration(c.policy.sampling_period));
-    policy.insert(
-        "reclaim".into(),
-        Value::String(c.policy.reclaim.as_str().into()),
-    );
-
-    let mut rails = Table::new();
     let r = &c.rails;
-    rails.insert("shrink_step".into(), Value::Float(r.shrink_step));
-    rails.insert("floor_margin".into(), size(r.floor_margin_bytes));
-    rails.insert(
-        "backoff_refaults_per_s".into(),
-        Value::Float(r.backoff_faults_per_s),
-    );
-    rails.insert("backoff_pressure".into(), Value::Float(r.backoff_pressure));
-
-    let tenants: Vec<Value> = c
-        .tenants
-        .iter()
-        .map(|t| {
-            let mut tenant = Table::new();
-            tenant.insert("name".into(), Value::String(t.name.clone()));
-            match &t.origin {
-                TenantOrigin::Adopt { cgroup } => {
-                    tenant.insert("cgroup".into(), Value::String(cgroup.clone()));
-                }
-                TenantOrigin::Launch { argv } => {
-                    let argv = argv.iter().map(|a| Value::String(a.clone())).collect();
-                    tenant.insert("command".into(), Value::Array(argv));
-                }
-            }
-            tenant.insert("min".into(), size(t.min_bytes));
-            tenant.insert("max".into(), size(t.max_bytes));
-            tenant.insert(
-                "shares".into(),
-                Value::Integer(i64::try_from(t.shares).unwrap_or(i64::MAX)),
-            );
-            tenant.insert(
-                "estimator".into(),
-                Value::String(t.estimator.as_str().into()),
-            );
-            tenant.insert("cap_at_estimate".into(), Value::Boolean(t.cap_at_estimate));
-            Value::Table(tenant)
-        })
-        .collect();
-
-    let mut root = Table::new();
-    root.insert("daemon".into(), Value::Table(daemon));
-    root.insert("host".into(), Value::Table(host));
-    root.insert("policy".into(), Value::Table(policy));
-    root.insert("rails".into(), Value::Table(rails));
-    if !tenants.is_empty() {
-        root.insert("tenant".into(), Value::Array(tenants));
-    }
-    // A table of strings, numbers, booleans and tables always serializes.
-    toml::to_string(&root).unwrap_or_default()
-}
-
-fn size(bytes: u64) -> Value {
-    Value::String(format_size(bytes))
-}
-
-fn duration(d: std::time::Duration) -> Value {
-    Value::String(format_duration(d))
+    let file = FileDoc {
+        daemon: Some(DaemonDoc {
+            tick: Some(Duration(d.tick)),
+            listen: Some(d.listen.to_string()),
+            listen_public: Some(d.listen_public),
+            state_file: Some(d.state_file.to_string_lossy().into_owned()),
+            dry_run: Some(d.dry_run),
+            log_format: Some(d.log_format),
+            decisions_kept: Some(d.decisions_kept as u64),
+        }),
+        host: Some(HostDoc {
+            proc_root: Some(h.proc_root.to_string_lossy().into_owned()),
+            parent: Some(h.parent.as_written().to_string()),
+            budget: h.budget_bytes.map(Size),
+            reserve: Some(Size(h.reserve_bytes)),
+            write_timeout: Some(Duration(h.write_timeout)),
+        }),
+        policy: Some(PolicyDoc {
+            tax_rate: Some(c.policy.tax_rate),
+            sampling_period: Some(Duration(c.policy.sampling_period)),
+            reclaim: Some(c.policy.reclaim),
+        }),
+        rails: Some(RailsDoc {
+            shrink_step: Some(r.shrink_step),
+            floor_margin: Some(Size(r.floor_margin_bytes)),
+            backoff_refaults_per_s: Some(r.backoff_faults_per_s),
+            backoff_pressure: Some(r.backoff_pressure),
+        }),
+        tenant: c
+            .tenants
+            .iter()
+            .map(|t| TenantDoc {
+                name: t.name.clone(),
+                cgroup: t.adopted_cgroup().map(String::from),
+                command: match &t.origin {
+                    TenantOrigin::Launch { argv } => Some(argv.clone()),
+                    TenantOrigin::Adopt { .. } => None,
+                },
+                min: Some(Size(t.min_bytes)),
+                max: Size(t.max_bytes),
+                shares: Some(t.shares),
+                estimator: Some(t.estimator),
+                cap_at_estimate: Some(t.cap_at_estimate),
+            })
+            .collect(),
+    };
+    // Tables of strings, numbers, booleans and arrays always serialize.
+    toml::to_string(&file).unwrap_or_default()
 }

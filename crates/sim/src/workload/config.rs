@@ -116,29 +116,43 @@ pub enum WorkloadConfig {
     },
 }
 
+/// Defaults of the optional workload parameters (MiB and fractions), for scenarios.
+pub mod defaults {
+    use super::Skew;
+
+    pub const IDLE_BACKGROUND_MB: f64 = 4.0;
+    pub const FILE_SERVER_ANON_MB: f64 = 16.0;
+    pub const CPU_JOB_INPUT_FRACTION: f64 = 0.1;
+    pub const OLTP_ANON_MB: f64 = 32.0;
+    pub const OLTP_FILE_FRACTION: f64 = 0.8;
+    pub const OLTP_SKEW: Skew = Skew::Zipf { theta: 0.9 };
+    pub const WEB_ANON_MB: f64 = 16.0;
+    pub const WEB_FILE_MB: f64 = 16.0;
+}
+
 fn default_idle_background_mb() -> f64 {
-    4.0
+    defaults::IDLE_BACKGROUND_MB
 }
 fn default_file_server_anon_mb() -> f64 {
-    16.0
+    defaults::FILE_SERVER_ANON_MB
 }
 fn default_cpu_job_input_fraction() -> f64 {
-    0.1
+    defaults::CPU_JOB_INPUT_FRACTION
 }
 fn default_oltp_anon_mb() -> f64 {
-    32.0
+    defaults::OLTP_ANON_MB
 }
 fn default_oltp_file_fraction() -> f64 {
-    0.8
+    defaults::OLTP_FILE_FRACTION
 }
 fn default_oltp_skew() -> Skew {
-    Skew::Zipf { theta: 0.9 }
+    defaults::OLTP_SKEW
 }
 fn default_web_anon_mb() -> f64 {
-    16.0
+    defaults::WEB_ANON_MB
 }
 fn default_web_file_mb() -> f64 {
-    16.0
+    defaults::WEB_FILE_MB
 }
 
 impl WorkloadConfig {

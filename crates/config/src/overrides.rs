@@ -1,41 +1,29 @@
-//! `--set KEY=VALUE` overrides: a dotted path into the scenario's TOML document and a TOML value to put there.
+//! `--set KEY=VALUE` overrides: a dotted path into the TOML tree and a TOML value to put there.
 //!
 //! Path steps are table keys; inside an array a step is an index (`tenants.0`), the `name`
 //! of an element (`tenants.vm1`) or `*` for every element. Missing intermediate tables are
-//! created (`tenants.vm1.estimator.kind=tws` works without an `[tenants.estimator]` table).
-//! VALUE is read as a TOML value (number, bool, string, array, inline table) and taken as a
-//! plain string when it is not one (`kind=tws` is the string `"tws"`).
+//! created (`tenants.vm1.estimator.kind=tws` works without an `[tenants.estimator]` table),
+//! but never a missing array (`events.0.at=5` with no events is an error). VALUE is read as a
+//! TOML value (number, bool, string, array, inline table) and taken as a plain string when it
+//! is not one (`kind=tws` is the string `"tws"`, `duration=60s` the string `"60s"`).
 
-use crate::error::FieldPath;
+use crate::path::FieldPath;
 use toml::Value;
-
-/// Top-level arrays of tables: a path into one of them never creates it.
-const ARRAYS: &[&str] = &["tenants", "events", "variants"];
 
 /// One parsed override.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Override {
+pub struct Override {
     /// The override as given, for messages.
-    pub(crate) text: String,
+    text: String,
     key: Vec<String>,
     value: Value,
 }
 
-/// A bad override: its text and what is wrong.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct OverrideError {
-    pub(crate) text: String,
-    pub(crate) message: String,
-}
-
 impl Override {
-    pub(crate) fn parse(text: &str) -> Result<Override, OverrideError> {
-        let err = |message: String| OverrideError {
-            text: text.to_string(),
-            message,
-        };
+    /// Parses `KEY=VALUE`; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<Override, String> {
         let Some((key, value)) = text.split_once('=') else {
-            return Err(err("expected KEY=VALUE".to_string()));
+            return Err("expected KEY=VALUE".to_string());
         };
         let key: Vec<String> = key
             .trim()
@@ -43,9 +31,7 @@ impl Override {
             .map(|s| s.trim().to_string())
             .collect();
         if key.iter().any(String::is_empty) {
-            return Err(err(
-                "the key has an empty step (expected e.g. tenants.vm1.max_mb)".into(),
-            ));
+            return Err("the key has an empty step (expected e.g. tenants.vm1.max)".into());
         }
         Ok(Override {
             text: text.to_string(),
@@ -54,15 +40,15 @@ impl Override {
         })
     }
 
+    /// The override as given.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// Puts the value into `doc`; returns the paths it set (one per element for `*`).
-    pub(crate) fn apply(&self, doc: &mut toml::Table) -> Result<Vec<FieldPath>, OverrideError> {
+    pub fn apply(&self, doc: &mut toml::Table) -> Result<Vec<FieldPath>, String> {
         let mut set = Vec::new();
-        set_in_table(doc, &self.key, &self.value, &Walk::root(), &mut set).map_err(|message| {
-            OverrideError {
-                text: self.text.clone(),
-                message,
-            }
-        })?;
+        set_in_table(doc, &self.key, &self.value, &Walk::root(), &mut set)?;
         Ok(set)
     }
 }
@@ -80,8 +66,7 @@ fn parse_value(text: &str) -> Value {
     Value::String(text.to_string())
 }
 
-/// Where the walk is: the path as the user wrote it (for messages) and as indices (for
-/// locating fields in the file).
+/// Where the walk is: the path as the user wrote it (for messages) and with indices.
 #[derive(Clone)]
 struct Walk {
     written: Vec<String>,
@@ -117,14 +102,23 @@ impl Walk {
     fn shown(&self) -> String {
         self.written.join(".")
     }
+}
 
-    fn is_root(&self) -> bool {
-        self.path.0.is_empty()
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::String(_) => "a string",
+        Value::Integer(_) => "an integer",
+        Value::Float(_) => "a float",
+        Value::Boolean(_) => "a boolean",
+        Value::Datetime(_) => "a date-time",
+        Value::Array(_) => "an array",
+        Value::Table(_) => "a table",
     }
 }
 
-fn kind_of(v: &Value) -> &'static str {
-    crate::reader::type_name(v)
+/// A step that only makes sense inside an array.
+fn is_element_step(step: &str) -> bool {
+    step == "*" || step.parse::<usize>().is_ok()
 }
 
 fn set_in_table(
@@ -138,14 +132,14 @@ fn set_in_table(
         return Ok(());
     };
     let here = at.key(first);
-    if rest.is_empty() {
+    let Some(next) = rest.first() else {
         table.insert(first.clone(), value.clone());
         set.push(here.path);
         return Ok(());
-    }
+    };
     if !table.contains_key(first.as_str()) {
-        if at.is_root() && ARRAYS.contains(&first.as_str()) {
-            return Err(no_element(&here, &rest[0]));
+        if is_element_step(next) {
+            return Err(format!("{} has no element {next}", here.shown()));
         }
         table.insert(first.clone(), Value::Table(toml::Table::new()));
     }
@@ -155,17 +149,9 @@ fn set_in_table(
         Some(other) => Err(format!(
             "{} is {}, not a table or array",
             here.shown(),
-            kind_of(other)
+            type_name(other)
         )),
         None => Ok(()),
-    }
-}
-
-fn no_element(array: &Walk, step: &str) -> String {
-    if step == "*" || step.parse::<usize>().is_ok() {
-        format!("{} has no element {step}", array.shown())
-    } else {
-        format!("no element of {} is named {step}", array.shown())
     }
 }
 
@@ -196,7 +182,7 @@ fn set_in_array(
         });
         match found {
             Some(i) => vec![i],
-            None => return Err(no_element(at, step)),
+            None => return Err(format!("no element of {} is named {step}", at.shown())),
         }
     };
     for i in indices {
@@ -213,7 +199,7 @@ fn set_in_array(
                 return Err(format!(
                     "{} is {}, not a table or array",
                     here.shown(),
-                    kind_of(other)
+                    type_name(other)
                 ))
             }
         }
@@ -221,35 +207,18 @@ fn set_in_array(
     Ok(())
 }
 
-/// True when the field at `path` was put there (or replaced as a whole) by an override.
-pub(crate) fn overridden(path: &FieldPath, set: &[FieldPath]) -> bool {
-    set.iter().any(|s| path.starts_with(s))
-}
-
-/// The path segments, for tests.
-#[cfg(test)]
-fn shown(p: &FieldPath) -> String {
-    p.0.iter()
-        .map(|s| match s {
-            crate::error::Seg::Key(k) => k.clone(),
-            crate::error::Seg::Index(i) => i.to_string(),
-        })
-        .collect::<Vec<_>>()
-        .join(".")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const DOC: &str = r#"
-duration_s = 10
+duration = "10s"
 [[tenants]]
 name = "vm1"
-max_mb = 256
+max = "256M"
 [[tenants]]
 name = "vm2"
-max_mb = 512
+max = "512M"
 [tenants.estimator]
 kind = "sampling"
 "#;
@@ -261,8 +230,7 @@ kind = "sampling"
     fn apply(doc: &mut toml::Table, text: &str) -> Result<Vec<String>, String> {
         Override::parse(text)
             .and_then(|o| o.apply(doc))
-            .map(|paths| paths.iter().map(shown).collect())
-            .map_err(|e| e.message)
+            .map(|paths| paths.iter().map(ToString::to_string).collect())
     }
 
     fn tenant(doc: &toml::Table, i: usize) -> &toml::Table {
@@ -273,17 +241,17 @@ kind = "sampling"
     fn set_by_index_replaces_the_element_field() {
         let mut d = doc();
         assert_eq!(
-            apply(&mut d, "tenants.1.max_mb=1024").unwrap(),
-            ["tenants.1.max_mb"]
+            apply(&mut d, "tenants.1.max=1G").unwrap(),
+            ["tenants[1].max"]
         );
-        assert_eq!(tenant(&d, 1)["max_mb"].as_integer(), Some(1024));
+        assert_eq!(tenant(&d, 1)["max"].as_str(), Some("1G"));
     }
 
     #[test]
     fn set_by_name_finds_the_element_whose_name_matches() {
         let mut d = doc();
-        apply(&mut d, "tenants.vm1.max_mb=128.5").unwrap();
-        assert_eq!(tenant(&d, 0)["max_mb"].as_float(), Some(128.5));
+        apply(&mut d, "tenants.vm1.max=4096").unwrap();
+        assert_eq!(tenant(&d, 0)["max"].as_integer(), Some(4096));
     }
 
     #[test]
@@ -292,7 +260,7 @@ kind = "sampling"
         let set = apply(&mut d, "tenants.*.estimator.kind=tws").unwrap();
         assert_eq!(
             set,
-            ["tenants.0.estimator.kind", "tenants.1.estimator.kind"]
+            ["tenants[0].estimator.kind", "tenants[1].estimator.kind"]
         );
         for i in 0..2 {
             assert_eq!(tenant(&d, i)["estimator"]["kind"].as_str(), Some("tws"));
@@ -302,6 +270,8 @@ kind = "sampling"
     #[test]
     fn values_that_are_not_toml_are_taken_as_strings() {
         let mut d = doc();
+        apply(&mut d, "duration=60s").unwrap();
+        assert_eq!(d["duration"].as_str(), Some("60s"));
         apply(&mut d, "name=my scenario").unwrap();
         assert_eq!(d["name"].as_str(), Some("my scenario"));
         apply(&mut d, "description=\"quoted\"").unwrap();
@@ -329,21 +299,21 @@ kind = "sampling"
     #[test]
     fn unknown_element_name_is_an_error_naming_it() {
         let mut d = doc();
-        let e = apply(&mut d, "tenants.vm9.max_mb=5").unwrap_err();
+        let e = apply(&mut d, "tenants.vm9.max=5").unwrap_err();
         assert_eq!(e, "no element of tenants is named vm9");
     }
 
     #[test]
     fn index_past_the_end_is_an_error() {
         let mut d = doc();
-        let e = apply(&mut d, "tenants.2.max_mb=5").unwrap_err();
+        let e = apply(&mut d, "tenants.2.max=5").unwrap_err();
         assert!(e.contains("no index 2"), "{e}");
     }
 
     #[test]
-    fn missing_top_level_array_is_not_created() {
+    fn a_missing_array_is_not_created() {
         let mut d = doc();
-        let e = apply(&mut d, "events.0.at_s=5").unwrap_err();
+        let e = apply(&mut d, "events.0.at=5s").unwrap_err();
         assert!(e.contains("events has no element 0"), "{e}");
         assert!(!d.contains_key("events"));
     }
@@ -351,14 +321,14 @@ kind = "sampling"
     #[test]
     fn stepping_into_a_scalar_is_an_error() {
         let mut d = doc();
-        let e = apply(&mut d, "duration_s.x=5").unwrap_err();
-        assert!(e.contains("duration_s is an integer"), "{e}");
+        let e = apply(&mut d, "duration.x=5").unwrap_err();
+        assert!(e.contains("duration is a string"), "{e}");
     }
 
     #[test]
     fn malformed_override_is_an_error() {
-        assert!(Override::parse("duration_s").is_err());
-        assert!(Override::parse("tenants..max_mb=5").is_err());
+        assert!(Override::parse("duration").is_err());
+        assert!(Override::parse("tenants..max=5").is_err());
         assert!(Override::parse("=5").is_err());
     }
 
@@ -368,15 +338,5 @@ kind = "sampling"
         apply(&mut d, "seed=1").unwrap();
         apply(&mut d, "seed=2").unwrap();
         assert_eq!(d["seed"].as_integer(), Some(2));
-    }
-
-    #[test]
-    fn overridden_covers_the_set_path_and_everything_under_it() {
-        let set = vec![FieldPath::root().key("tenants").index(0)];
-        assert!(overridden(
-            &FieldPath::root().key("tenants").index(0).key("max_mb"),
-            &set
-        ));
-        assert!(!overridden(&FieldPath::root().key("tenants"), &set));
     }
 }

@@ -1,0 +1,80 @@
+//! The daemon's configuration file as written: one serde struct per table, unknown keys refused, sizes and durations in their one syntax (`memtide_config::{Size, Duration}`); `build.rs` checks and converts it, `render.rs` writes a config back through the same structs.
+
+use super::{EstimatorChoice, LogFormat, Reclaim};
+use memtide_config::{Duration, Size};
+use serde::{Deserialize, Serialize};
+
+/// The whole file. An absent table takes every default.
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table of [daemon], [host], [policy], [rails] and [[tenant]]"
+)]
+pub(super) struct FileDoc {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) daemon: Option<DaemonDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) host: Option<HostDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) policy: Option<PolicyDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) rails: Option<RailsDoc>,
+    /// `[[tenant]]`, one table per tenant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) tenant: Vec<TenantDoc>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "the [daemon] table")]
+pub(super) struct DaemonDoc {
+    pub(super) tick: Option<Duration>,
+    pub(super) listen: Option<String>,
+    pub(super) listen_public: Option<bool>,
+    pub(super) state_file: Option<String>,
+    pub(super) dry_run: Option<bool>,
+    pub(super) log_format: Option<LogFormat>,
+    pub(super) decisions_kept: Option<u64>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "the [host] table")]
+pub(super) struct HostDoc {
+    pub(super) proc_root: Option<String>,
+    pub(super) parent: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) budget: Option<Size>,
+    pub(super) reserve: Option<Size>,
+    pub(super) write_timeout: Option<Duration>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "the [policy] table")]
+pub(super) struct PolicyDoc {
+    pub(super) tax_rate: Option<f64>,
+    pub(super) sampling_period: Option<Duration>,
+    pub(super) reclaim: Option<Reclaim>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "the [rails] table")]
+pub(super) struct RailsDoc {
+    pub(super) shrink_step: Option<f64>,
+    pub(super) floor_margin: Option<Size>,
+    pub(super) backoff_refaults_per_s: Option<f64>,
+    pub(super) backoff_pressure: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "a [[tenant]] table")]
+pub(super) struct TenantDoc {
+    pub(super) name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cgroup: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) command: Option<Vec<String>>,
+    pub(super) min: Option<Size>,
+    pub(super) max: Size,
+    pub(super) shares: Option<u64>,
+    pub(super) estimator: Option<EstimatorChoice>,
+    pub(super) cap_at_estimate: Option<bool>,
+}
