@@ -1,11 +1,12 @@
 //! What one simulated run records, tick by tick: the raw material for summary.json, timeline.csv and report.html.
 
 use crate::settings::{EstimatorSettings, PolicySettings};
-use memtide_model::{ReclamationState, TenantId};
+use memtide_model::TenantId;
+pub use memtide_runner::{TenantRow, TickRecord};
 use serde::Serialize;
 
 /// A whole run of one scenario (or one variant of it).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default)]
 pub struct RunRecord {
     pub scenario: String,
     /// The scenario's description, for the report.
@@ -42,39 +43,6 @@ pub struct TenantMeta {
     pub shares: u64,
     pub balloon_driver: bool,
     pub estimator_settings: EstimatorSettings,
-}
-
-/// One tick: the decision taken at `time_s` and what the world measured over the tick.
-#[derive(Clone, Debug, Serialize)]
-pub struct TickRecord {
-    pub time_s: f64,
-    pub state: ReclamationState,
-    pub free_mb: f64,
-    pub budget_mb: f64,
-    pub rows: Vec<TenantRow>,
-}
-
-/// One tenant in one tick.
-#[derive(Clone, Debug, Serialize)]
-pub struct TenantRow {
-    pub tenant: TenantId,
-    /// Machine memory held at the end of the tick.
-    pub allocated_mb: f64,
-    pub target_mb: f64,
-    pub active_estimate_mb: f64,
-    /// The workload's true working set.
-    pub working_set_mb: f64,
-    pub balloon_mb: f64,
-    pub host_swapped_mb: f64,
-    /// Operations per second over the tick.
-    pub throughput: f64,
-    /// Mean operation latency over the tick (0 when no operation completed).
-    pub latency_ms: f64,
-    pub swap_ins: u64,
-    pub refaults: u64,
-    pub host_swap_ins: u64,
-    pub blocked: bool,
-    pub reason: String,
 }
 
 /// A tenant admission control refused.

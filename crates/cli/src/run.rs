@@ -1,13 +1,11 @@
 //! Runs one scenario on the simulated host: the tick loop that joins scenario events, the controller and the sim world.
 
 use crate::progress::Progress;
-use crate::record::{
-    BaselineFigures, EventRecord, Refusal, RunRecord, TenantMeta, TenantRow, TickRecord,
-};
+use crate::record::{BaselineFigures, EventRecord, Refusal, RunRecord, TenantMeta};
 use crate::settings::{EstimatorSettings, PolicySettings};
 use memtide_controller::Controller;
-use memtide_model::{Decision, HostObservation, Pages, TenantId};
-use memtide_runner::{Change, Outcome, Runner, Script, Sink, TickView};
+use memtide_model::{Pages, TenantId};
+use memtide_runner::{Change, Outcome, Runner, Script, Sink, TickRecord, TickView};
 use memtide_scenario::{Event, Scenario, ScenarioTenant};
 use memtide_sim::workload::WorkloadConfig;
 use memtide_sim::world::{SimError, SimWorld};
@@ -65,8 +63,8 @@ fn mean_figures(record: &RunRecord) -> Vec<BaselineFigures> {
     for tick in &record.ticks {
         for row in &tick.rows {
             let e = sums.entry(row.tenant).or_default();
-            e.0 += row.throughput;
-            e.1 += row.latency_ms;
+            e.0 += row.throughput.unwrap_or(0.0);
+            e.1 += row.latency_ms.unwrap_or(0.0);
             e.2 += 1.0;
         }
     }
@@ -181,10 +179,7 @@ struct Recorder<'a> {
 
 impl Sink<SimWorld> for Recorder<'_> {
     fn tick(&mut self, t: TickView<'_, SimWorld>) {
-        let time_s = t.at.as_secs_f64();
-        self.record
-            .ticks
-            .push(tick_record(t.world, t.observation, t.decision, time_s));
+        self.record.ticks.push(tick_record(&t));
         self.progress.inc(1);
     }
 
@@ -218,43 +213,24 @@ impl Sink<SimWorld> for Recorder<'_> {
     }
 }
 
-fn tick_record(
-    world: &SimWorld,
-    obs: &HostObservation,
-    decision: &Decision,
-    time_s: f64,
-) -> TickRecord {
-    let rows = obs
-        .tenants
-        .iter()
-        .filter_map(|t| {
-            let action = decision.action(t.id)?;
-            let stats = world.tenant_stats(t.id)?;
-            Some(TenantRow {
-                tenant: t.id,
-                allocated_mb: t.allocated.as_mib_f64(),
-                target_mb: action.target.as_mib_f64(),
-                active_estimate_mb: action.active_estimate.as_mib_f64(),
-                working_set_mb: stats.working_set.as_mib_f64(),
-                balloon_mb: t.balloon.as_mib_f64(),
-                host_swapped_mb: t.host_swapped.as_mib_f64(),
-                throughput: stats.throughput,
-                latency_ms: stats.latency_ms,
-                swap_ins: stats.swap_ins,
-                refaults: stats.refaults,
-                host_swap_ins: stats.host_swap_ins,
-                blocked: action.blocked,
-                reason: action.reason.to_string(),
-            })
-        })
-        .collect();
-    TickRecord {
-        time_s,
-        state: decision.state,
-        free_mb: obs.free.as_mib_f64(),
-        budget_mb: decision.budget.as_mib_f64(),
-        rows,
-    }
+/// The tick's record with what only the simulated world knows: each tenant's true working set,
+/// throughput and latency, and its guest's own swap-in and refault counts over the tick (a
+/// tenant without figures yet is left out).
+fn tick_record(t: &TickView<'_, SimWorld>) -> TickRecord {
+    let mut record = TickRecord::of(t);
+    record.rows.retain_mut(|row| {
+        let Some(stats) = t.world.tenant_stats(row.tenant) else {
+            return false;
+        };
+        row.working_set = Some(stats.working_set.to_bytes());
+        row.throughput = Some(stats.throughput);
+        row.latency_ms = Some(stats.latency_ms);
+        row.swap_ins = Some(stats.swap_ins);
+        row.refaults = Some(stats.refaults);
+        row.host_swap_ins = Some(stats.host_swap_ins);
+        true
+    });
+    record
 }
 
 /// Convenience for tests and benchmarks: run a scenario with no progress bar.

@@ -4,6 +4,7 @@
 
 use memtide_cli::record::{RunRecord, TenantRow};
 use memtide_cli::run;
+use memtide_model::Bytes;
 use std::path::PathBuf;
 
 pub fn scenario_path(file: &str) -> PathBuf {
@@ -79,8 +80,8 @@ pub fn converged_s(record: &RunRecord, name: &str, low: f64, high: f64) -> Optio
     let rows = rows(record, name, 0.0, f64::INFINITY);
     let mut since = None;
     for (t, r) in rows {
-        let ok =
-            r.allocated_mb >= low * r.working_set_mb && r.allocated_mb <= high * r.working_set_mb;
+        let ok = r.allocated.as_mib_f64() >= low * r.working_set.map_or(0.0, Bytes::as_mib_f64)
+            && r.allocated.as_mib_f64() <= high * r.working_set.map_or(0.0, Bytes::as_mib_f64);
         match (ok, since) {
             (true, None) => since = Some(t),
             (false, _) => since = None,
@@ -100,6 +101,8 @@ pub fn degradation(record: &RunRecord, name: &str) -> f64 {
         .iter()
         .find(|b| b.tenant == id)
         .expect("tenant ran in the baseline");
-    let tp = mean(record, name, 0.0, f64::INFINITY, |r| r.throughput);
+    let tp = mean(record, name, 0.0, f64::INFINITY, |r| {
+        r.throughput.unwrap_or(0.0)
+    });
     1.0 - tp / base.throughput
 }

@@ -10,12 +10,14 @@
 //! the changes made through the API.
 
 mod change;
+pub mod record;
 mod runner;
 mod script;
 mod sink;
 pub mod state_file;
 
 pub use change::{Change, Outcome};
+pub use record::{TenantRow, TickRecord};
 pub use runner::{Runner, Status, Tenant};
 pub use script::Script;
 pub use sink::{Sink, TickView};

@@ -52,24 +52,54 @@ pub(crate) mod test_record {
     use crate::record::*;
     use crate::settings::{EstimatorKind, EstimatorSettings, PolicySettings};
     use memtide_controller::ControllerConfig;
-    use memtide_model::{ReclamationState, TaxRate, TenantId};
+    use memtide_model::{
+        Bytes, EstimateNote, MechanismNote, Pages, Reason, ReclamationState, TaxRate, TenantId,
+    };
+
+    fn mib(m: f64) -> Bytes {
+        Bytes((m * (1u64 << 20) as f64) as u64)
+    }
+
+    /// The reason every hand-made row carries: a balloon inflating toward a lower target.
+    pub(crate) fn reason() -> Reason {
+        Reason {
+            mechanism: MechanismNote {
+                state: ReclamationState::Soft,
+                allocated: Pages::from_mib(100),
+                target: Pages::from_mib(90),
+                balloon: Pages::from_mib(156),
+                balloon_target: Some(Pages::from_mib(166)),
+                balloon_limit: Some(Pages::from_mib(200)),
+                balloon_stalled: false,
+                beyond_balloon: Pages::ZERO,
+                wanted_swap: Pages::ZERO,
+                host_swap_out: Pages::ZERO,
+                blocked: false,
+                limit: None,
+            },
+            estimate: EstimateNote::Committed {
+                estimate: Pages::from_mib(105),
+                known: true,
+            },
+        }
+    }
 
     fn row(tenant: u32, allocated: f64, ws: f64, throughput: f64) -> TenantRow {
         TenantRow {
             tenant: TenantId(tenant),
-            allocated_mb: allocated,
-            target_mb: allocated + 10.0,
-            active_estimate_mb: ws + 5.0,
-            working_set_mb: ws,
-            balloon_mb: 256.0 - allocated,
-            host_swapped_mb: 0.0,
-            throughput,
-            latency_ms: if throughput > 0.0 { 2.0 } else { 0.0 },
-            swap_ins: 1,
-            refaults: 2,
-            host_swap_ins: 0,
+            allocated: mib(allocated),
+            target: mib(allocated + 10.0),
+            active_estimate: mib(ws + 5.0),
+            working_set: Some(mib(ws)),
+            balloon: mib(256.0 - allocated),
+            host_swapped: Bytes::ZERO,
+            throughput: Some(throughput),
+            latency_ms: Some(if throughput > 0.0 { 2.0 } else { 0.0 }),
+            swap_ins: Some(1),
+            refaults: Some(2),
+            host_swap_ins: Some(0),
             blocked: false,
-            reason: "share, \"tax\"".to_string(),
+            reason: reason(),
         }
     }
 
@@ -117,8 +147,8 @@ pub(crate) mod test_record {
                 TickRecord {
                     time_s: i as f64,
                     state: states[i],
-                    free_mb: 10.0 * (i as f64 + 1.0),
-                    budget_mb: 300.0,
+                    free: mib(10.0 * (i as f64 + 1.0)),
+                    budget: mib(300.0),
                     rows,
                 }
             })

@@ -3,7 +3,7 @@
 use super::chart::{self, escape, LineChart, Marker, Series};
 use super::summary::{Summary, TenantSummary};
 use crate::record::RunRecord;
-use memtide_model::{ReclamationState, TenantId};
+use memtide_model::{Bytes, ReclamationState, TenantId};
 use std::fmt::Write;
 use std::path::Path;
 
@@ -192,11 +192,15 @@ fn host_section(
     html.push('\n');
 
     html.push_str("<h3>Free machine memory</h3>\n");
-    let free: Vec<(f64, f64)> = record.ticks.iter().map(|t| (t.time_s, t.free_mb)).collect();
+    let free: Vec<(f64, f64)> = record
+        .ticks
+        .iter()
+        .map(|t| (t.time_s, t.free.as_mib_f64()))
+        .collect();
     let budget: Vec<(f64, f64)> = record
         .ticks
         .iter()
-        .map(|t| (t.time_s, t.budget_mb))
+        .map(|t| (t.time_s, t.budget.as_mib_f64()))
         .collect();
     html.push_str(&chart::line_chart(&LineChart {
         y_label: "MB",
@@ -264,25 +268,25 @@ fn tenant_section(
                 label: "allocated".into(),
                 color: "#1f77b4",
                 dashed: false,
-                points: series(|r| r.allocated_mb),
+                points: series(|r| r.allocated.as_mib_f64()),
             },
             Series {
                 label: "target".into(),
                 color: "#ff7f0e",
                 dashed: true,
-                points: series(|r| r.target_mb),
+                points: series(|r| r.target.as_mib_f64()),
             },
             Series {
                 label: "active estimate".into(),
                 color: "#2ca02c",
                 dashed: false,
-                points: series(|r| r.active_estimate_mb),
+                points: series(|r| r.active_estimate.as_mib_f64()),
             },
             Series {
                 label: "working set".into(),
                 color: "#222222",
                 dashed: true,
-                points: series(|r| r.working_set_mb),
+                points: series(|r| r.working_set.map_or(0.0, Bytes::as_mib_f64)),
             },
         ],
         markers,
@@ -297,7 +301,7 @@ fn tenant_section(
                 label: "throughput".into(),
                 color: "#9467bd",
                 dashed: false,
-                points: series(|r| r.throughput),
+                points: series(|r| r.throughput.unwrap_or(0.0)),
             }],
             markers,
         }));

@@ -6,7 +6,7 @@
 use super::round3;
 use crate::record::{RunRecord, TenantMeta};
 use crate::settings::{EstimatorSettings, PolicySettings};
-use memtide_model::ReclamationState;
+use memtide_model::{Bytes, ReclamationState};
 use serde::Serialize;
 use std::path::Path;
 
@@ -182,33 +182,35 @@ pub fn summarize(record: &RunRecord) -> Summary {
             transitions += 1;
         }
         previous = Some(tick.state);
-        free_sum += tick.free_mb;
-        min_free = f64::min(min_free, tick.free_mb);
-        budget_sum += tick.budget_mb;
+        free_sum += tick.free.as_mib_f64();
+        min_free = f64::min(min_free, tick.free.as_mib_f64());
+        budget_sum += tick.budget.as_mib_f64();
         for row in &tick.rows {
             let Some(a) = index.get(&row.tenant).map(|&i| &mut acc[i]) else {
                 continue;
             };
             a.rows += 1;
-            a.allocated += row.allocated_mb;
-            a.target += row.target_mb;
-            a.estimate += row.active_estimate_mb;
-            a.working_set += row.working_set_mb;
-            a.throughput += row.throughput;
-            if row.throughput > 0.0 {
-                a.latency += row.latency_ms;
+            a.allocated += row.allocated.as_mib_f64();
+            a.target += row.target.as_mib_f64();
+            a.estimate += row.active_estimate.as_mib_f64();
+            a.working_set += row.working_set.map_or(0.0, Bytes::as_mib_f64);
+            a.throughput += row.throughput.unwrap_or(0.0);
+            if row.throughput.unwrap_or(0.0) > 0.0 {
+                a.latency += row.latency_ms.unwrap_or(0.0);
                 a.latency_ticks += 1;
             }
-            a.swap_ins += row.swap_ins;
-            a.refaults += row.refaults;
-            a.host_swap_ins += row.host_swap_ins;
-            a.balloon += row.balloon_mb;
-            a.host_swapped += row.host_swapped_mb;
+            a.swap_ins += row.swap_ins.unwrap_or(0);
+            a.refaults += row.refaults.unwrap_or(0);
+            a.host_swap_ins += row.host_swap_ins.unwrap_or(0);
+            a.balloon += row.balloon.as_mib_f64();
+            a.host_swapped += row.host_swapped.as_mib_f64();
             a.blocked += u64::from(row.blocked);
-            a.final_allocated = row.allocated_mb;
-            a.final_balloon = row.balloon_mb;
-            let in_band = row.allocated_mb >= low * row.working_set_mb
-                && row.allocated_mb <= high * row.working_set_mb;
+            a.final_allocated = row.allocated.as_mib_f64();
+            a.final_balloon = row.balloon.as_mib_f64();
+            let in_band = row.allocated.as_mib_f64()
+                >= low * row.working_set.map_or(0.0, Bytes::as_mib_f64)
+                && row.allocated.as_mib_f64()
+                    <= high * row.working_set.map_or(0.0, Bytes::as_mib_f64);
             a.in_band_since = match (in_band, a.in_band_since) {
                 (true, None) => Some(tick.time_s),
                 (true, since) => since,

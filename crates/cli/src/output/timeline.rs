@@ -2,6 +2,7 @@
 
 use super::push_fixed3;
 use crate::record::RunRecord;
+use memtide_model::Bytes;
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
@@ -37,28 +38,32 @@ pub fn write_csv(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()
                 None => line.push_str(&row.tenant.0.to_string()),
             }
             for x in [
-                row.allocated_mb,
-                row.target_mb,
-                row.active_estimate_mb,
-                row.working_set_mb,
-                row.balloon_mb,
-                row.host_swapped_mb,
-                row.throughput,
-                row.latency_ms,
+                row.allocated.as_mib_f64(),
+                row.target.as_mib_f64(),
+                row.active_estimate.as_mib_f64(),
+                row.working_set.map_or(0.0, Bytes::as_mib_f64),
+                row.balloon.as_mib_f64(),
+                row.host_swapped.as_mib_f64(),
+                row.throughput.unwrap_or(0.0),
+                row.latency_ms.unwrap_or(0.0),
             ] {
                 line.push(',');
                 push_fixed3(&mut line, x);
             }
             line.push(',');
             line.push_str(tick.state.name());
-            for n in [row.swap_ins, row.refaults, row.host_swap_ins] {
+            for n in [
+                row.swap_ins.unwrap_or(0),
+                row.refaults.unwrap_or(0),
+                row.host_swap_ins.unwrap_or(0),
+            ] {
                 line.push(',');
                 line.push_str(&n.to_string());
             }
             line.push(',');
             line.push_str(if row.blocked { "1" } else { "0" });
             line.push(',');
-            line.push_str(&csv_field(&row.reason));
+            line.push_str(&csv_field(&row.reason.to_string()));
             line.push('\n');
             out.write_all(line.as_bytes())?;
         }
@@ -110,7 +115,12 @@ mod tests {
             ),
             "{first}"
         );
-        assert!(first.ends_with(",\"share, \"\"tax\"\"\""), "{first}");
+        let reason = crate::output::test_record::reason().to_string();
+        assert!(
+            first.ends_with(&format!(",{}", csv_field(&reason))),
+            "{first}"
+        );
+        assert_eq!(csv_field("share, \"tax\""), "\"share, \"\"tax\"\"\"");
         assert!(text.contains("\n2.000,\"b, <web>\",50.000"), "{text}");
     }
 
