@@ -1,6 +1,5 @@
 //! The files a run leaves behind: summary.json, timeline.csv and report.html, plus the short text summary for stdout.
 
-mod chart;
 pub mod report;
 pub mod summary;
 pub mod text;

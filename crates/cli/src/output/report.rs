@@ -1,8 +1,8 @@
 //! report.html: a self-contained page (inline CSS and SVG, no scripts, no links out) with the summary table, the host's reclamation states and per-tenant charts of allocated, target, active estimate and working set over time.
 
-use super::chart::{self, escape, LineChart, Marker, Series};
 use super::summary::{Summary, TenantSummary};
 use crate::record::RunRecord;
+use memtide_chart::{self as chart, escape, LineChart, Marker, Series};
 use memtide_model::{Bytes, ReclamationState, TenantId};
 use std::fmt::Write;
 use std::path::Path;

@@ -1,4 +1,8 @@
-//! Inline SVG charts for report.html: line charts with axes, ticks, legend and event markers, and a colored band of reclamation states. No scripts, no external references.
+//! memtide's charts as inline SVG: line charts with axes, ticks, legend and event markers, and a colored band of reclamation states; no scripts, no external references, so report.html and a dashboard draw the same charts.
+//!
+//! Written here rather than with a plotting crate: the output must be byte-stable for the same
+//! data (the simulator's outputs are compared byte for byte) and small enough to inline in one
+//! HTML file, and the few hundred lines below need no dependency beyond memtide-model.
 
 use memtide_model::ReclamationState;
 use std::fmt::Write;
@@ -10,7 +14,7 @@ const TOP: f64 = 30.0;
 const BOTTOM: f64 = 38.0;
 
 /// One line of a chart.
-pub(crate) struct Series {
+pub struct Series {
     pub label: String,
     pub color: &'static str,
     pub dashed: bool,
@@ -19,14 +23,14 @@ pub(crate) struct Series {
 }
 
 /// A vertical line at `x` (an event), numbered and explained by a tooltip.
-pub(crate) struct Marker {
+pub struct Marker {
     pub x: f64,
     pub number: usize,
     pub label: String,
 }
 
 /// A line chart: y from zero to the largest value.
-pub(crate) struct LineChart<'a> {
+pub struct LineChart<'a> {
     pub y_label: &'a str,
     pub x_range: (f64, f64),
     pub height: f64,
@@ -35,7 +39,7 @@ pub(crate) struct LineChart<'a> {
 }
 
 /// Escapes text for HTML content and attribute values.
-pub(crate) fn escape(s: &str) -> String {
+pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -52,7 +56,7 @@ pub(crate) fn escape(s: &str) -> String {
 
 /// At most about `max` points of a series: long series are cut into buckets and each bucket
 /// keeps its lowest and highest point (in time order), so spikes survive.
-pub(crate) fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
+pub fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
     if points.len() <= max || max < 2 {
         return points.to_vec();
     }
@@ -79,7 +83,7 @@ pub(crate) fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
 
 /// Round tick values covering `[lo, hi]`: steps of 1, 2 or 5 times a power of ten, about
 /// `count` of them.
-pub(crate) fn nice_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
+pub fn nice_ticks(lo: f64, hi: f64, count: usize) -> Vec<f64> {
     if !(lo.is_finite() && hi.is_finite()) || hi <= lo || count == 0 {
         return vec![lo];
     }
@@ -243,7 +247,7 @@ fn x_span((x0, x1): (f64, f64)) -> (f64, f64) {
 }
 
 /// An SVG line chart.
-pub(crate) fn line_chart(c: &LineChart) -> String {
+pub fn line_chart(c: &LineChart) -> String {
     let (x0, x1) = x_span(c.x_range);
     let y_max = c
         .series
@@ -300,7 +304,7 @@ pub(crate) fn line_chart(c: &LineChart) -> String {
 }
 
 /// The color of a reclamation state in the band.
-pub(crate) fn state_color(state: ReclamationState) -> &'static str {
+pub fn state_color(state: ReclamationState) -> &'static str {
     match state {
         ReclamationState::High => "#4caf50",
         ReclamationState::Soft => "#ffc107",
@@ -311,7 +315,7 @@ pub(crate) fn state_color(state: ReclamationState) -> &'static str {
 
 /// A band colored by the reclamation state over time: `states` are `(tick start, state)`,
 /// each lasting `tick_s`.
-pub(crate) fn state_band(
+pub fn state_band(
     states: &[(f64, ReclamationState)],
     tick_s: f64,
     x_range: (f64, f64),
