@@ -20,8 +20,8 @@ use memtide_linux::host::{
     launched_cgroup_path, paths, HostOptions, LinuxError, LinuxHost, Placement, TenantRecord,
 };
 use memtide_model::{
-    Bytes, Decision, EstimatorConfig, HostObservation, Pages, SamplingConfig, TaxRate, TenantId,
-    TenantSpec, WorkingSetConfig, WorldEvent,
+    Bytes, EstimatorConfig, Pages, SamplingConfig, TaxRate, TenantId, TenantSpec, WorkingSetConfig,
+    WorldEvent,
 };
 use memtide_policy::{LimitRails, ReclamationThresholds};
 use memtide_runner::{Change as RunChange, Outcome, Runner, Sink, Status, TickView};
@@ -528,64 +528,31 @@ impl Daemon {
         }
     }
 
-    /// One tick through the runner: observe, decide, apply; then publish it, log the tenants
-    /// that left, and what came of trying again those that wait.
+    /// One tick through the runner: observe, decide, apply, publish it and log the tenants
+    /// that left (the sink does both as the tick happens); then what came of trying again the
+    /// tenants that wait.
     fn tick(&mut self) {
         let managed = managed_view(&self.slots, &self.runner);
-        let mut seen = Seen::default();
-        let result = self.runner.tick(self.started.elapsed(), &mut seen);
-        let Some((obs, decision, events)) = seen.tick else {
-            if let Err(e) = result {
-                self.log
-                    .error("observe_failed", &[("error", json!(e.to_string()))]);
-            }
-            return;
+        let mut seen = Seen {
+            publish: Some(Publish {
+                publisher: &mut self.publisher,
+                log: &self.log,
+                managed,
+            }),
+            ..Seen::default()
         };
+        let result = self.runner.tick(self.started.elapsed(), &mut seen);
+        let (ticked, started) = (seen.ticked, seen.started);
         if let Err(e) = result {
-            self.log
-                .error("apply_failed", &[("error", json!(e.to_string()))]);
+            let what = if ticked {
+                "apply_failed"
+            } else {
+                "observe_failed"
+            };
+            self.log.error(what, &[("error", json!(e.to_string()))]);
         }
-        self.publisher.tick(
-            &obs,
-            &decision,
-            &events,
-            self.runner.world(),
-            self.runner.controller(),
-            managed,
-            &self.log,
-        );
-        self.handle_events(events);
-        for (id, outcome) in seen.started {
+        for (id, outcome) in started {
             self.started_or_not(id, &outcome, None);
-        }
-    }
-
-    /// Logs the tenants that left and the restores that failed.
-    fn handle_events(&mut self, events: Vec<WorldEvent>) {
-        for event in events {
-            match event {
-                WorldEvent::Gone {
-                    name,
-                    why,
-                    restored,
-                    ..
-                } => {
-                    self.log.info(
-                        "dropped",
-                        &[
-                            ("tenant", json!(name)),
-                            ("why", json!(why)),
-                            ("restored", json!(restored)),
-                        ],
-                    );
-                    self.publisher.record(&name, "dropped", &why);
-                }
-                WorldEvent::RestoreFailed { name, error } => self.log.error(
-                    "restore_failed",
-                    &[("tenant", json!(name)), ("error", json!(error))],
-                ),
-                _ => {}
-            }
         }
     }
 
@@ -887,18 +854,66 @@ impl Daemon {
     }
 }
 
-/// What the runner reported during one call: the tick (owned, to publish once the runner is
-/// free to read again), starts tried again, and events between ticks.
+/// Where a tick is published: the publisher, the log and the running tenants (id, name,
+/// cgroup) as they stood before the tick.
+struct Publish<'a> {
+    publisher: &'a mut Publisher,
+    log: &'a Logger,
+    managed: Vec<(TenantId, String, String)>,
+}
+
+/// The daemon's sink: publishes a tick as it happens (when given somewhere to), and keeps the
+/// starts tried again and the events between ticks for the daemon to handle after the call.
 #[derive(Default)]
-struct Seen {
-    tick: Option<(HostObservation, Decision, Vec<WorldEvent>)>,
+struct Seen<'a> {
+    publish: Option<Publish<'a>>,
+    /// A tick was observed (an error after that was the apply's).
+    ticked: bool,
     started: Vec<(TenantId, Outcome)>,
     between: Vec<WorldEvent>,
 }
 
-impl Sink<LinuxHost> for Seen {
+impl Sink<LinuxHost> for Seen<'_> {
     fn tick(&mut self, t: TickView<'_, LinuxHost>) {
-        self.tick = Some((t.observation.clone(), t.decision.clone(), t.events.to_vec()));
+        self.ticked = true;
+        let Some(p) = &mut self.publish else {
+            return;
+        };
+        let managed = std::mem::take(&mut p.managed);
+        p.publisher.tick(
+            t.observation,
+            t.decision,
+            t.events,
+            t.world,
+            t.controller,
+            managed,
+            p.log,
+        );
+        for event in t.events {
+            match event {
+                WorldEvent::Gone {
+                    name,
+                    why,
+                    restored,
+                    ..
+                } => {
+                    p.log.info(
+                        "dropped",
+                        &[
+                            ("tenant", json!(name)),
+                            ("why", json!(why)),
+                            ("restored", json!(restored)),
+                        ],
+                    );
+                    p.publisher.record(name, "dropped", why);
+                }
+                WorldEvent::RestoreFailed { name, error } => p.log.error(
+                    "restore_failed",
+                    &[("tenant", json!(name)), ("error", json!(error))],
+                ),
+                _ => {}
+            }
+        }
     }
 
     fn changed(

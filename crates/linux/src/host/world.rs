@@ -18,7 +18,7 @@ pub struct Placement {
 
 impl LinuxHost {
     /// The cgroup at `path` holds at least one process.
-    pub fn has_processes(&self, path: &str) -> bool {
+    fn has_processes(&self, path: &str) -> bool {
         MemoryCgroup::new(self.hierarchy.version, self.hierarchy.dir_of(path))
             .pids()
             .is_ok_and(|p| !p.is_empty())
