@@ -7,7 +7,7 @@ use memtide_model::{
     EstimatorConfig, HostObservation, Pages, SampleCounts, SamplingConfig, TenantId,
     TenantObservation, TenantSpec,
 };
-use memtide_sim::config::{HostConfig, VmConfig};
+use memtide_sim::config::{HostConfig, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
 use memtide_sim::workload::{TouchPhase, WorkloadConfig};
 use memtide_sim::world::SimWorld;
@@ -116,6 +116,7 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
     world.power_on(
         id,
         VmConfig {
+            kind: TenantKind::Vm,
             max,
             overhead: Pages::from_mib(32),
             kernel: Pages::from_mib(16),

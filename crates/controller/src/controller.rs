@@ -3,13 +3,13 @@
 use crate::config::{ConfigError, ControllerConfig};
 use crate::host::Host;
 use memtide_model::{
-    Decision, HostObservation, LimitObservation, Mechanism, MechanismNote, Mechanisms, Pages,
-    Reason, ReclamationState, TaxRate, TenantAction, TenantId, TenantObservation, TenantSpec,
+    Decision, HostObservation, Pages, Reason, ReclamationState, TaxRate, TenantAction, TenantId,
+    TenantSpec,
 };
+use memtide_policy::mechanism;
 use memtide_policy::{
-    allocate, fit_to_budget, plan, plan_limit, ActiveEstimator, AdmissionLedger, AdmissionRefusal,
-    AllocationRequest, EstimatorInput, LimitInput, LimitRails, MechanismInput, MechanismPlan,
-    ReclamationTracker,
+    allocate, ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest,
+    EstimatorInput, LimitRails, PlanInput, PlanMemory, PlanSettings, ReclamationTracker,
 };
 use std::time::Duration;
 
@@ -35,12 +35,8 @@ pub enum ControllerError {
 struct TenantState {
     spec: TenantSpec,
     estimator: ActiveEstimator,
-    /// Balloon size seen at the previous tick, for stall detection.
-    last_balloon: Option<Pages>,
-    /// Balloon target asked for at the previous tick.
-    last_balloon_target: Option<Pages>,
-    /// Consecutive ticks the balloon made no progress toward its target.
-    still_ticks: u32,
+    /// What the mechanism planners remember about it between ticks.
+    plans: PlanMemory,
 }
 
 /// A read-only view of one admitted tenant.
@@ -59,8 +55,9 @@ pub struct Controller {
     config: ControllerConfig,
     ledger: AdmissionLedger,
     tracker: ReclamationTracker,
-    /// The reclamation state of the budget itself (free = budget - what limit tenants hold),
-    /// for tenants on a limit: their memory is wanted only when the budget runs short.
+    /// The reclamation state of the budget itself (free = budget - what the tenants whose
+    /// memory counts against it hold, see `mechanism::counts_against_budget`): their memory is
+    /// wanted only when the budget runs short.
     budget_tracker: ReclamationTracker,
     /// Ordered by id, in one contiguous vector: a step walks it beside the observation's
     /// id-ordered tenants, and admissions and removals (rare) shift it.
@@ -72,8 +69,8 @@ pub struct Controller {
     request_states: Vec<usize>,
     /// When the previous step's observation was taken, for per-second rates.
     last_now: Option<Duration>,
-    /// At the previous step every limit tenant's estimate stood on a measurement. Until then
-    /// no limit tenant is reclaimed below what it holds: idleness not yet measured is no
+    /// At the previous step the estimate of every tenant counted against the budget stood on
+    /// a measurement. Until then none of them is reclaimed below what it holds: idleness not yet measured is no
     /// reason to take memory (sampling reads an unmeasured tenant as fully active).
     limit_estimates_measured: bool,
 }
@@ -139,9 +136,7 @@ impl Controller {
             TenantState {
                 spec,
                 estimator,
-                last_balloon: None,
-                last_balloon_target: None,
-                still_ticks: 0,
+                plans: PlanMemory::default(),
             },
         );
         Ok(())
@@ -231,13 +226,13 @@ impl Controller {
     /// the limits never add up to more than the budget.
     pub fn step(&mut self, obs: &HostObservation) -> Decision {
         let host_state = self.tracker.update(obs.free, obs.machine);
-        let limit_held = obs
+        let held = obs
             .tenants
             .iter()
-            .filter(|t| t.limit.is_some())
+            .filter(|t| mechanism::counts_against_budget(t))
             .map(|t| t.allocated)
             .reduce(|a, b| a + b);
-        let state = match (limit_held, self.config.budget) {
+        let state = match (held, self.config.budget) {
             (Some(held), Some(budget)) => host_state.max(
                 self.budget_tracker
                     .update(budget.saturating_sub(held), budget),
@@ -276,10 +271,10 @@ impl Controller {
                 min: s.spec.min,
                 max: s.spec.max,
                 obs: t,
-                probe: t.limit.is_none() || (wanted && !config.dry_run),
+                probe: mechanism::may_probe(t, wanted, config.dry_run),
             };
             let active = s.estimator.update(&input);
-            if t.limit.is_some() {
+            if mechanism::counts_against_budget(t) {
                 measured &= s.estimator.measured();
             }
             let cap = if s.spec.cap_at_estimate {
@@ -287,27 +282,8 @@ impl Controller {
             } else {
                 s.spec.max
             };
-            let (min, ceiling) = match &t.limit {
-                Some(limit) => {
-                    let floor = s
-                        .spec
-                        .min
-                        .max(limit.unreclaimable + config.rails.floor_margin)
-                        .min(s.spec.max);
-                    // Not wanted: keep what the tenant holds, and let it grow up to its max
-                    // (a cap at the estimate is how probing takes memory, and there is no
-                    // probing then).
-                    if wanted {
-                        (floor, cap.max(floor))
-                    } else {
-                        (
-                            keep(t.allocated, limit.limit).min(s.spec.max).max(floor),
-                            s.spec.max,
-                        )
-                    }
-                }
-                None => (s.spec.min, cap),
-            };
+            let (min, ceiling) =
+                mechanism::bounds(t, s.spec.min, s.spec.max, cap, wanted, &config.rails);
             overheads += s.spec.overhead;
             requests.push(AllocationRequest {
                 id: t.id,
@@ -327,6 +303,11 @@ impl Controller {
         });
         let targets = allocate(requests, budget, tax);
 
+        let settings = PlanSettings {
+            host_swap_per_tick: config.host_swap_per_tick,
+            balloon_stall_ticks: config.balloon_stall_ticks,
+            rails: &config.rails,
+        };
         // The observation's tenants with a request, in the same order as the requests.
         let mut observed = obs.tenants.iter();
         let mut actions = Vec::with_capacity(requests.len());
@@ -335,43 +316,28 @@ impl Controller {
                 break;
             };
             let s = &mut self.tenants[at];
-            let (plan, limit) = match t.limit {
-                Some(limit) => {
-                    let input = limit_input(t, &limit, s.spec.min, target, elapsed);
-                    limit_plan(state, t, &input, config)
-                }
-                None => {
-                    let stalled = update_stall(s, t.balloon, config.balloon_stall_ticks);
-                    let plan = plan(&MechanismInput {
-                        state,
-                        target,
-                        allocated: t.allocated,
-                        max: s.spec.max,
-                        balloon: t.balloon,
-                        driver: t.balloon_driver,
-                        balloon_stalled: stalled,
-                        host_swap_budget: config.host_swap_per_tick,
-                    });
-                    (plan, None)
-                }
+            let input = PlanInput {
+                state,
+                target,
+                min: s.spec.min,
+                max: s.spec.max,
+                tenant: t,
+                elapsed,
             };
-            s.last_balloon_target = plan.balloon_target;
+            let plan = mechanism::plan(&input, &settings, &mut s.plans);
             actions.push(TenantAction {
                 id: t.id,
                 target,
                 active_estimate: req.active,
-                balloon_target: plan.balloon_target,
-                host_swap_out: plan.host_swap_out,
-                blocked: plan.blocked,
-                limit,
+                moves: plan.moves,
                 mechanisms: plan.mechanisms,
                 reason: Reason {
-                    mechanism: plan.reason,
+                    mechanism: plan.note,
                     estimate: s.estimator.note(),
                 },
             });
         }
-        fit_limits_to_budget(&mut actions, budget);
+        mechanism::finish(&mut actions, budget);
         self.limit_estimates_measured = measured;
         Decision {
             now: obs.now,
@@ -390,116 +356,6 @@ impl Controller {
     }
 }
 
-/// What a limit tenant keeps while its memory is not wanted: what it holds, and its limit too
-/// when that is within a small headroom above (2%, at least 4 MiB). Usage moves a little under
-/// a limit from tick to tick; following it down would ratchet the limit lower and lower.
-fn keep(allocated: Pages, limit: Pages) -> Pages {
-    let headroom = allocated.scale(0.02).max(Pages::from_mib(4));
-    allocated.max(limit.min(allocated + headroom))
-}
-
-/// Cuts the limit raises of this tick short so the limits sum to at most the budget.
-fn fit_limits_to_budget(actions: &mut [TenantAction], budget: Pages) {
-    let mut notes: Vec<_> = actions
-        .iter()
-        .filter_map(|a| a.reason.mechanism.limit)
-        .collect();
-    if notes.is_empty() {
-        return;
-    }
-    fit_to_budget(&mut notes, budget);
-    let mut notes = notes.into_iter();
-    for a in actions.iter_mut() {
-        let Some(old) = a.reason.mechanism.limit else {
-            continue;
-        };
-        let Some(note) = notes.next() else {
-            break;
-        };
-        if note != old {
-            a.reason.mechanism.limit = Some(note);
-            a.limit = Some(note.to);
-            a.mechanisms = if note.to != note.from {
-                [Mechanism::Limit].into_iter().collect()
-            } else {
-                Mechanisms::new()
-            };
-        }
-    }
-}
-
-/// The rails' view of a limit tenant: faults per second from this tick's counters (the larger
-/// of refaults + swap-ins and major faults), and the tenant's own pressure. The host's pressure
-/// is not used: on cgroup v1 it is the only PSI there is, and a busy tenant's own thrashing
-/// raises it, which would stop the very shrinks of idle tenants that would end the thrashing.
-fn limit_input(
-    t: &TenantObservation,
-    limit: &LimitObservation,
-    min: Pages,
-    target: Pages,
-    elapsed: Option<Duration>,
-) -> LimitInput {
-    let refaults = match (t.refaults, t.swap_ins) {
-        (None, None) => None,
-        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
-    };
-    let faults = match (refaults, limit.major_faults) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    let faults_per_s = faults
-        .zip(elapsed)
-        .map(|(n, dt)| n as f64 / dt.as_secs_f64());
-    let pressure = limit.pressure;
-    LimitInput {
-        target,
-        min,
-        allocated: t.allocated,
-        limit: limit.limit,
-        unlimited: limit.unlimited,
-        unreclaimable: limit.unreclaimable,
-        faults_per_s,
-        pressure,
-    }
-}
-
-/// A limit tenant moves by its limit alone: no balloon, no host paging, no blocking (the
-/// kernel reclaims under the limit).
-fn limit_plan(
-    state: ReclamationState,
-    t: &TenantObservation,
-    input: &LimitInput,
-    config: &ControllerConfig,
-) -> (MechanismPlan, Option<Pages>) {
-    let note = plan_limit(input, &config.rails);
-    let mechanisms = if note.to != note.from {
-        [Mechanism::Limit].into_iter().collect()
-    } else {
-        Mechanisms::new()
-    };
-    let plan = MechanismPlan {
-        balloon_target: None,
-        host_swap_out: Pages::ZERO,
-        blocked: false,
-        mechanisms,
-        reason: MechanismNote {
-            state,
-            allocated: t.allocated,
-            target: input.target,
-            balloon: Pages::ZERO,
-            balloon_target: None,
-            balloon_limit: None,
-            balloon_stalled: false,
-            beyond_balloon: Pages::ZERO,
-            wanted_swap: Pages::ZERO,
-            host_swap_out: Pages::ZERO,
-            blocked: false,
-            limit: Some(note),
-        },
-    };
-    (plan, Some(note.to))
-}
-
 fn view(s: &TenantState) -> TenantView<'_> {
     TenantView {
         spec: &s.spec,
@@ -509,23 +365,10 @@ fn view(s: &TenantState) -> TenantView<'_> {
     }
 }
 
-/// Counts ticks in which the balloon was asked to grow but did not; returns whether it is stalled.
-fn update_stall(s: &mut TenantState, balloon: Pages, stall_ticks: u32) -> bool {
-    let wanted_more = matches!(s.last_balloon_target, Some(t) if t > balloon);
-    let moved = s.last_balloon.is_none_or(|prev| balloon > prev);
-    s.still_ticks = if wanted_more && !moved {
-        s.still_ticks.saturating_add(1)
-    } else {
-        0
-    };
-    s.last_balloon = Some(balloon);
-    s.still_ticks >= stall_ticks
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memtide_model::{EstimatorConfig, LimitRail};
+    use memtide_model::{EstimatorConfig, LimitLever, LimitRail, Mechanism, TenantObservation};
 
     fn mib(m: u64) -> Pages {
         Pages::from_mib(m)
@@ -549,13 +392,16 @@ mod tests {
         TenantObservation {
             refaults: faults,
             swap_ins: faults.map(|_| 0),
-            limit: Some(LimitObservation {
-                limit: mib(limit),
-                unlimited: false,
-                unreclaimable: mib(100),
-                major_faults: None,
-                pressure: None,
-            }),
+            levers: memtide_model::Levers {
+                limit: Some(LimitLever {
+                    limit: mib(limit),
+                    unlimited: false,
+                    unreclaimable: mib(100),
+                    major_faults: None,
+                    pressure: None,
+                }),
+                ..Default::default()
+            },
             ..TenantObservation::new(TenantId(id), mib(allocated))
         }
     }
@@ -591,11 +437,11 @@ mod tests {
         let d = c.step(&host(1, vec![limited(0, 400, 400, Some(0))]));
         let a = &d.actions[0];
         assert_eq!(a.target, mib(300));
-        assert_eq!(a.limit, Some(mib(380)), "one 5% step below 400 MiB");
+        assert_eq!(a.moves.limit, Some(mib(380)), "one 5% step below 400 MiB");
         assert_eq!(a.mechanisms, vec![Mechanism::Limit]);
-        assert_eq!(a.balloon_target, None);
-        assert_eq!(a.host_swap_out, Pages::ZERO);
-        assert!(!a.blocked);
+        assert_eq!(a.moves.balloon, None);
+        assert_eq!(a.moves.host_swap_out, Pages::ZERO);
+        assert!(!a.moves.blocked);
         assert!(a.reason.to_string().contains("bounded shrink step"));
     }
 
@@ -605,10 +451,10 @@ mod tests {
         c.step(&host(1, vec![limited(0, 400, 400, Some(0))]));
         // 3000 faults over 2 s is 1500/s: under the default 2000/s, so the shrink goes on.
         let d = c.step(&host(3, vec![limited(0, 400, 400, Some(3000))]));
-        assert_eq!(d.actions[0].limit, Some(mib(380)));
+        assert_eq!(d.actions[0].moves.limit, Some(mib(380)));
         // 3000 faults in 1 s backs off.
         let d = c.step(&host(4, vec![limited(0, 400, 400, Some(3000))]));
-        assert_eq!(d.actions[0].limit, Some(mib(400)));
+        assert_eq!(d.actions[0].moves.limit, Some(mib(400)));
         let rail = d.actions[0].reason.mechanism.limit.unwrap().rail;
         assert!(matches!(rail, LimitRail::BackoffFaults { .. }), "{rail:?}");
         assert!(d.actions[0].mechanisms.is_empty());
@@ -621,13 +467,16 @@ mod tests {
             refaults: Some(0),
             swap_ins: Some(0),
             committed: Some(mib(active)),
-            limit: Some(LimitObservation {
-                limit: mib(limit),
-                unlimited: false,
-                unreclaimable: mib(16),
-                major_faults: Some(0),
-                pressure: None,
-            }),
+            levers: memtide_model::Levers {
+                limit: Some(LimitLever {
+                    limit: mib(limit),
+                    unlimited: false,
+                    unreclaimable: mib(16),
+                    major_faults: Some(0),
+                    pressure: None,
+                }),
+                ..Default::default()
+            },
             ..TenantObservation::new(TenantId(id), mib(allocated))
         }
     }
@@ -656,9 +505,14 @@ mod tests {
             assert_eq!(d.state, ReclamationState::High);
             for (a, held) in d.actions.iter().zip([400, 300]) {
                 assert!(a.target >= mib(held), "{}: {}", a.id, a.reason);
-                assert!(a.limit.unwrap() >= mib(held), "{}: {}", a.id, a.reason);
+                assert!(
+                    a.moves.limit.unwrap() >= mib(held),
+                    "{}: {}",
+                    a.id,
+                    a.reason
+                );
             }
-            let sum: u64 = d.actions.iter().map(|a| a.limit.unwrap().0).sum();
+            let sum: u64 = d.actions.iter().map(|a| a.moves.limit.unwrap().0).sum();
             assert!(sum <= mib(1000).0);
             // The room left over goes mostly to the active tenant.
             assert!(d.actions[0].target - mib(400) > d.actions[1].target - mib(300));
@@ -682,9 +536,12 @@ mod tests {
         let (busy, idle) = (&d.actions[0], &d.actions[1]);
         assert!(busy.target > mib(400), "{}", busy.reason);
         assert!(idle.target < mib(200), "{}", idle.reason);
-        assert!(idle.limit.unwrap() < mib(300), "the idle tenant steps down");
+        assert!(
+            idle.moves.limit.unwrap() < mib(300),
+            "the idle tenant steps down"
+        );
         // The busy tenant's raise waits for the memory the idle one gives back.
-        assert_eq!(busy.limit, Some(mib(400)));
+        assert_eq!(busy.moves.limit, Some(mib(400)));
         let rail = busy.reason.mechanism.limit.unwrap().rail;
         assert!(matches!(rail, LimitRail::Budget { .. }), "{rail:?}");
         assert!(
@@ -720,7 +577,7 @@ mod tests {
                 now,
                 vec![cgroup(0, busy, busy, 400), cgroup(1, idle, idle, 10)],
             ));
-            let limits: Vec<u64> = d.actions.iter().map(|a| a.limit.unwrap().0).collect();
+            let limits: Vec<u64> = d.actions.iter().map(|a| a.moves.limit.unwrap().0).collect();
             // Each tenant holds what its limit lets it (the busy one wants 450).
             busy = (limits[0] >> 8).min(450);
             idle = (limits[1] >> 8).min(300);
@@ -751,7 +608,7 @@ mod tests {
                 vec![cgroup(0, held, 410, 400), cgroup(1, 300, 1024, 10)],
             ));
             assert!(
-                d.actions[0].limit.unwrap() >= mib(410),
+                d.actions[0].moves.limit.unwrap() >= mib(410),
                 "{}",
                 d.actions[0].reason
             );
@@ -779,7 +636,7 @@ mod tests {
                 vec![cgroup(0, 400, 400, 0), cgroup(1, 400, 400, 0)],
             ));
             for a in &d.actions {
-                assert!(a.limit.unwrap() >= mib(400), "{}", a.reason);
+                assert!(a.moves.limit.unwrap() >= mib(400), "{}", a.reason);
             }
         }
     }
@@ -792,7 +649,7 @@ mod tests {
         obs.pressure = Some(80.0);
         let d = c.step(&obs);
         assert_eq!(
-            d.actions[0].limit,
+            d.actions[0].moves.limit,
             Some(mib(380)),
             "{}",
             d.actions[0].reason
@@ -806,7 +663,7 @@ mod tests {
             1,
             vec![TenantObservation::new(TenantId(0), mib(400))],
         ));
-        assert_eq!(d.actions[0].limit, None);
+        assert_eq!(d.actions[0].moves.limit, None);
         assert!(d.actions[0].reason.mechanism.limit.is_none());
     }
 }

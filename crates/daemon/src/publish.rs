@@ -259,7 +259,7 @@ impl Publisher {
                         &[
                             ("tenant", json!(name)),
                             ("target_bytes", json!(a.target.to_bytes().0)),
-                            ("limit_bytes", json!(a.limit.map(|l| l.to_bytes().0))),
+                            ("limit_bytes", json!(a.moves.limit.map(|l| l.to_bytes().0))),
                             ("reason", json!(a.reason.to_string())),
                         ],
                     );

@@ -102,6 +102,15 @@ impl Mechanisms {
             self.len += 1;
         }
     }
+
+    /// Takes `m` out, keeping the order of the others.
+    pub fn remove(&mut self, m: Mechanism) {
+        if let Some(at) = self.iter().position(|&x| x == m) {
+            let len = usize::from(self.len);
+            self.items.copy_within(at + 1..len, at);
+            self.len -= 1;
+        }
+    }
 }
 
 impl Default for Mechanisms {
@@ -155,52 +164,47 @@ impl<'de> Deserialize<'de> for Mechanisms {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct TenantAction {
     pub id: TenantId,
-    /// Memory the policy wants the tenant to hold.
+    /// Machine memory the tenant should hold.
     pub target: Pages,
-    /// The tenant's active estimate this tick (recorded for explanation and output).
+    /// The estimator's active-memory estimate the target was computed from.
     pub active_estimate: Pages,
-    /// Balloon size to ask the driver for; `None` when the tenant has no driver.
-    pub balloon_target: Option<Pages>,
-    /// Pages the host should page out of this tenant this tick (randomly chosen victims).
-    pub host_swap_out: Pages,
-    /// In the low state, a tenant above its target is blocked until it is back under it.
-    pub blocked: bool,
-    /// The limit to enforce, for a tenant whose memory moves by a limit; `None` otherwise.
-    pub limit: Option<Pages>,
-    /// Mechanisms used this tick, in the order they are applied.
+    /// What each of the tenant's levers does this tick.
+    pub moves: Moves,
+    /// The mechanisms that act this tick, in the order they were chosen.
     pub mechanisms: Mechanisms,
-    /// Why: the figures behind the decision; `Display` gives one line a person can read.
+    /// The figures behind the action; `Display` gives the readable line.
     pub reason: Reason,
 }
 
+/// What to do with each lever of a tenant (see `crate::lever`); a lever that does not move
+/// is `None` or zero, and a world ignores the moves of levers it does not have.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Moves {
+    /// The guest balloon's target size.
+    pub balloon: Option<Pages>,
+    /// The application balloon's target size: what the application should give back.
+    pub app_balloon: Option<Pages>,
+    /// Identical pages to merge this tick.
+    pub share: Pages,
+    /// Pages the host pages out now (random victims, as ESX does).
+    pub host_swap_out: Pages,
+    /// The tenant may not run until it is at its target (ESX's low state).
+    pub blocked: bool,
+    /// The limit to set.
+    pub limit: Option<Pages>,
+}
+
 impl TenantAction {
-    /// An action that asks nothing of the tenant (no balloon, no paging, not blocked), for
-    /// worlds and tests to fill in.
+    /// No action: nothing moves, for a tenant in reclamation state `state`.
     pub fn none(id: TenantId, state: ReclamationState) -> TenantAction {
         TenantAction {
             id,
             target: Pages::ZERO,
             active_estimate: Pages::ZERO,
-            balloon_target: None,
-            host_swap_out: Pages::ZERO,
-            blocked: false,
-            limit: None,
+            moves: Moves::default(),
             mechanisms: Mechanisms::new(),
             reason: Reason {
-                mechanism: crate::reason::MechanismNote {
-                    state,
-                    allocated: Pages::ZERO,
-                    target: Pages::ZERO,
-                    balloon: Pages::ZERO,
-                    balloon_target: None,
-                    balloon_limit: None,
-                    balloon_stalled: false,
-                    beyond_balloon: Pages::ZERO,
-                    wanted_swap: Pages::ZERO,
-                    host_swap_out: Pages::ZERO,
-                    blocked: false,
-                    limit: None,
-                },
+                mechanism: crate::reason::MechanismNote::new(state, Pages::ZERO, Pages::ZERO),
                 estimate: crate::reason::EstimateNote::Committed {
                     estimate: Pages::ZERO,
                     known: false,
@@ -251,6 +255,9 @@ mod tests {
         .collect();
         assert_eq!(all.len(), Mechanisms::CAPACITY);
         assert_eq!(format!("{m:?}"), "[HostSwap, Balloon]");
+        m.remove(Mechanism::HostSwap);
+        m.remove(Mechanism::Limit);
+        assert_eq!(m, vec![Mechanism::Balloon]);
     }
 
     #[test]

@@ -5,19 +5,24 @@
 pub mod decision;
 pub mod estimator_config;
 pub mod event;
+pub mod lever;
 pub mod observation;
 pub mod reason;
 pub mod tenant;
 pub mod units;
 pub mod written;
 
-pub use decision::{Decision, Mechanism, Mechanisms, ReclamationState, TenantAction};
+pub use decision::{Decision, Mechanism, Mechanisms, Moves, ReclamationState, TenantAction};
 pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
 pub use event::WorldEvent;
-pub use observation::{
-    BalloonDriverInfo, CompletedSample, HostObservation, LimitObservation, SampleCounts,
-    TenantObservation,
+pub use lever::{
+    AppBalloonLever, BalloonDriverInfo, BalloonLever, HostSwapLever, Levers, LimitLever,
+    SharingLever,
 };
-pub use reason::{EstimateNote, LimitNote, LimitRail, MechanismNote, ProbePhase, Reason};
+pub use observation::{CompletedSample, HostObservation, SampleCounts, TenantObservation};
+pub use reason::{
+    AppBalloonNote, BalloonNote, EstimateNote, HostSwapNote, LimitNote, LimitRail, MechanismNote,
+    ProbePhase, Reason, SharingNote,
+};
 pub use tenant::{TaxRate, TaxRateError, TenantId, TenantSpec};
 pub use units::{Bytes, Pages, PAGE_SIZE};

@@ -1,5 +1,6 @@
 //! What a world reports each tick: machine memory and, per tenant, allocation, balloon, swap and event counters.
 
+use crate::lever::Levers;
 use crate::tenant::TenantId;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
@@ -31,12 +32,6 @@ pub struct TenantObservation {
     pub id: TenantId,
     /// Machine memory the tenant holds (excluding its overhead).
     pub allocated: Pages,
-    /// Pages currently held by the balloon driver (0 without one).
-    pub balloon: Pages,
-    /// The tenant's balloon driver, or `None` if it has none.
-    pub balloon_driver: Option<BalloonDriverInfo>,
-    /// Tenant pages the host has paged out to host swap.
-    pub host_swapped: Pages,
     /// Memory the tenant's OS has promised (Linux `Committed_AS`).
     pub committed: Option<Pages>,
     /// Anonymous memory resident in the tenant.
@@ -47,41 +42,14 @@ pub struct TenantObservation {
     pub swap_ins: Option<u64>,
     /// Page-cache refaults since the last observation.
     pub refaults: Option<u64>,
-    /// Host swap-ins of this tenant's pages since the last observation.
-    pub host_swap_ins: Option<u64>,
     /// ESX sampling counts, where the world samples pages.
     pub sample: Option<SampleCounts>,
     /// Operations per second over the last tick, where known.
     pub throughput: Option<f64>,
     /// Mean operation latency over the last tick in milliseconds, where known.
     pub latency_ms: Option<f64>,
-    /// The tenant's memory limit, where memory moves by a limit (a cgroup); `None` otherwise.
-    pub limit: Option<LimitObservation>,
-}
-
-/// A tenant whose memory moves by a limit the host enforces (a Linux cgroup).
-#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LimitObservation {
-    /// The limit in force (machine memory when unlimited).
-    pub limit: Pages,
-    /// No limit is in force (the kernel's `max`): `limit` then stands for machine memory.
-    pub unlimited: bool,
-    /// Memory the tenant cannot give back now: anonymous memory beyond the swap it may still
-    /// use, plus unevictable pages. A limit below it means an OOM kill.
-    pub unreclaimable: Pages,
-    /// Major faults since the last observation.
-    pub major_faults: Option<u64>,
-    /// The tenant's own memory pressure (PSI "some" avg10, percent), where the kernel has it.
-    pub pressure: Option<f64>,
-}
-
-/// A tenant's balloon driver as the host knows it.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BalloonDriverInfo {
-    /// Most pages the driver inflates or deflates per second.
-    pub rate_per_s: Pages,
-    /// Largest balloon the guest allows.
-    pub limit: Pages,
+    /// What can move the tenant's memory, and where each lever stands: its capabilities.
+    pub levers: Levers,
 }
 
 /// ESX-style sampling counts: `sampled` random pages were chosen at the start of period
@@ -108,19 +76,15 @@ impl TenantObservation {
         TenantObservation {
             id,
             allocated,
-            balloon: Pages::ZERO,
-            balloon_driver: None,
-            host_swapped: Pages::ZERO,
             committed: None,
             anon: None,
             file: None,
             swap_ins: None,
             refaults: None,
-            host_swap_ins: None,
             sample: None,
             throughput: None,
             latency_ms: None,
-            limit: None,
+            levers: Levers::default(),
         }
     }
 }

@@ -12,27 +12,79 @@ pub struct Reason {
     pub estimate: EstimateNote,
 }
 
-/// The figures the mechanism choice used for one tenant.
+/// The figures the mechanism choice used for one tenant: where it stands against its target,
+/// and a note from the planner of each lever it has, in the order they were planned.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct MechanismNote {
     pub state: ReclamationState,
     pub allocated: Pages,
     pub target: Pages,
-    pub balloon: Pages,
-    /// `None` without a balloon driver.
-    pub balloon_target: Option<Pages>,
-    /// The guest's balloon limit, with a driver.
-    pub balloon_limit: Option<Pages>,
-    pub balloon_stalled: bool,
-    /// Excess the balloon cannot reclaim (no driver, stalled, or past the guest's limit).
-    pub beyond_balloon: Pages,
-    /// Pages the state calls for paging out.
-    pub wanted_swap: Pages,
-    /// Pages actually paged out (bounded by the host swap budget).
-    pub host_swap_out: Pages,
-    pub blocked: bool,
-    /// The limit mechanism, for a tenant whose memory moves by a limit (a cgroup).
+    pub sharing: Option<SharingNote>,
+    pub app_balloon: Option<AppBalloonNote>,
+    pub balloon: Option<BalloonNote>,
     pub limit: Option<LimitNote>,
+    pub host_swap: Option<HostSwapNote>,
+}
+
+impl MechanismNote {
+    /// A note with no lever's figures yet.
+    pub fn new(state: ReclamationState, allocated: Pages, target: Pages) -> MechanismNote {
+        MechanismNote {
+            state,
+            allocated,
+            target,
+            sharing: None,
+            app_balloon: None,
+            balloon: None,
+            limit: None,
+            host_swap: None,
+        }
+    }
+
+    /// Pages held above the target.
+    pub fn excess(&self) -> Pages {
+        self.allocated.saturating_sub(self.target)
+    }
+}
+
+/// Page sharing's part: pages that merging could save, and those merged this tick.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharingNote {
+    pub shareable: Pages,
+    pub merge: Pages,
+}
+
+/// The application balloon's part.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppBalloonNote {
+    pub size: Pages,
+    pub target: Pages,
+    /// Most the application can give back.
+    pub limit: Pages,
+}
+
+/// The guest balloon's part.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BalloonNote {
+    pub size: Pages,
+    /// `None` without a driver.
+    pub target: Option<Pages>,
+    /// The guest's balloon limit, with a driver.
+    pub limit: Option<Pages>,
+    pub stalled: bool,
+    /// Excess left for the mechanisms after the balloon: all of it without a driver or with a
+    /// stalled one, else what lies past the guest's limit.
+    pub beyond: Pages,
+}
+
+/// Host swap's part (ESX's fallback), with blocking in the low state.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostSwapNote {
+    /// Pages the state calls for paging out.
+    pub wanted: Pages,
+    /// Pages actually paged out (bounded by the host swap budget).
+    pub out: Pages,
+    pub blocked: bool,
 }
 
 /// How a tenant's limit was chosen: from what, to what, and which safety rail decided.
@@ -156,10 +208,9 @@ impl fmt::Display for Reason {
 }
 
 impl fmt::Display for MechanismNote {
-    /// Where the tenant stands, what the balloon does, what is paged and why.
+    /// Where the tenant stands, then what each lever does and why, in planning order.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let excess = self.allocated.saturating_sub(self.target);
-        let over = excess > Pages::ZERO;
+        let over = self.excess() > Pages::ZERO;
         write!(f, "{}: ", self.state)?;
         if over {
             write!(f, "allocated {} > target {}", self.allocated, self.target)?;
@@ -168,47 +219,60 @@ impl fmt::Display for MechanismNote {
         } else {
             f.write_str("at target")?;
         }
-        if let Some(limit) = &self.limit {
-            return write!(f, "; {limit}");
+        if let Some(s) = &self.sharing {
+            if s.merge > Pages::ZERO {
+                write!(f, "; share {} of {} identical", s.merge, s.shareable)?;
+            }
         }
-        match (self.balloon_limit, self.balloon_target) {
-            (Some(limit), Some(bt)) => {
-                if bt != self.balloon {
-                    write!(f, "; balloon {} -> {}", self.balloon, bt)?;
-                } else if over {
-                    write!(f, "; balloon holds at {bt}")?;
-                }
-                if over {
-                    if self.balloon_stalled {
-                        f.write_str("; balloon stalled")?;
-                    } else if self.beyond_balloon > Pages::ZERO {
-                        write!(
-                            f,
-                            "; guest balloon limit {limit} reached, {} beyond it",
-                            self.beyond_balloon
-                        )?;
-                    }
+        if let Some(a) = &self.app_balloon {
+            if a.target != a.size {
+                write!(f, "; app balloon {} -> {}", a.size, a.target)?;
+            } else if over {
+                write!(f, "; app balloon holds at {}", a.size)?;
+                if a.size >= a.limit {
+                    write!(f, " (its limit)")?;
                 }
             }
-            _ if over => f.write_str("; no balloon driver")?,
-            _ => {}
         }
-        if over {
-            if self.host_swap_out > Pages::ZERO {
-                write!(f, "; host swap {}", self.host_swap_out)?;
-                if self.host_swap_out < self.wanted_swap {
-                    write!(f, " (of {}, limited by host swap budget)", self.wanted_swap)?;
+        if let Some(b) = &self.balloon {
+            match (b.limit, b.target) {
+                (Some(limit), Some(bt)) => {
+                    if bt != b.size {
+                        write!(f, "; balloon {} -> {}", b.size, bt)?;
+                    } else if over {
+                        write!(f, "; balloon holds at {bt}")?;
+                    }
+                    if over {
+                        if b.stalled {
+                            f.write_str("; balloon stalled")?;
+                        } else if b.beyond > Pages::ZERO {
+                            write!(
+                                f,
+                                "; guest balloon limit {limit} reached, {} beyond it",
+                                b.beyond
+                            )?;
+                        }
+                    }
                 }
-            } else if self.wanted_swap > Pages::ZERO {
-                write!(
-                    f,
-                    "; host swap budget exhausted, {} left to page",
-                    self.wanted_swap
-                )?;
+                _ if over => f.write_str("; no balloon driver")?,
+                _ => {}
+            }
+        }
+        if let Some(limit) = &self.limit {
+            write!(f, "; {limit}")?;
+        }
+        if let (Some(h), true) = (&self.host_swap, over) {
+            if h.out > Pages::ZERO {
+                write!(f, "; host swap {}", h.out)?;
+                if h.out < h.wanted {
+                    write!(f, " (of {}, limited by host swap budget)", h.wanted)?;
+                }
+            } else if h.wanted > Pages::ZERO {
+                write!(f, "; host swap budget exhausted, {} left to page", h.wanted)?;
             } else if self.state == ReclamationState::High {
                 f.write_str("; no host swap in high state")?;
             }
-            if self.blocked {
+            if h.blocked {
                 f.write_str("; blocked until at target")?;
             }
         }
@@ -281,18 +345,19 @@ mod tests {
 
     fn note(state: ReclamationState) -> MechanismNote {
         MechanismNote {
-            state,
-            allocated: Pages::from_mib(256),
-            target: Pages::from_mib(180),
-            balloon: Pages::ZERO,
-            balloon_target: Some(Pages::from_mib(76)),
-            balloon_limit: Some(Pages::from_mib(200)),
-            balloon_stalled: false,
-            beyond_balloon: Pages::ZERO,
-            wanted_swap: Pages::ZERO,
-            host_swap_out: Pages::ZERO,
-            blocked: false,
-            limit: None,
+            balloon: Some(BalloonNote {
+                size: Pages::ZERO,
+                target: Some(Pages::from_mib(76)),
+                limit: Some(Pages::from_mib(200)),
+                stalled: false,
+                beyond: Pages::ZERO,
+            }),
+            host_swap: Some(HostSwapNote {
+                wanted: Pages::ZERO,
+                out: Pages::ZERO,
+                blocked: false,
+            }),
+            ..MechanismNote::new(state, Pages::from_mib(256), Pages::from_mib(180))
         }
     }
 
@@ -318,12 +383,18 @@ mod tests {
     #[test]
     fn a_tenant_without_driver_in_low_reads_as_paged_and_blocked() {
         let m = MechanismNote {
-            balloon_target: None,
-            balloon_limit: None,
-            beyond_balloon: Pages::from_mib(76),
-            wanted_swap: Pages::from_mib(76),
-            host_swap_out: Pages::from_mib(32),
-            blocked: true,
+            balloon: Some(BalloonNote {
+                size: Pages::ZERO,
+                target: None,
+                limit: None,
+                stalled: false,
+                beyond: Pages::from_mib(76),
+            }),
+            host_swap: Some(HostSwapNote {
+                wanted: Pages::from_mib(76),
+                out: Pages::from_mib(32),
+                blocked: true,
+            }),
             ..note(ReclamationState::Low)
         };
         assert_eq!(
@@ -360,8 +431,6 @@ mod tests {
         ];
         for (rail, from, to, want) in cases {
             let m = MechanismNote {
-                balloon_target: None,
-                balloon_limit: None,
                 limit: Some(LimitNote {
                     from: Pages::from_mib(from),
                     from_max: false,
@@ -369,13 +438,49 @@ mod tests {
                     floor: Pages::from_mib(300),
                     rail,
                 }),
-                ..note(ReclamationState::High)
+                ..MechanismNote::new(
+                    ReclamationState::High,
+                    Pages::from_mib(256),
+                    Pages::from_mib(180),
+                )
             };
             assert_eq!(
                 m.to_string(),
                 format!("high: allocated 256.0 MiB > target 180.0 MiB; {want}")
             );
         }
+    }
+
+    #[test]
+    fn the_application_and_sharing_read_before_the_os() {
+        let m = MechanismNote {
+            sharing: Some(SharingNote {
+                shareable: Pages::from_mib(10),
+                merge: Pages::from_mib(10),
+            }),
+            app_balloon: Some(AppBalloonNote {
+                size: Pages::ZERO,
+                target: Pages::from_mib(66),
+                limit: Pages::from_mib(100),
+            }),
+            limit: Some(LimitNote {
+                from: Pages::from_mib(256),
+                from_max: false,
+                to: Pages::from_mib(256),
+                floor: Pages::from_mib(64),
+                rail: LimitRail::Target,
+            }),
+            ..MechanismNote::new(
+                ReclamationState::Soft,
+                Pages::from_mib(256),
+                Pages::from_mib(180),
+            )
+        };
+        assert_eq!(
+            m.to_string(),
+            "soft: allocated 256.0 MiB > target 180.0 MiB; share 10.0 MiB of 10.0 MiB identical; \
+             app balloon 0.0 MiB -> 66.0 MiB; limit holds at 256.0 MiB"
+        );
     }
 
     #[test]

@@ -7,13 +7,12 @@
 pub mod admission;
 pub mod allocation;
 pub mod estimator;
-pub mod limit;
 pub mod mechanism;
 pub mod reclamation;
 
 pub use admission::{AdmissionLedger, AdmissionRefusal, Backing};
 pub use allocation::{adjusted_shares_per_page, allocate, AllocationRequest};
 pub use estimator::{ActiveEstimator, EstimatorInput};
-pub use limit::{fit_to_budget, plan_limit, LimitInput, LimitRails};
-pub use mechanism::{plan, MechanismInput, MechanismPlan};
+pub use mechanism::limit::{fit_to_budget, plan_limit, LimitInput, LimitRails};
+pub use mechanism::{Plan, PlanInput, PlanMemory, PlanSettings};
 pub use reclamation::{ReclamationThresholds, ReclamationTracker, ThresholdError};

@@ -54,14 +54,14 @@ impl TickRecord {
                     target: action.target.to_bytes(),
                     active_estimate: action.active_estimate.to_bytes(),
                     working_set: None,
-                    balloon: o.balloon.to_bytes(),
-                    host_swapped: o.host_swapped.to_bytes(),
+                    balloon: o.levers.balloon_size().to_bytes(),
+                    host_swapped: o.levers.host_swapped().to_bytes(),
                     throughput: o.throughput,
                     latency_ms: o.latency_ms,
                     swap_ins: o.swap_ins,
                     refaults: o.refaults,
-                    host_swap_ins: o.host_swap_ins,
-                    blocked: action.blocked,
+                    host_swap_ins: o.levers.host_swap.and_then(|h| h.swap_ins),
+                    blocked: action.moves.blocked,
                     reason: action.reason,
                 })
             })

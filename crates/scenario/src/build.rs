@@ -2,9 +2,9 @@
 
 use crate::scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 use crate::schema::{
-    BalloonDoc, CommittedDoc, CpuJobDoc, FileServerDoc, IdleDoc, OltpDoc, PolicyDoc, SamplingDoc,
-    ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc, StopTenantDoc, TenantDoc, ToucherDoc,
-    TwsDoc, WebDoc,
+    BalloonDoc, CommittedDoc, CpuJobDoc, FileServerDoc, IdleDoc, KindDoc, OltpDoc, PolicyDoc,
+    SamplingDoc, ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc, StopTenantDoc,
+    TenantDoc, ToucherDoc, TwsDoc, WebDoc,
 };
 use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
 use memtide_controller::ControllerConfig;
@@ -12,7 +12,7 @@ use memtide_model::{
     EstimatorConfig, Pages, SamplingConfig, TaxRate, TenantId, TenantSpec, WorkingSetConfig,
 };
 use memtide_policy::ReclamationThresholds;
-use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, VmConfig};
+use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
 use memtide_sim::workload::config::defaults;
 use memtide_sim::workload::{TouchPhase, Workload, WorkloadConfig};
@@ -347,7 +347,16 @@ impl Build<'_> {
         if shares == 0 {
             return Err(self.err(&at.key("shares"), "must be >= 1"));
         }
-        let overhead = self.size(&at.key("overhead"), t.overhead.unwrap_or(DEFAULT_OVERHEAD))?;
+        let kind = match t.kind.unwrap_or(KindDoc::Vm) {
+            KindDoc::Vm => TenantKind::Vm,
+            KindDoc::Container => TenantKind::Container,
+        };
+        // A container costs the host little beside its memory.
+        let default_overhead = match kind {
+            TenantKind::Vm => DEFAULT_OVERHEAD,
+            TenantKind::Container => Size(0),
+        };
+        let overhead = self.size(&at.key("overhead"), t.overhead.unwrap_or(default_overhead))?;
         let kernel = self.size(&at.key("kernel"), t.kernel.unwrap_or(DEFAULT_KERNEL))?;
         if kernel > max {
             let message = format!("must not exceed max = {}", shown(max));
@@ -389,8 +398,22 @@ impl Build<'_> {
         };
 
         let balloon_room = Size(max.bytes() - kernel.bytes());
+        if kind == TenantKind::Container {
+            if t.balloon.is_some() {
+                return Err(self.err(
+                    &at.key("balloon"),
+                    "a container has no balloon driver: its limit moves its memory",
+                ));
+            }
+            if t.initial.is_some() {
+                return Err(self.err(
+                    &at.key("initial"),
+                    "a container starts without a limit: it has no initial balloon",
+                ));
+            }
+        }
         let b = t.balloon.unwrap_or_default();
-        let balloon = if b.enabled.unwrap_or(true) {
+        let balloon = if kind == TenantKind::Vm && b.enabled.unwrap_or(true) {
             Some(self.balloon(&at.key("balloon"), b, balloon_room)?)
         } else {
             None
@@ -454,6 +477,7 @@ impl Build<'_> {
                 cap_at_estimate,
             },
             vm: VmConfig {
+                kind,
                 max: max.to_pages(),
                 overhead: overhead.to_pages(),
                 kernel: kernel.to_pages(),

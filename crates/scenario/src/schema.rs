@@ -76,6 +76,8 @@ pub(crate) struct ThresholdsDoc {
 #[serde(deny_unknown_fields, expecting = "a [[tenants]] table")]
 pub(crate) struct TenantDoc {
     pub(crate) name: String,
+    /// `"vm"` (the default) or `"container"`.
+    pub(crate) kind: Option<KindDoc>,
     pub(crate) min: Option<Size>,
     /// The guest's memory size.
     pub(crate) max: Size,
@@ -93,6 +95,14 @@ pub(crate) struct TenantDoc {
     /// Read by its `kind`: [`IdleDoc`], [`ToucherDoc`], [`FileServerDoc`], [`CpuJobDoc`],
     /// [`OltpDoc`], [`WebDoc`].
     pub(crate) workload: toml::Value,
+}
+
+/// What a tenant is: which levers move its memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case", expecting = "\"vm\" or \"container\"")]
+pub(crate) enum KindDoc {
+    Vm,
+    Container,
 }
 
 #[derive(Debug, Default, Deserialize)]

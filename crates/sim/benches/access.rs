@@ -6,7 +6,7 @@
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use memtide_controller::Host;
 use memtide_model::{Pages, TenantId};
-use memtide_sim::config::{HostConfig, VmConfig};
+use memtide_sim::config::{HostConfig, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
 use memtide_sim::workload::{Skew, TouchPhase, WorkloadConfig};
 use memtide_sim::SimWorld;
@@ -24,6 +24,7 @@ fn resident_vm(working_set_mb: f64, skew: Skew) -> (SimWorld, u64) {
     );
     let id = TenantId(0);
     let vm = VmConfig {
+        kind: TenantKind::Vm,
         max: Pages::from_mib(1024),
         overhead: Pages::from_mib(32),
         kernel: Pages::from_mib(16),

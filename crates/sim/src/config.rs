@@ -31,9 +31,25 @@ pub struct SamplingSetup {
     pub period: Duration,
 }
 
-/// One VM (tenant) of the simulated host.
+/// What a simulated tenant is, and so which levers move its memory.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum TenantKind {
+    /// A virtual machine: its guest OS behind a balloon driver (if it has one), its memory
+    /// paged by the host where the balloon cannot reach (ESX).
+    #[default]
+    Vm,
+    /// A container under a memory limit (a cgroup): no balloon and no host swap; the kernel
+    /// reclaims within the limit at once when it is lowered, into the container's own swap
+    /// (`guest_swap`) or by dropping page cache, and nothing can take `kernel` pages or
+    /// anonymous pages with no swap left to hold them.
+    Container,
+}
+
+/// One tenant of the simulated host: a VM or a container (`kind`). A container's "guest" is
+/// the memory its processes see: the same OS model, with the limit in place of the balloon.
 #[derive(Clone, Debug, PartialEq)]
 pub struct VmConfig {
+    pub kind: TenantKind,
     /// Configured ("physical") memory of the guest.
     pub max: Pages,
     /// Machine memory the host spends on this VM besides its allocation (pmap, frame buffer).
@@ -42,7 +58,7 @@ pub struct VmConfig {
     pub kernel: Pages,
     /// The guest's own swap device.
     pub guest_swap: Pages,
-    /// `None`: the guest has no balloon driver.
+    /// `None`: the guest has no balloon driver (always, for a container).
     pub balloon: Option<BalloonConfig>,
     /// Balloon size at power-on (e.g. to start a 2 GB VM at 263.3 MB).
     pub initial_balloon: Pages,

@@ -494,6 +494,11 @@ impl Guest {
         self.free.len() as u32
     }
 
+    /// Size of the guest swap device.
+    pub fn swap_size(&self) -> u32 {
+        self.swap_size
+    }
+
     /// Anonymous pages on the guest swap device.
     pub fn swap_used(&self) -> u32 {
         self.swap_used

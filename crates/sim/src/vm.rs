@@ -1,4 +1,9 @@
-//! One simulated VM: its guest, balloon, sampler and workload, and the tick that runs its page accesses against the guest and the host.
+//! One simulated VM or container: its guest, balloon (for a container, the limit), sampler and workload, and the tick that runs its page accesses against the guest and the host.
+//!
+//! A container is the same guest model under a limit instead of a balloon driver: lowering
+//! the limit makes the kernel reclaim at once (an internal balloon that moves the whole way
+//! within a tick and cannot take kernel pages), raising it gives the room back. It reports a
+//! limit lever, and no balloon or host swap lever.
 //!
 //! A tick: the workload moves to the current time, the balloon driver polls its target and
 //! moves, then (unless the tenant is blocked) accesses are drawn in batches and carried out
@@ -12,6 +17,7 @@
 //! into the next tick.
 
 use crate::balloon::{Balloon, Step};
+use crate::config::{BalloonConfig, TenantKind};
 use crate::cost::CostModel;
 use crate::guest::{AnonState, Guest, Victim};
 use crate::paging::{Backing, HostMemory};
@@ -20,7 +26,9 @@ use crate::rng::SimRng;
 use crate::sampler::Sampler;
 use crate::stats::{TickStats, Totals};
 use crate::workload::{Access, Workload};
-use memtide_model::{Pages, TenantId, TenantObservation};
+use memtide_model::{
+    BalloonLever, HostSwapLever, Levers, LimitLever, Moves, Pages, TenantId, TenantObservation,
+};
 use std::time::Duration;
 
 /// Accesses drawn from the workload at a time.
@@ -70,6 +78,7 @@ impl Costs {
 /// The parts a VM is built from (see `world.rs`, which validates them).
 pub struct VmParts {
     pub id: TenantId,
+    pub kind: TenantKind,
     pub guest: Guest,
     pub balloon: Balloon,
     pub sampler: Option<Sampler>,
@@ -84,6 +93,9 @@ pub struct VmParts {
 #[derive(Clone, Debug)]
 pub struct Vm {
     id: TenantId,
+    kind: TenantKind,
+    /// A container's limit as last set (`None`: no limit yet).
+    limit: Option<Pages>,
     guest: Guest,
     balloon: Balloon,
     sampler: Option<Sampler>,
@@ -114,6 +126,8 @@ impl Vm {
     pub fn new(parts: VmParts, totals_at_boot: Totals) -> Vm {
         Vm {
             id: parts.id,
+            kind: parts.kind,
+            limit: None,
             guest: parts.guest,
             balloon: parts.balloon,
             sampler: parts.sampler,
@@ -154,10 +168,32 @@ impl Vm {
         self.last.as_ref()
     }
 
-    /// Takes the controller's decision for this VM.
-    pub fn control(&mut self, balloon_target: Option<Pages>, blocked: bool) {
-        self.balloon.set_target(balloon_target);
-        self.blocked = blocked;
+    /// The balloon a container's limit works through: it moves any distance within a tick
+    /// and never takes the kernel's pages.
+    pub fn limit_balloon(pages: Pages, kernel: Pages) -> BalloonConfig {
+        BalloonConfig {
+            rate_per_s: pages,
+            limit: pages.saturating_sub(kernel),
+        }
+    }
+
+    /// Takes the controller's decision for this tenant: a VM's balloon target and blocking,
+    /// a container's limit (`None`: nothing decided, all levers hold and nothing blocks).
+    pub fn control(&mut self, moves: Option<&Moves>) {
+        let moves = moves.copied().unwrap_or_default();
+        match self.kind {
+            TenantKind::Vm => {
+                self.balloon.set_target(moves.balloon);
+                self.blocked = moves.blocked;
+            }
+            TenantKind::Container => {
+                if let Some(limit) = moves.limit {
+                    let pages = Pages(u64::from(self.guest.pages()));
+                    self.limit = Some(limit.min(pages));
+                    self.balloon.set_target(Some(pages.saturating_sub(limit)));
+                }
+            }
+        }
     }
 
     /// Host paging the controller ordered: pages out up to `pages` random victims, the
@@ -201,27 +237,54 @@ impl Vm {
         }
     }
 
-    /// What the host reports about this VM.
+    /// What the host reports about this tenant: a VM's balloon and host swap, or a
+    /// container's limit.
     pub fn observe(&mut self, host: &HostMemory, idx: usize) -> TenantObservation {
         let pmap = &host.pmaps[idx];
         let last = self.last.as_ref();
         let committed = u64::from(self.guest.kernel()) + u64::from(self.workload.anon_pages());
+        let levers = match self.kind {
+            TenantKind::Vm => Levers {
+                balloon: Some(BalloonLever {
+                    size: Pages(u64::from(self.balloon.size())),
+                    driver: self.balloon.info(),
+                }),
+                host_swap: Some(HostSwapLever {
+                    swapped: Pages(u64::from(pmap.host_swapped())),
+                    swap_ins: Some(last.map_or(0, |s| s.host_swap_ins)),
+                }),
+                ..Levers::default()
+            },
+            TenantKind::Container => {
+                let pages = Pages(u64::from(self.guest.pages()));
+                let g = &self.guest;
+                // Anonymous pages that no swap is left to take, and the kernel's.
+                let swap_free = g.swap_size().saturating_sub(g.swap_used());
+                let stuck = g.anon_resident().saturating_sub(swap_free);
+                Levers {
+                    limit: Some(LimitLever {
+                        limit: self.limit.unwrap_or(pages),
+                        unlimited: self.limit.is_none(),
+                        unreclaimable: Pages(u64::from(g.kernel()) + u64::from(stuck)),
+                        major_faults: Some(last.map_or(0, |s| s.swap_ins + s.disk_reads)),
+                        pressure: None,
+                    }),
+                    ..Levers::default()
+                }
+            }
+        };
         TenantObservation {
             id: self.id,
             allocated: Pages(u64::from(pmap.mapped())),
-            balloon: Pages(u64::from(self.balloon.size())),
-            balloon_driver: self.balloon.info(),
-            host_swapped: Pages(u64::from(pmap.host_swapped())),
             committed: Some(Pages(committed)),
             anon: Some(Pages(u64::from(self.guest.anon_resident()))),
             file: Some(Pages(u64::from(self.guest.cache_resident()))),
             swap_ins: Some(last.map_or(0, |s| s.swap_ins)),
             refaults: Some(last.map_or(0, |s| s.refaults)),
-            host_swap_ins: Some(last.map_or(0, |s| s.host_swap_ins)),
             sample: self.sampler.as_mut().map(Sampler::observe),
             throughput: last.map(|s| s.throughput),
             latency_ms: last.map(|s| s.latency_ms),
-            limit: None,
+            levers,
         }
     }
 
@@ -552,7 +615,7 @@ fn step_slice(step: Step, slice: u32) -> Step {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::{HostConfig, VmConfig};
+    use crate::config::{HostConfig, TenantKind, VmConfig};
     use crate::cost::CostModel;
     use crate::workload::{Skew, TouchPhase, WorkloadConfig};
     use crate::world::SimWorld;
@@ -573,6 +636,7 @@ mod tests {
             1,
         );
         let vm = VmConfig {
+            kind: TenantKind::Vm,
             max: Pages::from_mib(8),
             overhead: Pages::ZERO,
             kernel: Pages::from_mib(1),
@@ -636,9 +700,10 @@ mod tests {
             now: w.now(),
             state: ReclamationState::Hard,
             budget: Pages::ZERO,
-            actions: vec![TenantAction {
-                host_swap_out: Pages(100),
-                ..TenantAction::none(ID, ReclamationState::Hard)
+            actions: vec![{
+                let mut a = TenantAction::none(ID, ReclamationState::Hard);
+                a.moves.host_swap_out = Pages(100);
+                a
             }],
         };
         w.apply(&decision).unwrap();

@@ -4,7 +4,7 @@
 //! and VMs always run in ascending id order.
 
 use crate::balloon::Balloon;
-use crate::config::{HostConfig, VmConfig};
+use crate::config::{HostConfig, TenantKind, VmConfig};
 use crate::cost::CostModel;
 use crate::guest::{Guest, GuestLayout};
 use crate::machine::{Machine, MAX_FRAMES};
@@ -152,10 +152,15 @@ impl SimWorld {
                 &mut self.host.pmaps[at],
             )
         });
+        let driver = match vm.kind {
+            TenantKind::Vm => vm.balloon.clone(),
+            TenantKind::Container => Some(Vm::limit_balloon(vm.max, vm.kernel)),
+        };
         let parts = VmParts {
             id,
+            kind: vm.kind,
             guest: Guest::boot(layout),
-            balloon: Balloon::new(vm.balloon.clone(), (first_balloon..layout.pages).collect()),
+            balloon: Balloon::new(driver, (first_balloon..layout.pages).collect()),
             sampler,
             workload,
             now: self.now,
@@ -263,6 +268,23 @@ fn validate(id: TenantId, vm: &VmConfig) -> Result<GuestLayout, SimError> {
         return Err(invalid("kernel", vm.kernel, format!("<= max = {}", vm.max)));
     }
     let room = vm.max - vm.kernel;
+    if vm.kind == TenantKind::Container {
+        if vm.balloon.is_some() {
+            return Err(SimError::InvalidVm {
+                tenant: id,
+                field: "balloon",
+                value: "a driver".to_string(),
+                rule: "absent for a container (its limit moves its memory)".to_string(),
+            });
+        }
+        if vm.initial_balloon > Pages::ZERO {
+            return Err(invalid(
+                "initial_balloon",
+                vm.initial_balloon,
+                "0 for a container".to_string(),
+            ));
+        }
+    }
     if vm.initial_balloon > room {
         return Err(invalid(
             "initial_balloon",
@@ -386,15 +408,15 @@ impl Host for SimWorld {
             order.push((self.running(a.id)?, a));
         }
         for vm in &mut self.vms {
-            vm.control(None, false);
+            vm.control(None);
         }
         order.sort_by_key(|(i, _)| *i);
         for (i, a) in order {
             self.host.targets[i] = Some(a.target.0);
             let vm = &mut self.vms[i];
-            vm.control(a.balloon_target, a.blocked);
-            if a.host_swap_out > Pages::ZERO {
-                vm.host_swap_out(i, a.host_swap_out, &mut self.host, &self.costs);
+            vm.control(Some(&a.moves));
+            if a.moves.host_swap_out > Pages::ZERO {
+                vm.host_swap_out(i, a.moves.host_swap_out, &mut self.host, &self.costs);
             }
         }
         Ok(())
@@ -421,6 +443,7 @@ mod tests {
 
     fn vm() -> VmConfig {
         VmConfig {
+            kind: TenantKind::Vm,
             max: Pages::from_mib(4),
             overhead: Pages::from_mib(2),
             kernel: Pages::from_mib(1),
@@ -443,10 +466,9 @@ mod tests {
     }
 
     fn blocking(id: TenantId) -> TenantAction {
-        TenantAction {
-            blocked: true,
-            ..TenantAction::none(id, ReclamationState::Low)
-        }
+        let mut a = TenantAction::none(id, ReclamationState::Low);
+        a.moves.blocked = true;
+        a
     }
 
     #[test]

@@ -2,9 +2,10 @@
 
 use memtide_controller::Host;
 use memtide_model::{
-    Decision, HostObservation, Pages, ReclamationState, TenantAction, TenantId, TenantObservation,
+    Decision, HostObservation, Moves, Pages, ReclamationState, TenantAction, TenantId,
+    TenantObservation,
 };
-use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, VmConfig};
+use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
 use memtide_sim::guest::Owner;
 use memtide_sim::pmap::PageState;
@@ -77,6 +78,7 @@ fn file_server(file_set_mb: f64) -> WorkloadConfig {
 /// A small VM: `max_mib` of guest memory, 1 MiB kernel, 1 MiB overhead.
 fn vm(max_mib: u64, guest_swap_mib: u64, workload: WorkloadConfig) -> VmConfig {
     VmConfig {
+        kind: TenantKind::Vm,
         max: mib(max_mib),
         overhead: mib(1),
         kernel: mib(1),
@@ -103,6 +105,14 @@ fn action(id: TenantId) -> TenantAction {
     }
 }
 
+/// An action for `id` that moves its levers by `moves`.
+fn moving(id: TenantId, moves: Moves) -> TenantAction {
+    TenantAction {
+        moves,
+        ..action(id)
+    }
+}
+
 fn apply(w: &mut SimWorld, actions: Vec<TenantAction>) {
     let decision = Decision {
         now: w.now(),
@@ -118,11 +128,14 @@ fn apply(w: &mut SimWorld, actions: Vec<TenantAction>) {
 fn balloon_tick(w: &mut SimWorld, id: TenantId, target: Pages, blocked: bool) -> TickStats {
     apply(
         w,
-        vec![TenantAction {
-            balloon_target: Some(target),
-            blocked,
-            ..action(id)
-        }],
+        vec![moving(
+            id,
+            Moves {
+                balloon: Some(target),
+                blocked,
+                ..Moves::default()
+            },
+        )],
     );
     w.run_tick();
     w.tenant_stats(id).unwrap().clone()
@@ -181,7 +194,7 @@ fn inflation_frees_machine_memory() {
     assert_eq!(before.allocated, mib(8));
     balloon_tick(&mut w, A, Pages(300), true);
     let after = observe(&mut w, A);
-    assert_eq!(after.balloon, Pages(300));
+    assert_eq!(after.levers.balloon_size(), Pages(300));
     assert_eq!(after.allocated, before.allocated - Pages(300));
     assert_eq!(w.free(), free_before + Pages(300));
 }
@@ -227,21 +240,27 @@ fn host_swap_out_pages_random_victims_and_accesses_swap_them_back_in() {
     run(&mut w, 3);
     apply(
         &mut w,
-        vec![TenantAction {
-            host_swap_out: Pages(200),
-            ..action(A)
-        }],
+        vec![moving(
+            A,
+            Moves {
+                host_swap_out: Pages(200),
+                ..Moves::default()
+            },
+        )],
     );
     let obs = w.observe().unwrap();
     let a = &obs.tenants[0];
-    assert_eq!(a.host_swapped, Pages(200));
+    assert_eq!(a.levers.host_swapped(), Pages(200));
     assert_eq!(a.allocated, mib(8) - Pages(200));
     assert_eq!(obs.host_swap_used, Pages(200));
     w.run_tick();
     let s = w.tenant_stats(A).unwrap().clone();
     assert_eq!(s.host_swap_outs, 200);
     assert!(s.host_swap_ins > 150, "{s:?}");
-    assert_eq!(observe(&mut w, A).host_swap_ins, Some(s.host_swap_ins));
+    assert_eq!(
+        observe(&mut w, A).levers.host_swap.unwrap().swap_ins,
+        Some(s.host_swap_ins)
+    );
 }
 
 #[test]
@@ -251,11 +270,14 @@ fn guest_swapping_a_host_swapped_page_is_double_paging() {
     run(&mut w, 3);
     apply(
         &mut w,
-        vec![TenantAction {
-            host_swap_out: mib(4),
-            blocked: true,
-            ..action(A)
-        }],
+        vec![moving(
+            A,
+            Moves {
+                host_swap_out: mib(4),
+                blocked: true,
+                ..Moves::default()
+            },
+        )],
     );
     let s = balloon_tick(&mut w, A, mib(2), true);
     assert!(s.swap_outs > 0);
@@ -293,8 +315,8 @@ fn a_vm_without_a_driver_ignores_balloon_targets() {
     w.power_on(A, vm(8, 8, toucher(4.0))).unwrap();
     balloon_tick(&mut w, A, mib(4), false);
     let a = observe(&mut w, A);
-    assert_eq!(a.balloon, Pages::ZERO);
-    assert_eq!(a.balloon_driver, None);
+    assert_eq!(a.levers.balloon_size(), Pages::ZERO);
+    assert_eq!(a.levers.balloon.unwrap().driver, None);
 }
 
 #[test]
@@ -305,10 +327,13 @@ fn a_blocked_tenant_does_no_accesses() {
     assert!(w.tenant_stats(A).unwrap().accesses > 0);
     apply(
         &mut w,
-        vec![TenantAction {
-            blocked: true,
-            ..action(A)
-        }],
+        vec![moving(
+            A,
+            Moves {
+                blocked: true,
+                ..Moves::default()
+            },
+        )],
     );
     w.run_tick();
     let s = w.tenant_stats(A).unwrap();
@@ -390,10 +415,13 @@ fn stats_sequence(seed: u64) -> Vec<TickStats> {
     for i in 0..4 {
         apply(
             &mut w,
-            vec![TenantAction {
-                host_swap_out: Pages(i * 50),
-                ..action(B)
-            }],
+            vec![moving(
+                B,
+                Moves {
+                    host_swap_out: Pages(i * 50),
+                    ..Moves::default()
+                },
+            )],
         );
         w.run_tick();
         out.push(w.tenant_stats(A).unwrap().clone());
@@ -416,11 +444,14 @@ fn power_off_returns_every_frame_and_swap_slot() {
     run(&mut w, 2);
     apply(
         &mut w,
-        vec![TenantAction {
-            host_swap_out: mib(2),
-            balloon_target: Some(mib(1)),
-            ..action(A)
-        }],
+        vec![moving(
+            A,
+            Moves {
+                host_swap_out: mib(2),
+                balloon: Some(mib(1)),
+                ..Moves::default()
+            },
+        )],
     );
     w.run_tick();
     let busy = w.observe().unwrap();
@@ -475,9 +506,9 @@ fn a_full_machine_takes_frames_from_the_vm_most_above_target() {
     let obs = w.observe().unwrap();
     let (a, b) = (&obs.tenants[0], &obs.tenants[1]);
     assert_eq!(obs.free, Pages::ZERO);
-    assert!(a.host_swapped > mib(5), "{a:?}");
+    assert!(a.levers.host_swapped() > mib(5), "{a:?}");
     assert!(b.allocated > mib(7), "{b:?}");
-    assert!(w.tenant_stats(A).unwrap().host_swap_outs > 0 || a.host_swapped > Pages::ZERO);
+    assert!(w.tenant_stats(A).unwrap().host_swap_outs > 0 || a.levers.host_swapped() > Pages::ZERO);
 }
 
 #[test]
@@ -538,7 +569,11 @@ fn observation_reports_guest_figures_and_last_tick() {
     assert_eq!(a.allocated, mib(1), "only the kernel is touched at boot");
     assert_eq!(a.committed, Some(mib(3)));
     assert_eq!(
-        (a.swap_ins, a.refaults, a.host_swap_ins),
+        (
+            a.swap_ins,
+            a.refaults,
+            a.levers.host_swap.and_then(|h| h.swap_ins),
+        ),
         (Some(0), Some(0), Some(0))
     );
     assert_eq!((a.throughput, a.latency_ms), (None, None));
@@ -588,7 +623,7 @@ fn check_invariants(w: &mut SimWorld) {
             + guest.balloon()
             + guest.free();
         assert_eq!(owned, guest.pages());
-        assert_eq!(t.balloon, Pages(u64::from(guest.balloon())));
+        assert_eq!(t.levers.balloon_size(), Pages(u64::from(guest.balloon())));
         assert_eq!(t.allocated, Pages(u64::from(pmap.mapped())));
     }
     let overheads = Pages(obs.tenants.len() as u64 * mib(1).0);
@@ -698,9 +733,9 @@ mod invariants {
                     Op::Decide { vm, target_kib, balloon, swap_out, blocked } => {
                         let mut a = action(TenantId(vm));
                         a.target = Pages(target_kib / 4);
-                        a.balloon_target = Some(Pages(balloon));
-                        a.host_swap_out = Pages(swap_out);
-                        a.blocked = blocked;
+                        a.moves.balloon = Some(Pages(balloon));
+                        a.moves.host_swap_out = Pages(swap_out);
+                        a.moves.blocked = blocked;
                         if w.tenant_ids().contains(&TenantId(vm)) {
                             apply(&mut w, vec![a]);
                         }

@@ -52,7 +52,8 @@ pub(crate) mod test_record {
     use crate::settings::{EstimatorKind, EstimatorSettings, PolicySettings};
     use memtide_controller::ControllerConfig;
     use memtide_model::{
-        Bytes, EstimateNote, MechanismNote, Pages, Reason, ReclamationState, TaxRate, TenantId,
+        BalloonNote, Bytes, EstimateNote, HostSwapNote, MechanismNote, Pages, Reason,
+        ReclamationState, TaxRate, TenantId,
     };
 
     fn mib(m: f64) -> Bytes {
@@ -63,18 +64,23 @@ pub(crate) mod test_record {
     pub(crate) fn reason() -> Reason {
         Reason {
             mechanism: MechanismNote {
-                state: ReclamationState::Soft,
-                allocated: Pages::from_mib(100),
-                target: Pages::from_mib(90),
-                balloon: Pages::from_mib(156),
-                balloon_target: Some(Pages::from_mib(166)),
-                balloon_limit: Some(Pages::from_mib(200)),
-                balloon_stalled: false,
-                beyond_balloon: Pages::ZERO,
-                wanted_swap: Pages::ZERO,
-                host_swap_out: Pages::ZERO,
-                blocked: false,
-                limit: None,
+                balloon: Some(BalloonNote {
+                    size: Pages::from_mib(156),
+                    target: Some(Pages::from_mib(166)),
+                    limit: Some(Pages::from_mib(200)),
+                    stalled: false,
+                    beyond: Pages::ZERO,
+                }),
+                host_swap: Some(HostSwapNote {
+                    wanted: Pages::ZERO,
+                    out: Pages::ZERO,
+                    blocked: false,
+                }),
+                ..MechanismNote::new(
+                    ReclamationState::Soft,
+                    Pages::from_mib(100),
+                    Pages::from_mib(90),
+                )
             },
             estimate: EstimateNote::Committed {
                 estimate: Pages::from_mib(105),

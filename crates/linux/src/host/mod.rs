@@ -17,7 +17,7 @@ use crate::fs::hierarchy::MemoryHierarchy;
 use crate::fs::{meminfo, pressure, FsError};
 use memtide_controller::Host;
 use memtide_model::{
-    Bytes, Decision, HostObservation, LimitObservation, Pages, TenantId, TenantObservation,
+    Bytes, Decision, HostObservation, Levers, LimitLever, Pages, TenantId, TenantObservation,
     WorldEvent,
 };
 use sampling::AccessSampler;
@@ -531,13 +531,17 @@ impl LinuxHost {
             swap_ins,
             refaults,
             sample: sample_counts,
-            limit: Some(LimitObservation {
-                limit,
-                unlimited: sample.limit == Limit::Max,
-                unreclaimable: t.unreclaimable,
-                major_faults: major,
-                pressure: sample.pressure.as_ref().map(|p| p.some.avg10_pct),
-            }),
+            // A cgroup's memory moves by its limit alone.
+            levers: Levers {
+                limit: Some(LimitLever {
+                    limit,
+                    unlimited: sample.limit == Limit::Max,
+                    unreclaimable: t.unreclaimable,
+                    major_faults: major,
+                    pressure: sample.pressure.as_ref().map(|p| p.some.avg10_pct),
+                }),
+                ..Levers::default()
+            },
             ..TenantObservation::new(id, sample.usage.to_pages_floor())
         };
         t.last_sample = Some(sample);
@@ -761,7 +765,7 @@ impl Host for LinuxHost {
 
     fn apply(&mut self, decision: &Decision) -> Result<(), LinuxError> {
         for action in &decision.actions {
-            if let Some(to) = action.limit {
+            if let Some(to) = action.moves.limit {
                 self.apply_limit(action.id, to);
             }
         }
@@ -832,7 +836,7 @@ mod tests {
 
     fn limit_to(id: TenantId, mib: u64) -> Decision {
         let mut a = TenantAction::none(id, ReclamationState::High);
-        a.limit = Some(Pages::from_mib(mib));
+        a.moves.limit = Some(Pages::from_mib(mib));
         Decision {
             now: Duration::ZERO,
             state: ReclamationState::High,
@@ -853,7 +857,7 @@ mod tests {
         assert_eq!(t.anon, Some(Pages::from_mib(250)));
         assert_eq!(t.file, Some(Pages::from_mib(50)));
         assert_eq!(t.refaults, None, "no delta before a second reading");
-        let limit = t.limit.unwrap();
+        let limit = t.levers.limit.unwrap();
         assert_eq!(
             limit.limit, obs.machine,
             "memory.high max reads as the machine"

@@ -1,6 +1,7 @@
-//! The limit mechanism's safety rails: the limit a tenant gets this tick given its target, floor, faults and pressure (grow at once, shrink in bounded steps, never below the floor, back off on faults or pressure).
+//! The limit planner and its safety rails: the limit a tenant gets this tick given its target, floor, faults and pressure (grow at once, shrink in bounded steps, never below the floor, back off on faults or pressure).
 //!
-//! Used where memory moves by a limit the host enforces (a Linux cgroup). In order:
+//! Used where memory moves by a limit the host enforces (a Linux cgroup, a simulated
+//! container). In order:
 //!
 //! 1. `floor = max(min, unreclaimable + floor_margin)`: below what the tenant cannot give back
 //!    (anonymous memory without swap to put it in) a limit means an OOM kill, so no target can
@@ -19,8 +20,17 @@
 //! back. Raises to a floor are always granted (safety comes before the budget), so the sum can
 //! exceed the budget only when the floors alone do. Cost: O(n) per tick.
 
-use memtide_model::{LimitNote, LimitRail, Pages};
+//!
+//! A limit tenant's memory is counted against the budget (what the tenants hold, not what the
+//! machine has free, is what a limit moves), and while that budget has room it keeps what it
+//! holds: [`bounds`] gives allocation its min and ceiling. [`fit_actions`] applies
+//! [`fit_to_budget`] to a tick's actions.
+
+use memtide_model::{
+    LimitLever, LimitNote, LimitRail, Mechanism, Pages, TenantAction, TenantObservation,
+};
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// The rails' parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -134,6 +144,106 @@ pub fn fit_to_budget(notes: &mut [LimitNote], budget: Pages) {
         let wanted = n.to;
         n.to = Pages(b.0 + granted);
         n.rail = LimitRail::Budget { wanted };
+    }
+}
+
+/// The limit a tenant gets this tick: the rails' view of it (faults per second from this
+/// tick's counters, the larger of refaults + swap-ins and major faults, and the tenant's own
+/// pressure) and [`plan_limit`]. The host's pressure is not used: on cgroup v1 it is the only
+/// PSI there is, and a busy tenant's own thrashing raises it, which would stop the very
+/// shrinks of idle tenants that would end the thrashing.
+pub fn plan(
+    t: &TenantObservation,
+    lever: &LimitLever,
+    min: Pages,
+    target: Pages,
+    elapsed: Option<Duration>,
+    rails: &LimitRails,
+) -> LimitNote {
+    let refaults = match (t.refaults, t.swap_ins) {
+        (None, None) => None,
+        (a, b) => Some(a.unwrap_or(0).saturating_add(b.unwrap_or(0))),
+    };
+    let faults = match (refaults, lever.major_faults) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    let faults_per_s = faults
+        .zip(elapsed)
+        .map(|(n, dt)| n as f64 / dt.as_secs_f64());
+    plan_limit(
+        &LimitInput {
+            target,
+            min,
+            allocated: t.allocated,
+            limit: lever.limit,
+            unlimited: lever.unlimited,
+            unreclaimable: lever.unreclaimable,
+            faults_per_s,
+            pressure: lever.pressure,
+        },
+        rails,
+    )
+}
+
+/// What allocation may give a limit tenant, as `(min, ceiling)`. The min is at least the
+/// floor (`max(min, unreclaimable + floor_margin)`, at most `max`). While memory is not
+/// `wanted` the tenant keeps what it holds and may grow to its max (a cap at an estimate is
+/// how probing takes memory, and there is no probing then); once it is wanted, the ceiling is
+/// `cap` (the estimate, where the spec caps at it).
+pub fn bounds(
+    t: &TenantObservation,
+    lever: &LimitLever,
+    min: Pages,
+    max: Pages,
+    cap: Pages,
+    wanted: bool,
+    rails: &LimitRails,
+) -> (Pages, Pages) {
+    let floor = min.max(lever.unreclaimable + rails.floor_margin).min(max);
+    if wanted {
+        (floor, cap.max(floor))
+    } else {
+        (keep(t.allocated, lever.limit).min(max).max(floor), max)
+    }
+}
+
+/// What a limit tenant keeps while its memory is not wanted: what it holds, and its limit too
+/// when that is within a small headroom above (2%, at least 4 MiB). Usage moves a little under
+/// a limit from tick to tick; following it down would ratchet the limit lower and lower.
+fn keep(allocated: Pages, limit: Pages) -> Pages {
+    let headroom = allocated.scale(0.02).max(Pages::from_mib(4));
+    allocated.max(limit.min(allocated + headroom))
+}
+
+/// Cuts this tick's limit raises short so the limits of `actions` sum to at most `budget`
+/// ([`fit_to_budget`] over the actions that set a limit), updating each cut action's move,
+/// note and mechanisms.
+pub fn fit_actions(actions: &mut [TenantAction], budget: Pages) {
+    let mut notes: Vec<_> = actions
+        .iter()
+        .filter_map(|a| a.reason.mechanism.limit)
+        .collect();
+    if notes.is_empty() {
+        return;
+    }
+    fit_to_budget(&mut notes, budget);
+    let mut notes = notes.into_iter();
+    for a in actions.iter_mut() {
+        let Some(old) = a.reason.mechanism.limit else {
+            continue;
+        };
+        let Some(note) = notes.next() else {
+            break;
+        };
+        if note != old {
+            a.reason.mechanism.limit = Some(note);
+            a.moves.limit = Some(note.to);
+            a.mechanisms.remove(Mechanism::Limit);
+            if note.to != note.from {
+                a.mechanisms.push(Mechanism::Limit);
+            }
+        }
     }
 }
 

@@ -1,0 +1,185 @@
+//! What can move a tenant's memory: the levers its world offers (guest balloon, application balloon, page sharing, host swap, a limit), each with where it stands now.
+//!
+//! A world declares a tenant's capabilities by the levers it fills in: a lever that is `None`
+//! is a mechanism this tenant does not have. A simulated VM has a balloon and host swap; a
+//! cgroup has a limit; a database speaking the balloon protocol adds an application balloon;
+//! a host that merges identical pages adds sharing. Policy plans one mechanism per lever
+//! present (`memtide_policy::mechanism`), so a new mechanism is a new lever here, a planner
+//! there, and the world that fills it in.
+
+use crate::decision::{Mechanism, Mechanisms};
+use crate::units::Pages;
+use serde::{Deserialize, Serialize};
+
+/// A tenant's levers (see the module docs).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Levers {
+    /// A guest balloon (ESX): pages the guest OS gave back through its driver.
+    pub balloon: Option<BalloonLever>,
+    /// An application balloon (ALB): pages an application (a database's buffer pool, a JVM
+    /// heap) gave back from its own pool on request.
+    pub app_balloon: Option<AppBalloonLever>,
+    /// Content-based page sharing (ESX): identical pages backed by one machine frame.
+    pub sharing: Option<SharingLever>,
+    /// Host swap (ESX): the host pages the tenant's memory out behind its back.
+    pub host_swap: Option<HostSwapLever>,
+    /// A limit the host enforces (a Linux cgroup): the kernel reclaims within it.
+    pub limit: Option<LimitLever>,
+}
+
+impl Levers {
+    /// The mechanisms these levers can move memory with, in the order policy tries them.
+    /// A balloon without a driver holds its pages and moves none, so it is no capability.
+    pub fn capabilities(&self) -> Mechanisms {
+        let mut m = Mechanisms::new();
+        if self.sharing.is_some() {
+            m.push(Mechanism::Sharing);
+        }
+        if self.app_balloon.is_some() {
+            m.push(Mechanism::AppBalloon);
+        }
+        if self.balloon.is_some_and(|b| b.driver.is_some()) {
+            m.push(Mechanism::Balloon);
+        }
+        if self.limit.is_some() {
+            m.push(Mechanism::Limit);
+        }
+        if self.host_swap.is_some() {
+            m.push(Mechanism::HostSwap);
+        }
+        m
+    }
+
+    /// The balloon's size (zero without a balloon).
+    pub fn balloon_size(&self) -> Pages {
+        self.balloon.map_or(Pages::ZERO, |b| b.size)
+    }
+
+    /// Pages of the tenant in host swap (zero without host swap).
+    pub fn host_swapped(&self) -> Pages {
+        self.host_swap.map_or(Pages::ZERO, |h| h.swapped)
+    }
+}
+
+/// A guest balloon and its driver.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BalloonLever {
+    /// Pages in the balloon now.
+    pub size: Pages,
+    /// The guest's driver; without one the balloon holds what it has (pages ballooned at boot)
+    /// and cannot move.
+    pub driver: Option<BalloonDriverInfo>,
+}
+
+/// A tenant's balloon driver as the host knows it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BalloonDriverInfo {
+    /// Most pages the driver inflates or deflates per second.
+    pub rate_per_s: Pages,
+    /// Largest balloon the guest allows.
+    pub limit: Pages,
+}
+
+/// An application's own balloon: its pool shrinks by `size` pages on request.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppBalloonLever {
+    /// Pages the application gave back now.
+    pub size: Pages,
+    /// Most pages it can give back (its pool above its own minimum).
+    pub limit: Pages,
+}
+
+/// Content-based page sharing of a tenant's memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharingLever {
+    /// Pages backed by a frame shared with other pages now.
+    pub shared: Pages,
+    /// Pages found identical to another page but not merged yet: what merging could save.
+    pub shareable: Pages,
+}
+
+/// Host swap of a tenant's memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostSwapLever {
+    /// Pages of the tenant in host swap now.
+    pub swapped: Pages,
+    /// Pages the host swapped back in since the previous observation, where known.
+    pub swap_ins: Option<u64>,
+}
+
+/// A limit the host enforces on the tenant (a cgroup's memory limit), with what the safety
+/// rails need to move it.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LimitLever {
+    /// The limit in force (machine memory when unlimited).
+    pub limit: Pages,
+    /// No limit is in force (the kernel's `max`): `limit` then stands for machine memory.
+    pub unlimited: bool,
+    /// Memory the tenant cannot give back now: anonymous memory beyond the swap it may still
+    /// use, plus unevictable pages. A limit below it means an OOM kill.
+    pub unreclaimable: Pages,
+    /// Major faults since the last observation.
+    pub major_faults: Option<u64>,
+    /// The tenant's own memory pressure (PSI "some" avg10, percent), where the kernel has it.
+    pub pressure: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_are_the_levers_present_in_the_order_policy_tries_them() {
+        assert!(Levers::default().capabilities().is_empty());
+        let all = Levers {
+            balloon: Some(BalloonLever {
+                size: Pages(1),
+                driver: Some(BalloonDriverInfo {
+                    rate_per_s: Pages(1),
+                    limit: Pages(1),
+                }),
+            }),
+            app_balloon: Some(AppBalloonLever {
+                size: Pages::ZERO,
+                limit: Pages(1),
+            }),
+            sharing: Some(SharingLever {
+                shared: Pages::ZERO,
+                shareable: Pages::ZERO,
+            }),
+            host_swap: Some(HostSwapLever {
+                swapped: Pages(2),
+                swap_ins: None,
+            }),
+            limit: Some(LimitLever {
+                limit: Pages(1),
+                unlimited: false,
+                unreclaimable: Pages::ZERO,
+                major_faults: None,
+                pressure: None,
+            }),
+        };
+        use Mechanism::*;
+        assert_eq!(
+            all.capabilities(),
+            vec![Sharing, AppBalloon, Balloon, Limit, HostSwap]
+        );
+        assert_eq!(
+            (all.balloon_size(), all.host_swapped()),
+            (Pages(1), Pages(2))
+        );
+    }
+
+    #[test]
+    fn a_balloon_without_a_driver_is_held_but_is_no_capability() {
+        let levers = Levers {
+            balloon: Some(BalloonLever {
+                size: Pages(64),
+                driver: None,
+            }),
+            ..Levers::default()
+        };
+        assert!(levers.capabilities().is_empty());
+        assert_eq!(levers.balloon_size(), Pages(64));
+    }
+}

@@ -1,0 +1,223 @@
+//! Mechanism choice: one planner per lever a tenant's world offers, and one chooser that orders them — share before anything (ESX), the application before the OS (ALB), the balloon before host swap (ESX), block in the low state.
+//!
+//! A tenant holding `allocated` pages with a `target` has `excess = allocated - target`. The
+//! chooser runs the planners of the levers present (`Levers`, the tenant's capabilities) in
+//! this order, each taking what it can of the excess the earlier ones left:
+//!
+//! 1. **sharing** (`sharing.rs`): merging identical pages frees frames at no cost to the
+//!    tenant, so it goes first (ESX shares before it balloons or swaps);
+//! 2. **application balloon** (`app_balloon.rs`): an application that shrinks its own pool
+//!    picks what to drop far better than an OS paging behind its back (ALB);
+//! 3. **guest balloon** (`balloon.rs`): the guest OS picks its own victims (ESX); it tracks the
+//!    target in every state and deflates by itself when the target rises;
+//! 4. **limit** (`limit.rs`): the kernel reclaims within a limit the host sets (a cgroup), with
+//!    the safety rails (floor, bounded shrink, back-off); it is asked only for what the
+//!    cooperative levers above do not cover;
+//! 5. **host swap** (`host_swap.rs`): the fallback, paging random victims behind the tenant's
+//!    back: in `soft` only what the levers above cannot take, in `hard` and `low` the whole
+//!    excess, and in `low` the tenant is blocked while above its target.
+//!
+//! A tenant without a lever simply skips its planner: a simulated VM has a balloon and host
+//! swap, a cgroup has a limit, and a container running a database could have an application
+//! balloon and a limit. Guarantees: the plan never asks a lever for more than its limit
+//! (driver limit, application limit, host swap budget, the limit rails' floor), and a
+//! mechanism is listed only when it acts this tick. Cost: O(1) per tenant, no allocation.
+//!
+//! The controller asks this module, not the levers, what a tenant's levers imply for the rest
+//! of a step: whether its memory counts against the budget ([`counts_against_budget`]), the
+//! min and ceiling allocation may give it ([`bounds`]), whether its estimator may probe
+//! ([`may_probe`]), and the pass across tenants after planning ([`finish`]).
+
+mod app_balloon;
+mod balloon;
+mod host_swap;
+pub mod limit;
+mod sharing;
+
+pub use balloon::BalloonWatch;
+
+use memtide_model::{
+    Mechanism, MechanismNote, Mechanisms, Moves, Pages, ReclamationState, TenantAction,
+    TenantObservation,
+};
+use std::time::Duration;
+
+use limit::LimitRails;
+
+/// One tenant's situation, as the chooser needs it.
+#[derive(Clone, Debug)]
+pub struct PlanInput<'a> {
+    pub state: ReclamationState,
+    pub target: Pages,
+    /// The tenant's configured min and max.
+    pub min: Pages,
+    pub max: Pages,
+    /// What its world reports, levers included.
+    pub tenant: &'a TenantObservation,
+    /// Time since the previous observation, for per-second rates (`None` on the first).
+    pub elapsed: Option<Duration>,
+}
+
+/// The chooser's settings, the same for every tenant.
+#[derive(Clone, Debug)]
+pub struct PlanSettings<'a> {
+    /// Most pages the host may page out of one tenant in one tick.
+    pub host_swap_per_tick: Pages,
+    /// Ticks without balloon progress after which the balloon counts as stalled.
+    pub balloon_stall_ticks: u32,
+    pub rails: &'a LimitRails,
+}
+
+/// What the planners remember about a tenant between ticks.
+#[derive(Clone, Debug, Default)]
+pub struct PlanMemory {
+    pub balloon: BalloonWatch,
+}
+
+/// How to move one tenant toward its target this tick.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub moves: Moves,
+    /// The mechanisms that act, in planning order.
+    pub mechanisms: Mechanisms,
+    /// The figures behind the plan; `Display` gives the readable line.
+    pub note: MechanismNote,
+}
+
+/// Where the planners stand while the chooser runs them.
+#[derive(Copy, Clone, Debug)]
+struct Need {
+    state: ReclamationState,
+    target: Pages,
+    allocated: Pages,
+    max: Pages,
+    /// `allocated - target`.
+    excess: Pages,
+    /// The part of the excess no earlier planner covers.
+    left: Pages,
+}
+
+impl Need {
+    /// What the earlier planners cover.
+    fn covered(&self) -> Pages {
+        self.excess - self.left
+    }
+}
+
+/// Plans every lever of one tenant (see the module docs).
+pub fn plan(input: &PlanInput<'_>, settings: &PlanSettings<'_>, memory: &mut PlanMemory) -> Plan {
+    let t = input.tenant;
+    let levers = &t.levers;
+    let excess = t.allocated.saturating_sub(input.target);
+    let mut need = Need {
+        state: input.state,
+        target: input.target,
+        allocated: t.allocated,
+        max: input.max,
+        excess,
+        left: excess,
+    };
+    let mut note = MechanismNote::new(input.state, t.allocated, input.target);
+    let mut moves = Moves::default();
+    let mut mechanisms = Mechanisms::new();
+
+    if let Some(lever) = &levers.sharing {
+        let n = sharing::plan(&mut need, lever);
+        moves.share = n.merge;
+        if n.merge > Pages::ZERO {
+            mechanisms.push(Mechanism::Sharing);
+        }
+        note.sharing = Some(n);
+    }
+    if let Some(lever) = &levers.app_balloon {
+        let n = app_balloon::plan(&mut need, lever);
+        if n.target != n.size || excess > Pages::ZERO {
+            mechanisms.push(Mechanism::AppBalloon);
+        }
+        moves.app_balloon = Some(n.target);
+        note.app_balloon = Some(n);
+    }
+    memory
+        .balloon
+        .observe(levers.balloon_size(), settings.balloon_stall_ticks);
+    if let Some(lever) = &levers.balloon {
+        let n = balloon::plan(&mut need, lever, memory.balloon.stalled());
+        if n.target
+            .is_some_and(|bt| bt != n.size || excess > Pages::ZERO)
+        {
+            mechanisms.push(Mechanism::Balloon);
+        }
+        moves.balloon = n.target;
+        note.balloon = Some(n);
+    }
+    memory.balloon.asked(moves.balloon);
+    if let Some(lever) = &levers.limit {
+        let n = limit::plan(
+            t,
+            lever,
+            input.min,
+            need.target + need.covered(),
+            input.elapsed,
+            settings.rails,
+        );
+        if n.to != n.from {
+            mechanisms.push(Mechanism::Limit);
+        }
+        moves.limit = Some(n.to);
+        note.limit = Some(n);
+    }
+    if levers.host_swap.is_some() {
+        let n = host_swap::plan(&need, settings.host_swap_per_tick);
+        if n.out > Pages::ZERO {
+            mechanisms.push(Mechanism::HostSwap);
+        }
+        moves.host_swap_out = n.out;
+        moves.blocked = n.blocked;
+        note.host_swap = Some(n);
+    }
+    Plan {
+        moves,
+        mechanisms,
+        note,
+    }
+}
+
+/// Whether a tenant's memory counts against the budget's own reclamation state: memory that
+/// a limit moves is what the tenants hold, which the budget bounds (the machine's free memory
+/// says little on a shared Linux host); a VM's is machine memory, which the host's state
+/// already follows.
+pub fn counts_against_budget(t: &TenantObservation) -> bool {
+    t.levers.limit.is_some()
+}
+
+/// Whether a tenant's estimator may probe (shrink it to find its working set). A tenant under
+/// a limit is probed only while memory is `wanted` and the run acts: its probe is a limit
+/// that makes the kernel reclaim, which is not worth its faults while the budget has room.
+pub fn may_probe(t: &TenantObservation, wanted: bool, dry_run: bool) -> bool {
+    t.levers.limit.is_none() || (wanted && !dry_run)
+}
+
+/// The min and ceiling allocation may give a tenant: its configured min and `cap` (its max, or
+/// its estimate where it caps at it), or what its limit's rails allow (see [`limit::bounds`]).
+pub fn bounds(
+    t: &TenantObservation,
+    min: Pages,
+    max: Pages,
+    cap: Pages,
+    wanted: bool,
+    rails: &LimitRails,
+) -> (Pages, Pages) {
+    match &t.levers.limit {
+        Some(lever) => limit::bounds(t, lever, min, max, cap, wanted, rails),
+        None => (min, cap),
+    }
+}
+
+/// The pass across tenants once each is planned: limit raises are cut to fit the budget
+/// ([`limit::fit_actions`]).
+pub fn finish(actions: &mut [TenantAction], budget: Pages) {
+    limit::fit_actions(actions, budget);
+}
+
+#[cfg(test)]
+mod tests;

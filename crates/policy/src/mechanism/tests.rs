@@ -1,0 +1,409 @@
+//! The chooser's tests: each state's mechanisms for a VM (balloon and host swap), the order of the levers, and a limit tenant.
+
+use super::*;
+use memtide_model::{
+    AppBalloonLever, BalloonDriverInfo, BalloonLever, HostSwapLever, LimitLever, LimitRail,
+    SharingLever, TenantId,
+};
+use Mechanism::{AppBalloon, Balloon, HostSwap, Sharing};
+use ReclamationState::{Hard, High, Low, Soft};
+
+fn mib(m: u64) -> Pages {
+    Pages::from_mib(m)
+}
+
+/// A 256 MiB VM holding `allocated` with a `target`, a `balloon` of the given size and a
+/// driver limited to `driver` (none if `None`), a `host_swap` budget per tick, and whether
+/// the driver is stalled.
+#[derive(Clone)]
+struct Vm {
+    state: ReclamationState,
+    target: u64,
+    allocated: u64,
+    balloon: u64,
+    driver: Option<u64>,
+    stalled: bool,
+    budget: u64,
+}
+
+/// Holding 256 MiB with a 180 MiB target, a 200 MiB balloon limit, an empty balloon and a
+/// 64 MiB host swap budget.
+fn base(state: ReclamationState) -> Vm {
+    Vm {
+        state,
+        target: 180,
+        allocated: 256,
+        balloon: 0,
+        driver: Some(200),
+        stalled: false,
+        budget: 64,
+    }
+}
+
+fn observed(vm: &Vm) -> TenantObservation {
+    TenantObservation {
+        levers: Levers {
+            balloon: Some(BalloonLever {
+                size: mib(vm.balloon),
+                driver: vm.driver.map(|limit| BalloonDriverInfo {
+                    rate_per_s: mib(16),
+                    limit: mib(limit),
+                }),
+            }),
+            host_swap: Some(HostSwapLever {
+                swapped: Pages::ZERO,
+                swap_ins: Some(0),
+            }),
+            ..Levers::default()
+        },
+        ..TenantObservation::new(TenantId(0), mib(vm.allocated))
+    }
+}
+
+use memtide_model::Levers;
+
+fn run(t: &TenantObservation, state: ReclamationState, target: u64, budget: u64) -> Plan {
+    run_with(t, state, target, budget, &mut PlanMemory::default(), 3)
+}
+
+fn run_with(
+    t: &TenantObservation,
+    state: ReclamationState,
+    target: u64,
+    budget: u64,
+    memory: &mut PlanMemory,
+    stall_ticks: u32,
+) -> Plan {
+    let rails = LimitRails::default();
+    plan(
+        &PlanInput {
+            state,
+            target: mib(target),
+            min: mib(64),
+            max: mib(256),
+            tenant: t,
+            elapsed: Some(Duration::from_secs(1)),
+        },
+        &PlanSettings {
+            host_swap_per_tick: mib(budget),
+            balloon_stall_ticks: stall_ticks,
+            rails: &rails,
+        },
+        memory,
+    )
+}
+
+fn plan_vm(vm: &Vm) -> Plan {
+    let t = observed(vm);
+    let mut memory = PlanMemory::default();
+    if vm.stalled {
+        // Asked to grow last tick, and did not move.
+        memory.balloon.observe(mib(vm.balloon), 1);
+        memory.balloon.asked(Some(mib(256)));
+    }
+    run_with(&t, vm.state, vm.target, vm.budget, &mut memory, 1)
+}
+
+struct Case {
+    name: &'static str,
+    vm: Vm,
+    balloon_target: Option<Pages>,
+    host_swap_out: Pages,
+    blocked: bool,
+    mechanisms: Vec<Mechanism>,
+}
+
+fn check(cases: Vec<Case>) {
+    for case in cases {
+        let plan = plan_vm(&case.vm);
+        assert_eq!(plan.moves.balloon, case.balloon_target, "{}", case.name);
+        assert_eq!(
+            plan.moves.host_swap_out, case.host_swap_out,
+            "{}",
+            case.name
+        );
+        assert_eq!(plan.moves.blocked, case.blocked, "{}", case.name);
+        assert_eq!(plan.mechanisms, case.mechanisms, "{}", case.name);
+        assert!(!plan.note.to_string().is_empty(), "{}", case.name);
+        assert!(!plan.note.to_string().contains('\n'), "{}", case.name);
+    }
+}
+
+#[test]
+fn each_state_chooses_its_mechanisms() {
+    check(vec![
+        Case {
+            name: "high: balloon only",
+            vm: base(High),
+            balloon_target: Some(mib(76)),
+            host_swap_out: Pages::ZERO,
+            blocked: false,
+            mechanisms: vec![Balloon],
+        },
+        Case {
+            name: "soft: balloon can take it all",
+            vm: base(Soft),
+            balloon_target: Some(mib(76)),
+            host_swap_out: Pages::ZERO,
+            blocked: false,
+            mechanisms: vec![Balloon],
+        },
+        Case {
+            name: "hard: page the excess, balloon too",
+            vm: base(Hard),
+            balloon_target: Some(mib(76)),
+            host_swap_out: mib(64),
+            blocked: false,
+            mechanisms: vec![Balloon, HostSwap],
+        },
+        Case {
+            name: "low: page and block",
+            vm: Vm {
+                budget: 100,
+                ..base(Low)
+            },
+            balloon_target: Some(mib(76)),
+            host_swap_out: mib(76),
+            blocked: true,
+            mechanisms: vec![Balloon, HostSwap],
+        },
+    ]);
+}
+
+#[test]
+fn soft_pages_only_what_the_balloon_cannot() {
+    check(vec![
+        Case {
+            name: "no driver: host swap the excess",
+            vm: Vm {
+                driver: None,
+                budget: 100,
+                ..base(Soft)
+            },
+            balloon_target: None,
+            host_swap_out: mib(76),
+            blocked: false,
+            mechanisms: vec![HostSwap],
+        },
+        Case {
+            name: "stalled driver: host swap the excess, keep asking the balloon",
+            vm: Vm {
+                stalled: true,
+                budget: 100,
+                ..base(Soft)
+            },
+            balloon_target: Some(mib(76)),
+            host_swap_out: mib(76),
+            blocked: false,
+            mechanisms: vec![Balloon, HostSwap],
+        },
+        Case {
+            name: "guest limit reached: page what lies beyond it",
+            vm: Vm {
+                driver: Some(60),
+                balloon: 50,
+                budget: 100,
+                ..base(Soft)
+            },
+            balloon_target: Some(mib(60)),
+            host_swap_out: mib(66),
+            blocked: false,
+            mechanisms: vec![Balloon, HostSwap],
+        },
+        Case {
+            name: "budget limits host swap",
+            vm: Vm {
+                driver: None,
+                budget: 16,
+                ..base(Soft)
+            },
+            balloon_target: None,
+            host_swap_out: mib(16),
+            blocked: false,
+            mechanisms: vec![HostSwap],
+        },
+        Case {
+            name: "no budget: nothing paged",
+            vm: Vm {
+                driver: None,
+                budget: 0,
+                ..base(Soft)
+            },
+            balloon_target: None,
+            host_swap_out: Pages::ZERO,
+            blocked: false,
+            mechanisms: vec![],
+        },
+    ]);
+}
+
+#[test]
+fn under_target_tenant_deflates_and_nothing_is_swapped() {
+    for state in ReclamationState::ALL {
+        let plan = plan_vm(&Vm {
+            target: 200,
+            allocated: 180,
+            balloon: 76,
+            ..base(state)
+        });
+        assert_eq!(plan.moves.balloon, Some(mib(56)), "{state}");
+        assert_eq!(plan.moves.host_swap_out, Pages::ZERO, "{state}");
+        assert!(!plan.moves.blocked, "{state}");
+        assert_eq!(plan.mechanisms, vec![Balloon], "{state}");
+    }
+}
+
+#[test]
+fn tenant_at_target_with_settled_balloon_needs_nothing() {
+    let plan = plan_vm(&Vm {
+        allocated: 180,
+        balloon: 76,
+        ..base(High)
+    });
+    assert_eq!(plan.moves.balloon, Some(mib(76)));
+    assert!(plan.mechanisms.is_empty());
+    assert_eq!(plan.note.to_string(), "high: at target");
+}
+
+#[test]
+fn reason_reads_as_one_line() {
+    let p = plan_vm(&Vm {
+        driver: None,
+        budget: 16,
+        ..base(Soft)
+    });
+    assert_eq!(
+        p.note.to_string(),
+        "soft: allocated 256.0 MiB > target 180.0 MiB; no balloon driver; \
+         host swap 16.0 MiB (of 76.0 MiB, limited by host swap budget)"
+    );
+    let p = plan_vm(&base(Soft));
+    assert_eq!(
+        p.note.to_string(),
+        "soft: allocated 256.0 MiB > target 180.0 MiB; balloon 0.0 MiB -> 76.0 MiB"
+    );
+    let p = plan_vm(&Vm {
+        budget: 100,
+        ..base(Low)
+    });
+    assert_eq!(
+        p.note.to_string(),
+        "low: allocated 256.0 MiB > target 180.0 MiB; balloon 0.0 MiB -> 76.0 MiB; \
+         host swap 76.0 MiB; blocked until at target"
+    );
+}
+
+#[test]
+fn target_above_max_and_zero_limits_do_not_panic() {
+    let plan = plan_vm(&Vm {
+        target: 512,
+        driver: Some(0),
+        balloon: 10,
+        ..base(Hard)
+    });
+    assert_eq!(plan.moves.balloon, Some(Pages::ZERO));
+    assert_eq!(plan.moves.host_swap_out, Pages::ZERO);
+}
+
+#[test]
+fn a_balloon_that_stops_growing_stalls_and_host_swap_takes_over() {
+    // No budget limit, soft state: while the balloon grows, nothing is paged; three ticks
+    // without progress and the whole excess is paged.
+    let t = observed(&base(Soft));
+    let mut memory = PlanMemory::default();
+    for tick in 0..4 {
+        let p = run_with(&t, Soft, 180, 100, &mut memory, 3);
+        let stalled = tick >= 3;
+        assert_eq!(p.note.balloon.unwrap().stalled, stalled, "tick {tick}");
+        let paged = if stalled { mib(76) } else { Pages::ZERO };
+        assert_eq!(p.moves.host_swap_out, paged, "tick {tick}");
+    }
+}
+
+/// A tenant with every lever: 10 MiB shareable, an application balloon that can give 40 MiB,
+/// a guest balloon limited to 200 MiB, a limit of 256 MiB and host swap.
+fn everything() -> TenantObservation {
+    let mut t = observed(&base(Soft));
+    t.levers.sharing = Some(SharingLever {
+        shared: Pages::ZERO,
+        shareable: mib(10),
+    });
+    t.levers.app_balloon = Some(AppBalloonLever {
+        size: Pages::ZERO,
+        limit: mib(40),
+    });
+    t.levers.limit = Some(LimitLever {
+        limit: mib(256),
+        unlimited: false,
+        unreclaimable: Pages::ZERO,
+        major_faults: Some(0),
+        pressure: None,
+    });
+    t.swap_ins = Some(0);
+    t.refaults = Some(0);
+    t
+}
+
+#[test]
+fn sharing_goes_first_then_the_application_then_the_guest_balloon() {
+    // 76 MiB over target: sharing takes 10, the application 40, the balloon the other 26.
+    let t = everything();
+    let p = run(&t, Soft, 180, 100);
+    assert_eq!(p.moves.share, mib(10));
+    assert_eq!(p.moves.app_balloon, Some(mib(40)));
+    // The balloon sizes the guest for target + what sharing and the application cover.
+    assert_eq!(p.moves.balloon, Some(mib(256 - 180 - 50)));
+    assert_eq!(p.note.balloon.unwrap().beyond, Pages::ZERO);
+    // Soft: nothing left for host swap.
+    assert_eq!(p.moves.host_swap_out, Pages::ZERO);
+    // The cooperative levers cover it all: the limit holds.
+    assert_eq!(p.moves.limit, Some(mib(256)));
+    assert_eq!(&p.mechanisms[..], &[Sharing, AppBalloon, Balloon]);
+}
+
+#[test]
+fn the_limit_is_asked_only_for_what_the_cooperative_levers_do_not_cover() {
+    let mut t = everything();
+    t.levers.balloon = None;
+    t.levers.host_swap = None;
+    let p = run(&t, Soft, 180, 100);
+    // Sharing and the application cover 50 of the 76 MiB: the limit aims at 180 + 50 and
+    // takes one bounded step toward it.
+    let n = p.note.limit.unwrap();
+    assert_eq!(n.rail, LimitRail::Step);
+    assert!(n.to < mib(256) && n.to >= mib(230), "{n:?}");
+    // Nothing covered: the limit aims at the target itself.
+    t.levers.sharing = None;
+    t.levers.app_balloon = None;
+    let step = run(&t, Soft, 250, 100).note.limit.unwrap();
+    assert_eq!(step.to, mib(250), "{step:?}");
+}
+
+#[test]
+fn an_application_below_target_takes_its_memory_back_first() {
+    let mut t = everything();
+    t.levers.app_balloon = Some(AppBalloonLever {
+        size: mib(30),
+        limit: mib(40),
+    });
+    t.allocated = mib(160);
+    let p = run(&t, High, 180, 100);
+    assert_eq!(p.moves.app_balloon, Some(mib(10)));
+    assert_eq!(p.moves.share, Pages::ZERO);
+    assert!(p
+        .note
+        .to_string()
+        .contains("app balloon 30.0 MiB -> 10.0 MiB"));
+}
+
+#[test]
+fn a_lever_the_tenant_lacks_is_never_moved() {
+    let t = TenantObservation::new(TenantId(0), mib(256));
+    let p = run(&t, Low, 100, 100);
+    assert_eq!(p.moves, Moves::default());
+    assert!(p.mechanisms.is_empty());
+    assert_eq!(
+        p.note.to_string(),
+        "low: allocated 256.0 MiB > target 100.0 MiB"
+    );
+}
