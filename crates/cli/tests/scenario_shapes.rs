@@ -163,3 +163,86 @@ fn overcommit_walks_down_through_the_states_and_back_with_hysteresis() {
     // The others kept running to the end.
     assert!(!rows(&r, "grower-1", 470.0, 480.0).is_empty());
 }
+
+#[test]
+fn containers_under_limits_keep_the_linux_safety_rails() {
+    use memtide_model::{LimitRail, Pages};
+    let r = run_file("containers.toml", None, &[]);
+    let names = ["web", "batch", "idle", "pinned"];
+    let mut backoffs = [0usize; 4];
+    for tick in &r.ticks {
+        let mut limits = Pages::ZERO;
+        for row in &tick.rows {
+            let i = row.tenant.0 as usize;
+            let name = names[i];
+            let n = row.reason.mechanism.limit.unwrap_or_else(|| {
+                panic!("{name} at {} s has no limit: {}", tick.time_s, row.reason)
+            });
+            // A container moves by its limit alone.
+            assert!(row.reason.mechanism.balloon.is_none() && !row.blocked);
+            // The floor: no limit below it, ever.
+            assert!(
+                n.to >= n.floor,
+                "{name} at {} s: {}",
+                tick.time_s,
+                row.reason
+            );
+            // Bounded shrink: below what the tenant holds by at most one step (5% of what it
+            // holds, at least 1 MiB).
+            let held = Pages(row.allocated.0 / memtide_model::PAGE_SIZE);
+            let step = held.scale(0.05).max(Pages::from_mib(1));
+            if n.to < n.from {
+                assert!(
+                    n.to + step + Pages(1) >= n.from.min(held),
+                    "{name} at {} s: a shrink of more than one step: {}",
+                    tick.time_s,
+                    row.reason
+                );
+            }
+            // Back-off: a tenant faulting at or above 2000/s keeps its limit.
+            if let LimitRail::BackoffFaults { faults_per_s } = n.rail {
+                assert!(faults_per_s >= 2000.0 && n.to == n.from, "{}", row.reason);
+                backoffs[i] += 1;
+            }
+            limits += n.to;
+        }
+        // Once the first shrinks are done, the limits fit the 900 MB budget.
+        if tick.time_s >= 60.0 {
+            assert!(
+                limits <= Pages::from_mib(900),
+                "at {} s the limits add up to {limits}",
+                tick.time_s
+            );
+        }
+    }
+    // The two busy containers, squeezed below their working sets, backed off; the pinned one,
+    // idle at its floor, never faulted enough to.
+    assert!(
+        backoffs[0] > 20 && backoffs[1] > 5,
+        "back-offs {backoffs:?}"
+    );
+    assert_eq!(backoffs[3], 0, "back-offs {backoffs:?}");
+    // The idle container gave back most of the 266 MB it held at its peak, by steps.
+    let idle = |t| at(&r, "idle", t, |row| row.allocated.as_mib_f64());
+    assert!(
+        idle(20.0) > 200.0 && idle(230.0) < 120.0,
+        "{} -> {}",
+        idle(20.0),
+        idle(230.0)
+    );
+    // The container whose anonymous memory has no swap is held at its floor (what it holds +
+    // 32 MB) and keeps running: every tick it does work.
+    for (t, row) in rows(&r, "pinned", 20.0, 240.0) {
+        let n = row.reason.mechanism.limit.unwrap();
+        assert_eq!(
+            n.floor,
+            Pages::from_mib(216 + 32),
+            "at {t} s: {}",
+            row.reason
+        );
+        assert!(
+            row.throughput.unwrap_or(0.0) > 0.0,
+            "pinned stalled at {t} s"
+        );
+    }
+}

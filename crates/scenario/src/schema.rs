@@ -99,7 +99,7 @@ pub(crate) struct TenantDoc {
 
 /// What a tenant is: which levers move its memory.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case", expecting = "\"vm\" or \"container\"")]
+#[serde(rename_all = "snake_case")]
 pub(crate) enum KindDoc {
     Vm,
     Container,

@@ -37,6 +37,21 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
             vec!["x.toml:7:9: tenants[0].bogus = 1: unknown field `bogus`"],
         ),
         (
+            "a container with a balloon",
+            format!(
+                "{HEAD}{}[tenants.balloon]\nrate_per_s = \"1M\"\n",
+                tenant("a", "kind = \"container\"")
+            ),
+            vec![],
+            vec!["x.toml:", "tenants[0].balloon", "a container has no balloon driver"],
+        ),
+        (
+            "an unknown kind of tenant",
+            format!("{HEAD}{}", tenant("a", "kind = \"pod\"")),
+            vec![],
+            vec!["x.toml:7:8: tenants[0].kind = \"pod\": unknown variant `pod`, expected `vm` or `container`"],
+        ),
+        (
             "unknown top-level field",
             format!("bogus = 1\n{HEAD}"),
             vec![],
