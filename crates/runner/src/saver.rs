@@ -1,0 +1,87 @@
+//! When a service writes its state file: as soon as what it must hold changes (the world's records, the API's changes), for estimates alone at most every 10 s, and whenever its driver forces it (start, reload, an exit that could not give everything back).
+
+use crate::runner::Runner;
+use crate::state_file::{self, ApiChanges, StateError, StateFile, FORMAT};
+use memtide_controller::World;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Estimates that changed alone are written at most this often.
+const ESTIMATES_EVERY: Duration = Duration::from_secs(10);
+
+/// Writes one state file, holding records of type `R`, when it is due.
+pub struct StateSaver<R> {
+    path: PathBuf,
+    /// Which world writes it (the file's `hierarchy`).
+    world: String,
+    /// The last state written, to skip identical writes.
+    saved: Option<StateFile<R>>,
+    /// Run time of the last write.
+    saved_at: Duration,
+}
+
+impl<R: Clone + PartialEq + Serialize> StateSaver<R> {
+    /// A saver writing to `path` for `world` (for Linux the cgroup hierarchy, `v1` or `v2`).
+    pub fn new(path: PathBuf, world: &str) -> StateSaver<R> {
+        StateSaver {
+            path,
+            world: world.to_string(),
+            saved: None,
+            saved_at: Duration::ZERO,
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes the state of `runner` (its world's records, the estimates that stand on a
+    /// measurement) and the API's `changes` at run time `now`, when due or when `force`d.
+    pub fn save<W: World<Record = R>>(
+        &mut self,
+        runner: &Runner<W>,
+        changes: &ApiChanges,
+        now: Duration,
+        force: bool,
+    ) -> Result<(), StateError> {
+        let controller = runner.controller();
+        let state = StateFile {
+            format: FORMAT,
+            pid: std::process::id(),
+            hierarchy: self.world.clone(),
+            tenants: runner.world().records(),
+            estimates: runner
+                .tenants()
+                .filter_map(|t| {
+                    // Only an estimate that stands on a measurement is worth starting from.
+                    let view = controller.tenant(t.spec.id).filter(|v| v.measured)?;
+                    Some((t.spec.name.clone(), view.active_estimate.to_bytes().0))
+                })
+                .collect(),
+            changes: changes.clone(),
+        };
+        let due = match &self.saved {
+            None => true,
+            Some(saved) => {
+                saved.tenants != state.tenants
+                    || saved.changes != state.changes
+                    || (saved.estimates != state.estimates
+                        && now.saturating_sub(self.saved_at) >= ESTIMATES_EVERY)
+            }
+        };
+        if !(force || due) {
+            return Ok(());
+        }
+        state_file::save(&self.path, &state)?;
+        self.saved = Some(state);
+        self.saved_at = now;
+        Ok(())
+    }
+
+    /// Removes the file (a clean exit); the next save writes it again.
+    pub fn remove(&mut self) -> Result<(), StateError> {
+        self.saved = None;
+        state_file::remove(&self.path)
+    }
+}
