@@ -12,13 +12,14 @@ use std::time::Duration;
 
 /// A world that logs what it is asked, holds each attached tenant at 100 MiB, answers
 /// `attach` from `answers` by tenant id (`Attached` when not set), and reports `events` at
-/// the next tick.
+/// the next tick and `between_events` at its first work between ticks.
 #[derive(Default)]
 pub(crate) struct FakeWorld {
     pub(crate) log: Vec<String>,
     pub(crate) attached: Vec<TenantId>,
     pub(crate) answers: Vec<(TenantId, Attach)>,
     pub(crate) events: Vec<WorldEvent>,
+    pub(crate) between_events: Vec<WorldEvent>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +86,7 @@ impl World for FakeWorld {
     }
     fn between_ticks(&mut self) {
         self.log.push("between".into());
+        self.events.append(&mut self.between_events);
     }
     fn drain_events(&mut self) -> Vec<WorldEvent> {
         std::mem::take(&mut self.events)

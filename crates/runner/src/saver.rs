@@ -85,3 +85,70 @@ impl<R: Clone + PartialEq + Serialize> StateSaver<R> {
         state_file::remove(&self.path)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::{runner, Lines};
+    use memtide_model::TenantId;
+
+    /// Saves, and tells whether the file was written (it is removed first).
+    fn written(
+        saver: &mut StateSaver<String>,
+        runner: &Runner<crate::fake::FakeWorld>,
+        changes: &ApiChanges,
+        secs: u64,
+        force: bool,
+    ) -> bool {
+        let _ = std::fs::remove_file(saver.path());
+        saver
+            .save(runner, changes, Duration::from_secs(secs), force)
+            .unwrap();
+        saver.path().exists()
+    }
+
+    #[test]
+    fn records_and_changes_are_written_at_once_and_estimates_alone_at_most_every_10_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut saver = StateSaver::new(dir.path().join("state.json"), "fake");
+        let mut r = runner(Default::default());
+        let mut changes = ApiChanges::default();
+        r.start(TenantId(0), None, None).unwrap();
+        assert!(
+            written(&mut saver, &r, &changes, 0, false),
+            "the first save"
+        );
+        assert!(
+            !written(&mut saver, &r, &changes, 1, false),
+            "nothing changed"
+        );
+        // The first tick measures t0's estimate.
+        r.tick(Duration::from_secs(1), &mut Lines::default())
+            .unwrap();
+        assert!(!written(&mut saver, &r, &changes, 9, false));
+        assert!(written(&mut saver, &r, &changes, 10, false));
+        changes.tax_rate = Some(0.5);
+        assert!(written(&mut saver, &r, &changes, 11, false));
+        r.start(TenantId(1), None, None).unwrap();
+        assert!(written(&mut saver, &r, &changes, 12, false));
+        assert!(written(&mut saver, &r, &changes, 12, true), "forced");
+        let state: StateFile<String> = state_file::load(saver.path()).unwrap().unwrap();
+        assert_eq!(state.tenants, ["record of #0", "record of #1"]);
+        assert_eq!(state.estimates.keys().collect::<Vec<_>>(), ["t0"]);
+        assert_eq!(state.changes, changes);
+        assert_eq!((state.format, state.pid), (FORMAT, std::process::id()));
+    }
+
+    #[test]
+    fn a_removed_state_file_is_written_again_by_the_next_save() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut saver = StateSaver::new(dir.path().join("state.json"), "fake");
+        let r = runner(Default::default());
+        let changes = ApiChanges::default();
+        saver.save(&r, &changes, Duration::ZERO, false).unwrap();
+        saver.remove().unwrap();
+        assert!(!saver.path().exists());
+        saver.save(&r, &changes, Duration::ZERO, false).unwrap();
+        assert!(saver.path().exists());
+    }
+}

@@ -277,3 +277,362 @@ where
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::VirtualClock;
+    use crate::fake::{runner, FakeWorld};
+    use crate::runner::Status;
+    use crate::sink::TickView;
+    use crate::state_file::{self, StateFile};
+    use memtide_model::{Pages, TenantId};
+    use std::cell::Cell;
+    use std::rc::Rc;
+    use std::sync::mpsc;
+
+    /// A wall clock that sleeps at once: its time is shared with the test's driver.
+    struct FakeWallClock(Rc<Cell<Duration>>);
+
+    impl Clock for FakeWallClock {
+        fn now(&self) -> Duration {
+            self.0.get()
+        }
+        fn sleep_until(&mut self, at: Duration) {
+            self.0.set(self.0.get().max(at));
+        }
+        fn slice(&self) -> Option<Duration> {
+            Some(ms(250))
+        }
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    /// Keeps what it is told as lines (times in ms), stops after `ticks` ticks, asks for a
+    /// reload at the first work between ticks when told to, and can make its first tick last
+    /// `late` on the shared clock.
+    #[derive(Default)]
+    struct Lines {
+        lines: Vec<String>,
+        ticks: u32,
+        clock: Rc<Cell<Duration>>,
+        reload_between: bool,
+        reload: bool,
+        late: Option<Duration>,
+    }
+
+    impl Sink<FakeWorld> for Lines {
+        fn tick(&mut self, t: TickView<'_, FakeWorld>) {
+            self.lines.push(format!(
+                "{}ms tick: {} decided",
+                t.at.as_millis(),
+                t.decision.actions.len()
+            ));
+            self.ticks -= 1;
+            if let Some(late) = self.late.take() {
+                self.clock.set(self.clock.get() + late);
+            }
+        }
+        fn changed(
+            &mut self,
+            at: Duration,
+            tenant: Option<&str>,
+            _change: &Change<&'static str>,
+            outcome: &Outcome,
+        ) {
+            self.lines
+                .push(format!("{}ms {tenant:?}: {outcome:?}", at.as_millis()));
+        }
+    }
+
+    impl Driver<FakeWorld> for Lines {
+        fn stop(&self) -> bool {
+            self.ticks == 0
+        }
+        fn reload_pending(&self) -> bool {
+            self.reload
+        }
+        fn reload(&mut self, service: &mut Service<FakeWorld>) {
+            self.reload = false;
+            self.lines
+                .push(format!("{}ms reload", service.now().as_millis()));
+        }
+        fn between(&mut self, _runner: &Runner<FakeWorld>, events: Vec<WorldEvent>) {
+            self.lines.push(format!("between: {events:?}"));
+            self.reload |= std::mem::take(&mut self.reload_between);
+        }
+        fn answered(
+            &mut self,
+            _runner: &Runner<FakeWorld>,
+            change: &request::Change,
+            result: &Result<(), Refusal>,
+        ) {
+            self.lines.push(format!("answered {change}: {result:?}"));
+        }
+        fn unsaved(&mut self, error: StateError) {
+            self.lines.push(format!("unsaved: {error}"));
+        }
+    }
+
+    /// The world's work between ticks, as it logged it.
+    fn betweens(service: &Service<FakeWorld>) -> usize {
+        let log = &service.runner().world().log;
+        log.iter().filter(|l| *l == "between").count()
+    }
+
+    #[test]
+    fn a_script_runs_its_changes_in_order_before_each_tick_on_a_virtual_clock() {
+        let s = |n| Duration::from_secs(n);
+        let script = Script::new(vec![
+            (s(0), Change::Start(TenantId(0))),
+            (s(1), Change::Start(TenantId(1))),
+            (
+                s(1),
+                Change::World {
+                    id: TenantId(1),
+                    command: "oltp",
+                },
+            ),
+            (s(2), Change::TaxRate(TaxRate::new(0.5).unwrap())),
+            (
+                s(2),
+                Change::Tenant {
+                    id: TenantId(0),
+                    min: Some(Pages::from_mib(128)),
+                    max: None,
+                    shares: None,
+                },
+            ),
+            (s(2), Change::Stop(TenantId(1))),
+            (s(3), Change::Stop(TenantId(0))),
+        ]);
+        let mut service =
+            Service::new(runner(FakeWorld::default()), VirtualClock::default()).with_script(script);
+        let mut driver = Lines {
+            ticks: 3,
+            ..Lines::default()
+        };
+        service.serve(&mut driver).unwrap();
+        assert_eq!(
+            driver.lines,
+            [
+                "0ms Some(\"t0\"): Started(\"attached\")",
+                "0ms tick: 1 decided",
+                "1000ms Some(\"t1\"): Started(\"attached\")",
+                "1000ms Some(\"t1\"): Done(\"t1 does oltp\")",
+                "1000ms tick: 2 decided",
+                "2000ms None: Done(\"tax rate -> 0.5\")",
+                "2000ms Some(\"t0\"): Done(\"t0: min 128.0 MiB, max 1024.0 MiB, shares 1000\")",
+                "2000ms Some(\"t1\"): Done(\"t1 stops\")",
+                "2000ms tick: 1 decided",
+            ],
+            "a change due after the last tick is not carried out"
+        );
+        let r = service.runner();
+        assert_eq!(
+            r.tenant(TenantId(0)).unwrap().spec.min,
+            Pages::from_mib(128)
+        );
+        assert_eq!(r.tenant(TenantId(1)).unwrap().status, Status::Stopped);
+        assert!(r.world().log.contains(&"detach #1".to_string()));
+        assert_eq!(
+            betweens(&service),
+            0,
+            "no time passes between virtual ticks"
+        );
+        assert_eq!(service.now(), Duration::from_secs(3));
+    }
+
+    #[test]
+    fn on_a_wall_clock_ticks_come_one_tick_apart_and_the_world_works_between_them_in_slices() {
+        let clock = Rc::new(Cell::new(Duration::ZERO));
+        let mut service = Service::new(
+            runner(FakeWorld::default()),
+            FakeWallClock(Rc::clone(&clock)),
+        );
+        let mut driver = Lines {
+            ticks: 3,
+            clock,
+            ..Lines::default()
+        };
+        service.serve(&mut driver).unwrap();
+        assert_eq!(
+            driver.lines,
+            [
+                "0ms tick: 0 decided",
+                "1000ms tick: 0 decided",
+                "2000ms tick: 0 decided"
+            ]
+        );
+        // 0, 250, 500 and 750 ms after each of the first two ticks; none after the last.
+        assert_eq!(betweens(&service), 8);
+        assert_eq!(service.now(), ms(2000));
+    }
+
+    #[test]
+    fn a_late_tick_is_followed_by_the_next_at_once_and_then_one_tick_apart() {
+        let clock = Rc::new(Cell::new(Duration::ZERO));
+        let mut service = Service::new(
+            runner(FakeWorld::default()),
+            FakeWallClock(Rc::clone(&clock)),
+        );
+        let mut driver = Lines {
+            ticks: 3,
+            clock,
+            late: Some(ms(2500)),
+            ..Lines::default()
+        };
+        service.serve(&mut driver).unwrap();
+        assert_eq!(
+            driver.lines,
+            [
+                "0ms tick: 0 decided",
+                "2500ms tick: 0 decided",
+                "3500ms tick: 0 decided"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_reload_cuts_the_wait_short_and_runs_before_a_tick_at_once() {
+        let clock = Rc::new(Cell::new(Duration::ZERO));
+        let world = FakeWorld {
+            between_events: vec![WorldEvent::Rescued {
+                id: TenantId(0),
+                from: Pages::from_mib(1),
+                to: Pages::from_mib(2),
+            }],
+            ..FakeWorld::default()
+        };
+        let mut service = Service::new(runner(world), FakeWallClock(Rc::clone(&clock)));
+        let mut driver = Lines {
+            ticks: 3,
+            clock,
+            reload_between: true,
+            ..Lines::default()
+        };
+        service.serve(&mut driver).unwrap();
+        assert_eq!(
+            driver.lines,
+            [
+                "0ms tick: 0 decided",
+                "between: [Rescued { id: TenantId(0), from: Pages(256), to: Pages(512) }]",
+                "250ms reload",
+                "250ms tick: 0 decided",
+                "2000ms tick: 0 decided",
+            ]
+        );
+    }
+
+    #[test]
+    fn requests_are_carried_out_by_tenant_name_recorded_and_answered_before_the_next_tick() {
+        let (sender, requests) = mpsc::channel();
+        let mut service = Service::new(runner(FakeWorld::default()), VirtualClock::default())
+            .with_requests(requests);
+        service.runner_mut().start(TenantId(0), None, None).unwrap();
+        let ask = |change| {
+            let (reply, answer) = mpsc::channel();
+            sender.send(Request { change, reply }).unwrap();
+            answer
+        };
+        let tenant = |name: &str, min_bytes, shares| request::Change::Tenant {
+            name: name.to_string(),
+            min_bytes,
+            max_bytes: None,
+            shares,
+        };
+        let answers = [
+            ask(request::Change::TaxRate(0.5)),
+            ask(request::Change::TaxRate(7.0)),
+            ask(tenant("t0", Some((100 << 20) + 1), Some(2000))),
+            ask(tenant("t0", Some(2 << 30), None)),
+            ask(tenant("t1", None, Some(1))),
+            ask(tenant("zz", None, Some(1))),
+        ];
+        let mut driver = Lines {
+            ticks: 1,
+            ..Lines::default()
+        };
+        service.serve(&mut driver).unwrap();
+        let replies: Vec<_> = answers.iter().map(|a| a.try_recv().unwrap()).collect();
+        let conflict = |why: &str| Err(Refusal::Conflict(why.into()));
+        assert_eq!(
+            replies,
+            [
+                Ok(()),
+                conflict("tax rate 7 is outside [0, 1)"),
+                Ok(()),
+                conflict("tenant t0: min 2048.0 MiB is above max 1024.0 MiB"),
+                Err(Refusal::UnknownTenant("t1".into())),
+                Err(Refusal::UnknownTenant("zz".into())),
+            ],
+            "t1 is declared but not running"
+        );
+        assert_eq!(
+            driver.lines,
+            [
+                "0ms None: Done(\"tax rate -> 0.5\")",
+                "answered tax_rate=0.5: Ok(())",
+                "answered tax_rate=7: Err(Conflict(\"tax rate 7 is outside [0, 1)\"))",
+                "0ms Some(\"t0\"): Done(\"t0: min 100.0 MiB, max 1024.0 MiB, shares 2000\")",
+                "answered tenant \"t0\": min=100.0 MiB shares=2000: Ok(())",
+                "0ms Some(\"t0\"): Refused(\"tenant t0: min 2048.0 MiB is above max 1024.0 MiB\")",
+                "answered tenant \"t0\": min=2048.0 MiB: Err(Conflict(\"tenant t0: min 2048.0 MiB \
+                 is above max 1024.0 MiB\"))",
+                "0ms Some(\"t1\"): NotRunning",
+                "answered tenant \"t1\": shares=1: Err(UnknownTenant(\"t1\"))",
+                "answered tenant \"zz\": shares=1: Err(UnknownTenant(\"zz\"))",
+                "0ms tick: 1 decided",
+            ]
+        );
+        // What the requests changed, for the state file: the tenant's min rounded up to a page.
+        assert_eq!(service.changes().tax_rate, Some(0.5));
+        assert_eq!(
+            service.changes().tenants["t0"],
+            TenantChange {
+                min_bytes: Some((100 << 20) + 4096),
+                max_bytes: Some(1 << 30),
+                shares: Some(2000),
+            }
+        );
+    }
+
+    #[test]
+    fn the_state_file_is_written_after_a_tick_and_a_failure_to_write_it_goes_to_the_driver() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        let mut service = Service::new(runner(FakeWorld::default()), VirtualClock::default())
+            .with_state(StateSaver::new(path.clone(), "fake"));
+        service.runner_mut().start(TenantId(0), None, None).unwrap();
+        let mut driver = Lines {
+            ticks: 1,
+            ..Lines::default()
+        };
+        service.serve(&mut driver).unwrap();
+        let state: StateFile<String> = state_file::load(&path).unwrap().unwrap();
+        assert_eq!(
+            (state.hierarchy.as_str(), &state.tenants[..]),
+            ("fake", &["record of #0".to_string()][..])
+        );
+        service.remove_state().unwrap();
+        assert!(!path.exists());
+
+        let blocked = dir.path().join("a file");
+        std::fs::write(&blocked, "").unwrap();
+        let mut service = Service::new(runner(FakeWorld::default()), VirtualClock::default())
+            .with_state(StateSaver::new(blocked.join("state.json"), "fake"));
+        let mut driver = Lines {
+            ticks: 2,
+            ..Lines::default()
+        };
+        service.serve(&mut driver).unwrap();
+        assert!(
+            driver.lines[1].starts_with("unsaved: state file"),
+            "{:?}",
+            driver.lines
+        );
+        assert_eq!(driver.lines.len(), 4, "the run goes on: {:?}", driver.lines);
+    }
+}
