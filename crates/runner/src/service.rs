@@ -27,8 +27,8 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 /// What a service's driver plugs into the loop: where ticks and changes go (its [`Sink`]),
-/// when the run ends, and what it does around ticks. Every hook but `stop` and `unsaved`
-/// does nothing by default.
+/// when the run ends, and what it does around ticks. Only `stop` and `unsaved` must be
+/// written; the other hooks do nothing by default (`ticked` passes the tick's error on).
 pub trait Driver<W: World>: Sink<W> {
     /// True when the run ends: asked before every tick and every slice of a wait.
     fn stop(&self) -> bool;
