@@ -262,9 +262,12 @@ impl Daemon {
 
     /// Creates the parent if needed, adopts, re-adopts or launches every tenant, gives
     /// tenants the previous run managed and this one does not back what they had.
-    fn start(&mut self, s: &mut Service<LinuxHost>) -> Result<(), DaemonError> {
+    fn start(&mut self, service: &mut Service<LinuxHost>) -> Result<(), DaemonError> {
         if !self.dry_run() {
-            s.runner_mut().world_mut().create_parent(&self.parent)?;
+            service
+                .runner_mut()
+                .world_mut()
+                .create_parent(&self.parent)?;
         }
         let readopting = self.previous.is_some();
         let mut records: BTreeMap<String, TenantRecord> = BTreeMap::new();
@@ -276,10 +279,14 @@ impl Daemon {
                 .map(|r| (r.name.clone(), r))
                 .collect();
             estimates = prev.estimates;
-            *s.changes_mut() = prev.changes;
+            *service.changes_mut() = prev.changes;
         }
-        if let Some(tax) = s.changes().tax_rate.and_then(|t| TaxRate::new(t).ok()) {
-            s.runner_mut().controller_mut().set_tax_rate(tax);
+        if let Some(tax) = service
+            .changes()
+            .tax_rate
+            .and_then(|t| TaxRate::new(t).ok())
+        {
+            service.runner_mut().controller_mut().set_tax_rate(tax);
         }
         self.log.info(
             "start",
@@ -289,7 +296,7 @@ impl Daemon {
                 ("parent", json!(self.parent)),
                 (
                     "budget_bytes",
-                    json!(s
+                    json!(service
                         .runner()
                         .controller()
                         .config()
@@ -303,23 +310,25 @@ impl Daemon {
         );
         for i in 0..self.slots.len() {
             let name = self.slots[i].config.name.clone();
-            if let Some(change) = s.changes().tenants.get(&name).cloned() {
+            if let Some(change) = service.changes().tenants.get(&name).cloned() {
                 apply_change_to_config(&mut self.slots[i].config, &change);
-                s.runner_mut().redeclare(spec(&self.slots[i], &self.config));
+                service
+                    .runner_mut()
+                    .redeclare(spec(&self.slots[i], &self.config));
             }
             let record = records.remove(&name);
             let estimate = estimates.get(&name).map(|&b| Bytes(b).to_pages_floor());
-            self.start_tenant(s.runner_mut(), i, record.as_ref(), estimate)?;
+            self.start_tenant(service.runner_mut(), i, record.as_ref(), estimate)?;
         }
         // Tenants the previous run managed but the configuration no longer names get back what
         // they had.
         for record in records.into_values() {
-            self.forget(s.runner_mut(), record);
+            self.forget(service.runner_mut(), record);
         }
         let configured = !self.slots.is_empty();
         let all_refused = self.slots.iter().all(|slot| {
             matches!(
-                s.runner().tenant(slot.id).map(|t| &t.status),
+                service.runner().tenant(slot.id).map(|t| &t.status),
                 Some(Status::Refused(_))
             )
         });
@@ -330,25 +339,25 @@ impl Daemon {
                 self.publisher.last_refusal().unwrap_or_default()
             )));
         }
-        self.save_state(s, true);
+        self.save_state(service, true);
         Ok(())
     }
 
     /// Releases every tenant, stops the API, removes the state file (kept when a restore
     /// failed) and the parent this daemon created. Runs once; `Drop` calls it on an unwind.
-    fn shutdown(&mut self, s: &mut Service<LinuxHost>) -> Result<(), DaemonError> {
+    fn shutdown(&mut self, service: &mut Service<LinuxHost>) -> Result<(), DaemonError> {
         if self.shut_down {
             return Ok(());
         }
         self.shut_down = true;
-        let running = s
+        let running = service
             .runner()
             .tenants()
             .filter(|t| t.status == Status::Running)
             .count();
         self.log.info("stopping", &[("tenants", json!(running))]);
         self.api = None;
-        let errors = s.runner_mut().shutdown();
+        let errors = service.runner_mut().shutdown();
         for (name, e) in &errors {
             self.log.error(
                 "restore_failed",
@@ -358,14 +367,14 @@ impl Daemon {
         let mut result = Ok(());
         if !self.dry_run() {
             if errors.is_empty() {
-                if let Err(e) = s.remove_state() {
+                if let Err(e) = service.remove_state() {
                     self.log
                         .error("state_file", &[("error", json!(e.to_string()))]);
                     result = Err(e.into());
                 }
             } else {
                 // The next start re-adopts what could not be restored and tries again.
-                self.save_state(s, true);
+                self.save_state(service, true);
                 self.log.error(
                     "state_kept",
                     &[
@@ -492,8 +501,8 @@ impl Daemon {
 
     /// Writes the state file now (`force`) or when the service finds it due; a failure is
     /// logged.
-    fn save_state(&mut self, s: &mut Service<LinuxHost>, force: bool) {
-        if let Err(e) = s.save_state(force) {
+    fn save_state(&mut self, service: &mut Service<LinuxHost>, force: bool) {
+        if let Err(e) = service.save_state(force) {
             self.unsaved(e);
         }
     }

@@ -4,7 +4,7 @@ use crate::runner::Runner;
 use crate::state_file::{self, ApiChanges, StateError, StateFile, FORMAT};
 use memtide_controller::World;
 use serde::Serialize;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// Estimates that changed alone are written at most this often.
@@ -30,10 +30,6 @@ impl<R: Clone + PartialEq + Serialize> StateSaver<R> {
             saved: None,
             saved_at: Duration::ZERO,
         }
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 
     /// Writes the state of `runner` (its world's records, the estimates that stand on a
@@ -100,11 +96,11 @@ mod tests {
         secs: u64,
         force: bool,
     ) -> bool {
-        let _ = std::fs::remove_file(saver.path());
+        let _ = std::fs::remove_file(&saver.path);
         saver
             .save(runner, changes, Duration::from_secs(secs), force)
             .unwrap();
-        saver.path().exists()
+        saver.path.exists()
     }
 
     #[test]
@@ -132,7 +128,7 @@ mod tests {
         r.start(TenantId(1), None, None).unwrap();
         assert!(written(&mut saver, &r, &changes, 12, false));
         assert!(written(&mut saver, &r, &changes, 12, true), "forced");
-        let state: StateFile<String> = state_file::load(saver.path()).unwrap().unwrap();
+        let state: StateFile<String> = state_file::load(&saver.path).unwrap().unwrap();
         assert_eq!(state.tenants, ["record of #0", "record of #1"]);
         assert_eq!(state.estimates.keys().collect::<Vec<_>>(), ["t0"]);
         assert_eq!(state.changes, changes);
@@ -147,8 +143,8 @@ mod tests {
         let changes = ApiChanges::default();
         saver.save(&r, &changes, Duration::ZERO, false).unwrap();
         saver.remove().unwrap();
-        assert!(!saver.path().exists());
+        assert!(!saver.path.exists());
         saver.save(&r, &changes, Duration::ZERO, false).unwrap();
-        assert!(saver.path().exists());
+        assert!(saver.path.exists());
     }
 }
