@@ -5,7 +5,10 @@ use crate::record::{BaselineFigures, EventRecord, Refusal, RunRecord, TenantMeta
 use crate::settings::{EstimatorSettings, PolicySettings};
 use memtide_controller::Controller;
 use memtide_model::{Pages, TenantId};
-use memtide_runner::{Change, Outcome, Runner, Script, Sink, TickRecord, TickView};
+use memtide_runner::state_file::StateError;
+use memtide_runner::{
+    Change, Driver, Outcome, Runner, Script, Service, Sink, TickRecord, TickView, VirtualClock,
+};
 use memtide_scenario::{Event, Scenario, ScenarioTenant};
 use memtide_sim::workload::WorkloadConfig;
 use memtide_sim::world::{SimError, SimWorld};
@@ -91,7 +94,7 @@ fn meta(t: &ScenarioTenant) -> TenantMeta {
 }
 
 /// The run loop proper: the scenario's tenants declared in a [`Runner`] over the sim world,
-/// and its timeline as a [`Script`].
+/// served on a virtual clock with its timeline as a [`Script`].
 fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunError> {
     let world = SimWorld::new(scenario.host.clone(), scenario.cost.clone(), scenario.seed);
     let controller = Controller::new(
@@ -121,9 +124,11 @@ fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunEr
             ..RunRecord::default()
         },
         progress,
+        ticks: tick_count(scenario),
     };
-    script(scenario)
-        .run(&mut runner, tick_count(scenario), &mut recorder)
+    Service::new(runner, VirtualClock::default())
+        .with_script(script(scenario))
+        .serve(&mut recorder)
         .map_err(|source| RunError::Sim {
             scenario: scenario.name.clone(),
             source,
@@ -171,10 +176,20 @@ fn script(scenario: &Scenario) -> Script<WorkloadConfig> {
     Script::new(changes.into_iter().map(|((at, _, _), c)| (at, c)).collect())
 }
 
-/// The sim's sink: every tick and change into the run's record.
+/// The sim's driver: every tick and change into the run's record, for `ticks` ticks.
 struct Recorder<'a> {
     record: RunRecord,
     progress: &'a Progress,
+    ticks: u64,
+}
+
+impl Driver<SimWorld> for Recorder<'_> {
+    fn stop(&self) -> bool {
+        self.record.ticks.len() as u64 >= self.ticks
+    }
+
+    /// Never called: the simulator keeps no state file.
+    fn unsaved(&mut self, _error: StateError) {}
 }
 
 impl Sink<SimWorld> for Recorder<'_> {

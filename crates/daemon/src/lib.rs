@@ -1,4 +1,4 @@
-//! memtide's daemon: its configuration, the tick loop on a Linux host, the state file, the JSON API, Prometheus metrics and structured logs.
+//! memtide's daemon: its configuration, the Linux host driven on the runner's wall-clock loop, the state file's Linux records, the JSON API, Prometheus metrics and structured logs.
 //!
 //! The API's wire types (the snapshot, request and error bodies) and its client live in
 //! `memtide-api`; the daemon builds and serves them.

@@ -1,19 +1,23 @@
-//! The daemon's life: set up tenants (adopt, launch or re-adopt from the state file), tick (observe, decide, apply, publish, take API changes, reload on SIGHUP), and on every way out (a stop signal, a failed start, an error, a panic) give back what it changed.
+//! The daemon's life on the runner's service: set up tenants (adopt, launch or re-adopt from the state file), drive the wall-clock loop (publish each tick, log API changes, reload on SIGHUP), and on every way out (a stop signal, a failed start, an error, a panic) give back what it changed.
 //!
 //! Start-up reads and checks everything it can before changing anything: the hierarchy, the
 //! parent, the state file (refused when another live memtide holds it), and it binds the API
 //! port. Only then does it create the parent, lock and adopt cgroups and launch commands. From
-//! that point a [`Daemon`] owns the host, and dropping it (on any return or unwind) releases
-//! every tenant and removes the state file, or keeps the file when a restore failed, so the
-//! next start can finish the job.
+//! that point a [`Running`] daemon owns the host, and dropping it (on any return or unwind)
+//! releases every tenant and removes the state file, or keeps the file when a restore failed,
+//! so the next start can finish the job.
+//!
+//! The loop itself (ticks on the wall clock, the API's requests between ticks, when the state
+//! file is written) is the runner's [`Service`]; the [`Daemon`] is its [`Driver`]: the
+//! configuration and its reload, the tenants' slots, the publisher and the log.
 
-use crate::command::{Change, Refusal, Request};
+use crate::command::{Change, Refusal};
 use crate::config::{
     DaemonConfig, EstimatorChoice, ParentCgroup, RailsSection, Reclaim, TenantConfig, TenantOrigin,
 };
 use crate::log::Logger;
 use crate::publish::Publisher;
-use crate::state_file::{self, ApiChanges, StateFile, TenantChange};
+use crate::state_file::{self, ApiChanges, StateError, StateFile, TenantChange};
 use memtide_controller::{Controller, ControllerConfig, World};
 use memtide_linux::fs::hierarchy;
 use memtide_linux::host::{
@@ -24,14 +28,16 @@ use memtide_model::{
     WorldEvent,
 };
 use memtide_policy::{LimitRails, ReclamationThresholds};
-use memtide_runner::{Change as RunChange, Outcome, Runner, Sink, Status, TickView};
+use memtide_runner::{
+    Change as RunChange, Driver, Outcome, Runner, Service, Sink, StateSaver, Status, TickView,
+    WallClock,
+};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Why the daemon could not run. `is_usage` errors are the user's (exit status 2).
 #[derive(Debug, thiserror::Error)]
@@ -97,44 +103,51 @@ pub fn run(
     signals: Signals,
     reload_from: Option<ReloadFrom>,
 ) -> Result<(), DaemonError> {
-    let mut daemon = Daemon::prepare(config)?;
-    let result = daemon
-        .start()
-        .and_then(|()| daemon.serve(&signals, reload_from.as_ref()));
-    let restored = daemon.shutdown();
+    let mut running = Running::prepare(config, signals, reload_from)?;
+    let result = running.start().and_then(|()| running.serve());
+    let restored = running.shutdown();
     result?;
     restored
 }
 
-/// The running daemon: everything one tick needs.
+/// The daemon and the service it drives: the Linux host's runner on the wall clock, with the
+/// API's requests and the state file.
+struct Running {
+    service: Service<LinuxHost>,
+    daemon: Daemon,
+}
+
+/// The daemon's side of the loop: everything about a tick that is the daemon's own.
 struct Daemon {
     config: DaemonConfig,
     log: Logger,
-    /// The Linux host and the controller, and where each declared tenant stands.
-    runner: Runner<LinuxHost>,
-    /// When the daemon started: ticks are timed from it.
-    started: Instant,
     publisher: Publisher,
     slots: Vec<Slot>,
     next_id: u32,
     parent: String,
     hierarchy: &'static str,
-    state_path: PathBuf,
     /// Records of the state file found at start, by tenant name, until their tenants start.
     previous: Option<StateFile>,
-    changes: ApiChanges,
-    /// The last state file written, to skip identical writes.
-    saved: Option<StateFile>,
-    saved_at: Instant,
     api: Option<crate::api::ApiServer>,
-    commands: Option<Receiver<Request>>,
+    signals: Signals,
+    reload_from: Option<ReloadFrom>,
+    /// The running tenants (id, name, cgroup) as they stood before the tick under way.
+    managed: Vec<(TenantId, String, String)>,
+    /// The tick under way was observed (an error after that was the apply's).
+    observed: bool,
+    /// Tenants the tick under way tried again to start, and what came of it.
+    started: Vec<(TenantId, Outcome)>,
     /// Set once `shutdown` ran.
     shut_down: bool,
 }
 
-impl Daemon {
+impl Running {
     /// Reads and checks everything, binds the API port; changes nothing on the host.
-    fn prepare(config: DaemonConfig) -> Result<Daemon, DaemonError> {
+    fn prepare(
+        config: DaemonConfig,
+        signals: Signals,
+        reload_from: Option<ReloadFrom>,
+    ) -> Result<Running, DaemonError> {
         let log = Logger::new(config.daemon.log_format);
         let dry_run = config.daemon.dry_run;
         let proc_root = config.host.proc_root.clone();
@@ -177,7 +190,7 @@ impl Daemon {
         let controller = controller_for(&config, host.machine(), swap)?;
         let budget = controller.config().budget.unwrap_or_default();
         let mut publisher = Publisher::new(&config, found.version.name(), &parent, budget);
-        let (sender, commands) = std::sync::mpsc::channel();
+        let (sender, requests) = std::sync::mpsc::channel();
         // The port is taken before anything changes: a daemon that cannot serve its API
         // leaves the host as it found it.
         let api = crate::api::ApiServer::start(config.daemon.listen, publisher.shared(), sender)
@@ -187,37 +200,74 @@ impl Daemon {
             declare(&mut runner, s, &config);
         }
         publisher.waiting(&waiting_view(&slots, &runner));
+        let mut service = Service::new(runner, WallClock::new()).with_requests(requests);
+        if !dry_run {
+            service = service.with_state(StateSaver::new(state_path, found.version.name()));
+        }
         let next_id = slots.len() as u32;
-        Ok(Daemon {
-            log,
-            runner,
-            started: Instant::now(),
-            publisher,
-            slots,
-            next_id,
-            parent,
-            hierarchy: found.version.name(),
-            state_path,
-            previous,
-            changes: ApiChanges::default(),
-            saved: None,
-            saved_at: Instant::now(),
-            api: Some(api),
-            commands: Some(commands),
-            shut_down: false,
-            config,
+        Ok(Running {
+            service,
+            daemon: Daemon {
+                log,
+                publisher,
+                slots,
+                next_id,
+                parent,
+                hierarchy: found.version.name(),
+                previous,
+                api: Some(api),
+                signals,
+                reload_from,
+                managed: Vec::new(),
+                observed: false,
+                started: Vec::new(),
+                shut_down: false,
+                config,
+            },
         })
     }
 
+    fn start(&mut self) -> Result<(), DaemonError> {
+        self.daemon.start(&mut self.service)
+    }
+
+    /// Ticks until a stop signal.
+    fn serve(&mut self) -> Result<(), DaemonError> {
+        if let Some(api) = &self.daemon.api {
+            self.daemon.log.info(
+                "listening",
+                &[("address", json!(api.local_addr().to_string()))],
+            );
+        }
+        self.service.serve(&mut self.daemon)?;
+        Ok(())
+    }
+
+    fn shutdown(&mut self) -> Result<(), DaemonError> {
+        self.daemon.shutdown(&mut self.service)
+    }
+}
+
+impl Drop for Running {
+    /// A panic or an early return still gives back what was changed.
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}
+
+impl Daemon {
     fn dry_run(&self) -> bool {
         self.config.daemon.dry_run
     }
 
     /// Creates the parent if needed, adopts, re-adopts or launches every tenant, gives
     /// tenants the previous run managed and this one does not back what they had.
-    fn start(&mut self) -> Result<(), DaemonError> {
+    fn start(&mut self, service: &mut Service<LinuxHost>) -> Result<(), DaemonError> {
         if !self.dry_run() {
-            self.runner.world_mut().create_parent(&self.parent)?;
+            service
+                .runner_mut()
+                .world_mut()
+                .create_parent(&self.parent)?;
         }
         let readopting = self.previous.is_some();
         let mut records: BTreeMap<String, TenantRecord> = BTreeMap::new();
@@ -229,10 +279,14 @@ impl Daemon {
                 .map(|r| (r.name.clone(), r))
                 .collect();
             estimates = prev.estimates;
-            self.changes = prev.changes;
+            *service.changes_mut() = prev.changes;
         }
-        if let Some(tax) = self.changes.tax_rate.and_then(|t| TaxRate::new(t).ok()) {
-            self.runner.controller_mut().set_tax_rate(tax);
+        if let Some(tax) = service
+            .changes()
+            .tax_rate
+            .and_then(|t| TaxRate::new(t).ok())
+        {
+            service.runner_mut().controller_mut().set_tax_rate(tax);
         }
         self.log.info(
             "start",
@@ -242,8 +296,8 @@ impl Daemon {
                 ("parent", json!(self.parent)),
                 (
                     "budget_bytes",
-                    json!(self
-                        .runner
+                    json!(service
+                        .runner()
                         .controller()
                         .config()
                         .budget
@@ -256,23 +310,25 @@ impl Daemon {
         );
         for i in 0..self.slots.len() {
             let name = self.slots[i].config.name.clone();
-            if let Some(change) = self.changes.tenants.get(&name) {
-                apply_change_to_config(&mut self.slots[i].config, change);
-                self.runner.redeclare(spec(&self.slots[i], &self.config));
+            if let Some(change) = service.changes().tenants.get(&name).cloned() {
+                apply_change_to_config(&mut self.slots[i].config, &change);
+                service
+                    .runner_mut()
+                    .redeclare(spec(&self.slots[i], &self.config));
             }
             let record = records.remove(&name);
             let estimate = estimates.get(&name).map(|&b| Bytes(b).to_pages_floor());
-            self.start_tenant(i, record.as_ref(), estimate)?;
+            self.start_tenant(service.runner_mut(), i, record.as_ref(), estimate)?;
         }
         // Tenants the previous run managed but the configuration no longer names get back what
         // they had.
         for record in records.into_values() {
-            self.forget(record);
+            self.forget(service.runner_mut(), record);
         }
         let configured = !self.slots.is_empty();
-        let all_refused = self.slots.iter().all(|s| {
+        let all_refused = self.slots.iter().all(|slot| {
             matches!(
-                self.runner.tenant(s.id).map(|t| &t.status),
+                service.runner().tenant(slot.id).map(|t| &t.status),
                 Some(Status::Refused(_))
             )
         });
@@ -283,73 +339,25 @@ impl Daemon {
                 self.publisher.last_refusal().unwrap_or_default()
             )));
         }
-        self.save_state(true);
-        Ok(())
-    }
-
-    /// Ticks until a stop signal.
-    fn serve(
-        &mut self,
-        signals: &Signals,
-        reload_from: Option<&ReloadFrom>,
-    ) -> Result<(), DaemonError> {
-        if let Some(api) = &self.api {
-            self.log.info(
-                "listening",
-                &[("address", json!(api.local_addr().to_string()))],
-            );
-        }
-        let mut next = Instant::now();
-        while !signals.stop.load(Ordering::SeqCst) {
-            if signals.reload.swap(false, Ordering::SeqCst) {
-                match reload_from {
-                    Some(from) => self.reload(from),
-                    None => self.log.warn(
-                        "reload_failed",
-                        &[("error", json!("no configuration file to read again"))],
-                    ),
-                }
-            }
-            self.tick();
-            self.save_state(false);
-            self.take_changes();
-            next += self.config.daemon.tick;
-            let now = Instant::now();
-            if next < now {
-                next = now;
-            }
-            while !signals.stop.load(Ordering::SeqCst)
-                && !signals.reload.load(Ordering::SeqCst)
-                && Instant::now() < next
-            {
-                self.take_changes();
-                let mut seen = Seen::default();
-                self.runner.between_ticks(&mut seen);
-                if !seen.between.is_empty() {
-                    let managed = managed_view(&self.slots, &self.runner);
-                    self.publisher.rescues(seen.between, &managed, &self.log);
-                }
-                std::thread::sleep((next - Instant::now()).min(Duration::from_millis(50)));
-            }
-        }
+        self.save_state(service, true);
         Ok(())
     }
 
     /// Releases every tenant, stops the API, removes the state file (kept when a restore
     /// failed) and the parent this daemon created. Runs once; `Drop` calls it on an unwind.
-    fn shutdown(&mut self) -> Result<(), DaemonError> {
+    fn shutdown(&mut self, service: &mut Service<LinuxHost>) -> Result<(), DaemonError> {
         if self.shut_down {
             return Ok(());
         }
         self.shut_down = true;
-        let running = self
-            .runner
+        let running = service
+            .runner()
             .tenants()
             .filter(|t| t.status == Status::Running)
             .count();
         self.log.info("stopping", &[("tenants", json!(running))]);
         self.api = None;
-        let errors = self.runner.shutdown();
+        let errors = service.runner_mut().shutdown();
         for (name, e) in &errors {
             self.log.error(
                 "restore_failed",
@@ -359,18 +367,21 @@ impl Daemon {
         let mut result = Ok(());
         if !self.dry_run() {
             if errors.is_empty() {
-                if let Err(e) = state_file::remove(&self.state_path) {
+                if let Err(e) = service.remove_state() {
                     self.log
                         .error("state_file", &[("error", json!(e.to_string()))]);
                     result = Err(e.into());
                 }
             } else {
                 // The next start re-adopts what could not be restored and tries again.
-                self.save_state(true);
+                self.save_state(service, true);
                 self.log.error(
                     "state_kept",
                     &[
-                        ("path", json!(self.state_path.display().to_string())),
+                        (
+                            "path",
+                            json!(self.config.daemon.state_file.display().to_string()),
+                        ),
                         ("why", json!("some tenants could not be restored")),
                     ],
                 );
@@ -389,12 +400,13 @@ impl Daemon {
     /// A launched tenant is not launched in a dry run.
     fn start_tenant(
         &mut self,
+        runner: &mut Runner<LinuxHost>,
         i: usize,
         record: Option<&TenantRecord>,
         estimate: Option<Pages>,
     ) -> Result<(), DaemonError> {
         let id = self.slots[i].id;
-        if self.runner.tenant(id).is_none() {
+        if runner.tenant(id).is_none() {
             self.log.warn(
                 "not_launched",
                 &[
@@ -404,13 +416,19 @@ impl Daemon {
             );
             return Ok(());
         }
-        let outcome = self.runner.start(id, record, estimate)?;
-        self.started_or_not(id, &outcome, estimate);
+        let outcome = runner.start(id, record, estimate)?;
+        self.started_or_not(runner, id, &outcome, estimate);
         Ok(())
     }
 
     /// Logs and publishes what came of starting tenant `id`.
-    fn started_or_not(&mut self, id: TenantId, outcome: &Outcome, estimate: Option<Pages>) {
+    fn started_or_not(
+        &mut self,
+        runner: &Runner<LinuxHost>,
+        id: TenantId,
+        outcome: &Outcome,
+        estimate: Option<Pages>,
+    ) {
         let Some(i) = self.slots.iter().position(|s| s.id == id) else {
             return;
         };
@@ -418,7 +436,7 @@ impl Daemon {
         match outcome {
             Outcome::Started(how) => {
                 slot.waiting = None;
-                let view = self.runner.controller().tenant(id);
+                let view = runner.controller().tenant(id);
                 let (min, max) =
                     view.map_or((Pages::ZERO, Pages::ZERO), |v| (v.spec.min, v.spec.max));
                 self.log.info(
@@ -460,14 +478,13 @@ impl Daemon {
             }
             Outcome::Done(_) | Outcome::NotRunning => {}
         }
-        self.publisher
-            .waiting(&waiting_view(&self.slots, &self.runner));
+        self.publisher.waiting(&waiting_view(&self.slots, runner));
     }
 
     /// Gives a tenant the previous run managed, and this one does not, back what it had.
-    fn forget(&mut self, record: TenantRecord) {
+    fn forget(&mut self, runner: &mut Runner<LinuxHost>, record: TenantRecord) {
         let name = record.name.clone();
-        match self.runner.world_mut().restore(&record) {
+        match runner.world_mut().restore(&record) {
             Ok(()) => self.log.info(
                 "released",
                 &[
@@ -482,163 +499,18 @@ impl Daemon {
         }
     }
 
-    /// Writes the state file when what it must hold changed, or (estimates only) at most every
-    /// 10 s; `force` writes now. Never in a dry run.
-    fn save_state(&mut self, force: bool) {
-        if self.dry_run() {
-            return;
-        }
-        let controller = self.runner.controller();
-        let state = StateFile {
-            format: state_file::FORMAT,
-            pid: std::process::id(),
-            hierarchy: self.hierarchy.to_string(),
-            tenants: self.runner.world().records(),
-            estimates: self
-                .slots
-                .iter()
-                .filter_map(|s| {
-                    // Only an estimate that stands on a measurement is worth starting from.
-                    let view = controller.tenant(s.id).filter(|v| v.measured)?;
-                    Some((s.config.name.clone(), view.active_estimate.to_bytes().0))
-                })
-                .collect(),
-            changes: self.changes.clone(),
-        };
-        let due = match &self.saved {
-            None => true,
-            Some(saved) => {
-                saved.tenants != state.tenants
-                    || saved.changes != state.changes
-                    || (saved.estimates != state.estimates
-                        && self.saved_at.elapsed() >= Duration::from_secs(10))
-            }
-        };
-        if !(force || due) {
-            return;
-        }
-        match state_file::save(&self.state_path, &state) {
-            Ok(()) => {
-                self.saved = Some(state);
-                self.saved_at = Instant::now();
-            }
-            Err(e) => self
-                .log
-                .error("state_file", &[("error", json!(e.to_string()))]),
+    /// Writes the state file now (`force`) or when the service finds it due; a failure is
+    /// logged.
+    fn save_state(&mut self, service: &mut Service<LinuxHost>, force: bool) {
+        if let Err(e) = service.save_state(force) {
+            self.unsaved(e);
         }
     }
-
-    /// One tick through the runner: observe, decide, apply, publish it and log the tenants
-    /// that left (the sink does both as the tick happens); then what came of trying again the
-    /// tenants that wait.
-    fn tick(&mut self) {
-        let managed = managed_view(&self.slots, &self.runner);
-        let mut seen = Seen {
-            publish: Some(Publish {
-                publisher: &mut self.publisher,
-                log: &self.log,
-                managed,
-            }),
-            ..Seen::default()
-        };
-        let result = self.runner.tick(self.started.elapsed(), &mut seen);
-        let (ticked, started) = (seen.ticked, seen.started);
-        if let Err(e) = result {
-            let what = if ticked {
-                "apply_failed"
-            } else {
-                "observe_failed"
-            };
-            self.log.error(what, &[("error", json!(e.to_string()))]);
-        }
-        for (id, outcome) in started {
-            self.started_or_not(id, &outcome, None);
-        }
-    }
-
-    /// Applies the API's pending changes.
-    fn take_changes(&mut self) {
-        loop {
-            let Some(commands) = &self.commands else {
-                return;
-            };
-            let request = match commands.try_recv() {
-                Ok(r) => r,
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return,
-            };
-            let result = self.apply_change(&request.change);
-            match &result {
-                Ok(()) => self
-                    .log
-                    .info("changed", &[("change", json!(request.change.to_string()))]),
-                Err(why) => self.log.warn(
-                    "change_refused",
-                    &[
-                        ("change", json!(request.change.to_string())),
-                        ("why", json!(why.to_string())),
-                    ],
-                ),
-            }
-            let _ = request.reply.send(result);
-        }
-    }
-
-    fn apply_change(&mut self, change: &Change) -> Result<(), Refusal> {
-        let at = self.started.elapsed();
-        match change {
-            Change::TaxRate(t) => {
-                let tax = TaxRate::new(*t).map_err(|e| Refusal::Conflict(e.to_string()))?;
-                self.runner
-                    .change(at, &RunChange::TaxRate(tax), &mut Seen::default())
-                    .map_err(|e| Refusal::Conflict(e.to_string()))?;
-                self.changes.tax_rate = Some(tax.value());
-                Ok(())
-            }
-            Change::Tenant {
-                name,
-                min_bytes,
-                max_bytes,
-                shares,
-            } => {
-                let i = self
-                    .slots
-                    .iter()
-                    .position(|s| &s.config.name == name)
-                    .ok_or_else(|| Refusal::UnknownTenant(name.clone()))?;
-                let id = self.slots[i].id;
-                let change = RunChange::Tenant {
-                    id,
-                    min: min_bytes.map(|b| Bytes(b).to_pages_ceil()),
-                    max: max_bytes.map(|b| Bytes(b).to_pages_floor()),
-                    shares: *shares,
-                };
-                let outcome = self
-                    .runner
-                    .change(at, &change, &mut Seen::default())
-                    .map_err(|e| Refusal::Conflict(e.to_string()))?;
-                match outcome {
-                    Outcome::Done(_) => {}
-                    Outcome::Refused(why) => return Err(Refusal::Conflict(why)),
-                    _ => return Err(Refusal::UnknownTenant(name.clone())),
-                }
-                let spec = &self.runner.tenant(id).expect("changed, so declared").spec;
-                let change = TenantChange {
-                    min_bytes: Some(spec.min.to_bytes().0),
-                    max_bytes: Some(spec.max.to_bytes().0),
-                    shares: Some(spec.shares),
-                };
-                apply_change_to_config(&mut self.slots[i].config, &change);
-                self.changes.tenants.insert(name.clone(), change);
-                Ok(())
-            }
-        }
-    }
-
     /// SIGHUP: reads the configuration file again and applies what can change while running
     /// (tick, policy, rails, tenants added, removed or changed); settings that need a restart
     /// keep their running value and are named in a warning. A file that does not load changes
     /// nothing. The file replaces changes made through the API.
-    fn reload(&mut self, from: &ReloadFrom) {
+    fn reload_file(&mut self, service: &mut Service<LinuxHost>, from: &ReloadFrom) {
         let mut new = match DaemonConfig::load(&from.path) {
             Ok(c) => c,
             Err(e) => {
@@ -697,16 +569,20 @@ impl Daemon {
         }
         new.tenants = slots_ok;
 
-        if new.policy.tax_rate != self.config.policy.tax_rate || self.changes.tax_rate.is_some() {
+        if new.policy.tax_rate != self.config.policy.tax_rate
+            || service.changes().tax_rate.is_some()
+        {
             if let Ok(tax) = TaxRate::new(new.policy.tax_rate) {
-                self.runner.controller_mut().set_tax_rate(tax);
+                service.runner_mut().controller_mut().set_tax_rate(tax);
             }
         }
-        self.runner.controller_mut().set_rails(rails(&new.rails));
-        self.runner
+        let runner = service.runner_mut();
+        runner.set_tick_length(new.daemon.tick);
+        runner.controller_mut().set_rails(rails(&new.rails));
+        runner
             .controller_mut()
             .set_reclaim_always(new.policy.reclaim == Reclaim::Always);
-        self.changes = ApiChanges::default();
+        *service.changes_mut() = ApiChanges::default();
 
         // Tenants no longer configured, or whose identity changed, are let go.
         let mut kept_slots = Vec::new();
@@ -719,7 +595,11 @@ impl Daemon {
             if same && new.policy.sampling_period == self.config.policy.sampling_period {
                 kept_slots.push(slot);
             } else {
-                self.let_go(&slot, "removed or changed in the configuration");
+                self.let_go(
+                    service.runner_mut(),
+                    &slot,
+                    "removed or changed in the configuration",
+                );
             }
         }
         let mut slots = Vec::with_capacity(new.tenants.len());
@@ -729,7 +609,7 @@ impl Daemon {
                 Some(k) => {
                     let mut slot = kept_slots.remove(k);
                     if slot.config != *t {
-                        self.retune(&mut slot, t);
+                        self.retune(service, &mut slot, t);
                     }
                     slots.push(slot);
                 }
@@ -737,9 +617,9 @@ impl Daemon {
                     let id = TenantId(self.next_id);
                     self.next_id += 1;
                     match slot(t, id, &self.parent) {
-                        Ok(s) => {
-                            declare(&mut self.runner, &s, &new);
-                            slots.push(s);
+                        Ok(new_slot) => {
+                            declare(service.runner_mut(), &new_slot, &new);
+                            slots.push(new_slot);
                         }
                         Err(e) => self.log.error(
                             "reload_skipped",
@@ -753,8 +633,8 @@ impl Daemon {
         self.config = new;
         // New tenants, and those refused before whose configuration changed, start now.
         for (i, s) in self.slots.iter().enumerate() {
-            if self
-                .runner
+            if service
+                .runner()
                 .tenant(s.id)
                 .is_none_or(|t| t.status == Status::Declared)
             {
@@ -762,7 +642,7 @@ impl Daemon {
             }
         }
         for i in started {
-            if let Err(e) = self.start_tenant(i, None, None) {
+            if let Err(e) = self.start_tenant(service.runner_mut(), i, None, None) {
                 self.log.error(
                     "reload_skipped",
                     &[
@@ -789,16 +669,16 @@ impl Daemon {
             ],
         );
         self.publisher
-            .waiting(&waiting_view(&self.slots, &self.runner));
-        self.save_state(true);
+            .waiting(&waiting_view(&self.slots, service.runner()));
+        self.save_state(service, true);
     }
 
     /// Changes a kept tenant's min, max and shares to the reloaded file's: through the
     /// controller when it runs (a refused change keeps the old ones), in its declaration
     /// otherwise (a tenant refused before is tried again).
-    fn retune(&mut self, slot: &mut Slot, t: &TenantConfig) {
-        let running = self
-            .runner
+    fn retune(&mut self, service: &mut Service<LinuxHost>, slot: &mut Slot, t: &TenantConfig) {
+        let running = service
+            .runner()
             .tenant(slot.id)
             .is_some_and(|r| r.status == Status::Running);
         if running {
@@ -808,15 +688,12 @@ impl Daemon {
                 max: Some(Bytes(t.max_bytes).to_pages_floor()),
                 shares: Some(t.shares),
             };
-            let refused =
-                match self
-                    .runner
-                    .change(self.started.elapsed(), &change, &mut Seen::default())
-                {
-                    Ok(Outcome::Refused(why)) => Some(why),
-                    Err(e) => Some(e.to_string()),
-                    Ok(_) => None,
-                };
+            let at = service.now();
+            let refused = match service.runner_mut().change(at, &change, self) {
+                Ok(Outcome::Refused(why)) => Some(why),
+                Err(e) => Some(e.to_string()),
+                Ok(_) => None,
+            };
             if let Some(why) = refused {
                 self.log.warn(
                     "change_refused",
@@ -827,17 +704,16 @@ impl Daemon {
             slot.config = t.clone();
         } else {
             slot.config = t.clone();
-            self.runner.redeclare(spec(slot, &self.config));
+            service.runner_mut().redeclare(spec(slot, &self.config));
         }
     }
 
     /// Stops managing a slot's tenant (restoring it) and forgets it.
-    fn let_go(&mut self, slot: &Slot, why: &str) {
-        let running = self
-            .runner
+    fn let_go(&mut self, runner: &mut Runner<LinuxHost>, slot: &Slot, why: &str) {
+        let running = runner
             .tenant(slot.id)
             .is_some_and(|t| t.status == Status::Running);
-        match self.runner.remove(slot.id) {
+        match runner.remove(slot.id) {
             Ok(()) if running => self.log.info(
                 "released",
                 &[("tenant", json!(slot.config.name)), ("why", json!(why))],
@@ -854,40 +730,19 @@ impl Daemon {
     }
 }
 
-/// Where a tick is published: the publisher, the log and the running tenants (id, name,
-/// cgroup) as they stood before the tick.
-struct Publish<'a> {
-    publisher: &'a mut Publisher,
-    log: &'a Logger,
-    managed: Vec<(TenantId, String, String)>,
-}
-
-/// The daemon's sink: publishes a tick as it happens (when given somewhere to), and keeps the
-/// starts tried again and the events between ticks for the daemon to handle after the call.
-#[derive(Default)]
-struct Seen<'a> {
-    publish: Option<Publish<'a>>,
-    /// A tick was observed (an error after that was the apply's).
-    ticked: bool,
-    started: Vec<(TenantId, Outcome)>,
-    between: Vec<WorldEvent>,
-}
-
-impl Sink<LinuxHost> for Seen<'_> {
+/// The daemon publishes each tick as it happens, and keeps the starts tried again for after it.
+impl Sink<LinuxHost> for Daemon {
     fn tick(&mut self, t: TickView<'_, LinuxHost>) {
-        self.ticked = true;
-        let Some(p) = &mut self.publish else {
-            return;
-        };
-        let managed = std::mem::take(&mut p.managed);
-        p.publisher.tick(
+        self.observed = true;
+        let managed = std::mem::take(&mut self.managed);
+        self.publisher.tick(
             t.observation,
             t.decision,
             t.events,
             t.world,
             t.controller,
             managed,
-            p.log,
+            &self.log,
         );
         for event in t.events {
             match event {
@@ -897,7 +752,7 @@ impl Sink<LinuxHost> for Seen<'_> {
                     restored,
                     ..
                 } => {
-                    p.log.info(
+                    self.log.info(
                         "dropped",
                         &[
                             ("tenant", json!(name)),
@@ -905,9 +760,9 @@ impl Sink<LinuxHost> for Seen<'_> {
                             ("restored", json!(restored)),
                         ],
                     );
-                    p.publisher.record(name, "dropped", why);
+                    self.publisher.record(name, "dropped", why);
                 }
-                WorldEvent::RestoreFailed { name, error } => p.log.error(
+                WorldEvent::RestoreFailed { name, error } => self.log.error(
                     "restore_failed",
                     &[("tenant", json!(name)), ("error", json!(error))],
                 ),
@@ -927,16 +782,99 @@ impl Sink<LinuxHost> for Seen<'_> {
             self.started.push((*id, outcome.clone()));
         }
     }
-
-    fn between(&mut self, events: &[WorldEvent]) {
-        self.between.extend_from_slice(events);
-    }
 }
 
-impl Drop for Daemon {
-    /// A panic or an early return still gives back what was changed.
-    fn drop(&mut self) {
-        let _ = self.shutdown();
+/// What the daemon plugs into the runner's loop: the signals, the reload of its configuration
+/// file, and the logs and publishing around each tick, between ticks and for each API change.
+impl Driver<LinuxHost> for Daemon {
+    fn stop(&self) -> bool {
+        self.signals.stop.load(Ordering::SeqCst)
+    }
+
+    fn reload_pending(&self) -> bool {
+        self.signals.reload.load(Ordering::SeqCst)
+    }
+
+    fn reload(&mut self, service: &mut Service<LinuxHost>) {
+        if !self.signals.reload.swap(false, Ordering::SeqCst) {
+            return;
+        }
+        match self.reload_from.clone() {
+            Some(from) => self.reload_file(service, &from),
+            None => self.log.warn(
+                "reload_failed",
+                &[("error", json!("no configuration file to read again"))],
+            ),
+        }
+    }
+
+    fn ticking(&mut self, runner: &Runner<LinuxHost>) {
+        self.managed = managed_view(&self.slots, runner);
+        self.observed = false;
+    }
+
+    /// Logs a failed tick (the loop goes on), then what came of trying again the tenants
+    /// that wait.
+    fn ticked(
+        &mut self,
+        runner: &Runner<LinuxHost>,
+        result: Result<(), LinuxError>,
+    ) -> Result<(), LinuxError> {
+        if let Err(e) = result {
+            let what = if self.observed {
+                "apply_failed"
+            } else {
+                "observe_failed"
+            };
+            self.log.error(what, &[("error", json!(e.to_string()))]);
+        }
+        for (id, outcome) in std::mem::take(&mut self.started) {
+            self.started_or_not(runner, id, &outcome, None);
+        }
+        Ok(())
+    }
+
+    /// Limits raised between ticks for tenants stalled at their limit.
+    fn between(&mut self, runner: &Runner<LinuxHost>, events: Vec<WorldEvent>) {
+        let managed = managed_view(&self.slots, runner);
+        self.publisher.rescues(events, &managed, &self.log);
+    }
+
+    /// Logs an API change; one carried out also changes the tenant's configuration, which a
+    /// reload compares with the file.
+    fn answered(
+        &mut self,
+        runner: &Runner<LinuxHost>,
+        change: &Change,
+        result: &Result<(), Refusal>,
+    ) {
+        match result {
+            Ok(()) => {
+                if let Change::Tenant { name, .. } = change {
+                    let spec = runner.tenants().map(|t| &t.spec).find(|s| &s.name == name);
+                    let slot = self.slots.iter_mut().find(|s| &s.config.name == name);
+                    if let (Some(spec), Some(slot)) = (spec, slot) {
+                        slot.config.min_bytes = spec.min.to_bytes().0;
+                        slot.config.max_bytes = spec.max.to_bytes().0;
+                        slot.config.shares = spec.shares;
+                    }
+                }
+                self.log
+                    .info("changed", &[("change", json!(change.to_string()))]);
+            }
+            Err(why) => self.log.warn(
+                "change_refused",
+                &[
+                    ("change", json!(change.to_string())),
+                    ("why", json!(why.to_string())),
+                ],
+            ),
+        }
+    }
+
+    fn unsaved(&mut self, error: StateError) {
+        self.log
+            .error("state_file", &[("error", json!(error.to_string()))]);
     }
 }
 

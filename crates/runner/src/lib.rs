@@ -5,19 +5,33 @@
 //! [`Controller`](memtide_controller::Controller), carries out [`Change`]s (a tenant starts or
 //! stops, the tax rate or a tenant's min/max/shares change, a world command) and ticks; a
 //! [`Sink`] sees every tick and every change's outcome (the simulator records them, the daemon
-//! publishes them). A [`Script`] is changes at times: a scenario's timeline. The
-//! [`state_file`] keeps what a restarted runner needs: the world's records, the estimates and
-//! the changes made through the API.
+//! publishes them). A [`Service`] runs a runner on a [`Clock`] (the [`VirtualClock`] of the
+//! simulator, the [`WallClock`] of a real host): the tick loop, the changes due from a
+//! [`Script`] (a scenario's timeline) or asked by [`request::Request`]s (the API), and the
+//! [`state_file`], written by a [`StateSaver`] when due, which keeps what a restarted runner
+//! needs: the world's records, the estimates and the changes made through the API. Its
+//! [`Driver`] (the simulator's recorder, the daemon) plugs in the sink, when to stop and
+//! reload, and what to do around ticks.
 
 mod change;
+mod clock;
 pub mod record;
+pub mod request;
 mod runner;
+mod saver;
 mod script;
+mod service;
 mod sink;
 pub mod state_file;
 
+#[cfg(test)]
+mod fake;
+
 pub use change::{Change, Outcome};
+pub use clock::{Clock, VirtualClock, WallClock};
 pub use record::{TenantRow, TickRecord};
 pub use runner::{Runner, Status, Tenant};
+pub use saver::StateSaver;
 pub use script::Script;
+pub use service::{Driver, Service};
 pub use sink::{Sink, TickView};

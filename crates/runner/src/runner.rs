@@ -62,6 +62,11 @@ impl<W: World> Runner<W> {
         self.tick
     }
 
+    /// Ticks every `tick` from now on (a reloaded configuration).
+    pub fn set_tick_length(&mut self, tick: Duration) {
+        self.tick = tick;
+    }
+
     /// Declares a tenant (not started). Its id is `spec.id`, unique and above every id
     /// declared before.
     pub fn declare(&mut self, spec: TenantSpec, placement: W::Placement) {
@@ -257,13 +262,10 @@ impl<W: World> Runner<W> {
         applied
     }
 
-    /// Between two ticks (a wall clock): the world's fast work, and what came of it to `sink`.
-    pub fn between_ticks<S: Sink<W>>(&mut self, sink: &mut S) {
+    /// Between two ticks (a wall clock): the world's fast work, and what happened in it.
+    pub fn between_ticks(&mut self) -> Vec<WorldEvent> {
         self.world.between_ticks();
-        let events = self.world.drain_events();
-        if !events.is_empty() {
-            sink.between(&events);
-        }
+        self.world.drain_events()
     }
 
     /// Replaces the spec of a tenant that is not running (a reloaded configuration); a tenant
@@ -320,160 +322,7 @@ impl<W: World> Runner<W> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::script::Script;
-    use memtide_controller::{ControllerConfig, Host};
-    use memtide_model::{Decision, EstimatorConfig, HostObservation, TaxRate, TenantObservation};
-
-    /// A world that logs what it is asked, holds each attached tenant at 100 MiB, answers
-    /// `attach` from `answers` by tenant id (`Attached` when not set), and reports `events` at
-    /// the next tick.
-    #[derive(Default)]
-    struct FakeWorld {
-        log: Vec<String>,
-        attached: Vec<TenantId>,
-        answers: Vec<(TenantId, Attach)>,
-        events: Vec<WorldEvent>,
-    }
-
-    #[derive(Debug, thiserror::Error)]
-    #[error("fake world failed")]
-    struct FakeError;
-
-    impl Host for FakeWorld {
-        type Error = FakeError;
-        fn observe(&mut self) -> Result<HostObservation, FakeError> {
-            self.log.push("observe".into());
-            Ok(HostObservation {
-                now: Duration::ZERO,
-                machine: Pages::from_mib(4096),
-                free: Pages::from_mib(2048),
-                host_swap_total: Pages::ZERO,
-                host_swap_used: Pages::ZERO,
-                pressure: None,
-                tenants: self
-                    .attached
-                    .iter()
-                    .map(|&id| TenantObservation::new(id, Pages::from_mib(100)))
-                    .collect(),
-            })
-        }
-        fn apply(&mut self, d: &Decision) -> Result<(), FakeError> {
-            self.log.push(format!("apply {}", d.actions.len()));
-            Ok(())
-        }
-    }
-
-    impl World for FakeWorld {
-        type Placement = &'static str;
-        type Record = String;
-        type Command = &'static str;
-        fn attach(
-            &mut self,
-            id: TenantId,
-            _spec: &TenantSpec,
-            placement: &&'static str,
-            record: Option<&String>,
-        ) -> Result<Attach, FakeError> {
-            self.log
-                .push(format!("attach {id} at {placement} record {record:?}"));
-            let answer = self
-                .answers
-                .iter()
-                .find(|(i, _)| *i == id)
-                .map_or(Attach::Attached("attached"), |(_, a)| a.clone());
-            if answer == Attach::Attached("attached") {
-                self.attached.push(id);
-            }
-            Ok(answer)
-        }
-        fn detach(&mut self, id: TenantId) -> Result<(), FakeError> {
-            self.log.push(format!("detach {id}"));
-            self.attached.retain(|&i| i != id);
-            Ok(())
-        }
-        fn retune(&mut self, id: TenantId, spec: &TenantSpec) {
-            self.log.push(format!("retune {id} max {}", spec.max));
-        }
-        fn run(&mut self, tick: Duration) {
-            self.log.push(format!("run {}s", tick.as_secs()));
-        }
-        fn between_ticks(&mut self) {
-            self.log.push("between".into());
-        }
-        fn drain_events(&mut self) -> Vec<WorldEvent> {
-            std::mem::take(&mut self.events)
-        }
-        fn command(&mut self, id: TenantId, c: &&'static str) -> Result<String, FakeError> {
-            self.log.push(format!("command {id} {c}"));
-            Ok(format!("does {c}"))
-        }
-        fn records(&self) -> Vec<String> {
-            self.attached
-                .iter()
-                .map(|id| format!("record of {id}"))
-                .collect()
-        }
-        fn restore(&mut self, record: &String) -> Result<(), FakeError> {
-            self.log.push(format!("restore {record}"));
-            Ok(())
-        }
-        fn detach_all(&mut self) -> Vec<(String, FakeError)> {
-            for id in std::mem::take(&mut self.attached) {
-                self.log.push(format!("detach {id}"));
-            }
-            Vec::new()
-        }
-    }
-
-    /// Keeps what it is told as lines.
-    #[derive(Default)]
-    struct Lines(Vec<String>);
-
-    impl Sink<FakeWorld> for Lines {
-        fn tick(&mut self, t: TickView<'_, FakeWorld>) {
-            self.0.push(format!(
-                "{}s tick: {} tenants decided",
-                t.at.as_secs(),
-                t.decision.actions.len()
-            ));
-        }
-        fn changed(
-            &mut self,
-            at: Duration,
-            tenant: Option<&str>,
-            _change: &Change<&'static str>,
-            outcome: &Outcome,
-        ) {
-            self.0
-                .push(format!("{}s {tenant:?}: {outcome:?}", at.as_secs()));
-        }
-    }
-
-    fn spec(id: u32, min_mib: u64) -> TenantSpec {
-        TenantSpec {
-            id: TenantId(id),
-            name: format!("t{id}"),
-            min: Pages::from_mib(min_mib),
-            max: Pages::from_mib(1024),
-            shares: 1000,
-            overhead: Pages::ZERO,
-            estimator: EstimatorConfig::Committed,
-            cap_at_estimate: false,
-        }
-    }
-
-    fn runner(world: FakeWorld) -> Runner<FakeWorld> {
-        let controller = Controller::new(
-            ControllerConfig::default(),
-            Pages::from_mib(4096),
-            Pages::from_mib(4096),
-        )
-        .unwrap();
-        let mut r = Runner::new(world, controller, Duration::from_secs(1));
-        r.declare(spec(0, 64), "a");
-        r.declare(spec(1, 64), "b");
-        r
-    }
+    use crate::fake::{runner, spec, FakeWorld, Lines};
 
     #[test]
     fn a_started_tenant_is_admitted_attached_and_decided_every_tick() {
@@ -566,57 +415,6 @@ mod tests {
             );
         }
         assert!(r.world().log.is_empty());
-    }
-
-    #[test]
-    fn a_script_runs_its_changes_in_order_before_each_tick() {
-        let mut r = runner(FakeWorld::default());
-        let mut sink = Lines::default();
-        let s = |n| Duration::from_secs(n);
-        let script = Script::new(vec![
-            (s(0), Change::Start(TenantId(0))),
-            (s(1), Change::Start(TenantId(1))),
-            (
-                s(1),
-                Change::World {
-                    id: TenantId(1),
-                    command: "oltp",
-                },
-            ),
-            (s(2), Change::TaxRate(TaxRate::new(0.5).unwrap())),
-            (
-                s(2),
-                Change::Tenant {
-                    id: TenantId(0),
-                    min: Some(Pages::from_mib(128)),
-                    max: None,
-                    shares: None,
-                },
-            ),
-            (s(2), Change::Stop(TenantId(1))),
-            (s(9), Change::Stop(TenantId(0))),
-        ]);
-        script.run(&mut r, 3, &mut sink).unwrap();
-        assert_eq!(
-            sink.0,
-            [
-                "0s Some(\"t0\"): Started(\"attached\")",
-                "0s tick: 1 tenants decided",
-                "1s Some(\"t1\"): Started(\"attached\")",
-                "1s Some(\"t1\"): Done(\"t1 does oltp\")",
-                "1s tick: 2 tenants decided",
-                "2s None: Done(\"tax rate -> 0.5\")",
-                "2s Some(\"t0\"): Done(\"t0: min 128.0 MiB, max 1024.0 MiB, shares 1000\")",
-                "2s Some(\"t1\"): Done(\"t1 stops\")",
-                "2s tick: 1 tenants decided",
-            ]
-        );
-        assert_eq!(
-            r.tenant(TenantId(0)).unwrap().spec.min,
-            Pages::from_mib(128)
-        );
-        assert_eq!(r.tenant(TenantId(1)).unwrap().status, Status::Stopped);
-        assert!(r.world().log.contains(&"detach #1".to_string()));
     }
 
     #[test]

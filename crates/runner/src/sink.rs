@@ -30,7 +30,4 @@ pub trait Sink<W: World> {
         change: &Change<W::Command>,
         outcome: &Outcome,
     );
-
-    /// What happened in the world between two ticks (a wall clock only).
-    fn between(&mut self, _events: &[WorldEvent]) {}
 }
