@@ -3,13 +3,13 @@
 use crate::config::{ConfigError, ControllerConfig};
 use crate::host::Host;
 use memtide_model::{
-    Decision, HostObservation, Pages, Reason, ReclamationState, TaxRate, TenantAction, TenantId,
-    TenantSpec,
+    Decision, HostObservation, Pages, Reason, ReclamationState, Resource, ResourceState, TaxRate,
+    TenantAction, TenantId, TenantSpec,
 };
 use memtide_policy::mechanism;
 use memtide_policy::{
     allocate, ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest,
-    EstimatorInput, LimitRails, PlanInput, PlanMemory, PlanSettings, ReclamationTracker,
+    EstimatorInput, LimitRails, PlanInput, PlanMemory, PlanSettings, ResourceTracker,
 };
 use std::time::Duration;
 
@@ -54,11 +54,8 @@ pub struct TenantView<'a> {
 pub struct Controller {
     config: ControllerConfig,
     ledger: AdmissionLedger,
-    tracker: ReclamationTracker,
-    /// The reclamation state of the budget itself (free = budget - what the tenants whose
-    /// memory counts against it hold, see `mechanism::counts_against_budget`): their memory is
-    /// wanted only when the budget runs short.
-    budget_tracker: ReclamationTracker,
+    /// Memory's reclamation state: the host's and the budget's (see `ResourceTracker`).
+    memory: ResourceTracker,
     /// Ordered by id, in one contiguous vector: a step walks it beside the observation's
     /// id-ordered tenants, and admissions and removals (rare) shift it.
     tenants: Vec<TenantState>,
@@ -84,8 +81,7 @@ impl Controller {
     ) -> Result<Controller, ConfigError> {
         config.validate()?;
         Ok(Controller {
-            tracker: ReclamationTracker::new(config.thresholds.clone()),
-            budget_tracker: ReclamationTracker::new(config.thresholds.clone()),
+            memory: ResourceTracker::new(Resource::Memory, config.thresholds.clone()),
             ledger: AdmissionLedger::backed_by(machine, host_swap, config.backing),
             config,
             tenants: Vec::new(),
@@ -101,7 +97,7 @@ impl Controller {
     }
 
     pub fn state(&self) -> ReclamationState {
-        self.tracker.state()
+        self.memory.state()
     }
 
     /// Admission control: reserves min + overhead and max - min, or refuses with the reason.
@@ -225,20 +221,18 @@ impl Controller {
     /// idle tenants give memory first. Either way a target is at least the tenant's floor, and
     /// the limits never add up to more than the budget.
     pub fn step(&mut self, obs: &HostObservation) -> Decision {
-        let host_state = self.tracker.update(obs.free, obs.machine);
+        // The budget's own state counts the memory of the tenants whose memory counts against
+        // it (see `mechanism::counts_against_budget`): it is wanted only when the budget runs
+        // short.
         let held = obs
             .tenants
             .iter()
             .filter(|t| mechanism::counts_against_budget(t))
             .map(|t| t.allocated)
             .reduce(|a, b| a + b);
-        let state = match (held, self.config.budget) {
-            (Some(held), Some(budget)) => host_state.max(
-                self.budget_tracker
-                    .update(budget.saturating_sub(held), budget),
-            ),
-            _ => host_state,
-        };
+        let state = self
+            .memory
+            .update(obs.free, obs.machine, held.zip(self.config.budget));
         let wanted = self.config.reclaim_always
             || (state != ReclamationState::High && self.limit_estimates_measured);
         let mut measured = true;
@@ -341,8 +335,11 @@ impl Controller {
         self.limit_estimates_measured = measured;
         Decision {
             now: obs.now,
-            state,
-            budget,
+            memory: ResourceState {
+                resource: Resource::Memory,
+                state,
+                budget,
+            },
             actions,
         }
     }
@@ -502,7 +499,7 @@ mod tests {
                 now,
                 vec![cgroup(0, 400, 1024, 400), cgroup(1, 300, 1024, 10)],
             ));
-            assert_eq!(d.state, ReclamationState::High);
+            assert_eq!(d.memory.state, ReclamationState::High);
             for (a, held) in d.actions.iter().zip([400, 300]) {
                 assert!(a.target >= mib(held), "{}: {}", a.id, a.reason);
                 assert!(
@@ -532,7 +529,7 @@ mod tests {
             1,
             vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
         ));
-        assert_ne!(d.state, ReclamationState::High);
+        assert_ne!(d.memory.state, ReclamationState::High);
         let (busy, idle) = (&d.actions[0], &d.actions[1]);
         assert!(busy.target > mib(400), "{}", busy.reason);
         assert!(idle.target < mib(200), "{}", idle.reason);

@@ -131,7 +131,7 @@ impl Publisher {
         *self
             .counters
             .state_ticks
-            .entry(decision.state.name().to_string())
+            .entry(decision.memory.state.name().to_string())
             .or_insert(0) += 1;
         let elapsed_s = self
             .last_now
@@ -192,14 +192,14 @@ impl Publisher {
 
         self.host.machine_bytes = obs.machine.to_bytes().0;
         self.host.free_bytes = obs.free.to_bytes().0;
-        self.host.budget_bytes = decision.budget.to_bytes().0;
+        self.host.budget_bytes = decision.memory.budget.to_bytes().0;
         self.host.swap_total_bytes = obs.host_swap_total.to_bytes().0;
         self.host.swap_free_bytes = obs
             .host_swap_total
             .saturating_sub(obs.host_swap_used)
             .to_bytes()
             .0;
-        self.host.state = decision.state.name().to_string();
+        self.host.state = decision.memory.state.name().to_string();
         self.host.tax_rate = controller.config().tax_rate.value();
         self.host.pressure_some_avg10 = obs.pressure;
 

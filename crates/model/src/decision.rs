@@ -1,6 +1,7 @@
 //! What the controller decides each tick: the reclamation state and, per tenant, a target and how to reach it.
 
 use crate::reason::Reason;
+use crate::resource::ResourceState;
 use crate::tenant::TenantId;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
@@ -218,9 +219,9 @@ impl TenantAction {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub now: Duration,
-    pub state: ReclamationState,
-    /// Machine memory handed out to tenants this tick (sum of targets is at most this).
-    pub budget: Pages,
+    /// Memory's reclamation state and the machine memory handed out to tenants this tick (the
+    /// targets add up to at most this budget). Each resource memtide divides has its own.
+    pub memory: ResourceState<Pages>,
     pub actions: Vec<TenantAction>,
 }
 

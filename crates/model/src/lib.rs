@@ -8,6 +8,7 @@ pub mod event;
 pub mod lever;
 pub mod observation;
 pub mod reason;
+pub mod resource;
 pub mod tenant;
 pub mod units;
 pub mod written;
@@ -24,5 +25,6 @@ pub use reason::{
     AppBalloonNote, BalloonNote, EstimateNote, HostSwapNote, LimitNote, LimitRail, MechanismNote,
     ProbePhase, Reason, SharingNote,
 };
+pub use resource::{Resource, ResourceState};
 pub use tenant::{TaxRate, TaxRateError, TenantId, TenantSpec};
 pub use units::{Bytes, Pages, PAGE_SIZE};

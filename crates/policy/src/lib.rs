@@ -15,4 +15,4 @@ pub use allocation::{adjusted_shares_per_page, allocate, AllocationRequest};
 pub use estimator::{ActiveEstimator, EstimatorInput};
 pub use mechanism::limit::{fit_to_budget, plan_limit, LimitInput, LimitRails};
 pub use mechanism::{Plan, PlanInput, PlanMemory, PlanSettings};
-pub use reclamation::{ReclamationThresholds, ReclamationTracker, ThresholdError};
+pub use reclamation::{ReclamationThresholds, ReclamationTracker, ResourceTracker, ThresholdError};

@@ -19,7 +19,7 @@
 //! targets: no flapping between high and soft while a tenant presses against its target.
 //! With no machine memory (`machine == 0`) the state does not change.
 
-use memtide_model::{Pages, ReclamationState};
+use memtide_model::{Pages, ReclamationState, Resource};
 
 /// Thresholds as fractions of machine memory (ESX: 6%, 4%, 2%, 1%).
 #[derive(Clone, Debug, PartialEq)]
@@ -137,6 +137,55 @@ impl ReclamationTracker {
             ReclamationState::Hard if at_least(t.soft) => ReclamationState::Soft,
             ReclamationState::Soft if at_least(t.high) => ReclamationState::High,
             unchanged => unchanged,
+        };
+        self.state
+    }
+}
+
+/// One resource's reclamation state: the worse of the host's (free over all of it) and, where
+/// a budget bounds what some tenants hold, the budget's own (free = budget - what they hold).
+/// Each resource the controller divides has one, with its own hysteresis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResourceTracker {
+    resource: Resource,
+    host: ReclamationTracker,
+    budget: ReclamationTracker,
+    state: ReclamationState,
+}
+
+impl ResourceTracker {
+    pub fn new(resource: Resource, thresholds: ReclamationThresholds) -> ResourceTracker {
+        ResourceTracker {
+            resource,
+            budget: ReclamationTracker::new(thresholds.clone()),
+            host: ReclamationTracker::new(thresholds),
+            state: ReclamationState::High,
+        }
+    }
+
+    pub fn resource(&self) -> Resource {
+        self.resource
+    }
+
+    /// The state of the last update.
+    pub fn state(&self) -> ReclamationState {
+        self.state
+    }
+
+    /// Moves to the state `free` of `total` calls for and, with `held` (what the tenants
+    /// counted against `budget` hold, and that budget), the worse of it and the budget's.
+    pub fn update(
+        &mut self,
+        free: Pages,
+        total: Pages,
+        held: Option<(Pages, Pages)>,
+    ) -> ReclamationState {
+        let host = self.host.update(free, total);
+        self.state = match held {
+            Some((held, budget)) => {
+                host.max(self.budget.update(budget.saturating_sub(held), budget))
+            }
+            None => host,
         };
         self.state
     }
@@ -263,5 +312,20 @@ mod tests {
         assert_eq!(tracker.update(Pages(0), Pages(0)), High);
         assert_eq!(tracker.update(Pages(10), MACHINE), Low);
         assert_eq!(tracker.update(Pages(10_000), Pages(0)), Low);
+    }
+
+    #[test]
+    fn a_resource_is_in_the_worse_of_the_hosts_state_and_its_budgets() {
+        let mut r = ResourceTracker::new(Resource::Memory, ReclamationThresholds::default());
+        let mib = Pages::from_mib;
+        // Plenty free on the host, and 0.5% of a 1000 MiB budget left: low.
+        let s = r.update(mib(4000), mib(8000), Some((mib(995), mib(1000))));
+        assert_eq!(
+            (s, r.state()),
+            (ReclamationState::Low, ReclamationState::Low)
+        );
+        // Nothing held against a budget: the host's state alone.
+        assert_eq!(r.update(mib(4000), mib(8000), None), ReclamationState::High);
+        assert_eq!(r.resource(), Resource::Memory);
     }
 }

@@ -68,9 +68,9 @@ impl TickRecord {
             .collect();
         TickRecord {
             time_s: t.at.as_secs_f64(),
-            state: t.decision.state,
+            state: t.decision.memory.state,
             free: t.observation.free.to_bytes(),
-            budget: t.decision.budget.to_bytes(),
+            budget: t.decision.memory.budget.to_bytes(),
             rows,
         }
     }

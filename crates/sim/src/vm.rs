@@ -698,8 +698,11 @@ mod tests {
         w.run_tick();
         let decision = Decision {
             now: w.now(),
-            state: ReclamationState::Hard,
-            budget: Pages::ZERO,
+            memory: memtide_model::ResourceState {
+                resource: memtide_model::Resource::Memory,
+                state: ReclamationState::Hard,
+                budget: Pages::ZERO,
+            },
             actions: vec![{
                 let mut a = TenantAction::none(ID, ReclamationState::Hard);
                 a.moves.host_swap_out = Pages(100);

@@ -494,8 +494,11 @@ mod tests {
         w.power_on(TenantId(0), vm()).unwrap();
         let decision = Decision {
             now: w.now(),
-            state: ReclamationState::Low,
-            budget: Pages::ZERO,
+            memory: memtide_model::ResourceState {
+                resource: memtide_model::Resource::Memory,
+                state: ReclamationState::Low,
+                budget: Pages::ZERO,
+            },
             actions: vec![blocking(TenantId(0)), blocking(TenantId(9))],
         };
         assert!(matches!(

@@ -116,8 +116,11 @@ fn moving(id: TenantId, moves: Moves) -> TenantAction {
 fn apply(w: &mut SimWorld, actions: Vec<TenantAction>) {
     let decision = Decision {
         now: w.now(),
-        state: ReclamationState::High,
-        budget: Pages::ZERO,
+        memory: memtide_model::ResourceState {
+            resource: memtide_model::Resource::Memory,
+            state: ReclamationState::High,
+            budget: Pages::ZERO,
+        },
         actions,
     };
     w.apply(&decision).unwrap();
@@ -551,8 +554,11 @@ fn bad_vm_sizes_and_unknown_tenants_are_errors() {
     ));
     let decision = Decision {
         now: w.now(),
-        state: ReclamationState::High,
-        budget: Pages::ZERO,
+        memory: memtide_model::ResourceState {
+            resource: memtide_model::Resource::Memory,
+            state: ReclamationState::High,
+            budget: Pages::ZERO,
+        },
         actions: vec![action(B)],
     };
     assert_eq!(

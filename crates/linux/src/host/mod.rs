@@ -839,8 +839,11 @@ mod tests {
         a.moves.limit = Some(Pages::from_mib(mib));
         Decision {
             now: Duration::ZERO,
-            state: ReclamationState::High,
-            budget: Pages::ZERO,
+            memory: memtide_model::ResourceState {
+                resource: memtide_model::Resource::Memory,
+                state: ReclamationState::High,
+                budget: Pages::ZERO,
+            },
             actions: vec![a],
         }
     }
