@@ -1,10 +1,10 @@
-//! Criterion benchmark: one controller step (estimators, state, allocation, mechanism choice) for many tenants.
+//! Criterion benchmark: one controller step (estimators, state, allocation, mechanism choice) for many tenants, as the runner takes it (into the last decision's buffers).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use memtide_controller::{Controller, ControllerConfig};
 use memtide_model::{
-    EstimatorConfig, HostObservation, Pages, SampleCounts, SamplingConfig, TenantId,
-    TenantObservation, TenantSpec,
+    BalloonDriverInfo, BalloonLever, Decision, EstimatorConfig, HostObservation, HostSwapLever,
+    Levers, Pages, SampleCounts, SamplingConfig, TenantId, TenantObservation, TenantSpec,
 };
 use std::time::Duration;
 
@@ -32,6 +32,21 @@ fn setup(n: u32) -> (Controller, HostObservation) {
         controller.admit(spec).expect("fits");
         let mut obs =
             TenantObservation::new(TenantId(i), Pages::from_mib(512 + u64::from(i % 512)));
+        // An ESX VM: a balloon driver and host swap.
+        obs.levers = Levers {
+            balloon: Some(BalloonLever {
+                size: Pages::from_mib(u64::from(i % 64)),
+                driver: Some(BalloonDriverInfo {
+                    rate_per_s: Pages::from_mib(128),
+                    limit: Pages::from_mib(1000),
+                }),
+            }),
+            host_swap: Some(HostSwapLever {
+                swapped: Pages::ZERO,
+                swap_ins: Some(0),
+            }),
+            ..Levers::default()
+        };
         obs.sample = Some(SampleCounts {
             period: 0,
             sampled: 100,
@@ -55,9 +70,11 @@ fn setup(n: u32) -> (Controller, HostObservation) {
 fn step(c: &mut Criterion) {
     let mut group = c.benchmark_group("controller_step");
     for n in [100u32, 10_000] {
+        // As the runner steps: into the last tick's decision, whose buffers are reused.
         let (mut controller, obs) = setup(n);
+        let mut decision = Decision::default();
         group.bench_with_input(BenchmarkId::from_parameter(n), &obs, |b, obs| {
-            b.iter(|| controller.step(std::hint::black_box(obs)))
+            b.iter(|| controller.step_into(std::hint::black_box(obs), &mut decision))
         });
     }
     group.finish();

@@ -8,7 +8,7 @@ use memtide_model::{
 };
 use memtide_policy::mechanism;
 use memtide_policy::{
-    allocate, ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest,
+    allocate_into, ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest,
     EstimatorInput, LimitRails, PlanInput, PlanMemory, PlanSettings, ResourceTracker,
 };
 use std::time::Duration;
@@ -64,6 +64,8 @@ pub struct Controller {
     requests: Vec<AllocationRequest>,
     /// Which of `tenants` each request belongs to.
     request_states: Vec<usize>,
+    /// The targets of the last step, for the same reason.
+    targets: Vec<Pages>,
     /// When the previous step's observation was taken, for per-second rates.
     last_now: Option<Duration>,
     /// At the previous step the estimate of every tenant counted against the budget stood on
@@ -87,6 +89,7 @@ impl Controller {
             tenants: Vec::new(),
             requests: Vec::new(),
             request_states: Vec::new(),
+            targets: Vec::new(),
             last_now: None,
             limit_estimates_measured: false,
         })
@@ -221,6 +224,14 @@ impl Controller {
     /// idle tenants give memory first. Either way a target is at least the tenant's floor, and
     /// the limits never add up to more than the budget.
     pub fn step(&mut self, obs: &HostObservation) -> Decision {
+        let mut decision = Decision::default();
+        self.step_into(obs, &mut decision);
+        decision
+    }
+
+    /// [`Controller::step`] into `decision`, whose buffers are reused: a runner that keeps
+    /// its last decision allocates nothing per step for its actions.
+    pub fn step_into(&mut self, obs: &HostObservation, decision: &mut Decision) {
         // The budget's own state counts the memory of the tenants whose memory counts against
         // it (see `mechanism::counts_against_budget`): it is wanted only when the budget runs
         // short.
@@ -295,7 +306,8 @@ impl Controller {
                 .saturating_sub(overheads)
                 .saturating_sub(reserve)
         });
-        let targets = allocate(requests, budget, tax);
+        let targets = &mut self.targets;
+        allocate_into(requests, budget, tax, targets);
 
         let settings = PlanSettings {
             host_swap_per_tick: config.host_swap_per_tick,
@@ -304,8 +316,14 @@ impl Controller {
         };
         // The observation's tenants with a request, in the same order as the requests.
         let mut observed = obs.tenants.iter();
-        let mut actions = Vec::with_capacity(requests.len());
-        for ((req, &at), target) in requests.iter().zip(request_states.iter()).zip(targets) {
+        let actions = &mut decision.actions;
+        actions.clear();
+        actions.reserve(requests.len());
+        for ((req, &at), &target) in requests
+            .iter()
+            .zip(request_states.iter())
+            .zip(targets.iter())
+        {
             let Some(t) = observed.by_ref().find(|t| t.id == req.id) else {
                 break;
             };
@@ -331,17 +349,14 @@ impl Controller {
                 },
             });
         }
-        mechanism::finish(&mut actions, budget);
+        mechanism::finish(actions, budget);
         self.limit_estimates_measured = measured;
-        Decision {
-            now: obs.now,
-            memory: ResourceState {
-                resource: Resource::Memory,
-                state,
-                budget,
-            },
-            actions,
-        }
+        decision.now = obs.now;
+        decision.memory = ResourceState {
+            resource: Resource::Memory,
+            state,
+            budget,
+        };
     }
 
     /// Observe, decide and apply once.

@@ -9,9 +9,12 @@ use std::fmt;
 use std::time::Duration;
 
 /// ESX reclamation states, from most to least free memory.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ReclamationState {
+    #[default]
     High,
     Soft,
     Hard,
@@ -216,7 +219,7 @@ impl TenantAction {
 }
 
 /// Everything decided in one tick.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Decision {
     pub now: Duration,
     /// Memory's reclamation state and the machine memory handed out to tenants this tick (the

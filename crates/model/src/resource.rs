@@ -12,10 +12,13 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A resource memtide divides between tenants.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Resource {
     /// Machine memory, in pages, moved by the levers of `crate::lever`.
+    #[default]
     Memory,
     /// Quotas in a shared storage cache (Gemini), in cache pages.
     CacheQuota,
@@ -55,7 +58,7 @@ impl fmt::Display for Resource {
 }
 
 /// One resource in one decision: what was handed out and the state it was in.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ResourceState<U> {
     pub resource: Resource,
     /// The reclamation state that chose the mechanisms.

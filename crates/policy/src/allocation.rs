@@ -82,27 +82,42 @@ pub fn adjusted_shares_per_page(
 /// - otherwise the min-funding-revocation equilibrium with the idle memory tax, in whole
 ///   pages, summing to the budget; tenants with 0 shares get their min.
 pub fn allocate(requests: &[AllocationRequest], budget: Pages, tax: TaxRate) -> Vec<Pages> {
+    let mut targets = Vec::with_capacity(requests.len());
+    allocate_into(requests, budget, tax, &mut targets);
+    targets
+}
+
+/// [`allocate`] into `targets` (cleared first), so a caller that steps every tick reuses one
+/// buffer.
+pub fn allocate_into(
+    requests: &[AllocationRequest],
+    budget: Pages,
+    tax: TaxRate,
+    targets: &mut Vec<Pages>,
+) {
+    targets.clear();
     let budget = u128::from(budget.0);
     let cost = IdleCost::of(tax);
     let (sum_low, sum_high, stats) = totals(requests, cost);
     if sum_low >= budget {
-        return requests.iter().map(|r| r.min).collect();
+        targets.extend(requests.iter().map(|r| r.min));
+        return;
     }
     if sum_high <= budget {
-        return requests.iter().map(|r| Pages(high(r))).collect();
+        targets.extend(requests.iter().map(|r| Pages(high(r))));
+        return;
     }
 
     // What the growers share: the budget less the mins of those that cannot grow.
     let goal = budget - (sum_low - stats.low);
-    let mut targets: Vec<Pages> = requests.iter().map(|r| r.min).collect();
+    targets.extend(requests.iter().map(|r| r.min));
     if stats.high <= goal {
         for (i, g) in growers(requests, cost) {
             targets[i] = Pages(g.hi);
         }
     } else {
-        first_pages(requests, cost, &stats, goal, &mut targets);
+        first_pages(requests, cost, &stats, goal, targets);
     }
-    targets
 }
 
 /// A tenant's effective ceiling: its ceiling, or its min if that is higher.

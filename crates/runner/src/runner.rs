@@ -3,7 +3,7 @@
 use crate::change::{Change, Outcome};
 use crate::sink::{Sink, TickView};
 use memtide_controller::{Attach, Controller, ControllerError, World};
-use memtide_model::{Pages, TenantId, TenantSpec, WorldEvent};
+use memtide_model::{Decision, Pages, TenantId, TenantSpec, WorldEvent};
 use std::time::Duration;
 
 /// Where a declared tenant stands.
@@ -37,6 +37,8 @@ pub struct Runner<W: World> {
     tick: Duration,
     /// In declaration order (ids increase).
     tenants: Vec<Tenant<W::Placement>>,
+    /// The last tick's decision, whose buffers the next step reuses.
+    decision: Decision,
 }
 
 impl<W: World> Runner<W> {
@@ -47,6 +49,7 @@ impl<W: World> Runner<W> {
             controller,
             tick,
             tenants: Vec::new(),
+            decision: Decision::default(),
         }
     }
 
@@ -220,7 +223,8 @@ impl<W: World> Runner<W> {
     /// tick; then tenants waiting to be attached are tried again.
     pub fn tick<S: Sink<W>>(&mut self, at: Duration, sink: &mut S) -> Result<(), W::Error> {
         let observation = self.world.observe()?;
-        let decision = self.controller.step(&observation);
+        let mut decision = std::mem::take(&mut self.decision);
+        self.controller.step_into(&observation, &mut decision);
         let applied = self.world.apply(&decision);
         self.world.run(self.tick);
         let events = self.world.drain_events();
@@ -250,6 +254,7 @@ impl<W: World> Runner<W> {
             decision: &decision,
             events: &events,
         });
+        self.decision = decision;
         let waiting: Vec<TenantId> = self
             .tenants
             .iter()
