@@ -1,11 +1,14 @@
 //! Turns each tick's observation, decision and host events into the published `Snapshot` (for the API, `/metrics` and `memtide status`) and into log lines.
+//!
+//! It reads model types only (the observation with each tenant's levers, the decision, the
+//! world's events and the controller's view of each tenant), never the Linux host's own
+//! state: what a world reports is all it publishes. Lifetime fault totals are the sums of the
+//! observations' per-tick counts since the tenant was adopted.
 
 use crate::config::DaemonConfig;
 use crate::log::{now_ms, Logger};
 use memtide_api::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
 use memtide_controller::Controller;
-use memtide_linux::cgroup::Limit;
-use memtide_linux::host::LinuxHost;
 use memtide_model::{Decision, HostObservation, LimitRail, Pages, TenantId, WorldEvent};
 use serde_json::json;
 use std::collections::{BTreeMap, VecDeque};
@@ -29,6 +32,18 @@ pub struct Publisher {
     waiting: BTreeMap<String, String>,
     /// The latest admission refusal, for a start where every tenant was refused.
     last_refusal: Option<String>,
+    /// Each managed tenant's refaults (with swap-ins) and major faults since it was adopted.
+    totals: BTreeMap<TenantId, (Option<u64>, Option<u64>)>,
+}
+
+/// A tenant the daemon manages, as the publisher names it.
+#[derive(Clone, Debug)]
+pub struct Managed {
+    pub id: TenantId,
+    pub name: String,
+    pub cgroup: String,
+    /// `adopted` or `launched`.
+    pub origin: &'static str,
 }
 
 impl Publisher {
@@ -60,6 +75,7 @@ impl Publisher {
             last_now: None,
             waiting: BTreeMap::new(),
             last_refusal: None,
+            totals: BTreeMap::new(),
         }
     }
 
@@ -114,16 +130,14 @@ impl Publisher {
         }
     }
 
-    /// Publishes one tick. `managed` lists (id, name, cgroup) of managed tenants in config order.
-    #[allow(clippy::too_many_arguments)]
+    /// Publishes one tick. `managed` lists the managed tenants in config order.
     pub fn tick(
         &mut self,
         obs: &HostObservation,
         decision: &Decision,
         events: &[WorldEvent],
-        host: &LinuxHost,
         controller: &Controller,
-        managed: Vec<(TenantId, String, String)>,
+        managed: Vec<Managed>,
         log: &Logger,
     ) {
         self.ticks += 1;
@@ -141,8 +155,8 @@ impl Publisher {
         let name_of = |id: TenantId| {
             managed
                 .iter()
-                .find(|(i, _, _)| *i == id)
-                .map(|(_, n, _)| n.clone())
+                .find(|m| m.id == id)
+                .map(|m| m.name.clone())
                 .unwrap_or_else(|| id.to_string())
         };
 
@@ -203,26 +217,35 @@ impl Publisher {
         self.host.tax_rate = controller.config().tax_rate.value();
         self.host.pressure_some_avg10 = obs.pressure;
 
+        self.totals
+            .retain(|id, _| managed.iter().any(|m| m.id == *id));
         let mut tenants = Vec::with_capacity(managed.len());
-        for (id, name, cgroup) in &managed {
+        for Managed {
+            id,
+            name,
+            cgroup,
+            origin,
+        } in &managed
+        {
             let Some(view) = controller.tenant(*id) else {
                 continue;
             };
-            let t = host.tenant(*id);
-            let sample = t.and_then(|t| t.last_sample.as_ref());
             let o = obs.tenants.iter().find(|o| o.id == *id);
+            let limit = o.and_then(|o| o.levers.limit);
             let a = decision.action(*id);
             let refaults = o.and_then(|o| match (o.refaults, o.swap_ins) {
                 (None, None) => None,
                 (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
             });
+            let totals = self.totals.entry(*id).or_default();
+            totals.0 = add(totals.0, refaults);
+            totals.1 = add(totals.1, limit.and_then(|l| l.major_faults));
+            let (refaults_total, major_faults_total) = *totals;
+            let bytes = |p: Option<Pages>| p.map(|p| p.to_bytes().0);
             tenants.push(TenantSnapshot {
                 name: name.clone(),
                 cgroup: cgroup.clone(),
-                origin: t
-                    .map(|t| t.origin().name())
-                    .unwrap_or("adopted")
-                    .to_string(),
+                origin: origin.to_string(),
                 min_bytes: view.spec.min.to_bytes().0,
                 max_bytes: view.spec.max.to_bytes().0,
                 shares: view.spec.shares,
@@ -230,22 +253,17 @@ impl Publisher {
                 allocated_bytes: o.map_or(0, |o| o.allocated.to_bytes().0),
                 target_bytes: a.map_or(0, |a| a.target.to_bytes().0),
                 active_estimate_bytes: view.active_estimate.to_bytes().0,
-                limit_bytes: sample.and_then(|s| match s.limit {
-                    Limit::Max => None,
-                    Limit::Bytes(b) => Some(b.0),
-                }),
+                limit_bytes: limit.filter(|l| !l.unlimited).map(|l| l.limit.to_bytes().0),
                 floor_bytes: a
                     .and_then(|a| a.reason.mechanism.limit)
                     .map_or(0, |n| n.floor.to_bytes().0),
-                anon_bytes: sample.and_then(|s| s.anon.map(|b| b.0)),
-                file_bytes: sample.and_then(|s| s.file.map(|b| b.0)),
-                swap_bytes: sample.and_then(|s| s.swap.map(|b| b.0)),
-                refaults_total: t.and_then(|t| t.refaults_total),
+                anon_bytes: bytes(o.and_then(|o| o.anon)),
+                file_bytes: bytes(o.and_then(|o| o.file)),
+                swap_bytes: bytes(o.and_then(|o| o.swapped)),
+                refaults_total,
                 refaults_per_s: refaults.zip(elapsed_s).map(|(n, s)| n as f64 / s),
-                major_faults_total: t.and_then(|t| t.major_faults_total),
-                pressure_some_avg10: sample
-                    .and_then(|s| s.pressure.as_ref())
-                    .map(|p| p.some.avg10_pct),
+                major_faults_total,
+                pressure_some_avg10: limit.and_then(|l| l.pressure),
                 mechanisms: a.map_or_else(Vec::new, |a| {
                     a.mechanisms.iter().map(|m| m.name().to_string()).collect()
                 }),
@@ -284,18 +302,13 @@ impl Publisher {
     }
 
     /// Logs and records limits raised between ticks for tenants stalled at their limit.
-    pub fn rescues(
-        &mut self,
-        events: Vec<WorldEvent>,
-        managed: &[(TenantId, String, String)],
-        log: &Logger,
-    ) {
+    pub fn rescues(&mut self, events: Vec<WorldEvent>, managed: &[Managed], log: &Logger) {
         for event in events {
             if let WorldEvent::Rescued { id, from, to } = event {
                 let name = managed
                     .iter()
-                    .find(|(i, _, _)| *i == id)
-                    .map_or_else(|| id.to_string(), |(_, n, _)| n.clone());
+                    .find(|m| m.id == id)
+                    .map_or_else(|| id.to_string(), |m| m.name.clone());
                 self.rescued(from, to, &name, log);
             }
         }
@@ -428,5 +441,13 @@ impl Publisher {
             // The loop logs these itself.
             WorldEvent::Gone { .. } | WorldEvent::RestoreFailed { .. } => {}
         }
+    }
+}
+
+/// A lifetime total plus this tick's count (a missing count keeps the total).
+fn add(total: Option<u64>, delta: Option<u64>) -> Option<u64> {
+    match (total, delta) {
+        (t, Some(d)) => Some(t.unwrap_or(0).saturating_add(d)),
+        (t, None) => t,
     }
 }

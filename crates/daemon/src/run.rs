@@ -16,7 +16,7 @@ use crate::config::{
     DaemonConfig, EstimatorChoice, ParentCgroup, RailsSection, Reclaim, TenantConfig, TenantOrigin,
 };
 use crate::log::Logger;
-use crate::publish::Publisher;
+use crate::publish::{Managed, Publisher};
 use crate::state_file::{self, ApiChanges, StateError, StateFile, TenantChange};
 use memtide_controller::{Controller, ControllerConfig, World};
 use memtide_linux::fs::hierarchy;
@@ -132,7 +132,7 @@ struct Daemon {
     signals: Signals,
     reload_from: Option<ReloadFrom>,
     /// The running tenants (id, name, cgroup) as they stood before the tick under way.
-    managed: Vec<(TenantId, String, String)>,
+    managed: Vec<Managed>,
     /// The tick under way was observed (an error after that was the apply's).
     observed: bool,
     /// Tenants the tick under way tried again to start, and what came of it.
@@ -739,7 +739,6 @@ impl Sink<LinuxHost> for Daemon {
             t.observation,
             t.decision,
             t.events,
-            t.world,
             t.controller,
             managed,
             &self.log,
@@ -1024,7 +1023,7 @@ fn spec(slot: &Slot, config: &DaemonConfig) -> TenantSpec {
 }
 
 /// (id, name, cgroup) of the running tenants, in configuration order.
-fn managed_view(slots: &[Slot], runner: &Runner<LinuxHost>) -> Vec<(TenantId, String, String)> {
+fn managed_view(slots: &[Slot], runner: &Runner<LinuxHost>) -> Vec<Managed> {
     slots
         .iter()
         .filter(|s| {
@@ -1032,7 +1031,15 @@ fn managed_view(slots: &[Slot], runner: &Runner<LinuxHost>) -> Vec<(TenantId, St
                 .tenant(s.id)
                 .is_some_and(|t| t.status == Status::Running)
         })
-        .map(|s| (s.id, s.config.name.clone(), s.cgroup.clone()))
+        .map(|s| Managed {
+            id: s.id,
+            name: s.config.name.clone(),
+            cgroup: s.cgroup.clone(),
+            origin: match s.config.origin {
+                TenantOrigin::Adopt { .. } => "adopted",
+                TenantOrigin::Launch { .. } => "launched",
+            },
+        })
         .collect()
 }
 

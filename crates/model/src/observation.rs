@@ -38,6 +38,8 @@ pub struct TenantObservation {
     pub anon: Option<Pages>,
     /// Page cache resident in the tenant.
     pub file: Option<Pages>,
+    /// Memory of the tenant in its own swap (a guest's swap device, a cgroup's swap).
+    pub swapped: Option<Pages>,
     /// Guest swap-ins since the last observation.
     pub swap_ins: Option<u64>,
     /// Page-cache refaults since the last observation.
@@ -79,6 +81,7 @@ impl TenantObservation {
             committed: None,
             anon: None,
             file: None,
+            swapped: None,
             swap_ins: None,
             refaults: None,
             sample: None,

@@ -279,6 +279,7 @@ impl Vm {
             committed: Some(Pages(committed)),
             anon: Some(Pages(u64::from(self.guest.anon_resident()))),
             file: Some(Pages(u64::from(self.guest.cache_resident()))),
+            swapped: Some(Pages(u64::from(self.guest.swap_used()))),
             swap_ins: Some(last.map_or(0, |s| s.swap_ins)),
             refaults: Some(last.map_or(0, |s| s.refaults)),
             sample: self.sampler.as_mut().map(Sampler::observe),

@@ -528,6 +528,7 @@ impl LinuxHost {
         let obs = TenantObservation {
             anon: sample.anon.map(Bytes::to_pages_floor),
             file: sample.file.map(Bytes::to_pages_floor),
+            swapped: sample.swap.map(Bytes::to_pages_floor),
             swap_ins,
             refaults,
             sample: sample_counts,
