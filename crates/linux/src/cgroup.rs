@@ -1,5 +1,10 @@
 //! One memory cgroup as the Linux host sees it, over v1 or v2: a sample of everything observed, the limit settings to record and restore, and limit writes ordered so the kernel accepts them.
+//!
+//! `MemoryCgroup` reads by path; `CgroupReader` is the same sample for a cgroup read every
+//! tick, through descriptors kept open (`fs::kept`) and one buffer.
 
+use crate::fs::kept::KeptFile;
+use crate::fs::read::{as_text, parse_u64, read_cgroup_into};
 use crate::fs::write::write_bounded;
 use crate::fs::{cgroup_v1 as v1, cgroup_v2 as v2, procs, FsError};
 use memtide_model::Bytes;
@@ -101,57 +106,10 @@ impl MemoryCgroup {
         self.dir.is_dir()
     }
 
-    /// One reading of everything the host observes.
+    /// One reading of everything the host observes (by path; see [`CgroupReader`] for a
+    /// cgroup read again and again).
     pub fn sample(&self) -> Result<CgroupSample, FsError> {
-        match self.version {
-            CgroupVersion::V1 => self.sample_v1(),
-            CgroupVersion::V2 => self.sample_v2(),
-        }
-    }
-
-    fn sample_v1(&self) -> Result<CgroupSample, FsError> {
-        let d = &self.dir;
-        let usage = v1::read_usage(d)?;
-        let limit = v1::read_limit(d)?;
-        let stat = v1::read_stat(d)?;
-        let memsw_usage = v1::read_memsw_usage(d)?;
-        Ok(CgroupSample {
-            usage,
-            limit,
-            anon: stat.rss,
-            file: stat.cache,
-            swap: stat
-                .swap
-                .or_else(|| memsw_usage.map(|m| m.saturating_sub(usage))),
-            unevictable: stat.unevictable,
-            refault_anon: stat.workingset_refault_anon,
-            refault_file: stat.workingset_refault_file,
-            major_faults: stat.pgmajfault,
-            pressure: None,
-            swap_accounting: memsw_usage.is_some(),
-        })
-    }
-
-    fn sample_v2(&self) -> Result<CgroupSample, FsError> {
-        let d = &self.dir;
-        let usage = v2::read_current(d)?;
-        let limit = v2::read_high(d)?.min(v2::read_max(d)?);
-        let stat = v2::read_stat(d)?;
-        let swap = v2::read_swap_current(d)?;
-        let swap_max = v2::read_swap_max(d)?;
-        Ok(CgroupSample {
-            usage,
-            limit,
-            anon: stat.anon,
-            file: stat.file,
-            swap,
-            unevictable: stat.unevictable,
-            refault_anon: stat.workingset_refault_anon,
-            refault_file: stat.workingset_refault_file,
-            major_faults: stat.pgmajfault,
-            pressure: v2::read_pressure(d)?,
-            swap_accounting: swap_max.is_some(),
-        })
+        CgroupReader::new(self).sample()
     }
 
     /// The limit-related settings in force now, to record and later restore.
@@ -317,6 +275,173 @@ impl MemoryCgroup {
     fn write(&self, name: &str, value: String, timeout: Duration) -> Result<(), FsError> {
         write_bounded(&self.dir.join(name), &value, timeout)
     }
+}
+
+/// A memory cgroup read every tick: the sampled files kept open (one `pread` each, see
+/// `fs::kept`), all read into one buffer, and `cgroup.procs` opened afresh each time (v1 builds
+/// its pid list when the file is opened). Gives the same `CgroupSample` as
+/// [`MemoryCgroup::sample`], which reads through a reader of its own.
+#[derive(Debug)]
+pub struct CgroupReader {
+    version: CgroupVersion,
+    /// v1 memory.usage_in_bytes, v2 memory.current.
+    usage: KeptFile,
+    /// v1 memory.limit_in_bytes, v2 memory.high.
+    limit: KeptFile,
+    /// v2 memory.max.
+    max: KeptFile,
+    stat: KeptFile,
+    /// v1 memory.memsw.usage_in_bytes (read only when memory.stat has no `swap`), v2
+    /// memory.swap.current.
+    swap: KeptFile,
+    /// v2 memory.pressure.
+    pressure: KeptFile,
+    /// v1 memory.oom_control.
+    oom_control: KeptFile,
+    procs: PathBuf,
+    buf: Vec<u8>,
+}
+
+impl CgroupReader {
+    /// A reader of `cgroup`; nothing is opened before the first reading.
+    pub fn new(cgroup: &MemoryCgroup) -> CgroupReader {
+        let d = &cgroup.dir;
+        let (usage, limit, swap) = match cgroup.version {
+            CgroupVersion::V1 => (
+                "memory.usage_in_bytes",
+                V1_LIMIT,
+                "memory.memsw.usage_in_bytes",
+            ),
+            CgroupVersion::V2 => ("memory.current", V2_HIGH, "memory.swap.current"),
+        };
+        CgroupReader {
+            version: cgroup.version,
+            usage: KeptFile::new(d.join(usage)),
+            limit: KeptFile::new(d.join(limit)),
+            max: KeptFile::new(d.join(V2_MAX)),
+            stat: KeptFile::new(d.join("memory.stat")),
+            swap: KeptFile::new(d.join(swap)),
+            pressure: KeptFile::new(d.join("memory.pressure")),
+            oom_control: KeptFile::new(d.join("memory.oom_control")),
+            procs: d.join("cgroup.procs"),
+            buf: Vec::new(),
+        }
+    }
+
+    /// One reading of everything the host observes. v1: memory.stat printing `swap` means the
+    /// kernel accounts swap, and memsw usage is read only when it does not print it.
+    pub fn sample(&mut self) -> Result<CgroupSample, FsError> {
+        match self.version {
+            CgroupVersion::V1 => self.sample_v1(),
+            CgroupVersion::V2 => self.sample_v2(),
+        }
+    }
+
+    fn sample_v1(&mut self) -> Result<CgroupSample, FsError> {
+        let usage = Bytes(read_u64(&mut self.usage, &mut self.buf)?);
+        let text = self.limit.read(&mut self.buf)?;
+        let limit = Limit::parse_v1(self.limit.path(), V1_LIMIT, text)?;
+        let text = self.stat.read(&mut self.buf)?;
+        let stat = v1::parse_stat(self.stat.path(), text)?;
+        let (swap, swap_accounting) = match stat.swap {
+            Some(swap) => (Some(swap), true),
+            None => {
+                let memsw = read_optional_u64(&mut self.swap, &mut self.buf)?.map(Bytes);
+                (memsw.map(|m| m.saturating_sub(usage)), memsw.is_some())
+            }
+        };
+        Ok(CgroupSample {
+            usage,
+            limit,
+            anon: stat.rss,
+            file: stat.cache,
+            swap,
+            unevictable: stat.unevictable,
+            refault_anon: stat.workingset_refault_anon,
+            refault_file: stat.workingset_refault_file,
+            major_faults: stat.pgmajfault,
+            pressure: None,
+            swap_accounting,
+        })
+    }
+
+    fn sample_v2(&mut self) -> Result<CgroupSample, FsError> {
+        let usage = Bytes(read_u64(&mut self.usage, &mut self.buf)?);
+        let text = self.limit.read(&mut self.buf)?;
+        let high = Limit::parse_v2(self.limit.path(), V2_HIGH, text)?;
+        let text = self.max.read(&mut self.buf)?;
+        let max = Limit::parse_v2(self.max.path(), V2_MAX, text)?;
+        let text = self.stat.read(&mut self.buf)?;
+        let stat = v2::parse_stat(self.stat.path(), text)?;
+        // memory.swap.current and memory.swap.max exist together, with swap accounting.
+        let swap = read_optional_u64(&mut self.swap, &mut self.buf)?.map(Bytes);
+        let pressure = match self.pressure.read_optional_str(&mut self.buf)? {
+            Some(text) => Some(crate::fs::pressure::parse_pressure(
+                self.pressure.path(),
+                text,
+            )?),
+            None => None,
+        };
+        Ok(CgroupSample {
+            usage,
+            limit: high.min(max),
+            anon: stat.anon,
+            file: stat.file,
+            swap,
+            unevictable: stat.unevictable,
+            refault_anon: stat.workingset_refault_anon,
+            refault_file: stat.workingset_refault_file,
+            major_faults: stat.pgmajfault,
+            pressure,
+            swap_accounting: swap.is_some(),
+        })
+    }
+
+    /// The processes in this cgroup (not those in child cgroups), into `out` (cleared first).
+    pub fn pids(&mut self, out: &mut Vec<u32>) -> Result<(), FsError> {
+        out.clear();
+        if !read_cgroup_into(&self.procs, &mut self.buf)? {
+            return Err(FsError::Read {
+                path: self.procs.clone(),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            });
+        }
+        let text = as_text(&self.procs, &self.buf)?;
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            out.push(line.parse::<u32>().map_err(|_| FsError::Parse {
+                path: self.procs.clone(),
+                field: "pid".to_string(),
+                value: line.to_string(),
+                expected: "a process id",
+            })?);
+        }
+        Ok(())
+    }
+
+    /// v1 memory.oom_control.
+    pub fn oom_control(&mut self) -> Result<v1::OomControl, FsError> {
+        let text = self.oom_control.read(&mut self.buf)?;
+        v1::parse_oom_control(self.oom_control.path(), text)
+    }
+}
+
+/// A kept file holding one number.
+fn read_u64(file: &mut KeptFile, buf: &mut Vec<u8>) -> Result<u64, FsError> {
+    let text = file.read(buf)?;
+    parse_u64(file.path(), file_name(file.path()), text)
+}
+
+/// A kept file holding one number, which only some kernels have.
+fn read_optional_u64(file: &mut KeptFile, buf: &mut Vec<u8>) -> Result<Option<u64>, FsError> {
+    match file.read_optional_str(buf)? {
+        Some(text) => parse_u64(file.path(), file_name(file.path()), text).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The file's name as the field of a one-number file, without allocating.
+fn file_name(path: &Path) -> &str {
+    path.file_name().and_then(|n| n.to_str()).unwrap_or("")
 }
 
 /// How a v1 restore writes the limit and memsw limit so memsw >= limit after every write,

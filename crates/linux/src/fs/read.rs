@@ -2,7 +2,9 @@
 
 use super::error::FsError;
 use memtide_model::Bytes;
+use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Reads a whole file. Any failure, including a missing file, is `FsError::Read`.
@@ -66,6 +68,64 @@ pub(crate) fn read_optional_cgroup_file(path: &Path) -> Result<Option<String>, F
             source,
         }),
     }
+}
+
+/// Reads `file` from offset 0 to its end into `buf`, replacing what it held, with `pread`: no
+/// `statx` for a size hint (kernel files report size 0 or 4096 anyway) and, on a kept
+/// descriptor, no path walk. cgroupfs and procfs regenerate a file's text for a read at 0.
+pub(crate) fn read_all_at(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
+    const CHUNK: usize = 4096;
+    buf.clear();
+    let mut len = 0;
+    loop {
+        if buf.len() < len + CHUNK {
+            buf.resize(len + CHUNK, 0);
+        }
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                buf.clear();
+                return Err(e);
+            }
+        }
+    }
+    buf.truncate(len);
+    Ok(())
+}
+
+/// Reads a cgroup file by path into `buf` (see [`read_all_at`]): `Ok(true)`; a missing file in
+/// a cgroup that exists is `Ok(false)`; the cgroup gone is `FsError::Vanished`. For files that
+/// must be opened afresh for each reading (v1 `cgroup.procs`, whose pid list is built at open).
+pub(crate) fn read_cgroup_into(path: &Path, buf: &mut Vec<u8>) -> Result<bool, FsError> {
+    let gone_or = |e: io::Error| {
+        if is_gone(&e) && parent_gone(path) {
+            FsError::Vanished {
+                path: path.to_path_buf(),
+            }
+        } else {
+            FsError::Read {
+                path: path.to_path_buf(),
+                source: e,
+            }
+        }
+    };
+    let file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if is_gone(&e) && !parent_gone(path) => return Ok(false),
+        Err(e) => return Err(gone_or(e)),
+    };
+    read_all_at(&file, buf).map_err(gone_or)?;
+    Ok(true)
+}
+
+/// `buf` as text; invalid UTF-8 is a read error naming `path`.
+pub(crate) fn as_text<'b>(path: &Path, buf: &'b [u8]) -> Result<&'b str, FsError> {
+    std::str::from_utf8(buf).map_err(|e| FsError::Read {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, e),
+    })
 }
 
 /// The file's name, used as the field name for files holding one value.
@@ -181,5 +241,24 @@ mod tests {
             msg.contains("memory.usage_in_bytes") && msg.contains("\"-5\""),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn reading_into_a_buffer_gets_the_whole_file_and_tells_missing_from_vanished() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("memory.stat");
+        let long = "cache 1\n".repeat(2000);
+        std::fs::write(&path, &long).unwrap();
+        let mut buf = b"stale".to_vec();
+        assert!(read_cgroup_into(&path, &mut buf).unwrap());
+        assert_eq!(as_text(&path, &buf).unwrap(), long);
+        std::fs::write(&path, "").unwrap();
+        assert!(read_cgroup_into(&path, &mut buf).unwrap());
+        assert!(buf.is_empty());
+        assert!(!read_cgroup_into(&tmp.path().join("memory.swap.current"), &mut buf).unwrap());
+        let gone = tmp.path().join("gone/cgroup.procs");
+        assert!(read_cgroup_into(&gone, &mut buf).unwrap_err().is_vanished());
+        let msg = as_text(&path, &[0xff]).unwrap_err().to_string();
+        assert!(msg.contains("memory.stat"), "{msg}");
     }
 }

@@ -9,11 +9,13 @@ mod tenant;
 mod world;
 
 pub use error::LinuxError;
+use tenant::OomState;
 pub use tenant::{ManagedTenant, Origin, TenantRecord};
 pub use world::Placement;
 
-use crate::cgroup::{CgroupSample, Limit, LimitSettings, MemoryCgroup};
+use crate::cgroup::{CgroupReader, CgroupSample, Limit, LimitSettings, MemoryCgroup};
 use crate::fs::hierarchy::MemoryHierarchy;
+use crate::fs::oom_events::OomEvents;
 use crate::fs::{meminfo, pressure, FsError};
 use memtide_controller::Host;
 use memtide_model::{
@@ -56,11 +58,19 @@ pub struct LinuxHost {
     swap_free: Pages,
     /// The parent cgroup this host created (removed, when empty, by `release_all`).
     created_parent: Option<PathBuf>,
+    /// v1: the eventfds the kernel signals when a guarded tenant enters OOM (made when the
+    /// first guard goes on; `None` also when epoll is unavailable, and every guarded tenant's
+    /// memory.oom_control is then read at each check).
+    oom_events: Option<OomEvents>,
+    /// The watches that fired at the last check (kept to reuse its allocation).
+    fired: Vec<u64>,
 }
 
 impl LinuxHost {
     pub fn new(hierarchy: MemoryHierarchy, options: HostOptions) -> Result<LinuxHost, LinuxError> {
         let info = meminfo::read_meminfo(&options.proc_root)?;
+        // Each tenant keeps a few cgroup files open (fs::kept); room for them.
+        crate::fs::kept::raise_fd_limit();
         Ok(LinuxHost {
             hierarchy,
             machine: info.mem_total.to_pages_floor(),
@@ -72,6 +82,8 @@ impl LinuxHost {
             first_seen: BTreeMap::new(),
             events: Vec::new(),
             created_parent: None,
+            oom_events: None,
+            fired: Vec::new(),
         })
     }
 
@@ -281,6 +293,9 @@ impl LinuxHost {
                 oom_kill_disable: original.oom_kill_disable,
                 oom_guard,
             },
+            reader: CgroupReader::new(&cgroup),
+            pids: Vec::new(),
+            oom: OomState::default(),
             cgroup,
             child,
             no_anon_swap,
@@ -306,20 +321,44 @@ impl LinuxHost {
     /// Between ticks: a v1 tenant stalled at its limit (under_oom, with the OOM killer that
     /// memtide disabled) gets its limit raised at once by one step (5%, at least 8 MiB), up to
     /// its max; at its max the kernel's OOM killer is given back, as without memtide.
+    ///
+    /// Runs every 50 ms. A guarded tenant's memory.oom_control is read only when the kernel
+    /// signalled its OOM eventfd, once a tick (see `observe`), or at every check when it could
+    /// not be registered; a tenant found under OOM is read again at each check until it is not.
     pub fn rescue_stalled(&mut self) {
         let timeout = self.options.write_timeout;
         let machine = self.machine;
+        if let Some(events) = &mut self.oom_events {
+            let watched = self
+                .tenants
+                .values()
+                .filter(|t| t.oom.watch.is_some())
+                .count();
+            if watched > 0 {
+                events.fired(watched, &mut self.fired);
+                for &key in &self.fired {
+                    let id = TenantId(u32::try_from(key).unwrap_or(u32::MAX));
+                    if let Some(t) = self.tenants.get_mut(&id) {
+                        if let Some(watch) = &t.oom.watch {
+                            watch.take_fired();
+                        }
+                        t.oom.pending = true;
+                    }
+                }
+            }
+        }
         for t in self.tenants.values_mut() {
-            if !t.record.oom_guard {
+            if !t.record.oom_guard || (t.oom.watch.is_some() && !t.oom.pending) {
                 continue;
             }
-            let Ok(oom) = crate::fs::cgroup_v1::read_oom_control(t.cgroup.dir()) else {
+            let Ok(oom) = t.reader.oom_control() else {
                 continue;
             };
             if !oom.under_oom {
+                t.oom.pending = false;
                 continue;
             }
-            let from = match t.cgroup.sample().map(|s| s.limit) {
+            let from = match crate::fs::cgroup_v1::read_limit(t.cgroup.dir()) {
                 Ok(Limit::Bytes(b)) => b.to_pages_floor(),
                 _ => continue,
             };
@@ -336,7 +375,7 @@ impl LinuxHost {
                 }
             }
             if to >= max {
-                set_oom_guard(t, false, timeout);
+                set_oom_guard(t, false, timeout, &mut self.oom_events);
             }
         }
     }
@@ -380,6 +419,8 @@ impl LinuxHost {
         }
         let timeout = self.options.write_timeout;
         t.cgroup.restore(&t.record.original, timeout)?;
+        // The guard goes off below (or was never on): no more OOM signals wanted.
+        t.oom = OomState::default();
         if let Some(original) = t.record.oom_kill_disable {
             if oom_kill_disable(&t.cgroup)? != Some(original) {
                 let path = t.cgroup.dir().join("memory.oom_control");
@@ -487,11 +528,14 @@ impl LinuxHost {
                 t.child = None;
             }
         }
-        let sample = t.cgroup.sample()?;
-        let pids = t.cgroup.pids()?;
-        if pids.is_empty() {
+        let sample = t.reader.sample()?;
+        t.reader.pids(&mut t.pids)?;
+        if t.pids.is_empty() {
             return Ok(None);
         }
+        // Once a tick every guarded tenant's memory.oom_control is read at the next check,
+        // whether or not the kernel signalled.
+        t.oom.pending |= t.record.oom_guard;
         let counters = Counters::of(&sample);
         let last = t.last.replace(counters);
         let (swap_ins, refaults, major) = match last {
@@ -516,7 +560,7 @@ impl LinuxHost {
             Limit::Bytes(b) => b.to_pages_floor().min(machine),
         };
         let sample_counts = match &mut t.sampler {
-            Some(s) => match s.observe(now, &pids) {
+            Some(s) => match s.observe(now, &t.pids) {
                 Ok(c) => Some(c),
                 Err(error) => {
                     self.events.push(WorldEvent::SamplerFailed { id, error });
@@ -587,7 +631,7 @@ impl LinuxHost {
                     s.limit = Limit::Bytes(to.to_bytes());
                 }
                 let below_max = t.max.is_some_and(|max| to < max);
-                set_oom_guard(t, below_max, timeout);
+                set_oom_guard(t, below_max, timeout, &mut self.oom_events);
                 // v2: memory.high only throttles the tenant toward the new limit as it
                 // allocates; memory.reclaim takes the excess now, without a limit to remember.
                 // (v1's limit write reclaims by itself; `reclaim` is a no-op there.)
@@ -660,8 +704,15 @@ fn oom_kill_disable(cgroup: &MemoryCgroup) -> Result<Option<bool>, FsError> {
 
 /// v1: disables the OOM killer while memtide holds the tenant under its max (`on`), or gives
 /// back the tenant's own setting. A tenant whose killer was already disabled is left alone.
-/// The record carries the guard's state, so the state file knows what to give back.
-fn set_oom_guard(t: &mut ManagedTenant, on: bool, timeout: Duration) {
+/// The record carries the guard's state, so the state file knows what to give back. While the
+/// guard is on, the kernel signals the tenant's OOMs on an eventfd in `events` (made on first
+/// use); when that cannot be set up, `rescue_stalled` reads memory.oom_control at each check.
+fn set_oom_guard(
+    t: &mut ManagedTenant,
+    on: bool,
+    timeout: Duration,
+    events: &mut Option<OomEvents>,
+) {
     let Some(original) = t.record.oom_kill_disable else {
         return;
     };
@@ -670,8 +721,24 @@ fn set_oom_guard(t: &mut ManagedTenant, on: bool, timeout: Duration) {
     }
     let value = if on { "1" } else { "0" };
     let path = t.cgroup.dir().join("memory.oom_control");
-    if crate::fs::write_bounded(&path, value, timeout).is_ok() {
-        t.record.oom_guard = on;
+    if crate::fs::write_bounded(&path, value, timeout).is_err() {
+        return;
+    }
+    t.record.oom_guard = on;
+    t.oom = OomState {
+        watch: None,
+        // Look once at once: the tenant may already be at its limit.
+        pending: on,
+    };
+    if on {
+        if events.is_none() {
+            *events = OomEvents::new().ok();
+        }
+        if let Some(events) = events {
+            t.oom.watch = events
+                .watch(u64::from(t.id.0), t.cgroup.dir(), timeout)
+                .ok();
+        }
     }
 }
 
