@@ -10,7 +10,8 @@
 # DRY_RUN=1 measures observing and deciding alone (no limit writes, so no kernel reclaim work done
 # in the daemon's context; the would-be writes are counted as `dry_run` decisions).
 # Knobs (environment): RECLAIM (always | when_short), ESTIMATOR (tws | sampling), BUDGET (a size;
-# default TENANTS x 64M), ACTIVE (default 4M), FILE_SIZE (default 4M), MEMTIDE, TOUCHER.
+# default TENANTS x 64M), ACTIVE (default 4M), FILE_SIZE (default 4M), MEMTIDE, TOUCHER;
+# KEEP_LOG=FILE keeps the daemon's log there.
 set -euo pipefail
 
 tenants=${1:-100}
@@ -46,6 +47,7 @@ pids=()
 
 cleanup() {
   [[ -n ${daemon:-} ]] && kill "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null || true
+  [[ -n ${KEEP_LOG:-} && -f $work/daemon.log ]] && cp "$work/daemon.log" "$KEEP_LOG"
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   for d in "$dir"/t*; do [[ -d $d ]] && rmdir "$d" 2>/dev/null || true; done

@@ -3,8 +3,8 @@
 //! `MemoryCgroup` reads by path; `CgroupReader` is the same sample for a cgroup read every
 //! tick, through descriptors kept open (`fs::kept`) and one buffer.
 
-use crate::fs::kept::KeptFile;
-use crate::fs::read::{as_text, parse_u64, read_cgroup_into};
+use crate::fs::kept::{Extent, KeptDir, KeptFile};
+use crate::fs::read::{as_text, parse_u64};
 use crate::fs::write::write_bounded;
 use crate::fs::{cgroup_v1 as v1, cgroup_v2 as v2, procs, FsError};
 use memtide_model::Bytes;
@@ -221,9 +221,24 @@ impl MemoryCgroup {
     /// written. v2: memory.high (memory.max stays as recorded: it is the hard fence).
     /// `Limit::Max` writes `-1` (v1) or `max` (v2).
     pub fn set_limit(&self, limit: Limit, timeout: Duration) -> Result<(), FsError> {
+        let memsw = match self.version {
+            CgroupVersion::V1 => v1::read_memsw_limit(&self.dir)?,
+            CgroupVersion::V2 => None,
+        };
+        self.set_limit_given(limit, memsw, timeout)
+    }
+
+    /// [`MemoryCgroup::set_limit`] with v1's memsw limit in force (`None` without swap
+    /// accounting) already read.
+    fn set_limit_given(
+        &self,
+        limit: Limit,
+        memsw: Option<Limit>,
+        timeout: Duration,
+    ) -> Result<(), FsError> {
         match self.version {
             CgroupVersion::V1 => {
-                if let Some(memsw) = v1::read_memsw_limit(&self.dir)? {
+                if let Some(memsw) = memsw {
                     if memsw < limit {
                         self.write(V1_MEMSW_LIMIT, limit.to_v1_value(), timeout)?;
                     }
@@ -279,8 +294,8 @@ impl MemoryCgroup {
 
 /// A memory cgroup read every tick: the sampled files kept open (one `pread` each, see
 /// `fs::kept`), all read into one buffer, and `cgroup.procs` opened afresh each time (v1 builds
-/// its pid list when the file is opened). Gives the same `CgroupSample` as
-/// [`MemoryCgroup::sample`], which reads through a reader of its own.
+/// its pid list when the file is opened), relative to a descriptor kept on the directory. Gives
+/// the same `CgroupSample` as [`MemoryCgroup::sample`], which reads through a reader of its own.
 #[derive(Debug)]
 pub struct CgroupReader {
     version: CgroupVersion,
@@ -298,9 +313,14 @@ pub struct CgroupReader {
     pressure: KeptFile,
     /// v1 memory.oom_control.
     oom_control: KeptFile,
-    procs: PathBuf,
+    /// v1 memory.memsw.limit_in_bytes, read before each limit write.
+    memsw_limit: KeptFile,
+    /// The cgroup's directory, for cgroup.procs.
+    dir: KeptDir,
     buf: Vec<u8>,
 }
+
+const PROCS: &std::ffi::CStr = c"cgroup.procs";
 
 impl CgroupReader {
     /// A reader of `cgroup`; nothing is opened before the first reading.
@@ -323,7 +343,8 @@ impl CgroupReader {
             swap: KeptFile::new(d.join(swap)),
             pressure: KeptFile::new(d.join("memory.pressure")),
             oom_control: KeptFile::new(d.join("memory.oom_control")),
-            procs: d.join("cgroup.procs"),
+            memsw_limit: KeptFile::new(d.join(V1_MEMSW_LIMIT)),
+            dir: KeptDir::new(d.clone()),
             buf: Vec::new(),
         }
     }
@@ -400,22 +421,58 @@ impl CgroupReader {
     /// The processes in this cgroup (not those in child cgroups), into `out` (cleared first).
     pub fn pids(&mut self, out: &mut Vec<u32>) -> Result<(), FsError> {
         out.clear();
-        if !read_cgroup_into(&self.procs, &mut self.buf)? {
-            return Err(FsError::Read {
-                path: self.procs.clone(),
-                source: io::Error::from(io::ErrorKind::NotFound),
-            });
-        }
-        let text = as_text(&self.procs, &self.buf)?;
+        self.read_procs(Extent::Whole)?;
+        let path = || self.dir.path().join("cgroup.procs");
+        let text = as_text(&path(), &self.buf)?;
         for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
             out.push(line.parse::<u32>().map_err(|_| FsError::Parse {
-                path: self.procs.clone(),
+                path: path(),
                 field: "pid".to_string(),
                 value: line.to_string(),
                 expected: "a process id",
             })?);
         }
         Ok(())
+    }
+
+    /// True when the cgroup holds a process (not counting child cgroups): the first read of
+    /// cgroup.procs is not empty.
+    pub fn has_processes(&mut self) -> Result<bool, FsError> {
+        self.read_procs(Extent::FirstRead)?;
+        Ok(self.buf.iter().any(|b| !b.is_ascii_whitespace()))
+    }
+
+    fn read_procs(&mut self, extent: Extent) -> Result<(), FsError> {
+        if self.dir.read(PROCS, &mut self.buf, extent)? {
+            Ok(())
+        } else {
+            Err(FsError::Read {
+                path: self.dir.path().join("cgroup.procs"),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            })
+        }
+    }
+
+    /// Sets the enforced limit as [`MemoryCgroup::set_limit`] does, reading v1's memsw limit
+    /// through the kept file.
+    pub fn set_limit(
+        &mut self,
+        cgroup: &MemoryCgroup,
+        limit: Limit,
+        timeout: Duration,
+    ) -> Result<(), FsError> {
+        let memsw = match cgroup.version {
+            CgroupVersion::V1 => match self.memsw_limit.read_optional_str(&mut self.buf)? {
+                Some(text) => Some(Limit::parse_v1(
+                    self.memsw_limit.path(),
+                    V1_MEMSW_LIMIT,
+                    text,
+                )?),
+                None => None,
+            },
+            CgroupVersion::V2 => None,
+        };
+        cgroup.set_limit_given(limit, memsw, timeout)
     }
 
     /// v1 memory.oom_control.

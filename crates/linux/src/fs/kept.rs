@@ -9,16 +9,24 @@
 //! [`raise_fd_limit`] lifts to the hard limit), so kept files never starve the rest of the
 //! daemon (the API, the state file, /proc); past the budget a file is read by path each time.
 //!
-//! Not for v1 `cgroup.procs` or `tasks`: the kernel builds their pid list when the file is
-//! opened and may serve it again to later reads on the same descriptor.
+//! Kept files are files the kernel makes in one go (every cgroup memory file, PSI,
+//! /proc/meminfo), so one `pread` that comes back short of the buffer has the whole text. Not
+//! for v1 `cgroup.procs` or `tasks`: a list, and the kernel builds it when the file is opened
+//! and may serve it again to later reads on the same descriptor.
 //!
-//! Hand-rolled (a few lines on `std::os::unix::fs::FileExt`): no crate offers kept kernel files
-//! with this reopen-on-vanish rule and a shared descriptor budget.
+//! Those are opened afresh for each reading, relative to a descriptor kept on their directory
+//! ([`KeptDir`]): one path component looked up instead of the whole path.
+//!
+//! Hand-rolled (a few lines on `std::os::unix::fs::FileExt` and `openat`): no crate offers kept
+//! kernel files with this reopen-on-vanish rule and a shared descriptor budget.
 
 use super::error::FsError;
 use super::read::{as_text, is_gone, parent_gone, read_all_at};
-use std::fs::File;
+use std::ffi::CStr;
+use std::fs::{File, OpenOptions};
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -124,7 +132,7 @@ impl KeptFile {
     /// `FsError::Vanished`; anything else is `FsError::Read`.
     pub fn read_optional(&mut self, buf: &mut Vec<u8>) -> Result<bool, FsError> {
         if let Some((file, _)) = &self.open {
-            if read_all_at(file, buf).is_ok() {
+            if read_all_at(file, buf, true).is_ok() {
                 return Ok(true);
             }
             // Removed (ENODEV), perhaps made again under this path: read by path.
@@ -141,7 +149,7 @@ impl KeptFile {
             }
             Err(source) => return Err(self.read_error(source)),
         };
-        if let Err(e) = read_all_at(&file, buf) {
+        if let Err(e) = read_all_at(&file, buf, true) {
             return Err(if is_gone(&e) && parent_gone(&self.path) {
                 self.vanished()
             } else {
@@ -183,6 +191,167 @@ impl KeptFile {
         FsError::Read {
             path: self.path.clone(),
             source,
+        }
+    }
+}
+
+/// A directory whose files are opened afresh for each reading (lists such as
+/// `cgroup.procs`), relative to an `O_PATH` descriptor kept on it while the budget allows. A
+/// kept descriptor of a removed directory finds nothing (`ENOENT`); the directory is then
+/// opened by path again, so one made again under the same path is read afresh.
+#[derive(Debug)]
+pub struct KeptDir {
+    path: PathBuf,
+    open: Option<(File, Slot)>,
+}
+
+/// How much of a file [`KeptDir::read`] reads.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Extent {
+    /// All of it.
+    Whole,
+    /// One `read` (at most 4096 bytes): enough to tell an empty list from one that is not.
+    FirstRead,
+}
+
+impl KeptDir {
+    /// Opens nothing yet: the first reading does.
+    pub fn new(path: PathBuf) -> KeptDir {
+        KeptDir { path, open: None }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// True while a descriptor is kept.
+    pub fn is_kept(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// Reads the file `name` in the directory into `buf` (replacing what it held): `Ok(true)`.
+    /// A missing file in a directory that exists is `Ok(false)`; the directory gone is
+    /// `FsError::Vanished`; anything else is `FsError::Read`.
+    pub fn read(
+        &mut self,
+        name: &CStr,
+        buf: &mut Vec<u8>,
+        extent: Extent,
+    ) -> Result<bool, FsError> {
+        if let Some((dir, _)) = &self.open {
+            match open_at(dir, name) {
+                Ok(file) => return self.read_file(name, &file, buf, extent).map(|()| true),
+                // Removed, perhaps made again under this path: open the path again.
+                Err(e) if is_gone(&e) => self.open = None,
+                Err(e) => return Err(self.read_error(name, e)),
+            }
+        }
+        let dir = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(&self.path)
+        {
+            Ok(dir) => dir,
+            Err(e) if is_gone(&e) => {
+                return Err(FsError::Vanished {
+                    path: self.file_path(name),
+                })
+            }
+            Err(e) => return Err(self.read_error(name, e)),
+        };
+        let file = match open_at(&dir, name) {
+            Ok(file) => file,
+            Err(e) if is_gone(&e) => {
+                return if self.path.is_dir() {
+                    Ok(false)
+                } else {
+                    Err(FsError::Vanished {
+                        path: self.file_path(name),
+                    })
+                }
+            }
+            Err(e) => return Err(self.read_error(name, e)),
+        };
+        self.read_file(name, &file, buf, extent)?;
+        if let Some(slot) = Slot::take() {
+            self.open = Some((dir, slot));
+        }
+        Ok(true)
+    }
+
+    fn read_file(
+        &self,
+        name: &CStr,
+        file: &File,
+        buf: &mut Vec<u8>,
+        extent: Extent,
+    ) -> Result<(), FsError> {
+        let result = match extent {
+            Extent::Whole => read_all_at(file, buf, false),
+            Extent::FirstRead => read_first(file, buf),
+        };
+        result.map_err(|e| {
+            if is_gone(&e) && !self.path.is_dir() {
+                FsError::Vanished {
+                    path: self.file_path(name),
+                }
+            } else {
+                self.read_error(name, e)
+            }
+        })
+    }
+
+    fn file_path(&self, name: &CStr) -> PathBuf {
+        self.path.join(name.to_string_lossy().as_ref())
+    }
+
+    fn read_error(&self, name: &CStr, source: io::Error) -> FsError {
+        FsError::Read {
+            path: self.file_path(name),
+            source,
+        }
+    }
+}
+
+/// Opens `name` in the directory `dir` for reading.
+fn open_at(dir: &File, name: &CStr) -> io::Result<File> {
+    loop {
+        // SAFETY: `dir` is an open descriptor and `name` a NUL-terminated string; the new
+        // descriptor is owned by the File below.
+        let fd = unsafe {
+            libc::openat(
+                dir.as_raw_fd(),
+                name.as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
+        if fd >= 0 {
+            // SAFETY: `fd` is a new descriptor that nothing else owns.
+            return Ok(unsafe { File::from_raw_fd(fd) });
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// One read from offset 0 into `buf` (replacing what it held).
+fn read_first(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    buf.clear();
+    buf.resize(4096, 0);
+    loop {
+        match file.read_at(buf, 0) {
+            Ok(n) => {
+                buf.truncate(n);
+                return Ok(());
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                buf.clear();
+                return Err(e);
+            }
         }
     }
 }
@@ -268,5 +437,37 @@ mod tests {
         assert!(kept_now() >= 3);
         assert!(kept_now() <= budget());
         assert!(raise_fd_limit().is_some_and(|soft| soft > 0));
+    }
+
+    #[test]
+    fn a_kept_dir_reads_its_files_afresh_and_follows_a_directory_made_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cg");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), "12\n345\n").unwrap();
+        let mut d = KeptDir::new(dir.clone());
+        let mut buf = Vec::new();
+        let procs = c"cgroup.procs";
+        assert!(d.read(procs, &mut buf, Extent::Whole).unwrap());
+        assert_eq!(buf, b"12\n345\n");
+        assert!(d.is_kept());
+        assert!(
+            !d.read(c"tasks", &mut buf, Extent::Whole).unwrap(),
+            "missing file"
+        );
+
+        // Removed and made again: the kept descriptor finds nothing, the path is opened again.
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("cgroup.procs"), "7\n").unwrap();
+        assert!(d.read(procs, &mut buf, Extent::FirstRead).unwrap());
+        assert_eq!(buf, b"7\n");
+
+        std::fs::remove_dir_all(&dir).unwrap();
+        let err = d.read(procs, &mut buf, Extent::Whole).unwrap_err();
+        assert!(err.is_vanished(), "{err}");
+        assert!(err.to_string().contains("cg/cgroup.procs"), "{err}");
+        assert!(!d.is_kept());
+        assert_eq!(d.path(), dir);
     }
 }

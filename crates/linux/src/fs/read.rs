@@ -73,7 +73,12 @@ pub(crate) fn read_optional_cgroup_file(path: &Path) -> Result<Option<String>, F
 /// Reads `file` from offset 0 to its end into `buf`, replacing what it held, with `pread`: no
 /// `statx` for a size hint (kernel files report size 0 or 4096 anyway) and, on a kept
 /// descriptor, no path walk. cgroupfs and procfs regenerate a file's text for a read at 0.
-pub(crate) fn read_all_at(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
+///
+/// `one_record`: the kernel makes the file's whole text in one go (one seq_file record: every
+/// cgroup memory file, PSI, /proc/meminfo; a plain file too), so a read that returns less than
+/// it was offered has reached the end and no second read is made to see it. Not so for lists
+/// such as `cgroup.procs`, whose reads may stop at any record.
+pub(crate) fn read_all_at(file: &File, buf: &mut Vec<u8>, one_record: bool) -> io::Result<()> {
     const CHUNK: usize = 4096;
     buf.clear();
     let mut len = 0;
@@ -81,9 +86,15 @@ pub(crate) fn read_all_at(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
         if buf.len() < len + CHUNK {
             buf.resize(len + CHUNK, 0);
         }
+        let offered = buf.len() - len;
         match file.read_at(&mut buf[len..], len as u64) {
             Ok(0) => break,
-            Ok(n) => len += n,
+            Ok(n) => {
+                len += n;
+                if one_record && n < offered {
+                    break;
+                }
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => {
                 buf.clear();
@@ -93,31 +104,6 @@ pub(crate) fn read_all_at(file: &File, buf: &mut Vec<u8>) -> io::Result<()> {
     }
     buf.truncate(len);
     Ok(())
-}
-
-/// Reads a cgroup file by path into `buf` (see [`read_all_at`]): `Ok(true)`; a missing file in
-/// a cgroup that exists is `Ok(false)`; the cgroup gone is `FsError::Vanished`. For files that
-/// must be opened afresh for each reading (v1 `cgroup.procs`, whose pid list is built at open).
-pub(crate) fn read_cgroup_into(path: &Path, buf: &mut Vec<u8>) -> Result<bool, FsError> {
-    let gone_or = |e: io::Error| {
-        if is_gone(&e) && parent_gone(path) {
-            FsError::Vanished {
-                path: path.to_path_buf(),
-            }
-        } else {
-            FsError::Read {
-                path: path.to_path_buf(),
-                source: e,
-            }
-        }
-    };
-    let file = match File::open(path) {
-        Ok(f) => f,
-        Err(e) if is_gone(&e) && !parent_gone(path) => return Ok(false),
-        Err(e) => return Err(gone_or(e)),
-    };
-    read_all_at(&file, buf).map_err(gone_or)?;
-    Ok(true)
 }
 
 /// `buf` as text; invalid UTF-8 is a read error naming `path`.
@@ -244,20 +230,20 @@ mod tests {
     }
 
     #[test]
-    fn reading_into_a_buffer_gets_the_whole_file_and_tells_missing_from_vanished() {
+    fn reading_at_zero_gets_the_whole_file_in_one_record_or_many() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("memory.stat");
         let long = "cache 1\n".repeat(2000);
         std::fs::write(&path, &long).unwrap();
+        let file = File::open(&path).unwrap();
         let mut buf = b"stale".to_vec();
-        assert!(read_cgroup_into(&path, &mut buf).unwrap());
-        assert_eq!(as_text(&path, &buf).unwrap(), long);
+        for one_record in [true, false] {
+            read_all_at(&file, &mut buf, one_record).unwrap();
+            assert_eq!(as_text(&path, &buf).unwrap(), long);
+        }
         std::fs::write(&path, "").unwrap();
-        assert!(read_cgroup_into(&path, &mut buf).unwrap());
+        read_all_at(&file, &mut buf, true).unwrap();
         assert!(buf.is_empty());
-        assert!(!read_cgroup_into(&tmp.path().join("memory.swap.current"), &mut buf).unwrap());
-        let gone = tmp.path().join("gone/cgroup.procs");
-        assert!(read_cgroup_into(&gone, &mut buf).unwrap_err().is_vanished());
         let msg = as_text(&path, &[0xff]).unwrap_err().to_string();
         assert!(msg.contains("memory.stat"), "{msg}");
     }

@@ -365,8 +365,8 @@ impl LinuxHost {
             let max = t.max.unwrap_or(machine);
             let to = (from + from.scale(0.05).max(Pages::from_mib(8))).min(max);
             if to > from
-                && t.cgroup
-                    .set_limit(Limit::Bytes(to.to_bytes()), timeout)
+                && t.reader
+                    .set_limit(&t.cgroup, Limit::Bytes(to.to_bytes()), timeout)
                     .is_ok()
             {
                 self.events.push(WorldEvent::Rescued { id: t.id, from, to });
@@ -529,8 +529,15 @@ impl LinuxHost {
             }
         }
         let sample = t.reader.sample()?;
-        t.reader.pids(&mut t.pids)?;
-        if t.pids.is_empty() {
+        // The whole list only when the sampler is to use it; else whether there is anyone.
+        let wants_pids = t.sampler.as_ref().is_some_and(|s| s.wants_pids(now));
+        let has_processes = if wants_pids {
+            t.reader.pids(&mut t.pids)?;
+            !t.pids.is_empty()
+        } else {
+            t.reader.has_processes()?
+        };
+        if !has_processes {
             return Ok(None);
         }
         // Once a tick every guarded tenant's memory.oom_control is read at the next check,
@@ -625,7 +632,10 @@ impl LinuxHost {
             });
             return;
         }
-        match t.cgroup.set_limit(Limit::Bytes(to.to_bytes()), timeout) {
+        match t
+            .reader
+            .set_limit(&t.cgroup, Limit::Bytes(to.to_bytes()), timeout)
+        {
             Ok(()) => {
                 if let Some(s) = &mut t.last_sample {
                     s.limit = Limit::Bytes(to.to_bytes());
