@@ -100,6 +100,30 @@ const STAT_KEYS: [&str; 16] = [
     "hierarchical_memsw_limit",
 ];
 
+/// The place of `key` in [`STAT_KEYS`] (a `match`, which the compiler turns into a few
+/// comparisons; memory.stat has some 70 lines to look up).
+fn stat_index(key: &str) -> Option<usize> {
+    match key {
+        "rss" => Some(0),
+        "cache" => Some(1),
+        "shmem" => Some(2),
+        "mapped_file" => Some(3),
+        "swap" => Some(4),
+        "unevictable" => Some(5),
+        "active_anon" => Some(6),
+        "inactive_anon" => Some(7),
+        "active_file" => Some(8),
+        "inactive_file" => Some(9),
+        "workingset_refault_anon" => Some(10),
+        "workingset_refault_file" => Some(11),
+        "pgmajfault" => Some(12),
+        "pgfault" => Some(13),
+        "hierarchical_memory_limit" => Some(14),
+        "hierarchical_memsw_limit" => Some(15),
+        _ => None,
+    }
+}
+
 /// Parses memory.stat text read from `path`, in one pass with no allocation (it is read for
 /// every tenant every tick): a key the reader does not use is checked and skipped. The first
 /// of duplicate keys wins, as in `KeyedValues`.
@@ -111,7 +135,7 @@ pub fn parse_stat(path: &Path, text: &str) -> Result<StatV1, FsError> {
             Some(name) => (&mut total, name),
             None => (&mut own, key),
         };
-        if let Some(i) = STAT_KEYS.iter().position(|k| *k == name) {
+        if let Some(i) = stat_index(name) {
             slots[i].get_or_insert(value);
         }
     })?;
@@ -350,5 +374,13 @@ total_unevictable 4096\n";
         assert!(read_usage(&gone).unwrap_err().is_vanished());
         assert!(read_memsw_limit(&gone).unwrap_err().is_vanished());
         assert!(read_stat(&gone).unwrap_err().is_vanished());
+    }
+
+    #[test]
+    fn stat_index_agrees_with_the_key_list() {
+        for (i, key) in STAT_KEYS.iter().enumerate() {
+            assert_eq!(stat_index(key), Some(i), "{key}");
+        }
+        assert_eq!(stat_index("total_rss"), None);
     }
 }

@@ -71,20 +71,23 @@ impl KeyedValues {
 
 /// Walks the lines of a keyed file without building a map: calls `f(key, value)` for each
 /// non-blank line, in order (duplicates included), with the same rules and errors as
-/// [`KeyedValues::parse`]. For files read every tick, whose reader wants a few known keys.
+/// [`KeyedValues::parse`]. For files read every tick, whose reader wants a few known keys: it
+/// scans bytes (kernel files are ASCII; tokens are separated by ASCII whitespace) and
+/// allocates only for an error.
 pub fn for_each_value(
     path: &Path,
     text: &str,
     mut f: impl FnMut(&str, u64),
 ) -> Result<(), FsError> {
-    for line in text.lines() {
-        let mut tokens = line.split_whitespace();
-        let Some(key_token) = tokens.next() else {
+    for line in text.split('\n') {
+        let mut at = 0;
+        let Some(key_token) = next_token(line, &mut at) else {
             continue;
         };
         let key = key_token.strip_suffix(':').unwrap_or(key_token);
-        let (first, second, rest) = (tokens.next(), tokens.next(), tokens.next());
-        let value = match (first, second, rest) {
+        let first = next_token(line, &mut at);
+        let second = next_token(line, &mut at);
+        let value = match (first, second, next_token(line, &mut at)) {
             (Some(n), None, None) => n.parse::<u64>().ok(),
             (Some(n), Some("kB"), None) => n.parse::<u64>().ok().and_then(|n| n.checked_mul(1024)),
             _ => None,
@@ -92,7 +95,12 @@ pub fn for_each_value(
         match value {
             Some(v) => f(key, v),
             None => {
-                let rest: Vec<&str> = line.split_whitespace().skip(1).collect();
+                let mut at = 0;
+                next_token(line, &mut at);
+                let mut rest = Vec::new();
+                while let Some(t) = next_token(line, &mut at) {
+                    rest.push(t);
+                }
                 return Err(FsError::Parse {
                     path: path.to_path_buf(),
                     field: key.to_string(),
@@ -103,6 +111,26 @@ pub fn for_each_value(
         }
     }
     Ok(())
+}
+
+/// The next token of `line` from byte `*at` on: the bytes up to ASCII whitespace (slicing there
+/// keeps UTF-8 intact).
+fn next_token<'a>(line: &'a str, at: &mut usize) -> Option<&'a str> {
+    let bytes = line.as_bytes();
+    let mut i = *at;
+    while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    if i == bytes.len() {
+        *at = i;
+        return None;
+    }
+    let start = i;
+    while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    *at = i;
+    Some(&line[start..i])
 }
 
 #[cfg(test)]

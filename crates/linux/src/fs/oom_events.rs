@@ -84,28 +84,27 @@ impl OomEvents {
         Ok(OomWatch { event, _slot: slot })
     }
 
-    /// The keys of the watches that fired and were not cleared yet, without waiting, into
-    /// `out` (cleared first); `watched` is how many watches the set holds, so all fit in one
-    /// call. An interrupted or failed wait reports none: the caller's per-tick check catches up.
-    pub fn fired(&mut self, watched: usize, out: &mut Vec<u64>) {
+    /// The keys of the watches that fired and were not cleared yet (at most 256), without
+    /// waiting, into `out` (cleared first). The wait is level-triggered and the kernel rotates
+    /// its ready list, so watches beyond 256 are reported by a later call once these are
+    /// cleared. A failed wait reports none: the caller's per-tick check catches up.
+    pub fn fired(&mut self, out: &mut Vec<u64>) {
+        const BATCH: usize = 256;
         out.clear();
-        let capacity = watched.max(1);
         self.ready
-            .resize(capacity, libc::epoll_event { events: 0, u64: 0 });
-        let max_events = i32::try_from(capacity).unwrap_or(i32::MAX);
-        // SAFETY: `ready` holds `capacity` (>= max_events) writable epoll_events.
+            .resize(BATCH, libc::epoll_event { events: 0, u64: 0 });
+        // SAFETY: `ready` holds BATCH writable epoll_events.
         let n = unsafe {
             libc::epoll_wait(
                 self.epoll.as_raw_fd(),
                 self.ready.as_mut_ptr(),
-                max_events,
+                BATCH as i32,
                 0,
             )
         };
-        let Ok(n) = usize::try_from(n) else {
-            return;
-        };
-        out.extend(self.ready[..n].iter().map(|e| e.u64));
+        if let Ok(n) = usize::try_from(n) {
+            out.extend(self.ready[..n].iter().map(|e| e.u64));
+        }
     }
 }
 
@@ -168,24 +167,24 @@ mod tests {
         assert_eq!(fds[0], b.event.as_raw_fd());
 
         let mut fired = Vec::new();
-        events.fired(2, &mut fired);
+        events.fired(&mut fired);
         assert!(fired.is_empty());
         assert!(!a.take_fired());
 
         b.signal();
-        events.fired(2, &mut fired);
+        events.fired(&mut fired);
         assert_eq!(fired, vec![9]);
         // Level-triggered: fired until cleared.
-        events.fired(2, &mut fired);
+        events.fired(&mut fired);
         assert_eq!(fired, vec![9]);
         assert!(b.take_fired());
-        events.fired(2, &mut fired);
+        events.fired(&mut fired);
         assert!(fired.is_empty());
 
         // A dropped watch leaves the set.
         a.signal();
         drop(a);
-        events.fired(2, &mut fired);
+        events.fired(&mut fired);
         assert!(fired.is_empty());
     }
 

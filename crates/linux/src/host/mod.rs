@@ -64,6 +64,9 @@ pub struct LinuxHost {
     oom_events: Option<OomEvents>,
     /// The watches that fired at the last check (kept to reuse its allocation).
     fired: Vec<u64>,
+    /// Some guarded tenant's memory.oom_control is to be read at the next check (one is
+    /// pending, or has no eventfd); when false, a check is one `epoll_wait` and nothing else.
+    oom_due: bool,
 }
 
 impl LinuxHost {
@@ -84,6 +87,7 @@ impl LinuxHost {
             created_parent: None,
             oom_events: None,
             fired: Vec::new(),
+            oom_due: false,
         })
     }
 
@@ -329,33 +333,34 @@ impl LinuxHost {
         let timeout = self.options.write_timeout;
         let machine = self.machine;
         if let Some(events) = &mut self.oom_events {
-            let watched = self
-                .tenants
-                .values()
-                .filter(|t| t.oom.watch.is_some())
-                .count();
-            if watched > 0 {
-                events.fired(watched, &mut self.fired);
-                for &key in &self.fired {
-                    let id = TenantId(u32::try_from(key).unwrap_or(u32::MAX));
-                    if let Some(t) = self.tenants.get_mut(&id) {
-                        if let Some(watch) = &t.oom.watch {
-                            watch.take_fired();
-                        }
-                        t.oom.pending = true;
+            events.fired(&mut self.fired);
+            for &key in &self.fired {
+                let id = TenantId(u32::try_from(key).unwrap_or(u32::MAX));
+                if let Some(t) = self.tenants.get_mut(&id) {
+                    if let Some(watch) = &t.oom.watch {
+                        watch.take_fired();
                     }
+                    t.oom.pending = true;
+                    self.oom_due = true;
                 }
             }
         }
+        if !self.oom_due {
+            return;
+        }
+        let mut still_due = false;
         for t in self.tenants.values_mut() {
             if !t.record.oom_guard || (t.oom.watch.is_some() && !t.oom.pending) {
                 continue;
             }
+            // Read again at the next check: not cleared below, or no eventfd to wait on.
+            still_due = true;
             let Ok(oom) = t.reader.oom_control() else {
                 continue;
             };
             if !oom.under_oom {
                 t.oom.pending = false;
+                still_due |= t.oom.watch.is_none();
                 continue;
             }
             let from = match crate::fs::cgroup_v1::read_limit(t.cgroup.dir()) {
@@ -378,6 +383,7 @@ impl LinuxHost {
                 set_oom_guard(t, false, timeout, &mut self.oom_events);
             }
         }
+        self.oom_due = still_due;
     }
 
     /// Measures `id`'s touched memory each sampling period of `period`; touched fractions are
@@ -543,6 +549,7 @@ impl LinuxHost {
         // Once a tick every guarded tenant's memory.oom_control is read at the next check,
         // whether or not the kernel signalled.
         t.oom.pending |= t.record.oom_guard;
+        self.oom_due |= t.record.oom_guard;
         let counters = Counters::of(&sample);
         let last = t.last.replace(counters);
         let (swap_ins, refaults, major) = match last {
@@ -642,6 +649,7 @@ impl LinuxHost {
                 }
                 let below_max = t.max.is_some_and(|max| to < max);
                 set_oom_guard(t, below_max, timeout, &mut self.oom_events);
+                self.oom_due |= t.oom.pending;
                 // v2: memory.high only throttles the tenant toward the new limit as it
                 // allocates; memory.reclaim takes the excess now, without a limit to remember.
                 // (v1's limit write reclaims by itself; `reclaim` is a no-op there.)
@@ -1136,6 +1144,99 @@ mod tests {
         assert_eq!(
             std::fs::read_to_string(root.path().join("cg/t/memory.high")).unwrap(),
             "max"
+        );
+    }
+
+    fn rescues(host: &mut LinuxHost) -> Vec<(Pages, Pages)> {
+        host.rescue_stalled();
+        host.drain_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                WorldEvent::Rescued { from, to, .. } => Some((from, to)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_stalled_v1_tenant_is_read_when_signalled_or_once_a_tick_and_rescued() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v1_host(root.path());
+        let dir = root.path().join("cg/t");
+        std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
+        // The registration line lands in a plain file: the watch exists, no kernel signals it.
+        std::fs::write(dir.join("cgroup.event_control"), "").unwrap();
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.set_max(TenantId(0), Pages::from_mib(1024));
+        host.observe().unwrap();
+        host.apply(&limit_to(TenantId(0), 200)).unwrap();
+        host.drain_events();
+        assert!(host.tenants[&TenantId(0)].oom.watch.is_some());
+        let stalled = |under: u8| {
+            std::fs::write(
+                dir.join("memory.oom_control"),
+                format!("oom_kill_disable 1\nunder_oom {under}\n"),
+            )
+            .unwrap();
+        };
+        let mib = Pages::from_mib;
+
+        // Looked at once when the guard goes on, and again at each check while stalled.
+        stalled(1);
+        assert_eq!(rescues(&mut host), vec![(mib(200), mib(210))]);
+        let again = rescues(&mut host);
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert_eq!(again[0].0, mib(210), "raised from the rescued limit");
+        stalled(0);
+        assert_eq!(rescues(&mut host), vec![]);
+        // Not signalled and not due: memory.oom_control is not read.
+        stalled(1);
+        assert_eq!(rescues(&mut host), vec![]);
+        // Signalled: read and rescued.
+        host.tenants[&TenantId(0)]
+            .oom
+            .watch
+            .as_ref()
+            .unwrap()
+            .signal();
+        let got = rescues(&mut host);
+        assert_eq!(got.len(), 1, "{got:?}");
+        stalled(0);
+        assert_eq!(rescues(&mut host), vec![]);
+        // A tick makes every guarded tenant due once, signalled or not.
+        stalled(1);
+        assert_eq!(rescues(&mut host), vec![]);
+        host.observe().unwrap();
+        assert_eq!(rescues(&mut host).len(), 1);
+    }
+
+    #[test]
+    fn a_stalled_v1_tenant_without_an_eventfd_is_read_at_every_check() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v1_host(root.path());
+        let dir = root.path().join("cg/t");
+        std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.set_max(TenantId(0), Pages::from_mib(1024));
+        host.observe().unwrap();
+        host.apply(&limit_to(TenantId(0), 200)).unwrap();
+        host.drain_events();
+        assert!(
+            host.tenants[&TenantId(0)].oom.watch.is_none(),
+            "no cgroup.event_control"
+        );
+        assert_eq!(rescues(&mut host), vec![]);
+        assert_eq!(rescues(&mut host), vec![]);
+        std::fs::write(
+            dir.join("memory.oom_control"),
+            "oom_kill_disable 1\nunder_oom 1\n",
+        )
+        .unwrap();
+        assert_eq!(
+            rescues(&mut host),
+            vec![(Pages::from_mib(200), Pages::from_mib(210))]
         );
     }
 }
