@@ -9,9 +9,12 @@
 # (each toucher re-reads FILE_SIZE of its own file every pass) and limits are written every tick.
 # DRY_RUN=1 measures observing and deciding alone (no limit writes, so no kernel reclaim work done
 # in the daemon's context; the would-be writes are counted as `dry_run` decisions).
+# CYCLE=S makes each toucher's file set alternate between FILE_SIZE and FILE_HI every S seconds
+# (staggered across tenants), so limits keep moving by MiBs: up when the set grows (refaults),
+# down by the probe's steps after it shrinks.
 # Knobs (environment): RECLAIM (always | when_short), ESTIMATOR (tws | sampling), BUDGET (a size;
-# default TENANTS x 64M), ACTIVE (default 4M), FILE_SIZE (default 4M), MEMTIDE, TOUCHER;
-# KEEP_LOG=FILE keeps the daemon's log there.
+# default TENANTS x 64M), ACTIVE (default 4M), FILE_SIZE (default 4M), FILE_HI (default 16M),
+# MEMTIDE, TOUCHER; KEEP_LOG=FILE keeps the daemon's log there.
 set -euo pipefail
 
 tenants=${1:-100}
@@ -24,6 +27,8 @@ estimator=${ESTIMATOR:-tws}
 budget=${BUDGET:-$((tenants * 64))M}
 active=${ACTIVE:-4M}
 file_size=${FILE_SIZE:-4M}
+file_hi=${FILE_HI:-16M}
+cycle=${CYCLE:-0}
 
 if [[ $(id -u) -ne 0 ]]; then echo "bench-daemon: needs root" >&2; exit 2; fi
 for bin in "$memtide" "$toucher"; do
@@ -66,10 +71,19 @@ mkdir "$dir"
 } > "$work/memtide.toml"
 for i in $(seq 1 "$tenants"); do
   mkdir "$dir/t$i"
+  phases=()
+  if (( cycle > 0 )); then
+    # Staggered: tenant i first waits (i mod CYCLE) + 1 s, then alternates for the whole run.
+    phases+=(--phase "$(( i % cycle + 1 ))s:file=$file_size")
+    for (( k = 0; k < (seconds + 20) / cycle + 1; k++ )); do
+      (( k % 2 == 0 )) && size=$file_hi || size=$file_size
+      phases+=(--phase "${cycle}s:file=$size")
+    done
+  fi
   # Each toucher joins its cgroup before it starts, so its memory is charged there.
   sh -c 'echo $$ > "$1/cgroup.procs" && shift && exec "$@"' sh "$dir/t$i" \
     "$toucher" --active "$active" --file "$work/file$i" --file-size "$file_size" \
-    --pause-ms 1000 --report-every-ms 60000 >/dev/null 2>&1 &
+    --pause-ms 1000 --report-every-ms 60000 "${phases[@]}" >/dev/null 2>&1 &
   pids+=($!)
   printf '[[tenant]]\nname = "t%d"\ncgroup = "%s/t%d"\nmin = "1M"\nmax = "64M"\nestimator = "%s"\n' \
     "$i" "$parent" "$i" "$estimator" >> "$work/memtide.toml"

@@ -602,7 +602,11 @@ impl LinuxHost {
         Ok(Some(obs))
     }
 
-    fn apply_limit(&mut self, id: TenantId, to: Pages) {
+    /// Writes `id`'s limit `to` (or, in a dry run, reports it). A lowering smaller than
+    /// [`SMALLEST_LOWERING`] is not written while `room` (the budget left over by the limits
+    /// planned this tick) holds it, and is taken from `room`: the limits in force then still add
+    /// up to no more than the budget.
+    fn apply_limit(&mut self, id: TenantId, to: Pages, room: &mut Pages) {
         let dry_run = self.options.dry_run;
         let timeout = self.options.write_timeout;
         let machine = self.machine;
@@ -628,6 +632,10 @@ impl LinuxHost {
                 to,
                 floor: t.unreclaimable,
             });
+            return;
+        }
+        if to < from && from - to < SMALLEST_LOWERING && from - to <= *room {
+            *room = *room - (from - to);
             return;
         }
         if dry_run {
@@ -680,6 +688,13 @@ impl LinuxHost {
         }
     }
 }
+
+/// Lowerings of a limit smaller than this (1 MiB, the rails' smallest shrink step) are not
+/// written while the budget has room for them: such a step (a TWS probe's 1% on a small tenant,
+/// say) costs a kernel write and buys almost nothing, and a limit left a little higher is
+/// never less safe. The next lowering writes once the limit in force is this much above the
+/// one wanted. Raises are always written.
+pub const SMALLEST_LOWERING: Pages = Pages(256);
 
 /// A tenant about to be managed, as `insert` takes it.
 struct Inserted<'a> {
@@ -845,9 +860,15 @@ impl Host for LinuxHost {
     }
 
     fn apply(&mut self, decision: &Decision) -> Result<(), LinuxError> {
+        let planned = decision
+            .actions
+            .iter()
+            .filter_map(|a| a.limit)
+            .fold(Pages::ZERO, |sum, l| sum + l);
+        let mut room = decision.budget.saturating_sub(planned);
         for action in &decision.actions {
             if let Some(to) = action.limit {
-                self.apply_limit(action.id, to);
+                self.apply_limit(action.id, to, &mut room);
             }
         }
         Ok(())
@@ -1238,5 +1259,54 @@ mod tests {
             rescues(&mut host),
             vec![(Pages::from_mib(200), Pages::from_mib(210))]
         );
+    }
+
+    /// A decision setting `id`'s limit to `to` within `budget`.
+    fn limit_within(id: TenantId, to: Pages, budget: Pages) -> Decision {
+        let mut d = limit_to(id, 0);
+        d.actions[0].limit = Some(to);
+        d.budget = budget;
+        d
+    }
+
+    #[test]
+    fn a_lowering_under_a_mib_waits_while_the_budget_has_room_and_raises_never_wait() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.observe().unwrap();
+        let high = || {
+            std::fs::read_to_string(root.path().join("cg/t/memory.high"))
+                .unwrap()
+                .parse::<u64>()
+                .map(|b| Bytes(b).to_pages_floor())
+                .unwrap()
+        };
+        let (id, roomy) = (TenantId(0), Pages::from_mib(1024));
+        let mib = Pages::from_mib;
+        let mut apply = |to: Pages, budget: Pages| {
+            host.apply(&limit_within(id, to, budget)).unwrap();
+            host.drain_events()
+                .iter()
+                .filter(|e| matches!(e, WorldEvent::Limit { written: true, .. }))
+                .count()
+        };
+        assert_eq!(apply(mib(280), roomy), 1);
+        assert_eq!(high(), mib(280));
+        // Half a MiB lower, with room in the budget: not written.
+        assert_eq!(apply(mib(280) - Pages(128), roomy), 0);
+        assert_eq!(high(), mib(280));
+        // The same with the budget taken up by the limits planned: written.
+        assert_eq!(apply(mib(280) - Pages(128), mib(280) - Pages(128)), 1);
+        assert_eq!(high(), mib(280) - Pages(128));
+        // A raise, however small, is written.
+        assert_eq!(apply(mib(280) - Pages(100), roomy), 1);
+        assert_eq!(high(), mib(280) - Pages(100));
+        // Small lowerings wait until together they make a MiB.
+        assert_eq!(apply(mib(279), roomy), 0);
+        assert_eq!(high(), mib(280) - Pages(100));
+        assert_eq!(apply(mib(279) - Pages(200), roomy), 1);
+        assert_eq!(high(), mib(279) - Pages(200));
     }
 }
