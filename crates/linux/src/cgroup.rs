@@ -293,9 +293,11 @@ impl MemoryCgroup {
 }
 
 /// A memory cgroup read every tick: the sampled files kept open (one `pread` each, see
-/// `fs::kept`), all read into one buffer, and `cgroup.procs` opened afresh each time (v1 builds
-/// its pid list when the file is opened), relative to a descriptor kept on the directory. Gives
-/// the same `CgroupSample` as [`MemoryCgroup::sample`], which reads through a reader of its own.
+/// `fs::kept`), all read into one buffer, and `cgroup.procs` opened afresh each time it is read
+/// (v1 builds its pid list when the file is opened), relative to a descriptor kept on the
+/// directory. Gives the same `CgroupSample` as [`MemoryCgroup::sample`], which reads through a
+/// reader of its own. Whether the cgroup holds a process is mostly answered by a pidfd on one
+/// it held (see [`CgroupReader::has_processes`]).
 #[derive(Debug)]
 pub struct CgroupReader {
     version: CgroupVersion,
@@ -317,8 +319,17 @@ pub struct CgroupReader {
     memsw_limit: KeptFile,
     /// The cgroup's directory, for cgroup.procs.
     dir: KeptDir,
+    /// A process cgroup.procs listed at its last reading, as a pidfd.
+    tracked: Option<Pidfd>,
+    /// Answers of `has_processes` left before cgroup.procs is read again in any case.
+    until_reread: u32,
     buf: Vec<u8>,
 }
+
+/// How many `has_processes` answers a tracked process may give before cgroup.procs is read
+/// again anyway (so a cgroup whose processes all moved elsewhere is seen empty within that
+/// many ticks; one whose processes exit is seen at once).
+pub const PROCS_REREAD_EVERY: u32 = 10;
 
 const PROCS: &std::ffi::CStr = c"cgroup.procs";
 
@@ -345,6 +356,8 @@ impl CgroupReader {
             oom_control: KeptFile::new(d.join("memory.oom_control")),
             memsw_limit: KeptFile::new(d.join(V1_MEMSW_LIMIT)),
             dir: KeptDir::new(d.clone()),
+            tracked: None,
+            until_reread: 0,
             buf: Vec::new(),
         }
     }
@@ -435,11 +448,34 @@ impl CgroupReader {
         Ok(())
     }
 
-    /// True when the cgroup holds a process (not counting child cgroups): the first read of
-    /// cgroup.procs is not empty.
+    /// True when the cgroup holds a process (not counting child cgroups). The first process
+    /// cgroup.procs lists is tracked through a pidfd; while it has not exited, the answer is
+    /// yes without reading cgroup.procs, for [`PROCS_REREAD_EVERY`] answers, after which (or
+    /// once it exits, or where pidfds are unavailable) cgroup.procs is read again.
     pub fn has_processes(&mut self) -> Result<bool, FsError> {
+        if self.until_reread > 0 && self.tracked.as_ref().is_some_and(|p| !p.exited()) {
+            self.until_reread -= 1;
+            return Ok(true);
+        }
+        self.tracked = None;
+        self.until_reread = 0;
         self.read_procs(Extent::FirstRead)?;
-        Ok(self.buf.iter().any(|b| !b.is_ascii_whitespace()))
+        let path = || self.dir.path().join("cgroup.procs");
+        let text = as_text(&path(), &self.buf)?;
+        let Some(first) = text.split_ascii_whitespace().next() else {
+            return Ok(false);
+        };
+        let pid = first.parse::<u32>().map_err(|_| FsError::Parse {
+            path: path(),
+            field: "pid".to_string(),
+            value: first.to_string(),
+            expected: "a process id",
+        })?;
+        self.tracked = Pidfd::open(pid);
+        if self.tracked.is_some() {
+            self.until_reread = PROCS_REREAD_EVERY - 1;
+        }
+        Ok(true)
     }
 
     fn read_procs(&mut self, extent: Extent) -> Result<(), FsError> {
@@ -479,6 +515,46 @@ impl CgroupReader {
     pub fn oom_control(&mut self) -> Result<v1::OomControl, FsError> {
         let text = self.oom_control.read(&mut self.buf)?;
         v1::parse_oom_control(self.oom_control.path(), text)
+    }
+}
+
+/// A process watched through a pidfd (Linux 5.3+), which becomes readable when the process
+/// exits, whether or not anyone has reaped it yet, and never stands for a later process that
+/// reuses its pid.
+#[derive(Debug)]
+struct Pidfd {
+    fd: std::os::fd::OwnedFd,
+    _slot: crate::fs::kept::Slot,
+}
+
+impl Pidfd {
+    /// `None` when the process is gone already, pidfds are unavailable, or no descriptor is
+    /// left in the budget.
+    fn open(pid: u32) -> Option<Pidfd> {
+        use std::os::fd::FromRawFd;
+        let slot = crate::fs::kept::Slot::take()?;
+        let pid = libc::pid_t::try_from(pid).ok()?;
+        // SAFETY: pidfd_open takes a pid and flags, no pointers.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let fd = i32::try_from(fd).ok().filter(|&fd| fd >= 0)?;
+        Some(Pidfd {
+            // SAFETY: `fd` is a new descriptor that nothing else owns.
+            fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+            _slot: slot,
+        })
+    }
+
+    /// True once the process has exited (or when it cannot be told).
+    fn exited(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd that we own; no waiting.
+        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+        n != 0
     }
 }
 
@@ -850,6 +926,78 @@ mod tests {
         let (_tmp, cg) = v2_cgroup(false);
         assert_eq!(cg.pids().unwrap(), vec![77]);
         assert_eq!(cg.oom_kills().unwrap(), Some(1));
+    }
+
+    #[test]
+    fn has_processes_tracks_a_listed_process_and_reads_cgroup_procs_again_when_it_exits() {
+        let (_tmp, cg) = v1_cgroup(false);
+        let procs = cg.dir().join("cgroup.procs");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        fs::write(&procs, format!("{}\n", child.id())).unwrap();
+        let mut r = CgroupReader::new(&cg);
+        assert!(r.has_processes().unwrap());
+        // While the tracked process runs, cgroup.procs is not read.
+        fs::write(&procs, "").unwrap();
+        assert!(r.has_processes().unwrap());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            !r.has_processes().unwrap(),
+            "exited: cgroup.procs read again"
+        );
+
+        // A process that left for another cgroup is noticed at the periodic reading.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        fs::write(&procs, format!("{}\n", child.id())).unwrap();
+        assert!(r.has_processes().unwrap());
+        fs::write(&procs, "").unwrap();
+        let answers: Vec<bool> = (0..PROCS_REREAD_EVERY)
+            .map(|_| r.has_processes().unwrap())
+            .collect();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let mut want = vec![true; PROCS_REREAD_EVERY as usize - 1];
+        want.push(false);
+        assert_eq!(answers, want);
+
+        fs::write(&procs, "junk\n").unwrap();
+        let msg = r.has_processes().unwrap_err().to_string();
+        assert!(
+            msg.contains("cgroup.procs") && msg.contains("junk"),
+            "{msg}"
+        );
+        fs::remove_dir_all(cg.dir()).unwrap();
+        assert!(r.has_processes().unwrap_err().is_vanished());
+    }
+
+    #[test]
+    fn a_reader_samples_as_memory_cgroup_does_and_lists_pids() {
+        for (tmp, cg) in [v1_cgroup(true), v2_cgroup(true)] {
+            let mut r = CgroupReader::new(&cg);
+            assert_eq!(r.sample().unwrap(), cg.sample().unwrap());
+            // Read again through the kept descriptors: what the files hold now.
+            let usage = if cg.version() == CgroupVersion::V1 {
+                "memory.usage_in_bytes"
+            } else {
+                "memory.current"
+            };
+            fs::write(cg.dir().join(usage), "4096\n").unwrap();
+            assert_eq!(r.sample().unwrap().usage, Bytes(4096));
+            fs::write(cg.dir().join("cgroup.procs"), "3\n1\n").unwrap();
+            let mut pids = vec![9];
+            r.pids(&mut pids).unwrap();
+            assert_eq!(pids, vec![3, 1]);
+            // (A removed cgroup's kept descriptors read ENODEV, which a plain file's do not:
+            // fs::kept tests that case.) A reader of a removed cgroup finds it vanished.
+            drop(tmp);
+            assert!(CgroupReader::new(&cg).sample().unwrap_err().is_vanished());
+        }
     }
 
     /// Removes the test cgroup however the test ends.

@@ -546,10 +546,11 @@ impl LinuxHost {
         if !has_processes {
             return Ok(None);
         }
-        // Once a tick every guarded tenant's memory.oom_control is read at the next check,
-        // whether or not the kernel signalled.
-        t.oom.pending |= t.record.oom_guard;
-        self.oom_due |= t.record.oom_guard;
+        // Once a tick a guarded tenant at its limit has its memory.oom_control read at the
+        // next check, whether or not the kernel signalled: in case a signal is ever missed.
+        let near_limit = near_its_limit(&sample);
+        t.oom.pending |= t.record.oom_guard && near_limit;
+        self.oom_due |= t.record.oom_guard && near_limit;
         let counters = Counters::of(&sample);
         let last = t.last.replace(counters);
         let (swap_ins, refaults, major) = match last {
@@ -772,6 +773,16 @@ fn set_oom_guard(
                 .watch(u64::from(t.id.0), t.cgroup.dir(), timeout)
                 .ok();
         }
+    }
+}
+
+/// True when the cgroup's usage is within 4 MiB of its limit. A cgroup under OOM is at its
+/// limit: it failed to charge at most a huge page (2 MiB) more, and an uncharge wakes its
+/// waiters to try again; one further away cannot be under OOM.
+fn near_its_limit(sample: &CgroupSample) -> bool {
+    match sample.limit {
+        Limit::Max => false,
+        Limit::Bytes(limit) => sample.usage + Bytes::from_mib(4) >= limit,
     }
 }
 
@@ -1225,9 +1236,14 @@ mod tests {
         assert_eq!(got.len(), 1, "{got:?}");
         stalled(0);
         assert_eq!(rescues(&mut host), vec![]);
-        // A tick makes every guarded tenant due once, signalled or not.
+        // A tick makes a guarded tenant at its limit due once, signalled or not; one well
+        // under its limit cannot be under OOM and is not read.
         stalled(1);
         assert_eq!(rescues(&mut host), vec![]);
+        host.observe().unwrap();
+        assert_eq!(rescues(&mut host), vec![]);
+        let limit = std::fs::read_to_string(dir.join("memory.limit_in_bytes")).unwrap();
+        std::fs::write(dir.join("memory.usage_in_bytes"), limit).unwrap();
         host.observe().unwrap();
         assert_eq!(rescues(&mut host).len(), 1);
     }
