@@ -636,7 +636,7 @@ impl LinuxHost {
             return;
         }
         if to < from && from - to < SMALLEST_LOWERING && from - to <= *room {
-            *room = *room - (from - to);
+            *room -= from - to;
             return;
         }
         if dry_run {
