@@ -201,4 +201,82 @@ mod tests {
         let err = events.watch(1, &gone, Duration::from_secs(5)).unwrap_err();
         assert!(err.is_vanished(), "{err}");
     }
+
+    /// Against the live v1 memory controller, in a child of this process's own cgroup: a
+    /// process that fills a 16 MiB limit with the OOM killer off stalls, and the kernel signals.
+    #[test]
+    fn live_v1_a_stall_at_the_limit_is_signalled() {
+        use crate::fs::hierarchy::{self, CgroupVersion};
+        use std::process::{Command, Stdio};
+        use std::time::Instant;
+
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: creating a cgroup needs root");
+            return;
+        }
+        let h = match hierarchy::detect(Path::new("/")) {
+            Ok(h) if h.version == CgroupVersion::V1 => h,
+            other => {
+                eprintln!("skipped: no v1 memory controller ({other:?})");
+                return;
+            }
+        };
+        let dir = h
+            .own_dir()
+            .join(format!("memtide-oom-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).unwrap();
+        let write = |name: &str, value: &str| {
+            write_bounded(&dir.join(name), value, Duration::from_secs(5)).unwrap()
+        };
+        write("memory.limit_in_bytes", "16777216");
+        // No way out through swap either.
+        write("memory.swappiness", "0");
+        if dir.join("memory.memsw.limit_in_bytes").exists() {
+            write("memory.memsw.limit_in_bytes", "16777216");
+        }
+        write("memory.oom_control", "1");
+        let mut events = OomEvents::new().unwrap();
+        let watch = events.watch(5, &dir, Duration::from_secs(5)).unwrap();
+        let mut fired = Vec::new();
+        events.fired(&mut fired);
+        assert!(fired.is_empty(), "nothing stalled yet");
+
+        // awk doubles a string until the limit stops it (written in user space: a fault in a
+        // system call's copy would fail the call instead of waiting in OOM).
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg("echo $$ > \"$1/cgroup.procs\" && exec awk 'BEGIN { s = \"x\"; while (1) s = s s }'")
+            .arg("sh")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while fired.is_empty() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+            events.fired(&mut fired);
+        }
+        let under_oom = std::fs::read_to_string(dir.join("memory.oom_control")).unwrap();
+        // SIGKILL wakes a task waiting in OOM; every process in the cgroup gets one.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let pids = crate::fs::procs::read_procs(&dir).unwrap_or_default();
+            for &pid in &pids {
+                // SAFETY: kill takes a pid and a signal, no pointers.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            }
+            let _ = child.try_wait();
+            if (pids.is_empty() && std::fs::remove_dir(&dir).is_ok()) || Instant::now() > deadline {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = child.wait();
+        drop(watch);
+        assert!(!dir.exists(), "test cgroup {} left behind", dir.display());
+        assert_eq!(fired, vec![5], "signalled; memory.oom_control: {under_oom}");
+        assert!(under_oom.contains("under_oom 1"), "{under_oom}");
+    }
 }
