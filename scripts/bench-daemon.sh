@@ -9,9 +9,9 @@
 # (each toucher re-reads FILE_SIZE of its own file every pass) and limits are written every tick.
 # DRY_RUN=1 measures observing and deciding alone (no limit writes, so no kernel reclaim work done
 # in the daemon's context; the would-be writes are counted as `dry_run` decisions).
-# CYCLE=S makes each toucher's file set alternate between FILE_SIZE and FILE_HI every S seconds
-# (staggered across tenants), so limits keep moving by MiBs: up when the set grows (refaults),
-# down by the probe's steps after it shrinks.
+# CYCLE=S makes each toucher's file set alternate between FILE_SIZE and FILE_HI every S to S+4
+# seconds (spread across tenants), so limits keep moving by MiBs: up when the set grows
+# (refaults), down by the probe's steps after it shrinks.
 # Knobs (environment): RECLAIM (always | when_short), ESTIMATOR (tws | sampling), BUDGET (a size;
 # default TENANTS x 64M), ACTIVE (default 4M), FILE_SIZE (default 4M), FILE_HI (default 16M),
 # MEMTIDE, TOUCHER; KEEP_LOG=FILE keeps the daemon's log there.
@@ -73,11 +73,13 @@ for i in $(seq 1 "$tenants"); do
   mkdir "$dir/t$i"
   phases=()
   if (( cycle > 0 )); then
-    # Staggered: tenant i first waits (i mod CYCLE) + 1 s, then alternates for the whole run.
-    phases+=(--phase "$(( i % cycle + 1 ))s:file=$file_size")
-    for (( k = 0; k < (seconds + 20) / cycle + 1; k++ )); do
+    # Spread out: tenant i alternates every CYCLE + (i mod 5) seconds, after a first wait of
+    # (i mod that) + 1 s, for the whole run.
+    period=$(( cycle + i % 5 ))
+    phases+=(--phase "$(( i % period + 1 ))s:file=$file_size")
+    for (( k = 0; k < (seconds + 20) / period + 1; k++ )); do
       (( k % 2 == 0 )) && size=$file_hi || size=$file_size
-      phases+=(--phase "${cycle}s:file=$size")
+      phases+=(--phase "${period}s:file=$size")
     done
   fi
   # Each toucher joins its cgroup before it starts, so its memory is charged there.
@@ -100,8 +102,10 @@ counters() { curl -sf "http://$address/v1/status" | jq -c '.counters | {ticks, l
 ticks() { awk '{print $14 + $15}' "/proc/$daemon/stat"; }
 before=$(counters)
 start=$(ticks)
+from=$(date -u +%Y-%m-%dT%H:%M:%S)
 sleep "$seconds"
 end=$(ticks)
+to=$(date -u +%Y-%m-%dT%H:%M:%S)
 after=$(counters)
 hz=$(getconf CLK_TCK)
 rss=$(awk '/VmRSS/ {print $2}' "/proc/$daemon/status")
@@ -114,3 +118,7 @@ jq -rn --argjson a "$before" --argjson b "$after" '
   ($b.ticks - $a.ticks) as $ticks
   | ($b.limit_raised - $a.limit_raised) as $up | ($b.limit_lowered - $a.limit_lowered) as $down
   | "in those \($ticks) ticks: limit writes \($up + $down) (raised \($up), lowered \($down)) = \(if $ticks > 0 then ((($up + $down) / $ticks * 10 | round) / 10) else 0 end) per tick; dry-run decisions \($b.dry_run - $a.dry_run); holds \($b.held - $a.held); failed writes \($b.write_failures - $a.write_failures)"'
+# Seconds of the window in which the log shows a limit written (or decided, in a dry run).
+awk -v from="$from" -v to="$to" '$3 == "limit" || $3 == "rescued" {
+    s = substr($1, 1, 19); if (s >= from && s < to) seen[s] = 1 }
+  END { n = 0; for (s in seen) n++; printf "seconds with a limit write: %d of %d\n", n, '"$seconds"' }' "$work/daemon.log"
