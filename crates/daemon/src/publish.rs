@@ -4,12 +4,16 @@
 //! world's events and the controller's view of each tenant), never the Linux host's own
 //! state: what a world reports is all it publishes. Lifetime fault totals are the sums of the
 //! observations' per-tick counts since the tenant was adopted.
+//!
+//! Per tick it formats only what changed: a tenant's reason line is formatted again only when
+//! its figures changed, and the published decisions take the records added since the last tick
+//! instead of a copy of all of them.
 
 use crate::config::DaemonConfig;
 use crate::log::{now_ms, Logger};
 use memtide_api::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
 use memtide_controller::Controller;
-use memtide_model::{Decision, HostObservation, LimitRail, Pages, TenantId, WorldEvent};
+use memtide_model::{Decision, HostObservation, LimitRail, Pages, Reason, TenantId, WorldEvent};
 use serde_json::json;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
@@ -32,6 +36,10 @@ pub struct Publisher {
     waiting: BTreeMap<String, String>,
     /// The latest admission refusal, for a start where every tenant was refused.
     last_refusal: Option<String>,
+    /// Each tenant's last reason and its line, formatted again only when the reason changes.
+    reasons: BTreeMap<TenantId, (Reason, String)>,
+    /// Decision records pushed since the last published snapshot (at most `kept` count).
+    unpublished: usize,
     /// Each managed tenant's refaults (with swap-ins) and major faults since it was adopted.
     totals: BTreeMap<TenantId, (Option<u64>, Option<u64>)>,
 }
@@ -76,6 +84,8 @@ impl Publisher {
             waiting: BTreeMap::new(),
             last_refusal: None,
             totals: BTreeMap::new(),
+            reasons: BTreeMap::new(),
+            unpublished: 0,
         }
     }
 
@@ -124,6 +134,7 @@ impl Publisher {
     }
 
     fn push(&mut self, record: DecisionRecord) {
+        self.unpublished += 1;
         self.decisions.push_back(record);
         while self.decisions.len() > self.kept {
             self.decisions.pop_front();
@@ -267,7 +278,7 @@ impl Publisher {
                 mechanisms: a.map_or_else(Vec::new, |a| {
                     a.mechanisms.iter().map(|m| m.name().to_string()).collect()
                 }),
-                reason: a.map_or_else(String::new, |a| a.reason.to_string()),
+                reason: a.map_or_else(String::new, |a| self.reason_line(a.id, &a.reason)),
                 held: held_now.remove(id),
             });
             if self.dry_run {
@@ -278,14 +289,21 @@ impl Publisher {
                             ("tenant", json!(name)),
                             ("target_bytes", json!(a.target.to_bytes().0)),
                             ("limit_bytes", json!(a.moves.limit.map(|l| l.to_bytes().0))),
-                            ("reason", json!(a.reason.to_string())),
+                            ("reason", json!(self.reason_line(a.id, &a.reason))),
                         ],
                     );
                 }
             }
         }
 
-        let snapshot = Snapshot {
+        self.reasons
+            .retain(|id, _| managed.iter().any(|m| m.id == *id));
+        let lock = Arc::clone(&self.shared);
+        let Ok(mut shared) = lock.write() else {
+            return;
+        };
+        let decisions = self.published_decisions(std::mem::take(&mut shared.decisions));
+        *shared = Snapshot {
             api_version: memtide_api::API_VERSION,
             version: env!("CARGO_PKG_VERSION").to_string(),
             dry_run: self.dry_run,
@@ -293,12 +311,39 @@ impl Publisher {
             uptime_s: self.started.elapsed().as_secs_f64(),
             host: self.host.clone(),
             tenants,
-            decisions: self.decisions.iter().cloned().collect(),
+            decisions,
             counters: self.counters.clone(),
         };
-        if let Ok(mut shared) = self.shared.write() {
-            *shared = snapshot;
+    }
+
+    /// `id`'s reason as one line: the line formatted last time when the reason is the same.
+    fn reason_line(&mut self, id: TenantId, reason: &Reason) -> String {
+        match self.reasons.get(&id) {
+            Some((last, line)) if last == reason => line.clone(),
+            _ => {
+                let line = reason.to_string();
+                self.reasons.insert(id, (*reason, line.clone()));
+                line
+            }
         }
+    }
+
+    /// The decisions to publish, made from those published last time (`published`): the
+    /// records pushed since are appended and the oldest dropped, so a tick copies only its new
+    /// records. Rebuilt from all records when `published` is not what this publisher left.
+    fn published_decisions(&mut self, mut published: Vec<DecisionRecord>) -> Vec<DecisionRecord> {
+        let fresh = std::mem::take(&mut self.unpublished).min(self.decisions.len());
+        let kept_before = self.decisions.len() - fresh;
+        let matches = published.len() >= kept_before
+            && published.len() <= self.kept
+            && published.last() == self.decisions.range(..kept_before).next_back();
+        if !matches {
+            return self.decisions.iter().cloned().collect();
+        }
+        published.extend(self.decisions.range(kept_before..).cloned());
+        let excess = published.len() - self.decisions.len();
+        published.drain(..excess);
+        published
     }
 
     /// Logs and records limits raised between ticks for tenants stalled at their limit.
@@ -345,12 +390,6 @@ impl Publisher {
         name_of: &dyn Fn(TenantId) -> String,
         log: &Logger,
     ) {
-        let reason_of = |id: TenantId| {
-            decision
-                .action(id)
-                .map(|a| a.reason.to_string())
-                .unwrap_or_default()
-        };
         let target_of = |id: TenantId| decision.action(id).map_or(0, |a| a.target.to_bytes().0);
         match *event {
             WorldEvent::Limit {
@@ -370,7 +409,10 @@ impl Publisher {
                     "lower"
                 };
                 let name = name_of(id);
-                let reason = reason_of(id);
+                let reason = decision
+                    .action(id)
+                    .map(|a| self.reason_line(id, &a.reason))
+                    .unwrap_or_default();
                 log.info(
                     "limit",
                     &[
@@ -449,5 +491,66 @@ fn add(total: Option<u64>, delta: Option<u64>) -> Option<u64> {
     match (total, delta) {
         (t, Some(d)) => Some(t.unwrap_or(0).saturating_add(d)),
         (t, None) => t,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn publisher(kept: usize) -> Publisher {
+        let mut config = DaemonConfig::default();
+        config.daemon.decisions_kept = kept;
+        Publisher::new(&config, "v1", "/memtide", Pages::from_mib(64))
+    }
+
+    /// Publishes the decisions as `tick` does, and checks them against all records.
+    fn publish(p: &mut Publisher) -> Vec<DecisionRecord> {
+        let lock = p.shared();
+        let mut shared = lock.write().unwrap();
+        shared.decisions = p.published_decisions(std::mem::take(&mut shared.decisions));
+        let all: Vec<DecisionRecord> = p.decisions.iter().cloned().collect();
+        assert_eq!(shared.decisions, all);
+        shared.decisions.clone()
+    }
+
+    #[test]
+    fn published_decisions_take_the_new_records_and_drop_the_oldest() {
+        let mut p = publisher(3);
+        assert!(publish(&mut p).is_empty());
+        for (records, want) in [
+            (vec!["a"], vec!["a"]),
+            (vec![], vec!["a"]),
+            (vec!["b", "c"], vec!["a", "b", "c"]),
+            (vec!["d"], vec!["b", "c", "d"]),
+            (vec!["e", "f", "g", "h"], vec!["f", "g", "h"]),
+            (vec!["i", "j", "k"], vec!["i", "j", "k"]),
+        ] {
+            for r in records {
+                p.record(r, "admitted", "");
+            }
+            let names: Vec<String> = publish(&mut p).into_iter().map(|d| d.tenant).collect();
+            assert_eq!(names, want);
+        }
+        // Someone else replaced the published list: rebuilt from all records.
+        p.shared().write().unwrap().decisions.clear();
+        p.record("l", "admitted", "");
+        let names: Vec<String> = publish(&mut p).into_iter().map(|d| d.tenant).collect();
+        assert_eq!(names, vec!["j", "k", "l"]);
+    }
+
+    #[test]
+    fn a_reason_line_is_formatted_again_only_when_the_reason_changes() {
+        let mut p = publisher(10);
+        let id = TenantId(3);
+        let mut reason =
+            memtide_model::TenantAction::none(id, memtide_model::ReclamationState::High).reason;
+        let first = p.reason_line(id, &reason);
+        assert_eq!(first, reason.to_string());
+        assert_eq!(p.reason_line(id, &reason), first);
+        reason.mechanism.state = memtide_model::ReclamationState::Low;
+        let changed = p.reason_line(id, &reason);
+        assert_eq!(changed, reason.to_string());
+        assert_ne!(changed, first);
     }
 }

@@ -1,5 +1,10 @@
 //! One memory cgroup as the Linux host sees it, over v1 or v2: a sample of everything observed, the limit settings to record and restore, and limit writes ordered so the kernel accepts them.
+//!
+//! `MemoryCgroup` reads by path; `CgroupReader` is the same sample for a cgroup read every
+//! tick, through descriptors kept open (`fs::kept`) and one buffer.
 
+use crate::fs::kept::{Extent, KeptDir, KeptFile};
+use crate::fs::read::{as_text, parse_u64};
 use crate::fs::write::write_bounded;
 use crate::fs::{cgroup_v1 as v1, cgroup_v2 as v2, procs, FsError};
 use memtide_model::Bytes;
@@ -101,57 +106,10 @@ impl MemoryCgroup {
         self.dir.is_dir()
     }
 
-    /// One reading of everything the host observes.
+    /// One reading of everything the host observes (by path; see [`CgroupReader`] for a
+    /// cgroup read again and again).
     pub fn sample(&self) -> Result<CgroupSample, FsError> {
-        match self.version {
-            CgroupVersion::V1 => self.sample_v1(),
-            CgroupVersion::V2 => self.sample_v2(),
-        }
-    }
-
-    fn sample_v1(&self) -> Result<CgroupSample, FsError> {
-        let d = &self.dir;
-        let usage = v1::read_usage(d)?;
-        let limit = v1::read_limit(d)?;
-        let stat = v1::read_stat(d)?;
-        let memsw_usage = v1::read_memsw_usage(d)?;
-        Ok(CgroupSample {
-            usage,
-            limit,
-            anon: stat.rss,
-            file: stat.cache,
-            swap: stat
-                .swap
-                .or_else(|| memsw_usage.map(|m| m.saturating_sub(usage))),
-            unevictable: stat.unevictable,
-            refault_anon: stat.workingset_refault_anon,
-            refault_file: stat.workingset_refault_file,
-            major_faults: stat.pgmajfault,
-            pressure: None,
-            swap_accounting: memsw_usage.is_some(),
-        })
-    }
-
-    fn sample_v2(&self) -> Result<CgroupSample, FsError> {
-        let d = &self.dir;
-        let usage = v2::read_current(d)?;
-        let limit = v2::read_high(d)?.min(v2::read_max(d)?);
-        let stat = v2::read_stat(d)?;
-        let swap = v2::read_swap_current(d)?;
-        let swap_max = v2::read_swap_max(d)?;
-        Ok(CgroupSample {
-            usage,
-            limit,
-            anon: stat.anon,
-            file: stat.file,
-            swap,
-            unevictable: stat.unevictable,
-            refault_anon: stat.workingset_refault_anon,
-            refault_file: stat.workingset_refault_file,
-            major_faults: stat.pgmajfault,
-            pressure: v2::read_pressure(d)?,
-            swap_accounting: swap_max.is_some(),
-        })
+        CgroupReader::new(self).sample()
     }
 
     /// The limit-related settings in force now, to record and later restore.
@@ -263,9 +221,24 @@ impl MemoryCgroup {
     /// written. v2: memory.high (memory.max stays as recorded: it is the hard fence).
     /// `Limit::Max` writes `-1` (v1) or `max` (v2).
     pub fn set_limit(&self, limit: Limit, timeout: Duration) -> Result<(), FsError> {
+        let memsw = match self.version {
+            CgroupVersion::V1 => v1::read_memsw_limit(&self.dir)?,
+            CgroupVersion::V2 => None,
+        };
+        self.set_limit_given(limit, memsw, timeout)
+    }
+
+    /// [`MemoryCgroup::set_limit`] with v1's memsw limit in force (`None` without swap
+    /// accounting) already read.
+    fn set_limit_given(
+        &self,
+        limit: Limit,
+        memsw: Option<Limit>,
+        timeout: Duration,
+    ) -> Result<(), FsError> {
         match self.version {
             CgroupVersion::V1 => {
-                if let Some(memsw) = v1::read_memsw_limit(&self.dir)? {
+                if let Some(memsw) = memsw {
                     if memsw < limit {
                         self.write(V1_MEMSW_LIMIT, limit.to_v1_value(), timeout)?;
                     }
@@ -317,6 +290,291 @@ impl MemoryCgroup {
     fn write(&self, name: &str, value: String, timeout: Duration) -> Result<(), FsError> {
         write_bounded(&self.dir.join(name), &value, timeout)
     }
+}
+
+/// A memory cgroup read every tick: the sampled files kept open (one `pread` each, see
+/// `fs::kept`), all read into one buffer, and `cgroup.procs` opened afresh each time it is read
+/// (v1 builds its pid list when the file is opened), relative to a descriptor kept on the
+/// directory. Gives the same `CgroupSample` as [`MemoryCgroup::sample`], which reads through a
+/// reader of its own. Whether the cgroup holds a process is mostly answered by a pidfd on one
+/// it held (see [`CgroupReader::has_processes`]).
+#[derive(Debug)]
+pub struct CgroupReader {
+    version: CgroupVersion,
+    /// v1 memory.usage_in_bytes, v2 memory.current.
+    usage: KeptFile,
+    /// v1 memory.limit_in_bytes, v2 memory.high.
+    limit: KeptFile,
+    /// v2 memory.max.
+    max: KeptFile,
+    stat: KeptFile,
+    /// v1 memory.memsw.usage_in_bytes (read only when memory.stat has no `swap`), v2
+    /// memory.swap.current.
+    swap: KeptFile,
+    /// v2 memory.pressure.
+    pressure: KeptFile,
+    /// v1 memory.oom_control.
+    oom_control: KeptFile,
+    /// v1 memory.memsw.limit_in_bytes, read before each limit write.
+    memsw_limit: KeptFile,
+    /// The cgroup's directory, for cgroup.procs.
+    dir: KeptDir,
+    /// A process cgroup.procs listed at its last reading, as a pidfd.
+    tracked: Option<Pidfd>,
+    /// Answers of `has_processes` left before cgroup.procs is read again in any case.
+    until_reread: u32,
+    buf: Vec<u8>,
+}
+
+/// How many `has_processes` answers a tracked process may give before cgroup.procs is read
+/// again anyway (so a cgroup whose processes all moved elsewhere is seen empty within that
+/// many ticks; one whose processes exit is seen at once).
+pub const PROCS_REREAD_EVERY: u32 = 10;
+
+const PROCS: &std::ffi::CStr = c"cgroup.procs";
+
+impl CgroupReader {
+    /// A reader of `cgroup`; nothing is opened before the first reading.
+    pub fn new(cgroup: &MemoryCgroup) -> CgroupReader {
+        let d = &cgroup.dir;
+        let (usage, limit, swap) = match cgroup.version {
+            CgroupVersion::V1 => (
+                "memory.usage_in_bytes",
+                V1_LIMIT,
+                "memory.memsw.usage_in_bytes",
+            ),
+            CgroupVersion::V2 => ("memory.current", V2_HIGH, "memory.swap.current"),
+        };
+        CgroupReader {
+            version: cgroup.version,
+            usage: KeptFile::new(d.join(usage)),
+            limit: KeptFile::new(d.join(limit)),
+            max: KeptFile::new(d.join(V2_MAX)),
+            stat: KeptFile::new(d.join("memory.stat")),
+            swap: KeptFile::new(d.join(swap)),
+            pressure: KeptFile::new(d.join("memory.pressure")),
+            oom_control: KeptFile::new(d.join("memory.oom_control")),
+            memsw_limit: KeptFile::new(d.join(V1_MEMSW_LIMIT)),
+            dir: KeptDir::new(d.clone()),
+            tracked: None,
+            until_reread: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// One reading of everything the host observes. v1: memory.stat printing `swap` means the
+    /// kernel accounts swap, and memsw usage is read only when it does not print it.
+    pub fn sample(&mut self) -> Result<CgroupSample, FsError> {
+        match self.version {
+            CgroupVersion::V1 => self.sample_v1(),
+            CgroupVersion::V2 => self.sample_v2(),
+        }
+    }
+
+    fn sample_v1(&mut self) -> Result<CgroupSample, FsError> {
+        let usage = Bytes(read_u64(&mut self.usage, &mut self.buf)?);
+        let text = self.limit.read(&mut self.buf)?;
+        let limit = Limit::parse_v1(self.limit.path(), V1_LIMIT, text)?;
+        let text = self.stat.read(&mut self.buf)?;
+        let stat = v1::parse_stat(self.stat.path(), text)?;
+        let (swap, swap_accounting) = match stat.swap {
+            Some(swap) => (Some(swap), true),
+            None => {
+                let memsw = read_optional_u64(&mut self.swap, &mut self.buf)?.map(Bytes);
+                (memsw.map(|m| m.saturating_sub(usage)), memsw.is_some())
+            }
+        };
+        Ok(CgroupSample {
+            usage,
+            limit,
+            anon: stat.rss,
+            file: stat.cache,
+            swap,
+            unevictable: stat.unevictable,
+            refault_anon: stat.workingset_refault_anon,
+            refault_file: stat.workingset_refault_file,
+            major_faults: stat.pgmajfault,
+            pressure: None,
+            swap_accounting,
+        })
+    }
+
+    fn sample_v2(&mut self) -> Result<CgroupSample, FsError> {
+        let usage = Bytes(read_u64(&mut self.usage, &mut self.buf)?);
+        let text = self.limit.read(&mut self.buf)?;
+        let high = Limit::parse_v2(self.limit.path(), V2_HIGH, text)?;
+        let text = self.max.read(&mut self.buf)?;
+        let max = Limit::parse_v2(self.max.path(), V2_MAX, text)?;
+        let text = self.stat.read(&mut self.buf)?;
+        let stat = v2::parse_stat(self.stat.path(), text)?;
+        // memory.swap.current and memory.swap.max exist together, with swap accounting.
+        let swap = read_optional_u64(&mut self.swap, &mut self.buf)?.map(Bytes);
+        let pressure = match self.pressure.read_optional_str(&mut self.buf)? {
+            Some(text) => Some(crate::fs::pressure::parse_pressure(
+                self.pressure.path(),
+                text,
+            )?),
+            None => None,
+        };
+        Ok(CgroupSample {
+            usage,
+            limit: high.min(max),
+            anon: stat.anon,
+            file: stat.file,
+            swap,
+            unevictable: stat.unevictable,
+            refault_anon: stat.workingset_refault_anon,
+            refault_file: stat.workingset_refault_file,
+            major_faults: stat.pgmajfault,
+            pressure,
+            swap_accounting: swap.is_some(),
+        })
+    }
+
+    /// The processes in this cgroup (not those in child cgroups), into `out` (cleared first).
+    pub fn pids(&mut self, out: &mut Vec<u32>) -> Result<(), FsError> {
+        out.clear();
+        self.read_procs(Extent::Whole)?;
+        let path = || self.dir.path().join("cgroup.procs");
+        let text = as_text(&path(), &self.buf)?;
+        for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            out.push(line.parse::<u32>().map_err(|_| FsError::Parse {
+                path: path(),
+                field: "pid".to_string(),
+                value: line.to_string(),
+                expected: "a process id",
+            })?);
+        }
+        Ok(())
+    }
+
+    /// True when the cgroup holds a process (not counting child cgroups). The first process
+    /// cgroup.procs lists is tracked through a pidfd; while it has not exited, the answer is
+    /// yes without reading cgroup.procs, for [`PROCS_REREAD_EVERY`] answers, after which (or
+    /// once it exits, or where pidfds are unavailable) cgroup.procs is read again.
+    pub fn has_processes(&mut self) -> Result<bool, FsError> {
+        if self.until_reread > 0 && self.tracked.as_ref().is_some_and(|p| !p.exited()) {
+            self.until_reread -= 1;
+            return Ok(true);
+        }
+        self.tracked = None;
+        self.until_reread = 0;
+        self.read_procs(Extent::FirstRead)?;
+        let path = || self.dir.path().join("cgroup.procs");
+        let text = as_text(&path(), &self.buf)?;
+        let Some(first) = text.split_ascii_whitespace().next() else {
+            return Ok(false);
+        };
+        let pid = first.parse::<u32>().map_err(|_| FsError::Parse {
+            path: path(),
+            field: "pid".to_string(),
+            value: first.to_string(),
+            expected: "a process id",
+        })?;
+        self.tracked = Pidfd::open(pid);
+        if self.tracked.is_some() {
+            self.until_reread = PROCS_REREAD_EVERY - 1;
+        }
+        Ok(true)
+    }
+
+    fn read_procs(&mut self, extent: Extent) -> Result<(), FsError> {
+        if self.dir.read(PROCS, &mut self.buf, extent)? {
+            Ok(())
+        } else {
+            Err(FsError::Read {
+                path: self.dir.path().join("cgroup.procs"),
+                source: io::Error::from(io::ErrorKind::NotFound),
+            })
+        }
+    }
+
+    /// Sets the enforced limit as [`MemoryCgroup::set_limit`] does, reading v1's memsw limit
+    /// through the kept file.
+    pub fn set_limit(
+        &mut self,
+        cgroup: &MemoryCgroup,
+        limit: Limit,
+        timeout: Duration,
+    ) -> Result<(), FsError> {
+        let memsw = match cgroup.version {
+            CgroupVersion::V1 => match self.memsw_limit.read_optional_str(&mut self.buf)? {
+                Some(text) => Some(Limit::parse_v1(
+                    self.memsw_limit.path(),
+                    V1_MEMSW_LIMIT,
+                    text,
+                )?),
+                None => None,
+            },
+            CgroupVersion::V2 => None,
+        };
+        cgroup.set_limit_given(limit, memsw, timeout)
+    }
+
+    /// v1 memory.oom_control.
+    pub fn oom_control(&mut self) -> Result<v1::OomControl, FsError> {
+        let text = self.oom_control.read(&mut self.buf)?;
+        v1::parse_oom_control(self.oom_control.path(), text)
+    }
+}
+
+/// A process watched through a pidfd (Linux 5.3+), which becomes readable when the process
+/// exits, whether or not anyone has reaped it yet, and never stands for a later process that
+/// reuses its pid.
+#[derive(Debug)]
+struct Pidfd {
+    fd: std::os::fd::OwnedFd,
+    _slot: crate::fs::kept::Slot,
+}
+
+impl Pidfd {
+    /// `None` when the process is gone already, pidfds are unavailable, or no descriptor is
+    /// left in the budget.
+    fn open(pid: u32) -> Option<Pidfd> {
+        use std::os::fd::FromRawFd;
+        let slot = crate::fs::kept::Slot::take()?;
+        let pid = libc::pid_t::try_from(pid).ok()?;
+        // SAFETY: pidfd_open takes a pid and flags, no pointers.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let fd = i32::try_from(fd).ok().filter(|&fd| fd >= 0)?;
+        Some(Pidfd {
+            // SAFETY: `fd` is a new descriptor that nothing else owns.
+            fd: unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) },
+            _slot: slot,
+        })
+    }
+
+    /// True once the process has exited (or when it cannot be told).
+    fn exited(&self) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one pollfd that we own; no waiting.
+        let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+        n != 0
+    }
+}
+
+/// A kept file holding one number.
+fn read_u64(file: &mut KeptFile, buf: &mut Vec<u8>) -> Result<u64, FsError> {
+    let text = file.read(buf)?;
+    parse_u64(file.path(), file_name(file.path()), text)
+}
+
+/// A kept file holding one number, which only some kernels have.
+fn read_optional_u64(file: &mut KeptFile, buf: &mut Vec<u8>) -> Result<Option<u64>, FsError> {
+    match file.read_optional_str(buf)? {
+        Some(text) => parse_u64(file.path(), file_name(file.path()), text).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// The file's name as the field of a one-number file, without allocating.
+fn file_name(path: &Path) -> &str {
+    path.file_name().and_then(|n| n.to_str()).unwrap_or("")
 }
 
 /// How a v1 restore writes the limit and memsw limit so memsw >= limit after every write,
@@ -668,6 +926,78 @@ mod tests {
         let (_tmp, cg) = v2_cgroup(false);
         assert_eq!(cg.pids().unwrap(), vec![77]);
         assert_eq!(cg.oom_kills().unwrap(), Some(1));
+    }
+
+    #[test]
+    fn has_processes_tracks_a_listed_process_and_reads_cgroup_procs_again_when_it_exits() {
+        let (_tmp, cg) = v1_cgroup(false);
+        let procs = cg.dir().join("cgroup.procs");
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        fs::write(&procs, format!("{}\n", child.id())).unwrap();
+        let mut r = CgroupReader::new(&cg);
+        assert!(r.has_processes().unwrap());
+        // While the tracked process runs, cgroup.procs is not read.
+        fs::write(&procs, "").unwrap();
+        assert!(r.has_processes().unwrap());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(
+            !r.has_processes().unwrap(),
+            "exited: cgroup.procs read again"
+        );
+
+        // A process that left for another cgroup is noticed at the periodic reading.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        fs::write(&procs, format!("{}\n", child.id())).unwrap();
+        assert!(r.has_processes().unwrap());
+        fs::write(&procs, "").unwrap();
+        let answers: Vec<bool> = (0..PROCS_REREAD_EVERY)
+            .map(|_| r.has_processes().unwrap())
+            .collect();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let mut want = vec![true; PROCS_REREAD_EVERY as usize - 1];
+        want.push(false);
+        assert_eq!(answers, want);
+
+        fs::write(&procs, "junk\n").unwrap();
+        let msg = r.has_processes().unwrap_err().to_string();
+        assert!(
+            msg.contains("cgroup.procs") && msg.contains("junk"),
+            "{msg}"
+        );
+        fs::remove_dir_all(cg.dir()).unwrap();
+        assert!(r.has_processes().unwrap_err().is_vanished());
+    }
+
+    #[test]
+    fn a_reader_samples_as_memory_cgroup_does_and_lists_pids() {
+        for (tmp, cg) in [v1_cgroup(true), v2_cgroup(true)] {
+            let mut r = CgroupReader::new(&cg);
+            assert_eq!(r.sample().unwrap(), cg.sample().unwrap());
+            // Read again through the kept descriptors: what the files hold now.
+            let usage = if cg.version() == CgroupVersion::V1 {
+                "memory.usage_in_bytes"
+            } else {
+                "memory.current"
+            };
+            fs::write(cg.dir().join(usage), "4096\n").unwrap();
+            assert_eq!(r.sample().unwrap().usage, Bytes(4096));
+            fs::write(cg.dir().join("cgroup.procs"), "3\n1\n").unwrap();
+            let mut pids = vec![9];
+            r.pids(&mut pids).unwrap();
+            assert_eq!(pids, vec![3, 1]);
+            // (A removed cgroup's kept descriptors read ENODEV, which a plain file's do not:
+            // fs::kept tests that case.) A reader of a removed cgroup finds it vanished.
+            drop(tmp);
+            assert!(CgroupReader::new(&cg).sample().unwrap_err().is_vanished());
+        }
     }
 
     /// Removes the test cgroup however the test ends.

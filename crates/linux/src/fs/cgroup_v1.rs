@@ -79,12 +79,76 @@ pub fn read_stat(dir: &Path) -> Result<StatV1, FsError> {
     parse_stat(&path, &text)
 }
 
-/// Parses memory.stat text read from `path`.
+/// The memory.stat keys read, each also with its hierarchical `total_` twin (the two limits
+/// have none). Their places in the arrays `parse_stat` fills.
+const STAT_KEYS: [&str; 16] = [
+    "rss",
+    "cache",
+    "shmem",
+    "mapped_file",
+    "swap",
+    "unevictable",
+    "active_anon",
+    "inactive_anon",
+    "active_file",
+    "inactive_file",
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "pgmajfault",
+    "pgfault",
+    "hierarchical_memory_limit",
+    "hierarchical_memsw_limit",
+];
+
+/// The place of `key` in [`STAT_KEYS`] (a `match`, which the compiler turns into a few
+/// comparisons; memory.stat has some 70 lines to look up).
+fn stat_index(key: &str) -> Option<usize> {
+    match key {
+        "rss" => Some(0),
+        "cache" => Some(1),
+        "shmem" => Some(2),
+        "mapped_file" => Some(3),
+        "swap" => Some(4),
+        "unevictable" => Some(5),
+        "active_anon" => Some(6),
+        "inactive_anon" => Some(7),
+        "active_file" => Some(8),
+        "inactive_file" => Some(9),
+        "workingset_refault_anon" => Some(10),
+        "workingset_refault_file" => Some(11),
+        "pgmajfault" => Some(12),
+        "pgfault" => Some(13),
+        "hierarchical_memory_limit" => Some(14),
+        "hierarchical_memsw_limit" => Some(15),
+        _ => None,
+    }
+}
+
+/// Parses memory.stat text read from `path`, in one pass with no allocation (it is read for
+/// every tenant every tick): a key the reader does not use is checked and skipped. The first
+/// of duplicate keys wins, as in `KeyedValues`.
 pub fn parse_stat(path: &Path, text: &str) -> Result<StatV1, FsError> {
-    let kv = KeyedValues::parse(path, text)?;
-    let total = |key: &str| kv.get(&format!("total_{key}")).or_else(|| kv.get(key));
-    let bytes = |key: &str| total(key).map(Bytes);
-    let limit = |key: &str| kv.get(key).map(Limit::from_v1_bytes);
+    let mut own = [None::<u64>; STAT_KEYS.len()];
+    let mut total = [None::<u64>; STAT_KEYS.len()];
+    super::keyed::for_each_value(path, text, |key, value| {
+        let (slots, name) = match key.strip_prefix("total_") {
+            Some(name) => (&mut total, name),
+            None => (&mut own, key),
+        };
+        if let Some(i) = stat_index(name) {
+            slots[i].get_or_insert(value);
+        }
+    })?;
+    let get = |key: &str| {
+        let i = STAT_KEYS
+            .iter()
+            .position(|k| *k == key)
+            .expect("a key of STAT_KEYS");
+        (i, total[i].or(own[i]))
+    };
+    let bytes = |key: &str| get(key).1.map(Bytes);
+    let count = |key: &str| get(key).1;
+    let limit = |key: &str| own[get(key).0].map(Limit::from_v1_bytes);
     Ok(StatV1 {
         rss: bytes("rss"),
         cache: bytes("cache"),
@@ -96,10 +160,10 @@ pub fn parse_stat(path: &Path, text: &str) -> Result<StatV1, FsError> {
         inactive_anon: bytes("inactive_anon"),
         active_file: bytes("active_file"),
         inactive_file: bytes("inactive_file"),
-        workingset_refault_anon: total("workingset_refault_anon"),
-        workingset_refault_file: total("workingset_refault_file"),
-        pgmajfault: total("pgmajfault"),
-        pgfault: total("pgfault"),
+        workingset_refault_anon: count("workingset_refault_anon"),
+        workingset_refault_file: count("workingset_refault_file"),
+        pgmajfault: count("pgmajfault"),
+        pgfault: count("pgfault"),
         hierarchical_memory_limit: limit("hierarchical_memory_limit"),
         hierarchical_memsw_limit: limit("hierarchical_memsw_limit"),
     })
@@ -310,5 +374,13 @@ total_unevictable 4096\n";
         assert!(read_usage(&gone).unwrap_err().is_vanished());
         assert!(read_memsw_limit(&gone).unwrap_err().is_vanished());
         assert!(read_stat(&gone).unwrap_err().is_vanished());
+    }
+
+    #[test]
+    fn stat_index_agrees_with_the_key_list() {
+        for (i, key) in STAT_KEYS.iter().enumerate() {
+            assert_eq!(stat_index(key), Some(i), "{key}");
+        }
+        assert_eq!(stat_index("total_rss"), None);
     }
 }

@@ -94,35 +94,112 @@ pub fn read_stat(dir: &Path) -> Result<StatV2, FsError> {
     parse_stat(&path, &text)
 }
 
-/// Parses memory.stat text read from `path`.
+/// The memory.stat keys read; their places in the array `parse_stat` fills.
+const STAT_KEYS: [&str; 25] = [
+    "anon",
+    "file",
+    "kernel",
+    "shmem",
+    "file_mapped",
+    "file_dirty",
+    "file_writeback",
+    "swapcached",
+    "active_anon",
+    "inactive_anon",
+    "active_file",
+    "inactive_file",
+    "unevictable",
+    "slab_reclaimable",
+    "slab_unreclaimable",
+    "workingset_refault_anon",
+    "workingset_refault_file",
+    "workingset_activate_anon",
+    "workingset_activate_file",
+    "workingset_restore_anon",
+    "workingset_restore_file",
+    "pgfault",
+    "pgmajfault",
+    "pgscan",
+    "pgsteal",
+];
+
+/// The place of `key` in [`STAT_KEYS`] (a `match`, which the compiler turns into a few
+/// comparisons; memory.stat has some 70 lines to look up).
+fn stat_index(key: &str) -> Option<usize> {
+    match key {
+        "anon" => Some(0),
+        "file" => Some(1),
+        "kernel" => Some(2),
+        "shmem" => Some(3),
+        "file_mapped" => Some(4),
+        "file_dirty" => Some(5),
+        "file_writeback" => Some(6),
+        "swapcached" => Some(7),
+        "active_anon" => Some(8),
+        "inactive_anon" => Some(9),
+        "active_file" => Some(10),
+        "inactive_file" => Some(11),
+        "unevictable" => Some(12),
+        "slab_reclaimable" => Some(13),
+        "slab_unreclaimable" => Some(14),
+        "workingset_refault_anon" => Some(15),
+        "workingset_refault_file" => Some(16),
+        "workingset_activate_anon" => Some(17),
+        "workingset_activate_file" => Some(18),
+        "workingset_restore_anon" => Some(19),
+        "workingset_restore_file" => Some(20),
+        "pgfault" => Some(21),
+        "pgmajfault" => Some(22),
+        "pgscan" => Some(23),
+        "pgsteal" => Some(24),
+        _ => None,
+    }
+}
+
+/// Parses memory.stat text read from `path`, in one pass with no allocation (it is read for
+/// every tenant every tick): a key the reader does not use is checked and skipped. The first
+/// of duplicate keys wins, as in `KeyedValues`.
 pub fn parse_stat(path: &Path, text: &str) -> Result<StatV2, FsError> {
-    let kv = KeyedValues::parse(path, text)?;
+    let mut values = [None::<u64>; STAT_KEYS.len()];
+    super::keyed::for_each_value(path, text, |key, value| {
+        if let Some(i) = stat_index(key) {
+            values[i].get_or_insert(value);
+        }
+    })?;
+    let get = |key: &str| {
+        let i = STAT_KEYS
+            .iter()
+            .position(|k| *k == key)
+            .expect("a key of STAT_KEYS");
+        values[i]
+    };
+    let bytes = |key: &str| get(key).map(Bytes);
     Ok(StatV2 {
-        anon: kv.bytes("anon"),
-        file: kv.bytes("file"),
-        kernel: kv.bytes("kernel"),
-        shmem: kv.bytes("shmem"),
-        file_mapped: kv.bytes("file_mapped"),
-        file_dirty: kv.bytes("file_dirty"),
-        file_writeback: kv.bytes("file_writeback"),
-        swapcached: kv.bytes("swapcached"),
-        active_anon: kv.bytes("active_anon"),
-        inactive_anon: kv.bytes("inactive_anon"),
-        active_file: kv.bytes("active_file"),
-        inactive_file: kv.bytes("inactive_file"),
-        unevictable: kv.bytes("unevictable"),
-        slab_reclaimable: kv.bytes("slab_reclaimable"),
-        slab_unreclaimable: kv.bytes("slab_unreclaimable"),
-        workingset_refault_anon: kv.get("workingset_refault_anon"),
-        workingset_refault_file: kv.get("workingset_refault_file"),
-        workingset_activate_anon: kv.get("workingset_activate_anon"),
-        workingset_activate_file: kv.get("workingset_activate_file"),
-        workingset_restore_anon: kv.get("workingset_restore_anon"),
-        workingset_restore_file: kv.get("workingset_restore_file"),
-        pgfault: kv.get("pgfault"),
-        pgmajfault: kv.get("pgmajfault"),
-        pgscan: kv.get("pgscan"),
-        pgsteal: kv.get("pgsteal"),
+        anon: bytes("anon"),
+        file: bytes("file"),
+        kernel: bytes("kernel"),
+        shmem: bytes("shmem"),
+        file_mapped: bytes("file_mapped"),
+        file_dirty: bytes("file_dirty"),
+        file_writeback: bytes("file_writeback"),
+        swapcached: bytes("swapcached"),
+        active_anon: bytes("active_anon"),
+        inactive_anon: bytes("inactive_anon"),
+        active_file: bytes("active_file"),
+        inactive_file: bytes("inactive_file"),
+        unevictable: bytes("unevictable"),
+        slab_reclaimable: bytes("slab_reclaimable"),
+        slab_unreclaimable: bytes("slab_unreclaimable"),
+        workingset_refault_anon: get("workingset_refault_anon"),
+        workingset_refault_file: get("workingset_refault_file"),
+        workingset_activate_anon: get("workingset_activate_anon"),
+        workingset_activate_file: get("workingset_activate_file"),
+        workingset_restore_anon: get("workingset_restore_anon"),
+        workingset_restore_file: get("workingset_restore_file"),
+        pgfault: get("pgfault"),
+        pgmajfault: get("pgmajfault"),
+        pgscan: get("pgscan"),
+        pgsteal: get("pgsteal"),
     })
 }
 
@@ -319,5 +396,13 @@ pgfault 5000\npgmajfault 13\n";
         assert!(read_current(gone).unwrap_err().is_vanished());
         assert!(read_pressure(gone).unwrap_err().is_vanished());
         assert!(read_swap_max(gone).unwrap_err().is_vanished());
+    }
+
+    #[test]
+    fn stat_index_agrees_with_the_key_list() {
+        for (i, key) in STAT_KEYS.iter().enumerate() {
+            assert_eq!(stat_index(key), Some(i), "{key}");
+        }
+        assert_eq!(stat_index("total_rss"), None);
     }
 }

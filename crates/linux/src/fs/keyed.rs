@@ -19,30 +19,11 @@ impl KeyedValues {
     /// duplicate keys wins.
     pub fn parse(path: &Path, text: &str) -> Result<KeyedValues, FsError> {
         let mut values = HashMap::new();
-        for line in text.lines() {
-            let mut tokens = line.split_whitespace();
-            let Some(key_token) = tokens.next() else {
-                continue;
-            };
-            let key = key_token.strip_suffix(':').unwrap_or(key_token);
-            let rest: Vec<&str> = tokens.collect();
-            let bad = || FsError::Parse {
-                path: path.to_path_buf(),
-                field: key.to_string(),
-                value: rest.join(" "),
-                expected: "an unsigned integer, optionally followed by kB",
-            };
-            let value = match rest.as_slice() {
-                [n] => n.parse::<u64>().map_err(|_| bad())?,
-                [n, "kB"] => n
-                    .parse::<u64>()
-                    .ok()
-                    .and_then(|n| n.checked_mul(1024))
-                    .ok_or_else(bad)?,
-                _ => return Err(bad()),
-            };
-            values.entry(key.to_string()).or_insert(value);
-        }
+        for_each_value(path, text, |key, value| {
+            if !values.contains_key(key) {
+                values.insert(key.to_string(), value);
+            }
+        })?;
         Ok(KeyedValues {
             path: path.to_path_buf(),
             values,
@@ -86,6 +67,70 @@ impl KeyedValues {
     pub fn is_empty(&self) -> bool {
         self.values.is_empty()
     }
+}
+
+/// Walks the lines of a keyed file without building a map: calls `f(key, value)` for each
+/// non-blank line, in order (duplicates included), with the same rules and errors as
+/// [`KeyedValues::parse`]. For files read every tick, whose reader wants a few known keys: it
+/// scans bytes (kernel files are ASCII; tokens are separated by ASCII whitespace) and
+/// allocates only for an error.
+pub fn for_each_value(
+    path: &Path,
+    text: &str,
+    mut f: impl FnMut(&str, u64),
+) -> Result<(), FsError> {
+    for line in text.split('\n') {
+        let mut at = 0;
+        let Some(key_token) = next_token(line, &mut at) else {
+            continue;
+        };
+        let key = key_token.strip_suffix(':').unwrap_or(key_token);
+        let first = next_token(line, &mut at);
+        let second = next_token(line, &mut at);
+        let value = match (first, second, next_token(line, &mut at)) {
+            (Some(n), None, None) => n.parse::<u64>().ok(),
+            (Some(n), Some("kB"), None) => n.parse::<u64>().ok().and_then(|n| n.checked_mul(1024)),
+            _ => None,
+        };
+        match value {
+            Some(v) => f(key, v),
+            None => {
+                let mut at = 0;
+                next_token(line, &mut at);
+                let mut rest = Vec::new();
+                while let Some(t) = next_token(line, &mut at) {
+                    rest.push(t);
+                }
+                return Err(FsError::Parse {
+                    path: path.to_path_buf(),
+                    field: key.to_string(),
+                    value: rest.join(" "),
+                    expected: "an unsigned integer, optionally followed by kB",
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The next token of `line` from byte `*at` on: the bytes up to ASCII whitespace (slicing there
+/// keeps UTF-8 intact).
+fn next_token<'a>(line: &'a str, at: &mut usize) -> Option<&'a str> {
+    let bytes = line.as_bytes();
+    let mut i = *at;
+    while i < bytes.len() && bytes[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    if i == bytes.len() {
+        *at = i;
+        return None;
+    }
+    let start = i;
+    while i < bytes.len() && !bytes[i].is_ascii_whitespace() {
+        i += 1;
+    }
+    *at = i;
+    Some(&line[start..i])
 }
 
 #[cfg(test)]
@@ -148,5 +193,25 @@ mod tests {
     fn first_of_duplicate_keys_wins() {
         let kv = KeyedValues::parse(Path::new("/x"), "a 1\na 2\n").unwrap();
         assert_eq!(kv.get("a"), Some(1));
+    }
+
+    #[test]
+    fn each_value_walks_lines_in_order_and_fails_like_parse() {
+        let p = Path::new("/cg/memory.stat");
+        let mut seen = Vec::new();
+        for_each_value(p, "a 1\n\nMemTotal: 2 kB\na 3\n", |k, v| {
+            seen.push((k.to_string(), v))
+        })
+        .unwrap();
+        assert_eq!(
+            seen,
+            vec![("a".into(), 1), ("MemTotal".into(), 2048), ("a".into(), 3)]
+        );
+        let err = for_each_value(p, "a 1\nb x y\n", |_, _| {}).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("memory.stat") && msg.contains("\"x y\""),
+            "{msg}"
+        );
     }
 }

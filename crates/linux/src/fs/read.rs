@@ -2,7 +2,9 @@
 
 use super::error::FsError;
 use memtide_model::Bytes;
+use std::fs::File;
 use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 /// Reads a whole file. Any failure, including a missing file, is `FsError::Read`.
@@ -66,6 +68,50 @@ pub(crate) fn read_optional_cgroup_file(path: &Path) -> Result<Option<String>, F
             source,
         }),
     }
+}
+
+/// Reads `file` from offset 0 to its end into `buf`, replacing what it held, with `pread`: no
+/// `statx` for a size hint (kernel files report size 0 or 4096 anyway) and, on a kept
+/// descriptor, no path walk. cgroupfs and procfs regenerate a file's text for a read at 0.
+///
+/// `one_record`: the kernel makes the file's whole text in one go (one seq_file record: every
+/// cgroup memory file, PSI, /proc/meminfo; a plain file too), so a read that returns less than
+/// it was offered has reached the end and no second read is made to see it. Not so for lists
+/// such as `cgroup.procs`, whose reads may stop at any record.
+pub(crate) fn read_all_at(file: &File, buf: &mut Vec<u8>, one_record: bool) -> io::Result<()> {
+    const CHUNK: usize = 4096;
+    buf.clear();
+    let mut len = 0;
+    loop {
+        if buf.len() < len + CHUNK {
+            buf.resize(len + CHUNK, 0);
+        }
+        let offered = buf.len() - len;
+        match file.read_at(&mut buf[len..], len as u64) {
+            Ok(0) => break,
+            Ok(n) => {
+                len += n;
+                if one_record && n < offered {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                buf.clear();
+                return Err(e);
+            }
+        }
+    }
+    buf.truncate(len);
+    Ok(())
+}
+
+/// `buf` as text; invalid UTF-8 is a read error naming `path`.
+pub(crate) fn as_text<'b>(path: &Path, buf: &'b [u8]) -> Result<&'b str, FsError> {
+    std::str::from_utf8(buf).map_err(|e| FsError::Read {
+        path: path.to_path_buf(),
+        source: io::Error::new(io::ErrorKind::InvalidData, e),
+    })
 }
 
 /// The file's name, used as the field name for files holding one value.
@@ -181,5 +227,24 @@ mod tests {
             msg.contains("memory.usage_in_bytes") && msg.contains("\"-5\""),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn reading_at_zero_gets_the_whole_file_in_one_record_or_many() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("memory.stat");
+        let long = "cache 1\n".repeat(2000);
+        std::fs::write(&path, &long).unwrap();
+        let file = File::open(&path).unwrap();
+        let mut buf = b"stale".to_vec();
+        for one_record in [true, false] {
+            read_all_at(&file, &mut buf, one_record).unwrap();
+            assert_eq!(as_text(&path, &buf).unwrap(), long);
+        }
+        std::fs::write(&path, "").unwrap();
+        read_all_at(&file, &mut buf, true).unwrap();
+        assert!(buf.is_empty());
+        let msg = as_text(&path, &[0xff]).unwrap_err().to_string();
+        assert!(msg.contains("memory.stat"), "{msg}");
     }
 }

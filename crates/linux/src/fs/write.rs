@@ -1,13 +1,21 @@
-//! Bounded-time writes to kernel files: a cgroup limit write can block in reclaim, so each write runs on its own thread and the caller waits at most a timeout; a file whose write timed out takes no new write until that one returns.
+//! Bounded-time writes to kernel files: a cgroup limit write can block in reclaim, so each write runs on a writer thread and the caller waits at most a timeout; a file whose write timed out takes no new write until that one returns.
+//!
+//! Writer threads are kept and reused: a write goes to an idle writer, and a new one is started
+//! only when none is idle (the first write, or while earlier writes are stuck in the kernel).
+//! Starting a thread per write cost about 120 µs, more than the write of a small limit change.
+//! Hand-rolled on `std::sync::mpsc` rather than a thread-pool crate: a pool of fixed size would
+//! let stuck writes starve the others, and this one grows instead.
 
 use super::error::FsError;
 use super::read::{is_gone, parent_gone};
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 use std::thread;
 use std::time::Duration;
 
@@ -45,27 +53,89 @@ impl Drop for InFlight {
     }
 }
 
-/// Writes `value` to the existing file `path`, waiting at most `timeout`. The file is opened
-/// write-only with `O_TRUNC` as a shell's `>` does (kernfs and procfs ignore the truncation; a
-/// plain file in a fake tree then holds just the value) and never created; the value goes in
-/// one `write` call unless the kernel takes less.
+/// A write, run on a writer thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// The writer threads, process-wide: a queue of jobs, and how many writers wait for one.
+struct Writers {
+    jobs: Sender<Job>,
+    queue: Arc<Mutex<Receiver<Job>>>,
+    idle: AtomicUsize,
+    started: AtomicUsize,
+}
+
+fn writers() -> &'static Writers {
+    static WRITERS: OnceLock<Writers> = OnceLock::new();
+    WRITERS.get_or_init(|| {
+        let (jobs, queue) = mpsc::channel();
+        Writers {
+            jobs,
+            queue: Arc::new(Mutex::new(queue)),
+            idle: AtomicUsize::new(0),
+            started: AtomicUsize::new(0),
+        }
+    })
+}
+
+impl Writers {
+    /// Hands `job` to an idle writer, or to a new one when none is idle. Every job queued has
+    /// a writer of its own (one idle claimed, or one started), so no write waits behind a
+    /// stuck one. A job must call [`Writers::idle_again`] when its write has returned.
+    fn run(&self, job: Job) -> io::Result<()> {
+        let claimed = self
+            .idle
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        if !claimed {
+            let queue = Arc::clone(&self.queue);
+            thread::Builder::new()
+                .name("memtide-kernel-write".to_string())
+                .spawn(move || loop {
+                    let job = queue.lock().unwrap_or_else(PoisonError::into_inner).recv();
+                    let Ok(job) = job else { return };
+                    // A panicking write must not take the writer with it.
+                    let _ = panic::catch_unwind(AssertUnwindSafe(job));
+                })?;
+            self.started.fetch_add(1, Ordering::Relaxed);
+        }
+        self.jobs
+            .send(job)
+            .map_err(|_| io::Error::other("the writer queue is closed"))
+    }
+
+    /// The calling writer takes jobs again. Called by a job before it reports its result, so
+    /// a caller writing again at once finds it idle.
+    fn idle_again(&self) {
+        self.idle.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// Writer threads started so far, process-wide.
+pub fn writers_started() -> usize {
+    writers().started.load(Ordering::Relaxed)
+}
+
+/// Writes `value` to the existing file `path` on a writer thread, waiting at most `timeout`.
+/// The file is opened write-only with `O_TRUNC` as a shell's `>` does (kernfs and procfs ignore
+/// the truncation; a plain file in a fake tree then holds just the value) and never created;
+/// the value goes in one `write` call unless the kernel takes less.
 ///
 /// Errors: EBUSY/EAGAIN → `Busy` (the kernel could not reclaim enough); the cgroup gone →
-/// `Vanished`; no return within `timeout` → `Timeout`, and the write goes on in a detached
-/// thread, during which any write to the same path returns `InFlight` at once. Two writes to
+/// `Vanished`; no return within `timeout` → `Timeout`, and the write goes on in its writer
+/// (the next write takes another), during which any write to the same path returns `InFlight` at once. Two writes to
 /// one path at the same time are refused the same way. EINTR is retried.
 pub fn write_bounded(path: &Path, value: &str, timeout: Duration) -> Result<(), FsError> {
     let claim = InFlight::claim(path)?;
     let (tx, rx) = mpsc::sync_channel(1);
     let (thread_path, thread_value) = (path.to_path_buf(), value.to_string());
-    thread::Builder::new()
-        .name("memtide-kernel-write".to_string())
-        .spawn(move || {
+    writers()
+        .run(Box::new(move || {
             let result = write_now(&thread_path, &thread_value);
             // Unmark before reporting, so a caller that got the result can write again at once.
             drop(claim);
+            writers().idle_again();
             let _ = tx.send(result);
-        })
+        }))
         .map_err(|source| FsError::Write {
             path: path.to_path_buf(),
             value: value.to_string(),
@@ -224,5 +294,21 @@ mod tests {
         let mut got = String::new();
         reader.read_to_string(&mut got).unwrap();
         assert_eq!(got, "1");
+    }
+
+    #[test]
+    fn writes_one_after_another_reuse_a_writer() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("memory.limit_in_bytes");
+        std::fs::write(&path, "").unwrap();
+        write_bounded(&path, "0", Duration::from_secs(5)).unwrap();
+        let before = writers_started();
+        for i in 0..50 {
+            write_bounded(&path, &i.to_string(), Duration::from_secs(5)).unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "49");
+        // Other tests write at the same time and may start writers of their own.
+        let started = writers_started() - before;
+        assert!(started < 10, "{started} writers started for 50 writes");
     }
 }

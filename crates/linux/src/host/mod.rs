@@ -9,11 +9,13 @@ mod tenant;
 mod world;
 
 pub use error::LinuxError;
+use tenant::OomState;
 pub use tenant::{ManagedTenant, Origin, TenantRecord};
 pub use world::Placement;
 
-use crate::cgroup::{CgroupSample, Limit, LimitSettings, MemoryCgroup};
+use crate::cgroup::{CgroupReader, CgroupSample, Limit, LimitSettings, MemoryCgroup};
 use crate::fs::hierarchy::MemoryHierarchy;
+use crate::fs::oom_events::OomEvents;
 use crate::fs::{meminfo, pressure, FsError};
 use memtide_controller::Host;
 use memtide_model::{
@@ -56,11 +58,22 @@ pub struct LinuxHost {
     swap_free: Pages,
     /// The parent cgroup this host created (removed, when empty, by `release_all`).
     created_parent: Option<PathBuf>,
+    /// v1: the eventfds the kernel signals when a guarded tenant enters OOM (made when the
+    /// first guard goes on; `None` also when epoll is unavailable, and every guarded tenant's
+    /// memory.oom_control is then read at each check).
+    oom_events: Option<OomEvents>,
+    /// The watches that fired at the last check (kept to reuse its allocation).
+    fired: Vec<u64>,
+    /// Some guarded tenant's memory.oom_control is to be read at the next check (one is
+    /// pending, or has no eventfd); when false, a check is one `epoll_wait` and nothing else.
+    oom_due: bool,
 }
 
 impl LinuxHost {
     pub fn new(hierarchy: MemoryHierarchy, options: HostOptions) -> Result<LinuxHost, LinuxError> {
         let info = meminfo::read_meminfo(&options.proc_root)?;
+        // Each tenant keeps a few cgroup files open (fs::kept); room for them.
+        crate::fs::kept::raise_fd_limit();
         Ok(LinuxHost {
             hierarchy,
             machine: info.mem_total.to_pages_floor(),
@@ -72,6 +85,9 @@ impl LinuxHost {
             first_seen: BTreeMap::new(),
             events: Vec::new(),
             created_parent: None,
+            oom_events: None,
+            fired: Vec::new(),
+            oom_due: false,
         })
     }
 
@@ -281,6 +297,9 @@ impl LinuxHost {
                 oom_kill_disable: original.oom_kill_disable,
                 oom_guard,
             },
+            reader: CgroupReader::new(&cgroup),
+            pids: Vec::new(),
+            oom: OomState::default(),
             cgroup,
             child,
             no_anon_swap,
@@ -306,28 +325,53 @@ impl LinuxHost {
     /// Between ticks: a v1 tenant stalled at its limit (under_oom, with the OOM killer that
     /// memtide disabled) gets its limit raised at once by one step (5%, at least 8 MiB), up to
     /// its max; at its max the kernel's OOM killer is given back, as without memtide.
+    ///
+    /// Runs every 50 ms. A guarded tenant's memory.oom_control is read only when the kernel
+    /// signalled its OOM eventfd, once a tick (see `observe`), or at every check when it could
+    /// not be registered; a tenant found under OOM is read again at each check until it is not.
     pub fn rescue_stalled(&mut self) {
         let timeout = self.options.write_timeout;
         let machine = self.machine;
+        if let Some(events) = &mut self.oom_events {
+            events.fired(&mut self.fired);
+            for &key in &self.fired {
+                let id = TenantId(u32::try_from(key).unwrap_or(u32::MAX));
+                if let Some(t) = self.tenants.get_mut(&id) {
+                    if let Some(watch) = &t.oom.watch {
+                        watch.take_fired();
+                    }
+                    t.oom.pending = true;
+                    self.oom_due = true;
+                }
+            }
+        }
+        if !self.oom_due {
+            return;
+        }
+        let mut still_due = false;
         for t in self.tenants.values_mut() {
-            if !t.record.oom_guard {
+            if !t.record.oom_guard || (t.oom.watch.is_some() && !t.oom.pending) {
                 continue;
             }
-            let Ok(oom) = crate::fs::cgroup_v1::read_oom_control(t.cgroup.dir()) else {
+            // Read again at the next check: not cleared below, or no eventfd to wait on.
+            still_due = true;
+            let Ok(oom) = t.reader.oom_control() else {
                 continue;
             };
             if !oom.under_oom {
+                t.oom.pending = false;
+                still_due |= t.oom.watch.is_none();
                 continue;
             }
-            let from = match t.cgroup.sample().map(|s| s.limit) {
+            let from = match crate::fs::cgroup_v1::read_limit(t.cgroup.dir()) {
                 Ok(Limit::Bytes(b)) => b.to_pages_floor(),
                 _ => continue,
             };
             let max = t.max.unwrap_or(machine);
             let to = (from + from.scale(0.05).max(Pages::from_mib(8))).min(max);
             if to > from
-                && t.cgroup
-                    .set_limit(Limit::Bytes(to.to_bytes()), timeout)
+                && t.reader
+                    .set_limit(&t.cgroup, Limit::Bytes(to.to_bytes()), timeout)
                     .is_ok()
             {
                 self.events.push(WorldEvent::Rescued { id: t.id, from, to });
@@ -336,9 +380,10 @@ impl LinuxHost {
                 }
             }
             if to >= max {
-                set_oom_guard(t, false, timeout);
+                set_oom_guard(t, false, timeout, &mut self.oom_events);
             }
         }
+        self.oom_due = still_due;
     }
 
     /// Measures `id`'s touched memory each sampling period of `period`; touched fractions are
@@ -380,6 +425,8 @@ impl LinuxHost {
         }
         let timeout = self.options.write_timeout;
         t.cgroup.restore(&t.record.original, timeout)?;
+        // The guard goes off below (or was never on): no more OOM signals wanted.
+        t.oom = OomState::default();
         if let Some(original) = t.record.oom_kill_disable {
             if oom_kill_disable(&t.cgroup)? != Some(original) {
                 let path = t.cgroup.dir().join("memory.oom_control");
@@ -487,11 +534,23 @@ impl LinuxHost {
                 t.child = None;
             }
         }
-        let sample = t.cgroup.sample()?;
-        let pids = t.cgroup.pids()?;
-        if pids.is_empty() {
+        let sample = t.reader.sample()?;
+        // The whole list only when the sampler is to use it; else whether there is anyone.
+        let wants_pids = t.sampler.as_ref().is_some_and(|s| s.wants_pids(now));
+        let has_processes = if wants_pids {
+            t.reader.pids(&mut t.pids)?;
+            !t.pids.is_empty()
+        } else {
+            t.reader.has_processes()?
+        };
+        if !has_processes {
             return Ok(None);
         }
+        // Once a tick a guarded tenant at its limit has its memory.oom_control read at the
+        // next check, whether or not the kernel signalled: in case a signal is ever missed.
+        let near_limit = near_its_limit(&sample);
+        t.oom.pending |= t.record.oom_guard && near_limit;
+        self.oom_due |= t.record.oom_guard && near_limit;
         let counters = Counters::of(&sample);
         let last = t.last.replace(counters);
         let (swap_ins, refaults, major) = match last {
@@ -516,7 +575,7 @@ impl LinuxHost {
             Limit::Bytes(b) => b.to_pages_floor().min(machine),
         };
         let sample_counts = match &mut t.sampler {
-            Some(s) => match s.observe(now, &pids) {
+            Some(s) => match s.observe(now, &t.pids) {
                 Ok(c) => Some(c),
                 Err(error) => {
                     self.events.push(WorldEvent::SamplerFailed { id, error });
@@ -549,7 +608,11 @@ impl LinuxHost {
         Ok(Some(obs))
     }
 
-    fn apply_limit(&mut self, id: TenantId, to: Pages) {
+    /// Writes `id`'s limit `to` (or, in a dry run, reports it). A lowering smaller than
+    /// [`SMALLEST_LOWERING`] is not written while `room` (the budget left over by the limits
+    /// planned this tick) holds it, and is taken from `room`: the limits in force then still add
+    /// up to no more than the budget.
+    fn apply_limit(&mut self, id: TenantId, to: Pages, room: &mut Pages) {
         let dry_run = self.options.dry_run;
         let timeout = self.options.write_timeout;
         let machine = self.machine;
@@ -577,6 +640,10 @@ impl LinuxHost {
             });
             return;
         }
+        if to < from && from - to < SMALLEST_LOWERING && from - to <= *room {
+            *room -= from - to;
+            return;
+        }
         if dry_run {
             self.events.push(WorldEvent::Limit {
                 id,
@@ -586,13 +653,17 @@ impl LinuxHost {
             });
             return;
         }
-        match t.cgroup.set_limit(Limit::Bytes(to.to_bytes()), timeout) {
+        match t
+            .reader
+            .set_limit(&t.cgroup, Limit::Bytes(to.to_bytes()), timeout)
+        {
             Ok(()) => {
                 if let Some(s) = &mut t.last_sample {
                     s.limit = Limit::Bytes(to.to_bytes());
                 }
                 let below_max = t.max.is_some_and(|max| to < max);
-                set_oom_guard(t, below_max, timeout);
+                set_oom_guard(t, below_max, timeout, &mut self.oom_events);
+                self.oom_due |= t.oom.pending;
                 // v2: memory.high only throttles the tenant toward the new limit as it
                 // allocates; memory.reclaim takes the excess now, without a limit to remember.
                 // (v1's limit write reclaims by itself; `reclaim` is a no-op there.)
@@ -623,6 +694,13 @@ impl LinuxHost {
         }
     }
 }
+
+/// Lowerings of a limit smaller than this (1 MiB, the rails' smallest shrink step) are not
+/// written while the budget has room for them: such a step (a TWS probe's 1% on a small tenant,
+/// say) costs a kernel write and buys almost nothing, and a limit left a little higher is
+/// never less safe. The next lowering writes once the limit in force is this much above the
+/// one wanted. Raises are always written.
+pub const SMALLEST_LOWERING: Pages = Pages(256);
 
 /// A tenant about to be managed, as `insert` takes it.
 struct Inserted<'a> {
@@ -665,8 +743,15 @@ fn oom_kill_disable(cgroup: &MemoryCgroup) -> Result<Option<bool>, FsError> {
 
 /// v1: disables the OOM killer while memtide holds the tenant under its max (`on`), or gives
 /// back the tenant's own setting. A tenant whose killer was already disabled is left alone.
-/// The record carries the guard's state, so the state file knows what to give back.
-fn set_oom_guard(t: &mut ManagedTenant, on: bool, timeout: Duration) {
+/// The record carries the guard's state, so the state file knows what to give back. While the
+/// guard is on, the kernel signals the tenant's OOMs on an eventfd in `events` (made on first
+/// use); when that cannot be set up, `rescue_stalled` reads memory.oom_control at each check.
+fn set_oom_guard(
+    t: &mut ManagedTenant,
+    on: bool,
+    timeout: Duration,
+    events: &mut Option<OomEvents>,
+) {
     let Some(original) = t.record.oom_kill_disable else {
         return;
     };
@@ -675,8 +760,34 @@ fn set_oom_guard(t: &mut ManagedTenant, on: bool, timeout: Duration) {
     }
     let value = if on { "1" } else { "0" };
     let path = t.cgroup.dir().join("memory.oom_control");
-    if crate::fs::write_bounded(&path, value, timeout).is_ok() {
-        t.record.oom_guard = on;
+    if crate::fs::write_bounded(&path, value, timeout).is_err() {
+        return;
+    }
+    t.record.oom_guard = on;
+    t.oom = OomState {
+        watch: None,
+        // Look once at once: the tenant may already be at its limit.
+        pending: on,
+    };
+    if on {
+        if events.is_none() {
+            *events = OomEvents::new().ok();
+        }
+        if let Some(events) = events {
+            t.oom.watch = events
+                .watch(u64::from(t.id.0), t.cgroup.dir(), timeout)
+                .ok();
+        }
+    }
+}
+
+/// True when the cgroup's usage is within 4 MiB of its limit. A cgroup under OOM is at its
+/// limit: it failed to charge at most a huge page (2 MiB) more, and an uncharge wakes its
+/// waiters to try again; one further away cannot be under OOM.
+fn near_its_limit(sample: &CgroupSample) -> bool {
+    match sample.limit {
+        Limit::Max => false,
+        Limit::Bytes(limit) => sample.usage + Bytes::from_mib(4) >= limit,
     }
 }
 
@@ -765,9 +876,15 @@ impl Host for LinuxHost {
     }
 
     fn apply(&mut self, decision: &Decision) -> Result<(), LinuxError> {
+        let planned = decision
+            .actions
+            .iter()
+            .filter_map(|a| a.moves.limit)
+            .fold(Pages::ZERO, |sum, l| sum + l);
+        let mut room = decision.memory.budget.saturating_sub(planned);
         for action in &decision.actions {
             if let Some(to) = action.moves.limit {
-                self.apply_limit(action.id, to);
+                self.apply_limit(action.id, to, &mut room);
             }
         }
         Ok(())
@@ -1068,5 +1185,152 @@ mod tests {
             std::fs::read_to_string(root.path().join("cg/t/memory.high")).unwrap(),
             "max"
         );
+    }
+
+    fn rescues(host: &mut LinuxHost) -> Vec<(Pages, Pages)> {
+        host.rescue_stalled();
+        host.drain_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                WorldEvent::Rescued { from, to, .. } => Some((from, to)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_stalled_v1_tenant_is_read_when_signalled_or_once_a_tick_and_rescued() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v1_host(root.path());
+        let dir = root.path().join("cg/t");
+        std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
+        // The registration line lands in a plain file: the watch exists, no kernel signals it.
+        std::fs::write(dir.join("cgroup.event_control"), "").unwrap();
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.set_max(TenantId(0), Pages::from_mib(1024));
+        host.observe().unwrap();
+        host.apply(&limit_to(TenantId(0), 200)).unwrap();
+        host.drain_events();
+        assert!(host.tenants[&TenantId(0)].oom.watch.is_some());
+        let stalled = |under: u8| {
+            std::fs::write(
+                dir.join("memory.oom_control"),
+                format!("oom_kill_disable 1\nunder_oom {under}\n"),
+            )
+            .unwrap();
+        };
+        let mib = Pages::from_mib;
+
+        // Looked at once when the guard goes on, and again at each check while stalled.
+        stalled(1);
+        assert_eq!(rescues(&mut host), vec![(mib(200), mib(210))]);
+        let again = rescues(&mut host);
+        assert_eq!(again.len(), 1, "{again:?}");
+        assert_eq!(again[0].0, mib(210), "raised from the rescued limit");
+        stalled(0);
+        assert_eq!(rescues(&mut host), vec![]);
+        // Not signalled and not due: memory.oom_control is not read.
+        stalled(1);
+        assert_eq!(rescues(&mut host), vec![]);
+        // Signalled: read and rescued.
+        host.tenants[&TenantId(0)]
+            .oom
+            .watch
+            .as_ref()
+            .unwrap()
+            .signal();
+        let got = rescues(&mut host);
+        assert_eq!(got.len(), 1, "{got:?}");
+        stalled(0);
+        assert_eq!(rescues(&mut host), vec![]);
+        // A tick makes a guarded tenant at its limit due once, signalled or not; one well
+        // under its limit cannot be under OOM and is not read.
+        stalled(1);
+        assert_eq!(rescues(&mut host), vec![]);
+        host.observe().unwrap();
+        assert_eq!(rescues(&mut host), vec![]);
+        let limit = std::fs::read_to_string(dir.join("memory.limit_in_bytes")).unwrap();
+        std::fs::write(dir.join("memory.usage_in_bytes"), limit).unwrap();
+        host.observe().unwrap();
+        assert_eq!(rescues(&mut host).len(), 1);
+    }
+
+    #[test]
+    fn a_stalled_v1_tenant_without_an_eventfd_is_read_at_every_check() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v1_host(root.path());
+        let dir = root.path().join("cg/t");
+        std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.set_max(TenantId(0), Pages::from_mib(1024));
+        host.observe().unwrap();
+        host.apply(&limit_to(TenantId(0), 200)).unwrap();
+        host.drain_events();
+        assert!(
+            host.tenants[&TenantId(0)].oom.watch.is_none(),
+            "no cgroup.event_control"
+        );
+        assert_eq!(rescues(&mut host), vec![]);
+        assert_eq!(rescues(&mut host), vec![]);
+        std::fs::write(
+            dir.join("memory.oom_control"),
+            "oom_kill_disable 1\nunder_oom 1\n",
+        )
+        .unwrap();
+        assert_eq!(
+            rescues(&mut host),
+            vec![(Pages::from_mib(200), Pages::from_mib(210))]
+        );
+    }
+
+    /// A decision setting `id`'s limit to `to` within `budget`.
+    fn limit_within(id: TenantId, to: Pages, budget: Pages) -> Decision {
+        let mut d = limit_to(id, 0);
+        d.actions[0].moves.limit = Some(to);
+        d.memory.budget = budget;
+        d
+    }
+
+    #[test]
+    fn a_lowering_under_a_mib_waits_while_the_budget_has_room_and_raises_never_wait() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.observe().unwrap();
+        let high = || {
+            std::fs::read_to_string(root.path().join("cg/t/memory.high"))
+                .unwrap()
+                .parse::<u64>()
+                .map(|b| Bytes(b).to_pages_floor())
+                .unwrap()
+        };
+        let (id, roomy) = (TenantId(0), Pages::from_mib(1024));
+        let mib = Pages::from_mib;
+        let mut apply = |to: Pages, budget: Pages| {
+            host.apply(&limit_within(id, to, budget)).unwrap();
+            host.drain_events()
+                .iter()
+                .filter(|e| matches!(e, WorldEvent::Limit { written: true, .. }))
+                .count()
+        };
+        assert_eq!(apply(mib(280), roomy), 1);
+        assert_eq!(high(), mib(280));
+        // Half a MiB lower, with room in the budget: not written.
+        assert_eq!(apply(mib(280) - Pages(128), roomy), 0);
+        assert_eq!(high(), mib(280));
+        // The same with the budget taken up by the limits planned: written.
+        assert_eq!(apply(mib(280) - Pages(128), mib(280) - Pages(128)), 1);
+        assert_eq!(high(), mib(280) - Pages(128));
+        // A raise, however small, is written.
+        assert_eq!(apply(mib(280) - Pages(100), roomy), 1);
+        assert_eq!(high(), mib(280) - Pages(100));
+        // Small lowerings wait until together they make a MiB.
+        assert_eq!(apply(mib(279), roomy), 0);
+        assert_eq!(high(), mib(280) - Pages(100));
+        assert_eq!(apply(mib(279) - Pages(200), roomy), 1);
+        assert_eq!(high(), mib(279) - Pages(200));
     }
 }

@@ -37,6 +37,15 @@ impl AccessSampler {
         }
     }
 
+    /// True when an observation at `now` starts or completes a period, and so needs the
+    /// tenant's processes; in between, `observe` does not look at them.
+    pub fn wants_pids(&self, now: Duration) -> bool {
+        match self.started {
+            None => true,
+            Some(started) => now.saturating_sub(started) >= self.period_len,
+        }
+    }
+
     /// One observation at `now` of the tenant's processes `pids`: starts a period (clearing
     /// their accessed bits) or, when one has run its length, completes it with the referenced
     /// fraction and starts the next.
@@ -113,7 +122,10 @@ mod tests {
         fake_proc(root.path(), 11, 0);
         let mut s = AccessSampler::new(root.path(), Duration::from_secs(10), Bytes(1 << 30));
         let at = Duration::from_secs;
+        assert!(s.wants_pids(at(0)));
         let first = s.observe(at(0), &[10, 11]).unwrap();
+        assert!(!s.wants_pids(at(5)));
+        assert!(s.wants_pids(at(10)));
         assert_eq!((first.period, first.completed), (0, None));
         assert_eq!(
             std::fs::read_to_string(root.path().join("proc/10/clear_refs")).unwrap(),

@@ -1,6 +1,7 @@
 //! One managed tenant of the Linux host: its cgroup, where it came from, the settings found before memtide touched it, and the counters kept between ticks.
 
-use crate::cgroup::{CgroupSample, LimitSettings, MemoryCgroup};
+use crate::cgroup::{CgroupReader, CgroupSample, LimitSettings, MemoryCgroup};
+use crate::fs::oom_events::OomWatch;
 use memtide_model::{Pages, TenantId};
 use serde::{Deserialize, Serialize};
 use std::process::Child;
@@ -94,6 +95,19 @@ pub(crate) fn delta(now: Option<u64>, before: Option<u64>) -> Option<u64> {
     }
 }
 
+/// How a v1 tenant's stalls at its limit are noticed while its OOM guard is on.
+#[derive(Debug, Default)]
+pub(crate) struct OomState {
+    /// The kernel signals this cgroup's OOMs through an eventfd; `None` while the guard is off,
+    /// or when registering failed (memory.oom_control is then read at every check, as it is
+    /// for a tenant with no kernel behind it).
+    pub watch: Option<OomWatch>,
+    /// Read memory.oom_control at the next check: the eventfd fired, or a tick passed (the
+    /// check of every guarded tenant once a tick, in case a signal is ever missed), and until
+    /// it reads not under OOM.
+    pub pending: bool,
+}
+
 /// A tenant the host manages.
 #[derive(Debug)]
 pub struct ManagedTenant {
@@ -101,6 +115,12 @@ pub struct ManagedTenant {
     pub name: String,
     pub record: TenantRecord,
     pub(crate) cgroup: MemoryCgroup,
+    /// The cgroup's files read every tick, kept open.
+    pub(crate) reader: CgroupReader,
+    /// The processes in the cgroup at the last reading (kept to reuse its allocation).
+    pub(crate) pids: Vec<u32>,
+    /// v1: how a stall at the limit is noticed while the OOM guard is on.
+    pub(crate) oom: OomState,
     /// The launched process, when this daemon started it (not after re-adoption).
     pub(crate) child: Option<Child>,
     /// v1 `memory.swappiness` is 0: the kernel never swaps this cgroup's anonymous memory.
