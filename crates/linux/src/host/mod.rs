@@ -305,8 +305,6 @@ impl LinuxHost {
             no_anon_swap,
             last: None,
             last_sample: None,
-            refaults_total: None,
-            major_faults_total: None,
             unreclaimable: Pages::ZERO,
             sampler: None,
             max: None,
@@ -561,14 +559,6 @@ impl LinuxHost {
             ),
             None => (None, None, None),
         };
-        if last.is_some() {
-            let events = match (swap_ins, refaults) {
-                (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-            };
-            t.refaults_total = add(t.refaults_total, events);
-            t.major_faults_total = add(t.major_faults_total, major);
-        }
         t.unreclaimable = unreclaimable(&sample, swap_free, t.no_anon_swap);
         let limit = match sample.limit {
             Limit::Max => machine,
@@ -791,12 +781,6 @@ fn near_its_limit(sample: &CgroupSample) -> bool {
     }
 }
 
-fn add(total: Option<u64>, delta: Option<u64>) -> Option<u64> {
-    match (total, delta) {
-        (t, Some(d)) => Some(t.unwrap_or(0).saturating_add(d)),
-        (t, None) => t,
-    }
-}
 
 /// Memory the tenant cannot give back now: its anonymous memory beyond the free swap (all of
 /// it when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole

@@ -128,9 +128,6 @@ pub struct ManagedTenant {
     pub(crate) last: Option<Counters>,
     /// The latest reading, for the API and for skipping writes that change nothing.
     pub last_sample: Option<CgroupSample>,
-    /// Refaults (anon + file) and major faults since memtide started watching.
-    pub refaults_total: Option<u64>,
-    pub major_faults_total: Option<u64>,
     /// What the tenant cannot give back, as last computed.
     pub unreclaimable: Pages,
     pub(crate) sampler: Option<super::sampling::AccessSampler>,
