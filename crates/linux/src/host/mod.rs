@@ -781,7 +781,6 @@ fn near_its_limit(sample: &CgroupSample) -> bool {
     }
 }
 
-
 /// Memory the tenant cannot give back now: its anonymous memory beyond the free swap (all of
 /// it when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole
 /// usage minus known page cache: never as zero.
