@@ -341,7 +341,6 @@ impl Controller {
                 id: t.id,
                 target,
                 active_estimate: req.active,
-                moves: plan.moves,
                 mechanisms: plan.mechanisms,
                 reason: Reason {
                     mechanism: plan.note,
@@ -449,11 +448,11 @@ mod tests {
         let d = c.step(&host(1, vec![limited(0, 400, 400, Some(0))]));
         let a = &d.actions[0];
         assert_eq!(a.target, mib(300));
-        assert_eq!(a.moves.limit, Some(mib(380)), "one 5% step below 400 MiB");
+        assert_eq!(a.moves().limit, Some(mib(380)), "one 5% step below 400 MiB");
         assert_eq!(a.mechanisms, vec![Mechanism::Limit]);
-        assert_eq!(a.moves.balloon, None);
-        assert_eq!(a.moves.host_swap_out, Pages::ZERO);
-        assert!(!a.moves.blocked);
+        assert_eq!(a.moves().balloon, None);
+        assert_eq!(a.moves().host_swap_out, Pages::ZERO);
+        assert!(!a.moves().blocked);
         assert!(a.reason.to_string().contains("bounded shrink step"));
     }
 
@@ -463,10 +462,10 @@ mod tests {
         c.step(&host(1, vec![limited(0, 400, 400, Some(0))]));
         // 3000 faults over 2 s is 1500/s: under the default 2000/s, so the shrink goes on.
         let d = c.step(&host(3, vec![limited(0, 400, 400, Some(3000))]));
-        assert_eq!(d.actions[0].moves.limit, Some(mib(380)));
+        assert_eq!(d.actions[0].moves().limit, Some(mib(380)));
         // 3000 faults in 1 s backs off.
         let d = c.step(&host(4, vec![limited(0, 400, 400, Some(3000))]));
-        assert_eq!(d.actions[0].moves.limit, Some(mib(400)));
+        assert_eq!(d.actions[0].moves().limit, Some(mib(400)));
         let rail = d.actions[0].reason.mechanism.limit.unwrap().rail;
         assert!(matches!(rail, LimitRail::BackoffFaults { .. }), "{rail:?}");
         assert!(d.actions[0].mechanisms.is_empty());
@@ -518,13 +517,13 @@ mod tests {
             for (a, held) in d.actions.iter().zip([400, 300]) {
                 assert!(a.target >= mib(held), "{}: {}", a.id, a.reason);
                 assert!(
-                    a.moves.limit.unwrap() >= mib(held),
+                    a.moves().limit.unwrap() >= mib(held),
                     "{}: {}",
                     a.id,
                     a.reason
                 );
             }
-            let sum: u64 = d.actions.iter().map(|a| a.moves.limit.unwrap().0).sum();
+            let sum: u64 = d.actions.iter().map(|a| a.moves().limit.unwrap().0).sum();
             assert!(sum <= mib(1000).0);
             // The room left over goes mostly to the active tenant.
             assert!(d.actions[0].target - mib(400) > d.actions[1].target - mib(300));
@@ -549,11 +548,11 @@ mod tests {
         assert!(busy.target > mib(400), "{}", busy.reason);
         assert!(idle.target < mib(200), "{}", idle.reason);
         assert!(
-            idle.moves.limit.unwrap() < mib(300),
+            idle.moves().limit.unwrap() < mib(300),
             "the idle tenant steps down"
         );
         // The busy tenant's raise waits for the memory the idle one gives back.
-        assert_eq!(busy.moves.limit, Some(mib(400)));
+        assert_eq!(busy.moves().limit, Some(mib(400)));
         let rail = busy.reason.mechanism.limit.unwrap().rail;
         assert!(matches!(rail, LimitRail::Budget { .. }), "{rail:?}");
         assert!(
@@ -589,7 +588,11 @@ mod tests {
                 now,
                 vec![cgroup(0, busy, busy, 400), cgroup(1, idle, idle, 10)],
             ));
-            let limits: Vec<u64> = d.actions.iter().map(|a| a.moves.limit.unwrap().0).collect();
+            let limits: Vec<u64> = d
+                .actions
+                .iter()
+                .map(|a| a.moves().limit.unwrap().0)
+                .collect();
             // Each tenant holds what its limit lets it (the busy one wants 450).
             busy = (limits[0] >> 8).min(450);
             idle = (limits[1] >> 8).min(300);
@@ -620,7 +623,7 @@ mod tests {
                 vec![cgroup(0, held, 410, 400), cgroup(1, 300, 1024, 10)],
             ));
             assert!(
-                d.actions[0].moves.limit.unwrap() >= mib(410),
+                d.actions[0].moves().limit.unwrap() >= mib(410),
                 "{}",
                 d.actions[0].reason
             );
@@ -648,7 +651,7 @@ mod tests {
                 vec![cgroup(0, 400, 400, 0), cgroup(1, 400, 400, 0)],
             ));
             for a in &d.actions {
-                assert!(a.moves.limit.unwrap() >= mib(400), "{}", a.reason);
+                assert!(a.moves().limit.unwrap() >= mib(400), "{}", a.reason);
             }
         }
     }
@@ -661,7 +664,7 @@ mod tests {
         obs.pressure = Some(80.0);
         let d = c.step(&obs);
         assert_eq!(
-            d.actions[0].moves.limit,
+            d.actions[0].moves().limit,
             Some(mib(380)),
             "{}",
             d.actions[0].reason
@@ -675,7 +678,7 @@ mod tests {
             1,
             vec![TenantObservation::new(TenantId(0), mib(400))],
         ));
-        assert_eq!(d.actions[0].moves.limit, None);
+        assert_eq!(d.actions[0].moves().limit, None);
         assert!(d.actions[0].reason.mechanism.limit.is_none());
     }
 }

@@ -288,7 +288,10 @@ impl Publisher {
                         &[
                             ("tenant", json!(name)),
                             ("target_bytes", json!(a.target.to_bytes().0)),
-                            ("limit_bytes", json!(a.moves.limit.map(|l| l.to_bytes().0))),
+                            (
+                                "limit_bytes",
+                                json!(a.moves().limit.map(|l| l.to_bytes().0)),
+                            ),
                             ("reason", json!(self.reason_line(a.id, &a.reason))),
                         ],
                     );

@@ -172,8 +172,6 @@ pub struct TenantAction {
     pub target: Pages,
     /// The estimator's active-memory estimate the target was computed from.
     pub active_estimate: Pages,
-    /// What each of the tenant's levers does this tick.
-    pub moves: Moves,
     /// The mechanisms that act this tick, in the order they were chosen.
     pub mechanisms: Mechanisms,
     /// The figures behind the action; `Display` gives the readable line.
@@ -181,7 +179,8 @@ pub struct TenantAction {
 }
 
 /// What to do with each lever of a tenant (see `crate::lever`); a lever that does not move
-/// is `None` or zero, and a world ignores the moves of levers it does not have.
+/// is `None` or zero, and a world ignores the moves of levers it does not have. Read off the
+/// planners' notes ([`TenantAction::moves`]): the note is the one record of a decision.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Moves {
     /// The guest balloon's target size.
@@ -199,13 +198,17 @@ pub struct Moves {
 }
 
 impl TenantAction {
+    /// What each of the tenant's levers does this tick.
+    pub fn moves(&self) -> Moves {
+        self.reason.mechanism.moves()
+    }
+
     /// No action: nothing moves, for a tenant in reclamation state `state`.
     pub fn none(id: TenantId, state: ReclamationState) -> TenantAction {
         TenantAction {
             id,
             target: Pages::ZERO,
             active_estimate: Pages::ZERO,
-            moves: Moves::default(),
             mechanisms: Mechanisms::new(),
             reason: Reason {
                 mechanism: crate::reason::MechanismNote::new(state, Pages::ZERO, Pages::ZERO),

@@ -1,6 +1,6 @@
 //! Why a tenant's action is what it is: the figures behind each decision, formatted into one readable line only when someone reads it.
 
-use crate::decision::ReclamationState;
+use crate::decision::{Moves, ReclamationState};
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -44,6 +44,53 @@ impl MechanismNote {
     /// Pages held above the target.
     pub fn excess(&self) -> Pages {
         self.allocated.saturating_sub(self.target)
+    }
+
+    /// The moves the planners chose, as their notes record them.
+    pub fn moves(&self) -> Moves {
+        Moves {
+            balloon: self.balloon.and_then(|b| b.target),
+            app_balloon: self.app_balloon.map(|a| a.target),
+            share: self.sharing.map_or(Pages::ZERO, |s| s.merge),
+            host_swap_out: self.host_swap.map_or(Pages::ZERO, |h| h.out),
+            blocked: self.host_swap.is_some_and(|h| h.blocked),
+            limit: self.limit.map(|l| l.to),
+        }
+    }
+
+    /// This note with notes that make `moves` and record nothing else (sizes, limits and
+    /// floors at zero): for a world's tests and tools that replay given moves.
+    pub fn with_moves(mut self, moves: Moves) -> MechanismNote {
+        self.balloon = moves.balloon.map(|target| BalloonNote {
+            size: Pages::ZERO,
+            target: Some(target),
+            limit: Some(target),
+            stalled: false,
+            beyond: Pages::ZERO,
+        });
+        self.app_balloon = moves.app_balloon.map(|target| AppBalloonNote {
+            size: Pages::ZERO,
+            target,
+            limit: target,
+        });
+        self.sharing = (moves.share > Pages::ZERO).then_some(SharingNote {
+            shareable: moves.share,
+            merge: moves.share,
+        });
+        self.host_swap =
+            (moves.host_swap_out > Pages::ZERO || moves.blocked).then_some(HostSwapNote {
+                wanted: moves.host_swap_out,
+                out: moves.host_swap_out,
+                blocked: moves.blocked,
+            });
+        self.limit = moves.limit.map(|to| LimitNote {
+            from: to,
+            from_max: false,
+            to,
+            floor: Pages::ZERO,
+            rail: LimitRail::Target,
+        });
+        self
     }
 }
 
@@ -481,6 +528,25 @@ mod tests {
             "soft: allocated 256.0 MiB > target 180.0 MiB; share 10.0 MiB of 10.0 MiB identical; \
              app balloon 0.0 MiB -> 66.0 MiB; limit holds at 256.0 MiB"
         );
+    }
+
+    #[test]
+    fn the_moves_are_read_off_the_notes_and_given_moves_read_back() {
+        assert_eq!(
+            note(ReclamationState::Soft).moves().balloon,
+            Some(Pages::from_mib(76))
+        );
+        let moves = Moves {
+            balloon: Some(Pages(1)),
+            app_balloon: Some(Pages(2)),
+            share: Pages(3),
+            host_swap_out: Pages(4),
+            blocked: true,
+            limit: Some(Pages(5)),
+        };
+        let n = MechanismNote::new(ReclamationState::Low, Pages::ZERO, Pages::ZERO);
+        assert_eq!(n.with_moves(moves).moves(), moves);
+        assert_eq!(n.with_moves(Moves::default()).moves(), Moves::default());
     }
 
     #[test]

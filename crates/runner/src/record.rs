@@ -61,7 +61,7 @@ impl TickRecord {
                     swap_ins: o.swap_ins,
                     refaults: o.refaults,
                     host_swap_ins: o.levers.host_swap.and_then(|h| h.swap_ins),
-                    blocked: action.moves.blocked,
+                    blocked: action.moves().blocked,
                     reason: action.reason,
                 })
             })

@@ -621,7 +621,7 @@ mod tests {
     use crate::workload::{Skew, TouchPhase, WorkloadConfig};
     use crate::world::SimWorld;
     use memtide_controller::Host;
-    use memtide_model::{Decision, Pages, ReclamationState, TenantAction, TenantId};
+    use memtide_model::{Decision, Moves, Pages, ReclamationState, TenantAction, TenantId};
     use std::time::Duration;
 
     const ID: TenantId = TenantId(0);
@@ -706,7 +706,10 @@ mod tests {
             },
             actions: vec![{
                 let mut a = TenantAction::none(ID, ReclamationState::Hard);
-                a.moves.host_swap_out = Pages(100);
+                a.reason.mechanism = a.reason.mechanism.with_moves(Moves {
+                    host_swap_out: Pages(100),
+                    ..Moves::default()
+                });
                 a
             }],
         };

@@ -414,9 +414,10 @@ impl Host for SimWorld {
         for (i, a) in order {
             self.host.targets[i] = Some(a.target.0);
             let vm = &mut self.vms[i];
-            vm.control(Some(&a.moves));
-            if a.moves.host_swap_out > Pages::ZERO {
-                vm.host_swap_out(i, a.moves.host_swap_out, &mut self.host, &self.costs);
+            let moves = a.moves();
+            vm.control(Some(&moves));
+            if moves.host_swap_out > Pages::ZERO {
+                vm.host_swap_out(i, moves.host_swap_out, &mut self.host, &self.costs);
             }
         }
         Ok(())
@@ -427,7 +428,7 @@ impl Host for SimWorld {
 mod tests {
     use super::*;
     use crate::workload::{Skew, TouchPhase};
-    use memtide_model::{ReclamationState, TenantAction};
+    use memtide_model::{Moves, ReclamationState, TenantAction};
 
     fn world() -> SimWorld {
         SimWorld::new(
@@ -467,7 +468,10 @@ mod tests {
 
     fn blocking(id: TenantId) -> TenantAction {
         let mut a = TenantAction::none(id, ReclamationState::Low);
-        a.moves.blocked = true;
+        a.reason.mechanism = a.reason.mechanism.with_moves(Moves {
+            blocked: true,
+            ..Moves::default()
+        });
         a
     }
 

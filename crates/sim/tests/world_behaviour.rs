@@ -107,10 +107,9 @@ fn action(id: TenantId) -> TenantAction {
 
 /// An action for `id` that moves its levers by `moves`.
 fn moving(id: TenantId, moves: Moves) -> TenantAction {
-    TenantAction {
-        moves,
-        ..action(id)
-    }
+    let mut a = action(id);
+    a.reason.mechanism = a.reason.mechanism.with_moves(moves);
+    a
 }
 
 fn apply(w: &mut SimWorld, actions: Vec<TenantAction>) {
@@ -737,11 +736,13 @@ mod invariants {
                 match op {
                     Op::Tick => w.run_tick(),
                     Op::Decide { vm, target_kib, balloon, swap_out, blocked } => {
-                        let mut a = action(TenantId(vm));
+                        let mut a = moving(TenantId(vm), Moves {
+                            balloon: Some(Pages(balloon)),
+                            host_swap_out: Pages(swap_out),
+                            blocked,
+                            ..Moves::default()
+                        });
                         a.target = Pages(target_kib / 4);
-                        a.moves.balloon = Some(Pages(balloon));
-                        a.moves.host_swap_out = Pages(swap_out);
-                        a.moves.blocked = blocked;
                         if w.tenant_ids().contains(&TenantId(vm)) {
                             apply(&mut w, vec![a]);
                         }

@@ -862,11 +862,11 @@ impl Host for LinuxHost {
         let planned = decision
             .actions
             .iter()
-            .filter_map(|a| a.moves.limit)
+            .filter_map(|a| a.moves().limit)
             .fold(Pages::ZERO, |sum, l| sum + l);
         let mut room = decision.memory.budget.saturating_sub(planned);
         for action in &decision.actions {
-            if let Some(to) = action.moves.limit {
+            if let Some(to) = action.moves().limit {
                 self.apply_limit(action.id, to, &mut room);
             }
         }
@@ -937,7 +937,10 @@ mod tests {
 
     fn limit_to(id: TenantId, mib: u64) -> Decision {
         let mut a = TenantAction::none(id, ReclamationState::High);
-        a.moves.limit = Some(Pages::from_mib(mib));
+        a.reason.mechanism = a.reason.mechanism.with_moves(memtide_model::Moves {
+            limit: Some(Pages::from_mib(mib)),
+            ..memtide_model::Moves::default()
+        });
         Decision {
             now: Duration::ZERO,
             memory: memtide_model::ResourceState {
@@ -1271,7 +1274,11 @@ mod tests {
     /// A decision setting `id`'s limit to `to` within `budget`.
     fn limit_within(id: TenantId, to: Pages, budget: Pages) -> Decision {
         let mut d = limit_to(id, 0);
-        d.actions[0].moves.limit = Some(to);
+        let a = &mut d.actions[0];
+        a.reason.mechanism = a.reason.mechanism.with_moves(memtide_model::Moves {
+            limit: Some(to),
+            ..memtide_model::Moves::default()
+        });
         d.memory.budget = budget;
         d
     }

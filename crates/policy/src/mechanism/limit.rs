@@ -217,8 +217,8 @@ fn keep(allocated: Pages, limit: Pages) -> Pages {
 }
 
 /// Cuts this tick's limit raises short so the limits of `actions` sum to at most `budget`
-/// ([`fit_to_budget`] over the actions that set a limit), updating each cut action's move,
-/// note and mechanisms.
+/// ([`fit_to_budget`] over the actions that set a limit), updating each cut action's note
+/// (its move) and mechanisms.
 pub fn fit_actions(actions: &mut [TenantAction], budget: Pages) {
     let mut notes: Vec<_> = actions
         .iter()
@@ -238,7 +238,6 @@ pub fn fit_actions(actions: &mut [TenantAction], budget: Pages) {
         };
         if note != old {
             a.reason.mechanism.limit = Some(note);
-            a.moves.limit = Some(note.to);
             a.mechanisms.remove(Mechanism::Limit);
             if note.to != note.from {
                 a.mechanisms.push(Mechanism::Limit);

@@ -37,8 +37,7 @@ mod sharing;
 pub use balloon::BalloonWatch;
 
 use memtide_model::{
-    Mechanism, MechanismNote, Mechanisms, Moves, Pages, ReclamationState, TenantAction,
-    TenantObservation,
+    Mechanism, MechanismNote, Mechanisms, Pages, ReclamationState, TenantAction, TenantObservation,
 };
 use std::time::Duration;
 
@@ -77,10 +76,10 @@ pub struct PlanMemory {
 /// How to move one tenant toward its target this tick.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
-    pub moves: Moves,
     /// The mechanisms that act, in planning order.
     pub mechanisms: Mechanisms,
-    /// The figures behind the plan; `Display` gives the readable line.
+    /// The figures behind the plan, the moves among them (`MechanismNote::moves`); `Display`
+    /// gives the readable line.
     pub note: MechanismNote,
 }
 
@@ -118,12 +117,10 @@ pub fn plan(input: &PlanInput<'_>, settings: &PlanSettings<'_>, memory: &mut Pla
         left: excess,
     };
     let mut note = MechanismNote::new(input.state, t.allocated, input.target);
-    let mut moves = Moves::default();
     let mut mechanisms = Mechanisms::new();
 
     if let Some(lever) = &levers.sharing {
         let n = sharing::plan(&mut need, lever);
-        moves.share = n.merge;
         if n.merge > Pages::ZERO {
             mechanisms.push(Mechanism::Sharing);
         }
@@ -134,7 +131,6 @@ pub fn plan(input: &PlanInput<'_>, settings: &PlanSettings<'_>, memory: &mut Pla
         if n.target != n.size || excess > Pages::ZERO {
             mechanisms.push(Mechanism::AppBalloon);
         }
-        moves.app_balloon = Some(n.target);
         note.app_balloon = Some(n);
     }
     memory
@@ -147,10 +143,9 @@ pub fn plan(input: &PlanInput<'_>, settings: &PlanSettings<'_>, memory: &mut Pla
         {
             mechanisms.push(Mechanism::Balloon);
         }
-        moves.balloon = n.target;
         note.balloon = Some(n);
     }
-    memory.balloon.asked(moves.balloon);
+    memory.balloon.asked(note.balloon.and_then(|b| b.target));
     if let Some(lever) = &levers.limit {
         let n = limit::plan(
             t,
@@ -163,7 +158,6 @@ pub fn plan(input: &PlanInput<'_>, settings: &PlanSettings<'_>, memory: &mut Pla
         if n.to != n.from {
             mechanisms.push(Mechanism::Limit);
         }
-        moves.limit = Some(n.to);
         note.limit = Some(n);
     }
     if levers.host_swap.is_some() {
@@ -171,15 +165,9 @@ pub fn plan(input: &PlanInput<'_>, settings: &PlanSettings<'_>, memory: &mut Pla
         if n.out > Pages::ZERO {
             mechanisms.push(Mechanism::HostSwap);
         }
-        moves.host_swap_out = n.out;
-        moves.blocked = n.blocked;
         note.host_swap = Some(n);
     }
-    Plan {
-        moves,
-        mechanisms,
-        note,
-    }
+    Plan { mechanisms, note }
 }
 
 /// Whether a tenant's memory counts against the budget's own reclamation state: memory that

@@ -2,7 +2,7 @@
 
 use super::*;
 use memtide_model::{
-    AppBalloonLever, BalloonDriverInfo, BalloonLever, HostSwapLever, LimitLever, LimitRail,
+    AppBalloonLever, BalloonDriverInfo, BalloonLever, HostSwapLever, LimitLever, LimitRail, Moves,
     SharingLever, TenantId,
 };
 use Mechanism::{AppBalloon, Balloon, HostSwap, Sharing};
@@ -116,13 +116,19 @@ struct Case {
 fn check(cases: Vec<Case>) {
     for case in cases {
         let plan = plan_vm(&case.vm);
-        assert_eq!(plan.moves.balloon, case.balloon_target, "{}", case.name);
         assert_eq!(
-            plan.moves.host_swap_out, case.host_swap_out,
+            plan.note.moves().balloon,
+            case.balloon_target,
             "{}",
             case.name
         );
-        assert_eq!(plan.moves.blocked, case.blocked, "{}", case.name);
+        assert_eq!(
+            plan.note.moves().host_swap_out,
+            case.host_swap_out,
+            "{}",
+            case.name
+        );
+        assert_eq!(plan.note.moves().blocked, case.blocked, "{}", case.name);
         assert_eq!(plan.mechanisms, case.mechanisms, "{}", case.name);
         assert!(!plan.note.to_string().is_empty(), "{}", case.name);
         assert!(!plan.note.to_string().contains('\n'), "{}", case.name);
@@ -246,9 +252,9 @@ fn under_target_tenant_deflates_and_nothing_is_swapped() {
             balloon: 76,
             ..base(state)
         });
-        assert_eq!(plan.moves.balloon, Some(mib(56)), "{state}");
-        assert_eq!(plan.moves.host_swap_out, Pages::ZERO, "{state}");
-        assert!(!plan.moves.blocked, "{state}");
+        assert_eq!(plan.note.moves().balloon, Some(mib(56)), "{state}");
+        assert_eq!(plan.note.moves().host_swap_out, Pages::ZERO, "{state}");
+        assert!(!plan.note.moves().blocked, "{state}");
         assert_eq!(plan.mechanisms, vec![Balloon], "{state}");
     }
 }
@@ -260,7 +266,7 @@ fn tenant_at_target_with_settled_balloon_needs_nothing() {
         balloon: 76,
         ..base(High)
     });
-    assert_eq!(plan.moves.balloon, Some(mib(76)));
+    assert_eq!(plan.note.moves().balloon, Some(mib(76)));
     assert!(plan.mechanisms.is_empty());
     assert_eq!(plan.note.to_string(), "high: at target");
 }
@@ -301,8 +307,8 @@ fn target_above_max_and_zero_limits_do_not_panic() {
         balloon: 10,
         ..base(Hard)
     });
-    assert_eq!(plan.moves.balloon, Some(Pages::ZERO));
-    assert_eq!(plan.moves.host_swap_out, Pages::ZERO);
+    assert_eq!(plan.note.moves().balloon, Some(Pages::ZERO));
+    assert_eq!(plan.note.moves().host_swap_out, Pages::ZERO);
 }
 
 #[test]
@@ -316,7 +322,7 @@ fn a_balloon_that_stops_growing_stalls_and_host_swap_takes_over() {
         let stalled = tick >= 3;
         assert_eq!(p.note.balloon.unwrap().stalled, stalled, "tick {tick}");
         let paged = if stalled { mib(76) } else { Pages::ZERO };
-        assert_eq!(p.moves.host_swap_out, paged, "tick {tick}");
+        assert_eq!(p.note.moves().host_swap_out, paged, "tick {tick}");
     }
 }
 
@@ -349,15 +355,15 @@ fn sharing_goes_first_then_the_application_then_the_guest_balloon() {
     // 76 MiB over target: sharing takes 10, the application 40, the balloon the other 26.
     let t = everything();
     let p = run(&t, Soft, 180, 100);
-    assert_eq!(p.moves.share, mib(10));
-    assert_eq!(p.moves.app_balloon, Some(mib(40)));
+    assert_eq!(p.note.moves().share, mib(10));
+    assert_eq!(p.note.moves().app_balloon, Some(mib(40)));
     // The balloon sizes the guest for target + what sharing and the application cover.
-    assert_eq!(p.moves.balloon, Some(mib(256 - 180 - 50)));
+    assert_eq!(p.note.moves().balloon, Some(mib(256 - 180 - 50)));
     assert_eq!(p.note.balloon.unwrap().beyond, Pages::ZERO);
     // Soft: nothing left for host swap.
-    assert_eq!(p.moves.host_swap_out, Pages::ZERO);
+    assert_eq!(p.note.moves().host_swap_out, Pages::ZERO);
     // The cooperative levers cover it all: the limit holds.
-    assert_eq!(p.moves.limit, Some(mib(256)));
+    assert_eq!(p.note.moves().limit, Some(mib(256)));
     assert_eq!(&p.mechanisms[..], &[Sharing, AppBalloon, Balloon]);
 }
 
@@ -388,8 +394,8 @@ fn an_application_below_target_takes_its_memory_back_first() {
     });
     t.allocated = mib(160);
     let p = run(&t, High, 180, 100);
-    assert_eq!(p.moves.app_balloon, Some(mib(10)));
-    assert_eq!(p.moves.share, Pages::ZERO);
+    assert_eq!(p.note.moves().app_balloon, Some(mib(10)));
+    assert_eq!(p.note.moves().share, Pages::ZERO);
     assert!(p
         .note
         .to_string()
@@ -400,7 +406,7 @@ fn an_application_below_target_takes_its_memory_back_first() {
 fn a_lever_the_tenant_lacks_is_never_moved() {
     let t = TenantObservation::new(TenantId(0), mib(256));
     let p = run(&t, Low, 100, 100);
-    assert_eq!(p.moves, Moves::default());
+    assert_eq!(p.note.moves(), Moves::default());
     assert!(p.mechanisms.is_empty());
     assert_eq!(
         p.note.to_string(),
