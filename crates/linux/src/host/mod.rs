@@ -1041,6 +1041,26 @@ mod tests {
     }
 
     /// A fake v1 host: /proc/meminfo and one cgroup `/t` as `fake_v1` makes it.
+    /// A fake v1 host under `root` with tenant 0 adopted at `cg/t` (holding process 4242, max
+    /// 1 GiB), observed once and limited to 200 MiB; with `event_control`, its
+    /// `cgroup.event_control` is a plain file, so the OOM watch registers and no kernel ever
+    /// signals it. Returns the host and the cgroup's directory.
+    fn v1_tenant_limited_to_200(root: &Path, event_control: bool) -> (LinuxHost, PathBuf) {
+        let mut host = fake_v1_host(root);
+        let dir = root.join("cg/t");
+        std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
+        if event_control {
+            std::fs::write(dir.join("cgroup.event_control"), "").unwrap();
+        }
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.set_max(TenantId(0), Pages::from_mib(1024));
+        host.observe().unwrap();
+        host.apply(&limit_to(TenantId(0), 200)).unwrap();
+        host.drain_events();
+        (host, dir)
+    }
+
     fn fake_v1_host(root: &Path) -> LinuxHost {
         std::fs::create_dir_all(root.join("proc")).unwrap();
         std::fs::write(
@@ -1094,15 +1114,7 @@ mod tests {
     #[test]
     fn a_tenant_that_empties_gets_its_limit_back_and_keeps_its_first_original() {
         let root = tempfile::tempdir().unwrap();
-        let mut host = fake_v1_host(root.path());
-        let dir = root.path().join("cg/t");
-        std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
-        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
-            .unwrap();
-        host.set_max(TenantId(0), Pages::from_mib(1024));
-        host.observe().unwrap();
-        host.apply(&limit_to(TenantId(0), 200)).unwrap();
-        host.drain_events();
+        let (mut host, dir) = v1_tenant_limited_to_200(root.path(), false);
         assert_eq!(
             std::fs::read_to_string(dir.join("memory.limit_in_bytes")).unwrap(),
             (200 * MIB).to_string()
@@ -1187,17 +1199,7 @@ mod tests {
     #[test]
     fn a_stalled_v1_tenant_is_read_when_signalled_or_once_a_tick_and_rescued() {
         let root = tempfile::tempdir().unwrap();
-        let mut host = fake_v1_host(root.path());
-        let dir = root.path().join("cg/t");
-        std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
-        // The registration line lands in a plain file: the watch exists, no kernel signals it.
-        std::fs::write(dir.join("cgroup.event_control"), "").unwrap();
-        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
-            .unwrap();
-        host.set_max(TenantId(0), Pages::from_mib(1024));
-        host.observe().unwrap();
-        host.apply(&limit_to(TenantId(0), 200)).unwrap();
-        host.drain_events();
+        let (mut host, dir) = v1_tenant_limited_to_200(root.path(), true);
         assert!(host.tenants[&TenantId(0)].oom.watch.is_some());
         let stalled = |under: u8| {
             std::fs::write(
@@ -1245,15 +1247,7 @@ mod tests {
     #[test]
     fn a_stalled_v1_tenant_without_an_eventfd_is_read_at_every_check() {
         let root = tempfile::tempdir().unwrap();
-        let mut host = fake_v1_host(root.path());
-        let dir = root.path().join("cg/t");
-        std::fs::write(dir.join("cgroup.procs"), "4242\n").unwrap();
-        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
-            .unwrap();
-        host.set_max(TenantId(0), Pages::from_mib(1024));
-        host.observe().unwrap();
-        host.apply(&limit_to(TenantId(0), 200)).unwrap();
-        host.drain_events();
+        let (mut host, dir) = v1_tenant_limited_to_200(root.path(), false);
         assert!(
             host.tenants[&TenantId(0)].oom.watch.is_none(),
             "no cgroup.event_control"
