@@ -83,7 +83,7 @@ impl Controller {
     ) -> Result<Controller, ConfigError> {
         config.validate()?;
         Ok(Controller {
-            memory: ResourceTracker::new(Resource::Memory, config.thresholds.clone()),
+            memory: ResourceTracker::new(config.thresholds.clone()),
             ledger: AdmissionLedger::backed_by(machine, host_swap, config.backing),
             config,
             tenants: Vec::new(),

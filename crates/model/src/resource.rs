@@ -3,13 +3,12 @@
 //! Allocation (`memtide_policy::allocation`) and the reclamation states
 //! (`memtide_policy::reclamation`) count units, not bytes: min-funding revocation divides any
 //! divisible resource by shares, and a state follows any budget's free fraction. So a resource
-//! is a budget of its own, in its own unit ([`Resource::unit`]), with its own reclamation
-//! state, tracked by the controller beside memory's; a decision reports each one's
-//! [`ResourceState`]. Where the coming ones plug in is in ARCHITECTURE.md ("Resources").
+//! is a budget of its own, in its own unit (pages of memory or of a cache, units of disk
+//! weight), with its own reclamation state, tracked by the controller beside memory's; a
+//! decision reports each one's [`ResourceState`]. Where the coming ones plug in is in ARCHITECTURE.md ("Resources").
 
 use crate::decision::ReclamationState;
 use serde::{Deserialize, Serialize};
-use std::fmt;
 
 /// A resource memtide divides between tenants.
 #[derive(
@@ -24,37 +23,6 @@ pub enum Resource {
     CacheQuota,
     /// Shares of a disk's time (work-conserving weights, Lai et al.), in weight units.
     DiskIoWeight,
-}
-
-impl Resource {
-    pub const ALL: [Resource; 3] = [
-        Resource::Memory,
-        Resource::CacheQuota,
-        Resource::DiskIoWeight,
-    ];
-
-    /// Short name for logs and metrics.
-    pub fn name(self) -> &'static str {
-        match self {
-            Resource::Memory => "memory",
-            Resource::CacheQuota => "cache_quota",
-            Resource::DiskIoWeight => "disk_io_weight",
-        }
-    }
-
-    /// The unit its budget and allocations count.
-    pub fn unit(self) -> &'static str {
-        match self {
-            Resource::Memory | Resource::CacheQuota => "page",
-            Resource::DiskIoWeight => "weight",
-        }
-    }
-}
-
-impl fmt::Display for Resource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// One resource in one decision: what was handed out and the state it was in.
@@ -72,19 +40,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn each_resource_names_itself_and_its_unit() {
-        let names: Vec<_> = Resource::ALL.iter().map(|r| (r.name(), r.unit())).collect();
-        assert_eq!(
-            names,
-            [
-                ("memory", "page"),
-                ("cache_quota", "page"),
-                ("disk_io_weight", "weight")
-            ]
-        );
-        assert_eq!(
-            serde_json::to_string(&Resource::DiskIoWeight).unwrap(),
-            "\"disk_io_weight\""
-        );
+    fn resources_are_written_by_their_snake_case_names() {
+        for (r, name) in [
+            (Resource::Memory, "\"memory\""),
+            (Resource::CacheQuota, "\"cache_quota\""),
+            (Resource::DiskIoWeight, "\"disk_io_weight\""),
+        ] {
+            assert_eq!(serde_json::to_string(&r).unwrap(), name);
+        }
     }
 }

@@ -19,7 +19,7 @@
 //! targets: no flapping between high and soft while a tenant presses against its target.
 //! With no machine memory (`machine == 0`) the state does not change.
 
-use memtide_model::{Pages, ReclamationState, Resource};
+use memtide_model::{Pages, ReclamationState};
 
 /// Thresholds as fractions of machine memory (ESX: 6%, 4%, 2%, 1%).
 #[derive(Clone, Debug, PartialEq)]
@@ -147,24 +147,18 @@ impl ReclamationTracker {
 /// Each resource the controller divides has one, with its own hysteresis.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResourceTracker {
-    resource: Resource,
     host: ReclamationTracker,
     budget: ReclamationTracker,
     state: ReclamationState,
 }
 
 impl ResourceTracker {
-    pub fn new(resource: Resource, thresholds: ReclamationThresholds) -> ResourceTracker {
+    pub fn new(thresholds: ReclamationThresholds) -> ResourceTracker {
         ResourceTracker {
-            resource,
             budget: ReclamationTracker::new(thresholds.clone()),
             host: ReclamationTracker::new(thresholds),
             state: ReclamationState::High,
         }
-    }
-
-    pub fn resource(&self) -> Resource {
-        self.resource
     }
 
     /// The state of the last update.
@@ -316,7 +310,7 @@ mod tests {
 
     #[test]
     fn a_resource_is_in_the_worse_of_the_hosts_state_and_its_budgets() {
-        let mut r = ResourceTracker::new(Resource::Memory, ReclamationThresholds::default());
+        let mut r = ResourceTracker::new(ReclamationThresholds::default());
         let mib = Pages::from_mib;
         // Plenty free on the host, and 0.5% of a 1000 MiB budget left: low.
         let s = r.update(mib(4000), mib(8000), Some((mib(995), mib(1000))));
@@ -326,6 +320,5 @@ mod tests {
         );
         // Nothing held against a budget: the host's state alone.
         assert_eq!(r.update(mib(4000), mib(8000), None), ReclamationState::High);
-        assert_eq!(r.resource(), Resource::Memory);
     }
 }
