@@ -139,16 +139,14 @@ pub fn parse_stat(path: &Path, text: &str) -> Result<StatV1, FsError> {
             slots[i].get_or_insert(value);
         }
     })?;
-    let get = |key: &str| {
-        let i = STAT_KEYS
-            .iter()
-            .position(|k| *k == key)
-            .expect("a key of STAT_KEYS");
-        (i, total[i].or(own[i]))
+    // The hierarchical total where the kernel gives one, else the cgroup's own figure.
+    let count = |key: &str| stat_index(key).and_then(|i| total[i].or(own[i]));
+    let bytes = |key: &str| count(key).map(Bytes);
+    let limit = |key: &str| {
+        stat_index(key)
+            .and_then(|i| own[i])
+            .map(Limit::from_v1_bytes)
     };
-    let bytes = |key: &str| get(key).1.map(Bytes);
-    let count = |key: &str| get(key).1;
-    let limit = |key: &str| own[get(key).0].map(Limit::from_v1_bytes);
     Ok(StatV1 {
         rss: bytes("rss"),
         cache: bytes("cache"),

@@ -166,13 +166,7 @@ pub fn parse_stat(path: &Path, text: &str) -> Result<StatV2, FsError> {
             values[i].get_or_insert(value);
         }
     })?;
-    let get = |key: &str| {
-        let i = STAT_KEYS
-            .iter()
-            .position(|k| *k == key)
-            .expect("a key of STAT_KEYS");
-        values[i]
-    };
+    let get = |key: &str| stat_index(key).and_then(|i| values[i]);
     let bytes = |key: &str| get(key).map(Bytes);
     Ok(StatV2 {
         anon: bytes("anon"),
