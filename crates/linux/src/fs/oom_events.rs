@@ -11,12 +11,14 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// An epoll set of OOM eventfds; each carries the key it was watched under.
 #[derive(Debug)]
 pub struct OomEvents {
-    epoll: OwnedFd,
+    /// Shared with the watches, which take themselves out of it when dropped.
+    epoll: Arc<OwnedFd>,
     ready: Vec<libc::epoll_event>,
 }
 
@@ -29,14 +31,15 @@ impl OomEvents {
         }
         Ok(OomEvents {
             // SAFETY: `fd` is a new descriptor that nothing else owns.
-            epoll: unsafe { OwnedFd::from_raw_fd(fd) },
+            epoll: Arc::new(unsafe { OwnedFd::from_raw_fd(fd) }),
             ready: Vec::new(),
         })
     }
 
     /// Registers a new eventfd on the v1 cgroup `dir`'s memory.oom_control (a write to its
     /// cgroup.event_control, bounded by `timeout`) and adds it to the set under `key`. Dropping
-    /// the returned watch closes the eventfd, which ends the registration.
+    /// the returned watch takes it out of the set and closes the eventfd, which ends the
+    /// registration.
     pub fn watch(&self, key: u64, dir: &Path, timeout: Duration) -> Result<OomWatch, FsError> {
         let control_path = dir.join("memory.oom_control");
         let error = |source: io::Error| FsError::Read {
@@ -81,7 +84,11 @@ impl OomEvents {
         if rc != 0 {
             return Err(error(io::Error::last_os_error()));
         }
-        Ok(OomWatch { event, _slot: slot })
+        Ok(OomWatch {
+            event,
+            epoll: Arc::clone(&self.epoll),
+            _slot: slot,
+        })
     }
 
     /// The keys of the watches that fired and were not cleared yet (at most 256), without
@@ -112,7 +119,25 @@ impl OomEvents {
 #[derive(Debug)]
 pub struct OomWatch {
     event: OwnedFd,
+    epoll: Arc<OwnedFd>,
     _slot: Slot,
+}
+
+impl Drop for OomWatch {
+    /// Takes the eventfd out of the set before it closes: closing alone removes it only once
+    /// every copy is closed, and a process forked meanwhile (a launched command before its
+    /// exec) holds a copy, which would keep a dropped watch reporting.
+    fn drop(&mut self) {
+        // SAFETY: both descriptors are open; EPOLL_CTL_DEL takes no event.
+        unsafe {
+            libc::epoll_ctl(
+                self.epoll.as_raw_fd(),
+                libc::EPOLL_CTL_DEL,
+                self.event.as_raw_fd(),
+                std::ptr::null_mut(),
+            );
+        }
+    }
 }
 
 impl OomWatch {
