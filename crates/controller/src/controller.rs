@@ -8,7 +8,7 @@ use memtide_model::{
 };
 use memtide_policy::mechanism;
 use memtide_policy::{
-    allocate_into, ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest,
+    ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest, Allocator,
     EstimatorInput, LimitRails, PlanInput, PlanMemory, PlanSettings, ResourceTracker,
 };
 use std::time::Duration;
@@ -62,6 +62,8 @@ pub struct Controller {
     /// The allocation requests of the last step, kept so a step allocates no new buffer for
     /// them.
     requests: Vec<AllocationRequest>,
+    /// The allocation rounds' working buffers.
+    allocator: Allocator,
     /// Which of `tenants` each request belongs to.
     request_states: Vec<usize>,
     /// The targets of the last step, for the same reason.
@@ -88,6 +90,7 @@ impl Controller {
             config,
             tenants: Vec::new(),
             requests: Vec::new(),
+            allocator: Allocator::default(),
             request_states: Vec::new(),
             targets: Vec::new(),
             last_now: None,
@@ -307,7 +310,7 @@ impl Controller {
                 .saturating_sub(reserve)
         });
         let targets = &mut self.targets;
-        allocate_into(requests, budget, tax, targets);
+        self.allocator.allocate_into(requests, budget, tax, targets);
 
         let settings = PlanSettings {
             host_swap_per_tick: config.host_swap_per_tick,

@@ -83,40 +83,64 @@ pub fn adjusted_shares_per_page(
 ///   pages, summing to the budget; tenants with 0 shares get their min.
 pub fn allocate(requests: &[AllocationRequest], budget: Pages, tax: TaxRate) -> Vec<Pages> {
     let mut targets = Vec::with_capacity(requests.len());
-    allocate_into(requests, budget, tax, &mut targets);
+    Allocator::default().allocate_into(requests, budget, tax, &mut targets);
     targets
 }
 
-/// [`allocate`] into `targets` (cleared first), so a caller that steps every tick reuses one
-/// buffer.
-pub fn allocate_into(
-    requests: &[AllocationRequest],
-    budget: Pages,
-    tax: TaxRate,
-    targets: &mut Vec<Pages>,
-) {
-    targets.clear();
-    let budget = u128::from(budget.0);
-    let cost = IdleCost::of(tax);
-    let (sum_low, sum_high, stats) = totals(requests, cost);
-    if sum_low >= budget {
-        targets.extend(requests.iter().map(|r| r.min));
-        return;
-    }
-    if sum_high <= budget {
-        targets.extend(requests.iter().map(|r| Pages(high(r))));
-        return;
-    }
+/// Allocation rounds that keep their working buffers: a caller that allocates every tick (the
+/// controller) allocates no memory for a round once the buffers have grown to its tenants.
+#[derive(Clone, Debug, Default)]
+pub struct Allocator {
+    /// The round's growers, read off the requests once, in request order.
+    growers: Vec<Grower>,
+    /// The round's candidate pages (see [`first_pages`]).
+    pages: Vec<PageKey>,
+    /// The last round's cheap price: the next round's price search starts there, since the
+    /// tenants change little from one tick to the next. (Any start gives the same targets.)
+    last_price: Option<f64>,
+}
 
-    // What the growers share: the budget less the mins of those that cannot grow.
-    let goal = budget - (sum_low - stats.low);
-    targets.extend(requests.iter().map(|r| r.min));
-    if stats.high <= goal {
-        for (i, g) in growers(requests, cost) {
-            targets[i] = Pages(g.hi);
+impl Allocator {
+    /// [`allocate`] into `targets` (cleared first).
+    pub fn allocate_into(
+        &mut self,
+        requests: &[AllocationRequest],
+        budget: Pages,
+        tax: TaxRate,
+        targets: &mut Vec<Pages>,
+    ) {
+        targets.clear();
+        let budget = u128::from(budget.0);
+        let cost = IdleCost::of(tax);
+        let (sum_low, sum_high, stats) = totals(requests, &mut self.growers);
+        if sum_low >= budget {
+            targets.extend(requests.iter().map(|r| r.min));
+            return;
         }
-    } else {
-        first_pages(requests, cost, &stats, goal, targets);
+        if sum_high <= budget {
+            targets.extend(requests.iter().map(|r| Pages(high(r))));
+            return;
+        }
+
+        // What the growers share: the budget less the mins of those that cannot grow.
+        let goal = budget - (sum_low - stats.low);
+        targets.extend(requests.iter().map(|r| r.min));
+        if stats.high <= goal {
+            for g in &self.growers {
+                targets[g.at] = Pages(g.hi);
+            }
+        } else {
+            let price = first_pages(
+                &self.growers,
+                cost,
+                &stats,
+                goal,
+                self.last_price,
+                targets,
+                &mut self.pages,
+            );
+            self.last_price = Some(price);
+        }
     }
 }
 
@@ -143,78 +167,91 @@ impl IdleCost {
 }
 
 /// A tenant that can take pages beyond its min: positive shares and a ceiling above its min.
-/// Built on the fly from its request (no per-call tables: allocation must stay cheap).
+/// Read off its request once per round, with the floating-point forms the price search needs
+/// (converting a `u64` costs several instructions, and the search reads each grower a few
+/// times).
 #[derive(Clone, Copy, Debug)]
 struct Grower {
+    /// Its request's index.
+    at: usize,
     lo: u64,
     hi: u64,
-    shares: f64,
     active: u64,
-    cost: IdleCost,
+    shares: f64,
+    /// `lo`, `hi` and `active` as floating point.
+    lo_f: f64,
+    hi_f: f64,
+    active_f: f64,
 }
 
 impl Grower {
-    fn of(r: &AllocationRequest, cost: IdleCost) -> Option<Grower> {
+    fn of(at: usize, r: &AllocationRequest) -> Option<Grower> {
         let hi = high(r);
         (r.shares > 0 && hi > r.min.0).then_some(Grower {
+            at,
             lo: r.min.0,
             hi,
-            shares: r.shares as f64,
             active: r.active.0,
-            cost,
+            shares: r.shares as f64,
+            lo_f: r.min.0 as f64,
+            hi_f: hi as f64,
+            active_f: r.active.0 as f64,
         })
     }
 
     /// Cost of holding `pages`: one per active page, `k` per idle page.
-    fn cost(&self, pages: u64) -> f64 {
+    fn cost(&self, pages: u64, cost: IdleCost) -> f64 {
         // Branch-free: this runs a few times per tenant and call.
         let active = pages.min(self.active);
-        active as f64 + self.cost.k * (pages - active) as f64
+        active as f64 + cost.k * (pages - active) as f64
     }
 
     /// Cost per share at which page number `page` (1-based) becomes affordable. Non-decreasing
     /// in `page`, and non-increasing in the tenant's shares.
-    fn key(&self, page: u64) -> f64 {
-        self.cost(page) / self.shares
+    fn key(&self, page: u64, cost: IdleCost) -> f64 {
+        self.cost(page, cost) / self.shares
     }
 
     /// Pages a cost per share buys, `c^-1(S * price)`, before the clamp to `[lo, hi]`, and the
     /// derivative of that with respect to the price (from the right). Branch-free: this runs
     /// for every tenant at every Newton step.
-    fn unclamped(&self, price: f64) -> (f64, f64) {
-        let cost = self.shares * price;
-        let active = self.active as f64;
-        let pages = cost.min(active) + (cost - active).max(0.0) * self.cost.per_k;
-        let slope = if cost < active {
+    #[inline]
+    fn unclamped(&self, price: f64, cost: IdleCost) -> (f64, f64) {
+        let spent = self.shares * price;
+        let active = self.active_f;
+        let pages = spent.min(active) + (spent - active).max(0.0) * cost.per_k;
+        let slope = if spent < active {
             self.shares
         } else {
-            self.shares * self.cost.per_k
+            self.shares * cost.per_k
         };
         (pages, slope)
     }
 
     /// Continuous pages held at cost per share `price`, `clamp(c^-1(S * price), lo, hi)`, and
     /// the derivative of that with respect to the price (from the right).
-    fn continuous(&self, price: f64) -> (f64, f64) {
-        let (pages, slope) = self.unclamped(price);
-        let (lo, hi) = (self.lo as f64, self.hi as f64);
+    #[inline]
+    fn continuous(&self, price: f64, cost: IdleCost) -> (f64, f64) {
+        let (pages, slope) = self.unclamped(price, cost);
+        let (lo, hi) = (self.lo_f, self.hi_f);
         let inside = (pages > lo) & (pages < hi);
         (pages.max(lo).min(hi), if inside { slope } else { 0.0 })
     }
 
     /// Pages held at cost per share `price`: the min plus every page in `(lo, hi]` whose key is
     /// at most `price`. Exact with respect to [`Grower::key`].
-    fn pages_at(&self, price: f64) -> u64 {
-        let (pages, _) = self.unclamped(price);
+    #[inline]
+    fn pages_at(&self, price: f64, cost: IdleCost) -> u64 {
+        let (pages, _) = self.unclamped(price, cost);
         // Rounding moves the continuous allocation, and blurs which pages' keys compare below
         // the price, by a few ulps of the cost: under 2e-15 * k * (1 + pages) pages. A value
         // farther than `margin` from a whole page therefore decides every key comparison;
         // only values closer than that need the keys themselves.
-        let margin = 1e-12 * (1.0 + pages.abs()) * self.cost.k;
-        if pages < self.lo as f64 + 1.0 - margin {
+        let margin = 1e-12 * (1.0 + pages.abs()) * cost.k;
+        if pages < self.lo_f + 1.0 - margin {
             return self.lo;
         }
-        if pages >= self.hi as f64 + margin {
+        if pages >= self.hi_f + margin {
             return self.hi;
         }
         // `as` truncates (floors, for pages >= 0), saturates and maps NaN to 0.
@@ -223,33 +260,35 @@ impl Grower {
         if (fraction > margin) & (fraction < 1.0 - margin) {
             return floor.clamp(self.lo, self.hi);
         }
+        self.pages_near_whole(pages, floor, margin, price, cost)
+    }
+
+    /// [`Grower::pages_at`] for a value within `margin` of a whole page.
+    #[cold]
+    fn pages_near_whole(
+        &self,
+        pages: f64,
+        floor: u64,
+        margin: f64,
+        price: f64,
+        cost: IdleCost,
+    ) -> u64 {
         if margin < 0.25 {
             // The value is within `margin` of a whole page `m` in `[lo + 1, hi]`: every page
             // up to `m - 1` is affordable, none beyond `m`, and the key of `m` decides.
             let m = (pages.round() as u64).clamp(self.lo + 1, self.hi);
-            return if self.key(m) <= price { m } else { m - 1 };
+            return if self.key(m, cost) <= price { m } else { m - 1 };
         }
         // Astronomic page counts, where floating point cannot place the value within a page.
         let mut n = floor.clamp(self.lo, self.hi);
-        while n < self.hi && self.key(n + 1) <= price {
+        while n < self.hi && self.key(n + 1, cost) <= price {
             n += 1;
         }
-        while n > self.lo && self.key(n) > price {
+        while n > self.lo && self.key(n, cost) > price {
             n -= 1;
         }
         n
     }
-}
-
-/// The growers among `requests`, with their indices.
-fn growers(
-    requests: &[AllocationRequest],
-    cost: IdleCost,
-) -> impl Iterator<Item = (usize, Grower)> + '_ {
-    requests
-        .iter()
-        .enumerate()
-        .filter_map(move |(i, r)| Grower::of(r, cost).map(|g| (i, g)))
 }
 
 /// Totals over the growers.
@@ -260,8 +299,10 @@ struct GrowerStats {
     shares: f64,
 }
 
-/// Sums of all mins, of all effective ceilings, and the growers' totals, in one pass.
-fn totals(requests: &[AllocationRequest], cost: IdleCost) -> (u128, u128, GrowerStats) {
+/// Sums of all mins, of all effective ceilings, and the growers' totals, in one pass that also
+/// lists the growers in `growers` (cleared first).
+fn totals(requests: &[AllocationRequest], growers: &mut Vec<Grower>) -> (u128, u128, GrowerStats) {
+    growers.clear();
     let mut low: u128 = 0;
     let mut high_sum: u128 = 0;
     let mut stats = GrowerStats {
@@ -270,14 +311,15 @@ fn totals(requests: &[AllocationRequest], cost: IdleCost) -> (u128, u128, Grower
         high: 0,
         shares: 0.0,
     };
-    for r in requests {
+    for (at, r) in requests.iter().enumerate() {
         low += u128::from(r.min.0);
         high_sum += u128::from(high(r));
-        if let Some(g) = Grower::of(r, cost) {
+        if let Some(g) = Grower::of(at, r) {
             stats.count += 1;
             stats.low += u128::from(g.lo);
             stats.high += u128::from(g.hi);
             stats.shares += g.shares;
+            growers.push(g);
         }
     }
     (low, high_sum, stats)
@@ -292,12 +334,29 @@ struct Point {
 }
 
 impl Point {
-    fn at(requests: &[AllocationRequest], cost: IdleCost, price: f64) -> Point {
-        let (sum, slope) = growers(requests, cost).fold((0.0, 0.0), |(sum, slope), (_, g)| {
-            let (p, s) = g.continuous(price);
-            (sum + p, slope + s)
-        });
-        Point { price, sum, slope }
+    fn at(growers: &[Grower], cost: IdleCost, price: f64) -> Point {
+        // Four running sums: with one, each grower's addition would wait for the one before.
+        // (The order of the additions does not matter: any price serves `first_pages`.)
+        let mut sum = [0.0; 4];
+        let mut slope = [0.0; 4];
+        let mut chunks = growers.chunks_exact(4);
+        for chunk in &mut chunks {
+            for (lane, g) in chunk.iter().enumerate() {
+                let (p, s) = g.continuous(price, cost);
+                sum[lane] += p;
+                slope[lane] += s;
+            }
+        }
+        for (lane, g) in chunks.remainder().iter().enumerate() {
+            let (p, s) = g.continuous(price, cost);
+            sum[lane] += p;
+            slope[lane] += s;
+        }
+        Point {
+            price,
+            sum: (sum[0] + sum[1]) + (sum[2] + sum[3]),
+            slope: (slope[0] + slope[1]) + (slope[2] + slope[3]),
+        }
     }
 }
 
@@ -307,7 +366,7 @@ impl Point {
 /// of the window, safeguarded by doubling and bisection. [`first_pages`] copes with any
 /// answer; a good one is faster.
 fn solve_price(
-    requests: &[AllocationRequest],
+    growers: &[Grower],
     cost: IdleCost,
     (least, most): (f64, f64),
     start: Point,
@@ -345,49 +404,49 @@ fn solve_price(
         };
         if !(price > below && price < above) {
             // The bracket has shrunk to floating-point resolution.
-            return Point::at(requests, cost, above);
+            return Point::at(growers, cost, above);
         }
-        point = Point::at(requests, cost, price);
+        point = Point::at(growers, cost, price);
     }
     point
 }
 
-/// Whole pages held at one price and the candidate pages up to a dearer one.
-struct Candidates {
-    held: u128,
-    /// Pages affordable at the dearer price but not at the cheaper one; `None` if there were
-    /// too many (floating-point trouble).
-    pages: Option<Vec<PageKey>>,
-}
-
-/// Sets the growers' targets to their pages at `cheap` and collects the pages between `cheap`
-/// and `dear`.
+/// Sets the growers' targets to their pages at `cheap` and lists in `pages` (cleared first)
+/// the pages affordable at `dear` but not at `cheap`. Returns the whole pages held at `cheap`,
+/// and whether the list is complete: it is abandoned at `limit` pages (floating-point
+/// trouble).
 fn candidates(
-    requests: &[AllocationRequest],
+    growers: &[Grower],
     cost: IdleCost,
     (cheap, dear): (f64, f64),
     limit: usize,
     targets: &mut [Pages],
-) -> Candidates {
-    // Normally about 1.5 candidates per grower.
-    let mut pages: Option<Vec<PageKey>> = Some(Vec::with_capacity(limit / 8));
+    pages: &mut Vec<PageKey>,
+) -> (u128, bool) {
+    pages.clear();
+    let mut complete = true;
     let mut held: u128 = 0;
-    for (i, g) in growers(requests, cost) {
-        let n = g.pages_at(cheap);
-        targets[i] = Pages(n);
+    for (i, g) in growers.iter().enumerate() {
+        let n = g.pages_at(cheap, cost);
+        targets[g.at] = Pages(n);
         held += u128::from(n);
-        if let Some(list) = &mut pages {
-            let up = g.pages_at(dear).max(n);
-            if up - n > (limit - list.len()) as u64 {
-                pages = None;
-                continue;
+        // Keys do not decrease from page to page: the candidates are the pages after `n` up
+        // to the first whose key is above `dear`, usually one or two.
+        let mut page = n + 1;
+        while complete && page <= g.hi {
+            let key = g.key(page, cost);
+            if key > dear {
+                break;
             }
-            for j in 1..=up - n {
-                list.push(PageKey::of(&g, i, n + j));
+            if pages.len() == limit {
+                complete = false;
+                break;
             }
+            pages.push(PageKey::new(key, i));
+            page += 1;
         }
     }
-    Candidates { held, pages }
+    (held, complete)
 }
 
 /// Sets the growers' targets to the first `goal` pages of the global order (by key, ties to
@@ -399,21 +458,26 @@ fn candidates(
 /// goal by more than one page per grower, so the whole pages affordable there (each grower
 /// lags its continuous allocation by less than one page) are at least the goal. The pages
 /// between the two prices, a few per grower, are the candidates for the rest of the budget;
-/// a linear-time selection picks the cheapest.
+/// a linear-time selection picks the cheapest. The search for `cheap` starts from `warm` (a
+/// price that was right recently) where given; returns `cheap`.
 fn first_pages(
-    requests: &[AllocationRequest],
+    growers: &[Grower],
     cost: IdleCost,
     stats: &GrowerStats,
     goal: u128,
+    warm: Option<f64>,
     targets: &mut [Pages],
-) {
-    // Exact when every grower is active, unbounded and without a min; a start for Newton.
-    let start = goal.saturating_sub(stats.low) as f64 / stats.shares;
+    pages: &mut Vec<PageKey>,
+) -> f64 {
+    // Without a warm start: exact when every grower is active, unbounded and without a min.
+    let start = warm
+        .filter(|p| p.is_finite() && *p > 0.0)
+        .unwrap_or_else(|| goal.saturating_sub(stats.low) as f64 / stats.shares);
     let slack = (stats.count as f64 / 8.0).max(0.5);
     let goal_f = goal as f64;
     let bracket = (0.0, f64::INFINITY);
-    let start = Point::at(requests, cost, start.clamp(bracket.0, bracket.1));
-    let cheap = solve_price(requests, cost, (goal_f - slack, goal_f), start, bracket);
+    let start = Point::at(growers, cost, start.clamp(bracket.0, bracket.1));
+    let cheap = solve_price(growers, cost, (goal_f - slack, goal_f), start, bracket);
 
     let enough = goal + stats.count + 1;
     let window = (enough as f64, enough as f64 + slack);
@@ -424,116 +488,123 @@ fn first_pages(
     } else if step > cheap.price && step.is_finite() {
         step
     } else {
-        solve_price(requests, cost, window, cheap, (cheap.price, f64::INFINITY)).price
+        solve_price(growers, cost, window, cheap, (cheap.price, f64::INFINITY)).price
     };
 
     // Far more than 1.5 candidates per grower only with astronomic page counts.
     let limit = usize::try_from(16 * stats.count + 1024).unwrap_or(usize::MAX);
-    let mut found = candidates(requests, cost, (cheap.price, dear), limit, targets);
-    if found.held > goal {
+    let (held, mut complete) =
+        candidates(growers, cost, (cheap.price, dear), limit, targets, pages);
+    if held > goal {
         // Only from floating-point noise in the price: drop the dearest pages.
-        drop_dearest(requests, cost, targets, found.held - goal);
-        return;
+        drop_dearest(growers, cost, targets, held - goal);
+        return cheap.price;
     }
-    let missing = goal - found.held;
+    let missing = goal - held;
     if missing == 0 {
-        return;
+        return cheap.price;
     }
-    if found.pages.as_ref().map_or(0, |p| p.len() as u128) < missing {
+    if !complete || (pages.len() as u128) < missing {
         // The Newton step fell short: search the dear price properly and collect again.
-        let dear = solve_price(requests, cost, window, cheap, (cheap.price, f64::INFINITY));
-        found = candidates(requests, cost, (cheap.price, dear.price), limit, targets);
+        let dear = solve_price(growers, cost, window, cheap, (cheap.price, f64::INFINITY));
+        // The same cheap price: the same pages held, and so the same `missing`.
+        (_, complete) = candidates(
+            growers,
+            cost,
+            (cheap.price, dear.price),
+            limit,
+            targets,
+            pages,
+        );
     }
-    match found.pages {
-        Some(mut pages) if pages.len() as u128 >= missing => {
-            let take = missing as usize;
-            if take < pages.len() {
-                pages.select_nth_unstable(take - 1);
-            }
-            for page in &pages[..take] {
-                targets[page.tenant].0 += 1;
-            }
+    if complete && pages.len() as u128 >= missing {
+        let take = missing as usize;
+        if take < pages.len() {
+            pages.select_nth_unstable(take - 1);
         }
-        _ => {
-            // Floating-point trouble (astronomic page counts): take the pages one by one.
-            add_cheapest(requests, cost, targets, missing);
+        for page in &pages[..take] {
+            targets[growers[page.grower].at].0 += 1;
         }
+    } else {
+        // Floating-point trouble (astronomic page counts): take the pages one by one.
+        add_cheapest(growers, cost, targets, missing);
     }
+    cheap.price
 }
 
 /// Adds the `missing` cheapest pages not yet held, one at a time from a heap.
-fn add_cheapest(
-    requests: &[AllocationRequest],
-    cost: IdleCost,
-    targets: &mut [Pages],
-    missing: u128,
-) {
+fn add_cheapest(growers: &[Grower], cost: IdleCost, targets: &mut [Pages], missing: u128) {
     let mut missing = missing;
-    let mut next: BinaryHeap<Reverse<PageKey>> = growers(requests, cost)
-        .filter(|(i, g)| targets[*i].0 < g.hi)
-        .map(|(i, g)| Reverse(PageKey::of(&g, i, targets[i].0 + 1)))
+    let mut next: BinaryHeap<Reverse<PageKey>> = growers
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| targets[g.at].0 < g.hi)
+        .map(|(i, g)| Reverse(PageKey::of(g, i, targets[g.at].0 + 1, cost)))
         .collect();
     while missing > 0 {
         let Some(Reverse(page)) = next.pop() else {
             break;
         };
-        let i = page.tenant;
-        let Some(g) = Grower::of(&requests[i], cost) else {
-            continue;
-        };
-        targets[i].0 += 1;
+        let g = &growers[page.grower];
+        targets[g.at].0 += 1;
         missing -= 1;
-        if targets[i].0 < g.hi {
-            next.push(Reverse(PageKey::of(&g, i, targets[i].0 + 1)));
+        if targets[g.at].0 < g.hi {
+            next.push(Reverse(PageKey::of(
+                g,
+                page.grower,
+                targets[g.at].0 + 1,
+                cost,
+            )));
         }
     }
 }
 
 /// Drops the `surplus` dearest pages held above the mins, one at a time from a heap.
-fn drop_dearest(
-    requests: &[AllocationRequest],
-    cost: IdleCost,
-    targets: &mut [Pages],
-    surplus: u128,
-) {
+fn drop_dearest(growers: &[Grower], cost: IdleCost, targets: &mut [Pages], surplus: u128) {
     let mut surplus = surplus;
-    let mut last: BinaryHeap<PageKey> = growers(requests, cost)
-        .filter(|(i, g)| targets[*i].0 > g.lo)
-        .map(|(i, g)| PageKey::of(&g, i, targets[i].0))
+    let mut last: BinaryHeap<PageKey> = growers
+        .iter()
+        .enumerate()
+        .filter(|(_, g)| targets[g.at].0 > g.lo)
+        .map(|(i, g)| PageKey::of(g, i, targets[g.at].0, cost))
         .collect();
     while surplus > 0 {
         let Some(page) = last.pop() else {
             break;
         };
-        let i = page.tenant;
-        let Some(g) = Grower::of(&requests[i], cost) else {
-            continue;
-        };
-        targets[i].0 -= 1;
+        let g = &growers[page.grower];
+        targets[g.at].0 -= 1;
         surplus -= 1;
-        if targets[i].0 > g.lo {
-            last.push(PageKey::of(&g, i, targets[i].0));
+        if targets[g.at].0 > g.lo {
+            last.push(PageKey::of(g, page.grower, targets[g.at].0, cost));
         }
     }
 }
 
-/// A page in the global allocation order: by key, ties to the tenant listed first. (Pages of
-/// one tenant with equal keys are interchangeable: only how many a tenant gets matters.)
-/// The key is stored as an integer that orders like `f64::total_cmp`, so comparisons are
-/// plain integer comparisons.
+/// A page in the global allocation order: by key, ties to the tenant listed first (growers are
+/// listed in request order). (Pages of one tenant with equal keys are interchangeable: only
+/// how many a tenant gets matters.) The key is stored as an integer that orders like
+/// `f64::total_cmp`, so comparisons are plain integer comparisons.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct PageKey {
     key: i64,
-    tenant: usize,
+    /// Index of its grower.
+    grower: usize,
 }
 
 impl PageKey {
-    fn of(grower: &Grower, tenant: usize, page: u64) -> PageKey {
+    /// Page `page` of grower number `index`.
+    fn of(grower: &Grower, index: usize, page: u64, cost: IdleCost) -> PageKey {
+        PageKey::new(grower.key(page, cost), index)
+    }
+
+    /// A page whose key is `key`, of grower number `index`.
+    fn new(key: f64, index: usize) -> PageKey {
         // The mapping `f64::total_cmp` uses: flip the magnitude bits of negative numbers.
-        let bits = grower.key(page).to_bits() as i64;
+        let bits = key.to_bits() as i64;
         PageKey {
             key: bits ^ (((bits >> 63) as u64) >> 1) as i64,
-            tenant,
+            grower: index,
         }
     }
 }

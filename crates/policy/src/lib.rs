@@ -11,7 +11,7 @@ pub mod mechanism;
 pub mod reclamation;
 
 pub use admission::{AdmissionLedger, AdmissionRefusal, Backing};
-pub use allocation::{adjusted_shares_per_page, allocate, allocate_into, AllocationRequest};
+pub use allocation::{adjusted_shares_per_page, allocate, AllocationRequest, Allocator};
 pub use estimator::{ActiveEstimator, EstimatorInput};
 pub use mechanism::limit::{fit_to_budget, plan_limit, LimitInput, LimitRails};
 pub use mechanism::{Plan, PlanInput, PlanMemory, PlanSettings};
