@@ -3,7 +3,7 @@
 use crate::config::{ConfigError, ControllerConfig};
 use crate::host::Host;
 use memtide_model::{
-    Decision, HostObservation, Pages, Reason, ReclamationState, Resource, ResourceState, TaxRate,
+    Decision, HostObservation, Pages, ReclamationState, Resource, ResourceState, TaxRate,
     TenantAction, TenantId, TenantSpec,
 };
 use memtide_policy::mechanism;
@@ -30,13 +30,45 @@ pub enum ControllerError {
     },
 }
 
-/// One admitted tenant and what the controller remembers about it between ticks.
+/// What a step's first pass reads and writes of one admitted tenant: the figures of its spec
+/// a step uses, and its estimator. (The spec itself, with the tenant's name and estimator
+/// configuration, lies apart in `Controller::specs`: a step for 10,000 tenants reads each
+/// byte here once per tick, and a smaller record means fewer cache lines to read.)
 #[derive(Clone, Debug)]
 struct TenantState {
-    spec: TenantSpec,
+    id: TenantId,
+    cap_at_estimate: bool,
+    min: Pages,
+    max: Pages,
+    shares: u64,
+    overhead: Pages,
     estimator: ActiveEstimator,
-    /// What the mechanism planners remember about it between ticks.
-    plans: PlanMemory,
+}
+
+impl TenantState {
+    fn new(spec: &TenantSpec, estimator: ActiveEstimator) -> TenantState {
+        TenantState {
+            id: spec.id,
+            cap_at_estimate: spec.cap_at_estimate,
+            min: spec.min,
+            max: spec.max,
+            shares: spec.shares,
+            overhead: spec.overhead,
+            estimator,
+        }
+    }
+}
+
+/// What the planning pass of a step needs of one request's tenant.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    /// Its index in `Controller::tenants` (and `plans`).
+    at: usize,
+    /// Its index in the observation's tenants.
+    observed: usize,
+    /// Its configured min and max.
+    min: Pages,
+    max: Pages,
 }
 
 /// A read-only view of one admitted tenant.
@@ -56,16 +88,22 @@ pub struct Controller {
     ledger: AdmissionLedger,
     /// Memory's reclamation state: the host's and the budget's (see `ResourceTracker`).
     memory: ResourceTracker,
-    /// Ordered by id, in one contiguous vector: a step walks it beside the observation's
-    /// id-ordered tenants, and admissions and removals (rare) shift it.
+    /// The admitted tenants' specs, ordered by id, in one contiguous vector: a step walks
+    /// `tenants` beside the observation's id-ordered tenants, and admissions and removals
+    /// (rare) shift all three vectors alike.
+    specs: Vec<TenantSpec>,
+    /// What a step's first pass needs of each of `specs`.
     tenants: Vec<TenantState>,
+    /// What the mechanism planners remember about each of `specs` between ticks: the
+    /// second pass of a step, after allocation, reads nothing else of the tenants' state.
+    plans: Vec<PlanMemory>,
     /// The allocation requests of the last step, kept so a step allocates no new buffer for
     /// them.
     requests: Vec<AllocationRequest>,
     /// The allocation rounds' working buffers.
     allocator: Allocator,
-    /// Which of `tenants` each request belongs to.
-    request_states: Vec<usize>,
+    /// What the planning pass needs of each request's tenant.
+    pending: Vec<Pending>,
     /// The targets of the last step, for the same reason.
     targets: Vec<Pages>,
     /// When the previous step's observation was taken, for per-second rates.
@@ -88,10 +126,12 @@ impl Controller {
             memory: ResourceTracker::new(config.thresholds.clone()),
             ledger: AdmissionLedger::backed_by(machine, host_swap, config.backing),
             config,
+            specs: Vec::new(),
             tenants: Vec::new(),
+            plans: Vec::new(),
             requests: Vec::new(),
             allocator: Allocator::default(),
-            request_states: Vec::new(),
+            pending: Vec::new(),
             targets: Vec::new(),
             last_now: None,
             limit_estimates_measured: false,
@@ -133,27 +173,25 @@ impl Controller {
         if let Some(estimate) = estimate {
             estimator.resume(estimate, spec.max);
         }
-        self.tenants.insert(
-            at,
-            TenantState {
-                spec,
-                estimator,
-                plans: PlanMemory::default(),
-            },
-        );
+        self.tenants.insert(at, TenantState::new(&spec, estimator));
+        self.specs.insert(at, spec);
+        self.plans.insert(at, PlanMemory::default());
         Ok(())
     }
 
     /// Where tenant `id` is in `tenants` (`Ok`), or where it would go (`Err`).
     fn position(&self, id: TenantId) -> Result<usize, usize> {
-        self.tenants.binary_search_by_key(&id, |s| s.spec.id)
+        self.tenants.binary_search_by_key(&id, |s| s.id)
     }
 
     /// Forgets a tenant (it stopped or vanished) and releases its reservation.
     pub fn remove(&mut self, id: TenantId) -> Option<TenantSpec> {
-        let state = self.tenants.remove(self.position(id).ok()?);
-        self.ledger.release(&state.spec);
-        Some(state.spec)
+        let at = self.position(id).ok()?;
+        self.plans.remove(at);
+        self.tenants.remove(at);
+        let spec = self.specs.remove(at);
+        self.ledger.release(&spec);
+        Some(spec)
     }
 
     /// Changes the memory handed out to tenants (`None`: machine minus overheads and reserve).
@@ -187,34 +225,41 @@ impl Controller {
         let at = self
             .position(id)
             .map_err(|_| ControllerError::Unknown(id))?;
-        let state = &mut self.tenants[at];
+        let spec = &mut self.specs[at];
         if min > max {
             return Err(ControllerError::MinAboveMax {
-                name: state.spec.name.clone(),
+                name: spec.name.clone(),
                 min,
                 max,
             });
         }
-        let mut updated = state.spec.clone();
+        let mut updated = spec.clone();
         updated.min = min;
         updated.max = max;
         updated.shares = shares;
-        self.ledger.release(&state.spec);
+        self.ledger.release(spec);
         if let Err(refusal) = self.ledger.try_admit(&updated) {
             // Put the old reservation back: it fitted before the release.
-            let _ = self.ledger.try_admit(&state.spec);
+            let _ = self.ledger.try_admit(spec);
             return Err(refusal.into());
         }
-        state.spec = updated;
+        let state = &mut self.tenants[at];
+        (state.min, state.max, state.shares) = (min, max, shares);
+        *spec = updated;
         Ok(())
     }
 
     pub fn tenant(&self, id: TenantId) -> Option<TenantView<'_>> {
-        self.position(id).ok().map(|at| view(&self.tenants[at]))
+        self.position(id)
+            .ok()
+            .map(|at| view(&self.specs[at], &self.tenants[at]))
     }
 
     pub fn tenants(&self) -> impl Iterator<Item = TenantView<'_>> {
-        self.tenants.iter().map(view)
+        self.specs
+            .iter()
+            .zip(self.tenants.iter())
+            .map(|(spec, s)| view(spec, s))
     }
 
     /// One decision from one observation: estimators, reclamation state, targets, mechanisms.
@@ -259,25 +304,30 @@ impl Controller {
         let config = &self.config;
 
         // Running tenants meet their state by a merge of two id-ordered lists (the
-        // observation's and ours): no lookups, so a step stays linear in the tenants.
+        // observation's and ours): no lookups, so a step stays linear in the tenants. The
+        // first pass estimates and writes what the estimators decide into the actions, the
+        // second (after allocation) plans; each action is written where it lies in the last
+        // decision's buffer (an action is a few hundred bytes: building it aside and moving it
+        // in would copy it twice).
         let requests = &mut self.requests;
-        let request_states = &mut self.request_states;
+        let pending = &mut self.pending;
+        let actions = &mut decision.actions;
         requests.clear();
-        request_states.clear();
+        pending.clear();
         let mut overheads = Pages::ZERO;
         let mut next = 0;
-        for t in &obs.tenants {
-            while next < self.tenants.len() && self.tenants[next].spec.id < t.id {
+        for (observed, t) in obs.tenants.iter().enumerate() {
+            while next < self.tenants.len() && self.tenants[next].id < t.id {
                 next += 1;
             }
-            if next == self.tenants.len() || self.tenants[next].spec.id != t.id {
+            if next == self.tenants.len() || self.tenants[next].id != t.id {
                 continue;
             }
             let s = &mut self.tenants[next];
             let input = EstimatorInput {
                 now: obs.now,
-                min: s.spec.min,
-                max: s.spec.max,
+                min: s.min,
+                max: s.max,
                 obs: t,
                 probe: mechanism::may_probe(t, wanted, config.dry_run),
             };
@@ -285,23 +335,35 @@ impl Controller {
             if mechanism::counts_against_budget(t) {
                 measured &= s.estimator.measured();
             }
-            let cap = if s.spec.cap_at_estimate {
-                s.estimator.ceiling().clamp_to(s.spec.min, s.spec.max)
+            let cap = if s.cap_at_estimate {
+                s.estimator.ceiling().clamp_to(s.min, s.max)
             } else {
-                s.spec.max
+                s.max
             };
-            let (min, ceiling) =
-                mechanism::bounds(t, s.spec.min, s.spec.max, cap, wanted, &config.rails);
-            overheads += s.spec.overhead;
+            let (min, ceiling) = mechanism::bounds(t, s.min, s.max, cap, wanted, &config.rails);
+            overheads += s.overhead;
+            if requests.len() == actions.len() {
+                actions.push(TenantAction::none(t.id, state));
+            }
+            let action = &mut actions[requests.len()];
+            action.id = t.id;
+            action.active_estimate = active;
+            action.reason.estimate = s.estimator.note();
             requests.push(AllocationRequest {
                 id: t.id,
                 min,
                 ceiling,
-                shares: s.spec.shares,
+                shares: s.shares,
                 active,
             });
-            request_states.push(next);
+            pending.push(Pending {
+                at: next,
+                observed,
+                min: s.min,
+                max: s.max,
+            });
         }
+        actions.truncate(requests.len());
         // Targets drive free memory above the high threshold, unless a budget is configured.
         let budget = config.budget.unwrap_or_else(|| {
             let reserve = obs.machine.scale(config.thresholds.high);
@@ -317,41 +379,29 @@ impl Controller {
             balloon_stall_ticks: config.balloon_stall_ticks,
             rails: &config.rails,
         };
-        // The observation's tenants with a request, in the same order as the requests.
-        let mut observed = obs.tenants.iter();
-        let actions = &mut decision.actions;
-        actions.clear();
-        actions.reserve(requests.len());
-        for ((req, &at), &target) in requests
-            .iter()
-            .zip(request_states.iter())
-            .zip(targets.iter())
-        {
-            let Some(t) = observed.by_ref().find(|t| t.id == req.id) else {
-                break;
-            };
-            let s = &mut self.tenants[at];
+        for ((p, &target), action) in pending.iter().zip(targets.iter()).zip(actions.iter_mut()) {
             let input = PlanInput {
                 state,
                 target,
-                min: s.spec.min,
-                max: s.spec.max,
-                tenant: t,
+                min: p.min,
+                max: p.max,
+                tenant: &obs.tenants[p.observed],
                 elapsed,
             };
-            let plan = mechanism::plan(&input, &settings, &mut s.plans);
-            actions.push(TenantAction {
-                id: t.id,
-                target,
-                active_estimate: req.active,
-                mechanisms: plan.mechanisms,
-                reason: Reason {
-                    mechanism: plan.note,
-                    estimate: s.estimator.note(),
-                },
-            });
+            action.target = target;
+            mechanism::plan(
+                &input,
+                &settings,
+                &mut self.plans[p.at],
+                &mut action.mechanisms,
+                &mut action.reason.mechanism,
+            );
         }
-        mechanism::finish(actions, budget);
+        if held.is_some() {
+            // Only the plans of tenants whose memory counts against the budget are fitted to
+            // it: without any, there is nothing to fit (and no pass over the actions).
+            mechanism::finish(actions, budget);
+        }
         self.limit_estimates_measured = measured;
         decision.now = obs.now;
         decision.memory = ResourceState {
@@ -370,9 +420,9 @@ impl Controller {
     }
 }
 
-fn view(s: &TenantState) -> TenantView<'_> {
+fn view<'a>(spec: &'a TenantSpec, s: &TenantState) -> TenantView<'a> {
     TenantView {
-        spec: &s.spec,
+        spec,
         active_estimate: s.estimator.estimate(),
         measured: s.estimator.measured() && s.estimator.estimate() > Pages::ZERO,
         estimator: s.estimator.describe(),

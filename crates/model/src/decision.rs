@@ -92,6 +92,7 @@ impl Mechanisms {
     /// Every mechanism there is, so a set can hold all of them.
     pub const CAPACITY: usize = 5;
 
+    #[inline]
     pub const fn new() -> Mechanisms {
         Mechanisms {
             items: [Mechanism::Balloon; Mechanisms::CAPACITY],
@@ -100,6 +101,7 @@ impl Mechanisms {
     }
 
     /// Appends `m` unless it is already there.
+    #[inline]
     pub fn push(&mut self, m: Mechanism) {
         if !self.contains(&m) {
             self.items[usize::from(self.len)] = m;
@@ -125,6 +127,7 @@ impl Default for Mechanisms {
 
 impl std::ops::Deref for Mechanisms {
     type Target = [Mechanism];
+    #[inline]
     fn deref(&self) -> &[Mechanism] {
         &self.items[..usize::from(self.len)]
     }

@@ -51,11 +51,13 @@ impl Levers {
     }
 
     /// The balloon's size (zero without a balloon).
+    #[inline]
     pub fn balloon_size(&self) -> Pages {
         self.balloon.map_or(Pages::ZERO, |b| b.size)
     }
 
     /// Pages of the tenant in host swap (zero without host swap).
+    #[inline]
     pub fn host_swapped(&self) -> Pages {
         self.host_swap.map_or(Pages::ZERO, |h| h.swapped)
     }

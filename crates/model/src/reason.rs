@@ -28,6 +28,7 @@ pub struct MechanismNote {
 
 impl MechanismNote {
     /// A note with no lever's figures yet.
+    #[inline]
     pub fn new(state: ReclamationState, allocated: Pages, target: Pages) -> MechanismNote {
         MechanismNote {
             state,

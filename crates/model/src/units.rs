@@ -25,6 +25,7 @@ pub struct Pages(pub u64);
 impl Bytes {
     pub const ZERO: Bytes = Bytes(0);
 
+    #[inline]
     pub fn from_mib(mib: u64) -> Bytes {
         Bytes(mib * MIB)
     }
@@ -34,20 +35,24 @@ impl Bytes {
         Bytes((mib * MIB as f64).round().max(0.0) as u64)
     }
 
+    #[inline]
     pub fn as_mib_f64(self) -> f64 {
         self.0 as f64 / MIB as f64
     }
 
     /// Whole pages contained in this many bytes (rounds down).
+    #[inline]
     pub fn to_pages_floor(self) -> Pages {
         Pages(self.0 / PAGE_SIZE)
     }
 
     /// Pages needed to hold this many bytes (rounds up).
+    #[inline]
     pub fn to_pages_ceil(self) -> Pages {
         Pages(self.0.div_ceil(PAGE_SIZE))
     }
 
+    #[inline]
     pub fn saturating_sub(self, other: Bytes) -> Bytes {
         Bytes(self.0.saturating_sub(other.0))
     }
@@ -56,6 +61,7 @@ impl Bytes {
 impl Pages {
     pub const ZERO: Pages = Pages(0);
 
+    #[inline]
     pub fn from_mib(mib: u64) -> Pages {
         Bytes::from_mib(mib).to_pages_floor()
     }
@@ -65,23 +71,30 @@ impl Pages {
         Pages((mib * (MIB / PAGE_SIZE) as f64).round().max(0.0) as u64)
     }
 
+    #[inline]
     pub fn to_bytes(self) -> Bytes {
         Bytes(self.0 * PAGE_SIZE)
     }
 
+    #[inline]
     pub fn as_mib_f64(self) -> f64 {
         self.0 as f64 * PAGE_SIZE as f64 / MIB as f64
     }
 
+    #[inline]
     pub fn saturating_sub(self, other: Pages) -> Pages {
         Pages(self.0.saturating_sub(other.0))
     }
 
     /// This amount scaled by a non-negative fraction, rounded down.
+    #[inline]
     pub fn scale(self, fraction: f64) -> Pages {
-        Pages((self.0 as f64 * fraction.max(0.0)).floor() as u64)
+        // `as` truncates, which floors a product that is never negative (and saturates, and
+        // maps NaN to 0); `f64::floor` would be a call into libm on baseline x86-64.
+        Pages((self.0 as f64 * fraction.max(0.0)) as u64)
     }
 
+    #[inline]
     pub fn clamp_to(self, lo: Pages, hi: Pages) -> Pages {
         Pages(self.0.max(lo.0).min(hi.0.max(lo.0)))
     }
@@ -91,6 +104,7 @@ macro_rules! arithmetic {
     ($t:ident) => {
         impl Add for $t {
             type Output = $t;
+            #[inline]
             fn add(self, rhs: $t) -> $t {
                 $t(self.0 + rhs.0)
             }
@@ -98,16 +112,19 @@ macro_rules! arithmetic {
         impl Sub for $t {
             type Output = $t;
             /// Panics on underflow in debug builds, like integers: use `saturating_sub` where that can happen.
+            #[inline]
             fn sub(self, rhs: $t) -> $t {
                 $t(self.0 - rhs.0)
             }
         }
         impl AddAssign for $t {
+            #[inline]
             fn add_assign(&mut self, rhs: $t) {
                 self.0 += rhs.0;
             }
         }
         impl SubAssign for $t {
+            #[inline]
             fn sub_assign(&mut self, rhs: $t) {
                 self.0 -= rhs.0;
             }
@@ -128,6 +145,7 @@ arithmetic!(Bytes);
 arithmetic!(Pages);
 
 impl From<Pages> for Bytes {
+    #[inline]
     fn from(p: Pages) -> Bytes {
         p.to_bytes()
     }

@@ -14,5 +14,5 @@ pub use admission::{AdmissionLedger, AdmissionRefusal, Backing};
 pub use allocation::{adjusted_shares_per_page, allocate, AllocationRequest, Allocator};
 pub use estimator::{ActiveEstimator, EstimatorInput};
 pub use mechanism::limit::{fit_to_budget, plan_limit, LimitInput, LimitRails};
-pub use mechanism::{Plan, PlanInput, PlanMemory, PlanSettings};
+pub use mechanism::{PlanInput, PlanMemory, PlanSettings};
 pub use reclamation::{ReclamationThresholds, ReclamationTracker, ResourceTracker, ThresholdError};

@@ -43,6 +43,7 @@ impl CommittedBaseline {
     }
 
     /// The baseline's state for explanations.
+    #[inline]
     pub fn note(&self) -> EstimateNote {
         EstimateNote::Committed {
             estimate: self.estimate,

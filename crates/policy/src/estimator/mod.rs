@@ -27,7 +27,9 @@ pub struct EstimatorInput<'a> {
 #[derive(Clone, Debug)]
 pub enum ActiveEstimator {
     Sampling(SamplingEstimator),
-    WorkingSet(WorkingSetProbe),
+    /// Boxed: the probe is about twice the size of the others, and a controller keeps one
+    /// estimator per tenant in the array a step walks.
+    WorkingSet(Box<WorkingSetProbe>),
     Committed(CommittedBaseline),
 }
 
@@ -38,7 +40,7 @@ impl ActiveEstimator {
                 ActiveEstimator::Sampling(SamplingEstimator::new(c.clone()))
             }
             EstimatorConfig::WorkingSet(c) => {
-                ActiveEstimator::WorkingSet(WorkingSetProbe::new(c.clone()))
+                ActiveEstimator::WorkingSet(Box::new(WorkingSetProbe::new(c.clone())))
             }
             EstimatorConfig::Committed => ActiveEstimator::Committed(CommittedBaseline::new()),
         }
@@ -57,6 +59,7 @@ impl ActiveEstimator {
     ///
     /// Call once per controller tick, before reading `estimate` or `ceiling` (both are 0 until
     /// the first update: an estimator knows the tenant's max only from its input).
+    #[inline]
     pub fn update(&mut self, input: &EstimatorInput) -> Pages {
         match self {
             ActiveEstimator::Sampling(e) => e.update(input),
@@ -77,6 +80,7 @@ impl ActiveEstimator {
 
     /// Whether the estimate stands on a measurement: false for sampling before its first
     /// counts (it then reads the tenant as fully active); TWS and committed always measure.
+    #[inline]
     pub fn measured(&self) -> bool {
         match self {
             ActiveEstimator::Sampling(e) => e.fraction().is_some(),
@@ -85,6 +89,7 @@ impl ActiveEstimator {
     }
 
     /// The latest estimate.
+    #[inline]
     pub fn estimate(&self) -> Pages {
         match self {
             ActiveEstimator::Sampling(e) => e.estimate(),
@@ -94,6 +99,7 @@ impl ActiveEstimator {
     }
 
     /// Where the estimate may cap the target: the estimate plus any headroom the estimator needs.
+    #[inline]
     pub fn ceiling(&self) -> Pages {
         match self {
             ActiveEstimator::Sampling(e) => e.ceiling(),
@@ -103,6 +109,7 @@ impl ActiveEstimator {
     }
 
     /// The estimator's state, for explanations; formats lazily.
+    #[inline]
     pub fn note(&self) -> EstimateNote {
         match self {
             ActiveEstimator::Sampling(e) => e.note(),

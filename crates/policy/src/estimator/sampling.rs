@@ -19,7 +19,11 @@ use memtide_model::{EstimateNote, Pages, SampleCounts, SamplingConfig};
 /// a measurement, and the policy applies min.
 #[derive(Clone, Debug)]
 pub struct SamplingEstimator {
-    config: SamplingConfig,
+    /// The configured EWMA gains, each within [0, 1] (see `sane_gain`).
+    slow_gain: f64,
+    fast_gain: f64,
+    /// The ceiling's factor over the completed periods' estimate: 1 + headroom.
+    headroom: f64,
     /// Slow EWMA of completed periods' fractions; `None` before the first completed period.
     slow: Option<f64>,
     /// Fast EWMA of completed periods' fractions; `None` before the first completed period.
@@ -35,8 +39,12 @@ pub struct SamplingEstimator {
 
 impl SamplingEstimator {
     pub fn new(config: SamplingConfig) -> SamplingEstimator {
+        // Only the gains and the headroom matter here (the world samples), read once: the
+        // estimator is kept per tenant in the array a controller step walks.
         SamplingEstimator {
-            config,
+            slow_gain: sane_gain(config.slow_gain),
+            fast_gain: sane_gain(config.fast_gain),
+            headroom: 1.0 + sane_headroom(config.headroom),
             slow: None,
             fast: None,
             partial: None,
@@ -62,7 +70,8 @@ impl SamplingEstimator {
         if let Some(sample) = &input.obs.sample {
             self.absorb(sample);
         }
-        self.estimate = match self.fraction() {
+        let fraction = self.fraction();
+        self.estimate = match fraction {
             Some(f) => input.max.scale(f),
             None => input.max,
         }
@@ -71,14 +80,9 @@ impl SamplingEstimator {
         // partial average raise it would compound within a period as the tenant grows into
         // each new ceiling. Before the first completed period nothing is known: hold what the
         // tenant holds.
-        let headroom = 1.0 + sane_headroom(self.config.headroom);
-        self.ceiling = match [self.slow, self.fast]
-            .into_iter()
-            .flatten()
-            .reduce(f64::max)
-        {
-            Some(f) => input.max.scale(f * headroom),
-            None if self.fraction().is_some() => input.obs.allocated,
+        self.ceiling = match larger(self.slow, self.fast) {
+            Some(f) => input.max.scale(f * self.headroom),
+            None if fraction.is_some() => input.obs.allocated,
             None => input.max,
         }
         .min(input.max);
@@ -99,13 +103,11 @@ impl SamplingEstimator {
     /// The active fraction the estimate stands on: max(slow, fast, partial), or `None` before
     /// any usable sampling counts.
     pub fn fraction(&self) -> Option<f64> {
-        [self.slow, self.fast, self.partial]
-            .into_iter()
-            .flatten()
-            .reduce(f64::max)
+        larger(larger(self.slow, self.fast), self.partial)
     }
 
     /// The estimator's state for explanations.
+    #[inline]
     pub fn note(&self) -> EstimateNote {
         EstimateNote::Sampling {
             estimate: self.estimate,
@@ -121,8 +123,7 @@ impl SamplingEstimator {
             let fresh = self.applied_completion != Some(sample.period);
             if let (true, Some(f)) = (fresh, touched_fraction(done.sampled, done.touched)) {
                 self.applied_completion = Some(sample.period);
-                let slow_gain = sane_gain(self.config.slow_gain);
-                let fast_gain = sane_gain(self.config.fast_gain);
+                let (slow_gain, fast_gain) = (self.slow_gain, self.fast_gain);
                 self.slow = Some(self.slow.map_or(f, |s| s + slow_gain * (f - s)));
                 self.fast = Some(self.fast.map_or(f, |s| s + fast_gain * (f - s)));
                 // The partial average belonged to the period that just ended.
@@ -130,9 +131,18 @@ impl SamplingEstimator {
             }
         }
         if let Some(f) = touched_fraction(sample.sampled, sample.touched) {
-            let fast_gain = sane_gain(self.config.fast_gain);
+            let fast_gain = self.fast_gain;
             self.partial = Some(self.fast.map_or(f, |s| s + fast_gain * (f - s)));
         }
+    }
+}
+
+/// The larger of two fractions (`f64::max`), the one present, or `None`.
+fn larger(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, None) => a,
+        (None, b) => b,
     }
 }
 

@@ -171,6 +171,7 @@ impl WorkingSetProbe {
     }
 
     /// The probe's state for explanations.
+    #[inline]
     pub fn note(&self) -> EstimateNote {
         let (phase, cool_down_s) = match self.state {
             TwsState::Fast => (ProbePhase::Fast, None),

@@ -73,16 +73,6 @@ pub struct PlanMemory {
     pub balloon: BalloonWatch,
 }
 
-/// How to move one tenant toward its target this tick.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Plan {
-    /// The mechanisms that act, in planning order.
-    pub mechanisms: Mechanisms,
-    /// The figures behind the plan, the moves among them (`MechanismNote::moves`); `Display`
-    /// gives the readable line.
-    pub note: MechanismNote,
-}
-
 /// Where the planners stand while the chooser runs them.
 #[derive(Copy, Clone, Debug)]
 struct Need {
@@ -103,8 +93,17 @@ impl Need {
     }
 }
 
-/// Plans every lever of one tenant (see the module docs).
-pub fn plan(input: &PlanInput<'_>, settings: &PlanSettings<'_>, memory: &mut PlanMemory) -> Plan {
+/// Plans every lever of one tenant (see the module docs): the mechanisms that act, in planning
+/// order, into `mechanisms`, and the figures behind them, the moves among them
+/// (`MechanismNote::moves`), into `note`. Both are written where they lie (a step for 10,000
+/// tenants writes them straight into its decision) and hold nothing of their last value.
+pub fn plan(
+    input: &PlanInput<'_>,
+    settings: &PlanSettings<'_>,
+    memory: &mut PlanMemory,
+    mechanisms: &mut Mechanisms,
+    note: &mut MechanismNote,
+) {
     let t = input.tenant;
     let levers = &t.levers;
     let excess = t.allocated.saturating_sub(input.target);
@@ -116,8 +115,8 @@ pub fn plan(input: &PlanInput<'_>, settings: &PlanSettings<'_>, memory: &mut Pla
         excess,
         left: excess,
     };
-    let mut note = MechanismNote::new(input.state, t.allocated, input.target);
-    let mut mechanisms = Mechanisms::new();
+    *note = MechanismNote::new(input.state, t.allocated, input.target);
+    *mechanisms = Mechanisms::new();
 
     if let Some(lever) = &levers.sharing {
         let n = sharing::plan(&mut need, lever);
@@ -167,13 +166,13 @@ pub fn plan(input: &PlanInput<'_>, settings: &PlanSettings<'_>, memory: &mut Pla
         }
         note.host_swap = Some(n);
     }
-    Plan { mechanisms, note }
 }
 
 /// Whether a tenant's memory counts against the budget's own reclamation state: memory that
 /// a limit moves is what the tenants hold, which the budget bounds (the machine's free memory
 /// says little on a shared Linux host); a VM's is machine memory, which the host's state
 /// already follows.
+#[inline]
 pub fn counts_against_budget(t: &TenantObservation) -> bool {
     t.levers.limit.is_some()
 }
@@ -181,12 +180,14 @@ pub fn counts_against_budget(t: &TenantObservation) -> bool {
 /// Whether a tenant's estimator may probe (shrink it to find its working set). A tenant under
 /// a limit is probed only while memory is `wanted` and the run acts: its probe is a limit
 /// that makes the kernel reclaim, which is not worth its faults while the budget has room.
+#[inline]
 pub fn may_probe(t: &TenantObservation, wanted: bool, dry_run: bool) -> bool {
     t.levers.limit.is_none() || (wanted && !dry_run)
 }
 
 /// The min and ceiling allocation may give a tenant: its configured min and `cap` (its max, or
 /// its estimate where it caps at it), or what its limit's rails allow (see [`limit::bounds`]).
+#[inline]
 pub fn bounds(
     t: &TenantObservation,
     min: Pages,
@@ -202,7 +203,8 @@ pub fn bounds(
 }
 
 /// The pass across tenants once each is planned: limit raises are cut to fit the budget
-/// ([`limit::fit_actions`]).
+/// ([`limit::fit_actions`]). It has work only for tenants whose memory counts against the
+/// budget ([`counts_against_budget`]): a step with none skips it.
 pub fn finish(actions: &mut [TenantAction], budget: Pages) {
     limit::fit_actions(actions, budget);
 }

@@ -62,6 +62,13 @@ fn observed(vm: &Vm) -> TenantObservation {
 
 use memtide_model::Levers;
 
+/// What `plan` writes for one tenant.
+#[derive(Debug)]
+struct Plan {
+    mechanisms: Mechanisms,
+    note: MechanismNote,
+}
+
 fn run(t: &TenantObservation, state: ReclamationState, target: u64, budget: u64) -> Plan {
     run_with(t, state, target, budget, &mut PlanMemory::default(), 3)
 }
@@ -75,6 +82,18 @@ fn run_with(
     stall_ticks: u32,
 ) -> Plan {
     let rails = LimitRails::default();
+    // Filled with another tenant's figures first: `plan` must keep none of them.
+    let mut out = Plan {
+        mechanisms: [Mechanism::Limit, Mechanism::Sharing].into_iter().collect(),
+        note: MechanismNote::new(ReclamationState::Low, mib(999), mib(1)).with_moves(Moves {
+            balloon: Some(mib(7)),
+            app_balloon: Some(mib(7)),
+            share: mib(7),
+            host_swap_out: mib(7),
+            blocked: true,
+            limit: Some(mib(7)),
+        }),
+    };
     plan(
         &PlanInput {
             state,
@@ -90,7 +109,10 @@ fn run_with(
             rails: &rails,
         },
         memory,
-    )
+        &mut out.mechanisms,
+        &mut out.note,
+    );
+    out
 }
 
 fn plan_vm(vm: &Vm) -> Plan {
