@@ -1,9 +1,9 @@
-//! Turns each tick's observation, decision and host events into the published `Snapshot` (for the API, `/metrics` and `memtide status`) and into log lines.
+//! Turns each tick's record and host events into the published `Snapshot` (for the API, `/metrics` and `memtide status`) and into log lines.
 //!
-//! It reads model types only (the observation with each tenant's levers, the decision, the
-//! world's events and the controller's view of each tenant), never the Linux host's own
-//! state: what a world reports is all it publishes. Lifetime fault totals are the sums of the
-//! observations' per-tick counts since the tenant was adopted.
+//! It reads the tick's `TickRecord` (the record every world writes, the one the simulator's
+//! timeline comes from), the world's events and the controller's view of each tenant, never
+//! the Linux host's own state: what a world reports is all it publishes. Lifetime fault totals
+//! are the sums of the records' per-tick counts since the tenant was adopted.
 //!
 //! Per tick it formats only what changed: a tenant's reason line is formatted again only when
 //! its figures changed, and the published decisions take the records added since the last tick
@@ -13,7 +13,8 @@ use crate::config::DaemonConfig;
 use crate::log::{now_ms, Logger};
 use memtide_api::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
 use memtide_controller::Controller;
-use memtide_model::{Decision, HostObservation, LimitRail, Pages, Reason, TenantId, WorldEvent};
+use memtide_model::{LimitRail, Pages, Reason, TenantId, WorldEvent};
+use memtide_runner::TickRecord;
 use serde_json::json;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
@@ -31,7 +32,8 @@ pub struct Publisher {
     /// The rail that held each tenant's limit last tick, so a hold is logged once.
     held: BTreeMap<TenantId, &'static str>,
     ticks: u64,
-    last_now: Option<std::time::Duration>,
+    /// The previous record's time, for per-second rates.
+    last_time_s: Option<f64>,
     /// Why each tenant that waits for its cgroup waits, as last recorded.
     waiting: BTreeMap<String, String>,
     /// The latest admission refusal, for a start where every tenant was refused.
@@ -80,7 +82,7 @@ impl Publisher {
             host,
             held: BTreeMap::new(),
             ticks: 0,
-            last_now: None,
+            last_time_s: None,
             waiting: BTreeMap::new(),
             last_refusal: None,
             totals: BTreeMap::new(),
@@ -144,8 +146,7 @@ impl Publisher {
     /// Publishes one tick. `managed` lists the managed tenants in config order.
     pub fn tick(
         &mut self,
-        obs: &HostObservation,
-        decision: &Decision,
+        record: &TickRecord,
         events: &[WorldEvent],
         controller: &Controller,
         managed: Vec<Managed>,
@@ -156,13 +157,13 @@ impl Publisher {
         *self
             .counters
             .state_ticks
-            .entry(decision.memory.state.name().to_string())
+            .entry(record.state.name().to_string())
             .or_insert(0) += 1;
         let elapsed_s = self
-            .last_now
-            .map(|l| obs.now.saturating_sub(l).as_secs_f64())
+            .last_time_s
+            .map(|l| record.time_s - l)
             .filter(|&s| s > 0.0);
-        self.last_now = Some(obs.now);
+        self.last_time_s = Some(record.time_s);
         let name_of = |id: TenantId| {
             managed
                 .iter()
@@ -172,11 +173,11 @@ impl Publisher {
         };
 
         for event in events {
-            self.event(event, decision, &name_of, log);
+            self.event(event, record, &name_of, log);
         }
         let mut held_now: BTreeMap<TenantId, String> = BTreeMap::new();
-        for action in &decision.actions {
-            let Some(note) = action.reason.mechanism.limit else {
+        for row in &record.rows {
+            let Some(note) = row.reason.mechanism.limit else {
                 continue;
             };
             let held = matches!(
@@ -186,47 +187,46 @@ impl Publisher {
                     | LimitRail::Budget { .. }
             ) || (note.rail == LimitRail::Floor
                 && note.to == note.from
-                && action.target < note.to);
+                && row.target < note.to.to_bytes());
             if held {
-                held_now.insert(action.id, format!("{}: {note}", note.rail.name()));
+                held_now.insert(row.tenant, format!("{}: {note}", note.rail.name()));
                 self.counters.held += 1;
-                if self.held.insert(action.id, note.rail.name()) != Some(note.rail.name()) {
-                    let name = name_of(action.id);
+                if self.held.insert(row.tenant, note.rail.name()) != Some(note.rail.name()) {
+                    let name = name_of(row.tenant);
                     log.info(
                         "hold",
                         &[
                             ("tenant", json!(name)),
-                            ("reason", json!(action.reason.to_string())),
+                            ("reason", json!(row.reason.to_string())),
                         ],
                     );
                     self.push(DecisionRecord {
                         tick: self.ticks,
                         at_unix_ms: now_ms(),
                         tenant: name,
-                        target_bytes: action.target.to_bytes().0,
+                        target_bytes: row.target.0,
                         limit_from_bytes: (!note.from_max).then(|| note.from.to_bytes().0),
                         limit_to_bytes: Some(note.to.to_bytes().0),
                         outcome: "hold".to_string(),
-                        reason: action.reason.to_string(),
+                        reason: row.reason.to_string(),
                     });
                 }
             } else {
-                self.held.remove(&action.id);
+                self.held.remove(&row.tenant);
             }
         }
 
-        self.host.machine_bytes = obs.machine.to_bytes().0;
-        self.host.free_bytes = obs.free.to_bytes().0;
-        self.host.budget_bytes = decision.memory.budget.to_bytes().0;
-        self.host.swap_total_bytes = obs.host_swap_total.to_bytes().0;
-        self.host.swap_free_bytes = obs
+        self.host.machine_bytes = record.machine.0;
+        self.host.free_bytes = record.free.0;
+        self.host.budget_bytes = record.budget.0;
+        self.host.swap_total_bytes = record.host_swap_total.0;
+        self.host.swap_free_bytes = record
             .host_swap_total
-            .saturating_sub(obs.host_swap_used)
-            .to_bytes()
+            .saturating_sub(record.host_swap_used)
             .0;
-        self.host.state = decision.memory.state.name().to_string();
+        self.host.state = record.state.name().to_string();
         self.host.tax_rate = controller.config().tax_rate.value();
-        self.host.pressure_some_avg10 = obs.pressure;
+        self.host.pressure_some_avg10 = record.pressure;
 
         self.totals
             .retain(|id, _| managed.iter().any(|m| m.id == *id));
@@ -241,18 +241,15 @@ impl Publisher {
             let Some(view) = controller.tenant(*id) else {
                 continue;
             };
-            let o = obs.tenants.iter().find(|o| o.id == *id);
-            let limit = o.and_then(|o| o.levers.limit);
-            let a = decision.action(*id);
-            let refaults = o.and_then(|o| match (o.refaults, o.swap_ins) {
+            let row = record.row(*id);
+            let refaults = row.and_then(|r| match (r.refaults, r.swap_ins) {
                 (None, None) => None,
                 (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
             });
             let totals = self.totals.entry(*id).or_default();
             totals.0 = add(totals.0, refaults);
-            totals.1 = add(totals.1, limit.and_then(|l| l.major_faults));
+            totals.1 = add(totals.1, row.and_then(|r| r.major_faults));
             let (refaults_total, major_faults_total) = *totals;
-            let bytes = |p: Option<Pages>| p.map(|p| p.to_bytes().0);
             tenants.push(TenantSnapshot {
                 name: name.clone(),
                 cgroup: cgroup.clone(),
@@ -261,38 +258,38 @@ impl Publisher {
                 max_bytes: view.spec.max.to_bytes().0,
                 shares: view.spec.shares,
                 estimator: view.spec.estimator.name().to_string(),
-                allocated_bytes: o.map_or(0, |o| o.allocated.to_bytes().0),
-                target_bytes: a.map_or(0, |a| a.target.to_bytes().0),
+                allocated_bytes: row.map_or(0, |r| r.allocated.0),
+                target_bytes: row.map_or(0, |r| r.target.0),
                 active_estimate_bytes: view.active_estimate.to_bytes().0,
-                limit_bytes: limit.filter(|l| !l.unlimited).map(|l| l.limit.to_bytes().0),
-                floor_bytes: a
-                    .and_then(|a| a.reason.mechanism.limit)
+                limit_bytes: row.and_then(|r| r.limit).map(|l| l.0),
+                floor_bytes: row
+                    .and_then(|r| r.reason.mechanism.limit)
                     .map_or(0, |n| n.floor.to_bytes().0),
-                anon_bytes: bytes(o.and_then(|o| o.anon)),
-                file_bytes: bytes(o.and_then(|o| o.file)),
-                swap_bytes: bytes(o.and_then(|o| o.swapped)),
+                anon_bytes: row.and_then(|r| r.anon).map(|b| b.0),
+                file_bytes: row.and_then(|r| r.file).map(|b| b.0),
+                swap_bytes: row.and_then(|r| r.swapped).map(|b| b.0),
                 refaults_total,
                 refaults_per_s: refaults.zip(elapsed_s).map(|(n, s)| n as f64 / s),
                 major_faults_total,
-                pressure_some_avg10: limit.and_then(|l| l.pressure),
-                mechanisms: a.map_or_else(Vec::new, |a| {
-                    a.mechanisms.iter().map(|m| m.name().to_string()).collect()
+                pressure_some_avg10: row.and_then(|r| r.pressure),
+                mechanisms: row.map_or_else(Vec::new, |r| {
+                    r.mechanisms.iter().map(|m| m.name().to_string()).collect()
                 }),
-                reason: a.map_or_else(String::new, |a| self.reason_line(a.id, &a.reason)),
+                reason: row.map_or_else(String::new, |r| self.reason_line(r.tenant, &r.reason)),
                 held: held_now.remove(id),
             });
             if self.dry_run {
-                if let Some(a) = a {
+                if let Some(r) = row {
                     log.info(
                         "decision",
                         &[
                             ("tenant", json!(name)),
-                            ("target_bytes", json!(a.target.to_bytes().0)),
+                            ("target_bytes", json!(r.target.0)),
                             (
                                 "limit_bytes",
-                                json!(a.moves().limit.map(|l| l.to_bytes().0)),
+                                json!(r.reason.mechanism.moves().limit.map(|l| l.to_bytes().0)),
                             ),
-                            ("reason", json!(self.reason_line(a.id, &a.reason))),
+                            ("reason", json!(self.reason_line(r.tenant, &r.reason))),
                         ],
                     );
                 }
@@ -389,11 +386,11 @@ impl Publisher {
     fn event(
         &mut self,
         event: &WorldEvent,
-        decision: &Decision,
+        record: &TickRecord,
         name_of: &dyn Fn(TenantId) -> String,
         log: &Logger,
     ) {
-        let target_of = |id: TenantId| decision.action(id).map_or(0, |a| a.target.to_bytes().0);
+        let target_of = |id: TenantId| record.row(id).map_or(0, |r| r.target.0);
         match *event {
             WorldEvent::Limit {
                 id,
@@ -412,9 +409,9 @@ impl Publisher {
                     "lower"
                 };
                 let name = name_of(id);
-                let reason = decision
-                    .action(id)
-                    .map(|a| self.reason_line(id, &a.reason))
+                let reason = record
+                    .row(id)
+                    .map(|r| self.reason_line(id, &r.reason))
                     .unwrap_or_default();
                 log.info(
                     "limit",

@@ -29,8 +29,8 @@ use memtide_model::{
 };
 use memtide_policy::{LimitRails, ReclamationThresholds};
 use memtide_runner::{
-    Change as RunChange, Driver, Outcome, Runner, Service, Sink, StateSaver, Status, TickView,
-    WallClock,
+    Change as RunChange, Driver, Outcome, Runner, Service, Sink, StateSaver, Status, TickRecord,
+    TickView, WallClock,
 };
 use serde_json::json;
 use std::collections::BTreeMap;
@@ -736,8 +736,7 @@ impl Sink<LinuxHost> for Daemon {
         self.observed = true;
         let managed = std::mem::take(&mut self.managed);
         self.publisher.tick(
-            t.observation,
-            t.decision,
+            &TickRecord::of(&t),
             t.events,
             t.controller,
             managed,

@@ -30,8 +30,11 @@
 //! affordable fall short of the budget by less than about one per tenant, and a dearer one
 //! where they reach it; one pass counts the pages at the first and lists the few between the
 //! two, and a linear-time selection gives the rest of the budget to the cheapest of those.
-//! Each step is `O(n)`; Newton needs a handful of steps (at most 200). About 0.5 ms for
-//! 10,000 tenants in release mode on a 2.3 GHz virtual machine.
+//! Each step is `O(n)`; Newton needs a handful of steps (at most 200). The result does not
+//! depend on the prices found (they only bound the candidates), so an [`Allocator`] that
+//! allocates every tick starts the search from the last tick's price and usually needs one or
+//! two steps; it keeps its growers' table and candidate list between rounds. About 0.25 ms for
+//! 10,000 overcommitted tenants in release mode on a 2.3 GHz virtual machine.
 
 use memtide_model::{Pages, TaxRate, TenantId};
 use std::cmp::Reverse;

@@ -1,15 +1,22 @@
-//! One record of a tick for every world, memory in bytes: what the simulator writes to timeline.csv and report.html, built from the same observation and decision any world's tick has. MiB appear only where a record is presented.
+//! One record of a tick for every world, memory in bytes: what the simulator writes to timeline.csv and report.html and the daemon publishes (its API snapshot, `/metrics`, `memtide status`), built from the same observation and decision any world's tick has. MiB appear only where a record is presented.
 
 use crate::sink::TickView;
-use memtide_model::{Bytes, Reason, ReclamationState, TenantId};
+use memtide_model::{Bytes, Mechanisms, Reason, ReclamationState, TenantId};
 
 /// One tick: the decision taken at `time_s` and what the world measured over the tick.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TickRecord {
     pub time_s: f64,
     pub state: ReclamationState,
+    /// Machine memory, and what of it is free.
+    pub machine: Bytes,
     pub free: Bytes,
     pub budget: Bytes,
+    /// The host's swap space, and what of it is in use.
+    pub host_swap_total: Bytes,
+    pub host_swap_used: Bytes,
+    /// Host memory pressure (PSI "some" avg10, percent), where the world measures it.
+    pub pressure: Option<f64>,
     pub rows: Vec<TenantRow>,
 }
 
@@ -34,11 +41,29 @@ pub struct TenantRow {
     pub refaults: Option<u64>,
     pub host_swap_ins: Option<u64>,
     pub blocked: bool,
+    /// Anonymous memory and page cache resident in the tenant, where the world measures them.
+    pub anon: Option<Bytes>,
+    pub file: Option<Bytes>,
+    /// Memory of the tenant in its own swap (a guest's swap device, a cgroup's swap).
+    pub swapped: Option<Bytes>,
+    /// The limit in force, for a tenant under one (`None` as well at the kernel's `max`).
+    pub limit: Option<Bytes>,
+    /// Major faults over the tick, for a tenant under a limit whose world counts them.
+    pub major_faults: Option<u64>,
+    /// The tenant's own memory pressure (PSI "some" avg10, percent), where known.
+    pub pressure: Option<f64>,
+    /// The mechanisms that act this tick, in the order they were chosen.
+    pub mechanisms: Mechanisms,
     /// Why, kept as data: formatted only when written.
     pub reason: Reason,
 }
 
 impl TickRecord {
+    /// Tenant `id`'s row.
+    pub fn row(&self, id: TenantId) -> Option<&TenantRow> {
+        self.rows.iter().find(|r| r.tenant == id)
+    }
+
     /// The record of a tick from what every world reports: each observed tenant that has an
     /// action, with the observation's own counters.
     pub fn of<W>(t: &TickView<'_, W>) -> TickRecord {
@@ -48,6 +73,7 @@ impl TickRecord {
             .iter()
             .filter_map(|o| {
                 let action = t.decision.action(o.id)?;
+                let limit = o.levers.limit;
                 Some(TenantRow {
                     tenant: o.id,
                     allocated: o.allocated.to_bytes(),
@@ -62,6 +88,13 @@ impl TickRecord {
                     refaults: o.refaults,
                     host_swap_ins: o.levers.host_swap.and_then(|h| h.swap_ins),
                     blocked: action.moves().blocked,
+                    anon: o.anon.map(|p| p.to_bytes()),
+                    file: o.file.map(|p| p.to_bytes()),
+                    swapped: o.swapped.map(|p| p.to_bytes()),
+                    limit: limit.filter(|l| !l.unlimited).map(|l| l.limit.to_bytes()),
+                    major_faults: limit.and_then(|l| l.major_faults),
+                    pressure: limit.and_then(|l| l.pressure),
+                    mechanisms: action.mechanisms,
                     reason: action.reason,
                 })
             })
@@ -69,8 +102,12 @@ impl TickRecord {
         TickRecord {
             time_s: t.at.as_secs_f64(),
             state: t.decision.memory.state,
+            machine: t.observation.machine.to_bytes(),
             free: t.observation.free.to_bytes(),
             budget: t.decision.memory.budget.to_bytes(),
+            host_swap_total: t.observation.host_swap_total.to_bytes(),
+            host_swap_used: t.observation.host_swap_used.to_bytes(),
+            pressure: t.observation.pressure,
             rows,
         }
     }

@@ -52,7 +52,7 @@ pub(crate) mod test_record {
     use crate::settings::{EstimatorKind, EstimatorSettings, PolicySettings};
     use memtide_controller::ControllerConfig;
     use memtide_model::{
-        BalloonNote, Bytes, EstimateNote, HostSwapNote, MechanismNote, Pages, Reason,
+        BalloonNote, Bytes, EstimateNote, HostSwapNote, MechanismNote, Mechanisms, Pages, Reason,
         ReclamationState, TaxRate, TenantId,
     };
 
@@ -104,6 +104,13 @@ pub(crate) mod test_record {
             refaults: Some(2),
             host_swap_ins: Some(0),
             blocked: false,
+            anon: None,
+            file: None,
+            swapped: None,
+            limit: None,
+            major_faults: None,
+            pressure: None,
+            mechanisms: Mechanisms::new(),
             reason: reason(),
         }
     }
@@ -152,8 +159,12 @@ pub(crate) mod test_record {
                 TickRecord {
                     time_s: i as f64,
                     state: states[i],
+                    machine: mib(512.0),
                     free: mib(10.0 * (i as f64 + 1.0)),
                     budget: mib(300.0),
+                    host_swap_total: Bytes::ZERO,
+                    host_swap_used: Bytes::ZERO,
+                    pressure: None,
                     rows,
                 }
             })
