@@ -280,18 +280,19 @@ impl Controller {
     /// [`Controller::step`] into `decision`, whose buffers are reused: a runner that keeps
     /// its last decision allocates nothing per step for its actions.
     pub fn step_into(&mut self, obs: &HostObservation, decision: &mut Decision) {
-        // The budget's own state counts the memory of the tenants whose memory counts against
-        // it (see `mechanism::counts_against_budget`): it is wanted only when the budget runs
-        // short.
-        let held = obs
-            .tenants
-            .iter()
-            .filter(|t| mechanism::counts_against_budget(t))
-            .map(|t| t.allocated)
-            .reduce(|a, b| a + b);
-        let state = self
-            .memory
-            .update(obs.free, obs.machine, held.zip(self.config.budget));
+        // A configured budget has its own state, from the memory of the tenants whose memory
+        // counts against it (see `mechanism::counts_against_budget`): it is wanted only when
+        // the budget runs short. (Without a configured budget there is no such state, and no
+        // pass over the observation for it.)
+        let budget_held = self.config.budget.and_then(|budget| {
+            obs.tenants
+                .iter()
+                .filter(|t| mechanism::counts_against_budget(t))
+                .map(|t| t.allocated)
+                .reduce(|a, b| a + b)
+                .map(|held| (held, budget))
+        });
+        let state = self.memory.update(obs.free, obs.machine, budget_held);
         let wanted = self.config.reclaim_always
             || (state != ReclamationState::High && self.limit_estimates_measured);
         let mut measured = true;
@@ -315,6 +316,7 @@ impl Controller {
         requests.clear();
         pending.clear();
         let mut overheads = Pages::ZERO;
+        let mut budget_bound = false;
         let mut next = 0;
         for (observed, t) in obs.tenants.iter().enumerate() {
             while next < self.tenants.len() && self.tenants[next].id < t.id {
@@ -333,6 +335,7 @@ impl Controller {
             };
             let active = s.estimator.update(&input);
             if mechanism::counts_against_budget(t) {
+                budget_bound = true;
                 measured &= s.estimator.measured();
             }
             let cap = if s.cap_at_estimate {
@@ -397,7 +400,7 @@ impl Controller {
                 &mut action.reason.mechanism,
             );
         }
-        if held.is_some() {
+        if budget_bound {
             // Only the plans of tenants whose memory counts against the budget are fitted to
             // it: without any, there is nothing to fit (and no pass over the actions).
             mechanism::finish(actions, budget);
