@@ -2,6 +2,7 @@
 
 pub mod config;
 pub mod controller;
+pub mod fixture;
 pub mod host;
 
 pub use config::{ConfigError, ControllerConfig};
