@@ -62,7 +62,7 @@ enum Command {
         /// Shorter runs, for a quick look.
         #[arg(long)]
         quick: bool,
-        /// Also write the results as markdown to this file (e.g. docs/benchmarks.md).
+        /// Also write the results as a markdown table to this file (replaced).
         #[arg(long)]
         write: Option<PathBuf>,
     },
