@@ -30,7 +30,7 @@ enum Command {
         #[arg(long)]
         out: Option<PathBuf>,
         /// Seed for the simulated host's randomness.
-        #[arg(long)]
+        #[arg(long, allow_negative_numbers = true)]
         seed: Option<u64>,
         /// Override a scenario field: --set policy.tax_rate=0.5 --set tenants.vm1.max=512M
         #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -69,7 +69,10 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return argument_error(&e),
+    };
     let result = match cli.command {
         Command::Sim {
             scenario,
@@ -88,6 +91,14 @@ fn main() -> ExitCode {
             if let Some(user) = e.downcast_ref::<memtide_scenario::ScenarioError>() {
                 eprintln!("memtide: {user}");
                 ExitCode::from(2)
+            } else if let Some(user @ run::RunError::NothingRan { .. }) =
+                e.downcast_ref::<run::RunError>()
+            {
+                eprintln!("memtide: {user}");
+                ExitCode::from(2)
+            } else if let Some(user) = e.downcast_ref::<output::OutDirError>() {
+                eprintln!("memtide: {user}");
+                ExitCode::from(2)
             } else if let Some(user) = e.downcast_ref::<memtide_daemon::config::ConfigError>() {
                 eprintln!("memtide: {user}");
                 ExitCode::from(2)
@@ -103,6 +114,33 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// A command line clap cannot take: help and version print as usual; anything else is one
+/// line naming what is wrong (clap's own message, without its usage and hint lines), exit 2.
+fn argument_error(e: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        let _ = e.print();
+        return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+            ExitCode::from(2)
+        } else {
+            ExitCode::SUCCESS
+        };
+    }
+    let text = e.render().to_string();
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("invalid arguments");
+    eprintln!("memtide: {}", line.strip_prefix("error: ").unwrap_or(line));
+    ExitCode::from(2)
 }
 
 fn daemon(path: &Path, dry_run: bool) -> anyhow::Result<()> {
@@ -157,6 +195,7 @@ fn sim(
     };
     let base = load(&set, None)?;
     let out = out.unwrap_or_else(|| Path::new("out").join(&base.name));
+    output::check_dir(&out)?;
     let variants: Vec<String> = match only {
         Some(v) => vec![v.to_string()],
         None => base.variants.iter().map(|v| v.name.clone()).collect(),

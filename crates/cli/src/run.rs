@@ -22,6 +22,15 @@ pub enum RunError {
     Config(memtide_controller::ConfigError, String),
     #[error("scenario {scenario}: sim: {source}")]
     Sim { scenario: String, source: SimError },
+    /// Admission control refused every tenant: the run measured nothing (the scenario's
+    /// fault, so the command exits 2 and writes no outputs).
+    #[error("scenario {scenario}: every tenant was refused, so nothing ran; the first: {tenant} at {time_s} s: {reason}")]
+    NothingRan {
+        scenario: String,
+        tenant: String,
+        time_s: f64,
+        reason: String,
+    },
 }
 
 /// Runs the scenario (and its unconstrained baseline when asked) and records every tick.
@@ -133,7 +142,17 @@ fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunEr
             scenario: scenario.name.clone(),
             source,
         })?;
-    Ok(recorder.record)
+    let record = recorder.record;
+    let ran = record.ticks.iter().any(|t| !t.rows.is_empty());
+    match record.refusals.first() {
+        Some(first) if !ran && !scenario.tenants.is_empty() => Err(RunError::NothingRan {
+            scenario: scenario.name.clone(),
+            tenant: first.tenant.clone(),
+            time_s: first.time_s,
+            reason: first.reason.clone(),
+        }),
+        _ => Ok(record),
+    }
 }
 
 /// The scenario's timeline as changes: at each tick, the tenants that stop then those that

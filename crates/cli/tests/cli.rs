@@ -78,6 +78,26 @@ const BAD: &[(&str, &str, &[&str])] = &[
         "duration = \"10s\"\n[host]\nmemory = \"2G\"\n[policy]\nbudget = \"100M\"\n[[tenants]]\nname = \"a\"\nmin = \"200M\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"idle\"\n",
         &["budget-below-mins.toml:5:10: policy.budget = \"100M\"", "below the sum"],
     ),
+    (
+        "sampling-period-below-tick",
+        "duration = \"10s\"\n[host]\nmemory = \"512M\"\n[[tenants]]\nname = \"a\"\nmax = \"64M\"\n[tenants.estimator]\nkind = \"sampling\"\nperiod = \"500ms\"\n[tenants.workload]\nkind = \"idle\"\n",
+        &["sampling-period-below-tick.toml:9:10: tenants[0].estimator.period = \"500ms\"", "at least 1 s"],
+    ),
+    (
+        "tws-epoch-below-tick",
+        "duration = \"10s\"\n[host]\nmemory = \"512M\"\n[[tenants]]\nname = \"a\"\nmax = \"64M\"\n[tenants.estimator]\nkind = \"tws\"\nepoch = \"1ms\"\n[tenants.workload]\nkind = \"idle\"\n",
+        &["tws-epoch-below-tick.toml:9:9: tenants[0].estimator.epoch = \"1ms\"", "at least 1 s"],
+    ),
+    (
+        "no-work-per-access",
+        "duration = \"10s\"\n[host]\nmemory = \"512M\"\n[[tenants]]\nname = \"a\"\nmax = \"64M\"\n[tenants.workload]\nkind = \"idle\"\ncpu_us_per_access = 0\n",
+        &["no-work-per-access.toml", "cpu_us_per_access = 0", ">= 0.05"],
+    ),
+    (
+        "every-tenant-refused",
+        "duration = \"10s\"\n[host]\nmemory = \"512M\"\n[[tenants]]\nname = \"a\"\nmax = \"2G\"\n[tenants.workload]\nkind = \"idle\"\n",
+        &["every tenant was refused", "a at 0 s"],
+    ),
 ];
 
 #[test]
@@ -109,18 +129,27 @@ fn bad_scenarios_exit_2_with_one_line_naming_file_field_and_value() {
 }
 
 #[test]
-fn bad_set_override_and_missing_file_exit_2() {
+fn bad_arguments_overrides_and_missing_files_exit_2_with_one_line() {
     let shares = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios/shares.toml");
+    let under_file = format!("{shares}/out");
     for args in [
         vec!["sim", shares, "--set", "tenants.nobody.max=5M"],
         vec!["sim", shares, "--set", "duration=60"],
         vec!["sim", shares, "--set", "policy.tax_rate=-1"],
         vec!["sim", "/nonexistent/scenario.toml"],
         vec!["sim", shares, "--variant", "nope"],
+        vec!["sim", shares, "--seed", "abc"],
+        vec!["sim", shares, "--seed", "-1"],
+        vec!["sim", shares, "--out", ""],
+        // An output path that is a file, or lies under one: found before the run.
+        vec!["sim", shares, "--out", shares],
+        vec!["sim", shares, "--out", &under_file],
+        vec!["bench", "--bogus"],
     ] {
         let out = memtide(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert_eq!(stderr.trim_end().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(stderr.starts_with("memtide: "), "{args:?}: {stderr}");
     }
 }

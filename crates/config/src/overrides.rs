@@ -36,7 +36,7 @@ impl Override {
         Ok(Override {
             text: text.to_string(),
             key,
-            value: parse_value(value),
+            value: parse_value(value)?,
         })
     }
 
@@ -54,16 +54,26 @@ impl Override {
 }
 
 /// VALUE as TOML when it is a single TOML value, else the text itself as a string.
-fn parse_value(text: &str) -> Value {
+/// A whole number TOML cannot hold (beyond 64-bit signed) is an error naming the range, not
+/// a string that a number field would refuse as the wrong type.
+fn parse_value(text: &str) -> Result<Value, String> {
     let trimmed = text.trim();
     if let Ok(mut table) = format!("v = {trimmed}").parse::<toml::Table>() {
         if table.len() == 1 {
             if let Some(v) = table.remove("v") {
-                return v;
+                return Ok(v);
             }
         }
     }
-    Value::String(text.to_string())
+    let digits = trimmed.strip_prefix(['+', '-']).unwrap_or(trimmed);
+    if !digits.is_empty() && digits.chars().all(|c| c.is_ascii_digit() || c == '_') {
+        return Err(format!(
+            "{trimmed} is out of range: a whole number must be within [{}, {}]",
+            i64::MIN,
+            i64::MAX
+        ));
+    }
+    Ok(Value::String(text.to_string()))
 }
 
 /// Where the walk is: the path as the user wrote it (for messages) and with indices.
@@ -210,6 +220,15 @@ fn set_in_array(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_whole_number_beyond_64_bits_is_refused_naming_the_range() {
+        let e = Override::parse("seed=18446744073709551616").unwrap_err();
+        assert!(e.contains("out of range"), "{e}");
+        assert!(e.contains("9223372036854775807"), "{e}");
+        // Not a number at all: still a plain string.
+        assert!(Override::parse("kind=12ab").is_ok());
+    }
 
     const DOC: &str = r#"
 duration = "10s"

@@ -107,10 +107,15 @@ impl Build<'_> {
         Ok(d.get())
     }
 
-    /// A time above zero.
-    fn positive_time(&self, path: &FieldPath, d: memtide_config::Duration) -> Result<Duration> {
-        if d.get().is_zero() {
-            return Err(self.err(path, "must be > 0"));
+    /// A period something is done once in: at least the tick, since the simulator observes
+    /// once a tick (a shorter period could not be measured, and would cost time as its
+    /// inverse).
+    fn period(&self, path: &FieldPath, d: memtide_config::Duration) -> Result<Duration> {
+        if d.get() < TICK {
+            return Err(self.err(
+                path,
+                "must be at least 1 s (the tick: the simulator observes once a tick)",
+            ));
         }
         self.time(path, d)
     }
@@ -546,7 +551,7 @@ impl Build<'_> {
                 Ok(EstimatorConfig::Sampling(SamplingConfig {
                     sample_pages,
                     period: match s.period {
-                        Some(p) => self.positive_time(&at.key("period"), p)?,
+                        Some(p) => self.period(&at.key("period"), p)?,
                         None => d.period,
                     },
                     slow_gain: match s.slow_gain {
@@ -582,7 +587,7 @@ impl Build<'_> {
                 };
                 Ok(EstimatorConfig::WorkingSet(WorkingSetConfig {
                     epoch: match w.epoch {
-                        Some(e) => self.positive_time(&at.key("epoch"), e)?,
+                        Some(e) => self.period(&at.key("epoch"), e)?,
                         None => d.epoch,
                     },
                     fast_step: match w.fast_step {

@@ -1,5 +1,6 @@
 //! The sim's stated cost model: what each kind of memory access costs in time (see docs/cost-model.md).
 
+use crate::workload::MIN_CPU_US_PER_ACCESS;
 use serde::{Deserialize, Serialize};
 
 /// Time costs of memory events, in microseconds of the tenant's time. A tenant runs one
@@ -45,10 +46,12 @@ impl Default for CostModel {
 /// A cost a scenario got wrong; the message names the field and value, e.g.
 /// `cost.disk_read_us = -1 must be a finite number >= 0`.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("cost.{field} = {value} must be a finite number >= 0")]
+#[error("cost.{field} = {value} must be a finite number >= {least}")]
 pub struct CostError {
     pub field: &'static str,
     pub value: f64,
+    /// The least the field may be: 0, or `MIN_CPU_US_PER_ACCESS` for the work per access.
+    pub least: f64,
 }
 
 impl CostModel {
@@ -65,14 +68,26 @@ impl CostModel {
         ]
     }
 
-    /// Checks that every cost is a finite number >= 0 (the first bad one is reported).
+    /// Checks that every cost is a finite number >= 0, and the work per access at least
+    /// `MIN_CPU_US_PER_ACCESS` (the first bad one is reported).
     pub fn validate(&self) -> Result<(), CostError> {
+        let least = |field: &str| {
+            if field == "cpu_us_per_access" {
+                MIN_CPU_US_PER_ACCESS
+            } else {
+                0.0
+            }
+        };
         match self
             .fields()
             .into_iter()
-            .find(|(_, v)| !(v.is_finite() && *v >= 0.0))
+            .find(|(field, v)| !(v.is_finite() && *v >= least(field)))
         {
-            Some((field, value)) => Err(CostError { field, value }),
+            Some((field, value)) => Err(CostError {
+                field,
+                value,
+                least: least(field),
+            }),
             None => Ok(()),
         }
     }

@@ -11,6 +11,56 @@ use summary::Summary;
 
 /// Writes summary.json, timeline.csv and report.html into `dir` (created if missing) and
 /// returns the summary.
+/// An output directory the outputs could not be written to, found before a run.
+#[derive(Debug, thiserror::Error)]
+#[error("--out {path}: {why}")]
+pub struct OutDirError {
+    pub path: String,
+    pub why: String,
+}
+
+/// Checks, before a run and without changing anything, that `dir` can take the outputs: it is
+/// a directory, or does not exist yet under a directory that is not read-only.
+pub fn check_dir(dir: &Path) -> Result<(), OutDirError> {
+    let err = |why: String| OutDirError {
+        path: dir.display().to_string(),
+        why,
+    };
+    if dir.as_os_str().is_empty() {
+        return Err(err("an empty path".to_string()));
+    }
+    let mut at = dir;
+    loop {
+        match std::fs::metadata(at) {
+            Ok(m) if !m.is_dir() => {
+                return Err(err(if at == dir {
+                    "not a directory".to_string()
+                } else {
+                    format!("{} is not a directory", at.display())
+                }))
+            }
+            Ok(m) if m.permissions().readonly() => {
+                return Err(err(format!("{} is read-only", at.display())))
+            }
+            Ok(_) => return Ok(()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                ) =>
+            {
+                match at.parent().filter(|p| !p.as_os_str().is_empty()) {
+                    Some(parent) => at = parent,
+                    // A relative path whose first part does not exist: under the current
+                    // directory.
+                    None => return Ok(()),
+                }
+            }
+            Err(e) => return Err(err(format!("{}: {e}", at.display()))),
+        }
+    }
+}
+
 pub fn write_all(dir: &Path, record: &RunRecord) -> std::io::Result<Summary> {
     std::fs::create_dir_all(dir)?;
     let summary = summary::summarize(record);

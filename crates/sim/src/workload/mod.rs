@@ -48,6 +48,7 @@ pub use config::{TouchPhase, WorkloadConfig};
 
 use pick::Mix;
 use validate::Check;
+pub use validate::MIN_CPU_US_PER_ACCESS;
 
 /// A workload parameter a scenario got wrong. The message names the workload kind, the
 /// field and its value, e.g. `workload toucher: phases[1].working_set_mb = -5 must be >= 0`.
@@ -226,13 +227,14 @@ impl Workload {
         };
 
         let cpu_us = match common.cpu_us_per_access {
-            Some(v) => check.non_negative("cpu_us_per_access", v)?,
+            Some(v) => check.work_per_access("cpu_us_per_access", v)?,
             None => match cost.cpu_us_per_access {
-                v if v.is_finite() && v >= 0.0 => v,
+                v if v.is_finite() && v >= MIN_CPU_US_PER_ACCESS => v,
                 value => {
                     return Err(CostError {
                         field: "cpu_us_per_access",
                         value,
+                        least: MIN_CPU_US_PER_ACCESS,
                     }
                     .into())
                 }
@@ -551,8 +553,10 @@ mod tests {
         let err = |c: WorkloadConfig| Workload::new(&c, &cost).unwrap_err().to_string();
         assert_eq!(
             err(web(Some(-1.0), None, None)),
-            "workload web: cpu_us_per_access = -1 must be >= 0"
+            "workload web: cpu_us_per_access = -1 must be >= 0.05 (at most 20 million accesses per simulated second: the simulator runs each one)"
         );
+        // No work per access would let a closed-loop workload run without bound.
+        assert!(err(web(Some(0.0), None, None)).contains("cpu_us_per_access = 0 must be >= 0.05"));
         assert_eq!(
             err(web(None, Some(0), None)),
             "workload web: accesses_per_op = 0 must be >= 1"
@@ -573,7 +577,7 @@ mod tests {
             Workload::new(&web(None, None, None), &bad_cost)
                 .unwrap_err()
                 .to_string(),
-            "cost.cpu_us_per_access = NaN must be a finite number >= 0"
+            "cost.cpu_us_per_access = NaN must be a finite number >= 0.05"
         );
     }
 

@@ -3,6 +3,11 @@
 
 use super::{Skew, WorkloadError};
 
+/// The least work per page access a workload may have, in µs. The simulator runs every access
+/// one by one (about 80 to 150 million a second on one core); a closed-loop workload with no
+/// work per access would run as many as fit in a tick, without bound.
+pub const MIN_CPU_US_PER_ACCESS: f64 = 0.05;
+
 /// Largest region a workload may declare, in MiB (1 TiB = 2^28 pages, well inside `u32`).
 pub(super) const MAX_REGION_MB: f64 = 1024.0 * 1024.0;
 
@@ -42,6 +47,19 @@ impl Check {
             Ok(v)
         } else {
             Err(self.error(field, v, ">= 0"))
+        }
+    }
+
+    /// Work per page access, in µs: at least [`MIN_CPU_US_PER_ACCESS`].
+    pub(super) fn work_per_access(&self, field: &str, v: f64) -> Result<f64, WorkloadError> {
+        if self.finite(field, v)? >= MIN_CPU_US_PER_ACCESS {
+            Ok(v)
+        } else {
+            Err(self.error(
+                field,
+                v,
+                ">= 0.05 (at most 20 million accesses per simulated second: the simulator runs each one)",
+            ))
         }
     }
 
