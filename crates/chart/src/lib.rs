@@ -198,19 +198,34 @@ fn y_axis(svg: &mut String, f: &Frame, label: &str) {
     );
 }
 
+/// Horizontal room one event label takes, in pixels: a label closer than this to the one
+/// before it goes one row lower, so labels of events at (about) the same time do not overlap.
+const LABEL_ROOM: f64 = 16.0;
+const LABEL_ROW: f64 = 11.0;
+
 fn markers(svg: &mut String, f: &Frame, markers: &[Marker]) {
+    let mut placed: Vec<(f64, f64)> = Vec::new();
     for m in markers {
         if m.x < f.x0 || m.x > f.x1 {
             continue;
         }
         let x = f.px(m.x);
+        // The first row whose labels all lie far enough left or right of this one.
+        let mut row = 0.0;
+        while placed
+            .iter()
+            .any(|&(px, prow)| prow == row && (px - x).abs() < LABEL_ROOM)
+        {
+            row += 1.0;
+        }
+        placed.push((x, row));
         let _ = write!(
             svg,
             r##"<g class="event"><title>{}</title><line x1="{x:.1}" y1="{TOP:.1}" x2="{x:.1}" y2="{:.1}" stroke="#777" stroke-dasharray="3,3"/><text x="{:.1}" y="{:.1}" class="event-label">{}</text></g>"##,
             escape(&format!("event {} at {} s: {}", m.number, m.x, m.label)),
             TOP + f.plot_h(),
             x + 3.0,
-            TOP + 10.0,
+            TOP + 10.0 + row * LABEL_ROW,
             m.number
         );
     }
@@ -276,15 +291,19 @@ pub fn line_chart(c: &LineChart) -> String {
     y_axis(&mut svg, &f, c.y_label);
     x_axis(&mut svg, &f);
     markers(&mut svg, &f, c.markers);
-    for s in &c.series {
-        let dash = if s.dashed {
-            r#" stroke-dasharray="6,3""#
+    // Solid series first, wider and a little transparent, then the dashed ones on top and
+    // thinner: a dashed target over the allocation it equals leaves both readable.
+    let solid = c.series.iter().filter(|s| !s.dashed);
+    let dashed = c.series.iter().filter(|s| s.dashed);
+    for s in solid.chain(dashed) {
+        let style = if s.dashed {
+            r#" stroke-width="1.3" stroke-dasharray="6,3""#
         } else {
-            ""
+            r#" stroke-width="2.4" stroke-opacity="0.8""#
         };
         let _ = write!(
             svg,
-            r#"<polyline fill="none" stroke="{}" stroke-width="1.6"{dash} points=""#,
+            r#"<polyline fill="none" stroke="{}"{style} points=""#,
             s.color
         );
         for (i, (x, y)) in s.points.iter().enumerate() {
@@ -441,6 +460,75 @@ mod tests {
         assert!(svg.contains("allocated") && svg.contains("&lt;ws&gt;"));
         assert!(svg.contains("tax &amp; more"));
         assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+    }
+
+    /// The y of each event label in `svg`, in order.
+    fn label_ys(svg: &str) -> Vec<f64> {
+        svg.match_indices("<text x=\"")
+            .filter_map(|(at, _)| {
+                let rest = &svg[at..];
+                let tag = &rest[..rest.find('>')?];
+                tag.contains("event-label").then(|| {
+                    let y = &tag[tag.find("y=\"")? + 3..];
+                    y[..y.find('"')?].parse().ok()
+                })?
+            })
+            .collect()
+    }
+
+    #[test]
+    fn labels_of_events_at_the_same_time_go_one_row_lower_each() {
+        let marker = |x: f64, number: usize| Marker {
+            x,
+            number,
+            label: format!("e{number}"),
+        };
+        let markers = [
+            marker(5.0, 1),
+            marker(5.0, 2),
+            marker(5.0, 3),
+            marker(9.0, 4),
+        ];
+        let c = LineChart {
+            y_label: "MB",
+            x_range: (0.0, 10.0),
+            height: 200.0,
+            series: Vec::new(),
+            markers: &markers,
+        };
+        let ys = label_ys(&line_chart(&c));
+        assert_eq!(ys.len(), 4, "{ys:?}");
+        assert!(ys[0] < ys[1] && ys[1] < ys[2], "{ys:?}");
+        // An event far from the others keeps the first row.
+        assert_eq!(ys[3], ys[0]);
+    }
+
+    #[test]
+    fn dashed_series_are_drawn_over_the_solid_ones() {
+        let c = LineChart {
+            y_label: "MB",
+            x_range: (0.0, 10.0),
+            height: 200.0,
+            series: vec![
+                Series {
+                    label: "target".into(),
+                    color: "#111",
+                    dashed: true,
+                    points: vec![(0.0, 2.0), (10.0, 2.0)],
+                },
+                Series {
+                    label: "allocated".into(),
+                    color: "#222",
+                    dashed: false,
+                    points: vec![(0.0, 2.0), (10.0, 2.0)],
+                },
+            ],
+            markers: &[],
+        };
+        let svg = line_chart(&c);
+        let solid = svg.find("<polyline fill=\"none\" stroke=\"#222\"").unwrap();
+        let dashed = svg.find("<polyline fill=\"none\" stroke=\"#111\"").unwrap();
+        assert!(solid < dashed, "the dashed line must come later, on top");
     }
 
     #[test]
