@@ -294,6 +294,8 @@ fn tenant_section(
     }));
     html.push('\n');
     if !rows.is_empty() {
+        let mut points = series(|r| r.throughput.unwrap_or(0.0));
+        let clipped = clip_warm_up(&mut points, x_range);
         html.push_str(&chart::line_chart(&LineChart {
             y_label: "ops/s",
             x_range,
@@ -302,12 +304,55 @@ fn tenant_section(
                 label: "throughput".into(),
                 color: "#9467bd",
                 dashed: false,
-                points: series(|r| r.throughput.unwrap_or(0.0)),
+                points,
             }],
             markers,
         }));
         html.push('\n');
+        if let Some(Clipped { cap, peak }) = clipped {
+            let _ = writeln!(
+                html,
+                "<p class=\"meta\">Throughput axis scaled to the run after its warm-up: the start-up peak of {} ops/s is drawn at {} ops/s (timeline.csv has every value).</p>",
+                fmt(peak, 0),
+                fmt(cap, 0)
+            );
+        }
     }
+}
+
+/// The warm-up of a run: its first 30 s, or its first tenth if that is shorter.
+fn warm_up_end((x0, x1): (f64, f64)) -> f64 {
+    x0 + ((x1 - x0) / 10.0).min(30.0)
+}
+
+/// Values of a warm-up drawn lower than they were.
+#[derive(Debug, PartialEq)]
+struct Clipped {
+    /// Where they are drawn.
+    cap: f64,
+    /// The largest of them.
+    peak: f64,
+}
+
+/// Draws the values of the warm-up that rise above everything after it at a cap (1.1 times
+/// the largest value after the warm-up), so a start-up spike does not flatten the steady state
+/// to a line on zero; says what it clipped, if anything.
+fn clip_warm_up(points: &mut [(f64, f64)], x_range: (f64, f64)) -> Option<Clipped> {
+    let end = warm_up_end(x_range);
+    let steady = points
+        .iter()
+        .filter(|p| p.0 >= end && p.1.is_finite())
+        .map(|p| p.1)
+        .fold(0.0, f64::max);
+    let cap = steady * 1.1;
+    let mut peak: Option<f64> = None;
+    if cap > 0.0 {
+        for p in points.iter_mut().filter(|p| p.0 < end && p.1 > cap) {
+            peak = Some(peak.map_or(p.1, |m: f64| m.max(p.1)));
+            p.1 = cap;
+        }
+    }
+    peak.map(|peak| Clipped { cap, peak })
 }
 
 #[cfg(test)]
@@ -315,6 +360,29 @@ mod tests {
     use super::*;
     use crate::output::summary::summarize;
     use crate::output::test_record::record;
+
+    #[test]
+    fn a_start_up_spike_is_drawn_at_the_steady_state_scale_and_said() {
+        let mut points: Vec<(f64, f64)> = (0..600).map(|t| (f64::from(t), 500.0)).collect();
+        points[0].1 = 50_000.0;
+        points[3].1 = 20_000.0;
+        let mut drawn = points.clone();
+        let clipped = clip_warm_up(&mut drawn, (0.0, 600.0));
+        assert_eq!(
+            clipped,
+            Some(Clipped {
+                cap: 550.0,
+                peak: 50_000.0
+            })
+        );
+        assert_eq!(drawn[0].1, 550.0);
+        assert_eq!(drawn[3].1, 550.0);
+        assert_eq!(drawn[100], points[100]);
+        // Without a spike nothing changes.
+        let mut flat: Vec<(f64, f64)> = (0..600).map(|t| (f64::from(t), 500.0)).collect();
+        assert_eq!(clip_warm_up(&mut flat, (0.0, 600.0)), None);
+        assert!(flat.iter().all(|p| p.1 == 500.0));
+    }
 
     fn page() -> String {
         let r = record();
