@@ -87,33 +87,36 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            if let Some(user) = e.downcast_ref::<memtide_scenario::ScenarioError>() {
+        Err(e) => match usage_error(&e) {
+            Some(user) => {
                 eprintln!("memtide: {user}");
                 ExitCode::from(2)
-            } else if let Some(user @ run::RunError::NothingRan { .. }) =
-                e.downcast_ref::<run::RunError>()
-            {
-                eprintln!("memtide: {user}");
-                ExitCode::from(2)
-            } else if let Some(user) = e.downcast_ref::<output::OutDirError>() {
-                eprintln!("memtide: {user}");
-                ExitCode::from(2)
-            } else if let Some(user) = e.downcast_ref::<memtide_daemon::config::ConfigError>() {
-                eprintln!("memtide: {user}");
-                ExitCode::from(2)
-            } else if let Some(d) = e
-                .downcast_ref::<memtide_daemon::run::DaemonError>()
-                .filter(|d| d.is_usage())
-            {
-                eprintln!("memtide: {d}");
-                ExitCode::from(2)
-            } else {
+            }
+            None => {
                 eprintln!("memtide: {e:#}");
                 ExitCode::from(1)
             }
-        }
+        },
     }
+}
+
+/// The error as the user's own mistake (bad input: exit 2, one line), if it is one.
+fn usage_error(e: &anyhow::Error) -> Option<&dyn std::fmt::Display> {
+    if let Some(user) = e.downcast_ref::<memtide_scenario::ScenarioError>() {
+        return Some(user);
+    }
+    if let Some(user @ run::RunError::NothingRan { .. }) = e.downcast_ref::<run::RunError>() {
+        return Some(user);
+    }
+    if let Some(user) = e.downcast_ref::<output::OutDirError>() {
+        return Some(user);
+    }
+    if let Some(user) = e.downcast_ref::<memtide_daemon::config::ConfigError>() {
+        return Some(user);
+    }
+    e.downcast_ref::<memtide_daemon::run::DaemonError>()
+        .filter(|d| d.is_usage())
+        .map(|d| d as &dyn std::fmt::Display)
 }
 
 /// A command line clap cannot take: help and version print as usual; anything else is one

@@ -145,7 +145,7 @@ fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunEr
     let record = recorder.record;
     let ran = record.ticks.iter().any(|t| !t.rows.is_empty());
     match record.refusals.first() {
-        Some(first) if !ran && !scenario.tenants.is_empty() => Err(RunError::NothingRan {
+        Some(first) if !ran => Err(RunError::NothingRan {
             scenario: scenario.name.clone(),
             tenant: first.tenant.clone(),
             time_s: first.time_s,

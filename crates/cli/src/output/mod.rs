@@ -9,8 +9,6 @@ use crate::record::RunRecord;
 use std::path::Path;
 use summary::Summary;
 
-/// Writes summary.json, timeline.csv and report.html into `dir` (created if missing) and
-/// returns the summary.
 /// An output directory the outputs could not be written to, found before a run.
 #[derive(Debug, thiserror::Error)]
 #[error("--out {path}: {why}")]
@@ -61,6 +59,8 @@ pub fn check_dir(dir: &Path) -> Result<(), OutDirError> {
     }
 }
 
+/// Writes summary.json, timeline.csv and report.html into `dir` (created if missing) and
+/// returns the summary.
 pub fn write_all(dir: &Path, record: &RunRecord) -> std::io::Result<Summary> {
     std::fs::create_dir_all(dir)?;
     let summary = summary::summarize(record);
