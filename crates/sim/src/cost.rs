@@ -55,38 +55,35 @@ pub struct CostError {
 }
 
 impl CostModel {
-    /// Every field with its TOML name, in declaration order.
-    pub fn fields(&self) -> [(&'static str, f64); 7] {
+    /// Every field with its TOML name and the least it may be, in declaration order.
+    pub fn fields(&self) -> [(&'static str, f64, f64); 7] {
         [
-            ("minor_fault_us", self.minor_fault_us),
-            ("guest_swap_in_us", self.guest_swap_in_us),
-            ("guest_swap_out_us", self.guest_swap_out_us),
-            ("disk_read_us", self.disk_read_us),
-            ("host_swap_in_us", self.host_swap_in_us),
-            ("host_swap_out_us", self.host_swap_out_us),
-            ("cpu_us_per_access", self.cpu_us_per_access),
+            ("minor_fault_us", self.minor_fault_us, 0.0),
+            ("guest_swap_in_us", self.guest_swap_in_us, 0.0),
+            ("guest_swap_out_us", self.guest_swap_out_us, 0.0),
+            ("disk_read_us", self.disk_read_us, 0.0),
+            ("host_swap_in_us", self.host_swap_in_us, 0.0),
+            ("host_swap_out_us", self.host_swap_out_us, 0.0),
+            (
+                "cpu_us_per_access",
+                self.cpu_us_per_access,
+                MIN_CPU_US_PER_ACCESS,
+            ),
         ]
     }
 
-    /// Checks that every cost is a finite number >= 0, and the work per access at least
-    /// `MIN_CPU_US_PER_ACCESS` (the first bad one is reported).
+    /// Checks that every cost is a finite number at least its least (0, and
+    /// `MIN_CPU_US_PER_ACCESS` for the work per access); the first bad one is reported.
     pub fn validate(&self) -> Result<(), CostError> {
-        let least = |field: &str| {
-            if field == "cpu_us_per_access" {
-                MIN_CPU_US_PER_ACCESS
-            } else {
-                0.0
-            }
-        };
         match self
             .fields()
             .into_iter()
-            .find(|(field, v)| !(v.is_finite() && *v >= least(field)))
+            .find(|&(_, v, least)| !(v.is_finite() && v >= least))
         {
-            Some((field, value)) => Err(CostError {
+            Some((field, value, least)) => Err(CostError {
                 field,
                 value,
-                least: least(field),
+                least,
             }),
             None => Ok(()),
         }
@@ -113,13 +110,13 @@ mod tests {
         assert_eq!(
             c.fields(),
             [
-                ("minor_fault_us", 1.0),
-                ("guest_swap_in_us", 200.0),
-                ("guest_swap_out_us", 50.0),
-                ("disk_read_us", 200.0),
-                ("host_swap_in_us", 250.0),
-                ("host_swap_out_us", 50.0),
-                ("cpu_us_per_access", 10.0),
+                ("minor_fault_us", 1.0, 0.0),
+                ("guest_swap_in_us", 200.0, 0.0),
+                ("guest_swap_out_us", 50.0, 0.0),
+                ("disk_read_us", 200.0, 0.0),
+                ("host_swap_in_us", 250.0, 0.0),
+                ("host_swap_out_us", 50.0, 0.0),
+                ("cpu_us_per_access", 10.0, MIN_CPU_US_PER_ACCESS),
             ]
         );
         assert_eq!(c.validate(), Ok(()));

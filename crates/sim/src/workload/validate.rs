@@ -58,7 +58,10 @@ impl Check {
             Err(self.error(
                 field,
                 v,
-                ">= 0.05 (at most 20 million accesses per simulated second: the simulator runs each one)",
+                format!(
+                    ">= {MIN_CPU_US_PER_ACCESS} (at most {} million accesses per simulated second: the simulator runs each one)",
+                    1.0 / MIN_CPU_US_PER_ACCESS
+                ),
             ))
         }
     }
