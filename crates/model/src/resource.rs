@@ -5,7 +5,8 @@
 //! divisible resource by shares, and a state follows any budget's free fraction. So a resource
 //! is a budget of its own, in its own unit (pages of memory or of a cache, units of disk
 //! weight), with its own reclamation state, tracked by the controller beside memory's; a
-//! decision reports each one's [`ResourceState`]. Where the coming ones plug in is in ARCHITECTURE.md ("Resources").
+//! decision reports each one's [`ResourceState`]. Where the coming ones plug in is in
+//! ARCHITECTURE.md ("Resources").
 
 use crate::decision::ReclamationState;
 use serde::{Deserialize, Serialize};

@@ -33,8 +33,8 @@
 //! Each step is `O(n)`; Newton needs a handful of steps (at most 200). The result does not
 //! depend on the prices found (they only bound the candidates), so an [`Allocator`] that
 //! allocates every tick starts the search from the last tick's price and usually needs one or
-//! two steps; it keeps its growers' table and candidate list between rounds. About 0.25 ms for
-//! 10,000 overcommitted tenants in release mode on a 2.3 GHz virtual machine.
+//! two steps; it keeps its growers' table and candidate list between rounds. About 0.27 ms for
+//! 10,000 overcommitted tenants in release mode on the project's 2-vCPU development VM.
 
 use memtide_model::{Pages, TaxRate, TenantId};
 use std::cmp::Reverse;
@@ -170,9 +170,9 @@ impl IdleCost {
 }
 
 /// A tenant that can take pages beyond its min: positive shares and a ceiling above its min.
-/// Read off its request once per round, with the floating-point forms the price search needs
-/// (converting a `u64` costs several instructions, and the search reads each grower a few
-/// times).
+/// Read off its request once per round, with the floating-point forms the price search needs,
+/// into a table the search walks several times a round (it used to rebuild each grower from
+/// its request in every pass).
 #[derive(Clone, Copy, Debug)]
 struct Grower {
     /// Its request's index.
