@@ -23,6 +23,39 @@ pub fn run_file(file: &str, variant: Option<&str>, overrides: &[&str]) -> RunRec
     run::run_quiet(&scenario).unwrap_or_else(|e| panic!("{file}: {e}"))
 }
 
+/// The seeds a shape test runs its scenario with: a shape must hold for each of them, not for
+/// one seed that happens to show it.
+pub const SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
+
+/// [`run_file`] once per seed (the `seed=` override after `overrides`), each seed on a thread
+/// of its own; the records come back in the order of `seeds`, each with its seed.
+pub fn run_seeds(
+    file: &str,
+    variant: Option<&str>,
+    overrides: &[&str],
+    seeds: &[u64],
+) -> Vec<(u64, RunRecord)> {
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = seeds
+            .iter()
+            .map(|&seed| {
+                scope.spawn(move || {
+                    let seed_override = format!("seed={seed}");
+                    let mut all = overrides.to_vec();
+                    all.push(&seed_override);
+                    (seed, run_file(file, variant, &all))
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .map(|run| {
+                run.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
+}
+
 pub fn tenant_id(record: &RunRecord, name: &str) -> memtide_model::TenantId {
     record
         .tenants

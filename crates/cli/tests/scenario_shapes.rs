@@ -121,11 +121,18 @@ fn tws_beats_committed_on_cpu_job_and_oltp() {
 
 #[test]
 fn shares_divide_memory_in_ratio_among_active_tenants() {
-    let r = run_file("shares.toml", None, &[]);
-    let alloc = |n| mean(&r, n, 200.0, 300.0, |row| row.allocated.as_mib_f64());
-    let (a, b, c) = (alloc("a"), alloc("b"), alloc("c"));
-    assert!((a / b - 1.0).abs() < 0.1, "a {a:.1} vs b {b:.1}");
-    assert!((c / a - 2.0).abs() < 0.2, "c {c:.1} vs a {a:.1}");
+    for (seed, r) in run_seeds("shares.toml", None, &[], &SEEDS) {
+        let alloc = |n| mean(&r, n, 200.0, 300.0, |row| row.allocated.as_mib_f64());
+        let (a, b, c) = (alloc("a"), alloc("b"), alloc("c"));
+        assert!(
+            (a / b - 1.0).abs() < 0.1,
+            "seed {seed}: a {a:.1} vs b {b:.1}"
+        );
+        assert!(
+            (c / a - 2.0).abs() < 0.2,
+            "seed {seed}: c {c:.1} vs a {a:.1}"
+        );
+    }
 }
 
 #[test]
