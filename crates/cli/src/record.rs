@@ -24,7 +24,7 @@ pub struct RunRecord {
     pub events: Vec<EventRecord>,
     /// Per-tenant throughput of the unconstrained baseline run, when the scenario asks for one.
     pub baseline: Option<Vec<BaselineFigures>>,
-    /// Band around the true working set that counts as converged: allocated within
+    /// Band around the true working set that counts as converged: allocated and target within
     /// [low * working set, high * working set] from some tick to the end.
     pub convergence_low: f64,
     pub convergence_high: f64,

@@ -4,7 +4,6 @@
 
 use memtide_cli::record::{RunRecord, TenantRow};
 use memtide_cli::run;
-use memtide_model::Bytes;
 use std::path::PathBuf;
 
 pub fn scenario_path(file: &str) -> PathBuf {
@@ -108,20 +107,16 @@ pub fn at(record: &RunRecord, name: &str, at_s: f64, f: impl Fn(&TenantRow) -> f
     f(row)
 }
 
-/// Earliest time from which the tenant's allocation stays within [low, high] x working set.
-pub fn converged_s(record: &RunRecord, name: &str, low: f64, high: f64) -> Option<f64> {
-    let rows = rows(record, name, 0.0, f64::INFINITY);
-    let mut since = None;
-    for (t, r) in rows {
-        let ok = r.allocated.as_mib_f64() >= low * r.working_set.map_or(0.0, Bytes::as_mib_f64)
-            && r.allocated.as_mib_f64() <= high * r.working_set.map_or(0.0, Bytes::as_mib_f64);
-        match (ok, since) {
-            (true, None) => since = Some(t),
-            (false, _) => since = None,
-            _ => {}
-        }
-    }
-    since
+/// The summary's `converged_s` for a tenant: the earliest time from which its allocation and
+/// its target stay within the scenario's band around its working set.
+pub fn converged_s(record: &RunRecord, name: &str) -> Option<f64> {
+    memtide_cli::output::summary::summarize(record)
+        .tenants
+        .into_iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no tenant {name}"))
+        .figures
+        .and_then(|f| f.converged_s)
 }
 
 /// Degradation of a tenant against the run's baseline: 1 - mean throughput / baseline throughput.

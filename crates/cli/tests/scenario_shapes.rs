@@ -75,17 +75,52 @@ fn esx_sampling_follows_increases_fast_and_decreases_slowly() {
     );
 }
 
+/// The TWS shape tests hold for every one of these seeds (the sim's randomness: sampling,
+/// access streams); each test runs them all rather than tuning to one.
+const TWS_SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
+
+/// Runs `variant` of `file` once per seed in `TWS_SEEDS`, two at a time.
+fn tws_runs(file: &str, variant: &str) -> Vec<(u64, memtide_cli::record::RunRecord)> {
+    std::thread::scope(|s| {
+        let runs: Vec<_> = TWS_SEEDS
+            .chunks(2)
+            .flat_map(|pair| {
+                let handles: Vec<_> = pair
+                    .iter()
+                    .map(|&seed| {
+                        s.spawn(move || {
+                            let set = format!("seed={seed}");
+                            (seed, run_file(file, Some(variant), &[set.as_str()]))
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("run panicked"))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        runs
+    })
+}
+
 #[test]
 fn tws_converges_in_seconds_where_esx_sampling_takes_minutes() {
-    let tws = run_file("tws-convergence.toml", Some("tws"), &[]);
-    let esx = run_file("tws-convergence.toml", Some("esx"), &[]);
-    let (lo, hi) = (tws.convergence_low, tws.convergence_high);
-    for name in ["ws300", "ws1200"] {
-        let t = converged_s(&tws, name, lo, hi).unwrap_or(f64::INFINITY);
-        assert!(t <= 20.0, "tws: {name} converged at {t} s");
+    // Paper: TWS reaches the ideal allocation in about 10 s, ESXi's sampling in 136 s.
+    // Converged = allocation and target both within [0.9, 1.3] x WS, to the end of the run.
+    for (seed, tws) in tws_runs("tws-convergence.toml", "tws") {
+        for name in ["ws300", "ws1200"] {
+            let t = converged_s(&tws, name).unwrap_or(f64::INFINITY);
+            assert!(t <= 20.0, "seed {seed}: tws: {name} converged at {t} s");
+        }
     }
-    let t_esx = converged_s(&esx, "ws1200", lo, hi).unwrap_or(f64::INFINITY);
-    assert!(t_esx > 100.0, "esx: ws1200 converged at {t_esx} s");
+    for (seed, esx) in tws_runs("tws-convergence.toml", "esx") {
+        let t_esx = converged_s(&esx, "ws1200").unwrap_or(f64::INFINITY);
+        assert!(
+            t_esx > 100.0,
+            "seed {seed}: esx: ws1200 converged at {t_esx} s"
+        );
+    }
 }
 
 #[test]

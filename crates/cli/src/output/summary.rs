@@ -77,7 +77,7 @@ pub struct TenantFigures {
     pub mean_balloon_mb: f64,
     pub final_balloon_mb: f64,
     pub mean_host_swapped_mb: f64,
-    /// Earliest time from which allocated memory stays within
+    /// Earliest time from which both allocated memory and the target stay within
     /// `[low x working set, high x working set]` until the tenant's last tick; `None` if never.
     pub converged_s: Option<f64>,
     /// Ticks in which the tenant was blocked (low state, above target).
@@ -207,10 +207,12 @@ pub fn summarize(record: &RunRecord) -> Summary {
             a.blocked += u64::from(row.blocked);
             a.final_allocated = row.allocated.as_mib_f64();
             a.final_balloon = row.balloon.as_mib_f64();
-            let in_band = row.allocated.as_mib_f64()
-                >= low * row.working_set.map_or(0.0, Bytes::as_mib_f64)
-                && row.allocated.as_mib_f64()
-                    <= high * row.working_set.map_or(0.0, Bytes::as_mib_f64);
+            // Two-sided, on what the tenant holds and on what the policy wants it to hold: a
+            // guest never grows past what it touched, so a target far above the working set
+            // is not convergence even when the allocation looks right.
+            let ws = row.working_set.map_or(0.0, Bytes::as_mib_f64);
+            let in_band = |x: Bytes| (low * ws..=high * ws).contains(&x.as_mib_f64());
+            let in_band = in_band(row.allocated) && in_band(row.target);
             a.in_band_since = match (in_band, a.in_band_since) {
                 (true, None) => Some(tick.time_s),
                 (true, since) => since,
