@@ -125,32 +125,46 @@ fn tws_converges_in_seconds_where_esx_sampling_takes_minutes() {
 
 #[test]
 fn tws_beats_committed_on_cpu_job_and_oltp() {
-    let tws = run_file("tws-workloads.toml", Some("tws"), &[]);
-    let com = run_file("tws-workloads.toml", Some("committed"), &[]);
+    let tws = tws_runs("tws-workloads.toml", "tws");
+    let com = tws_runs("tws-workloads.toml", "committed");
     let target = |r, n| mean(r, n, 0.0, f64::INFINITY, |row| row.target.as_mib_f64());
-    // CPU job: TWS holds less than committed (it finds the allocated-but-idle memory) and
-    // pays for its probing with a small degradation. The paper has TWS also degrading less
-    // (3.08% vs 4.11%); in memtide's sim committed memory over-provisions this job, so
-    // self-ballooning degrades it less (see docs/reproducing.md).
-    assert!(target(&tws, "cpu-job") < 0.9 * target(&com, "cpu-job"));
-    let d_cpu = degradation(&tws, "cpu-job");
-    assert!(d_cpu < 0.08, "cpu-job degradation under tws {d_cpu:.3}");
-    // OLTP: TWS holds more than committed, with far lower degradation.
-    assert!(target(&tws, "oltp") > target(&com, "oltp"));
-    let (d_tws, d_com) = (degradation(&tws, "oltp"), degradation(&com, "oltp"));
-    assert!(
-        d_tws < 0.5 * d_com,
-        "oltp degradation tws {d_tws:.3} vs committed {d_com:.3}"
-    );
-    // Tiny web service: at its floor, no degradation, under both.
-    for r in [&tws, &com] {
-        let floor = r.tenants.iter().find(|t| t.name == "web").unwrap().min_mb;
-        let t = target(r, "web");
+    for ((seed, tws), (_, com)) in tws.iter().zip(&com) {
+        // CPU job (paper: TWS 783.6 MB / 3.08%, committed 922.6 MB / 4.11%): TWS finds the
+        // allocated-but-idle memory, and rises above committed memory when the job's demand
+        // does, so it holds less on average and degrades less.
+        let (t_tws, t_com) = (target(tws, "cpu-job"), target(com, "cpu-job"));
         assert!(
-            (t - floor).abs() < 0.05 * floor,
-            "web target {t:.1} MB vs floor {floor:.1}"
+            t_tws < 0.97 * t_com,
+            "seed {seed}: cpu-job target tws {t_tws:.1} vs committed {t_com:.1} MB"
         );
-        assert!(degradation(r, "web").abs() < 0.02);
+        let (d_tws, d_com) = (degradation(tws, "cpu-job"), degradation(com, "cpu-job"));
+        assert!(
+            d_tws < d_com,
+            "seed {seed}: cpu-job degradation tws {d_tws:.3} vs committed {d_com:.3}"
+        );
+        // OLTP (paper: TWS 350.8 MB / 3.31%, committed 328.8 MB / 17.99%): committed memory
+        // misses the page cache; TWS holds a little more (+6.7% in the paper) and degrades far
+        // less.
+        let (t_tws, t_com) = (target(tws, "oltp"), target(com, "oltp"));
+        assert!(
+            t_tws > t_com && t_tws < 1.25 * t_com,
+            "seed {seed}: oltp target tws {t_tws:.1} vs committed {t_com:.1} MB"
+        );
+        let (d_tws, d_com) = (degradation(tws, "oltp"), degradation(com, "oltp"));
+        assert!(
+            d_tws < 0.05 && d_tws < 0.25 * d_com,
+            "seed {seed}: oltp degradation tws {d_tws:.3} vs committed {d_com:.3}"
+        );
+        // Tiny web service: at its floor, no degradation, under both.
+        for r in [tws, com] {
+            let floor = r.tenants.iter().find(|t| t.name == "web").unwrap().min_mb;
+            let t = target(r, "web");
+            assert!(
+                (t - floor).abs() < 0.05 * floor,
+                "seed {seed}: web target {t:.1} MB vs floor {floor:.1}"
+            );
+            assert!(degradation(r, "web").abs() < 0.02);
+        }
     }
 }
 

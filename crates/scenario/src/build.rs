@@ -2,9 +2,9 @@
 
 use crate::scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 use crate::schema::{
-    BalloonDoc, CommittedDoc, CpuJobDoc, FileServerDoc, IdleDoc, KindDoc, OltpDoc, PolicyDoc,
-    SamplingDoc, ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc, StopTenantDoc,
-    TenantDoc, ToucherDoc, TwsDoc, WebDoc,
+    BalloonDoc, CommittedDoc, CpuJobDoc, FileServerDoc, IdleDoc, KindDoc, OltpDoc, PhaseDoc,
+    PolicyDoc, SamplingDoc, ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc,
+    StopTenantDoc, TenantDoc, ToucherDoc, TwsDoc, WebDoc,
 };
 use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
 use memtide_controller::ControllerConfig;
@@ -651,8 +651,11 @@ impl Build<'_> {
             }
             "toucher" => {
                 let w: ToucherDoc = self.read(at, rest)?;
+                if w.phases.is_empty() {
+                    return Err(self.err(&at.key("phases"), "must have at least one phase"));
+                }
                 WorkloadConfig::Toucher {
-                    phases: self.phases(at, &w)?,
+                    phases: self.phases(at, &w.phases, w.allocated)?,
                     allocated_mb: self.mib(&at.key("allocated"), w.allocated)?,
                     skew: w.skew.unwrap_or_default(),
                     cpu_us_per_access: w.cpu_us_per_access,
@@ -689,6 +692,7 @@ impl Build<'_> {
                     skew: w.skew.unwrap_or_default(),
                     input_mb: self.mib(&at.key("input"), w.input)?.unwrap_or(0.0),
                     input_fraction: w.input_fraction.unwrap_or(defaults::CPU_JOB_INPUT_FRACTION),
+                    phases: self.phases(at, &w.phases, Some(w.allocated))?,
                     cpu_us_per_access: w.cpu_us_per_access,
                     accesses_per_op: w.accesses_per_op,
                     max_accesses_per_s: w.max_accesses_per_s,
@@ -698,6 +702,9 @@ impl Build<'_> {
                 let w: OltpDoc = self.read(at, rest)?;
                 WorkloadConfig::Oltp {
                     data_mb: self.size(&at.key("data"), w.data)?.as_mib_f64(),
+                    buffer_pool_mb: self
+                        .mib(&at.key("buffer_pool"), w.buffer_pool)?
+                        .unwrap_or(0.0),
                     anon_mb: self
                         .mib(&at.key("anon"), w.anon)?
                         .unwrap_or(defaults::OLTP_ANON_MB),
@@ -734,26 +741,29 @@ impl Build<'_> {
     }
 
     /// A toucher's phases: at least one, in time order, none larger than `allocated`.
-    fn phases(&self, at: &FieldPath, w: &ToucherDoc) -> Result<Vec<TouchPhase>> {
-        if w.phases.is_empty() {
-            return Err(self.err(&at.key("phases"), "must have at least one phase"));
-        }
-        let mut phases = Vec::with_capacity(w.phases.len());
-        for (i, p) in w.phases.iter().enumerate() {
+    /// A workload's phases, each after the one before and within `allocated` when given.
+    fn phases(
+        &self,
+        at: &FieldPath,
+        given: &[PhaseDoc],
+        allocated: Option<Size>,
+    ) -> Result<Vec<TouchPhase>> {
+        let mut phases = Vec::with_capacity(given.len());
+        for (i, p) in given.iter().enumerate() {
             let here = at.key("phases").index(i);
             let start = self.time(&here.key("at"), p.at)?;
-            if i > 0 && p.at <= w.phases[i - 1].at {
+            if i > 0 && p.at <= given[i - 1].at {
                 return Err(self.err(
                     &here.key("at"),
                     format!(
                         "must be after phases[{}].at = {}",
                         i - 1,
-                        shown_time(w.phases[i - 1].at.get())
+                        shown_time(given[i - 1].at.get())
                     ),
                 ));
             }
             let working_set = self.size(&here.key("working_set"), p.working_set)?;
-            if w.allocated.is_some_and(|a| working_set > a) {
+            if allocated.is_some_and(|a| working_set > a) {
                 return Err(self.err(
                     &at.key("allocated"),
                     format!(

@@ -193,6 +193,9 @@ pub(crate) struct FileServerDoc {
 pub(crate) struct CpuJobDoc {
     pub(crate) allocated: Size,
     pub(crate) working_set: Size,
+    /// Later changes of the working set (each at most `allocated`).
+    #[serde(default)]
+    pub(crate) phases: Vec<PhaseDoc>,
     pub(crate) skew: Option<Skew>,
     pub(crate) input: Option<Size>,
     pub(crate) input_fraction: Option<f64>,
@@ -206,6 +209,7 @@ pub(crate) struct CpuJobDoc {
 #[serde(deny_unknown_fields, expecting = "an oltp workload table")]
 pub(crate) struct OltpDoc {
     pub(crate) data: Size,
+    pub(crate) buffer_pool: Option<Size>,
     pub(crate) anon: Option<Size>,
     pub(crate) file_fraction: Option<f64>,
     pub(crate) skew: Option<Skew>,

@@ -25,6 +25,7 @@ fn toucher(mb: f64, skew: Skew) -> WorkloadConfig {
 
 fn oltp(data_mb: f64) -> WorkloadConfig {
     WorkloadConfig::Oltp {
+        buffer_pool_mb: 0.0,
         data_mb,
         anon_mb: 32.0,
         file_fraction: 0.8,

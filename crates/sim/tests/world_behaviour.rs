@@ -54,6 +54,7 @@ fn toucher(working_set_mb: f64) -> WorkloadConfig {
 
 fn oltp(data_mb: f64, anon_mb: f64) -> WorkloadConfig {
     WorkloadConfig::Oltp {
+        buffer_pool_mb: 0.0,
         data_mb,
         anon_mb,
         file_fraction: 0.5,
@@ -689,6 +690,7 @@ mod invariants {
                 max_accesses_per_s: None,
             },
             1 => WorkloadConfig::Oltp {
+                buffer_pool_mb: 0.0,
                 data_mb: 6.0,
                 anon_mb: 3.0,
                 file_fraction: 0.5,

@@ -77,6 +77,10 @@ pub enum WorkloadConfig {
         /// Share of accesses that read the input files.
         #[serde(default = "default_cpu_job_input_fraction")]
         input_fraction: f64,
+        /// Later phases: from `at_s` on, the job works in `working_set_mb` of its allocation
+        /// (SPEC CPU's demand changes as it moves between inputs).
+        #[serde(default)]
+        phases: Vec<TouchPhase>,
         #[serde(default)]
         cpu_us_per_access: Option<f64>,
         #[serde(default)]
@@ -84,10 +88,13 @@ pub enum WorkloadConfig {
         #[serde(default)]
         max_accesses_per_s: Option<f64>,
     },
-    /// OLTP-like (sysbench): skewed reads of a `data_mb` table through the page cache
-    /// (`file_fraction` of accesses) and a small anonymous part; I/O heavy.
+    /// OLTP-like (sysbench on MySQL): skewed reads of a `data_mb` table (`file_fraction` of
+    /// accesses) through the database's own `buffer_pool_mb` pool (anonymous, committed) and,
+    /// for the pool's misses, the page cache; plus an anonymous heap; I/O heavy.
     Oltp {
         data_mb: f64,
+        #[serde(default)]
+        buffer_pool_mb: f64,
         #[serde(default = "default_oltp_anon_mb")]
         anon_mb: f64,
         #[serde(default = "default_oltp_file_fraction")]

@@ -1,6 +1,9 @@
 //! The cpu_job workload (SPEC CPU-like, TWS Table 1): initialises all the memory it allocates
-//! once, then works in a smaller working set, leaving the rest allocated but idle.
+//! once, then works in a smaller working set, leaving the rest allocated but idle; the working
+//! set may change in phases (SPEC CPU 401 moves between inputs, and the paper's Fig. 2 shows its
+//! demand jump at 320, 460 and 630 s), while committed memory stays what was allocated.
 
+use super::config::TouchPhase;
 use super::pick::{Mix, Picker};
 use super::validate::Check;
 use super::{Plan, Skew, WorkloadError};
@@ -12,23 +15,26 @@ pub(super) const WRITE_FRACTION: f64 = 0.3;
 pub(super) const DEFAULT_ACCESSES_PER_OP: u32 = 100;
 
 /// The sizes of a cpu_job.
-pub(super) struct Sizes {
+pub(super) struct Sizes<'a> {
     pub allocated_mb: f64,
     pub working_set_mb: f64,
     pub input_mb: f64,
     pub input_fraction: f64,
+    /// Later working sets, by time.
+    pub phases: &'a [TouchPhase],
 }
 
 /// Anonymous region `allocated_mb`, written once in order (initialisation); then accesses
 /// over the `working_set_mb` prefix with `skew`, and `input_fraction` of them uniformly over
-/// `input_mb` of input files through the page cache. Closed loop by default. Working set:
-/// `working_set_mb` + `input_mb`.
+/// `input_mb` of input files through the page cache; from each of `phases` on, the prefix is
+/// that phase's working set. Closed loop by default. Working set: the phase's + `input_mb`.
 pub(super) fn plan(check: Check, sizes: Sizes, skew: Skew) -> Result<Plan, WorkloadError> {
     let Sizes {
         allocated_mb,
         working_set_mb,
         input_mb,
         input_fraction,
+        phases,
     } = sizes;
     let allocated = check.size_mb("allocated_mb", allocated_mb)?;
     let ws = check.size_mb("working_set_mb", working_set_mb)?;
@@ -46,18 +52,38 @@ pub(super) fn plan(check: Check, sizes: Sizes, skew: Skew) -> Result<Plan, Workl
         ));
     }
     let skew = check.skew("skew", skew)?;
-    let mix = Mix::new(
-        Picker::new(ws, skew),
-        Picker::new(input, Skew::Uniform),
-        input_fraction,
-        WRITE_FRACTION,
-        Pages(u64::from(ws) + u64::from(input)),
-    );
+    let mix = |ws: u32| {
+        Mix::new(
+            Picker::new(ws, skew),
+            Picker::new(input, Skew::Uniform),
+            input_fraction,
+            WRITE_FRACTION,
+            Pages(u64::from(ws) + u64::from(input)),
+        )
+    };
+    let mut mixes = vec![(0.0, mix(ws))];
+    for (i, p) in phases.iter().enumerate() {
+        let at_field = format!("phases[{i}].at_s");
+        let last = mixes[mixes.len() - 1].0;
+        if !(p.at_s.is_finite() && p.at_s > last) {
+            return Err(check.error(&at_field, p.at_s, format!("> {last}")));
+        }
+        let field = format!("phases[{i}].working_set_mb");
+        let ws = check.size_mb(&field, p.working_set_mb)?;
+        if ws > allocated {
+            return Err(check.error(
+                &field,
+                p.working_set_mb,
+                format!("<= allocated_mb = {allocated_mb}"),
+            ));
+        }
+        mixes.push((p.at_s, mix(ws)));
+    }
     Ok(Plan {
         anon_pages: allocated,
         file_pages: input,
         sweep: allocated,
-        phases: vec![(0.0, mix)],
+        phases: mixes,
         default_rate: None,
         default_accesses_per_op: DEFAULT_ACCESSES_PER_OP,
     })
@@ -78,11 +104,89 @@ mod tests {
             skew,
             input_mb: 0.0,
             input_fraction: 0.1,
+            phases: Vec::new(),
             cpu_us_per_access: None,
             accesses_per_op: None,
             max_accesses_per_s: None,
         };
         Workload::new(&config, &CostModel::default()).unwrap()
+    }
+
+    #[test]
+    fn a_later_phase_moves_the_working_set_within_the_allocation() {
+        let config = WorkloadConfig::CpuJob {
+            allocated_mb: 4.0,
+            working_set_mb: 1.0,
+            skew: Skew::Uniform,
+            input_mb: 0.0,
+            input_fraction: 0.1,
+            phases: vec![crate::workload::TouchPhase {
+                at_s: 10.0,
+                working_set_mb: 3.0,
+            }],
+            cpu_us_per_access: None,
+            accesses_per_op: None,
+            max_accesses_per_s: None,
+        };
+        let mut w = Workload::new(&config, &CostModel::default()).unwrap();
+        let mut rng = SimRng::new(1);
+        let mut out = Vec::new();
+        w.advance(Duration::ZERO);
+        w.fill(&mut rng, &mut out, 1024 + 5_000);
+        assert!(out[1024..]
+            .iter()
+            .all(|a| matches!(a, Access::Anon { page, .. } if *page < 256)));
+        assert_eq!(w.working_set(), Pages(256));
+        w.advance(Duration::from_secs(10));
+        out.clear();
+        w.fill(&mut rng, &mut out, 20_000);
+        assert!(out
+            .iter()
+            .all(|a| matches!(a, Access::Anon { page, .. } if *page < 768)));
+        assert!(out
+            .iter()
+            .any(|a| matches!(a, Access::Anon { page, .. } if *page >= 256)));
+        assert_eq!(w.working_set(), Pages(768));
+        // Committed memory is the allocation throughout.
+        assert_eq!(w.anon_pages(), 1024);
+    }
+
+    #[test]
+    fn phases_out_of_order_or_beyond_the_allocation_are_refused() {
+        let with = |phases: Vec<(f64, f64)>| WorkloadConfig::CpuJob {
+            allocated_mb: 4.0,
+            working_set_mb: 1.0,
+            skew: Skew::Uniform,
+            input_mb: 0.0,
+            input_fraction: 0.1,
+            phases: phases
+                .into_iter()
+                .map(|(at_s, working_set_mb)| crate::workload::TouchPhase {
+                    at_s,
+                    working_set_mb,
+                })
+                .collect(),
+            cpu_us_per_access: None,
+            accesses_per_op: None,
+            max_accesses_per_s: None,
+        };
+        let err = |c| {
+            Workload::new(&c, &CostModel::default())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(with(vec![(0.0, 2.0)])),
+            "workload cpu_job: phases[0].at_s = 0 must be > 0"
+        );
+        assert_eq!(
+            err(with(vec![(5.0, 2.0), (5.0, 3.0)])),
+            "workload cpu_job: phases[1].at_s = 5 must be > 5"
+        );
+        assert_eq!(
+            err(with(vec![(5.0, 5.0)])),
+            "workload cpu_job: phases[0].working_set_mb = 5 must be <= allocated_mb = 4"
+        );
     }
 
     #[test]
@@ -161,6 +265,7 @@ mod tests {
             skew: Skew::Uniform,
             input_mb: 0.0,
             input_fraction: 0.1,
+            phases: Vec::new(),
             cpu_us_per_access: None,
             accesses_per_op: None,
             max_accesses_per_s: None,
@@ -181,6 +286,7 @@ mod tests {
             skew: Skew::Uniform,
             input_mb: 1.0,
             input_fraction: 0.25,
+            phases: Vec::new(),
             cpu_us_per_access: None,
             accesses_per_op: None,
             max_accesses_per_s: None,

@@ -174,6 +174,7 @@ impl Workload {
                 skew,
                 input_mb,
                 input_fraction,
+                phases,
                 cpu_us_per_access,
                 accesses_per_op,
                 max_accesses_per_s,
@@ -185,6 +186,7 @@ impl Workload {
                         working_set_mb: *working_set_mb,
                         input_mb: *input_mb,
                         input_fraction: *input_fraction,
+                        phases,
                     },
                     *skew,
                 )?,
@@ -196,6 +198,7 @@ impl Workload {
             ),
             WorkloadConfig::Oltp {
                 data_mb,
+                buffer_pool_mb,
                 anon_mb,
                 file_fraction,
                 skew,
@@ -203,7 +206,16 @@ impl Workload {
                 accesses_per_op,
                 max_accesses_per_s,
             } => (
-                oltp::plan(check, *data_mb, *anon_mb, *file_fraction, *skew)?,
+                oltp::plan(
+                    check,
+                    oltp::Sizes {
+                        data_mb: *data_mb,
+                        buffer_pool_mb: *buffer_pool_mb,
+                        anon_mb: *anon_mb,
+                    },
+                    *file_fraction,
+                    *skew,
+                )?,
                 Common {
                     cpu_us_per_access: *cpu_us_per_access,
                     accesses_per_op: *accesses_per_op,
@@ -518,6 +530,7 @@ mod tests {
             skew: Skew::Uniform,
             input_mb: 0.0,
             input_fraction: 0.1,
+            phases: Vec::new(),
             cpu_us_per_access: Some(2.5),
             accesses_per_op: Some(7),
             max_accesses_per_s: Some(1000.0),
@@ -623,6 +636,7 @@ mod tests {
                     skew: Skew::Uniform,
                     input_mb: 0.0,
                     input_fraction: 0.1,
+                    phases: Vec::new(),
                     cpu_us_per_access: None,
                     accesses_per_op: None,
                     max_accesses_per_s: None,
@@ -631,6 +645,7 @@ mod tests {
             ),
             (
                 WorkloadConfig::Oltp {
+                    buffer_pool_mb: 0.0,
                     data_mb: -0.5,
                     anon_mb: 1.0,
                     file_fraction: 0.5,
@@ -676,8 +691,8 @@ mod tests {
                 WorkloadConfig::Idle { resident_mb: a, background_mb: b, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
                 WorkloadConfig::Toucher { phases: vec![TouchPhase { at_s: 0.0, working_set_mb: a }, TouchPhase { at_s: 1.0, working_set_mb: b }], allocated_mb: None, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
                 WorkloadConfig::FileServer { file_set_mb: a, anon_mb: b, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
-                WorkloadConfig::CpuJob { allocated_mb: large, working_set_mb: small, skew, input_mb: 0.0, input_fraction: 0.1, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
-                WorkloadConfig::Oltp { data_mb: a, anon_mb: b, file_fraction: frac, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
+                WorkloadConfig::CpuJob { allocated_mb: large, working_set_mb: small, skew, input_mb: 0.0, input_fraction: 0.1, phases: Vec::new(), cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
+                WorkloadConfig::Oltp { data_mb: a, buffer_pool_mb: 0.0, anon_mb: b, file_fraction: frac, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
                 WorkloadConfig::Web { anon_mb: a, file_mb: b, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
             ];
             for config in configs {
