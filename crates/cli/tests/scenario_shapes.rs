@@ -75,46 +75,17 @@ fn esx_sampling_follows_increases_fast_and_decreases_slowly() {
     );
 }
 
-/// The TWS shape tests hold for every one of these seeds (the sim's randomness: sampling,
-/// access streams); each test runs them all rather than tuning to one.
-const TWS_SEEDS: [u64; 6] = [1, 2, 3, 4, 5, 6];
-
-/// Runs `variant` of `file` once per seed in `TWS_SEEDS`, two at a time.
-fn tws_runs(file: &str, variant: &str) -> Vec<(u64, memtide_cli::record::RunRecord)> {
-    std::thread::scope(|s| {
-        let runs: Vec<_> = TWS_SEEDS
-            .chunks(2)
-            .flat_map(|pair| {
-                let handles: Vec<_> = pair
-                    .iter()
-                    .map(|&seed| {
-                        s.spawn(move || {
-                            let set = format!("seed={seed}");
-                            (seed, run_file(file, Some(variant), &[set.as_str()]))
-                        })
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("run panicked"))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        runs
-    })
-}
-
 #[test]
 fn tws_converges_in_seconds_where_esx_sampling_takes_minutes() {
     // Paper: TWS reaches the ideal allocation in about 10 s, ESXi's sampling in 136 s.
     // Converged = allocation and target both within [0.9, 1.3] x WS, to the end of the run.
-    for (seed, tws) in tws_runs("tws-convergence.toml", "tws") {
+    for (seed, tws) in run_seeds("tws-convergence.toml", Some("tws"), &[], &SEEDS) {
         for name in ["ws300", "ws1200"] {
             let t = converged_s(&tws, name).unwrap_or(f64::INFINITY);
             assert!(t <= 20.0, "seed {seed}: tws: {name} converged at {t} s");
         }
     }
-    for (seed, esx) in tws_runs("tws-convergence.toml", "esx") {
+    for (seed, esx) in run_seeds("tws-convergence.toml", Some("esx"), &[], &SEEDS) {
         let t_esx = converged_s(&esx, "ws1200").unwrap_or(f64::INFINITY);
         assert!(
             t_esx > 100.0,
@@ -125,8 +96,8 @@ fn tws_converges_in_seconds_where_esx_sampling_takes_minutes() {
 
 #[test]
 fn tws_beats_committed_on_cpu_job_and_oltp() {
-    let tws = tws_runs("tws-workloads.toml", "tws");
-    let com = tws_runs("tws-workloads.toml", "committed");
+    let tws = run_seeds("tws-workloads.toml", Some("tws"), &[], &SEEDS);
+    let com = run_seeds("tws-workloads.toml", Some("committed"), &[], &SEEDS);
     let target = |r, n| mean(r, n, 0.0, f64::INFINITY, |row| row.target.as_mib_f64());
     for ((seed, tws), (_, com)) in tws.iter().zip(&com) {
         // CPU job (paper: TWS 783.6 MB / 3.08%, committed 922.6 MB / 4.11%): TWS finds the
