@@ -4,6 +4,9 @@
 //! data (the simulator's outputs are compared byte for byte) and small enough to inline in one
 //! HTML file, and the few hundred lines below need no dependency beyond memtide-model.
 
+mod bounded;
+
+pub use bounded::{BoundedSeries, StateRuns};
 use memtide_model::ReclamationState;
 use std::fmt::Write;
 
@@ -49,33 +52,6 @@ pub fn escape(s: &str) -> String {
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
             c => out.push(c),
-        }
-    }
-    out
-}
-
-/// At most about `max` points of a series: long series are cut into buckets and each bucket
-/// keeps its lowest and highest point (in time order), so spikes survive.
-pub fn downsample(points: &[(f64, f64)], max: usize) -> Vec<(f64, f64)> {
-    if points.len() <= max || max < 2 {
-        return points.to_vec();
-    }
-    let bucket = points.len().div_ceil(max / 2);
-    let mut out = Vec::with_capacity(max + 2);
-    for chunk in points.chunks(bucket) {
-        let (mut lo, mut hi) = (0, 0);
-        for (i, p) in chunk.iter().enumerate() {
-            if p.1 < chunk[lo].1 {
-                lo = i;
-            }
-            if p.1 > chunk[hi].1 {
-                hi = i;
-            }
-        }
-        let (a, b) = (lo.min(hi), lo.max(hi));
-        out.push(chunk[a]);
-        if b != a {
-            out.push(chunk[b]);
         }
     }
     out
@@ -332,11 +308,11 @@ pub fn state_color(state: ReclamationState) -> &'static str {
     }
 }
 
-/// A band colored by the reclamation state over time: `states` are `(tick start, state)`,
-/// each lasting `tick_s`.
+/// A band colored by the reclamation state over time: `runs` are `(start, state)`, starts
+/// increasing, each lasting until the next starts and the last until `end`.
 pub fn state_band(
-    states: &[(f64, ReclamationState)],
-    tick_s: f64,
+    runs: &[(f64, ReclamationState)],
+    end: f64,
     x_range: (f64, f64),
     event_markers: &[Marker],
 ) -> String {
@@ -353,16 +329,16 @@ pub fn state_band(
         svg,
         r#"<svg class="chart" width="{WIDTH:.0}" height="{height:.0}" viewBox="0 0 {WIDTH:.0} {height:.0}" role="img">"#
     );
-    // Runs of equal state.
+    // Equal neighbours drawn as one.
     let mut i = 0;
-    while i < states.len() {
-        let (start, state) = states[i];
-        let mut j = i;
-        while j + 1 < states.len() && states[j + 1].1 == state {
+    while i < runs.len() {
+        let (start, state) = runs[i];
+        let mut j = i + 1;
+        while j < runs.len() && runs[j].1 == state {
             j += 1;
         }
-        let end = (states[j].0 + tick_s).min(x1);
-        let (a, b) = (f.px(start.max(x0)), f.px(end));
+        let stop = runs.get(j).map_or(end, |r| r.0).min(x1);
+        let (a, b) = (f.px(start.max(x0)), f.px(stop));
         let _ = write!(
             svg,
             r#"<rect x="{a:.1}" y="{TOP:.1}" width="{:.1}" height="36" fill="{}"><title>{} from {} s to {} s</title></rect>"#,
@@ -370,9 +346,9 @@ pub fn state_band(
             state_color(state),
             state,
             start,
-            end
+            stop
         );
-        i = j + 1;
+        i = j;
     }
     x_axis(&mut svg, &f);
     markers(&mut svg, &f, event_markers);
@@ -400,23 +376,6 @@ mod tests {
             escape("<a href=\"x\">&'"),
             "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
         );
-    }
-
-    #[test]
-    fn downsample_keeps_short_series_and_caps_long_ones() {
-        let short: Vec<(f64, f64)> = (0..10).map(|i| (i as f64, 1.0)).collect();
-        assert_eq!(downsample(&short, 1000), short);
-        let long: Vec<(f64, f64)> = (0..3600).map(|i| (i as f64, (i % 7) as f64)).collect();
-        let d = downsample(&long, 1000);
-        assert!(d.len() <= 1002, "{}", d.len());
-        assert!(d.windows(2).all(|w| w[0].0 < w[1].0), "time order kept");
-    }
-
-    #[test]
-    fn downsample_keeps_a_single_spike() {
-        let mut long: Vec<(f64, f64)> = (0..5000).map(|i| (i as f64, 1.0)).collect();
-        long[2345].1 = 99.0;
-        assert!(downsample(&long, 1000).iter().any(|p| p.1 == 99.0));
     }
 
     #[test]
@@ -541,20 +500,22 @@ mod tests {
             markers: &[],
         };
         assert!(!line_chart(&c).contains("NaN"));
-        assert!(!state_band(&[], 1.0, (0.0, 0.0), &[]).contains("NaN"));
+        assert!(!state_band(&[], 0.0, (0.0, 0.0), &[]).contains("NaN"));
     }
 
     #[test]
     fn state_band_draws_one_rect_per_run_of_equal_state() {
-        let states = [
+        let runs = [
             (0.0, ReclamationState::High),
             (1.0, ReclamationState::High),
             (2.0, ReclamationState::Soft),
             (3.0, ReclamationState::High),
         ];
-        let svg = state_band(&states, 1.0, (0.0, 4.0), &[]);
+        let svg = state_band(&runs, 4.0, (0.0, 4.0), &[]);
         // 3 runs + 4 legend swatches.
         assert_eq!(svg.matches("<rect").count(), 7);
+        assert!(svg.contains("high from 0 s to 2 s"));
         assert!(svg.contains("soft from 2 s to 3 s"));
+        assert!(svg.contains("high from 3 s to 4 s"));
     }
 }

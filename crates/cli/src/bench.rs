@@ -1,5 +1,6 @@
 //! `memtide bench`: measures a policy step for 10,000 tenants, simulated page accesses per second, and a 16-VM hour end to end.
 
+use crate::output::summary::Accumulator;
 use crate::progress::Progress;
 use crate::run;
 use memtide_controller::fixture::overcommitted_vms;
@@ -145,9 +146,9 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
 fn sixteen_vm_hour(quick: bool) -> anyhow::Result<Figure> {
     let start = Instant::now();
     let scenario = sixteen_vm_scenario(quick)?;
-    let record = run::run(&scenario, &Progress::hidden())?;
-    let summary = crate::output::summary::summarize(&record);
-    std::hint::black_box(summary);
+    let mut summary = Accumulator::new(&run::describe(&scenario));
+    let done = run::run(&scenario, &Progress::hidden(), &mut summary)?;
+    std::hint::black_box(summary.finish(&done));
     let elapsed = start.elapsed();
     let name = if quick {
         "16-VM scenario, 10 simulated minutes (quick)"

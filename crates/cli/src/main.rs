@@ -205,10 +205,8 @@ fn sim(
     };
     if variants.is_empty() {
         let progress = Progress::new(run::total_ticks(&base), &base.name);
-        let record = run::run(&base, &progress)?;
+        let summary = sim_into(&out, &base, None, &progress)?;
         progress.finish();
-        let summary = output::write_all(&out, &record)
-            .with_context(|| format!("writing outputs to {}", out.display()))?;
         print!("{}", output::text::render(&summary));
         println!("outputs: {}", out.display());
         return Ok(());
@@ -219,15 +217,27 @@ fn sim(
             run::total_ticks(&scenario),
             &format!("{} [{name}]", scenario.name),
         );
-        let mut record = run::run(&scenario, &progress)?;
-        progress.finish();
-        record.variant = Some(name.clone());
         let dir = out.join(name);
-        let summary = output::write_all(&dir, &record)
-            .with_context(|| format!("writing outputs to {}", dir.display()))?;
+        let summary = sim_into(&dir, &scenario, Some(name), &progress)?;
+        progress.finish();
         println!("== variant {name}");
         print!("{}", output::text::render(&summary));
         println!("outputs: {}", dir.display());
     }
     Ok(())
+}
+
+/// Runs `scenario` with its outputs streamed into `dir`.
+fn sim_into(
+    dir: &Path,
+    scenario: &memtide_scenario::Scenario,
+    variant: Option<&str>,
+    progress: &Progress,
+) -> anyhow::Result<output::summary::Summary> {
+    let writing = || format!("writing outputs to {}", dir.display());
+    let mut outputs =
+        output::Outputs::create(dir, &run::describe(scenario)).with_context(writing)?;
+    let mut done = run::run(scenario, progress, &mut outputs)?;
+    done.variant = variant.map(str::to_string);
+    outputs.finish(&done).with_context(writing)
 }

@@ -1,13 +1,15 @@
-//! What one simulated run records, tick by tick: the raw material for summary.json, timeline.csv and report.html.
+//! What one simulated run records: the run's facts and what happened besides its ticks ([`Run`]), and where its ticks go as they come ([`Ticks`]): written out and forgotten by `memtide sim`, kept in memory ([`RunRecord`]) by tests that read every tick.
 
 use crate::settings::{EstimatorSettings, PolicySettings};
 use memtide_model::TenantId;
 pub use memtide_runner::{TenantRow, TickRecord};
 use serde::Serialize;
 
-/// A whole run of one scenario (or one variant of it).
+/// One run of one scenario (or one variant of it), without its ticks: what the outputs need
+/// besides them. Its size depends on the scenario (tenants, events, refusals), never on the
+/// run's length.
 #[derive(Clone, Debug, Default)]
-pub struct RunRecord {
+pub struct Run {
     pub scenario: String,
     /// The scenario's description, for the report.
     pub description: String,
@@ -18,7 +20,6 @@ pub struct RunRecord {
     pub duration_s: f64,
     pub machine_mb: f64,
     pub tenants: Vec<TenantMeta>,
-    pub ticks: Vec<TickRecord>,
     pub refusals: Vec<Refusal>,
     /// Scenario events as they happened, for the report.
     pub events: Vec<EventRecord>,
@@ -30,6 +31,36 @@ pub struct RunRecord {
     pub convergence_high: f64,
     /// The controller's settings at the start of the run.
     pub policy: PolicySettings,
+}
+
+/// Where a run's ticks go, one at a time, as the run makes them.
+pub trait Ticks {
+    /// Takes the next tick; an error stops the run.
+    fn tick(&mut self, tick: TickRecord) -> std::io::Result<()>;
+}
+
+/// Every tick kept, in order.
+impl Ticks for Vec<TickRecord> {
+    fn tick(&mut self, tick: TickRecord) -> std::io::Result<()> {
+        self.push(tick);
+        Ok(())
+    }
+}
+
+/// A whole run with every tick in memory (0.7 KB per tenant-second): for tests and tools that
+/// read any tick; `memtide sim` streams its ticks instead. Reads as its [`Run`] too.
+#[derive(Clone, Debug, Default)]
+pub struct RunRecord {
+    pub run: Run,
+    pub ticks: Vec<TickRecord>,
+}
+
+impl std::ops::Deref for RunRecord {
+    type Target = Run;
+
+    fn deref(&self) -> &Run {
+        &self.run
+    }
 }
 
 /// Static facts about one tenant.

@@ -1,7 +1,11 @@
 //! Runs one scenario on the simulated host: the tick loop that joins scenario events, the controller and the sim world.
+//!
+//! A run hands each tick to its [`Ticks`] as it is made and keeps only the [`Run`] (the
+//! scenario's facts, events, refusals, baseline means), so memory does not grow with the run's
+//! length unless the `Ticks` keep them (`run_quiet` keeps every tick, for tests).
 
 use crate::progress::Progress;
-use crate::record::{BaselineFigures, EventRecord, Refusal, RunRecord, TenantMeta};
+use crate::record::{BaselineFigures, EventRecord, Refusal, Run, RunRecord, TenantMeta, Ticks};
 use crate::settings::{EstimatorSettings, PolicySettings};
 use memtide_controller::Controller;
 use memtide_model::{Pages, TenantId};
@@ -22,6 +26,12 @@ pub enum RunError {
     Config(memtide_controller::ConfigError, String),
     #[error("scenario {scenario}: sim: {source}")]
     Sim { scenario: String, source: SimError },
+    /// Its ticks could not be taken (written out) as the run went.
+    #[error("scenario {scenario}: outputs: {source}")]
+    Output {
+        scenario: String,
+        source: std::io::Error,
+    },
     /// Admission control refused every tenant: the run measured nothing (the scenario's
     /// fault, so the command exits 2 and writes no outputs).
     #[error("scenario {scenario}: every tenant was refused, so nothing ran; the first: {tenant} at {time_s} s: {reason}")]
@@ -33,14 +43,20 @@ pub enum RunError {
     },
 }
 
-/// Runs the scenario (and its unconstrained baseline when asked) and records every tick.
-pub fn run(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunError> {
-    let mut record = run_once(scenario, progress)?;
+/// Runs the scenario, handing each tick to `ticks` as it comes, then its unconstrained
+/// baseline when the scenario asks for one (of which only per-tenant means are kept).
+pub fn run(
+    scenario: &Scenario,
+    progress: &Progress,
+    ticks: &mut impl Ticks,
+) -> Result<Run, RunError> {
+    let mut run = run_once(scenario, progress, ticks)?;
     if scenario.baseline {
-        let baseline = run_once(&baseline_of(scenario), progress)?;
-        record.baseline = Some(mean_figures(&baseline));
+        let mut means = BaselineMeans::default();
+        run_once(&baseline_of(scenario), progress, &mut means)?;
+        run.baseline = Some(means.figures());
     }
-    Ok(record)
+    Ok(run)
 }
 
 /// Ticks in the scenario (the tick is the sim host's).
@@ -70,23 +86,36 @@ pub fn baseline_of(scenario: &Scenario) -> Scenario {
     base
 }
 
-fn mean_figures(record: &RunRecord) -> Vec<BaselineFigures> {
-    let mut sums: BTreeMap<TenantId, (f64, f64, f64)> = BTreeMap::new();
-    for tick in &record.ticks {
+/// The baseline run's per-tenant sums of throughput and latency, and rows, tick by tick.
+#[derive(Default)]
+struct BaselineMeans {
+    sums: BTreeMap<TenantId, (f64, f64, f64)>,
+}
+
+impl Ticks for BaselineMeans {
+    fn tick(&mut self, tick: TickRecord) -> std::io::Result<()> {
         for row in &tick.rows {
-            let e = sums.entry(row.tenant).or_default();
+            let e = self.sums.entry(row.tenant).or_default();
             e.0 += row.throughput.unwrap_or(0.0);
             e.1 += row.latency_ms.unwrap_or(0.0);
             e.2 += 1.0;
         }
+        Ok(())
     }
-    sums.into_iter()
-        .map(|(tenant, (tp, lat, n))| BaselineFigures {
-            tenant,
-            throughput: tp / n,
-            latency_ms: lat / n,
-        })
-        .collect()
+}
+
+impl BaselineMeans {
+    /// Each tenant's means over the ticks it ran.
+    fn figures(self) -> Vec<BaselineFigures> {
+        self.sums
+            .into_iter()
+            .map(|(tenant, (tp, lat, n))| BaselineFigures {
+                tenant,
+                throughput: tp / n,
+                latency_ms: lat / n,
+            })
+            .collect()
+    }
 }
 
 fn meta(t: &ScenarioTenant) -> TenantMeta {
@@ -102,9 +131,31 @@ fn meta(t: &ScenarioTenant) -> TenantMeta {
     }
 }
 
+/// What a run of `scenario` is before it runs: its facts, no events or refusals yet.
+pub fn describe(scenario: &Scenario) -> Run {
+    Run {
+        scenario: scenario.name.clone(),
+        variant: None,
+        seed: scenario.seed,
+        tick_s: scenario.host.tick.as_secs_f64(),
+        duration_s: scenario.duration.as_secs_f64(),
+        description: scenario.description.clone(),
+        machine_mb: scenario.host.machine.as_mib_f64(),
+        tenants: scenario.tenants.iter().map(meta).collect(),
+        convergence_low: scenario.convergence.0,
+        convergence_high: scenario.convergence.1,
+        policy: PolicySettings::of(&scenario.controller),
+        ..Run::default()
+    }
+}
+
 /// The run loop proper: the scenario's tenants declared in a [`Runner`] over the sim world,
 /// served on a virtual clock with its timeline as a [`Script`].
-fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunError> {
+fn run_once(
+    scenario: &Scenario,
+    progress: &Progress,
+    ticks: &mut impl Ticks,
+) -> Result<Run, RunError> {
     let world = SimWorld::new(scenario.host.clone(), scenario.cost.clone(), scenario.seed);
     let controller = Controller::new(
         scenario.controller.clone(),
@@ -118,22 +169,13 @@ fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunEr
         runner.declare(t.spec.clone(), t.vm.clone());
     }
     let mut recorder = Recorder {
-        record: RunRecord {
-            scenario: scenario.name.clone(),
-            variant: None,
-            seed: scenario.seed,
-            tick_s: tick.as_secs_f64(),
-            duration_s: scenario.duration.as_secs_f64(),
-            description: scenario.description.clone(),
-            machine_mb: scenario.host.machine.as_mib_f64(),
-            tenants: scenario.tenants.iter().map(meta).collect(),
-            convergence_low: scenario.convergence.0,
-            convergence_high: scenario.convergence.1,
-            policy: PolicySettings::of(&scenario.controller),
-            ..RunRecord::default()
-        },
+        run: describe(scenario),
+        ticks,
         progress,
-        ticks: tick_count(scenario),
+        wanted: tick_count(scenario),
+        seen: 0,
+        ran: false,
+        failed: None,
     };
     Service::new(runner, VirtualClock::default())
         .with_script(script(scenario))
@@ -142,16 +184,21 @@ fn run_once(scenario: &Scenario, progress: &Progress) -> Result<RunRecord, RunEr
             scenario: scenario.name.clone(),
             source,
         })?;
-    let record = recorder.record;
-    let ran = record.ticks.iter().any(|t| !t.rows.is_empty());
-    match record.refusals.first() {
-        Some(first) if !ran => Err(RunError::NothingRan {
+    if let Some(source) = recorder.failed {
+        return Err(RunError::Output {
+            scenario: scenario.name.clone(),
+            source,
+        });
+    }
+    let run = recorder.run;
+    match run.refusals.first() {
+        Some(first) if !recorder.ran => Err(RunError::NothingRan {
             scenario: scenario.name.clone(),
             tenant: first.tenant.clone(),
             time_s: first.time_s,
             reason: first.reason.clone(),
         }),
-        _ => Ok(record),
+        _ => Ok(run),
     }
 }
 
@@ -195,25 +242,39 @@ fn script(scenario: &Scenario) -> Script<WorkloadConfig> {
     Script::new(changes.into_iter().map(|((at, _, _), c)| (at, c)).collect())
 }
 
-/// The sim's driver: every tick and change into the run's record, for `ticks` ticks.
-struct Recorder<'a> {
-    record: RunRecord,
+/// The sim's driver: each tick to the run's [`Ticks`], each change into its [`Run`], for
+/// `wanted` ticks or until the `Ticks` fail.
+struct Recorder<'a, T> {
+    run: Run,
+    ticks: &'a mut T,
     progress: &'a Progress,
-    ticks: u64,
+    wanted: u64,
+    seen: u64,
+    /// Some tick had a tenant running.
+    ran: bool,
+    failed: Option<std::io::Error>,
 }
 
-impl Driver<SimWorld> for Recorder<'_> {
+impl<T: Ticks> Driver<SimWorld> for Recorder<'_, T> {
     fn stop(&self) -> bool {
-        self.record.ticks.len() as u64 >= self.ticks
+        self.seen >= self.wanted || self.failed.is_some()
     }
 
     /// Never called: the simulator keeps no state file.
     fn unsaved(&mut self, _error: StateError) {}
 }
 
-impl Sink<SimWorld> for Recorder<'_> {
+impl<T: Ticks> Sink<SimWorld> for Recorder<'_, T> {
     fn tick(&mut self, t: TickView<'_, SimWorld>) {
-        self.record.ticks.push(tick_record(&t));
+        if self.failed.is_some() {
+            return;
+        }
+        let record = tick_record(&t);
+        self.ran |= !record.rows.is_empty();
+        self.seen += 1;
+        if let Err(e) = self.ticks.tick(record) {
+            self.failed = Some(e);
+        }
         self.progress.inc(1);
     }
 
@@ -227,7 +288,7 @@ impl Sink<SimWorld> for Recorder<'_> {
         let time_s = at.as_secs_f64();
         let description = match (change, outcome) {
             (Change::Start(_), Outcome::Refused(reason)) => {
-                self.record.refusals.push(Refusal {
+                self.run.refusals.push(Refusal {
                     time_s,
                     tenant: tenant.unwrap_or_default().to_string(),
                     reason: reason.clone(),
@@ -240,7 +301,7 @@ impl Sink<SimWorld> for Recorder<'_> {
             }
             (_, Outcome::Done(d) | Outcome::Waiting(d)) => d.clone(),
         };
-        self.record.events.push(EventRecord {
+        self.run.events.push(EventRecord {
             time_s,
             description,
         });
@@ -267,9 +328,11 @@ fn tick_record(t: &TickView<'_, SimWorld>) -> TickRecord {
     record
 }
 
-/// Convenience for tests and benchmarks: run a scenario with no progress bar.
+/// For tests: runs a scenario with no progress bar, every tick kept in memory.
 pub fn run_quiet(scenario: &Scenario) -> Result<RunRecord, RunError> {
-    run(scenario, &Progress::hidden())
+    let mut ticks = Vec::new();
+    let run = run(scenario, &Progress::hidden(), &mut ticks)?;
+    Ok(RunRecord { run, ticks })
 }
 
 /// Ticks a run of this scenario takes, counting its baseline run.

@@ -1,14 +1,104 @@
 //! report.html: a self-contained page (inline CSS and SVG, no scripts, no links out) with the summary table, the host's reclamation states and per-tenant charts of allocated, target, active estimate and working set over time.
+//!
+//! The charts' data is gathered as the run goes ([`Charts`]) in bounded memory: every series
+//! is a [`BoundedSeries`] of at most [`BUCKETS`] buckets (so at most twice as many points
+//! drawn) and the states a [`StateRuns`], whatever the run's length; and only the first
+//! [`CHARTED_TENANTS`] tenants get charts of their own, so a run of thousands of tenants keeps
+//! a few megabytes of chart data and gives a page a browser can open (the summary table lists
+//! every tenant, timeline.csv has every row).
 
 use super::summary::{Summary, TenantSummary};
-use crate::record::RunRecord;
-use memtide_chart::{self as chart, escape, LineChart, Marker, Series};
+use crate::record::{Run, RunRecord, TickRecord};
+use memtide_chart::{self as chart, escape, BoundedSeries, LineChart, Marker, Series, StateRuns};
 use memtide_model::{Bytes, ReclamationState, TenantId};
+use std::collections::BTreeMap;
 use std::fmt::Write;
 use std::path::Path;
 
-/// Points per series at most (long runs are downsampled).
-const MAX_POINTS: usize = 1000;
+/// Buckets per series: a chart draws at most twice as many points per line.
+pub const BUCKETS: usize = 512;
+
+/// Tenants with charts of their own, the first in the scenario's order.
+pub const CHARTED_TENANTS: usize = 32;
+
+/// Runs of reclamation state kept for the band.
+const STATE_RUNS: usize = 1024;
+
+/// What the charts draw, gathered tick by tick in bounded memory.
+pub struct Charts {
+    states: StateRuns,
+    free: BoundedSeries,
+    budget: BoundedSeries,
+    tick_s: f64,
+    /// The charted tenants' series.
+    tenants: BTreeMap<TenantId, TenantSeries>,
+}
+
+/// One tenant's lines.
+struct TenantSeries {
+    allocated: BoundedSeries,
+    target: BoundedSeries,
+    estimate: BoundedSeries,
+    working_set: BoundedSeries,
+    throughput: BoundedSeries,
+}
+
+impl TenantSeries {
+    fn new() -> TenantSeries {
+        TenantSeries {
+            allocated: BoundedSeries::new(BUCKETS),
+            target: BoundedSeries::new(BUCKETS),
+            estimate: BoundedSeries::new(BUCKETS),
+            working_set: BoundedSeries::new(BUCKETS),
+            throughput: BoundedSeries::new(BUCKETS),
+        }
+    }
+}
+
+impl Charts {
+    /// Nothing gathered yet, for `run`'s tenants.
+    pub fn new(run: &Run) -> Charts {
+        Charts {
+            states: StateRuns::new(STATE_RUNS),
+            free: BoundedSeries::new(BUCKETS),
+            budget: BoundedSeries::new(BUCKETS),
+            tick_s: run.tick_s,
+            tenants: run
+                .tenants
+                .iter()
+                .take(CHARTED_TENANTS)
+                .map(|t| (t.id, TenantSeries::new()))
+                .collect(),
+        }
+    }
+
+    /// The charts of a whole record: every tick added.
+    pub fn of(record: &RunRecord) -> Charts {
+        let mut charts = Charts::new(record);
+        for tick in &record.ticks {
+            charts.add(tick);
+        }
+        charts
+    }
+
+    /// Adds one tick (after every earlier one).
+    pub fn add(&mut self, tick: &TickRecord) {
+        let x = tick.time_s;
+        self.states.push(x, self.tick_s, tick.state);
+        self.free.push(x, tick.free.as_mib_f64());
+        self.budget.push(x, tick.budget.as_mib_f64());
+        for row in &tick.rows {
+            if let Some(t) = self.tenants.get_mut(&row.tenant) {
+                t.allocated.push(x, row.allocated.as_mib_f64());
+                t.target.push(x, row.target.as_mib_f64());
+                t.estimate.push(x, row.active_estimate.as_mib_f64());
+                t.working_set
+                    .push(x, row.working_set.map_or(0.0, Bytes::as_mib_f64));
+                t.throughput.push(x, row.throughput.unwrap_or(0.0));
+            }
+        }
+    }
+}
 
 const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}\
 h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.2em;margin-top:32px;border-bottom:1px solid #ddd}h3{font-size:1.05em;margin:24px 0 4px}\
@@ -18,17 +108,22 @@ td.l,th.l{text-align:left}tr.idle td{color:#999}\
 svg.chart{display:block;font-size:11px;margin:4px 0 8px}svg .axis-label{font-size:12px;fill:#444}\
 svg .event-label{font-size:10px;fill:#555}.note{color:#666;font-size:13px}";
 
-/// Writes `report.html` into `dir`.
-pub fn write_report(dir: &Path, record: &RunRecord, summary: &Summary) -> std::io::Result<()> {
-    std::fs::write(dir.join("report.html"), render(record, summary))
+/// Writes the page to `path`.
+pub fn write_report(
+    path: &Path,
+    run: &Run,
+    summary: &Summary,
+    charts: &Charts,
+) -> std::io::Result<()> {
+    std::fs::write(path, render(run, summary, charts))
 }
 
 /// The whole page.
-pub fn render(record: &RunRecord, summary: &Summary) -> String {
+pub fn render(run: &Run, summary: &Summary, charts: &Charts) -> String {
     let mut html = String::with_capacity(64 * 1024);
-    let title = match &record.variant {
-        Some(v) => format!("{} [{v}]", record.scenario),
-        None => record.scenario.clone(),
+    let title = match &run.variant {
+        Some(v) => format!("{} [{v}]", run.scenario),
+        None => run.scenario.clone(),
     };
     let _ = write!(
         html,
@@ -36,19 +131,19 @@ pub fn render(record: &RunRecord, summary: &Summary) -> String {
         escape(&title),
         escape(&title)
     );
-    if !record.description.is_empty() {
-        let _ = writeln!(html, "<p>{}</p>", escape(&record.description));
+    if !run.description.is_empty() {
+        let _ = writeln!(html, "<p>{}</p>", escape(&run.description));
     }
     let _ = writeln!(
         html,
         "<p class=\"meta\">simulated host, {} MB machine memory; {} s in ticks of {} s; seed {}</p>",
-        fmt(record.machine_mb, 0),
-        fmt(record.duration_s, 0),
-        record.tick_s,
-        record.seed
+        fmt(run.machine_mb, 0),
+        fmt(run.duration_s, 0),
+        run.tick_s,
+        run.seed
     );
 
-    let markers: Vec<Marker> = record
+    let markers: Vec<Marker> = run
         .events
         .iter()
         .enumerate()
@@ -58,20 +153,30 @@ pub fn render(record: &RunRecord, summary: &Summary) -> String {
             label: e.description.clone(),
         })
         .collect();
-    let x_range = (0.0, record.duration_s.max(record.tick_s));
+    let x_range = (0.0, run.duration_s.max(run.tick_s));
 
     html.push_str("<h2>Summary</h2>\n");
     summary_table(&mut html, summary);
 
     html.push_str("<h2>Host</h2>\n");
-    host_section(&mut html, record, summary, &markers, x_range);
+    host_section(&mut html, charts, summary, &markers, x_range);
 
     html.push_str("<h2>Tenants</h2>\n<p class=\"note\">Memory in MB over simulated seconds: allocated (machine memory held), target (the policy's), active estimate (the estimator's) and the workload's true working set. Dashed vertical lines are scenario events.</p>\n");
-    for (meta, t) in record.tenants.iter().zip(&summary.tenants) {
-        tenant_section(&mut html, record, meta.id, t, &markers, x_range);
+    for (meta, t) in run.tenants.iter().zip(&summary.tenants) {
+        if let Some(series) = charts.tenants.get(&meta.id) {
+            tenant_section(&mut html, series, t, &markers, x_range);
+        }
+    }
+    let uncharted = run.tenants.len().saturating_sub(charts.tenants.len());
+    if uncharted > 0 {
+        let _ = writeln!(
+            html,
+            "<p class=\"note\">Charts are drawn for the first {} tenants only, so the page stays one a browser opens at once; the {uncharted} others are in the summary table above and every row of every tenant is in timeline.csv.</p>",
+            charts.tenants.len()
+        );
     }
 
-    if !record.events.is_empty() {
+    if !run.events.is_empty() {
         html.push_str("<h2>Events</h2>\n<table><tr><th>#</th><th>time (s)</th><th class=\"l\">event</th></tr>\n");
         for m in &markers {
             let _ = writeln!(
@@ -84,9 +189,9 @@ pub fn render(record: &RunRecord, summary: &Summary) -> String {
         }
         html.push_str("</table>\n");
     }
-    if !record.refusals.is_empty() {
+    if !run.refusals.is_empty() {
         html.push_str("<h2>Refused by admission control</h2>\n<table><tr><th>time (s)</th><th class=\"l\">tenant</th><th class=\"l\">reason</th></tr>\n");
-        for r in &record.refusals {
+        for r in &run.refusals {
             let _ = writeln!(
                 html,
                 "<tr><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
@@ -159,7 +264,7 @@ fn summary_table(html: &mut String, summary: &Summary) {
 
 fn host_section(
     html: &mut String,
-    record: &RunRecord,
+    charts: &Charts,
     summary: &Summary,
     markers: &[Marker],
     x_range: (f64, f64),
@@ -187,22 +292,15 @@ fn host_section(
     );
 
     html.push_str("<h3>Reclamation state</h3>\n");
-    let states: Vec<(f64, ReclamationState)> =
-        record.ticks.iter().map(|t| (t.time_s, t.state)).collect();
-    html.push_str(&chart::state_band(&states, record.tick_s, x_range, markers));
+    html.push_str(&chart::state_band(
+        charts.states.runs(),
+        charts.states.end(),
+        x_range,
+        markers,
+    ));
     html.push('\n');
 
     html.push_str("<h3>Free machine memory</h3>\n");
-    let free: Vec<(f64, f64)> = record
-        .ticks
-        .iter()
-        .map(|t| (t.time_s, t.free.as_mib_f64()))
-        .collect();
-    let budget: Vec<(f64, f64)> = record
-        .ticks
-        .iter()
-        .map(|t| (t.time_s, t.budget.as_mib_f64()))
-        .collect();
     html.push_str(&chart::line_chart(&LineChart {
         y_label: "MB",
         x_range,
@@ -212,13 +310,13 @@ fn host_section(
                 label: "free".into(),
                 color: "#2ca02c",
                 dashed: false,
-                points: chart::downsample(&free, MAX_POINTS),
+                points: charts.free.points(),
             },
             Series {
                 label: "budget for tenants".into(),
                 color: "#7f7f7f",
                 dashed: true,
-                points: chart::downsample(&budget, MAX_POINTS),
+                points: charts.budget.points(),
             },
         ],
         markers,
@@ -228,8 +326,7 @@ fn host_section(
 
 fn tenant_section(
     html: &mut String,
-    record: &RunRecord,
-    id: TenantId,
+    series: &TenantSeries,
     t: &TenantSummary,
     markers: &[Marker],
     x_range: (f64, f64),
@@ -243,21 +340,8 @@ fn tenant_section(
         fmt(t.max_mb, 1),
         t.shares
     );
-    let rows: Vec<(f64, &crate::record::TenantRow)> = record
-        .ticks
-        .iter()
-        .flat_map(|tick| {
-            tick.rows
-                .iter()
-                .filter(move |r| r.tenant == id)
-                .map(move |r| (tick.time_s, r))
-        })
-        .collect();
-    let series = |f: fn(&crate::record::TenantRow) -> f64| -> Vec<(f64, f64)> {
-        let points: Vec<(f64, f64)> = rows.iter().map(|(t, r)| (*t, f(r))).collect();
-        chart::downsample(&points, MAX_POINTS)
-    };
-    if rows.is_empty() {
+    let ran = !series.allocated.is_empty();
+    if !ran {
         html.push_str("<p class=\"note\">did not run</p>\n");
     }
     html.push_str(&chart::line_chart(&LineChart {
@@ -269,32 +353,32 @@ fn tenant_section(
                 label: "allocated".into(),
                 color: "#1f77b4",
                 dashed: false,
-                points: series(|r| r.allocated.as_mib_f64()),
+                points: series.allocated.points(),
             },
             Series {
                 label: "target".into(),
                 color: "#ff7f0e",
                 dashed: true,
-                points: series(|r| r.target.as_mib_f64()),
+                points: series.target.points(),
             },
             Series {
                 label: "active estimate".into(),
                 color: "#2ca02c",
                 dashed: false,
-                points: series(|r| r.active_estimate.as_mib_f64()),
+                points: series.estimate.points(),
             },
             Series {
                 label: "working set".into(),
                 color: "#222222",
                 dashed: true,
-                points: series(|r| r.working_set.map_or(0.0, Bytes::as_mib_f64)),
+                points: series.working_set.points(),
             },
         ],
         markers,
     }));
     html.push('\n');
-    if !rows.is_empty() {
-        let mut points = series(|r| r.throughput.unwrap_or(0.0));
+    if ran {
+        let mut points = series.throughput.points();
         let clipped = clip_warm_up(&mut points, x_range);
         html.push_str(&chart::line_chart(&LineChart {
             y_label: "ops/s",
@@ -384,9 +468,12 @@ mod tests {
         assert!(flat.iter().all(|p| p.1 == 500.0));
     }
 
+    fn page_of(r: &RunRecord) -> String {
+        render(r, &summarize(r), &Charts::of(r))
+    }
+
     fn page() -> String {
-        let r = record();
-        render(&r, &summarize(&r))
+        page_of(&record())
     }
 
     #[test]
@@ -423,26 +510,68 @@ mod tests {
         assert!(html.contains("class=\"event\""), "event marker drawn");
     }
 
-    #[test]
-    fn long_runs_are_downsampled() {
-        let mut r = record();
-        let template = r.ticks[3].clone();
-        r.ticks = (0..5000)
-            .map(|i| {
-                let mut t = template.clone();
-                t.time_s = i as f64;
-                t
-            })
-            .collect();
-        r.duration_s = 5000.0;
-        let html = render(&r, &summarize(&r));
-        let longest = html
-            .split("points=\"")
+    /// The number of points of the longest line in `html`.
+    fn longest_line(html: &str) -> usize {
+        html.split("points=\"")
             .skip(1)
             .map(|s| s.split('"').next().unwrap().split(' ').count())
             .max()
-            .unwrap();
-        assert!(longest <= MAX_POINTS + 2, "{longest} points in one series");
+            .unwrap()
+    }
+
+    #[test]
+    fn long_runs_are_drawn_with_a_bounded_number_of_points() {
+        let mut r = record();
+        let template = r.ticks[3].clone();
+        r.ticks = (0..50_000)
+            .map(|i| {
+                let mut t = template.clone();
+                t.time_s = i as f64;
+                t.free = Bytes((i % 997) << 20);
+                t
+            })
+            .collect();
+        r.run.duration_s = 50_000.0;
+        let longest = longest_line(&page_of(&r));
+        assert!(longest <= 2 * BUCKETS, "{longest} points in one series");
+        // A run shorter than the buckets is drawn point for point.
+        r.ticks.truncate(300);
+        r.run.duration_s = 300.0;
+        assert_eq!(longest_line(&page_of(&r)), 300);
+    }
+
+    #[test]
+    fn only_the_first_tenants_get_charts_and_the_page_says_so() {
+        let mut r = record();
+        let meta = r.tenants[0].clone();
+        r.run.tenants = (0..CHARTED_TENANTS as u32 + 5)
+            .map(|i| crate::record::TenantMeta {
+                id: TenantId(i),
+                name: format!("t{i}"),
+                ..meta.clone()
+            })
+            .collect();
+        let template = r.ticks[3].rows[0].clone();
+        for tick in &mut r.ticks {
+            tick.rows = r
+                .run
+                .tenants
+                .iter()
+                .map(|t| crate::record::TenantRow {
+                    tenant: t.id,
+                    ..template.clone()
+                })
+                .collect();
+        }
+        let charts = Charts::of(&r);
+        assert_eq!(charts.tenants.len(), CHARTED_TENANTS);
+        let html = render(&r, &summarize(&r), &charts);
+        // Host: band + free; each charted tenant: memory + throughput.
+        assert_eq!(html.matches("<svg").count(), 2 + 2 * CHARTED_TENANTS);
+        assert!(html.contains("<h3>t31 ") && !html.contains("<h3>t32 "));
+        assert!(html.contains("the 5 others are in the summary table"));
+        // ... and the summary table has every tenant.
+        assert!(html.contains("<td class=\"l\">t36</td>"));
     }
 
     #[test]

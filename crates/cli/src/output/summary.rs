@@ -1,13 +1,16 @@
-//! The run's summary: per-tenant and host figures computed from a [`RunRecord`], written as summary.json.
+//! The run's summary: per-tenant and host figures, written as summary.json.
 //!
-//! Every float is rounded to three decimals and fields keep their declared order, so the
-//! same record always gives the same bytes.
+//! An [`Accumulator`] takes the ticks one by one as the run goes (running sums per tenant and
+//! for the host: memory in the number of tenants, not ticks) and makes the [`Summary`] at the
+//! end; [`summarize`] feeds it every tick of a whole record. Every float is rounded to three
+//! decimals and fields keep their declared order, so the same run always gives the same bytes.
 
 use super::round3;
-use crate::record::{RunRecord, TenantMeta};
+use crate::record::{Run, RunRecord, TenantMeta, TickRecord, Ticks};
 use crate::settings::{EstimatorSettings, PolicySettings};
-use memtide_model::{Bytes, ReclamationState};
+use memtide_model::{Bytes, ReclamationState, TenantId};
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Everything summary.json holds.
@@ -161,32 +164,61 @@ struct Acc {
     in_band_since: Option<f64>,
 }
 
-/// Computes the summary of a run.
-pub fn summarize(record: &RunRecord) -> Summary {
-    let (low, high) = (record.convergence_low, record.convergence_high);
-    let index: std::collections::BTreeMap<_, usize> = record
-        .tenants
-        .iter()
-        .enumerate()
-        .map(|(i, t)| (t.id, i))
-        .collect();
-    let mut acc: Vec<Acc> = record.tenants.iter().map(|_| Acc::default()).collect();
-    let mut in_state = TimeInState::default();
-    let mut transitions = 0;
-    let (mut free_sum, mut min_free, mut budget_sum) = (0.0, f64::INFINITY, 0.0);
-    let mut previous: Option<ReclamationState> = None;
+/// The summary of a run in the making: running sums, fed one tick at a time.
+pub struct Accumulator {
+    low: f64,
+    high: f64,
+    tick_s: f64,
+    /// Each tenant's place in the run's list.
+    index: BTreeMap<TenantId, usize>,
+    acc: Vec<Acc>,
+    ticks: u64,
+    in_state: TimeInState,
+    transitions: u64,
+    free_sum: f64,
+    min_free: f64,
+    budget_sum: f64,
+    previous: Option<ReclamationState>,
+}
 
-    for tick in &record.ticks {
-        in_state.add(tick.state, record.tick_s);
-        if previous.is_some_and(|p| p != tick.state) {
-            transitions += 1;
+impl Accumulator {
+    /// Nothing summed yet, for `run`'s tenants.
+    pub fn new(run: &Run) -> Accumulator {
+        Accumulator {
+            low: run.convergence_low,
+            high: run.convergence_high,
+            tick_s: run.tick_s,
+            index: run
+                .tenants
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t.id, i))
+                .collect(),
+            acc: run.tenants.iter().map(|_| Acc::default()).collect(),
+            ticks: 0,
+            in_state: TimeInState::default(),
+            transitions: 0,
+            free_sum: 0.0,
+            min_free: f64::INFINITY,
+            budget_sum: 0.0,
+            previous: None,
         }
-        previous = Some(tick.state);
-        free_sum += tick.free.as_mib_f64();
-        min_free = f64::min(min_free, tick.free.as_mib_f64());
-        budget_sum += tick.budget.as_mib_f64();
+    }
+
+    /// Adds one tick (after every earlier one).
+    pub fn add(&mut self, tick: &TickRecord) {
+        let (low, high) = (self.low, self.high);
+        self.ticks += 1;
+        self.in_state.add(tick.state, self.tick_s);
+        if self.previous.is_some_and(|p| p != tick.state) {
+            self.transitions += 1;
+        }
+        self.previous = Some(tick.state);
+        self.free_sum += tick.free.as_mib_f64();
+        self.min_free = f64::min(self.min_free, tick.free.as_mib_f64());
+        self.budget_sum += tick.budget.as_mib_f64();
         for row in &tick.rows {
-            let Some(a) = index.get(&row.tenant).map(|&i| &mut acc[i]) else {
+            let Some(a) = self.index.get(&row.tenant).map(|&i| &mut self.acc[i]) else {
                 continue;
             };
             a.rows += 1;
@@ -221,83 +253,104 @@ pub fn summarize(record: &RunRecord) -> Summary {
         }
     }
 
-    let ticks = record.ticks.len() as f64;
-    let mean = |sum: f64| {
-        if ticks > 0.0 {
-            round3(sum / ticks)
-        } else {
-            0.0
-        }
-    };
-    let tenants = record
-        .tenants
-        .iter()
-        .zip(acc)
-        .map(|(meta, a)| tenant(record, meta, a))
-        .collect();
-    Summary {
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        scenario: record.scenario.clone(),
-        variant: record.variant.clone(),
-        seed: record.seed,
-        duration_s: round3(record.duration_s),
-        tick_s: round3(record.tick_s),
-        machine_mb: round3(record.machine_mb),
-        policy: record.policy.clone(),
-        convergence: Convergence {
-            low: round3(low),
-            high: round3(high),
-        },
-        tenants,
-        host: HostSummary {
-            time_in_state_s: TimeInState {
-                high: round3(in_state.high),
-                soft: round3(in_state.soft),
-                hard: round3(in_state.hard),
-                low: round3(in_state.low),
-            },
-            state_transitions: transitions,
-            final_state: previous,
-            mean_free_mb: mean(free_sum),
-            min_free_mb: if min_free.is_finite() {
-                round3(min_free)
+    /// The summary of `run` (the one this was made for, with its events, refusals and
+    /// baseline) over the ticks added.
+    pub fn finish(self, run: &Run) -> Summary {
+        let ticks = self.ticks as f64;
+        let mean = |sum: f64| {
+            if ticks > 0.0 {
+                round3(sum / ticks)
             } else {
                 0.0
+            }
+        };
+        let in_state = &self.in_state;
+        let tenants = run
+            .tenants
+            .iter()
+            .zip(self.acc)
+            .map(|(meta, a)| tenant(run, meta, a))
+            .collect();
+        Summary {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            scenario: run.scenario.clone(),
+            variant: run.variant.clone(),
+            seed: run.seed,
+            duration_s: round3(run.duration_s),
+            tick_s: round3(run.tick_s),
+            machine_mb: round3(run.machine_mb),
+            policy: run.policy.clone(),
+            convergence: Convergence {
+                low: round3(self.low),
+                high: round3(self.high),
             },
-            mean_budget_mb: mean(budget_sum),
-            refusals: record
-                .refusals
+            tenants,
+            host: HostSummary {
+                time_in_state_s: TimeInState {
+                    high: round3(in_state.high),
+                    soft: round3(in_state.soft),
+                    hard: round3(in_state.hard),
+                    low: round3(in_state.low),
+                },
+                state_transitions: self.transitions,
+                final_state: self.previous,
+                mean_free_mb: mean(self.free_sum),
+                min_free_mb: if self.min_free.is_finite() {
+                    round3(self.min_free)
+                } else {
+                    0.0
+                },
+                mean_budget_mb: mean(self.budget_sum),
+                refusals: run
+                    .refusals
+                    .iter()
+                    .map(|r| RefusalSummary {
+                        time_s: round3(r.time_s),
+                        tenant: r.tenant.clone(),
+                        reason: r.reason.clone(),
+                    })
+                    .collect(),
+            },
+            events: run
+                .events
                 .iter()
-                .map(|r| RefusalSummary {
-                    time_s: round3(r.time_s),
-                    tenant: r.tenant.clone(),
-                    reason: r.reason.clone(),
+                .map(|e| EventSummary {
+                    time_s: round3(e.time_s),
+                    description: e.description.clone(),
                 })
                 .collect(),
-        },
-        events: record
-            .events
-            .iter()
-            .map(|e| EventSummary {
-                time_s: round3(e.time_s),
-                description: e.description.clone(),
-            })
-            .collect(),
+        }
     }
 }
 
-fn tenant(record: &RunRecord, meta: &TenantMeta, a: Acc) -> TenantSummary {
+impl Ticks for Accumulator {
+    fn tick(&mut self, tick: TickRecord) -> std::io::Result<()> {
+        self.add(&tick);
+        Ok(())
+    }
+}
+
+/// The summary of a whole record: every tick fed to an [`Accumulator`].
+pub fn summarize(record: &RunRecord) -> Summary {
+    let mut acc = Accumulator::new(record);
+    for tick in &record.ticks {
+        acc.add(tick);
+    }
+    acc.finish(record)
+}
+
+fn tenant(run: &Run, meta: &TenantMeta, a: Acc) -> TenantSummary {
     let figures = (a.rows > 0).then(|| {
         let n = a.rows as f64;
         let mean_throughput = a.throughput / n;
-        let degradation = record
+        let degradation = run
             .baseline
             .as_ref()
             .and_then(|b| b.iter().find(|f| f.tenant == meta.id))
             .filter(|f| f.throughput > 0.0)
             .map(|f| round3(1.0 - mean_throughput / f.throughput));
         TenantFigures {
-            ran_s: round3(n * record.tick_s),
+            ran_s: round3(n * run.tick_s),
             mean_allocated_mb: round3(a.allocated / n),
             final_allocated_mb: round3(a.final_allocated),
             mean_target_mb: round3(a.target / n),
@@ -330,11 +383,11 @@ fn tenant(record: &RunRecord, meta: &TenantMeta, a: Acc) -> TenantSummary {
     }
 }
 
-/// Writes `summary.json` (pretty JSON, newline-terminated) into `dir`.
-pub fn write_summary(dir: &Path, summary: &Summary) -> std::io::Result<()> {
+/// Writes the summary as pretty JSON, newline-terminated, to `path`.
+pub fn write_summary(path: &Path, summary: &Summary) -> std::io::Result<()> {
     let mut json = serde_json::to_string_pretty(summary).map_err(std::io::Error::other)?;
     json.push('\n');
-    std::fs::write(dir.join("summary.json"), json)
+    std::fs::write(path, json)
 }
 
 #[cfg(test)]
@@ -388,7 +441,7 @@ mod tests {
         assert_eq!(figures(&s, "a").degradation, Some(0.25));
         assert_eq!(figures(&s, "b, <web>").degradation, Some(0.5));
         let mut no_base = record();
-        no_base.baseline = None;
+        no_base.run.baseline = None;
         assert_eq!(figures(&summarize(&no_base), "a").degradation, None);
     }
 

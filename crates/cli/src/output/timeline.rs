@@ -1,39 +1,45 @@
 //! timeline.csv: one row per tick per running tenant, with fixed float formatting so the same run gives the same bytes.
+//!
+//! A [`TimelineWriter`] writes each tick's rows as the tick comes, so the timeline never sits
+//! in memory: what it holds is the tenants' names and one line's buffer.
 
 use super::push_fixed3;
-use crate::record::RunRecord;
-use memtide_model::Bytes;
+use crate::record::{TenantMeta, TickRecord};
+use memtide_model::{Bytes, TenantId};
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
 
 /// The header line (without the newline).
 pub const HEADER: &str = "time_s,tenant,allocated_mb,target_mb,active_estimate_mb,working_set_mb,balloon_mb,host_swapped_mb,throughput,latency_ms,state,swap_ins,refaults,host_swap_ins,blocked,reason";
 
-/// Writes `timeline.csv` into `dir`.
-pub fn write_timeline(dir: &Path, record: &RunRecord) -> std::io::Result<()> {
-    let file = std::fs::File::create(dir.join("timeline.csv"))?;
-    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
-    write_csv(&mut out, record)?;
-    out.flush()
+/// The timeline written tick by tick to `W`.
+pub struct TimelineWriter<W: Write> {
+    out: W,
+    /// Each tenant's name as a CSV field.
+    names: BTreeMap<TenantId, String>,
+    line: String,
 }
 
-/// Writes the timeline as CSV to `out`.
-pub fn write_csv(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()> {
-    let names: BTreeMap<_, String> = record
-        .tenants
-        .iter()
-        .map(|t| (t.id, csv_field(&t.name)))
-        .collect();
-    out.write_all(HEADER.as_bytes())?;
-    out.write_all(b"\n")?;
-    let mut line = String::with_capacity(256);
-    for tick in &record.ticks {
+impl<W: Write> TimelineWriter<W> {
+    /// Writes the header to `out`; rows name `tenants`.
+    pub fn new(mut out: W, tenants: &[TenantMeta]) -> std::io::Result<TimelineWriter<W>> {
+        out.write_all(HEADER.as_bytes())?;
+        out.write_all(b"\n")?;
+        Ok(TimelineWriter {
+            out,
+            names: tenants.iter().map(|t| (t.id, csv_field(&t.name))).collect(),
+            line: String::with_capacity(256),
+        })
+    }
+
+    /// Writes one row per tenant of the tick.
+    pub fn add(&mut self, tick: &TickRecord) -> std::io::Result<()> {
         for row in &tick.rows {
+            let line = &mut self.line;
             line.clear();
-            push_fixed3(&mut line, tick.time_s);
+            push_fixed3(line, tick.time_s);
             line.push(',');
-            match names.get(&row.tenant) {
+            match self.names.get(&row.tenant) {
                 Some(name) => line.push_str(name),
                 None => line.push_str(&row.tenant.0.to_string()),
             }
@@ -48,7 +54,7 @@ pub fn write_csv(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()
                 row.latency_ms.unwrap_or(0.0),
             ] {
                 line.push(',');
-                push_fixed3(&mut line, x);
+                push_fixed3(line, x);
             }
             line.push(',');
             line.push_str(tick.state.name());
@@ -65,10 +71,16 @@ pub fn write_csv(out: &mut impl Write, record: &RunRecord) -> std::io::Result<()
             line.push(',');
             line.push_str(&csv_field(&row.reason.to_string()));
             line.push('\n');
-            out.write_all(line.as_bytes())?;
+            self.out.write_all(line.as_bytes())?;
         }
+        Ok(())
     }
-    Ok(())
+
+    /// Flushes and gives back the writer.
+    pub fn finish(mut self) -> std::io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
+    }
 }
 
 /// A CSV field, quoted (RFC 4180) when it holds a comma, quote or line break.
@@ -86,9 +98,12 @@ mod tests {
     use crate::output::test_record::record;
 
     fn csv() -> String {
-        let mut buf = Vec::new();
-        write_csv(&mut buf, &record()).unwrap();
-        String::from_utf8(buf).unwrap()
+        let r = record();
+        let mut w = TimelineWriter::new(Vec::new(), &r.tenants).unwrap();
+        for tick in &r.ticks {
+            w.add(tick).unwrap();
+        }
+        String::from_utf8(w.finish().unwrap()).unwrap()
     }
 
     #[test]
