@@ -8,6 +8,12 @@
 //! amortised (a merge touches every bucket once and halves their number); memory is 40 bytes
 //! a bucket.
 //!
+//! [`BoundedMeans`]: several columns sampled at the same x (the layers of a stacked chart),
+//! in at most `buckets` buckets merged the same way, each keeping the mean x and the mean of
+//! each column. Means, not extremes, so that layers stacked from them never cross: the stack
+//! of means is the mean of the stacks. A narrow spike is flattened into its bucket's mean;
+//! memory is `8 x (columns + 2)` bytes a bucket.
+//!
 //! [`StateRuns`]: the reclamation state as runs of equal state, at most `max_runs` of them.
 //! When a state flaps so often that there are more, neighbouring runs merge pairwise into one
 //! run of the worse state (nearer `low`), so what is drawn over-states pressure rather than
@@ -112,6 +118,98 @@ impl BoundedSeries {
             }
         }
         out
+    }
+}
+
+/// Columns sampled together, kept as means over at most a fixed number of buckets.
+#[derive(Clone, Debug)]
+pub struct BoundedMeans {
+    columns: usize,
+    capacity: usize,
+    /// Samples a full bucket covers.
+    width: u64,
+    /// Per bucket: samples, and the sums of x.
+    samples: Vec<u64>,
+    x_sums: Vec<f64>,
+    /// Per bucket, `columns` sums in a row.
+    sums: Vec<f64>,
+}
+
+impl BoundedMeans {
+    /// Means of `columns` columns in at most `buckets` buckets (made even, at least 2).
+    pub fn new(columns: usize, buckets: usize) -> BoundedMeans {
+        BoundedMeans {
+            columns,
+            capacity: buckets.max(2).next_multiple_of(2),
+            width: 1,
+            samples: Vec::new(),
+            x_sums: Vec::new(),
+            sums: Vec::new(),
+        }
+    }
+
+    /// Adds the values of every column at `x` (after every earlier x); missing columns count
+    /// as zero, extra values are ignored.
+    pub fn push(&mut self, x: f64, values: &[f64]) {
+        let full = self.samples.last().is_none_or(|&n| n >= self.width);
+        if full {
+            if self.samples.len() == self.capacity {
+                self.merge_pairs();
+            }
+            self.samples.push(0);
+            self.x_sums.push(0.0);
+            self.sums.resize(self.sums.len() + self.columns, 0.0);
+        }
+        let b = self.samples.len() - 1;
+        self.samples[b] += 1;
+        self.x_sums[b] += x;
+        let row = &mut self.sums[b * self.columns..(b + 1) * self.columns];
+        for (sum, v) in row.iter_mut().zip(values) {
+            *sum += v;
+        }
+    }
+
+    /// Halves the buckets, each new one covering two old ones.
+    fn merge_pairs(&mut self) {
+        let (n, c) = (self.samples.len() / 2, self.columns);
+        for i in 0..n {
+            self.samples[i] = self.samples[2 * i] + self.samples[2 * i + 1];
+            self.x_sums[i] = self.x_sums[2 * i] + self.x_sums[2 * i + 1];
+            for k in 0..c {
+                self.sums[i * c + k] = self.sums[2 * i * c + k] + self.sums[(2 * i + 1) * c + k];
+            }
+        }
+        self.samples.truncate(n);
+        self.x_sums.truncate(n);
+        self.sums.truncate(n * c);
+        self.width *= 2;
+    }
+
+    /// Each bucket's mean x, in order.
+    pub fn x(&self) -> Vec<f64> {
+        self.x_sums
+            .iter()
+            .zip(&self.samples)
+            .map(|(x, &n)| x / n as f64)
+            .collect()
+    }
+
+    /// Each bucket's mean of column `k`, in order.
+    pub fn column(&self, k: usize) -> Vec<f64> {
+        self.samples
+            .iter()
+            .enumerate()
+            .map(|(b, &n)| {
+                self.sums
+                    .get(b * self.columns + k)
+                    .map_or(0.0, |s| s / n as f64)
+            })
+            .collect()
+    }
+
+    /// Column `k` as points at each bucket's mean x.
+    pub fn points(&self, k: usize) -> Vec<(f64, f64)> {
+        self.x().into_iter().zip(self.column(k)).collect()
     }
 }
 
@@ -245,6 +343,36 @@ mod tests {
                 (15.0, 15.0)
             ]
         );
+    }
+
+    #[test]
+    fn means_keep_every_sample_until_the_buckets_fill() {
+        let mut m = BoundedMeans::new(2, 8);
+        for i in 0..8 {
+            m.push(f64::from(i), &[f64::from(i), 1.0]);
+        }
+        assert_eq!(m.x(), (0..8).map(f64::from).collect::<Vec<_>>());
+        assert_eq!(m.column(0), m.x());
+        assert_eq!(m.column(1), vec![1.0; 8]);
+    }
+
+    #[test]
+    fn means_stay_bounded_and_average_each_bucket() {
+        let mut m = BoundedMeans::new(3, 64);
+        for i in 0..1_000_000u32 {
+            let x = f64::from(i);
+            m.push(x, &[1.0, x % 2.0, 5.0]);
+        }
+        assert!(m.x().len() <= 64, "{} buckets", m.x().len());
+        assert!(m.column(0).iter().all(|&v| v == 1.0));
+        // Alternating 0 and 1 averages to one half in every bucket of an even width.
+        assert!(
+            m.column(1).iter().all(|&v| (v - 0.5).abs() < 1e-9),
+            "{:?}",
+            m.column(1)
+        );
+        assert!(m.x().windows(2).all(|w| w[0] < w[1]));
+        assert!(m.points(2).iter().all(|p| p.1 == 5.0));
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! memtide's charts as inline SVG: line charts with axes, ticks, legend and event markers, and a colored band of reclamation states; no scripts, no external references, so report.html and a dashboard draw the same charts.
+//! memtide's charts as inline SVG: line charts and stacked area charts with axes, ticks, legend and event markers, a colored band of reclamation states, and the series they draw kept in bounded memory; no scripts, no external references, so report.html and a dashboard draw the same charts.
 //!
 //! Written here rather than with a plotting crate: the output must be byte-stable for the same
 //! data (the simulator's outputs are compared byte for byte) and small enough to inline in one
@@ -6,7 +6,7 @@
 
 mod bounded;
 
-pub use bounded::{BoundedSeries, StateRuns};
+pub use bounded::{BoundedMeans, BoundedSeries, StateRuns};
 use memtide_model::ReclamationState;
 use std::fmt::Write;
 
@@ -36,8 +36,31 @@ pub struct Marker {
 pub struct LineChart<'a> {
     pub y_label: &'a str,
     pub x_range: (f64, f64),
+    /// Height with a one-row legend; each further legend row adds to it.
     pub height: f64,
     pub series: Vec<Series>,
+    pub markers: &'a [Marker],
+}
+
+/// One layer of a stacked area chart: its own values (not summed with the layers below), one
+/// per x of the chart.
+pub struct Area {
+    pub label: String,
+    pub color: &'static str,
+    pub values: Vec<f64>,
+}
+
+/// Areas stacked from zero (the first at the bottom) with lines drawn over them, not stacked:
+/// y from zero to the largest top or line.
+pub struct StackedChart<'a> {
+    pub y_label: &'a str,
+    pub x_range: (f64, f64),
+    /// Height with a one-row legend; each further legend row adds to it.
+    pub height: f64,
+    /// Where the areas' values lie, increasing.
+    pub x: Vec<f64>,
+    pub areas: Vec<Area>,
+    pub lines: Vec<Series>,
     pub markers: &'a [Marker],
 }
 
@@ -94,6 +117,8 @@ struct Frame {
     x0: f64,
     x1: f64,
     y1: f64,
+    /// Where the plot starts, under the legend.
+    top: f64,
     height: f64,
 }
 
@@ -102,18 +127,18 @@ impl Frame {
         WIDTH - LEFT - RIGHT
     }
     fn plot_h(&self) -> f64 {
-        self.height - TOP - BOTTOM
+        self.height - self.top - BOTTOM
     }
     fn px(&self, x: f64) -> f64 {
         LEFT + (x - self.x0) / (self.x1 - self.x0) * self.plot_w()
     }
     fn py(&self, y: f64) -> f64 {
-        TOP + self.plot_h() - (y / self.y1) * self.plot_h()
+        self.top + self.plot_h() - (y / self.y1) * self.plot_h()
     }
 }
 
 fn x_axis(svg: &mut String, f: &Frame) {
-    let base = TOP + f.plot_h();
+    let base = f.top + f.plot_h();
     let _ = write!(
         svg,
         r##"<line x1="{LEFT:.1}" y1="{base:.1}" x2="{:.1}" y2="{base:.1}" stroke="#444"/>"##,
@@ -146,8 +171,9 @@ fn x_axis(svg: &mut String, f: &Frame) {
 fn y_axis(svg: &mut String, f: &Frame, label: &str) {
     let _ = write!(
         svg,
-        r##"<line x1="{LEFT:.1}" y1="{TOP:.1}" x2="{LEFT:.1}" y2="{:.1}" stroke="#444"/>"##,
-        TOP + f.plot_h()
+        r##"<line x1="{LEFT:.1}" y1="{:.1}" x2="{LEFT:.1}" y2="{:.1}" stroke="#444"/>"##,
+        f.top,
+        f.top + f.plot_h()
     );
     let ticks = nice_ticks(0.0, f.y1, 5);
     let step = if ticks.len() > 1 {
@@ -166,7 +192,7 @@ fn y_axis(svg: &mut String, f: &Frame, label: &str) {
             tick_label(t, step)
         );
     }
-    let (cx, cy) = (14.0, TOP + f.plot_h() / 2.0);
+    let (cx, cy) = (14.0, f.top + f.plot_h() / 2.0);
     let _ = write!(
         svg,
         r#"<text x="{cx:.1}" y="{cy:.1}" transform="rotate(-90 {cx:.1} {cy:.1})" text-anchor="middle" class="axis-label">{}</text>"#,
@@ -197,34 +223,146 @@ fn markers(svg: &mut String, f: &Frame, markers: &[Marker]) {
         placed.push((x, row));
         let _ = write!(
             svg,
-            r##"<g class="event"><title>{}</title><line x1="{x:.1}" y1="{TOP:.1}" x2="{x:.1}" y2="{:.1}" stroke="#777" stroke-dasharray="3,3"/><text x="{:.1}" y="{:.1}" class="event-label">{}</text></g>"##,
+            r##"<g class="event"><title>{}</title><line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="#777" stroke-dasharray="3,3"/><text x="{:.1}" y="{:.1}" class="event-label">{}</text></g>"##,
             escape(&format!("event {} at {} s: {}", m.number, m.x, m.label)),
-            TOP + f.plot_h(),
+            f.top,
+            f.top + f.plot_h(),
             x + 3.0,
-            TOP + 10.0 + row * LABEL_ROW,
+            f.top + 10.0 + row * LABEL_ROW,
             m.number
         );
     }
 }
 
-fn legend(svg: &mut String, series: &[Series]) {
-    let mut x = LEFT;
-    for s in series {
-        let dash = if s.dashed {
-            r#" stroke-dasharray="6,3""#
-        } else {
-            ""
-        };
+/// What a legend entry shows: a line (solid or dashed) or an area's swatch.
+enum Key<'a> {
+    Line {
+        label: &'a str,
+        color: &'a str,
+        dashed: bool,
+    },
+    Area {
+        label: &'a str,
+        color: &'a str,
+    },
+}
+
+impl Key<'_> {
+    fn label(&self) -> &str {
+        match self {
+            Key::Line { label, .. } | Key::Area { label, .. } => label,
+        }
+    }
+}
+
+fn line_keys(series: &[Series]) -> impl Iterator<Item = Key<'_>> {
+    series.iter().map(|s| Key::Line {
+        label: &s.label,
+        color: s.color,
+        dashed: s.dashed,
+    })
+}
+
+/// Height of a legend row.
+const LEGEND_ROW: f64 = 15.0;
+
+/// The legend drawn left to right from the top left, a new row before an entry that would
+/// pass the right edge; returns its SVG and its rows.
+fn legend(keys: &[Key]) -> (String, usize) {
+    let mut svg = String::new();
+    let (mut x, mut row) = (LEFT, 0usize);
+    for key in keys {
+        let width = 27.0 + 7.0 * key.label().chars().count() as f64 + 18.0;
+        if x > LEFT && x + width - 18.0 > WIDTH - RIGHT {
+            x = LEFT;
+            row += 1;
+        }
+        let y = 12.0 + row as f64 * LEGEND_ROW;
+        match key {
+            Key::Line { color, dashed, .. } => {
+                let dash = if *dashed {
+                    r#" stroke-dasharray="6,3""#
+                } else {
+                    ""
+                };
+                let _ = write!(
+                    svg,
+                    r#"<line x1="{x:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{color}" stroke-width="2.5"{dash}/>"#,
+                    x + 22.0
+                );
+            }
+            Key::Area { color, .. } => {
+                let _ = write!(
+                    svg,
+                    r#"<rect x="{x:.1}" y="{:.1}" width="22" height="10" fill="{color}" fill-opacity="0.75"/>"#,
+                    y - 5.0
+                );
+            }
+        }
         let _ = write!(
             svg,
-            r#"<line x1="{x:.1}" y1="12" x2="{:.1}" y2="12" stroke="{}" stroke-width="2.5"{dash}/><text x="{:.1}" y="16">{}</text>"#,
-            x + 22.0,
-            s.color,
+            r#"<text x="{:.1}" y="{:.1}">{}</text>"#,
             x + 27.0,
-            escape(&s.label)
+            y + 4.0,
+            escape(key.label())
         );
-        x += 27.0 + 7.0 * s.label.chars().count() as f64 + 18.0;
+        x += width;
     }
+    (svg, row + 1)
+}
+
+/// The top of y's range for data up to `y_max`: a round number 5% or more above it.
+fn y_top(y_max: f64) -> f64 {
+    if y_max > 0.0 {
+        let step = nice_step(y_max * 1.05 / 5.0);
+        (y_max * 1.05 / step).ceil() * step
+    } else {
+        1.0
+    }
+}
+
+/// A chart's frame under a legend of `rows` rows, and the SVG's opening tag.
+fn open(x_range: (f64, f64), y_max: f64, height: f64, rows: usize) -> (Frame, String) {
+    let (x0, x1) = x_span(x_range);
+    let extra = (rows.max(1) - 1) as f64 * LEGEND_ROW;
+    let height = height + extra;
+    let f = Frame {
+        x0,
+        x1,
+        y1: y_top(y_max),
+        top: TOP + extra,
+        height,
+    };
+    let svg = format!(
+        r#"<svg class="chart" width="{WIDTH:.0}" height="{height:.0}" viewBox="0 0 {WIDTH:.0} {height:.0}" role="img">"#
+    );
+    (f, svg)
+}
+
+/// A polyline through `points`, skipping any that is not finite.
+fn polyline(svg: &mut String, f: &Frame, s: &Series) {
+    let style = if s.dashed {
+        r#" stroke-width="1.3" stroke-dasharray="6,3""#
+    } else {
+        r#" stroke-width="2.4" stroke-opacity="0.8""#
+    };
+    let _ = write!(
+        svg,
+        r#"<polyline fill="none" stroke="{}"{style} points=""#,
+        s.color
+    );
+    let mut first = true;
+    for (x, y) in &s.points {
+        if !(x.is_finite() && y.is_finite()) {
+            continue;
+        }
+        if !first {
+            svg.push(' ');
+        }
+        first = false;
+        let _ = write!(svg, "{:.1},{:.1}", f.px(*x), f.py(*y));
+    }
+    svg.push_str(r#""/>"#);
 }
 
 /// A usable x range: finite and not empty.
@@ -239,31 +377,15 @@ fn x_span((x0, x1): (f64, f64)) -> (f64, f64) {
 
 /// An SVG line chart.
 pub fn line_chart(c: &LineChart) -> String {
-    let (x0, x1) = x_span(c.x_range);
     let y_max = c
         .series
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .filter(|y| y.is_finite())
         .fold(0.0, f64::max);
-    let y1 = if y_max > 0.0 {
-        let step = nice_step(y_max * 1.05 / 5.0);
-        (y_max * 1.05 / step).ceil() * step
-    } else {
-        1.0
-    };
-    let f = Frame {
-        x0,
-        x1,
-        y1,
-        height: c.height,
-    };
-    let mut svg = String::new();
-    let _ = write!(
-        svg,
-        r#"<svg class="chart" width="{WIDTH:.0}" height="{:.0}" viewBox="0 0 {WIDTH:.0} {:.0}" role="img">"#,
-        c.height, c.height
-    );
+    let keys: Vec<Key> = line_keys(&c.series).collect();
+    let (legend, rows) = legend(&keys);
+    let (f, mut svg) = open(c.x_range, y_max, c.height, rows);
     y_axis(&mut svg, &f, c.y_label);
     x_axis(&mut svg, &f);
     markers(&mut svg, &f, c.markers);
@@ -272,28 +394,74 @@ pub fn line_chart(c: &LineChart) -> String {
     let solid = c.series.iter().filter(|s| !s.dashed);
     let dashed = c.series.iter().filter(|s| s.dashed);
     for s in solid.chain(dashed) {
-        let style = if s.dashed {
-            r#" stroke-width="1.3" stroke-dasharray="6,3""#
-        } else {
-            r#" stroke-width="2.4" stroke-opacity="0.8""#
-        };
+        polyline(&mut svg, &f, s);
+    }
+    svg.push_str(&legend);
+    svg.push_str("</svg>");
+    svg
+}
+
+/// An SVG chart of stacked areas with lines over them. Values that are not finite count as
+/// zero in the stack.
+pub fn stacked_chart(c: &StackedChart) -> String {
+    let n = c.x.len();
+    // The running sums: tops[i][j] is the top of area i at x[j].
+    let mut tops: Vec<Vec<f64>> = Vec::with_capacity(c.areas.len());
+    for area in &c.areas {
+        let below = tops.last();
+        let top: Vec<f64> = (0..n)
+            .map(|j| {
+                let v = area.values.get(j).copied().filter(|v| v.is_finite());
+                below.map_or(0.0, |b| b[j]) + v.unwrap_or(0.0)
+            })
+            .collect();
+        tops.push(top);
+    }
+    let y_max = tops
+        .last()
+        .into_iter()
+        .flatten()
+        .copied()
+        .chain(c.lines.iter().flat_map(|s| s.points.iter().map(|p| p.1)))
+        .filter(|y| y.is_finite())
+        .fold(0.0, f64::max);
+    let keys: Vec<Key> = c
+        .areas
+        .iter()
+        .map(|a| Key::Area {
+            label: &a.label,
+            color: a.color,
+        })
+        .chain(line_keys(&c.lines))
+        .collect();
+    let (legend, rows) = legend(&keys);
+    let (f, mut svg) = open(c.x_range, y_max, c.height, rows);
+    y_axis(&mut svg, &f, c.y_label);
+    x_axis(&mut svg, &f);
+    let x: Vec<f64> = c.x.iter().map(|x| f.px(*x)).collect();
+    for (i, area) in c.areas.iter().enumerate() {
         let _ = write!(
             svg,
-            r#"<polyline fill="none" stroke="{}"{style} points=""#,
-            s.color
+            r#"<polygon fill="{}" fill-opacity="0.75" stroke="none" points=""#,
+            area.color
         );
-        for (i, (x, y)) in s.points.iter().enumerate() {
-            if !(x.is_finite() && y.is_finite()) {
-                continue;
-            }
-            if i > 0 {
+        for j in 0..n {
+            if j > 0 {
                 svg.push(' ');
             }
-            let _ = write!(svg, "{:.1},{:.1}", f.px(*x), f.py(*y));
+            let _ = write!(svg, "{:.1},{:.1}", x[j], f.py(tops[i][j]));
+        }
+        for j in (0..n).rev() {
+            let bottom = if i == 0 { 0.0 } else { tops[i - 1][j] };
+            let _ = write!(svg, " {:.1},{:.1}", x[j], f.py(bottom));
         }
         svg.push_str(r#""/>"#);
     }
-    legend(&mut svg, &c.series);
+    markers(&mut svg, &f, c.markers);
+    for s in &c.lines {
+        polyline(&mut svg, &f, s);
+    }
+    svg.push_str(&legend);
     svg.push_str("</svg>");
     svg
 }
@@ -322,6 +490,7 @@ pub fn state_band(
         x0,
         x1,
         y1: 1.0,
+        top: TOP,
         height,
     };
     let mut svg = String::new();
@@ -490,6 +659,120 @@ mod tests {
         assert!(solid < dashed, "the dashed line must come later, on top");
     }
 
+    fn series(label: &str, color: &'static str, dashed: bool) -> Series {
+        Series {
+            label: label.into(),
+            color,
+            dashed,
+            points: vec![(0.0, 1.0), (10.0, 2.0)],
+        }
+    }
+
+    /// The `height` attribute of the chart's `<svg>`.
+    fn svg_height(svg: &str) -> f64 {
+        let h = &svg[svg.find("height=\"").unwrap() + 8..];
+        h[..h.find('"').unwrap()].parse().unwrap()
+    }
+
+    #[test]
+    fn a_long_legend_wraps_into_rows_and_the_chart_grows_to_keep_its_plot() {
+        let short = line_chart(&LineChart {
+            y_label: "MB",
+            x_range: (0.0, 10.0),
+            height: 200.0,
+            series: vec![series("a", "#111", false)],
+            markers: &[],
+        });
+        let many: Vec<Series> = (0..8)
+            .map(|i| series(&format!("tenant-number-{i} allocated"), "#222", i % 2 == 1))
+            .collect();
+        let long = line_chart(&LineChart {
+            y_label: "MB",
+            x_range: (0.0, 10.0),
+            height: 200.0,
+            series: many,
+            markers: &[],
+        });
+        assert_eq!(svg_height(&short), 200.0);
+        // 8 entries of about 230 px in 740 px: 3 to a row, 3 rows.
+        assert_eq!(svg_height(&long), 200.0 + 2.0 * LEGEND_ROW);
+        // The y of each legend label.
+        let text_ys: Vec<&str> = long
+            .split("<text ")
+            .skip(1)
+            .filter(|t| t[t.find('>').unwrap()..].starts_with(">tenant-number"))
+            .map(|t| {
+                let y = &t[t.find("y=\"").unwrap() + 3..];
+                &y[..y.find('"').unwrap()]
+            })
+            .collect();
+        assert_eq!(text_ys.len(), 8);
+        let mut rows = text_ys.clone();
+        rows.dedup();
+        assert_eq!(rows.len(), 3, "{text_ys:?}");
+    }
+
+    #[test]
+    fn stacked_areas_sit_on_each_other_under_the_lines() {
+        let c = StackedChart {
+            y_label: "MB",
+            x_range: (0.0, 2.0),
+            height: 200.0,
+            x: vec![0.0, 1.0, 2.0],
+            areas: vec![
+                Area {
+                    label: "allocated".into(),
+                    color: "#1f77b4",
+                    values: vec![10.0, 10.0, 10.0],
+                },
+                Area {
+                    label: "balloon".into(),
+                    color: "#ff7f0e",
+                    values: vec![0.0, 5.0, f64::NAN],
+                },
+            ],
+            lines: vec![Series {
+                label: "active".into(),
+                color: "#2ca02c",
+                dashed: true,
+                points: vec![(0.0, 4.0), (2.0, 4.0)],
+            }],
+            markers: &[],
+        };
+        let svg = stacked_chart(&c);
+        assert_eq!(svg.matches("<polygon").count(), 2);
+        let polygon = |n: usize| {
+            let p = svg.split("<polygon").nth(n).unwrap();
+            let pts = &p[p.find("points=\"").unwrap() + 8..];
+            pts[..pts.find('"').unwrap()]
+                .split(' ')
+                .map(|xy| xy.split(',').nth(1).unwrap().parse::<f64>().unwrap())
+                .collect::<Vec<f64>>()
+        };
+        // The balloon's bottom edge (right to left) is the allocation's top edge (left to
+        // right) reversed; a value that is not a number stacks as zero.
+        let (low, high) = (polygon(1), polygon(2));
+        let mut top_of_low = low[..3].to_vec();
+        top_of_low.reverse();
+        assert_eq!(high[3..], top_of_low[..]);
+        assert_eq!(high[2], low[2]);
+        assert!(
+            high[1] < low[1],
+            "5 MB of balloon above the allocation at x = 1"
+        );
+        let line = svg.find("<polyline").unwrap();
+        assert!(
+            svg.rfind("<polygon").unwrap() < line,
+            "lines over the areas"
+        );
+        assert_eq!(
+            svg.matches("<rect").count(),
+            2,
+            "a swatch in the legend per area"
+        );
+        assert!(!svg.contains("NaN"));
+    }
+
     #[test]
     fn charts_of_empty_or_flat_data_do_not_divide_by_zero() {
         let c = LineChart {
@@ -500,6 +783,20 @@ mod tests {
             markers: &[],
         };
         assert!(!line_chart(&c).contains("NaN"));
+        let stacked = StackedChart {
+            y_label: "MB",
+            x_range: (0.0, 0.0),
+            height: 200.0,
+            x: vec![],
+            areas: vec![Area {
+                label: "allocated".into(),
+                color: "#000",
+                values: vec![],
+            }],
+            lines: vec![],
+            markers: &[],
+        };
+        assert!(!stacked_chart(&stacked).contains("NaN"));
         assert!(!state_band(&[], 0.0, (0.0, 0.0), &[]).contains("NaN"));
     }
 

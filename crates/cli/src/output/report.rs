@@ -1,4 +1,10 @@
-//! report.html: a self-contained page (inline CSS and SVG, no scripts, no links out) with the summary table, the host's reclamation states and per-tenant charts of allocated, target, active estimate and working set over time.
+//! report.html: a self-contained page (inline CSS and SVG, no scripts, no links out) with the summary table, the host's reclamation states, free memory and the memory of all tenants stacked, the compared tenants in one chart, and per-tenant charts of allocated, target, active estimate and working set over time.
+//!
+//! Like the ESX paper's figures: the host's memory of all tenants summed and stacked —
+//! allocated, ballooned, host-swapped, with the active estimate and machine memory over them —
+//! as Fig. 8(b) (whose fifth metric, shared memory, joins when memtide shares pages); and the
+//! tenants a scenario compares, when it has two to four, in one chart, each tenant one colour,
+//! its allocation solid and its estimate dashed, as Fig. 7.
 //!
 //! The charts' data is gathered as the run goes ([`Charts`]) in bounded memory: every series
 //! is a [`BoundedSeries`] of at most [`BUCKETS`] buckets (so at most twice as many points
@@ -9,7 +15,10 @@
 
 use super::summary::{Summary, TenantSummary};
 use crate::record::{Run, RunRecord, TickRecord};
-use memtide_chart::{self as chart, escape, BoundedSeries, LineChart, Marker, Series, StateRuns};
+use memtide_chart::{
+    self as chart, escape, Area, BoundedMeans, BoundedSeries, LineChart, Marker, Series,
+    StackedChart, StateRuns,
+};
 use memtide_model::{Bytes, ReclamationState, TenantId};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -24,11 +33,24 @@ pub const CHARTED_TENANTS: usize = 32;
 /// Runs of reclamation state kept for the band.
 const STATE_RUNS: usize = 1024;
 
+/// The most tenants drawn together in one chart, each in its own colour.
+const COMPARED: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
+
+/// The columns of the memory of all tenants, summed over them each tick.
+const ALLOCATED: usize = 0;
+const BALLOON: usize = 1;
+const HOST_SWAPPED: usize = 2;
+const ESTIMATE: usize = 3;
+const MACHINE: usize = 4;
+const HOST_COLUMNS: usize = 5;
+
 /// What the charts draw, gathered tick by tick in bounded memory.
 pub struct Charts {
     states: StateRuns,
     free: BoundedSeries,
     budget: BoundedSeries,
+    /// The memory of all tenants (columns `ALLOCATED` ... `MACHINE`).
+    all: BoundedMeans,
     tick_s: f64,
     /// The charted tenants' series.
     tenants: BTreeMap<TenantId, TenantSeries>,
@@ -62,6 +84,7 @@ impl Charts {
             states: StateRuns::new(STATE_RUNS),
             free: BoundedSeries::new(BUCKETS),
             budget: BoundedSeries::new(BUCKETS),
+            all: BoundedMeans::new(HOST_COLUMNS, BUCKETS),
             tick_s: run.tick_s,
             tenants: run
                 .tenants
@@ -87,7 +110,13 @@ impl Charts {
         self.states.push(x, self.tick_s, tick.state);
         self.free.push(x, tick.free.as_mib_f64());
         self.budget.push(x, tick.budget.as_mib_f64());
+        let mut all = [0.0; HOST_COLUMNS];
+        all[MACHINE] = tick.machine.as_mib_f64();
         for row in &tick.rows {
+            all[ALLOCATED] += row.allocated.as_mib_f64();
+            all[BALLOON] += row.balloon.as_mib_f64();
+            all[HOST_SWAPPED] += row.host_swapped.as_mib_f64();
+            all[ESTIMATE] += row.active_estimate.as_mib_f64();
             if let Some(t) = self.tenants.get_mut(&row.tenant) {
                 t.allocated.push(x, row.allocated.as_mib_f64());
                 t.target.push(x, row.target.as_mib_f64());
@@ -97,6 +126,7 @@ impl Charts {
                 t.throughput.push(x, row.throughput.unwrap_or(0.0));
             }
         }
+        self.all.push(x, &all);
     }
 }
 
@@ -161,7 +191,9 @@ pub fn render(run: &Run, summary: &Summary, charts: &Charts) -> String {
     html.push_str("<h2>Host</h2>\n");
     host_section(&mut html, charts, summary, &markers, x_range);
 
-    html.push_str("<h2>Tenants</h2>\n<p class=\"note\">Memory in MB over simulated seconds: allocated (machine memory held), target (the policy's), active estimate (the estimator's) and the workload's true working set. Dashed vertical lines are scenario events.</p>\n");
+    html.push_str("<h2>Tenants</h2>\n");
+    compared_section(&mut html, run, charts, &markers, x_range);
+    html.push_str("<p class=\"note\">Each tenant's memory in MB over simulated seconds: allocated (machine memory held), target (the policy's), active estimate (the estimator's) and the workload's true working set. Dashed vertical lines are scenario events.</p>\n");
     for (meta, t) in run.tenants.iter().zip(&summary.tenants) {
         if let Some(series) = charts.tenants.get(&meta.id) {
             tenant_section(&mut html, series, t, &markers, x_range);
@@ -322,6 +354,99 @@ fn host_section(
         markers,
     }));
     html.push('\n');
+    all_tenants_section(html, charts, markers, x_range);
+}
+
+/// The memory of all tenants, summed, stacked (ESX Fig. 8(b)).
+fn all_tenants_section(
+    html: &mut String,
+    charts: &Charts,
+    markers: &[Marker],
+    x_range: (f64, f64),
+) {
+    html.push_str("<h3>Memory of all tenants</h3>\n");
+    let all = &charts.all;
+    let area = |label: &str, color, column| Area {
+        label: label.into(),
+        color,
+        values: all.column(column),
+    };
+    html.push_str(&chart::stacked_chart(&StackedChart {
+        y_label: "MB",
+        x_range,
+        height: 260.0,
+        x: all.x(),
+        areas: vec![
+            area("allocated", "#1f77b4", ALLOCATED),
+            area("balloon", "#ff7f0e", BALLOON),
+            area("host-swapped", "#d62728", HOST_SWAPPED),
+        ],
+        lines: vec![
+            Series {
+                label: "active estimate".into(),
+                color: "#2ca02c",
+                dashed: true,
+                points: all.points(ESTIMATE),
+            },
+            Series {
+                label: "machine memory".into(),
+                color: "#7f7f7f",
+                dashed: true,
+                points: all.points(MACHINE),
+            },
+        ],
+        markers,
+    }));
+    html.push('\n');
+    let _ = writeln!(
+        html,
+        "<p class=\"note\">Summed over every running tenant and stacked, like the ESX paper's Fig. 8(b): machine memory the tenants hold, memory their balloons took back, and memory the host paged out to its swap; the sum of their active estimates and the host's machine memory drawn over them. Shared memory, the figure's fifth metric, joins this chart when memtide shares pages. In a run longer than {BUCKETS} ticks each point is the mean over the ticks it stands for.</p>"
+    );
+}
+
+/// The tenants compared: when two to four ran, their allocations (solid) and active
+/// estimates (dashed) in one chart, a colour each (ESX Fig. 7).
+fn compared_section(
+    html: &mut String,
+    run: &Run,
+    charts: &Charts,
+    markers: &[Marker],
+    x_range: (f64, f64),
+) {
+    let ran: Vec<(&str, &TenantSeries)> = run
+        .tenants
+        .iter()
+        .filter_map(|t| charts.tenants.get(&t.id).map(|s| (t.name.as_str(), s)))
+        .filter(|(_, s)| !s.allocated.is_empty())
+        .collect();
+    if !(2..=COMPARED.len()).contains(&ran.len()) {
+        return;
+    }
+    html.push_str("<h3>Compared</h3>\n");
+    let mut series = Vec::with_capacity(2 * ran.len());
+    for ((name, s), color) in ran.iter().zip(COMPARED) {
+        series.push(Series {
+            label: format!("{name} allocated"),
+            color,
+            dashed: false,
+            points: s.allocated.points(),
+        });
+        series.push(Series {
+            label: format!("{name} estimate"),
+            color,
+            dashed: true,
+            points: s.estimate.points(),
+        });
+    }
+    html.push_str(&chart::line_chart(&LineChart {
+        y_label: "MB",
+        x_range,
+        height: 260.0,
+        series,
+        markers,
+    }));
+    html.push('\n');
+    html.push_str("<p class=\"note\">Every tenant in one chart, like the ESX paper's Fig. 7: each tenant's allocation (machine memory held) solid and its active estimate dashed, in the tenant's colour.</p>\n");
 }
 
 fn tenant_section(
@@ -479,8 +604,9 @@ mod tests {
     #[test]
     fn report_has_a_memory_chart_per_tenant() {
         let html = page();
-        // Host: state band + free memory; a and b: memory + throughput; c: memory only.
-        assert_eq!(html.matches("<svg").count(), 2 + 2 + 2 + 1);
+        // Host: state band, free memory, all tenants; a and b compared; a and b: memory +
+        // throughput; c: memory only.
+        assert_eq!(html.matches("<svg").count(), 3 + 1 + 2 + 2 + 1);
         for name in ["<h3>a ", "<h3>b, &lt;web&gt; ", "<h3>c "] {
             assert!(html.contains(name), "{name} missing");
         }
@@ -510,11 +636,15 @@ mod tests {
         assert!(html.contains("class=\"event\""), "event marker drawn");
     }
 
-    /// The number of points of the longest line in `html`.
+    /// The number of points of the longest line in `html` (an area's outline counts its two
+    /// edges' points).
     fn longest_line(html: &str) -> usize {
-        html.split("points=\"")
+        html.split("<polyline")
             .skip(1)
-            .map(|s| s.split('"').next().unwrap().split(' ').count())
+            .map(|s| {
+                let points = &s[s.find("points=\"").unwrap() + 8..];
+                points[..points.find('"').unwrap()].split(' ').count()
+            })
             .max()
             .unwrap()
     }
@@ -532,8 +662,15 @@ mod tests {
             })
             .collect();
         r.run.duration_s = 50_000.0;
-        let longest = longest_line(&page_of(&r));
+        let html = page_of(&r);
+        let longest = longest_line(&html);
         assert!(longest <= 2 * BUCKETS, "{longest} points in one series");
+        // The stacked areas: a point per bucket along each edge.
+        for area in html.split("<polygon").skip(1) {
+            let points = &area[area.find("points=\"").unwrap() + 8..];
+            let n = points[..points.find('"').unwrap()].split(' ').count();
+            assert!(n <= 2 * BUCKETS, "{n} points in one area");
+        }
         // A run shorter than the buckets is drawn point for point.
         r.ticks.truncate(300);
         r.run.duration_s = 300.0;
@@ -566,8 +703,9 @@ mod tests {
         let charts = Charts::of(&r);
         assert_eq!(charts.tenants.len(), CHARTED_TENANTS);
         let html = render(&r, &summarize(&r), &charts);
-        // Host: band + free; each charted tenant: memory + throughput.
-        assert_eq!(html.matches("<svg").count(), 2 + 2 * CHARTED_TENANTS);
+        // Host: band, free, all tenants; no comparison of 37; each charted tenant: memory +
+        // throughput.
+        assert_eq!(html.matches("<svg").count(), 3 + 2 * CHARTED_TENANTS);
         assert!(html.contains("<h3>t31 ") && !html.contains("<h3>t32 "));
         assert!(html.contains("the 5 others are in the summary table"));
         // ... and the summary table has every tenant.
