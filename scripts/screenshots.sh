@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Remakes docs/screenshots/: runs every shipped scenario (each variant of those that have
+# variants; not bench-16vm-1h, a benchmark rather than a paper's experiment) and photographs its
+# report.html in headless Chromium, 1200 px wide and the page's full height, colours reduced so
+# a PNG stays small.
+#
+# Needs: a release build's memtide (built here if missing), Debian's chromium and ImageMagick
+# (apt-get install chromium imagemagick). Usage: scripts/screenshots.sh [SCENARIO ...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+for tool in chromium convert; do
+  command -v "$tool" >/dev/null || { echo "screenshots: $tool not found (apt-get install chromium imagemagick)" >&2; exit 2; }
+done
+memtide=target/release/memtide
+[ -x "$memtide" ] || cargo build --release --quiet
+dest=docs/screenshots
+mkdir -p "$dest"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+if [ $# -gt 0 ]; then
+  scenarios=("$@")
+else
+  scenarios=()
+  for f in scenarios/*.toml; do
+    [ "$(basename "$f")" = bench-16vm-1h.toml ] || scenarios+=("$f")
+  done
+fi
+
+# A window taller than any of these pages; the blank below the page is cut off.
+width=1200
+tall=12000
+
+shoot() { # report.html -> png
+  local html=$1 png=$2
+  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars \
+    --user-data-dir="$work/profile" --window-size="$width,$tall" \
+    --screenshot="$work/full.png" "file://$html" >/dev/null 2>&1
+  # The bottom of what is drawn (the page's white background trimmed away), plus a margin.
+  local box bottom
+  box=$(convert "$work/full.png" -trim -format '%h %Y' info:)
+  bottom=$(( ${box% *} + ${box#* } + 24 ))
+  convert "$work/full.png" -crop "${width}x${bottom}+0+0" +repage -colors 64 -strip "$png"
+  echo "$png: $(identify -format '%wx%h' "$png"), $(( $(stat -c %s "$png") / 1024 )) KiB"
+}
+
+for f in "${scenarios[@]}"; do
+  name=$(basename "$f" .toml)
+  "$memtide" sim "$f" --out "$work/$name" >/dev/null
+  if [ -f "$work/$name/report.html" ]; then
+    shoot "$work/$name/report.html" "$dest/$name.png"
+  else
+    for dir in "$work/$name"/*/; do
+      variant=$(basename "$dir")
+      shoot "$dir/report.html" "$dest/$name-$variant.png"
+    done
+  fi
+done
