@@ -4,6 +4,7 @@
 
 use memtide_cli::record::{RunRecord, TenantRow};
 use memtide_cli::run;
+use memtide_model::Bytes;
 use std::path::PathBuf;
 
 pub fn scenario_path(file: &str) -> PathBuf {
@@ -117,6 +118,32 @@ pub fn converged_s(record: &RunRecord, name: &str) -> Option<f64> {
         .unwrap_or_else(|| panic!("no tenant {name}"))
         .figures
         .and_then(|f| f.converged_s)
+}
+
+/// Like the summary's `converged_s`, over [from_s, to_s) only: the earliest time in it from
+/// which the tenant's allocation and target both stay within [low, high] x its working set
+/// until `to_s`.
+pub fn converged_between(
+    record: &RunRecord,
+    name: &str,
+    (low, high): (f64, f64),
+    from_s: f64,
+    to_s: f64,
+) -> Option<f64> {
+    let mut since = None;
+    for (t, r) in rows(record, name, from_s, to_s) {
+        let ws = r.working_set.map_or(0.0, Bytes::as_mib_f64);
+        let inside = |m: f64| m >= low * ws && m <= high * ws;
+        match (
+            inside(r.allocated.as_mib_f64()) && inside(r.target.as_mib_f64()),
+            since,
+        ) {
+            (true, None) => since = Some(t),
+            (false, _) => since = None,
+            _ => {}
+        }
+    }
+    since
 }
 
 /// Degradation of a tenant against the run's baseline: 1 - mean throughput / baseline throughput.

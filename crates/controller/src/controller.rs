@@ -359,7 +359,8 @@ impl Controller {
                 min,
                 ceiling,
                 shares: s.shares,
-                active,
+                // The tax charges for what the estimator cannot rule out being active.
+                active: s.estimator.active_bound(),
             });
             pending.push(Pending {
                 at: next,

@@ -209,10 +209,12 @@ impl fmt::Display for LimitNote {
 /// An estimator's state, as it stood when the decision was taken.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum EstimateNote {
-    /// ESX sampling; EWMAs as fractions, `None` before they have a value. `measured` is false
+    /// ESX sampling; EWMAs as fractions, `None` before they have a value. `bound` is the upper
+    /// confidence bound of the estimate, what the idle tax charges for. `measured` is false
     /// while no sampling counts ever arrived (the tenant counts as fully active).
     Sampling {
         estimate: Pages,
+        bound: Pages,
         measured: bool,
         slow: Option<f64>,
         fast: Option<f64>,
@@ -347,13 +349,14 @@ impl fmt::Display for EstimateNote {
             } => write!(f, "sampling unmeasured est={estimate} (max)"),
             EstimateNote::Sampling {
                 estimate,
+                bound,
                 slow,
                 fast,
                 partial,
                 ..
             } => write!(
                 f,
-                "sampling est={estimate} slow={} fast={} partial={}",
+                "sampling est={estimate} bound={bound} slow={} fast={} partial={}",
                 Fraction(slow),
                 Fraction(fast),
                 Fraction(partial)
@@ -554,6 +557,7 @@ mod tests {
     fn estimate_notes_name_their_estimator() {
         let s = EstimateNote::Sampling {
             estimate: Pages::from_mib(100),
+            bound: Pages::from_mib(120),
             measured: true,
             slow: Some(0.5),
             fast: None,
@@ -561,7 +565,7 @@ mod tests {
         };
         assert_eq!(
             s.to_string(),
-            "sampling est=100.0 MiB slow=0.50 fast=- partial=0.25"
+            "sampling est=100.0 MiB bound=120.0 MiB slow=0.50 fast=- partial=0.25"
         );
         let c = EstimateNote::Committed {
             estimate: Pages::from_mib(64),

@@ -48,7 +48,8 @@ pub struct AllocationRequest {
     /// Highest target the tenant may get: its max, or lower when capped at its estimate.
     pub ceiling: Pages,
     pub shares: u64,
-    /// Active estimate (working set) in pages.
+    /// Active pages the tax charges for: the estimate of the working set, or an upper
+    /// confidence bound of it where the estimate is statistical (sampling).
     pub active: Pages,
 }
 

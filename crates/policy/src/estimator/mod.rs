@@ -98,6 +98,18 @@ impl ActiveEstimator {
         }
     }
 
+    /// The active memory the idle memory tax charges for: sampling's upper confidence bound
+    /// of its estimate (see `sampling`), the estimate itself for TWS and committed, which do
+    /// not sample.
+    #[inline]
+    pub fn active_bound(&self) -> Pages {
+        match self {
+            ActiveEstimator::Sampling(e) => e.active_bound(),
+            ActiveEstimator::WorkingSet(e) => e.estimate(),
+            ActiveEstimator::Committed(e) => e.estimate(),
+        }
+    }
+
     /// Where the estimate may cap the target: the estimate plus any headroom the estimator needs.
     #[inline]
     pub fn ceiling(&self) -> Pages {
@@ -161,6 +173,7 @@ mod tests {
         assert_eq!(got, Pages::from_mib(300));
         assert_eq!(committed.estimate(), got);
         assert_eq!(committed.ceiling(), got);
+        assert_eq!(committed.active_bound(), got);
         assert!(committed.describe().starts_with("committed"));
 
         let mut tws =
@@ -179,6 +192,7 @@ mod tests {
             Pages::from_mib(1024)
         );
         assert_eq!(sampling.ceiling(), Pages::from_mib(1024));
+        assert_eq!(sampling.active_bound(), Pages::from_mib(1024));
         assert!(sampling.describe().starts_with("sampling"));
     }
 }
