@@ -25,10 +25,11 @@ pub struct SamplingConfig {
     pub slow_gain: f64,
     /// Gain of the fast EWMA, applied once per period (0 < gain <= 1).
     pub fast_gain: f64,
-    /// Fraction added on top of the estimate when it caps the target (`cap_at_estimate`),
-    /// after a period in which the tenant faulted: sampling cannot see demand beyond what the
-    /// tenant already holds, so a capped tenant short of memory needs room to show more. After
-    /// a period without faults the cap is the estimate's upper confidence bound.
+    /// The largest rise of the cap when the estimate caps the target (`cap_at_estimate`), as a
+    /// fraction of what the tenant holds: sampling cannot see demand beyond what the tenant
+    /// already holds, so a capped tenant that faults at its cap gets room to show more (a
+    /// quarter of this, then half, then all of it in consecutive periods). Without faults the
+    /// cap falls to the estimate's upper confidence bound.
     pub headroom: f64,
 }
 

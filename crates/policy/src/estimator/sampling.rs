@@ -24,17 +24,27 @@
 //!
 //! **The ceiling** (what caps the target when the tenant's `cap_at_estimate` is on). Sampling
 //! cannot see demand beyond what a tenant holds: a tenant short of memory touches all it holds
-//! and looks exactly as big as its allocation. So the ceiling moves once per completed period,
-//! with headroom only where the tenant needs it:
-//! - after a period in which the tenant faulted (guest swap-ins or page-cache refaults: it
-//!   wanted memory it did not hold), or when the world counts neither, it is the completed
-//!   periods' estimate (max of slow and fast) times `1 + headroom`: a short tenant grows by
-//!   half its estimate per period at the default headroom;
-//! - after a period without faults it is the completed periods' upper bound (the larger of the
-//!   slow and fast averages' bounds): a tenant with memory to spare comes down to what it
-//!   touches, its working set, plus the sampling's own uncertainty, as fast as the slow
-//!   average lets the estimate fall. Estimate + 50% regardless kept a tenant whose working
-//!   set had shrunk at 1.4 to 1.6 times it for good (`scenarios/sampling-convergence.toml`).
+//! and looks exactly as big as its allocation. Faults can: a tenant that swaps in or refaults
+//! while it holds its ceiling wants memory it does not hold. So sampling brings the ceiling
+//! down and faults take it up:
+//! - at the first tick of a period at which the tenant faults while holding (99% of) its
+//!   ceiling, the ceiling rises to what it holds plus a step: a quarter of `headroom`, then
+//!   half, then all of it in consecutive periods with such a rise (12.5%, 25%, 50% at the
+//!   default): a tenant squeezed a little below its working set by the noise gets a little
+//!   back, one short of much memory grows by half of what it holds per period from the
+//!   third;
+//! - at the end of a period without such a rise, the ceiling falls to the completed periods'
+//!   upper bound (the larger of the slow and fast averages' bounds) if that is lower; it never
+//!   rises without faults. So a tenant with memory to spare comes down to what it touches, as
+//!   fast as the slow average lets the estimate fall, and stays there: its target ends just
+//!   above its working set plus the unseen memory it needs (a guest kernel; 0-12% above that
+//!   in `scenarios/sampling-convergence.toml`), rising a step where the bound's noise cuts
+//!   into that. Estimate + 50% regardless kept a tenant whose working set had shrunk at 1.4
+//!   to 1.6 times it for good.
+//!
+//! Where the world counts no faults at all, the ceiling is as before: the completed periods'
+//! estimate times `1 + headroom`, set once per completed period. Before the first completed
+//! period (and any rise) it is what the tenant holds.
 //!
 //! **Cost.** O(1) per update: one square root per tick for the partial average's bound, two
 //! more per completed period.
@@ -58,17 +68,19 @@ pub struct SamplingEstimator {
     /// The configured EWMA gains, each within [0, 1] (see `sane_gain`).
     slow_gain: f64,
     fast_gain: f64,
-    /// The ceiling's factor over the completed periods' estimate while the tenant is short of
-    /// memory: 1 + headroom.
+    /// The configured headroom (see `sane_headroom`): the largest rise of the ceiling.
     headroom: f64,
     /// Pages sampled per period: the sample size of an estimate resumed across a restart.
     sample_pages: u32,
-    /// Whether the tenant faulted in the current period: `None` while the world has reported
-    /// no fault counts in it.
-    period_faulted: Option<bool>,
-    /// The last completed period found the tenant short of memory (it faulted, or faults are
-    /// not counted): the ceiling then has headroom.
-    short: bool,
+    /// The latest observation carried fault counts (swap-ins or refaults).
+    counts_faults: bool,
+    /// The ceiling rose in the current period (it rises at most once a period).
+    raised: bool,
+    /// Consecutive periods, up to the one just completed, in which the ceiling rose.
+    rises: u8,
+    /// The ceiling as a fraction of max; `None` before the first completed period and rise,
+    /// when the ceiling is what the tenant holds (or max while it is unmeasured).
+    cap: Option<f64>,
     /// The slow and fast EWMAs of completed periods' fractions; `None` before the first
     /// completed period.
     completed: Option<Completed>,
@@ -144,10 +156,12 @@ impl SamplingEstimator {
         SamplingEstimator {
             slow_gain: sane_gain(config.slow_gain),
             fast_gain: sane_gain(config.fast_gain),
-            headroom: 1.0 + sane_headroom(config.headroom),
+            headroom: sane_headroom(config.headroom),
             sample_pages: config.sample_pages.max(1),
-            period_faulted: None,
-            short: true,
+            counts_faults: false,
+            raised: false,
+            rises: 0,
+            cap: None,
             completed: None,
             partial: None,
             applied_completion: None,
@@ -166,38 +180,42 @@ impl SamplingEstimator {
         let f = (estimate.0 as f64 / max.0 as f64).clamp(0.0, 1.0);
         let one = Average::first(f, self.sample_pages);
         self.completed = Some(Completed::new(one, one));
+        self.cap = Some(f * (1.0 + self.headroom));
     }
 
     /// Feeds one observation and returns the new estimate.
     pub fn update(&mut self, input: &EstimatorInput) -> Pages {
         let obs = input.obs;
-        // The faults an observation reports happened in the tick before it: in the period
-        // that observation may report completed, so they are counted before the completion.
-        if obs.swap_ins.is_some() || obs.refaults.is_some() {
-            let faulted = obs.swap_ins.unwrap_or(0) > 0 || obs.refaults.unwrap_or(0) > 0;
-            self.period_faulted = Some(faulted || self.period_faulted == Some(true));
+        let max = input.max;
+        // The faults an observation reports happened in the tick before it, under the
+        // ceiling then in force and in the period the observation may report completed: they
+        // are weighed before the completion.
+        self.counts_faults = obs.swap_ins.is_some() || obs.refaults.is_some();
+        let faulted = obs.swap_ins.unwrap_or(0) > 0 || obs.refaults.unwrap_or(0) > 0;
+        let at_ceiling = obs.allocated.0 as f64 >= 0.99 * self.ceiling.0 as f64;
+        let measured = self.fraction().is_some();
+        if faulted && at_ceiling && measured && !self.raised && max.0 > 0 {
+            let step = self.headroom * f64::from(1u8 << self.rises.min(2)) / 4.0;
+            let held = obs.allocated.0 as f64 / max.0 as f64;
+            self.cap = Some(held * (1.0 + step));
+            self.raised = true;
         }
         if let Some(sample) = &obs.sample {
             self.absorb(sample);
         }
         let fraction = self.fraction();
         (self.estimate, self.bound) = match fraction {
-            Some(f) => (input.max.scale(f), input.max.scale(self.upper())),
-            None => (input.max, input.max),
+            Some(f) => (max.scale(f), max.scale(self.upper())),
+            None => (max, max),
         };
-        self.estimate = self.estimate.min(input.max);
-        self.bound = self.bound.min(input.max);
-        // The ceiling moves once per completed period (slow and fast EWMAs only): letting the
-        // partial average raise it would compound within a period as the tenant grows into
-        // each new ceiling. Before the first completed period nothing is known: hold what the
-        // tenant holds.
-        self.ceiling = match &self.completed {
-            Some(c) if self.short => input.max.scale(c.value() * self.headroom),
-            Some(c) => input.max.scale(c.upper),
+        self.estimate = self.estimate.min(max);
+        self.bound = self.bound.min(max);
+        self.ceiling = match self.cap {
+            Some(f) => max.scale(f),
             None if fraction.is_some() => obs.allocated,
-            None => input.max,
+            None => max,
         }
-        .min(input.max);
+        .min(max);
         self.estimate
     }
 
@@ -212,10 +230,10 @@ impl SamplingEstimator {
         self.bound
     }
 
-    /// What caps the target under `cap_at_estimate`, at most max: after a completed period in
-    /// which the tenant faulted (or faults are not counted), the completed periods' estimate
-    /// plus `headroom`; after one without faults, their upper bound. Before the first
-    /// completed period it is what the tenant holds.
+    /// What caps the target under `cap_at_estimate`, at most max: raised by faults at the
+    /// ceiling, lowered to the completed periods' upper bound after a period without a rise
+    /// (see the module documentation). Before the first completed period and rise it is what
+    /// the tenant holds.
     pub fn ceiling(&self) -> Pages {
         self.ceiling
     }
@@ -246,6 +264,24 @@ impl SamplingEstimator {
         }
     }
 
+    /// The ceiling at the end of a period: it falls to the completed periods' upper bound
+    /// unless it rose in the period; without fault counts it is their estimate + headroom.
+    fn end_period(&mut self) {
+        let Some(c) = self.completed else {
+            return;
+        };
+        if !self.counts_faults {
+            self.cap = Some(c.value() * (1.0 + self.headroom));
+        } else if self.raised {
+            self.rises = self.rises.saturating_add(1);
+        } else {
+            self.rises = 0;
+            // Before the first completed period the ceiling only stood in for a measurement.
+            self.cap = Some(self.cap.map_or(c.upper, |cap| cap.min(c.upper)));
+        }
+        self.raised = false;
+    }
+
     fn absorb(&mut self, sample: &SampleCounts) {
         if let Some(done) = sample.completed {
             let fresh = self.applied_completion != Some(sample.period);
@@ -259,11 +295,9 @@ impl SamplingEstimator {
                     }
                     None => Completed::new(Average::first(f, n), Average::first(f, n)),
                 });
-                // The partial average belonged to the period that just ended, and so did the
-                // faults counted so far.
+                // The partial average belonged to the period that just ended.
                 self.partial = None;
-                self.short = self.period_faulted != Some(false);
-                self.period_faulted = None;
+                self.end_period();
             }
         }
         if let Some(f) = touched_fraction(sample.sampled, sample.touched) {
@@ -376,6 +410,8 @@ mod tests {
         previous: Option<CompletedSample>,
         /// Swap-ins each tick reports (`None`: the world does not count them).
         swap_ins: Option<u64>,
+        /// What the tenant holds.
+        held: Pages,
     }
 
     impl World {
@@ -386,6 +422,7 @@ mod tests {
                 now: Duration::ZERO,
                 previous: None,
                 swap_ins: None,
+                held: max(),
             }
         }
 
@@ -399,7 +436,7 @@ mod tests {
                 touched,
                 completed,
             };
-            let mut obs = TenantObservation::new(TenantId(0), max());
+            let mut obs = TenantObservation::new(TenantId(0), self.held);
             obs.sample = Some(sample);
             obs.swap_ins = self.swap_ins;
             self.est.update(&EstimatorInput {
@@ -584,7 +621,7 @@ mod tests {
     }
 
     #[test]
-    fn ceiling_moves_per_completed_period_with_headroom_up_to_max() {
+    fn without_fault_counts_the_ceiling_is_the_estimate_plus_headroom_per_period() {
         let mut est = SamplingEstimator::new(SamplingConfig::default());
         let sample = |period, touched, completed: Option<u32>| SampleCounts {
             period,
@@ -723,42 +760,92 @@ mod tests {
     }
 
     #[test]
-    fn the_ceiling_has_headroom_only_after_a_period_with_faults() {
+    fn the_ceiling_falls_to_the_bound_without_faults_and_never_rises_without_them() {
         let mut world = World::new();
         world.swap_ins = Some(0);
+        world.held = Pages::from_mib(200);
         world.period(40);
         world.tick(0, 0);
-        // No faults in the period: the completed periods' upper bound, below estimate + 50%.
-        let c = world.est.completed.unwrap();
-        assert_eq!(world.est.ceiling(), max().scale(c.upper));
-        assert!(world.est.ceiling() < max().scale(0.4 * 1.5));
-        assert!(world.est.ceiling() > max().scale(0.4));
-        // A period in which the guest swapped in (at its last tick: the observation that
-        // reports the completion carries it) leaves room to grow: estimate + 50%.
-        for tick in 1..TICKS {
-            world.tick(tick, 40);
-        }
-        world.end_period(40);
-        world.swap_ins = Some(3);
+        // The first completed period: its upper bound, above the 40% estimate.
+        let first = world.est.ceiling();
+        assert_eq!(first, max().scale(world.est.completed.unwrap().upper));
+        assert!(
+            first > max().scale(0.4) && first < max().scale(0.6),
+            "{first}"
+        );
+        // Quiet periods with more touched: the bound rises, the ceiling does not.
+        world.tick(1, 60);
+        world.end_period(60);
         world.tick(0, 0);
-        assert_eq!(world.est.ceiling(), max().scale(0.4 * 1.5));
-        // Refaults count as faults too; a quiet period takes the headroom away again.
+        assert!(world.est.completed.unwrap().upper > first.0 as f64 / max().0 as f64);
+        assert_eq!(world.est.ceiling(), first);
+        // ... fewer: it falls with the bound.
+        for _ in 0..20 {
+            world.period(20);
+        }
+        world.tick(0, 0);
+        let low = world.est.ceiling();
+        assert_eq!(low, max().scale(world.est.completed.unwrap().upper));
+        assert!(low < max().scale(0.3), "{low}");
+    }
+
+    #[test]
+    fn faults_at_the_ceiling_raise_it_by_growing_steps_once_a_period() {
+        let mut world = World::new();
+        world.swap_ins = Some(0);
+        world.period(20);
+        world.tick(0, 0);
+        let mut ceiling = world.est.ceiling();
+        // Faults while the tenant holds less than its ceiling (it is growing into it): none.
+        world.held = ceiling.scale(0.9);
+        world.swap_ins = Some(10);
+        world.tick(1, 40);
+        assert_eq!(world.est.ceiling(), ceiling);
+        // At the ceiling: what it holds + 12.5%, then no more rises in that period.
+        for (tick, step) in [(2, 0.125), (1, 0.25), (1, 0.5), (1, 0.5)] {
+            world.held = ceiling;
+            world.tick(tick, 40);
+            let raised = world.est.ceiling();
+            assert_eq!(
+                raised,
+                max().scale(ceiling.0 as f64 / max().0 as f64 * (1.0 + step))
+            );
+            world.held = raised;
+            world.tick(tick + 1, 40);
+            assert_eq!(world.est.ceiling(), raised, "a second rise in one period");
+            for t in tick + 2..TICKS {
+                world.tick(t, 40);
+            }
+            world.end_period(40);
+            world.tick(0, 0);
+            // The period ended with a rise: the ceiling stays.
+            assert_eq!(world.est.ceiling(), raised);
+            ceiling = raised;
+        }
+        // A quiet period: the steps start again from 12.5%, and the ceiling falls to the
+        // bound.
         world.swap_ins = Some(0);
         world.period(40);
         world.tick(0, 0);
-        assert!(world.est.ceiling() < max().scale(0.4 * 1.5));
-        let mut obs = TenantObservation::new(TenantId(0), max());
-        obs.refaults = Some(1);
-        obs.sample = Some(SampleCounts {
-            period: world.period,
-            sampled: 100,
-            touched: 40,
-            completed: None,
-        });
-        feed_obs(&mut world.est, &obs);
-        world.end_period(40);
-        world.tick(0, 0);
-        assert_eq!(world.est.ceiling(), max().scale(0.4 * 1.5));
+        let bound = max().scale(world.est.completed.unwrap().upper);
+        assert_eq!(world.est.ceiling(), bound.min(ceiling));
+        world.held = world.est.ceiling();
+        world.swap_ins = Some(1);
+        world.tick(1, 40);
+        assert_eq!(
+            world.est.ceiling(),
+            max().scale(world.held.0 as f64 / max().0 as f64 * 1.125)
+        );
+    }
+
+    #[test]
+    fn an_unmeasured_tenant_is_not_capped_by_its_faults() {
+        let mut est = SamplingEstimator::new(SamplingConfig::default());
+        let mut obs = TenantObservation::new(TenantId(0), Pages::from_mib(100));
+        obs.swap_ins = Some(50);
+        feed_obs(&mut est, &obs);
+        feed_obs(&mut est, &obs);
+        assert_eq!(est.ceiling(), max());
     }
 
     fn feed_obs(est: &mut SamplingEstimator, obs: &TenantObservation) -> Pages {
