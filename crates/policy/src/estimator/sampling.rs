@@ -84,8 +84,8 @@ pub struct SamplingEstimator {
     /// The slow and fast EWMAs of completed periods' fractions; `None` before the first
     /// completed period.
     completed: Option<Completed>,
-    /// Fast EWMA including the current period's counts so far.
-    partial: Option<Average>,
+    /// Fast EWMA including the current period's counts so far, with its upper bound.
+    partial: Option<Partial>,
     /// `period` of the observation whose `completed` counts were last applied, so a completion
     /// reported twice is counted once.
     applied_completion: Option<u64>,
@@ -124,6 +124,15 @@ impl Average {
     fn upper(self) -> f64 {
         wilson_upper(self.value, self.weight)
     }
+}
+
+/// The partial-period average's value and upper bound, the bound computed when the value
+/// changes (a period's counts stop changing once the pages a tenant touches have been touched:
+/// most ticks then need no square root).
+#[derive(Clone, Copy, Debug)]
+struct Partial {
+    value: f64,
+    upper: f64,
 }
 
 /// The completed periods' averages, and the larger of their upper bounds.
@@ -192,9 +201,8 @@ impl SamplingEstimator {
         // are weighed before the completion.
         self.counts_faults = obs.swap_ins.is_some() || obs.refaults.is_some();
         let faulted = obs.swap_ins.unwrap_or(0) > 0 || obs.refaults.unwrap_or(0) > 0;
-        let at_ceiling = obs.allocated.0 as f64 >= 0.99 * self.ceiling.0 as f64;
-        let measured = self.fraction().is_some();
-        if faulted && at_ceiling && measured && !self.raised && max.0 > 0 {
+        let rise = faulted && !self.raised && max.0 > 0;
+        if rise && self.fraction().is_some() && self.at_ceiling(obs.allocated) {
             let step = self.headroom * f64::from(1u8 << self.rises.min(2)) / 4.0;
             let held = obs.allocated.0 as f64 / max.0 as f64;
             self.cap = Some(held * (1.0 + step));
@@ -223,6 +231,11 @@ impl SamplingEstimator {
         self.estimate
     }
 
+    /// The tenant holds (99% of) its ceiling, or more.
+    fn at_ceiling(&self, held: Pages) -> bool {
+        held.0 as f64 >= 0.99 * self.ceiling.0 as f64
+    }
+
     /// The most active memory the samples allow at the stated confidence (see the module
     /// documentation): what the idle memory tax charges. At least the estimate, at most max;
     /// max while the tenant is unmeasured.
@@ -248,7 +261,7 @@ impl SamplingEstimator {
     /// The largest upper bound of the three averages (0 before any counts).
     fn upper(&self) -> f64 {
         let completed = self.completed.as_ref().map_or(0.0, |c| c.upper);
-        completed.max(self.partial.map_or(0.0, Average::upper))
+        completed.max(self.partial.map_or(0.0, |p| p.upper))
     }
 
     /// The estimator's state for explanations.
@@ -302,10 +315,17 @@ impl SamplingEstimator {
         }
         if let Some(f) = touched_fraction(sample.sampled, sample.touched) {
             let n = sample.sampled;
-            self.partial = Some(match self.completed {
+            let average = match self.completed {
                 Some(c) => c.fast.step(self.fast_gain, f, n),
                 None => Average::first(f, n),
-            });
+            };
+            // Within a period `n` is fixed, so an unchanged value has an unchanged bound.
+            if self.partial.map(|p| p.value) != Some(average.value) {
+                self.partial = Some(Partial {
+                    value: average.value,
+                    upper: average.upper(),
+                });
+            }
         }
     }
 }
