@@ -339,3 +339,59 @@ pub fn run_quiet(scenario: &Scenario) -> Result<RunRecord, RunError> {
 pub fn total_ticks(scenario: &Scenario) -> u64 {
     tick_count(scenario) * if scenario.baseline { 2 } else { 1 }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// One idle VM for 20 s, with a tax-rate change at 5 s.
+    fn scenario() -> Scenario {
+        let text = "duration = \"20s\"\n[host]\nmemory = \"512M\"\n[[tenants]]\nname = \"a\"\nmin = \"64M\"\nmax = \"64M\"\n[tenants.workload]\nkind = \"idle\"\n[[events]]\nat = \"5s\"\nkind = \"set_tax_rate\"\ntax_rate = 0.5\n";
+        memtide_scenario::parse_str(text, Path::new("t.toml"), &[]).unwrap()
+    }
+
+    /// Counts the ticks it is handed and keeps none; fails from tick `fail_at` on.
+    struct Count {
+        ticks: u64,
+        fail_at: u64,
+    }
+
+    impl Ticks for Count {
+        fn tick(&mut self, _tick: TickRecord) -> std::io::Result<()> {
+            self.ticks += 1;
+            if self.ticks >= self.fail_at {
+                return Err(std::io::Error::other("disk full"));
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_run_hands_every_tick_to_its_ticks_and_keeps_only_what_is_not_a_tick() {
+        let s = scenario();
+        let mut count = Count {
+            ticks: 0,
+            fail_at: u64::MAX,
+        };
+        let run = run(&s, &Progress::hidden(), &mut count).unwrap();
+        assert_eq!(count.ticks, 20);
+        assert_eq!(run.tenants.len(), 1);
+        assert_eq!(run.events.len(), 1, "{:?}", run.events);
+        assert!(run.refusals.is_empty());
+        // run_quiet keeps the same ticks in memory.
+        assert_eq!(run_quiet(&s).unwrap().ticks.len(), 20);
+    }
+
+    #[test]
+    fn ticks_that_fail_stop_the_run_with_their_error() {
+        let mut count = Count {
+            ticks: 0,
+            fail_at: 3,
+        };
+        let err = run(&scenario(), &Progress::hidden(), &mut count).unwrap_err();
+        assert_eq!(count.ticks, 3, "no tick handed on after the failure");
+        assert!(matches!(err, RunError::Output { .. }), "{err}");
+        assert!(err.to_string().contains("disk full"), "{err}");
+    }
+}
