@@ -132,7 +132,7 @@ impl Charts {
 
 const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}\
 h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.2em;margin-top:32px;border-bottom:1px solid #ddd}h3{font-size:1.05em;margin:24px 0 4px}\
-p.meta{color:#666;margin-top:0}table{border-collapse:collapse;font-size:13px;margin:8px 0}div.wide{overflow-x:auto;max-width:100%}\
+p.meta{color:#666;margin-top:0}table{border-collapse:collapse;font-size:13px;margin:8px 0}div.wide{overflow:auto;max-width:100%;max-height:40em}div.wide th{position:sticky;top:0}\
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}th{background:#f4f4f4}\
 td.l,th.l{text-align:left}tr.idle td{color:#999}\
 svg.chart{display:block;font-size:11px;margin:4px 0 8px}svg .axis-label{font-size:12px;fill:#444}\
@@ -255,7 +255,9 @@ fn opt(x: Option<f64>, decimals: usize, suffix: &str) -> String {
 }
 
 fn summary_table(html: &mut String, summary: &Summary) {
-    // Seventeen columns: wider than the page on a laptop, so the table scrolls in its own box.
+    // Seventeen columns: wider than the page on a laptop, and with thousands of tenants taller
+    // than many screens, so the table scrolls in its own box (its header row stays in view)
+    // and the charts follow it at once.
     html.push_str("<div class=\"wide\"><table>\n<tr><th class=\"l\">tenant</th><th class=\"l\">estimator</th><th>min MB</th><th>max MB</th><th>shares</th><th>mean alloc MB</th><th>mean target MB</th><th>mean estimate MB</th><th>mean WS MB</th><th>ops/s</th><th>latency ms</th><th>degradation</th><th>converged</th><th>swap-ins</th><th>refaults</th><th>host swap-ins</th><th>blocked ticks</th></tr>\n");
     for t in &summary.tenants {
         let class = if t.ran { "" } else { " class=\"idle\"" };
