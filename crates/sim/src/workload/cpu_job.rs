@@ -62,22 +62,15 @@ pub(super) fn plan(check: Check, sizes: Sizes, skew: Skew) -> Result<Plan, Workl
         )
     };
     let mut mixes = vec![(0.0, mix(ws))];
-    for (i, p) in phases.iter().enumerate() {
-        let at_field = format!("phases[{i}].at_s");
-        let last = mixes[mixes.len() - 1].0;
-        if !(p.at_s.is_finite() && p.at_s > last) {
-            return Err(check.error(&at_field, p.at_s, format!("> {last}")));
-        }
-        let field = format!("phases[{i}].working_set_mb");
-        let ws = check.size_mb(&field, p.working_set_mb)?;
+    for (i, (at_s, ws)) in check.phases(phases, Some(0.0))?.into_iter().enumerate() {
         if ws > allocated {
             return Err(check.error(
-                &field,
-                p.working_set_mb,
+                &format!("phases[{i}].working_set_mb"),
+                phases[i].working_set_mb,
                 format!("<= allocated_mb = {allocated_mb}"),
             ));
         }
-        mixes.push((p.at_s, mix(ws)));
+        mixes.push((at_s, mix(ws)));
     }
     Ok(Plan {
         anon_pages: allocated,
@@ -181,7 +174,7 @@ mod tests {
         );
         assert_eq!(
             err(with(vec![(5.0, 2.0), (5.0, 3.0)])),
-            "workload cpu_job: phases[1].at_s = 5 must be > 5"
+            "workload cpu_job: phases[1].at_s = 5 must be > phases[0].at_s = 5"
         );
         assert_eq!(
             err(with(vec![(5.0, 5.0)])),

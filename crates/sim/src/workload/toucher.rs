@@ -27,19 +27,11 @@ pub(super) fn plan(
         });
     }
     let skew = check.skew("skew", skew)?;
-    let mut sizes = Vec::with_capacity(phases.len());
-    for (i, p) in phases.iter().enumerate() {
-        let at_field = format!("phases[{i}].at_s");
-        check.non_negative(&at_field, p.at_s)?;
-        if i > 0 && p.at_s <= phases[i - 1].at_s {
-            return Err(check.error(
-                &at_field,
-                p.at_s,
-                format!("> phases[{}].at_s = {}", i - 1, phases[i - 1].at_s),
-            ));
-        }
-        sizes.push(check.size_mb(&format!("phases[{i}].working_set_mb"), p.working_set_mb)?);
-    }
+    let sizes: Vec<u32> = check
+        .phases(phases, None)?
+        .into_iter()
+        .map(|(_, ws)| ws)
+        .collect();
     let largest = sizes.iter().copied().max().unwrap_or(0);
     let anon_pages = match allocated_mb {
         None => largest,

@@ -1,7 +1,7 @@
 //! Checks on workload parameters, each turning a bad value into an error that names the
 //! workload kind, the field and the value.
 
-use super::{Skew, WorkloadError};
+use super::{Skew, TouchPhase, WorkloadError};
 
 /// The least work per page access a workload may have, in µs. The simulator runs every access
 /// one by one (about 80 to 150 million a second on one core); a closed-loop workload with no
@@ -39,6 +39,33 @@ impl Check {
         } else {
             Err(self.error(field, v, "a finite number"))
         }
+    }
+
+    /// Each phase's start and working set in pages: every start a finite number >= 0 after
+    /// the one before, and the first after `after` when given.
+    pub(super) fn phases(
+        &self,
+        phases: &[TouchPhase],
+        after: Option<f64>,
+    ) -> Result<Vec<(f64, u32)>, WorkloadError> {
+        let mut out = Vec::with_capacity(phases.len());
+        for (i, p) in phases.iter().enumerate() {
+            let at_field = format!("phases[{i}].at_s");
+            self.non_negative(&at_field, p.at_s)?;
+            let bound = match i {
+                0 => after.map(|a| (a, a.to_string())),
+                _ => {
+                    let before = phases[i - 1].at_s;
+                    Some((before, format!("phases[{}].at_s = {before}", i - 1)))
+                }
+            };
+            if let Some((_, shown)) = bound.filter(|&(b, _)| p.at_s <= b) {
+                return Err(self.error(&at_field, p.at_s, format!("> {shown}")));
+            }
+            let field = format!("phases[{i}].working_set_mb");
+            out.push((p.at_s, self.size_mb(&field, p.working_set_mb)?));
+        }
+        Ok(out)
     }
 
     /// A finite number >= 0.
