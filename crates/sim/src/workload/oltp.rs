@@ -9,7 +9,7 @@
 //! probability `cdf(p)` of the table's skew, and its misses read the rest of the table through
 //! the page cache (InnoDB without O_DIRECT). The misses are drawn uniformly over the `n - p`
 //! pages beyond the pool: for Zipf(theta) the true density there varies by `(n / p)^theta`
-//! (1.6x for the shipped tws-workloads sizes), which this keeps in memory terms (every page of
+//! (1.22x for the shipped tws-workloads sizes), which this keeps in memory terms (every page of
 //! the tail is touched) and trades for a pick as cheap as the other workloads'. Without a pool
 //! (`buffer_pool_mb = 0`, the default) the whole table goes through the page cache with the
 //! table's own skew, as before.
