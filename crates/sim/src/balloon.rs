@@ -1,9 +1,10 @@
-//! A guest's balloon driver: the pages it holds, its target, and how far it may move in one tick (rate limit, size limit).
+//! A guest's balloon driver: its target, and how far it may move in one tick (rate limit, size limit).
 //!
 //! The driver polls its target once per tick (ESX: once a second) and moves toward it by at
 //! most `rate_per_s` pages per second, never beyond `limit`. Inflation itself (allocating
 //! guest pages through the guest's reclaim, freeing their machine memory) is done by the
-//! VM; the guest may refuse part of a step when nothing more can be freed.
+//! VM; the guest may refuse part of a step when nothing more can be freed. The pages held
+//! are the guest's to keep (`Guest::give_to_balloon`): the driver only knows how many.
 
 use crate::config::BalloonConfig;
 use memtide_model::{BalloonDriverInfo, Pages};
@@ -21,12 +22,11 @@ pub enum Step {
     Deflate(u32),
 }
 
-/// The balloon of one VM. Without a driver it only holds its initial pages, forever.
+/// The balloon driver of one VM. Without a driver the balloon only holds its initial pages,
+/// forever.
 #[derive(Clone, Debug)]
 pub struct Balloon {
     driver: Option<BalloonConfig>,
-    /// PPNs held, most recently inflated last.
-    ppns: Vec<u32>,
     /// Last polled target (`None` before the first decision: hold).
     target: Option<u64>,
     /// Rate credit in page-nanoseconds, so fractional rates add up across ticks.
@@ -34,19 +34,13 @@ pub struct Balloon {
 }
 
 impl Balloon {
-    /// A balloon holding `initial` PPNs from boot.
-    pub fn new(driver: Option<BalloonConfig>, initial: Vec<u32>) -> Balloon {
+    /// A driver (or none) that holds until its first target.
+    pub fn new(driver: Option<BalloonConfig>) -> Balloon {
         Balloon {
             driver,
-            ppns: initial,
             target: None,
             credit: 0,
         }
-    }
-
-    /// Pages held.
-    pub fn size(&self) -> u32 {
-        self.ppns.len() as u32
     }
 
     /// The driver as the host reports it.
@@ -76,13 +70,14 @@ impl Balloon {
         self.target.map(Pages)
     }
 
-    /// Polls the target: how far to move during a tick of length `tick`.
-    pub fn poll(&mut self, tick: Duration) -> Step {
+    /// Polls the target: how far a balloon of `size` pages moves during a tick of length
+    /// `tick`.
+    pub fn poll(&mut self, tick: Duration, size: u32) -> Step {
         let (Some(driver), Some(target)) = (&self.driver, self.target) else {
             return Step::Hold;
         };
         let wanted = target.min(driver.limit.0);
-        let size = u64::from(self.size());
+        let size = u64::from(size);
         if wanted == size {
             self.credit = 0;
             return Step::Hold;
@@ -101,21 +96,6 @@ impl Balloon {
             Step::Deflate(n)
         }
     }
-
-    /// A page the guest gave to the balloon.
-    pub fn push(&mut self, ppn: u32) {
-        self.ppns.push(ppn);
-    }
-
-    /// The page to give back next (the most recently inflated).
-    pub fn pop(&mut self) -> Option<u32> {
-        self.ppns.pop()
-    }
-
-    /// All pages held (for power-off).
-    pub fn ppns(&self) -> &[u32] {
-        &self.ppns
-    }
 }
 
 #[cfg(test)]
@@ -133,46 +113,45 @@ mod tests {
 
     #[test]
     fn holds_until_a_target_is_set() {
-        let mut b = Balloon::new(driver(10, 100), vec![]);
-        assert_eq!(b.poll(SECOND), Step::Hold);
+        let mut b = Balloon::new(driver(10, 100));
+        assert_eq!(b.poll(SECOND, 0), Step::Hold);
     }
 
     #[test]
     fn moves_at_most_the_rate_per_tick() {
-        let mut b = Balloon::new(driver(10, 100), vec![]);
+        let mut b = Balloon::new(driver(10, 100));
         b.set_target(Some(Pages(25)));
-        assert_eq!(b.poll(SECOND), Step::Inflate(10));
+        assert_eq!(b.poll(SECOND, 0), Step::Inflate(10));
     }
 
     #[test]
     fn never_inflates_beyond_the_limit() {
-        let mut b = Balloon::new(driver(1000, 5), vec![]);
+        let mut b = Balloon::new(driver(1000, 5));
         b.set_target(Some(Pages(25)));
-        assert_eq!(b.poll(SECOND), Step::Inflate(5));
+        assert_eq!(b.poll(SECOND, 0), Step::Inflate(5));
     }
 
     #[test]
     fn deflates_toward_a_lower_target() {
-        let mut b = Balloon::new(driver(2, 100), vec![1, 2, 3, 4, 5]);
+        let mut b = Balloon::new(driver(2, 100));
         b.set_target(Some(Pages(0)));
-        assert_eq!(b.poll(SECOND), Step::Deflate(2));
+        assert_eq!(b.poll(SECOND, 5), Step::Deflate(2));
     }
 
     #[test]
     fn fractional_rates_add_up_over_ticks() {
-        let mut b = Balloon::new(driver(1, 100), vec![]);
+        let mut b = Balloon::new(driver(1, 100));
         b.set_target(Some(Pages(10)));
         let half = Duration::from_millis(500);
-        assert_eq!(b.poll(half), Step::Hold);
-        assert_eq!(b.poll(half), Step::Inflate(1));
+        assert_eq!(b.poll(half, 0), Step::Hold);
+        assert_eq!(b.poll(half, 0), Step::Inflate(1));
     }
 
     #[test]
     fn without_a_driver_targets_are_ignored() {
-        let mut b = Balloon::new(None, vec![7]);
+        let mut b = Balloon::new(None);
         b.set_target(Some(Pages(0)));
-        assert_eq!(b.poll(SECOND), Step::Hold);
-        assert_eq!(b.size(), 1);
+        assert_eq!(b.poll(SECOND, 1), Step::Hold);
         assert_eq!(b.info(), None);
     }
 }

@@ -24,6 +24,12 @@
 //!
 //! Each lap only clears bits set by accesses since the last lap, so reclaim is amortised
 //! O(1) per access.
+//!
+//! Memory: 5 bytes per guest page (its owner entry and flags), 4 per page of the workload's
+//! anonymous region and file, and the CLOCK queues. The free list and the balloon's pages
+//! are stacks threaded through the owner entries of their own pages (a free or ballooned
+//! page has no other use for them), and pages never used since boot are a range handed out
+//! lowest first, so neither costs anything more.
 
 use std::collections::VecDeque;
 
@@ -40,6 +46,44 @@ const OWN_CACHE: u32 = 3 << OWN_SHIFT;
 const OWN_BALLOON: u32 = 4 << OWN_SHIFT;
 const OWN_TAG: u32 = 7 << OWN_SHIFT;
 const OWN_VALUE: u32 = (1 << OWN_SHIFT) - 1;
+/// End of a page stack threaded through owner entries (no PPN reaches it: see
+/// `machine::MAX_FRAMES`).
+const END: u32 = OWN_VALUE;
+
+/// A stack of pages threaded through the owner entries of the pages it holds: each entry
+/// keeps its tag and names the page below it.
+#[derive(Copy, Clone, Debug)]
+struct PageStack {
+    tag: u32,
+    top: u32,
+    len: u32,
+}
+
+impl PageStack {
+    fn new(tag: u32) -> PageStack {
+        PageStack {
+            tag,
+            top: END,
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, owner: &mut [u32], ppn: u32) {
+        owner[ppn as usize] = self.tag | self.top;
+        self.top = ppn;
+        self.len += 1;
+    }
+
+    fn pop(&mut self, owner: &[u32]) -> Option<u32> {
+        if self.top == END {
+            return None;
+        }
+        let ppn = self.top;
+        self.top = owner[ppn as usize] & OWN_VALUE;
+        self.len -= 1;
+        Some(ppn)
+    }
+}
 
 /// Referenced (accessed) bit.
 const REF: u8 = 1;
@@ -108,7 +152,12 @@ pub struct GuestCounters {
 pub struct Guest {
     owner: Vec<u32>,
     flags: Vec<u8>,
-    free: Vec<u32>,
+    /// Pages freed since boot, most recent on top.
+    free: PageStack,
+    /// Pages never used since boot: `fresh.start` is handed out next.
+    fresh: std::ops::Range<u32>,
+    /// The balloon's pages, most recently inflated on top.
+    ballooned: PageStack,
     anon_map: Vec<u32>,
     file_map: Vec<u32>,
     /// One bit per block: evicted from the cache since it was last read.
@@ -120,7 +169,6 @@ pub struct Guest {
     kernel: u32,
     anon_resident: u32,
     cache_resident: u32,
-    balloon: u32,
     /// Refaults counted up to the end of the previous tick.
     refaults_at_tick: u64,
     /// Ticks since the last tick that saw refaults (saturating).
@@ -153,11 +201,16 @@ impl Guest {
         let first_balloon = layout.pages - balloon;
         let mut owner = vec![OWN_FREE; n];
         owner[..kernel as usize].fill(OWN_KERNEL);
-        owner[first_balloon as usize..].fill(OWN_BALLOON);
+        let mut ballooned = PageStack::new(OWN_BALLOON);
+        for ppn in first_balloon..layout.pages {
+            ballooned.push(&mut owner, ppn);
+        }
         Guest {
             owner,
             flags: vec![0; n],
-            free: (kernel..first_balloon).rev().collect(),
+            free: PageStack::new(OWN_FREE),
+            fresh: kernel..first_balloon,
+            ballooned,
             anon_map: vec![NONE; layout.anon_pages as usize],
             file_map: vec![NONE; layout.file_pages as usize],
             evicted: vec![0; (layout.file_pages as usize).div_ceil(64)],
@@ -168,7 +221,6 @@ impl Guest {
             kernel,
             anon_resident: 0,
             cache_resident: 0,
-            balloon,
             refaults_at_tick: 0,
             ticks_since_refault: u32::MAX,
             counters: GuestCounters::default(),
@@ -253,13 +305,13 @@ impl Guest {
 
     /// A page from the free list, without reclaiming.
     pub fn pop_free(&mut self) -> Option<u32> {
-        self.free.pop()
+        self.free.pop(&self.owner).or_else(|| self.fresh.next())
     }
 
     /// Puts an unused page (owner `Free`) back on the free list.
     pub fn release(&mut self, ppn: u32) {
         if self.owner(ppn) == Owner::Free {
-            self.free.push(ppn);
+            self.free.push(&mut self.owner, ppn);
         }
     }
 
@@ -429,18 +481,16 @@ impl Guest {
     /// The free page `ppn` goes to the balloon.
     pub fn give_to_balloon(&mut self, ppn: u32) {
         if self.owner(ppn) == Owner::Free {
-            self.owner[ppn as usize] = OWN_BALLOON;
-            self.balloon += 1;
+            self.ballooned.push(&mut self.owner, ppn);
         }
     }
 
-    /// The balloon returns `ppn`: it goes on the free list.
-    pub fn take_from_balloon(&mut self, ppn: u32) {
-        if self.owner(ppn) == Owner::Balloon {
-            self.owner[ppn as usize] = OWN_FREE;
-            self.balloon -= 1;
-            self.free.push(ppn);
-        }
+    /// The balloon gives back its most recently inflated page, which goes on the free list;
+    /// `None` when it holds none.
+    pub fn take_from_balloon(&mut self) -> Option<u32> {
+        let ppn = self.ballooned.pop(&self.owner)?;
+        self.free.push(&mut self.owner, ppn);
+        Some(ppn)
     }
 
     /// A new workload replaces the old (process exit and start): the old anonymous pages
@@ -452,7 +502,7 @@ impl Guest {
                 AnonState::Resident(ppn) => {
                     self.disown(ppn);
                     self.anon_resident -= 1;
-                    self.free.push(ppn);
+                    self.free.push(&mut self.owner, ppn);
                 }
                 AnonState::Swapped => self.swap_used -= 1,
                 AnonState::Untouched => {}
@@ -486,12 +536,12 @@ impl Guest {
 
     /// Pages held by the balloon.
     pub fn balloon(&self) -> u32 {
-        self.balloon
+        self.ballooned.len
     }
 
     /// Pages on the free list.
     pub fn free(&self) -> u32 {
-        self.free.len() as u32
+        self.free.len + self.fresh.len() as u32
     }
 
     /// Size of the guest swap device.
@@ -695,8 +745,9 @@ mod tests {
         let p = g.pop_free().unwrap();
         g.give_to_balloon(p);
         assert_eq!((g.balloon(), g.free()), (1, 1));
-        g.take_from_balloon(p);
+        assert_eq!(g.take_from_balloon(), Some(p));
         assert_eq!((g.balloon(), g.free()), (0, 2));
+        assert_eq!(g.take_from_balloon(), None);
     }
 
     #[test]

@@ -1,57 +1,47 @@
-//! The simulated machine: 4 KiB machine frames (MPNs) with a free list, memory reserved as VM overhead, and host swap slots.
+//! The simulated machine: 4 KiB machine frames, memory reserved as VM overhead, and host swap slots, each counted.
 //!
 //! Free machine memory is `frames - overheads - frames in use`. A frame can only be handed
-//! out while that figure is positive, so overhead reservations are never overdrawn. Frame
-//! and slot numbers are handed out lazily, so a large machine costs nothing until used.
+//! out while that figure is positive, so overhead reservations are never overdrawn. Frames
+//! and slots are interchangeable (no content is modelled), so they are counted, not
+//! numbered: a machine of any size costs a few words.
 
 use memtide_model::Pages;
 
-/// Largest number of frames or swap slots the sim addresses (2^29 pages = 2 TiB): MPNs and
-/// slots are packed into 29 bits of a pmap entry.
-pub const MAX_FRAMES: u64 = 1 << 29;
+/// Largest number of frames, swap slots or guest pages the sim addresses (2^29 - 1 pages,
+/// just under 2 TiB): guest page numbers are packed into 29 bits of the guest's owner
+/// entries, where the highest value ends a page stack.
+pub const MAX_FRAMES: u64 = (1 << 29) - 1;
 
-/// A pool of numbered pages (frames or swap slots) handed out lazily: numbers never used
-/// come from a counter, returned ones from a stack, so a large machine costs nothing up front.
+/// A pool of interchangeable pages (frames or swap slots): only how many are in use matters,
+/// so a large machine costs nothing.
 #[derive(Clone, Debug)]
 struct Pool {
     size: u32,
-    next: u32,
-    returned: Vec<u32>,
+    in_use: u32,
 }
 
 impl Pool {
     fn new(size: u32) -> Pool {
-        Pool {
-            size,
-            next: 0,
-            returned: Vec::new(),
-        }
+        Pool { size, in_use: 0 }
     }
 
     fn available(&self) -> u32 {
-        self.size - self.next + self.returned.len() as u32
-    }
-
-    fn in_use(&self) -> u32 {
-        self.size - self.available()
+        self.size - self.in_use
     }
 
     #[inline]
-    fn take(&mut self) -> Option<u32> {
-        if let Some(n) = self.returned.pop() {
-            return Some(n);
+    fn take(&mut self) -> bool {
+        if self.in_use < self.size {
+            self.in_use += 1;
+            return true;
         }
-        if self.next < self.size {
-            self.next += 1;
-            return Some(self.next - 1);
-        }
-        None
+        false
     }
 
     #[inline]
     fn give(&mut self, n: u32) {
-        debug_assert!(n < self.next);
-        self.returned.push(n);
+        debug_assert!(self.in_use >= n);
+        self.in_use -= n;
     }
 }
 
@@ -91,7 +81,7 @@ impl Machine {
 
     /// Frames currently backing some VM page.
     pub fn in_use(&self) -> Pages {
-        Pages(u64::from(self.frames.in_use()))
+        Pages(u64::from(self.frames.in_use))
     }
 
     /// Memory reserved as VM overhead.
@@ -116,19 +106,22 @@ impl Machine {
             .saturating_sub(pages.0.min(u64::from(u32::MAX)) as u32);
     }
 
-    /// A free frame, if free memory is left.
+    /// Takes a frame; false when no free memory is left.
     #[inline]
-    pub fn alloc_frame(&mut self) -> Option<u32> {
-        if self.free_frames() == 0 {
-            return None;
-        }
-        self.frames.take()
+    pub fn alloc_frame(&mut self) -> bool {
+        self.free_frames() > 0 && self.frames.take()
     }
 
-    /// Returns a frame to the free list.
+    /// Returns a frame.
     #[inline]
-    pub fn free_frame(&mut self, mpn: u32) {
-        self.frames.give(mpn);
+    pub fn free_frame(&mut self) {
+        self.frames.give(1);
+    }
+
+    /// Returns the frames and slots of a VM that is gone.
+    pub fn give_back(&mut self, frames: u32, slots: u32) {
+        self.frames.give(frames);
+        self.swap.give(slots);
     }
 
     /// Size of host swap.
@@ -138,7 +131,7 @@ impl Machine {
 
     /// Host swap slots in use.
     pub fn swap_used(&self) -> Pages {
-        Pages(u64::from(self.swap.in_use()))
+        Pages(u64::from(self.swap.in_use))
     }
 
     /// True when at least one host swap slot is free.
@@ -146,14 +139,14 @@ impl Machine {
         self.swap.available() > 0
     }
 
-    /// A free host swap slot.
-    pub fn alloc_slot(&mut self) -> Option<u32> {
+    /// Takes a host swap slot; false when host swap is full.
+    pub fn alloc_slot(&mut self) -> bool {
         self.swap.take()
     }
 
     /// Returns a host swap slot.
-    pub fn free_slot(&mut self, slot: u32) {
-        self.swap.give(slot);
+    pub fn free_slot(&mut self) {
+        self.swap.give(1);
     }
 }
 
@@ -175,43 +168,33 @@ mod tests {
     fn frames_cannot_be_allocated_into_the_overhead_reservation() {
         let mut m = Machine::new(Pages(10), Pages(0));
         m.reserve(Pages(8)).unwrap();
-        assert!(m.alloc_frame().is_some());
-        assert!(m.alloc_frame().is_some());
-        assert_eq!(m.alloc_frame(), None);
+        assert!(m.alloc_frame());
+        assert!(m.alloc_frame());
+        assert!(!m.alloc_frame());
         assert_eq!(m.free(), Pages(0));
         assert_eq!(m.in_use(), Pages(2));
     }
 
     #[test]
-    fn freed_frames_are_reused() {
+    fn freed_frames_can_be_taken_again() {
         let mut m = Machine::new(Pages(1), Pages(0));
-        let f = m.alloc_frame().unwrap();
-        assert_eq!(m.alloc_frame(), None);
-        m.free_frame(f);
-        assert_eq!(m.alloc_frame(), Some(f));
-    }
-
-    #[test]
-    fn frame_numbers_are_distinct_while_in_use() {
-        let mut m = Machine::new(Pages(5), Pages(0));
-        let mut got: Vec<u32> = (0..5).map(|_| m.alloc_frame().unwrap()).collect();
-        m.free_frame(got[2]);
-        got[2] = m.alloc_frame().unwrap();
-        got.sort_unstable();
-        got.dedup();
-        assert_eq!(got.len(), 5);
-        assert!(got.iter().all(|&f| f < 5));
+        assert!(m.alloc_frame());
+        assert!(!m.alloc_frame());
+        m.free_frame();
+        assert_eq!(m.free(), Pages(1));
+        assert!(m.alloc_frame());
     }
 
     #[test]
     fn host_swap_slots_run_out_and_come_back() {
         let mut m = Machine::new(Pages(1), Pages(2));
-        let a = m.alloc_slot().unwrap();
-        let _b = m.alloc_slot().unwrap();
+        assert!(m.alloc_slot());
+        assert!(m.alloc_slot());
         assert!(!m.swap_available());
+        assert!(!m.alloc_slot());
         assert_eq!(m.swap_used(), Pages(2));
-        m.free_slot(a);
+        m.free_slot();
         assert_eq!(m.swap_used(), Pages(1));
-        assert_eq!(m.alloc_slot(), Some(a));
+        assert!(m.alloc_slot());
     }
 }

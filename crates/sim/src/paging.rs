@@ -48,34 +48,34 @@ impl HostMemory {
     /// synchronous page-out (see [`HostMemory::make_room`]).
     pub fn back(&mut self, vm: usize, ppn: u32, rng: &mut SimRng) -> Result<Backing, Stalled> {
         let state = self.pmaps[vm].state(ppn);
-        if let PageState::Mapped(_) = state {
+        if state == PageState::Mapped {
             return Ok(Backing::default());
         }
-        let (mpn, sync_swap_outs) = self.frame_for(vm, rng)?;
+        let sync_swap_outs = self.frame_for(vm, rng)?;
         let pmap = &mut self.pmaps[vm];
         let mut backing = Backing {
             sync_swap_outs,
             ..Backing::default()
         };
-        if let PageState::HostSwapped(slot) = state {
-            self.machine.free_slot(slot);
+        if state == PageState::HostSwapped {
+            self.machine.free_slot();
             pmap.counters.host_swap_ins += 1;
             backing.host_swap_in = true;
         } else {
             pmap.counters.first_touches += 1;
             backing.minor_fault = true;
         }
-        pmap.set(ppn, PageState::Mapped(mpn));
+        pmap.set(ppn, PageState::Mapped);
         Ok(backing)
     }
 
-    /// A free frame for VM `vm`, paging out victims while the machine has none; also the
+    /// Takes a frame for VM `vm`, paging out victims while the machine has none; the
     /// number of pages paged out.
-    fn frame_for(&mut self, vm: usize, rng: &mut SimRng) -> Result<(u32, u32), Stalled> {
+    fn frame_for(&mut self, vm: usize, rng: &mut SimRng) -> Result<u32, Stalled> {
         let mut outs = 0;
         loop {
-            if let Some(mpn) = self.machine.alloc_frame() {
-                return Ok((mpn, outs));
+            if self.machine.alloc_frame() {
+                return Ok(outs);
             }
             self.make_room(vm, rng)?;
             outs += 1;
@@ -152,15 +152,12 @@ impl HostMemory {
 
     /// Pages out `ppn` of VM `vm` if it is mapped and a host swap slot is free.
     pub fn page_out(&mut self, vm: usize, ppn: u32) -> bool {
-        let PageState::Mapped(mpn) = self.pmaps[vm].state(ppn) else {
+        if self.pmaps[vm].state(ppn) != PageState::Mapped || !self.machine.alloc_slot() {
             return false;
-        };
-        let Some(slot) = self.machine.alloc_slot() else {
-            return false;
-        };
-        self.machine.free_frame(mpn);
+        }
+        self.machine.free_frame();
         let pmap = &mut self.pmaps[vm];
-        pmap.set(ppn, PageState::HostSwapped(slot));
+        pmap.set(ppn, PageState::HostSwapped);
         pmap.counters.host_swap_outs += 1;
         true
     }
@@ -179,8 +176,8 @@ impl HostMemory {
 
     fn drop_backing(&mut self, vm: usize, ppn: u32) {
         match self.pmaps[vm].state(ppn) {
-            PageState::Mapped(mpn) => self.machine.free_frame(mpn),
-            PageState::HostSwapped(slot) => self.machine.free_slot(slot),
+            PageState::Mapped => self.machine.free_frame(),
+            PageState::HostSwapped => self.machine.free_slot(),
             PageState::Ballooned | PageState::Unbacked => {}
         }
     }
@@ -195,13 +192,7 @@ impl HostMemory {
     pub fn remove(&mut self, at: usize) {
         let pmap = self.pmaps.remove(at);
         self.targets.remove(at);
-        for state in pmap.holdings() {
-            match state {
-                PageState::Mapped(mpn) => self.machine.free_frame(mpn),
-                PageState::HostSwapped(slot) => self.machine.free_slot(slot),
-                PageState::Ballooned | PageState::Unbacked => {}
-            }
-        }
+        self.machine.give_back(pmap.mapped(), pmap.host_swapped());
     }
 }
 
@@ -214,14 +205,14 @@ fn random_mapped(pmap: &Pmap, rng: &mut SimRng) -> Option<u32> {
     }
     for _ in 0..VICTIM_PROBES {
         let ppn = rng.below(u64::from(n)) as u32;
-        if matches!(pmap.state(ppn), PageState::Mapped(_)) {
+        if matches!(pmap.state(ppn), PageState::Mapped) {
             return Some(ppn);
         }
     }
     let start = rng.below(u64::from(n)) as u32;
     (start..n)
         .chain(0..start)
-        .find(|&ppn| matches!(pmap.state(ppn), PageState::Mapped(_)))
+        .find(|&ppn| matches!(pmap.state(ppn), PageState::Mapped))
 }
 
 #[cfg(test)]

@@ -1,34 +1,34 @@
 //! A VM's pmap: for every guest-physical page (PPN), where the host keeps it — a machine frame, host swap, the balloon, or nowhere yet.
 //!
-//! One `u32` per PPN: the state in the top two bits, ESX's "sampled" mark (the mapping is
-//! invalidated so the next guest access is seen) in bit 29, and the MPN or swap slot in
-//! the low 29 bits. The common case, mapped and not sampled, is an entry below 2^29, so the
-//! hot path tests one comparison.
+//! One byte per PPN: the state in the low two bits and ESX's "sampled" mark (the mapping
+//! is invalidated so the next guest access is seen) in bit 2. Machine frames and host swap
+//! slots are interchangeable, so the pmap records only that a page has one, not which one
+//! (the machine counts them). A never-touched page is 0, so a VM's untouched memory stays
+//! in zeroed pages the OS has not yet committed, and the common case, mapped and not
+//! sampled, is one byte compare on the hot path.
+//!
+//! Cost: 1 byte per simulated 4 KiB page (it was 4 while the entry named its frame).
 
 /// Where the host keeps one guest-physical page.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum PageState {
     /// Never touched since power-on or since a balloon deflate: no machine memory.
     Unbacked,
-    /// Backed by machine frame `mpn`.
-    Mapped(u32),
-    /// Paged out by the host to host swap slot `slot`.
-    HostSwapped(u32),
+    /// Backed by a machine frame.
+    Mapped,
+    /// Paged out by the host to a host swap slot.
+    HostSwapped,
     /// Held by the guest's balloon driver: the host has reclaimed it.
     Ballooned,
 }
 
-const TAG_MAPPED: u32 = 0;
-const TAG_SWAPPED: u32 = 1 << 30;
-const TAG_BALLOONED: u32 = 2 << 30;
-const TAG_UNBACKED: u32 = 3 << 30;
-const TAG_MASK: u32 = 3 << 30;
+const UNBACKED: u8 = 0;
+const MAPPED: u8 = 1;
+const SWAPPED: u8 = 2;
+const BALLOONED: u8 = 3;
+const STATE_MASK: u8 = 3;
 /// ESX sampling mark.
-pub const SAMPLED: u32 = 1 << 29;
-const VALUE_MASK: u32 = SAMPLED - 1;
-
-/// Entries below this are mapped and not sampled: the fast case.
-pub const FAST_LIMIT: u32 = SAMPLED;
+const SAMPLED: u8 = 4;
 
 /// Host-side events counted per VM over its life.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -44,29 +44,27 @@ pub struct PmapCounters {
 /// The pmap of one VM.
 #[derive(Clone, Debug)]
 pub struct Pmap {
-    entries: Vec<u32>,
+    entries: Vec<u8>,
     mapped: u32,
     swapped: u32,
     ballooned: u32,
     pub counters: PmapCounters,
 }
 
-fn encode(state: PageState) -> u32 {
+fn encode(state: PageState) -> u8 {
     match state {
-        PageState::Unbacked => TAG_UNBACKED,
-        PageState::Mapped(mpn) => TAG_MAPPED | (mpn & VALUE_MASK),
-        PageState::HostSwapped(slot) => TAG_SWAPPED | (slot & VALUE_MASK),
-        PageState::Ballooned => TAG_BALLOONED,
+        PageState::Unbacked => UNBACKED,
+        PageState::Mapped => MAPPED,
+        PageState::HostSwapped => SWAPPED,
+        PageState::Ballooned => BALLOONED,
     }
 }
 
-/// The state an entry encodes (ignoring the sampled mark).
-#[inline]
-pub fn decode(entry: u32) -> PageState {
-    match entry & TAG_MASK {
-        TAG_MAPPED => PageState::Mapped(entry & VALUE_MASK),
-        TAG_SWAPPED => PageState::HostSwapped(entry & VALUE_MASK),
-        TAG_BALLOONED => PageState::Ballooned,
+fn decode(entry: u8) -> PageState {
+    match entry & STATE_MASK {
+        MAPPED => PageState::Mapped,
+        SWAPPED => PageState::HostSwapped,
+        BALLOONED => PageState::Ballooned,
         _ => PageState::Unbacked,
     }
 }
@@ -75,7 +73,7 @@ impl Pmap {
     /// `pages` PPNs, all unbacked.
     pub fn new(pages: u32) -> Pmap {
         Pmap {
-            entries: vec![TAG_UNBACKED; pages as usize],
+            entries: vec![UNBACKED; pages as usize],
             mapped: 0,
             swapped: 0,
             ballooned: 0,
@@ -93,18 +91,16 @@ impl Pmap {
         self.entries.is_empty()
     }
 
-    /// The raw entry of `ppn` (see the module docs); an out-of-range PPN reads as unbacked.
+    /// True when `ppn` is mapped and not sampled: a guest access needs nothing from the
+    /// host (the hot path). False for an out-of-range PPN.
     #[inline]
-    pub fn raw(&self, ppn: u32) -> u32 {
-        self.entries
-            .get(ppn as usize)
-            .copied()
-            .unwrap_or(TAG_UNBACKED)
+    pub fn is_fast(&self, ppn: u32) -> bool {
+        self.entries.get(ppn as usize) == Some(&MAPPED)
     }
 
-    /// Where `ppn` is.
+    /// Where `ppn` is; an out-of-range PPN reads as unbacked.
     pub fn state(&self, ppn: u32) -> PageState {
-        decode(self.raw(ppn))
+        decode(self.entries.get(ppn as usize).copied().unwrap_or(UNBACKED))
     }
 
     /// Moves `ppn` to `state`, keeping its sampled mark and the counts of each state.
@@ -112,15 +108,15 @@ impl Pmap {
         let Some(e) = self.entries.get_mut(ppn as usize) else {
             return;
         };
-        match *e & TAG_MASK {
-            TAG_MAPPED => self.mapped -= 1,
-            TAG_SWAPPED => self.swapped -= 1,
-            TAG_BALLOONED => self.ballooned -= 1,
+        match *e & STATE_MASK {
+            MAPPED => self.mapped -= 1,
+            SWAPPED => self.swapped -= 1,
+            BALLOONED => self.ballooned -= 1,
             _ => {}
         }
         match state {
-            PageState::Mapped(_) => self.mapped += 1,
-            PageState::HostSwapped(_) => self.swapped += 1,
+            PageState::Mapped => self.mapped += 1,
+            PageState::HostSwapped => self.swapped += 1,
             PageState::Ballooned => self.ballooned += 1,
             PageState::Unbacked => {}
         }
@@ -129,7 +125,9 @@ impl Pmap {
 
     /// True when `ppn` carries the sampling mark.
     pub fn is_sampled(&self, ppn: u32) -> bool {
-        self.raw(ppn) & SAMPLED != 0
+        self.entries
+            .get(ppn as usize)
+            .is_some_and(|e| e & SAMPLED != 0)
     }
 
     /// Sets or clears the sampling mark of `ppn`.
@@ -169,11 +167,6 @@ impl Pmap {
     pub fn ballooned(&self) -> u32 {
         self.ballooned
     }
-
-    /// Every frame and host swap slot this pmap holds (for power-off).
-    pub fn holdings(&self) -> impl Iterator<Item = PageState> + '_ {
-        self.entries.iter().map(|&e| decode(e))
-    }
 }
 
 #[cfg(test)]
@@ -191,44 +184,45 @@ mod tests {
     #[test]
     fn states_round_trip_and_are_counted() {
         let mut p = Pmap::new(4);
-        p.set(0, PageState::Mapped(7));
-        p.set(1, PageState::HostSwapped(3));
+        p.set(0, PageState::Mapped);
+        p.set(1, PageState::HostSwapped);
         p.set(2, PageState::Ballooned);
-        assert_eq!(p.state(0), PageState::Mapped(7));
-        assert_eq!(p.state(1), PageState::HostSwapped(3));
+        assert_eq!(p.state(0), PageState::Mapped);
+        assert_eq!(p.state(1), PageState::HostSwapped);
         assert_eq!(p.state(2), PageState::Ballooned);
         assert_eq!((p.mapped(), p.host_swapped(), p.ballooned()), (1, 1, 1));
-        p.set(0, PageState::HostSwapped(1));
+        p.set(0, PageState::HostSwapped);
         assert_eq!((p.mapped(), p.host_swapped()), (0, 2));
     }
 
     #[test]
     fn only_a_mapped_unsampled_entry_is_on_the_fast_path() {
         let mut p = Pmap::new(2);
-        p.set(0, PageState::Mapped(SAMPLED - 1));
-        assert!(p.raw(0) < FAST_LIMIT);
-        assert!(p.raw(1) >= FAST_LIMIT);
+        p.set(0, PageState::Mapped);
+        assert!(p.is_fast(0));
+        assert!(!p.is_fast(1));
         p.set_sampled(0, true);
-        assert!(p.raw(0) >= FAST_LIMIT);
-        assert_eq!(p.state(0), PageState::Mapped(SAMPLED - 1));
+        assert!(!p.is_fast(0));
+        assert_eq!(p.state(0), PageState::Mapped);
     }
 
     #[test]
     fn the_sampling_mark_survives_state_changes_and_is_taken_once() {
         let mut p = Pmap::new(1);
         p.set_sampled(0, true);
-        p.set(0, PageState::Mapped(5));
+        p.set(0, PageState::Mapped);
         assert!(p.is_sampled(0));
         assert!(p.take_sampled(0));
         assert!(!p.take_sampled(0));
-        assert_eq!(p.state(0), PageState::Mapped(5));
+        assert_eq!(p.state(0), PageState::Mapped);
     }
 
     #[test]
     fn out_of_range_ppns_are_harmless() {
         let mut p = Pmap::new(1);
-        p.set(9, PageState::Mapped(1));
+        p.set(9, PageState::Mapped);
         assert_eq!(p.state(9), PageState::Unbacked);
+        assert!(!p.is_fast(9));
         assert_eq!(p.mapped(), 0);
     }
 }

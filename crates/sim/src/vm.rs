@@ -21,7 +21,7 @@ use crate::config::{BalloonConfig, TenantKind};
 use crate::cost::CostModel;
 use crate::guest::{AnonState, Guest, Victim};
 use crate::paging::{Backing, HostMemory};
-use crate::pmap::{PageState, FAST_LIMIT};
+use crate::pmap::PageState;
 use crate::rng::SimRng;
 use crate::sampler::Sampler;
 use crate::stats::{TickStats, Totals};
@@ -246,7 +246,7 @@ impl Vm {
         let levers = match self.kind {
             TenantKind::Vm => Levers {
                 balloon: Some(BalloonLever {
-                    size: Pages(u64::from(self.balloon.size())),
+                    size: Pages(u64::from(self.guest.balloon())),
                     driver: self.balloon.info(),
                 }),
                 host_swap: Some(HostSwapLever {
@@ -316,7 +316,7 @@ impl Vm {
         // The driver polls once per tick; its pages move in slices interleaved with the
         // workload's accesses, as a real driver allocates while the guest runs (one burst at
         // the start of the tick would make every reference bit look cold at once).
-        let step = self.balloon.poll(tick);
+        let step = self.balloon.poll(tick, self.guest.balloon());
         let mut done = 0u64;
         for slice in 1..=BALLOON_SLICES {
             let part = step_slice(step, slice);
@@ -376,16 +376,14 @@ impl Vm {
                     ns = ns.saturating_add(cost);
                     self.guest.give_to_balloon(ppn);
                     host.balloon(idx, ppn);
-                    self.balloon.push(ppn);
                     stats.balloon_inflated += 1;
                 }
             }
             Step::Deflate(n) => {
                 for _ in 0..n {
-                    let Some(ppn) = self.balloon.pop() else {
+                    let Some(ppn) = self.guest.take_from_balloon() else {
                         break;
                     };
-                    self.guest.take_from_balloon(ppn);
                     host.unballoon(idx, ppn);
                     stats.balloon_deflated += 1;
                 }
@@ -458,7 +456,7 @@ impl Vm {
         match a {
             Access::Anon { page, .. } => {
                 let ppn = self.guest.anon_entry(page);
-                if ppn < FAST_LIMIT && host.pmaps[idx].raw(ppn) < FAST_LIMIT {
+                if host.pmaps[idx].is_fast(ppn) {
                     self.guest.reference(ppn);
                     return Some(0);
                 }
@@ -466,7 +464,7 @@ impl Vm {
             }
             Access::File { block } => {
                 if let Some(ppn) = self.guest.file_entry(block) {
-                    if host.pmaps[idx].raw(ppn) < FAST_LIMIT {
+                    if host.pmaps[idx].is_fast(ppn) {
                         self.guest.reference(ppn);
                         return Some(0);
                     }
@@ -576,7 +574,7 @@ impl Vm {
             }
             Victim::Anon(ppn) => {
                 let mut ns = costs.guest_swap_out;
-                if let PageState::HostSwapped(_) = host.pmaps[idx].state(ppn) {
+                if host.pmaps[idx].state(ppn) == PageState::HostSwapped {
                     match host.back(idx, ppn, &mut self.host_rng) {
                         Ok(b) => {
                             self.double_pagings += 1;

@@ -73,7 +73,8 @@ pub struct SimWorld {
 }
 
 impl SimWorld {
-    /// An empty host. Machine memory and host swap beyond 2 TiB are cut to 2 TiB.
+    /// An empty host. Machine memory and host swap beyond [`MAX_FRAMES`] pages (just under
+    /// 2 TiB) are cut to that.
     pub fn new(host: HostConfig, cost: CostModel, seed: u64) -> SimWorld {
         SimWorld {
             host: HostMemory::new(Machine::new(host.machine, host.host_swap)),
@@ -160,7 +161,7 @@ impl SimWorld {
             id,
             kind: vm.kind,
             guest: Guest::boot(layout),
-            balloon: Balloon::new(driver, (first_balloon..layout.pages).collect()),
+            balloon: Balloon::new(driver),
             sampler,
             workload,
             now: self.now,

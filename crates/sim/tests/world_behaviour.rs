@@ -605,19 +605,18 @@ fn set_workload_frees_the_old_anonymous_memory_and_keeps_the_cache() {
     assert_eq!(a.allocated, allocated, "freed guest pages stay backed");
 }
 
-/// Frames, slots and pages add up: every frame and slot has exactly one owner, the guest's
-/// owners cover its memory, and balloon, guest and pmap agree.
+/// Frames, slots and pages add up: the machine counts as many frames and slots in use as the
+/// pmaps hold, the guest's owners cover its memory, and balloon, guest and pmap agree.
 fn check_invariants(w: &mut SimWorld) {
     let obs = w.observe().unwrap();
-    let mut frames = std::collections::BTreeSet::new();
-    let mut slots = std::collections::BTreeSet::new();
+    let (mut frames, mut slots) = (0u64, 0u64);
     for t in &obs.tenants {
         let (pmap, guest) = (w.pmap(t.id).unwrap(), w.guest(t.id).unwrap());
         for ppn in 0..pmap.len() {
             let state = pmap.state(ppn);
             match state {
-                PageState::Mapped(mpn) => assert!(frames.insert(mpn), "frame {mpn} twice"),
-                PageState::HostSwapped(s) => assert!(slots.insert(s), "slot {s} twice"),
+                PageState::Mapped => frames += 1,
+                PageState::HostSwapped => slots += 1,
                 PageState::Ballooned | PageState::Unbacked => {}
             }
             let ballooned = state == PageState::Ballooned;
@@ -633,11 +632,8 @@ fn check_invariants(w: &mut SimWorld) {
         assert_eq!(t.allocated, Pages(u64::from(pmap.mapped())));
     }
     let overheads = Pages(obs.tenants.len() as u64 * mib(1).0);
-    assert_eq!(obs.host_swap_used, Pages(slots.len() as u64));
-    assert_eq!(
-        obs.free,
-        obs.machine - overheads - Pages(frames.len() as u64)
-    );
+    assert_eq!(obs.host_swap_used, Pages(slots));
+    assert_eq!(obs.free, obs.machine - overheads - Pages(frames));
 }
 
 mod invariants {
