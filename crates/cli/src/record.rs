@@ -91,10 +91,10 @@ pub struct EventRecord {
     pub description: String,
 }
 
-/// A tenant's figures in the unconstrained baseline run.
+/// A tenant's figures in the unconstrained baseline run: its mean throughput, against which
+/// the summary's degradation is measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct BaselineFigures {
     pub tenant: TenantId,
     pub throughput: f64,
-    pub latency_ms: f64,
 }

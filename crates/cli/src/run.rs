@@ -86,10 +86,10 @@ pub fn baseline_of(scenario: &Scenario) -> Scenario {
     base
 }
 
-/// The baseline run's per-tenant sums of throughput and latency, and rows, tick by tick.
+/// The baseline run's per-tenant sums of throughput and ticks, tick by tick.
 #[derive(Default)]
 struct BaselineMeans {
-    sums: BTreeMap<TenantId, (f64, f64, f64)>,
+    sums: BTreeMap<TenantId, (f64, f64)>,
 }
 
 impl Ticks for BaselineMeans {
@@ -97,22 +97,20 @@ impl Ticks for BaselineMeans {
         for row in &tick.rows {
             let e = self.sums.entry(row.tenant).or_default();
             e.0 += row.throughput.unwrap_or(0.0);
-            e.1 += row.latency_ms.unwrap_or(0.0);
-            e.2 += 1.0;
+            e.1 += 1.0;
         }
         Ok(())
     }
 }
 
 impl BaselineMeans {
-    /// Each tenant's means over the ticks it ran.
+    /// Each tenant's mean throughput over the ticks it ran.
     fn figures(self) -> Vec<BaselineFigures> {
         self.sums
             .into_iter()
-            .map(|(tenant, (tp, lat, n))| BaselineFigures {
+            .map(|(tenant, (tp, n))| BaselineFigures {
                 tenant,
                 throughput: tp / n,
-                latency_ms: lat / n,
             })
             .collect()
     }

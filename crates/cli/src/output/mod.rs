@@ -365,12 +365,10 @@ pub(crate) mod test_record {
                 BaselineFigures {
                     tenant: TenantId(0),
                     throughput: 100.0,
-                    latency_ms: 1.0,
                 },
                 BaselineFigures {
                     tenant: TenantId(1),
                     throughput: 100.0,
-                    latency_ms: 1.0,
                 },
             ]),
             convergence_low: 0.9,
