@@ -83,9 +83,6 @@ func (p *peer) send(line string) {
 	}
 }
 
-// sendf sends a line made with fmt.Sprintf.
-func (p *peer) sendf(format string, args ...any) { p.t.Helper(); p.send(fmt.Sprintf(format, args...)) }
-
 // readLine returns the agent's next line as a JSON object, or io.EOF when it closed.
 func (p *peer) readLine() (map[string]any, error) {
 	if err := p.conn.SetReadDeadline(time.Now().Add(stepTimeout)); err != nil {
