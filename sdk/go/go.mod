@@ -1,0 +1,3 @@
+module github.com/memtide/memtide/sdk/go
+
+go 1.21
