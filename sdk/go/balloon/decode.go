@@ -86,6 +86,15 @@ func decodeLine(line []byte) (message, *ProtocolError) {
 			Message: f.str("message", false),
 			Fatal:   f.boolean("fatal"),
 		}
+		if _, ok := f.obj["message"]; !ok {
+			f.fail("message", "is missing")
+		}
+		if _, ok := f.obj["fatal"]; !ok {
+			f.fail("fatal", "is missing")
+		}
+		if f.err == nil && !m.Code.known() {
+			f.fail("code", fmt.Sprintf("= %q is not a code of version 1", truncateUTF8(string(m.Code), excerptBytes)))
+		}
 		return f.result(m)
 	default:
 		return nil, protocolErrorf(CodeUnknownType, "type = %q is no message memtide sends", truncateUTF8(typ, excerptBytes))

@@ -101,10 +101,14 @@ func TestDecodeReadsAWelcomeWrittenWithSpaces(t *testing.T) {
 	}
 }
 
-func TestAnErrorFromMemtideWithoutMessageOrFatalIsNonFatal(t *testing.T) {
-	msg, perr := decodeLine([]byte(`{"type":"error","code":"later_code"}`))
-	want := errorMessage{Code: "later_code"}
-	if perr != nil || msg != want {
-		t.Errorf("decoded to %v, %v; want %v", msg, perr, want)
+func TestAnErrorFromMemtideNeedsAKnownCodeAMessageAndFatal(t *testing.T) {
+	for _, line := range []string{
+		`{"type":"error","code":"later_code","message":"x","fatal":false}`,
+		`{"type":"error","code":"busy","fatal":true}`,
+		`{"type":"error","code":"busy","message":"x"}`,
+	} {
+		if msg, perr := decodeLine([]byte(line)); perr == nil || perr.Code != CodeBadField {
+			t.Errorf("%s decoded to %v, %v; want a bad_field error", line, msg, perr)
+		}
 	}
 }

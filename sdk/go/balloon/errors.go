@@ -30,6 +30,17 @@ const (
 	CodeDishonest         Code = "dishonest"          // done was reported but the memory did not fall
 )
 
+// known reports whether c is one of version 1's codes.
+func (c Code) known() bool {
+	switch c {
+	case CodeMalformed, CodeTooLong, CodeUnknownType, CodeBadField, CodeVersion,
+		CodeNotRegistered, CodeAlreadyRegistered, CodeIdentity, CodeBusy, CodeUnknownSeq,
+		CodeViolations, CodeDead, CodeDeadline, CodeDishonest:
+		return true
+	}
+	return false
+}
+
 // Error returns the code itself, such as "busy".
 func (c Code) Error() string { return string(c) }
 
