@@ -127,10 +127,10 @@ def _skipped(message: Mapping[str, Any], wanted: Mapping[str, Any]) -> bool:
 
 
 class Player:
-    """A listening socket at ``directory``/balloon.sock that plays memtide."""
+    """A listening socket at ``directory``/``name`` that plays memtide."""
 
-    def __init__(self, directory: str) -> None:
-        self.path = os.path.join(directory, "balloon.sock")
+    def __init__(self, directory: str, name: str = "balloon.sock") -> None:
+        self.path = os.path.join(directory, name)
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.path)
         self._listener.listen(8)
@@ -211,13 +211,13 @@ VECTOR_FACTS: Dict[str, Any] = load_vector(VECTORS / "agent" / "grows.json")["po
 
 def agent_for(
     pool: FakePool,
-    socket_path: str,
+    socket_path: Optional[str],
     facts: Mapping[str, Any] = VECTOR_FACTS,
     *,
     shrink: Optional[Callable[[int], None]] = None,
 ) -> Agent:
     """An agent for ``pool`` with ``facts`` (a vector's ``pool``), connecting to
-    ``socket_path``."""
+    ``socket_path`` (None: where the environment says)."""
     return Agent(
         app=facts["app"],
         kind=PoolKind(facts["kind"]),
