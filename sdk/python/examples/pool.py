@@ -21,7 +21,7 @@ import re
 import signal
 import threading
 import time
-from typing import List, Optional, Sequence
+from collections.abc import Sequence
 
 from memtide_balloon import Agent, PoolKind, Stats
 
@@ -63,7 +63,7 @@ class MmapPool:
                 f"{mmap.PAGESIZE}-byte page"
             )
         self.granule_bytes = granule_bytes
-        self._granules: List[mmap.mmap] = []
+        self._granules: list[mmap.mmap] = []
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
@@ -139,7 +139,7 @@ def _log_resize(verb: str, target_bytes: int, start: float) -> None:
     )
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description="A pool of mmap granules that memtide shrinks and grows."
     )
@@ -152,8 +152,9 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument("--max", type=parse_size, default=parse_size("1G"), help="largest size")
     parser.add_argument("--granule", type=parse_size, default=parse_size("1M"), help="unit")
     parser.add_argument(
-        "--socket", help="memtide's balloon socket (default: $MEMTIDE_BALLOON_SOCKET, else "
-        "/run/memtide/balloon.sock)"
+        "--socket",
+        help="memtide's balloon socket (default: $MEMTIDE_BALLOON_SOCKET, else "
+        "/run/memtide/balloon.sock)",
     )
     parser.add_argument(
         "--lookups-per-second", type=int, default=1000, help="the workload's rate (0: none)"
@@ -166,7 +167,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: Optional[Sequence[str]] = None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:

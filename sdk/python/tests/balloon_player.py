@@ -13,8 +13,9 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable
 
 from memtide_balloon import Agent, PoolKind, ResizeRefused, Stats
 
@@ -31,9 +32,9 @@ def json_equal(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-def load_vector(path: Path) -> Dict[str, Any]:
+def load_vector(path: Path) -> dict[str, Any]:
     with path.open(encoding="utf-8") as file:
-        vector: Dict[str, Any] = json.load(file)
+        vector: dict[str, Any] = json.load(file)
     return vector
 
 
@@ -43,7 +44,7 @@ class Peer:
     def __init__(self, sock: socket.socket) -> None:
         self._sock = sock
         self._buffer = b""
-        self.seen: List[Dict[str, Any]] = []  # every message read, skipped ones included
+        self.seen: list[dict[str, Any]] = []  # every message read, skipped ones included
 
     def send(self, line: str) -> None:
         self._sock.sendall(line.encode("utf-8") + b"\n")
@@ -51,7 +52,7 @@ class Peer:
     def send_bytes(self, data: bytes) -> None:
         self._sock.sendall(data)
 
-    def read(self, timeout: float = TIMEOUT_S) -> Optional[Dict[str, Any]]:
+    def read(self, timeout: float = TIMEOUT_S) -> dict[str, Any] | None:
         """The next message from the agent, or None at end of file."""
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buffer:
@@ -75,7 +76,7 @@ class Peer:
         self.seen.append(message)
         return message
 
-    def expect(self, wanted: Mapping[str, Any], timeout: float = TIMEOUT_S) -> Dict[str, Any]:
+    def expect(self, wanted: Mapping[str, Any], timeout: float = TIMEOUT_S) -> dict[str, Any]:
         """The next message holding every key of ``wanted``, skipping stats and working
         progress unless ``wanted`` asks for them; any other message fails."""
         deadline = time.monotonic() + timeout
@@ -134,7 +135,7 @@ class Player:
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.path)
         self._listener.listen(8)
-        self._peers: List[Peer] = []
+        self._peers: list[Peer] = []
 
     def accept(self, timeout: float = TIMEOUT_S) -> Peer:
         self._listener.settimeout(timeout)
@@ -165,14 +166,14 @@ class FakePool:
         *,
         comply: bool = True,
         delay_s: float = 0.0,
-        gate: Optional[threading.Event] = None,
+        gate: threading.Event | None = None,
     ) -> None:
         self._pool_bytes = pool_bytes
         self._comply = comply
         self._delay_s = delay_s
         self._gate = gate
         self._lock = threading.Lock()
-        self.calls: List[Tuple[str, int]] = []
+        self.calls: list[tuple[str, int]] = []
         self.called = threading.Event()
 
     @property
@@ -205,16 +206,16 @@ class FakePool:
             self._pool_bytes = target_bytes
 
 
-VECTOR_FACTS: Dict[str, Any] = load_vector(VECTORS / "agent" / "grows.json")["pool"]
+VECTOR_FACTS: dict[str, Any] = load_vector(VECTORS / "agent" / "grows.json")["pool"]
 """The pool every agent exchange uses: 512 MiB in [64 MiB, 1 GiB], 1 MiB granules."""
 
 
 def agent_for(
     pool: FakePool,
-    socket_path: Optional[str],
+    socket_path: str | None,
     facts: Mapping[str, Any] = VECTOR_FACTS,
     *,
-    shrink: Optional[Callable[[int], None]] = None,
+    shrink: Callable[[int], None] | None = None,
 ) -> Agent:
     """An agent for ``pool`` with ``facts`` (a vector's ``pool``), connecting to
     ``socket_path`` (None: where the environment says)."""

@@ -9,7 +9,7 @@ import tempfile
 import threading
 import time
 import unittest
-from typing import Any, Dict, List, Optional
+from typing import Any
 from unittest import mock
 
 from balloon_player import TIMEOUT_S, VECTOR_FACTS, FakePool, Peer, Player, agent_for
@@ -66,7 +66,7 @@ class AgentTestCase(unittest.TestCase):
         self.addCleanup(agent.stop)
         return agent
 
-    def connect(self, pool: Optional[FakePool] = None, interval_ms: int = 60_000) -> Peer:
+    def connect(self, pool: FakePool | None = None, interval_ms: int = 60_000) -> Peer:
         """A registered session of an agent for ``pool`` (a complying one by default)."""
         self.run_agent(pool or FakePool(START))
         peer = self.player.accept()
@@ -164,13 +164,22 @@ class StopTests(AgentTestCase):
 
 
 class StatsTests(AgentTestCase):
-    def test_stats_go_at_once_after_the_welcome_and_then_every_interval(self) -> None:
+    def test_stats_go_at_once_after_the_welcome(self) -> None:
+        self.run_agent(FakePool(START))
+        peer = self.player.accept()
+        peer.expect(HELLO)
+        peer.send(welcome(interval_ms=60_000))
+        message = peer.read(timeout=1.0)  # not a minute later
+        assert message is not None
+        self.assertEqual(message["type"], "stats")
+
+    def test_stats_go_every_interval_with_the_pool_figures(self) -> None:
         self.run_agent(FakePool(START))
         peer = self.player.accept()
         peer.expect(HELLO)
         peer.send(welcome(interval_ms=100))
-        times: List[float] = []
-        first: Optional[Dict[str, Any]] = None
+        times: list[float] = []
+        first: dict[str, Any] | None = None
         while len(times) < 5:
             message = peer.read()
             assert message is not None
@@ -232,7 +241,7 @@ class TargetTests(AgentTestCase):
     def test_working_progress_goes_about_once_a_second_while_a_callback_runs(self) -> None:
         peer = self.connect(FakePool(START, delay_s=2.3))
         peer.send(target(1, 256 * MiB))
-        answers = []
+        answers: list[dict[str, Any]] = []
         while not answers or answers[-1]["status"] == "working":
             message = peer.read()
             assert message is not None
@@ -366,13 +375,17 @@ class FactsTests(unittest.TestCase):
                 grow=pool.grow,
                 stats=pool.stats,
             )
-        self.assertEqual(str(caught.exception), "hello.min_bytes = 2147483648 > max_bytes = 1073741824")
+        self.assertEqual(
+            str(caught.exception), "hello.min_bytes = 2147483648 > max_bytes = 1073741824"
+        )
 
     def test_start_refuses_a_pool_outside_min_and_max(self) -> None:
         agent = agent_for(FakePool(2 << 30), "/nonexistent/balloon.sock")
         with self.assertRaises(ValueError) as caught:
             agent.start()
-        self.assertEqual(str(caught.exception), "hello.pool_bytes = 2147483648 > max_bytes = 1073741824")
+        self.assertEqual(
+            str(caught.exception), "hello.pool_bytes = 2147483648 > max_bytes = 1073741824"
+        )
 
 
 class SocketPathTests(unittest.TestCase):

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 import unittest
-from typing import Any, Dict, List, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from balloon_player import VECTORS, json_equal, load_vector
 
@@ -27,8 +28,14 @@ from memtide_balloon import (
     encode,
 )
 
-_VECTORS: List[Dict[str, Any]] = load_vector(VECTORS / "messages.json")["vectors"]
-_BUILDERS = {"hello": Hello, "stats": Stats, "progress": Progress, "bye": Bye, "error": ErrorMessage}
+_VECTORS: list[dict[str, Any]] = load_vector(VECTORS / "messages.json")["vectors"]
+_BUILDERS = {
+    "hello": Hello,
+    "stats": Stats,
+    "progress": Progress,
+    "bye": Bye,
+    "error": ErrorMessage,
+}
 
 
 def _build(fields: Mapping[str, Any]) -> MessageToMemtide:
@@ -98,9 +105,8 @@ class MessageVectorTests(unittest.TestCase):
         built = [vector for vector in vectors if _built_from_json(vector)]
         self.assertGreaterEqual(len(built), 30)
         for vector in built:
-            with self.subTest(vector["name"]):
-                with self.assertRaises((ValueError, TypeError)):
-                    _build(json.loads(vector["line"]))
+            with self.subTest(vector["name"]), self.assertRaises((ValueError, TypeError)):
+                _build(json.loads(vector["line"]))
 
 
 class DecodeTests(unittest.TestCase):
@@ -228,7 +234,7 @@ class BuildTests(unittest.TestCase):
 
     def test_encode_writes_compact_utf8_json_with_the_type_first(self) -> None:
         line = encode(Bye("café"))
-        self.assertEqual(line, '{"type":"bye","reason":"café"}\n'.encode("utf-8"))
+        self.assertEqual(line, '{"type":"bye","reason":"café"}\n'.encode())
 
     def test_encode_refuses_a_line_over_65536_bytes(self) -> None:
         with self.assertRaises(ValueError) as caught:

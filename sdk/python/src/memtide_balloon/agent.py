@@ -10,6 +10,7 @@ or sends a fatal error, the agent reconnects with exponential back-off until ``s
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -20,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Callable, Optional, Type, Union
+from typing import Callable
 
 from .framing import LineSplitter
 from .messages import (
@@ -124,7 +125,7 @@ class _Job:
 @dataclass
 class _Finished:
     job: _Job
-    refusal: Optional[str]  # None when the callback returned
+    refusal: str | None  # None when the callback returned
 
 
 class Agent:
@@ -152,7 +153,7 @@ class Agent:
         shrink: Resize,
         grow: Resize,
         stats: StatsSource,
-        socket_path: Union[str, "os.PathLike[str]", None] = None,
+        socket_path: str | os.PathLike[str] | None = None,
     ) -> None:
         # The facts are checked as a hello at the smallest pool; start() checks the real one.
         facts = Hello(
@@ -172,17 +173,18 @@ class Agent:
         self._shrink = shrink
         self._grow = grow
         self._stats = stats
-        self._path = os.fspath(socket_path) if socket_path is not None else (
-            socket_path_from_environment()
-        )
+        if socket_path is None:
+            self._path = socket_path_from_environment()
+        else:
+            self._path = os.fspath(socket_path)
         self._stopping = threading.Event()
-        self._thread: Optional[threading.Thread] = None
-        self._wake_r: Optional[socket.socket] = None
-        self._wake_w: Optional[socket.socket] = None
+        self._thread: threading.Thread | None = None
+        self._wake_r: socket.socket | None = None
+        self._wake_w: socket.socket | None = None
         self._finished: queue.SimpleQueue[_Finished] = queue.SimpleQueue()
-        self._job: Optional[_Job] = None
+        self._job: _Job | None = None
         self._last_pool_bytes = facts.pool_bytes
-        self._tenant: Optional[str] = None
+        self._tenant: str | None = None
 
     @property
     def socket_path(self) -> str:
@@ -190,7 +192,7 @@ class Agent:
         return self._path
 
     @property
-    def tenant(self) -> Optional[str]:
+    def tenant(self) -> str | None:
         """The tenant memtide registered the pool for, while a session is open."""
         return self._tenant
 
@@ -206,9 +208,7 @@ class Agent:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._thread = threading.Thread(
-            target=self._run, name="memtide-balloon-agent", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name="memtide-balloon-agent", daemon=True)
         self._thread.start()
 
     def stop(self, timeout: float = 5.0) -> None:
@@ -231,9 +231,9 @@ class Agent:
 
     def __exit__(
         self,
-        kind: Optional[Type[BaseException]],
-        value: Optional[BaseException],
-        traceback: Optional[TracebackType],
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
     ) -> None:
         self.stop()
 
@@ -284,7 +284,7 @@ class Agent:
             granule_bytes=self._granule_bytes,
         )
 
-    def _read_stats(self) -> Optional[Stats]:
+    def _read_stats(self) -> Stats | None:
         """The pool's stats, or None (logged) when the callback fails or breaks max_bytes."""
         try:
             stats = self._stats()
@@ -309,7 +309,7 @@ class Agent:
         stats = self._read_stats()
         return self._last_pool_bytes if stats is None else stats.pool_bytes
 
-    def _check(self, target: Target) -> Optional[str]:
+    def _check(self, target: Target) -> str | None:
         """Why the pool cannot take ``target``, or None."""
         size = target.pool_bytes
         if size % self._granule_bytes:
@@ -325,7 +325,7 @@ class Agent:
 
     def _work(self, job: _Job) -> None:
         """Runs one callback on a worker thread and hands its outcome to the agent's thread."""
-        refusal: Optional[str] = f"{job.direction} did not return"
+        refusal: str | None = f"{job.direction} did not return"
         try:
             job.resize(job.target.pool_bytes)
             refusal = None
@@ -343,10 +343,9 @@ class Agent:
         wake = self._wake_w
         if wake is None:
             return
-        try:
+        # Closed: the thread ended. Full: a wake-up is pending anyway.
+        with contextlib.suppress(OSError):
             wake.send(b"\0")
-        except OSError:
-            pass  # already closed (the thread ended), or full (a wake-up is pending anyway)
 
 
 class _Connection:
@@ -356,10 +355,10 @@ class _Connection:
         self._agent = agent
         self._sock = sock
         self._lines = LineSplitter()
-        self.welcome: Optional[Welcome] = None
+        self.welcome: Welcome | None = None
         self._last_seq = 0
-        self._answering: Optional[int] = None  # the seq of the target still to be answered
-        self._pending: Optional[Target] = None  # waits for a callback still running
+        self._answering: int | None = None  # the seq of the target still to be answered
+        self._pending: Target | None = None  # waits for a callback still running
         self._next_stats = float("inf")
         self._next_working = float("inf")
 
@@ -515,7 +514,7 @@ class _Connection:
             self._begin(target)
 
     def _answer(
-        self, seq: int, status: ProgressStatus, size: int, reason: Optional[str] = None
+        self, seq: int, status: ProgressStatus, size: int, reason: str | None = None
     ) -> None:
         if status is ProgressStatus.DONE:
             _logger.info("target %d done: the pool is %d bytes", seq, size)
@@ -547,8 +546,6 @@ class _Connection:
 
 
 def _drain(wake: socket.socket) -> None:
-    try:
+    with contextlib.suppress(BlockingIOError):
         while wake.recv(4096):
             pass
-    except BlockingIOError:
-        pass

@@ -7,8 +7,6 @@ than one line.
 
 from __future__ import annotations
 
-from typing import List, Union
-
 from .messages import MAX_LINE_BYTES, ErrorCode, ProtocolError
 
 
@@ -19,10 +17,10 @@ class LineSplitter:
         self._buffer = bytearray()
         self._dropping = False
 
-    def feed(self, data: bytes) -> List[Union[bytes, ProtocolError]]:
+    def feed(self, data: bytes) -> list[bytes | ProtocolError]:
         """The lines completed by ``data``, in order; a ``ProtocolError`` for each too long."""
         self._buffer += data
-        lines: List[Union[bytes, ProtocolError]] = []
+        lines: list[bytes | ProtocolError] = []
         while True:
             end = self._buffer.find(b"\n")
             if end < 0:

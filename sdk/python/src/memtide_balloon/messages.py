@@ -9,9 +9,10 @@ raises ``ProtocolError`` with the error code the agent answers with.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Any, Callable, TypeVar, Union
 
 PROTOCOL_VERSION = 1
 """The protocol version this SDK speaks."""
@@ -97,7 +98,7 @@ def _utf8_length(where: str, value: str) -> int:
         raise ValueError(f"{where} = {_shown(value)}: not valid Unicode text") from None
 
 
-def _text(where: str, value: object, *, max_bytes: Optional[int] = None) -> str:
+def _text(where: str, value: object, *, max_bytes: int | None = None) -> str:
     if not isinstance(value, str):
         raise ValueError(f"{where} = {_shown(value)}: not a string")
     length = _utf8_length(where, value)
@@ -106,7 +107,7 @@ def _text(where: str, value: object, *, max_bytes: Optional[int] = None) -> str:
     return value
 
 
-def _name(where: str, value: object, *, max_bytes: Optional[int] = None) -> str:
+def _name(where: str, value: object, *, max_bytes: int | None = None) -> str:
     text = _text(where, value, max_bytes=max_bytes)
     if not text:
         raise ValueError(f"{where} is empty")
@@ -163,7 +164,7 @@ class Hello:
         if high > 0:
             _no_more_than("hello.granule_bytes", granule, "max_bytes", high)
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "type": "hello",
             "version": PROTOCOL_VERSION,
@@ -190,11 +191,9 @@ class Welcome:
         interval = _integer("welcome.stats_interval_ms", self.stats_interval_ms, lowest=1)
         dead = _integer("welcome.dead_after_ms", self.dead_after_ms, lowest=1)
         if dead < interval:
-            raise ValueError(
-                f"welcome.dead_after_ms = {dead} < stats_interval_ms = {interval}"
-            )
+            raise ValueError(f"welcome.dead_after_ms = {dead} < stats_interval_ms = {interval}")
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "type": "welcome",
             "version": PROTOCOL_VERSION,
@@ -217,7 +216,7 @@ class Target:
         _integer("target.pool_bytes", self.pool_bytes)
         _integer("target.deadline_ms", self.deadline_ms, lowest=1)
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "type": "target",
             "seq": self.seq,
@@ -233,7 +232,7 @@ class Progress:
     seq: int
     pool_bytes: int
     status: ProgressStatus
-    reason: Optional[str] = None
+    reason: str | None = None
 
     def __post_init__(self) -> None:
         _integer("progress.seq", self.seq, lowest=1)
@@ -242,8 +241,8 @@ class Progress:
         if self.reason is not None:
             _text("progress.reason", self.reason, max_bytes=MAX_REASON_BYTES)
 
-    def to_json(self) -> Dict[str, Any]:
-        fields: Dict[str, Any] = {
+    def to_json(self) -> dict[str, Any]:
+        fields: dict[str, Any] = {
             "type": "progress",
             "seq": self.seq,
             "pool_bytes": self.pool_bytes,
@@ -275,7 +274,7 @@ class Stats:
         _no_more_than("stats.used_bytes", used, "pool_bytes", pool)
         _no_more_than("stats.dirty_bytes", dirty, "pool_bytes", pool)
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {
             "type": "stats",
             "pool_bytes": self.pool_bytes,
@@ -291,13 +290,13 @@ class Stats:
 class Bye:
     """The sender closes the connection after this message."""
 
-    reason: Optional[str] = None
+    reason: str | None = None
 
     def __post_init__(self) -> None:
         if self.reason is not None:
             _text("bye.reason", self.reason, max_bytes=MAX_REASON_BYTES)
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         if self.reason is None:
             return {"type": "bye"}
         return {"type": "bye", "reason": self.reason}
@@ -320,7 +319,7 @@ class ErrorMessage:
         if not isinstance(self.fatal, bool):
             raise ValueError(f"error.fatal = {_shown(self.fatal)}: not true or false")
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         return {"type": "error", "code": self.code, "message": self.message, "fatal": self.fatal}
 
 
@@ -344,7 +343,7 @@ def encode(message: MessageToMemtide) -> bytes:
     return data
 
 
-def _parse_int(text: str) -> Union[int, float]:
+def _parse_int(text: str) -> int | float:
     # Far past 2^53 - 1 an integer is kept as a float, which the field checks refuse: Python
     # would otherwise refuse to convert a number of more than 4,300 digits at all.
     return int(text) if len(text) <= 20 else float(text)
@@ -376,7 +375,7 @@ def _build(
     required: Sequence[str],
     optional: Sequence[str] = (),
 ) -> _M:
-    fields: Dict[str, Any] = {}
+    fields: dict[str, Any] = {}
     for field in required:
         if field not in obj:
             raise ProtocolError(ErrorCode.BAD_FIELD, f"{name}.{field} is missing")
@@ -418,7 +417,7 @@ def _read_error(obj: Mapping[str, Any]) -> ErrorMessage:
     return _build(ErrorMessage, obj, "error", ("code", "message", "fatal"))
 
 
-_READERS: Dict[str, Callable[[Mapping[str, Any]], MessageToAgent]] = {
+_READERS: dict[str, Callable[[Mapping[str, Any]], MessageToAgent]] = {
     "welcome": _read_welcome,
     "target": _read_target,
     "bye": _read_bye,
@@ -450,7 +449,9 @@ def decode(line: bytes) -> MessageToAgent:
     try:
         value = json.loads(text, parse_int=_parse_int, parse_constant=_refuse_constant)
     except RecursionError:
-        raise ProtocolError(ErrorCode.MALFORMED, "the line is not JSON: nested too deeply") from None
+        raise ProtocolError(
+            ErrorCode.MALFORMED, "the line is not JSON: nested too deeply"
+        ) from None
     except ValueError as error:
         raise ProtocolError(ErrorCode.MALFORMED, f"the line is not JSON: {error}") from None
     if not isinstance(value, dict):
