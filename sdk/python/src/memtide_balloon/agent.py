@@ -243,8 +243,12 @@ class Agent:
         backoff = Backoff()
         try:
             while not self._stopping.is_set():
-                if self._connect_and_serve():
-                    backoff.reset()
+                try:
+                    if self._connect_and_serve():
+                        backoff.reset()
+                except Exception:
+                    # A bug must not end the agent for the rest of the application's life.
+                    _logger.exception("the session with memtide failed")
                 if self._stopping.wait(backoff.next_delay()):
                     break
         finally:
