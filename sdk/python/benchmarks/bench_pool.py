@@ -114,8 +114,9 @@ class TinyMemtide:
         """Seconds from sending a target to reading its done."""
         self._seq += 1
         started = time.perf_counter()
-        self.send({"type": "target", "seq": self._seq, "pool_bytes": pool_bytes,
-                   "deadline_ms": 60_000})  # fmt: skip
+        self.send(
+            {"type": "target", "seq": self._seq, "pool_bytes": pool_bytes, "deadline_ms": 60_000}
+        )
         while True:
             message = self.read()
             if message.get("type") == "progress" and message.get("seq") == self._seq:
@@ -136,26 +137,42 @@ def end_to_end(size: int, granule: int, runs: int) -> None:
         listener.listen(1)
         listener.settimeout(120)
         child = subprocess.Popen(
-            [sys.executable, str(EXAMPLE), f"--pool={size}", "--min=0", f"--max={size}",
-             f"--granule={granule}", f"--socket={path}", "--lookups-per-second=0"],
+            [
+                sys.executable,
+                str(EXAMPLE),
+                f"--pool={size}",
+                "--min=0",
+                f"--max={size}",
+                f"--granule={granule}",
+                f"--socket={path}",
+                "--lookups-per-second=0",
+            ],
             stderr=log,
-        )  # fmt: skip
+        )
         try:
             sock, _ = listener.accept()
-            memtide = TinyMemtide(sock)
-            hello = memtide.read()
-            assert hello["type"] == "hello", hello
-            memtide.send({"type": "welcome", "version": 1, "tenant": "bench",
-                          "stats_interval_ms": 1000, "dead_after_ms": 5000})  # fmt: skip
-            shrinks, grows = [], []
-            for _ in range(runs):
-                shrinks.append(memtide.resize(0))
-                shrunk = rss_of(child.pid)
-                grows.append(memtide.resize(size))
-            report("end to end", "shrink", shrinks, shrunk)
-            report("end to end", "grow", grows, rss_of(child.pid))
-            memtide.send({"type": "bye", "reason": "benchmark over"})
-            sock.close()
+            with sock:
+                memtide = TinyMemtide(sock)
+                hello = memtide.read()
+                if hello.get("type") != "hello":
+                    raise RuntimeError(f"the sample said {hello}, not hello")
+                memtide.send(
+                    {
+                        "type": "welcome",
+                        "version": 1,
+                        "tenant": "bench",
+                        "stats_interval_ms": 1000,
+                        "dead_after_ms": 5000,
+                    }
+                )
+                shrinks, grows = [], []
+                for _ in range(runs):
+                    shrinks.append(memtide.resize(0))
+                    shrunk = rss_of(child.pid)
+                    grows.append(memtide.resize(size))
+                report("end to end", "shrink", shrinks, shrunk)
+                report("end to end", "grow", grows, rss_of(child.pid))
+                memtide.send({"type": "bye", "reason": "benchmark over"})
         except BaseException:
             log.seek(0)
             sys.stderr.write(log.read())
