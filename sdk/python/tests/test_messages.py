@@ -183,9 +183,11 @@ class DecodeTests(unittest.TestCase):
             decode(line[:-2] + b'p"}')
         self.assertEqual(caught.exception.code, ErrorCode.TOO_LONG)
 
-    def test_error_from_memtide_keeps_a_code_of_a_later_version(self) -> None:
-        message = _decode_text('{"type":"error","code":"tired","message":"later","fatal":false}')
-        self.assertEqual(message, ErrorMessage("tired", "later", False))
+    def test_error_from_memtide_with_a_code_of_no_version_1_is_bad_field(self) -> None:
+        with self.assertRaises(ProtocolError) as caught:
+            _decode_text('{"type":"error","code":"tired","message":"later","fatal":false}')
+        self.assertEqual(caught.exception.code, ErrorCode.BAD_FIELD)
+        self.assertIn("tired", str(caught.exception))
 
     def test_decoded_error_code_compares_equal_to_its_error_code(self) -> None:
         message = _decode_text('{"type":"error","code":"busy","message":"x","fatal":true}')

@@ -304,7 +304,7 @@ class Bye:
 
 @dataclass(frozen=True)
 class ErrorMessage:
-    """An ``error`` line: ``code`` is an ``ErrorCode`` value (a later version may add codes)."""
+    """An ``error`` line: ``code`` is one of version 1's ``ErrorCode`` values."""
 
     code: str
     message: str
@@ -312,9 +312,13 @@ class ErrorMessage:
 
     def __post_init__(self) -> None:
         code = _name("error.code", self.code)
+        known = {c.value for c in ErrorCode}
+        value = code.value if isinstance(code, ErrorCode) else code
+        if value not in known:
+            raise ValueError(f"error.code = {_shown(value)}: not a code of version 1")
         # An ErrorCode is kept as its plain string, so a message compares and prints alike
         # whether it was built or decoded.
-        _set(self, "code", code.value if isinstance(code, ErrorCode) else code)
+        _set(self, "code", value)
         _text("error.message", self.message)
         if not isinstance(self.fatal, bool):
             raise ValueError(f"error.fatal = {_shown(self.fatal)}: not true or false")
