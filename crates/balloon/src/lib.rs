@@ -1,0 +1,23 @@
+//! memtide's application balloon protocol: the wire messages and the line framing that agents and the daemon share.
+//!
+//! Databases, language runtimes and caches size a pool at start and assume it stays resident.
+//! With this protocol memtide asks the application to resize the pool itself instead of paging
+//! it out behind its back (docs/balloon-protocol.md). This crate depends on `serde`,
+//! `serde_json` and `thiserror` only — no other memtide crate — so an application links it
+//! alone, and the daemon uses the same `protocol` and `line` modules for the server side.
+//!
+//! - [`protocol`]: [`AgentMessage`] and [`MemtideMessage`], decoded from one line with every
+//!   rule of the doc into a [`ProtocolError`] (an [`ErrorCode`] and a message naming the field
+//!   and the value) when the line breaks one, and encoded to one line;
+//! - [`line`]: [`LineSplitter`], the bounded framing (65,536 bytes a line with its newline),
+//!   for blocking and non-blocking readers, and [`LineReader`] over a blocking stream.
+//!
+//! [`AgentMessage`]: protocol::AgentMessage
+//! [`MemtideMessage`]: protocol::MemtideMessage
+//! [`ProtocolError`]: protocol::ProtocolError
+//! [`ErrorCode`]: protocol::ErrorCode
+//! [`LineSplitter`]: line::LineSplitter
+//! [`LineReader`]: line::LineReader
+
+pub mod line;
+pub mod protocol;
