@@ -1,4 +1,4 @@
-//! memtide's application balloon protocol: the wire messages and the line framing that agents and the daemon share.
+//! memtide's application balloon protocol: the wire messages, the line framing, and the agent an application links to shrink and grow its own pool when memtide asks.
 //!
 //! Databases, language runtimes and caches size a pool at start and assume it stays resident.
 //! With this protocol memtide asks the application to resize the pool itself instead of paging
@@ -10,7 +10,9 @@
 //!   rule of the doc into a [`ProtocolError`] (an [`ErrorCode`] and a message naming the field
 //!   and the value) when the line breaks one, and encoded to one line;
 //! - [`line`]: [`LineSplitter`], the bounded framing (65,536 bytes a line with its newline),
-//!   for blocking and non-blocking readers, and [`LineReader`] over a blocking stream.
+//!   for blocking and non-blocking readers, and [`LineReader`] over a blocking stream;
+//! - [`agent`]: [`Agent`], the SDK: the pool's facts and three callbacks (shrink, grow,
+//!   statistics) in, a thread that keeps the application registered with memtide out.
 //!
 //! [`AgentMessage`]: protocol::AgentMessage
 //! [`MemtideMessage`]: protocol::MemtideMessage
@@ -18,6 +20,8 @@
 //! [`ErrorCode`]: protocol::ErrorCode
 //! [`LineSplitter`]: line::LineSplitter
 //! [`LineReader`]: line::LineReader
+//! [`Agent`]: agent::Agent
 
+pub mod agent;
 pub mod line;
 pub mod protocol;
