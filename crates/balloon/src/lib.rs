@@ -1,4 +1,4 @@
-//! memtide's application balloon protocol: the wire messages, the line framing, and the agent an application links to shrink and grow its own pool when memtide asks.
+//! memtide's application balloon protocol: the wire messages, the line framing, the agent an application links to shrink and grow its own pool when memtide asks, and the protocol's test vectors.
 //!
 //! Databases, language runtimes and caches size a pool at start and assume it stays resident.
 //! With this protocol memtide asks the application to resize the pool itself instead of paging
@@ -12,7 +12,9 @@
 //! - [`line`]: [`LineSplitter`], the bounded framing (65,536 bytes a line with its newline),
 //!   for blocking and non-blocking readers, and [`LineReader`] over a blocking stream;
 //! - [`agent`]: [`Agent`], the SDK: the pool's facts and three callbacks (shrink, grow,
-//!   statistics) in, a thread that keeps the application registered with memtide out.
+//!   statistics) in, a thread that keeps the application registered with memtide out;
+//! - [`vectors`]: test support — `protocol/vectors/` loaded, and a [`vectors::Player`] that
+//!   plays either side of an exchange.
 //!
 //! [`AgentMessage`]: protocol::AgentMessage
 //! [`MemtideMessage`]: protocol::MemtideMessage
@@ -25,3 +27,4 @@
 pub mod agent;
 pub mod line;
 pub mod protocol;
+pub mod vectors;
