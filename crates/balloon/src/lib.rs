@@ -9,7 +9,7 @@
 //! - [`protocol`]: [`AgentMessage`] and [`MemtideMessage`], decoded from one line with every
 //!   rule of the doc into a [`ProtocolError`] (an [`ErrorCode`] and a message naming the field
 //!   and the value) when the line breaks one, and encoded to one line;
-//! - [`line`]: [`LineSplitter`], the bounded framing (65,536 bytes a line with its newline),
+//! - [`line`](mod@line): [`LineSplitter`], the bounded framing (65,536 bytes a line with its newline),
 //!   for blocking and non-blocking readers, and [`LineReader`] over a blocking stream;
 //! - [`agent`]: [`Agent`], the SDK: the pool's facts and three callbacks (shrink, grow,
 //!   statistics) in, a thread that keeps the application registered with memtide out;
