@@ -285,6 +285,61 @@ fn a_slow_resize_is_reported_working_and_a_newer_target_supersedes_it() {
 }
 
 #[test]
+fn an_invalid_target_is_answered_bad_field_and_the_resize_in_progress_goes_on() {
+    let memtide = Memtide::listen();
+    let (agent, go, calls) = gated_agent(&memtide);
+    let mut player = register(&memtide, 60_000);
+    player
+        .play(&[
+            target(1, 256 * GRANULE),
+            expect(json!({"type": "progress", "seq": 1, "status": "working"})),
+            target(2, 256 * GRANULE + 1),
+            expect(json!({"type": "error", "code": "bad_field", "fatal": false})),
+        ])
+        .unwrap();
+    go.send(()).unwrap();
+    player
+        .play(&[
+            expect(json!({"type": "progress", "seq": 1, "status": "done", "pool_bytes": 256 * GRANULE})),
+            // The invalid target 2 did not count: 2 is still above the last valid seq.
+            target(2, 128 * GRANULE),
+        ])
+        .unwrap();
+    go.send(()).unwrap();
+    player
+        .play(&[expect(
+            json!({"type": "progress", "seq": 2, "status": "done"}),
+        )])
+        .unwrap();
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+    agent.stop();
+}
+
+#[test]
+fn without_a_welcome_the_agent_closes_and_comes_back() {
+    let memtide = Memtide::listen();
+    let (builder, _) = common::agent(pool(), App::Comply, &memtide.path);
+    let agent = builder
+        .welcome_timeout(Duration::from_millis(200))
+        .start()
+        .unwrap();
+    memtide
+        .accept()
+        .play(&[expect(json!({"type": "hello"})), Step::ExpectClosed])
+        .unwrap();
+    let error = agent.last_error().expect("no welcome recorded").to_string();
+    assert!(
+        error.ends_with("sent no welcome within 200ms of the hello"),
+        "{error}"
+    );
+    memtide
+        .accept()
+        .play(&[expect(json!({"type": "hello"}))])
+        .unwrap();
+    agent.stop();
+}
+
+#[test]
 fn a_target_at_the_pool_s_size_is_done_without_a_callback() {
     let memtide = Memtide::listen();
     let (agent, _go, calls) = gated_agent(&memtide);

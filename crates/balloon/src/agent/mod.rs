@@ -32,20 +32,22 @@
 //!
 //! # Targets
 //!
-//! A target is checked against the pool (a multiple of `granule_bytes` within `[min_bytes,
-//! max_bytes]`) before any callback; one that fails is answered with a non-fatal `bad_field`
-//! error. A target below the pool's size calls the shrink callback, one above it the grow
+//! A target is checked before any callback: its `seq` above the last valid target's, its size
+//! a multiple of `granule_bytes` within `[min_bytes, max_bytes]`. One that fails is answered
+//! with a non-fatal `bad_field` error and otherwise ignored, so a resize in progress goes on. A
+//! valid target below the pool's size calls the shrink callback, one above it the grow
 //! callback, and one equal to it is `done` at once. A callback that returns `Ok` has put the
 //! pool at the target, its memory given back to the OS when shrinking (`done`); one that
-//! returns a [`Refusal`] has not (`failed`, with the refusal's reason). A newer target
+//! returns a [`Refusal`] has not (`failed`, with the refusal's reason). A newer valid target
 //! supersedes an older one: the older is no longer answered, and the newer is worked on as soon
 //! as the running callback returns (a callback is never interrupted).
 //!
 //! # Connection
 //!
 //! The socket is the one given to [`AgentBuilder::socket`], else `$MEMTIDE_BALLOON_SOCKET`,
-//! else `/run/memtide/balloon.sock`. When the connection cannot be made, drops, or memtide says
-//! `bye` or sends a fatal error, the agent connects again after a back-off that starts at
+//! else `/run/memtide/balloon.sock`. When the connection cannot be made, drops, memtide says
+//! `bye` or sends a fatal error, or no `welcome` comes within 10 s of the `hello`, the agent
+//! closes the connection and connects again after a back-off that starts at
 //! 100 ms and doubles up to 30 s (each wait a random time between half and all of it), and
 //! starts again at 100 ms once memtide welcomes it. [`Agent::stop`] (or dropping the [`Agent`])
 //! says `bye` and closes.
@@ -175,6 +177,9 @@ pub enum AgentError {
     #[error("memtide at {} closed the connection", socket.display())]
     Closed { socket: PathBuf },
 
+    #[error("memtide at {} sent no welcome within {within:?} of the hello", socket.display())]
+    NoWelcome { socket: PathBuf, within: Duration },
+
     #[error("memtide said bye ({})", reason.as_deref().unwrap_or("no reason given"))]
     Bye { reason: Option<String> },
 
@@ -208,6 +213,9 @@ pub enum StartError {
     Spawn(io::Error),
 }
 
+/// The longest an agent waits for the `welcome` after its `hello` (docs/balloon-protocol.md).
+const WELCOME_WITHIN: Duration = Duration::from_secs(10);
+
 /// The longest back-off [`AgentBuilder::reconnect`] takes.
 const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 
@@ -224,6 +232,7 @@ pub struct AgentBuilder {
     stats: Option<StatsFn>,
     first_backoff: Duration,
     max_backoff: Duration,
+    welcome_timeout: Duration,
 }
 
 impl AgentBuilder {
@@ -267,6 +276,13 @@ impl AgentBuilder {
         self
     }
 
+    /// How long to wait for the `welcome` after the `hello` before closing and trying again
+    /// later: 10 s unless set, which is also the most the protocol allows (and at least 1 ms).
+    pub fn welcome_timeout(mut self, timeout: Duration) -> AgentBuilder {
+        self.welcome_timeout = timeout.clamp(Duration::from_millis(1), WELCOME_WITHIN);
+        self
+    }
+
     /// Checks the pool and starts the agent's threads; the agent connects at once.
     pub fn start(self) -> Result<Agent, StartError> {
         self.pool.check().map_err(StartError::Pool)?;
@@ -289,6 +305,7 @@ impl AgentBuilder {
             grow,
             stats,
             backoff: backoff::Backoff::new(self.first_backoff, self.max_backoff),
+            welcome_timeout: self.welcome_timeout,
         })
         .map_err(StartError::Spawn)?;
         Ok(Agent {
@@ -332,6 +349,7 @@ impl Agent {
             stats: None,
             first_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_secs(30),
+            welcome_timeout: WELCOME_WITHIN,
         }
     }
 
@@ -438,6 +456,23 @@ mod tests {
         assert_eq!(builder.max_backoff, MAX_BACKOFF);
         let builder = builder.reconnect(Duration::from_secs(10), Duration::from_secs(1));
         assert_eq!(builder.max_backoff, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn the_welcome_timeout_is_at_most_the_protocol_s_10_s() {
+        let builder = Agent::builder(PoolInfo {
+            app: "x".into(),
+            kind: PoolKind::Other,
+            pool_bytes: 0,
+            min_bytes: 0,
+            max_bytes: 0,
+            granule_bytes: 1,
+        });
+        assert_eq!(builder.welcome_timeout, Duration::from_secs(10));
+        let builder = builder.welcome_timeout(Duration::from_secs(60));
+        assert_eq!(builder.welcome_timeout, Duration::from_secs(10));
+        let builder = builder.welcome_timeout(Duration::from_millis(250));
+        assert_eq!(builder.welcome_timeout, Duration::from_millis(250));
     }
 
     #[test]

@@ -56,6 +56,7 @@ pub(super) struct Setup {
     pub grow: ResizeFn,
     pub stats: StatsFn,
     pub backoff: Backoff,
+    pub welcome_timeout: Duration,
 }
 
 /// Starts the agent's thread; the sender is how the application stops it.
@@ -69,6 +70,7 @@ pub(super) fn spawn(setup: Setup) -> io::Result<(SyncSender<Event>, JoinHandle<(
         shared: setup.shared,
         stats: setup.stats,
         backoff: setup.backoff,
+        welcome_timeout: setup.welcome_timeout,
         events,
         sender: sender.clone(),
         resizer,
@@ -98,6 +100,8 @@ struct Runner {
     shared: Arc<Shared>,
     stats: StatsFn,
     backoff: Backoff,
+    /// How long to wait for the `welcome` after the `hello`.
+    welcome_timeout: Duration,
     events: Receiver<Event>,
     /// Cloned into each connection's reader thread.
     sender: SyncSender<Event>,
@@ -119,7 +123,9 @@ struct Session {
     /// Set by the `welcome`.
     stats_every: Option<Duration>,
     next_stats: Option<Instant>,
-    /// The highest `seq` memtide sent.
+    /// When the connection is given up if no `welcome` came; `None` once it came.
+    welcome_by: Option<Instant>,
+    /// The `seq` of the last valid target.
     last_seq: u64,
     /// The newest valid target not answered yet.
     wanted: Option<Target>,
@@ -188,6 +194,7 @@ impl Runner {
             stream,
             stats_every: None,
             next_stats: None,
+            welcome_by: Instant::now().checked_add(self.welcome_timeout),
             last_seq: 0,
             wanted: None,
             next_working: None,
@@ -231,7 +238,7 @@ impl Runner {
     /// Answers events until the connection ends or the application stops the agent.
     fn serve(&mut self, session: &mut Session) -> End {
         loop {
-            let due = [session.next_stats, session.next_working]
+            let due = [session.welcome_by, session.next_stats, session.next_working]
                 .into_iter()
                 .flatten()
                 .min();
@@ -291,9 +298,17 @@ impl Runner {
         });
     }
 
-    /// Sends what is due: stats, and `progress working` for a target still being worked on.
+    /// Sends what is due (stats, and `progress working` for a target still being worked on),
+    /// or gives the connection up when the `welcome` is late.
     fn timers(&mut self, session: &mut Session) -> Result<(), Ending> {
         let now = Instant::now();
+        if session.welcome_by.is_some_and(|due| now >= due) {
+            self.shared.record(AgentError::NoWelcome {
+                socket: self.socket.clone(),
+                within: self.welcome_timeout,
+            });
+            return Err(Ending::Recorded);
+        }
         if let (Some(due), Some(every)) = (session.next_stats, session.stats_every) {
             if now >= due {
                 self.send_stats(session)?;
@@ -359,6 +374,7 @@ impl Runner {
                 }
                 let every = Duration::from_millis(welcome.stats_interval_ms);
                 session.stats_every = Some(every);
+                session.welcome_by = None;
                 self.backoff.reset();
                 self.shared.set_state(AgentState::Registered {
                     tenant: welcome.tenant,
@@ -392,6 +408,8 @@ impl Runner {
                 format!("target {} before the welcome", target.seq),
             );
         }
+        // A target that breaks a rule is answered and otherwise ignored: a resize in progress
+        // goes on, and the next target's seq need only be above the last valid one's.
         if target.seq <= session.last_seq {
             return refuse(
                 session,
@@ -402,13 +420,10 @@ impl Runner {
                 ),
             );
         }
-        session.last_seq = target.seq;
-        // Whether or not this target can be served, it replaces the one before.
-        session.wanted = None;
-        session.next_working = None;
         if let Err(error) = self.pool.check_target(target.pool_bytes) {
             return refuse(session, error.code, error.message);
         }
+        session.last_seq = target.seq;
         session.wanted = Some(target);
         session.next_working = Instant::now().checked_add(WORKING_EVERY);
         self.start_wanted(session)
