@@ -1,0 +1,409 @@
+//! The balloon socket's event loop: one thread serves every agent connection with mio (epoll) — accepts, reads lines of at most 64 KiB, hands them to a [`Handler`], writes its answers, and wakes for its timers and for work queued from other threads.
+//!
+//! One thread and a few KiB per connection, so 10,000 connected agents cost no more than
+//! their buffers: each connection keeps the unfinished line it is reading (at most 64 KiB,
+//! `memtide_balloon::line`) and the answers not yet written (at most [`MAX_PENDING_OUT`]; an
+//! agent that stops reading is closed rather than buffered without end). Connections beyond
+//! [`ServerConfig::max_connections`] are accepted and closed at once, so the backlog never
+//! fills with agents that will not be served. The handler runs on this thread; other threads
+//! reach it through the state they share with it and wake the loop with [`Wake`].
+
+use crate::error::SocketError;
+use crate::socket::{peer_pid, BoundSocket};
+use memtide_balloon::line::{Line, LineSplitter};
+use mio::net::{UnixListener, UnixStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use std::io::{ErrorKind, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+const FIRST_CONN: usize = 2;
+/// Answers waiting to be written to one connection, at most; past this it is closed.
+pub const MAX_PENDING_OUT: usize = 1 << 20;
+/// How long the loop sleeps at most, so the handler's timers are looked at this often.
+const TIMER_SLICE: Duration = Duration::from_millis(50);
+/// How long a stopping loop keeps writing its last answers (`bye`) before it closes.
+const FLUSH_ON_STOP: Duration = Duration::from_millis(200);
+
+/// One connection, as the handler knows it: stable while the connection lives; a number is
+/// reused only after [`Handler::closed`] was called for it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub usize);
+
+/// What the handler asks of the connections.
+#[derive(Debug, Default)]
+pub struct Outbox {
+    pub(crate) lines: Vec<(ConnId, String)>,
+    pub(crate) close: Vec<ConnId>,
+}
+
+impl Outbox {
+    /// Writes `line` (without its newline) to `conn`.
+    pub fn send(&mut self, conn: ConnId, line: String) {
+        self.lines.push((conn, line));
+    }
+
+    /// Closes `conn` once what was sent to it before is written.
+    pub fn close(&mut self, conn: ConnId) {
+        self.close.push(conn);
+    }
+}
+
+/// The protocol side of the loop. Every call gets the time it happens at and an [`Outbox`].
+pub trait Handler: Send + 'static {
+    /// A connection from process `pid` (`None`: its credentials could not be read).
+    fn opened(&mut self, conn: ConnId, pid: Option<i32>, now: Instant);
+    /// One line read from `conn` (or a line too long, or not UTF-8).
+    fn line(&mut self, conn: ConnId, line: Line, now: Instant, out: &mut Outbox);
+    /// `conn` is gone (the peer closed, a write failed, or the handler closed it).
+    fn closed(&mut self, conn: ConnId, now: Instant);
+    /// After every wake-up, and at least every 50 ms: timers, work queued by other threads.
+    fn poll(&mut self, now: Instant, out: &mut Outbox);
+    /// The loop is stopping: last words to every connection (they are written for up to
+    /// 200 ms, then every connection is closed).
+    fn stopping(&mut self, now: Instant, out: &mut Outbox);
+}
+
+/// How the loop serves.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub socket: PathBuf,
+    /// Permission bits of the socket file.
+    pub mode: u32,
+    /// Connections served at once, at most.
+    pub max_connections: usize,
+}
+
+/// Wakes the loop from another thread (after queueing work for its handler).
+#[derive(Clone, Debug)]
+pub struct Wake(Arc<Waker>);
+
+impl Wake {
+    pub fn wake(&self) {
+        let _ = self.0.wake();
+    }
+}
+
+/// The running loop. Dropping it stops it (see [`Server::stop`]).
+#[derive(Debug)]
+pub struct Server {
+    stop: Arc<AtomicBool>,
+    wake: Wake,
+    thread: Option<JoinHandle<()>>,
+    path: PathBuf,
+}
+
+impl Server {
+    /// Binds the socket and starts the loop's thread with `handler`.
+    pub fn start<H: Handler>(config: &ServerConfig, handler: H) -> Result<Server, SocketError> {
+        let bound = BoundSocket::bind(&config.socket, config.mode)?;
+        let loop_err = |source| SocketError::EventLoop {
+            path: config.socket.clone(),
+            source,
+        };
+        let poll = Poll::new().map_err(loop_err)?;
+        let std_listener = bound.listener().try_clone().map_err(loop_err)?;
+        let mut listener = UnixListener::from_std(std_listener);
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)
+            .map_err(loop_err)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER).map_err(loop_err)?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut state = Loop {
+            poll,
+            listener,
+            _bound: bound,
+            conns: Vec::new(),
+            free: Vec::new(),
+            handler,
+            max_connections: config.max_connections,
+            accept_pending: false,
+        };
+        let stop_flag = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("memtide-balloon".into())
+            .spawn(move || state.run(&stop_flag))
+            .map_err(loop_err)?;
+        Ok(Server {
+            stop,
+            wake: Wake(waker),
+            thread: Some(thread),
+            path: config.socket.clone(),
+        })
+    }
+
+    /// Wakes the loop from another thread.
+    pub fn waker(&self) -> Wake {
+        self.wake.clone()
+    }
+
+    /// Where the socket is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Stops the loop: the handler says its last words, connections close, the socket file
+    /// goes. Returns once the thread has ended.
+    pub fn stop(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.wake.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop_now();
+    }
+}
+
+struct Conn {
+    stream: UnixStream,
+    splitter: LineSplitter,
+    out: Vec<u8>,
+    /// Bytes of `out` already written.
+    written: usize,
+    /// Close once `out` is written.
+    closing: bool,
+    writable: bool,
+}
+
+struct Loop<H> {
+    poll: Poll,
+    listener: UnixListener,
+    /// Kept for its file's removal when the loop ends.
+    _bound: BoundSocket,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    handler: H,
+    max_connections: usize,
+    /// `accept` ran out of descriptors: try again on the next turn rather than wait for an
+    /// edge that will not come.
+    accept_pending: bool,
+}
+
+impl<H: Handler> Loop<H> {
+    fn run(&mut self, stop: &AtomicBool) {
+        let mut events = Events::with_capacity(1024);
+        let mut out = Outbox::default();
+        while !stop.load(Ordering::SeqCst) {
+            if let Err(e) = self.poll.poll(&mut events, Some(TIMER_SLICE)) {
+                if e.kind() != ErrorKind::Interrupted {
+                    break;
+                }
+            }
+            let now = Instant::now();
+            for event in events.iter() {
+                match event.token() {
+                    LISTENER => self.accept(now),
+                    WAKER => {}
+                    Token(t) => {
+                        let id = ConnId(t - FIRST_CONN);
+                        if event.is_readable() || event.is_read_closed() {
+                            self.read(id, now, &mut out);
+                        }
+                        if event.is_writable() {
+                            self.flush(id, now);
+                        }
+                    }
+                }
+            }
+            if self.accept_pending {
+                self.accept(now);
+            }
+            self.handler.poll(now, &mut out);
+            self.deliver(&mut out, now);
+        }
+        let now = Instant::now();
+        self.handler.stopping(now, &mut out);
+        self.deliver(&mut out, now);
+        let until = now + FLUSH_ON_STOP;
+        while Instant::now() < until && self.conns.iter().flatten().any(|c| c.written < c.out.len())
+        {
+            let _ = self.poll.poll(&mut events, Some(Duration::from_millis(10)));
+            for i in 0..self.conns.len() {
+                self.flush(ConnId(i), Instant::now());
+            }
+        }
+    }
+
+    fn accept(&mut self, now: Instant) {
+        self.accept_pending = false;
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    let live = self.conns.len() - self.free.len();
+                    if live >= self.max_connections {
+                        drop(stream);
+                        continue;
+                    }
+                    self.add(stream, now);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    // Out of descriptors (EMFILE/ENFILE) or memory: retry next turn.
+                    self.accept_pending = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    fn add(&mut self, mut stream: UnixStream, now: Instant) {
+        let idx = self.free.pop().unwrap_or(self.conns.len());
+        let token = Token(idx + FIRST_CONN);
+        if self
+            .poll
+            .registry()
+            .register(&mut stream, token, Interest::READABLE)
+            .is_err()
+        {
+            self.free.push(idx);
+            return;
+        }
+        let pid = peer_pid(&stream);
+        let conn = Conn {
+            stream,
+            splitter: LineSplitter::new(),
+            out: Vec::new(),
+            written: 0,
+            closing: false,
+            writable: false,
+        };
+        if idx == self.conns.len() {
+            self.conns.push(Some(conn));
+        } else {
+            self.conns[idx] = Some(conn);
+        }
+        self.handler.opened(ConnId(idx), pid, now);
+    }
+
+    fn read(&mut self, id: ConnId, now: Instant, out: &mut Outbox) {
+        let mut buf = [0u8; 16 * 1024];
+        loop {
+            let Some(conn) = self.conns.get_mut(id.0).and_then(Option::as_mut) else {
+                return;
+            };
+            match conn.stream.read(&mut buf) {
+                Ok(0) => {
+                    self.drop_conn(id, now);
+                    return;
+                }
+                Ok(n) => {
+                    for line in conn.splitter.feed(&buf[..n]) {
+                        self.handler.line(id, line, now, out);
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.drop_conn(id, now);
+                    return;
+                }
+            }
+            // Answers go out as lines are read, so a fast agent's pipeline cannot pile up.
+            self.deliver(out, now);
+        }
+    }
+
+    /// Moves the handler's answers into the connections' buffers and writes them.
+    fn deliver(&mut self, out: &mut Outbox, now: Instant) {
+        for (id, line) in out.lines.drain(..) {
+            let Some(conn) = self.conns.get_mut(id.0).and_then(Option::as_mut) else {
+                continue;
+            };
+            if conn.closing {
+                continue;
+            }
+            conn.out.extend_from_slice(line.as_bytes());
+            conn.out.push(b'\n');
+            if conn.out.len() - conn.written > MAX_PENDING_OUT {
+                conn.out.clear();
+                conn.written = 0;
+                conn.closing = true;
+            }
+        }
+        let closes: Vec<ConnId> = out.close.drain(..).collect();
+        for id in closes {
+            if let Some(conn) = self.conns.get_mut(id.0).and_then(Option::as_mut) {
+                conn.closing = true;
+            }
+        }
+        for i in 0..self.conns.len() {
+            if self.conns[i]
+                .as_ref()
+                .is_some_and(|c| c.written < c.out.len() || c.closing)
+            {
+                self.flush(ConnId(i), now);
+            }
+        }
+    }
+
+    /// Writes what `id` has pending; closes it when it is closing and everything is out, or
+    /// when writing fails.
+    fn flush(&mut self, id: ConnId, now: Instant) {
+        let Some(conn) = self.conns.get_mut(id.0).and_then(Option::as_mut) else {
+            return;
+        };
+        while conn.written < conn.out.len() {
+            match conn.stream.write(&conn.out[conn.written..]) {
+                Ok(0) => {
+                    self.drop_conn(id, now);
+                    return;
+                }
+                Ok(n) => conn.written += n,
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => {
+                    self.drop_conn(id, now);
+                    return;
+                }
+            }
+        }
+        if conn.written == conn.out.len() {
+            conn.out.clear();
+            conn.written = 0;
+            if conn.closing {
+                self.drop_conn(id, now);
+                return;
+            }
+        }
+        let want_write = conn.written < conn.out.len();
+        if want_write != conn.writable {
+            let interest = if want_write {
+                Interest::READABLE | Interest::WRITABLE
+            } else {
+                Interest::READABLE
+            };
+            let token = Token(id.0 + FIRST_CONN);
+            if self
+                .poll
+                .registry()
+                .reregister(&mut conn.stream, token, interest)
+                .is_ok()
+            {
+                conn.writable = want_write;
+            }
+        }
+    }
+
+    fn drop_conn(&mut self, id: ConnId, now: Instant) {
+        if let Some(mut conn) = self.conns.get_mut(id.0).and_then(Option::take) {
+            let _ = self.poll.registry().deregister(&mut conn.stream);
+            self.free.push(id.0);
+            self.handler.closed(id, now);
+        }
+    }
+}

@@ -1,0 +1,222 @@
+//! The balloon socket's file: bound with the configured mode, a stale socket left by a memtide that died replaced, a live one or any other file refused, and removed when memtide stops, only if it is still the one it bound.
+//!
+//! The socket is bound first and its mode set after: in between it has the mode the umask
+//! leaves (0755 under the usual 022), which lets nobody else connect, since connecting needs
+//! write permission. Changing the umask instead would race with every other thread.
+
+use crate::error::SocketError;
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+
+/// Longest socket path the kernel takes (`sun_path` is 108 bytes with its NUL).
+pub const MAX_PATH_BYTES: usize = 107;
+
+/// A bound, listening balloon socket; its file goes when this is dropped.
+#[derive(Debug)]
+pub struct BoundSocket {
+    listener: UnixListener,
+    path: PathBuf,
+    /// Device and inode of the file bound, so that a socket someone else put there since is
+    /// left alone.
+    id: (u64, u64),
+}
+
+impl BoundSocket {
+    /// Binds `path` with permission bits `mode`, creating its directory (0755) if missing.
+    /// A socket file nobody listens on is replaced; a live socket or a file of another kind
+    /// is an error, and nothing is changed.
+    pub fn bind(path: &Path, mode: u32) -> Result<BoundSocket, SocketError> {
+        let len = path.as_os_str().len();
+        if len > MAX_PATH_BYTES {
+            return Err(SocketError::PathTooLong {
+                path: path.to_path_buf(),
+                len,
+            });
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if !dir.exists() {
+                std::fs::create_dir_all(dir).map_err(|source| SocketError::CreateDir {
+                    path: dir.to_path_buf(),
+                    source,
+                })?;
+            }
+        }
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_socket() => match UnixStream::connect(path) {
+                Ok(_) => {
+                    return Err(SocketError::InUse {
+                        path: path.to_path_buf(),
+                    })
+                }
+                Err(e) if e.kind() == ErrorKind::ConnectionRefused => {
+                    std::fs::remove_file(path).map_err(|source| SocketError::RemoveStale {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                }
+                Err(source) => {
+                    return Err(SocketError::Probe {
+                        path: path.to_path_buf(),
+                        source,
+                    })
+                }
+            },
+            Ok(_) => {
+                return Err(SocketError::NotASocket {
+                    path: path.to_path_buf(),
+                })
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(source) => {
+                return Err(SocketError::Probe {
+                    path: path.to_path_buf(),
+                    source,
+                })
+            }
+        }
+        let listener = UnixListener::bind(path).map_err(|source| SocketError::Bind {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let meta = std::fs::symlink_metadata(path).map_err(|source| SocketError::Probe {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let bound = BoundSocket {
+            listener,
+            path: path.to_path_buf(),
+            id: (meta.dev(), meta.ino()),
+        };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(
+            |source| SocketError::Mode {
+                path: path.to_path_buf(),
+                mode,
+                source,
+            },
+        )?;
+        bound
+            .listener
+            .set_nonblocking(true)
+            .map_err(|source| SocketError::Bind {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(bound)
+    }
+
+    /// The listening socket (non-blocking).
+    pub fn listener(&self) -> &UnixListener {
+        &self.listener
+    }
+
+    /// Where it is bound.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for BoundSocket {
+    fn drop(&mut self) {
+        let ours = std::fs::symlink_metadata(&self.path)
+            .map(|m| (m.dev(), m.ino()) == self.id)
+            .unwrap_or(false);
+        if ours {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The pid of the process at the other end of a connected Unix socket (`SO_PEERCRED`: the
+/// process that connected, as the kernel recorded it), or `None` if it cannot be read.
+pub fn peer_pid(stream: &impl AsRawFd) -> Option<i32> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes passed; the descriptor is
+    // borrowed from a live socket.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0 && cred.pid > 0).then_some(cred.pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binds_with_the_mode_and_removes_its_file_when_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run/balloon.sock");
+        let s = BoundSocket::bind(&path, 0o660).unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+        drop(s);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_stale_socket_is_replaced_and_a_live_one_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.sock");
+        drop(UnixListener::bind(&path).unwrap()); // the file stays, nobody listens
+        let live = BoundSocket::bind(&path, 0o600).unwrap();
+        let err = BoundSocket::bind(&path, 0o600).unwrap_err();
+        assert!(matches!(err, SocketError::InUse { .. }), "{err}");
+        assert!(path.exists(), "a refused bind leaves the live socket alone");
+        drop(live);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_socket_is_refused_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.sock");
+        std::fs::write(&path, "precious").unwrap();
+        let err = BoundSocket::bind(&path, 0o660).unwrap_err();
+        assert!(err.to_string().contains("not a socket"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
+    }
+
+    #[test]
+    fn a_path_too_long_for_the_kernel_is_refused() {
+        let path = PathBuf::from(format!("/tmp/{}", "x".repeat(120)));
+        let err = BoundSocket::bind(&path, 0o660).unwrap_err();
+        assert!(err.to_string().contains("107"), "{err}");
+    }
+
+    #[test]
+    fn a_socket_put_there_by_someone_else_is_not_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.sock");
+        let ours = BoundSocket::bind(&path, 0o660).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let theirs = UnixListener::bind(&path).unwrap();
+        drop(ours);
+        assert!(path.exists());
+        drop(theirs);
+    }
+
+    #[test]
+    fn the_peer_pid_is_the_connecting_process() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.sock");
+        let s = BoundSocket::bind(&path, 0o660).unwrap();
+        let _client = UnixStream::connect(&path).unwrap();
+        s.listener().set_nonblocking(false).unwrap();
+        let (server_end, _) = s.listener().accept().unwrap();
+        assert_eq!(peer_pid(&server_end), Some(std::process::id() as i32));
+    }
+}

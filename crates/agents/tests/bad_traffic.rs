@@ -1,0 +1,186 @@
+//! Bad traffic against a real server and hub: a 1 MB line, binary garbage, 10,000 connections at once, and an agent that never answers. Each gets its error or a timely takeover, no other tenant's agent is touched, and the server keeps serving.
+
+use memtide_agents::hub::{Hub, HubConfig, Takeover, Tenants};
+use memtide_agents::server::{Server, ServerConfig};
+use memtide_model::TenantId;
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+const DB: TenantId = TenantId(1);
+
+/// Every process is in tenant 1 ("db") except the ones the test names for tenant 2.
+struct AllInDb;
+
+impl Tenants for AllInDb {
+    fn tenant_of(&self, _pid: u32) -> Option<(TenantId, String)> {
+        Some((DB, "db".to_string()))
+    }
+}
+
+fn serve(dir: &Path, config: HubConfig, max_connections: usize) -> (Server, Hub) {
+    let hub = Hub::new(config, Box::new(AllInDb));
+    let server = Server::start(
+        &ServerConfig {
+            socket: dir.join("b.sock"),
+            mode: 0o600,
+            max_connections,
+        },
+        hub.handler(Instant::now()),
+    )
+    .unwrap();
+    hub.set_wake(server.waker());
+    (server, hub)
+}
+
+struct Client {
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
+}
+
+impl Client {
+    fn connect(path: &Path) -> Client {
+        let s = UnixStream::connect(path).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        Client {
+            writer: s.try_clone().unwrap(),
+            reader: BufReader::new(s),
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.writer.write_all(bytes).unwrap();
+    }
+
+    fn line(&mut self) -> String {
+        let mut l = String::new();
+        self.reader.read_line(&mut l).unwrap();
+        l
+    }
+
+    fn hello(&mut self) -> String {
+        let hello = format!(
+            r#"{{"type":"hello","version":1,"app":"t","kind":"cache","pid":{},"pool_bytes":{},"min_bytes":0,"max_bytes":{},"granule_bytes":4096}}"#,
+            std::process::id(),
+            256 * MIB,
+            512 * MIB
+        );
+        self.send(format!("{hello}\n").as_bytes());
+        self.line()
+    }
+}
+
+#[test]
+fn a_one_megabyte_line_is_too_long_and_the_connection_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _hub) = serve(dir.path(), HubConfig::default(), 16);
+    let mut c = Client::connect(server.path());
+    let mut big = vec![b'a'; 1 << 20];
+    big.push(b'\n');
+    c.send(&big);
+    let l = c.line();
+    assert!(
+        l.contains(r#""code":"too_long""#) && l.contains(r#""fatal":false"#),
+        "{l}"
+    );
+    assert!(c.hello().contains(r#""type":"welcome""#));
+}
+
+#[test]
+fn binary_garbage_gets_errors_then_a_close_and_others_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, hub) = serve(dir.path(), HubConfig::default(), 16);
+    let mut agent = Client::connect(server.path());
+    assert!(agent.hello().contains("welcome"));
+    let mut bad = Client::connect(server.path());
+    let mut garbage = Vec::new();
+    let mut x: u32 = 12345;
+    for _ in 0..4096 {
+        x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+        garbage.push((x >> 16) as u8);
+    }
+    garbage.extend_from_slice(b"\n\xff\xfe\n{\"type\":\n\0\0\0\n\n\n\n\n\n\n\n");
+    bad.send(&garbage);
+    let mut last = String::new();
+    loop {
+        let l = bad.line();
+        if l.is_empty() {
+            break; // closed
+        }
+        last = l;
+    }
+    assert!(last.contains(r#""code":"violations""#), "{last}");
+    assert!(hub.pool(DB).is_some(), "the other agent is untouched");
+    assert!(Client::connect(server.path()).hello().contains("busy"));
+}
+
+#[test]
+fn an_agent_that_never_answers_is_taken_over_at_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = HubConfig {
+        deadline_base: Duration::from_millis(300),
+        deadline_per_gib: Duration::ZERO,
+        dead_after: Duration::from_secs(60),
+        ..HubConfig::default()
+    };
+    let (server, hub) = serve(dir.path(), config, 16);
+    let mut c = Client::connect(server.path());
+    assert!(c.hello().contains("welcome"));
+    hub.ask(DB, Some(128 * MIB));
+    let asked = Instant::now();
+    let target = c.line();
+    assert!(target.contains(r#""type":"target""#), "{target}");
+    let l = c.line();
+    assert!(l.contains(r#""code":"deadline""#), "{l}");
+    assert!(asked.elapsed() < Duration::from_secs(3));
+    assert_eq!(c.line(), "", "closed after the error");
+    assert!(matches!(hub.takeover(DB), Some(Takeover::Stuck { .. })));
+    assert!(hub.pool(DB).is_none());
+}
+
+/// Raises the open-file limit so that 10,000 connections (both ends in this process) fit.
+fn room_for(fds: u64) -> bool {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is valid for writes.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) };
+    if lim.rlim_cur >= fds {
+        return true;
+    }
+    let want = libc::rlimit {
+        rlim_cur: fds,
+        rlim_max: lim.rlim_max.max(fds),
+    };
+    // SAFETY: `want` is a valid rlimit.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 }
+}
+
+#[test]
+fn ten_thousand_connections_at_once_are_served() {
+    const N: usize = 10_000;
+    if !room_for(2 * N as u64 + 256) {
+        let why = "cannot raise the open-file limit to 20,256 (needs root or a higher hard limit)";
+        assert!(std::env::var_os("MEMTIDE_REQUIRE_LINUX").is_none(), "{why}");
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (server, hub) = serve(dir.path(), HubConfig::default(), N + 10);
+    let mut clients: Vec<Client> = (0..N).map(|_| Client::connect(server.path())).collect();
+    // Every connection is served: each malformed line gets its own answer.
+    for c in clients.iter_mut() {
+        c.send(b"nonsense\n");
+    }
+    for c in clients.iter_mut() {
+        assert!(c.line().contains(r#""code":"malformed""#));
+    }
+    // And the server still registers an agent among them.
+    assert!(clients[N / 2].hello().contains("welcome"));
+    assert!(hub.pool(DB).is_some());
+    drop(clients);
+    server.stop();
+}
