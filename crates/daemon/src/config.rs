@@ -25,6 +25,7 @@ pub struct DaemonConfig {
     pub host: HostSection,
     pub policy: PolicySection,
     pub rails: RailsSection,
+    pub balloon: BalloonSection,
     /// In file order; names are unique.
     pub tenants: Vec<TenantConfig>,
 }
@@ -128,6 +129,23 @@ pub struct RailsSection {
     pub backoff_pressure: f64,
 }
 
+/// `[balloon]`: the application balloon socket (docs/balloon-protocol.md).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BalloonSection {
+    /// `enabled = true`: serve the socket, so applications' agents can register.
+    pub enabled: bool,
+    /// `socket = "/run/memtide/balloon.sock"`: where; at most 107 bytes.
+    pub socket: PathBuf,
+    /// `mode = "0660"`: the socket file's permission bits (the owning group may connect).
+    pub mode: u32,
+    /// `stats_interval = "1s"`: agents send statistics this often (100ms..=60s).
+    pub stats_interval: Duration,
+    /// `dead_after = "5s"`: an agent silent this long is dead (stats_interval..=10m).
+    pub dead_after: Duration,
+    /// `max_agents = 16384`: connections served at once (1..=1000000).
+    pub max_agents: usize,
+}
+
 /// Which active-memory estimator a tenant uses.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -218,6 +236,19 @@ impl Default for RailsSection {
     }
 }
 
+impl Default for BalloonSection {
+    fn default() -> BalloonSection {
+        BalloonSection {
+            enabled: true,
+            socket: PathBuf::from("/run/memtide/balloon.sock"),
+            mode: 0o660,
+            stats_interval: Duration::from_secs(1),
+            dead_after: Duration::from_secs(5),
+            max_agents: 16_384,
+        }
+    }
+}
+
 /// Every default and no tenants: what an empty file gives.
 impl Default for DaemonConfig {
     fn default() -> DaemonConfig {
@@ -226,6 +257,7 @@ impl Default for DaemonConfig {
             host: HostSection::default(),
             policy: PolicySection::default(),
             rails: RailsSection::default(),
+            balloon: BalloonSection::default(),
             tenants: Vec::new(),
         }
     }

@@ -1,9 +1,9 @@
 //! Builds a [`DaemonConfig`] from the file as read (`schema.rs`): defaults filled in, then the checks serde cannot make, each error pointing at the field it names (ranges, addresses, cgroup paths, tenant names, the budget against the mins, cgroups that nest).
 
-use super::schema::{DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc};
+use super::schema::{BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc};
 use super::{
-    cgroup_is_strictly_under, DaemonConfig, DaemonSection, HostSection, ParentCgroup,
-    PolicySection, RailsSection, TenantConfig, TenantOrigin, DEFAULT_SHARES,
+    cgroup_is_strictly_under, BalloonSection, DaemonConfig, DaemonSection, HostSection,
+    ParentCgroup, PolicySection, RailsSection, TenantConfig, TenantOrigin, DEFAULT_SHARES,
 };
 use memtide_config::{ConfigError, Document, FieldPath};
 use memtide_model::written::format_size;
@@ -35,12 +35,14 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
     let host = host(doc, file.host.unwrap_or_default())?;
     let policy = policy(doc, file.policy.unwrap_or_default())?;
     let rails = rails(doc, file.rails.unwrap_or_default())?;
+    let balloon = balloon(doc, file.balloon.unwrap_or_default())?;
     let tenants = tenants(doc, file.tenant, &host)?;
     Ok(DaemonConfig {
         daemon,
         host,
         policy,
         rails,
+        balloon,
         tenants,
     })
 }
@@ -250,6 +252,63 @@ fn rails(doc: &Document, t: RailsDoc) -> Result<RailsSection> {
         floor_margin_bytes: t.floor_margin.map_or(d.floor_margin_bytes, |m| m.bytes()),
         backoff_faults_per_s,
         backoff_pressure,
+    })
+}
+
+fn balloon(doc: &Document, t: BalloonDoc) -> Result<BalloonSection> {
+    let at = root().key("balloon");
+    let d = BalloonSection::default();
+    let socket = file_path(doc, at.key("socket"), t.socket)?.unwrap_or(d.socket);
+    if socket.as_os_str().len() > memtide_agents::socket::MAX_PATH_BYTES {
+        return Err(doc.error(
+            &at.key("socket"),
+            format!(
+                "is {} bytes; a Unix socket path has at most {}",
+                socket.as_os_str().len(),
+                memtide_agents::socket::MAX_PATH_BYTES
+            ),
+        ));
+    }
+    let mode = match t.mode {
+        None => d.mode,
+        Some(text) => u32::from_str_radix(text.trim(), 8)
+            .ok()
+            .filter(|m| *m <= 0o777)
+            .ok_or_else(|| {
+                doc.error(
+                    &at.key("mode"),
+                    "is not a mode; expected octal permission bits such as \"0660\"",
+                )
+            })?,
+    };
+    let stats_interval = duration_in(
+        doc,
+        at.key("stats_interval"),
+        t.stats_interval,
+        (MIN_TICK, MAX_TICK),
+        "100ms and 60s",
+    )?
+    .unwrap_or(d.stats_interval);
+    let dead_after = duration_in(
+        doc,
+        at.key("dead_after"),
+        t.dead_after,
+        (stats_interval, Duration::from_secs(600)),
+        "stats_interval and 10m",
+    )?
+    .unwrap_or(d.dead_after.max(stats_interval));
+    let max_agents = match t.max_agents {
+        None => d.max_agents,
+        Some(n) if (1..=1_000_000).contains(&n) => n as usize,
+        Some(_) => return Err(doc.error(&at.key("max_agents"), "must be between 1 and 1000000")),
+    };
+    Ok(BalloonSection {
+        enabled: t.enabled.unwrap_or(d.enabled),
+        socket,
+        mode,
+        stats_interval,
+        dead_after,
+        max_agents,
     })
 }
 

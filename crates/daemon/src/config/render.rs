@@ -1,6 +1,6 @@
 //! Writes a [`DaemonConfig`] back as a configuration file, every default spelled out, through the same serde structs the file is read with (so sizes and durations are written the one way they are read).
 
-use super::schema::{DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc};
+use super::schema::{BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc};
 use super::{DaemonConfig, TenantOrigin};
 use memtide_config::{Duration, Size};
 
@@ -35,6 +35,14 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
             floor_margin: Some(Size(r.floor_margin_bytes)),
             backoff_refaults_per_s: Some(r.backoff_faults_per_s),
             backoff_pressure: Some(r.backoff_pressure),
+        }),
+        balloon: Some(BalloonDoc {
+            enabled: Some(c.balloon.enabled),
+            socket: Some(c.balloon.socket.to_string_lossy().into_owned()),
+            mode: Some(format!("{:04o}", c.balloon.mode)),
+            stats_interval: Some(Duration(c.balloon.stats_interval)),
+            dead_after: Some(Duration(c.balloon.dead_after)),
+            max_agents: Some(c.balloon.max_agents as u64),
         }),
         tenant: c
             .tenants

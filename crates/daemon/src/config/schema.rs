@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a table of [daemon], [host], [policy], [rails] and [[tenant]]"
+    expecting = "a table of [daemon], [host], [policy], [rails], [balloon] and [[tenant]]"
 )]
 pub(super) struct FileDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -19,6 +19,8 @@ pub(super) struct FileDoc {
     pub(super) policy: Option<PolicyDoc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) rails: Option<RailsDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) balloon: Option<BalloonDoc>,
     /// `[[tenant]]`, one table per tenant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) tenant: Vec<TenantDoc>,
@@ -62,6 +64,18 @@ pub(super) struct RailsDoc {
     pub(super) floor_margin: Option<Size>,
     pub(super) backoff_refaults_per_s: Option<f64>,
     pub(super) backoff_pressure: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "the [balloon] table")]
+pub(super) struct BalloonDoc {
+    pub(super) enabled: Option<bool>,
+    pub(super) socket: Option<String>,
+    /// Permission bits as an octal string, e.g. `"0660"`.
+    pub(super) mode: Option<String>,
+    pub(super) stats_interval: Option<Duration>,
+    pub(super) dead_after: Option<Duration>,
+    pub(super) max_agents: Option<u64>,
 }
 
 #[derive(Debug, Deserialize, Serialize)]

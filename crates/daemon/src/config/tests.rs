@@ -331,6 +331,14 @@ floor_margin = 67108864
 backoff_refaults_per_s = 500
 backoff_pressure = 25.5
 
+[balloon]
+enabled = false
+socket = "/run/agents/b.sock"
+mode = "0600"
+stats_interval = "2s"
+dead_after = "20s"
+max_agents = 100
+
 [[tenant]]
 name = "db"
 cgroup = "/memtide/db"
@@ -377,6 +385,14 @@ fn a_full_file_reads_every_key() {
             floor_margin_bytes: 64 * MIB,
             backoff_faults_per_s: 500.0,
             backoff_pressure: 25.5,
+        },
+        balloon: BalloonSection {
+            enabled: false,
+            socket: PathBuf::from("/run/agents/b.sock"),
+            mode: 0o600,
+            stats_interval: Duration::from_secs(2),
+            dead_after: Duration::from_secs(20),
+            max_agents: 100,
         },
         tenants: vec![
             TenantConfig {
@@ -570,6 +586,7 @@ fn the_documented_example_parses() {
     assert_eq!(c.daemon, defaults.daemon);
     assert_eq!(c.policy, defaults.policy);
     assert_eq!(c.rails, defaults.rails);
+    assert_eq!(c.balloon, defaults.balloon);
 }
 
 #[test]
@@ -656,4 +673,33 @@ fn to_toml_writes_sizes_and_durations_the_one_way_they_are_read() {
     ] {
         assert!(written.lines().any(|l| l == line), "{line} in\n{written}");
     }
+}
+
+#[test]
+fn balloon_settings_out_of_range_name_their_field() {
+    for (text, field, words) in [
+        ("[balloon]\nmode = \"0999\"\n", "balloon.mode", "octal"),
+        ("[balloon]\nmode = \"rw\"\n", "balloon.mode", "octal"),
+        (
+            "[balloon]\nstats_interval = \"2s\"\ndead_after = \"1s\"\n",
+            "balloon.dead_after",
+            "stats_interval and 10m",
+        ),
+        (
+            "[balloon]\nmax_agents = 0\n",
+            "balloon.max_agents",
+            "between 1 and 1000000",
+        ),
+        ("[balloon]\nsocket = \"\"\n", "balloon.socket", "not a path"),
+    ] {
+        let err = DaemonConfig::parse(text, Path::new("t.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field) && err.contains(words), "{text}: {err}");
+    }
+    let long = format!("[balloon]\nsocket = \"/{}\"\n", "s".repeat(120));
+    let err = DaemonConfig::parse(&long, Path::new("t.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("at most 107"), "{err}");
 }
