@@ -154,16 +154,20 @@ fn sample_follows_targets(sdk: &str, argv: &[&str]) {
     let sample = Sample(cmd.spawn().unwrap_or_else(|e| panic!("{sdk}: {e}")));
     let child = sample.0.id();
     pid.store(child, Ordering::SeqCst);
-    wait_for(&hub, "registration", |e| {
-        matches!(e, AgentEvent::Registered { tenant, .. } if *tenant == TENANT)
-    });
+    wait_for(
+        &hub,
+        "registration",
+        |e| matches!(e, AgentEvent::Registered { tenant, .. } if *tenant == TENANT),
+    );
     let full = rss_bytes(child);
     assert!(full >= 90 * MIB, "{sdk}: RSS {full} with a 96 MiB pool");
 
     hub.ask(TENANT, Some(16 * MIB));
-    wait_for(&hub, "done shrinking", |e| {
-        matches!(e, AgentEvent::Answered { status: ProgressStatus::Done, pool_bytes, .. } if *pool_bytes == 16 * MIB)
-    });
+    wait_for(
+        &hub,
+        "done shrinking",
+        |e| matches!(e, AgentEvent::Answered { status: ProgressStatus::Done, pool_bytes, .. } if *pool_bytes == 16 * MIB),
+    );
     let small = rss_bytes(child);
     assert!(
         small + 70 * MIB <= full,
@@ -171,9 +175,11 @@ fn sample_follows_targets(sdk: &str, argv: &[&str]) {
     );
 
     hub.ask(TENANT, Some(96 * MIB));
-    wait_for(&hub, "done growing", |e| {
-        matches!(e, AgentEvent::Answered { status: ProgressStatus::Done, pool_bytes, .. } if *pool_bytes == 96 * MIB)
-    });
+    wait_for(
+        &hub,
+        "done growing",
+        |e| matches!(e, AgentEvent::Answered { status: ProgressStatus::Done, pool_bytes, .. } if *pool_bytes == 96 * MIB),
+    );
     let again = rss_bytes(child);
     assert!(
         again >= small + 70 * MIB,
@@ -184,7 +190,14 @@ fn sample_follows_targets(sdk: &str, argv: &[&str]) {
 }
 
 const POOL_FLAGS: [&str; 8] = [
-    "--pool", "96M", "--min", "0", "--max", "128M", "--granule", "1M",
+    "--pool",
+    "96M",
+    "--min",
+    "0",
+    "--max",
+    "128M",
+    "--granule",
+    "1M",
 ];
 
 #[test]
@@ -215,4 +228,29 @@ fn the_python_sample_follows_memtides_targets() {
         argv.extend(["--lookups-per-second", "0", "--socket"]);
         sample_follows_targets("Python", &argv);
     }
+}
+
+#[test]
+fn the_rust_sample_follows_memtides_targets() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(
+        "cargo build --example pool",
+        Command::new(&cargo).args([
+            "build",
+            "--release",
+            "-p",
+            "memtide-balloon",
+            "--example",
+            "pool",
+        ]),
+    );
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"));
+    let exe = target.join("release/examples/pool");
+    let exe = exe.to_string_lossy().into_owned();
+    let mut argv = vec![exe.as_str()];
+    argv.extend(POOL_FLAGS);
+    argv.extend(["--small-pages", "--lookups", "0", "--socket"]);
+    sample_follows_targets("Rust", &argv);
 }
