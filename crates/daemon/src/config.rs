@@ -134,7 +134,8 @@ pub struct RailsSection {
 pub struct BalloonSection {
     /// `enabled = true`: serve the socket, so applications' agents can register.
     pub enabled: bool,
-    /// `socket = "/run/memtide/balloon.sock"`: where; at most 107 bytes.
+    /// `socket = "/run/memtide/balloon.sock"`: where; at most 107 bytes. Default:
+    /// `balloon.sock` beside `state_file`.
     pub socket: PathBuf,
     /// `mode = "0660"`: the socket file's permission bits (the owning group may connect).
     pub mode: u32,

@@ -50,6 +50,8 @@ pub enum DaemonError {
     State(#[from] state_file::StateError),
     #[error("{0}")]
     Api(String),
+    #[error(transparent)]
+    Balloon(#[from] memtide_agents::SocketError),
 }
 
 impl DaemonError {
@@ -65,6 +67,11 @@ impl DaemonError {
                         | LinuxError::Lock { .. }
                 )
                 | DaemonError::State(state_file::StateError::InUse { .. })
+                | DaemonError::Balloon(
+                    memtide_agents::SocketError::InUse { .. }
+                        | memtide_agents::SocketError::NotASocket { .. }
+                        | memtide_agents::SocketError::PathTooLong { .. }
+                )
         )
     }
 }
@@ -129,6 +136,8 @@ struct Daemon {
     /// Records of the state file found at start, by tenant name, until their tenants start.
     previous: Option<StateFile>,
     api: Option<crate::api::ApiServer>,
+    /// The application balloon socket and its hub (`[balloon] enabled`).
+    balloon: Option<Balloon>,
     signals: Signals,
     reload_from: Option<ReloadFrom>,
     /// The running tenants (id, name, cgroup) as they stood before the tick under way.
@@ -195,6 +204,12 @@ impl Running {
         // leaves the host as it found it.
         let api = crate::api::ApiServer::start(config.daemon.listen, publisher.shared(), sender)
             .map_err(|e| DaemonError::Api(format!("API on {}: {e}", config.daemon.listen)))?;
+        // So is the balloon socket: applications' agents register through it.
+        let balloon = if config.balloon.enabled {
+            Some(Balloon::start(&config.balloon, &host)?)
+        } else {
+            None
+        };
         let mut runner = Runner::new(host, controller, config.daemon.tick);
         for s in &slots {
             declare(&mut runner, s, &config);
@@ -216,6 +231,7 @@ impl Running {
                 hierarchy: found.version.name(),
                 previous,
                 api: Some(api),
+                balloon,
                 signals,
                 reload_from,
                 managed: Vec::new(),
@@ -255,7 +271,100 @@ impl Drop for Running {
     }
 }
 
+/// The application balloon socket: its event loop and the hub it shares with the host.
+struct Balloon {
+    server: memtide_agents::server::Server,
+    hub: memtide_agents::hub::Hub,
+}
+
+impl Balloon {
+    /// Binds the socket (before anything on the host changes) and starts its loop; an agent
+    /// registers for the tenant whose cgroup holds its process.
+    fn start(
+        config: &crate::config::BalloonSection,
+        host: &LinuxHost,
+    ) -> Result<Balloon, DaemonError> {
+        use memtide_agents::hub::{Hub, HubConfig};
+        use memtide_agents::server::{Server, ServerConfig};
+        let hub = Hub::new(
+            HubConfig {
+                stats_interval: config.stats_interval,
+                dead_after: config.dead_after,
+                ..HubConfig::default()
+            },
+            Box::new(host.agent_tenants()),
+        );
+        let server = Server::start(
+            &ServerConfig {
+                socket: config.socket.clone(),
+                mode: config.mode,
+                max_connections: config.max_agents,
+            },
+            hub.handler(std::time::Instant::now()),
+        )?;
+        hub.set_wake(server.waker());
+        Ok(Balloon { server, hub })
+    }
+}
+
 impl Daemon {
+    /// Logs what happened to applications' agents since the last call.
+    fn log_agent_events(&mut self, hub: &memtide_agents::hub::Hub) {
+        use memtide_agents::hub::AgentEvent;
+        for event in hub.drain_events() {
+            let name = |t: TenantId| {
+                self.slots
+                    .iter()
+                    .find(|s| s.id == t)
+                    .map(|s| s.config.name.clone())
+                    .unwrap_or_default()
+            };
+            match event {
+                AgentEvent::Registered {
+                    tenant,
+                    app,
+                    kind,
+                    pid,
+                } => self.log.info(
+                    "agent_registered",
+                    &[
+                        ("tenant", json!(name(tenant))),
+                        ("app", json!(app)),
+                        ("kind", json!(kind.as_str())),
+                        ("pid", json!(pid)),
+                    ],
+                ),
+                AgentEvent::Answered {
+                    tenant,
+                    seq,
+                    status,
+                    pool_bytes,
+                    reason,
+                } => self.log.info(
+                    "agent_answered",
+                    &[
+                        ("tenant", json!(name(tenant))),
+                        ("seq", json!(seq)),
+                        ("status", json!(status.as_str())),
+                        ("pool_bytes", json!(pool_bytes)),
+                        ("reason", json!(reason)),
+                    ],
+                ),
+                AgentEvent::Left { tenant, reason } => self.log.info(
+                    "agent_left",
+                    &[("tenant", json!(name(tenant))), ("reason", json!(reason))],
+                ),
+                AgentEvent::TakenOver { tenant, why } => self.log.warn(
+                    "agent_taken_over",
+                    &[
+                        ("tenant", json!(name(tenant))),
+                        ("why", json!(why.to_string())),
+                    ],
+                ),
+            }
+        }
+    }
+
     fn dry_run(&self) -> bool {
         self.config.daemon.dry_run
     }
@@ -357,6 +466,11 @@ impl Daemon {
             .count();
         self.log.info("stopping", &[("tenants", json!(running))]);
         self.api = None;
+        // Agents hear bye before their tenants' limits are given back.
+        if let Some(b) = self.balloon.take() {
+            b.server.stop();
+            self.log_agent_events(&b.hub);
+        }
         let errors = service.runner_mut().shutdown();
         for (name, e) in &errors {
             self.log.error(
@@ -734,6 +848,9 @@ impl Daemon {
 impl Sink<LinuxHost> for Daemon {
     fn tick(&mut self, t: TickView<'_, LinuxHost>) {
         self.observed = true;
+        if let Some(hub) = self.balloon.as_ref().map(|b| b.hub.clone()) {
+            self.log_agent_events(&hub);
+        }
         let managed = std::mem::take(&mut self.managed);
         self.publisher.tick(
             &TickRecord::of(&t),

@@ -35,7 +35,7 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
     let host = host(doc, file.host.unwrap_or_default())?;
     let policy = policy(doc, file.policy.unwrap_or_default())?;
     let rails = rails(doc, file.rails.unwrap_or_default())?;
-    let balloon = balloon(doc, file.balloon.unwrap_or_default())?;
+    let balloon = balloon(doc, file.balloon.unwrap_or_default(), &daemon)?;
     let tenants = tenants(doc, file.tenant, &host)?;
     Ok(DaemonConfig {
         daemon,
@@ -255,10 +255,15 @@ fn rails(doc: &Document, t: RailsDoc) -> Result<RailsSection> {
     })
 }
 
-fn balloon(doc: &Document, t: BalloonDoc) -> Result<BalloonSection> {
+/// `[balloon]`; the socket defaults to `balloon.sock` beside the state file.
+fn balloon(doc: &Document, t: BalloonDoc, daemon: &DaemonSection) -> Result<BalloonSection> {
     let at = root().key("balloon");
     let d = BalloonSection::default();
-    let socket = file_path(doc, at.key("socket"), t.socket)?.unwrap_or(d.socket);
+    let beside_state = daemon
+        .state_file
+        .parent()
+        .map_or(d.socket.clone(), |dir| dir.join("balloon.sock"));
+    let socket = file_path(doc, at.key("socket"), t.socket)?.unwrap_or(beside_state);
     if socket.as_os_str().len() > memtide_agents::socket::MAX_PATH_BYTES {
         return Err(doc.error(
             &at.key("socket"),

@@ -1,5 +1,6 @@
 //! The Linux `Host`: tenants are memory cgroups (adopted or launched); observation reads cgroupfs and procfs, actuation writes limits within bounded time, and every write passes a last floor check.
 
+mod agents;
 mod error;
 pub mod launch;
 pub mod lock;
@@ -8,6 +9,7 @@ pub mod sampling;
 mod tenant;
 mod world;
 
+pub use agents::CgroupTenants;
 pub use error::LinuxError;
 use tenant::OomState;
 pub use tenant::{ManagedTenant, Origin, TenantRecord};
@@ -67,6 +69,8 @@ pub struct LinuxHost {
     /// Some guarded tenant's memory.oom_control is to be read at the next check (one is
     /// pending, or has no eventfd); when false, a check is one `epoll_wait` and nothing else.
     oom_due: bool,
+    /// The managed tenants' cgroup directories, for the balloon socket's identity check.
+    members: agents::Members,
 }
 
 impl LinuxHost {
@@ -88,6 +92,7 @@ impl LinuxHost {
             oom_events: None,
             fired: Vec::new(),
             oom_due: false,
+            members: agents::Members::default(),
         })
     }
 
@@ -310,7 +315,17 @@ impl LinuxHost {
             max: None,
             _lock: lock,
         };
+        self.members.insert(id, name, tenant.cgroup.dir().to_path_buf());
         self.tenants.entry(id).or_insert(tenant)
+    }
+
+    /// Which managed tenant holds a process, as the balloon socket asks (see `agents.rs`).
+    pub fn agent_tenants(&self) -> CgroupTenants {
+        CgroupTenants {
+            proc_root: self.options.proc_root.clone(),
+            hierarchy: self.hierarchy.clone(),
+            members: self.members.clone(),
+        }
     }
 
     /// The tenant's configured max (the OOM guard is on only while its limit is below it).
@@ -400,6 +415,7 @@ impl LinuxHost {
         let Some(mut t) = self.tenants.remove(&id) else {
             return Ok(None);
         };
+        self.members.remove(id);
         match t.record.origin {
             Origin::Adopted => match self.give_back(&mut t) {
                 Ok(()) => {}
@@ -490,6 +506,7 @@ impl LinuxHost {
         let Some(mut t) = self.tenants.remove(&id) else {
             return;
         };
+        self.members.remove(id);
         let name = t.name.clone();
         let may_return = t.record.origin == Origin::Adopted;
         let restored = match t.record.origin {
