@@ -81,6 +81,10 @@ impl BoundSocket {
             path: path.to_path_buf(),
             source,
         })?;
+        // std listens with a backlog of 128; a burst of agents connecting at once (a host
+        // starting its services) gets the system's maximum instead.
+        // SAFETY: the descriptor is the listener's own, alive for this call.
+        unsafe { libc::listen(listener.as_raw_fd(), libc::SOMAXCONN) };
         let meta = std::fs::symlink_metadata(path).map_err(|source| SocketError::Probe {
             path: path.to_path_buf(),
             source,
