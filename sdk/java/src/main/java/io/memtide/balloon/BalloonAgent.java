@@ -304,16 +304,16 @@ public final class BalloonAgent implements AutoCloseable {
                     required(granuleBytes, "granuleBytes"),
                     required(stats, "stats"), required(shrink, "shrink"), required(grow, "grow"));
             Backoff backoff = new Backoff(initialBackoff, maxBackoff, RandomGenerator.getDefault());
-            BalloonAgent agent = new BalloonAgent(resolveSocket(), pool, backoff);
+            BalloonAgent agent = new BalloonAgent(socketPath(socket, System.getenv(SOCKET_ENV)), pool, backoff);
             agent.thread.start();
             return agent;
         }
 
-        private Path resolveSocket() {
-            if (socket != null) {
-                return socket;
+        /** The socket set, else the environment's when set and not empty, else the default. */
+        static Path socketPath(Path set, String fromEnv) {
+            if (set != null) {
+                return set;
             }
-            String fromEnv = System.getenv(SOCKET_ENV);
             return fromEnv == null || fromEnv.isEmpty() ? DEFAULT_SOCKET : Path.of(fromEnv);
         }
 
