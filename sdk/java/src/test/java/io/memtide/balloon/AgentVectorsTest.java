@@ -12,6 +12,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import java.util.Locale;
 import java.util.stream.Stream;
 import org.json.JSONArray;
 import org.json.JSONObject;
@@ -53,33 +54,39 @@ class AgentVectorsTest {
             default -> throw new IllegalArgumentException("unknown app " + app);
         };
         Path socket = dir.resolve(vector.getString("name") + ".sock");
-        try (Player player = new Player(socket);
-                BalloonAgent agent = BalloonAgent.builder()
-                        .app(facts.getString("app"))
-                        .kind(PoolKind.valueOf(facts.getString("kind").toUpperCase(java.util.Locale.ROOT)))
-                        .minBytes(facts.getLong("min_bytes"))
-                        .maxBytes(facts.getLong("max_bytes"))
-                        .granuleBytes(facts.getLong("granule_bytes"))
-                        .stats(pool::stats)
-                        .shrink(resizer)
-                        .grow(resizer)
-                        .socket(socket)
-                        .reconnectBackoff(Duration.ofMillis(10), Duration.ofMillis(100))
-                        .start();
-                Player.Peer peer = player.accept(Expect.TIMEOUT)) {
-            JSONArray steps = vector.getJSONArray("steps");
-            for (int i = 0; i < steps.length(); i++) {
-                JSONObject step = steps.getJSONObject(i);
-                if (step.has("send")) {
-                    peer.send(step.getString("send"));
-                } else if (step.has("expect")) {
-                    Expect.line(peer, step.getJSONObject("expect"));
-                } else if (step.optBoolean("expect_closed")) {
-                    Expect.closed(peer);
-                } else {
-                    throw new IllegalArgumentException("unknown step " + step);
+        try (Player player = new Player(socket)) {
+            BalloonAgent agent = BalloonAgent.builder()
+                    .app(facts.getString("app"))
+                    .kind(PoolKind.valueOf(facts.getString("kind").toUpperCase(Locale.ROOT)))
+                    .minBytes(facts.getLong("min_bytes"))
+                    .maxBytes(facts.getLong("max_bytes"))
+                    .granuleBytes(facts.getLong("granule_bytes"))
+                    .stats(pool::stats)
+                    .shrink(resizer)
+                    .grow(resizer)
+                    .socket(socket)
+                    .reconnectBackoff(Duration.ofMillis(10), Duration.ofMillis(100))
+                    .start();
+            try (Player.Peer peer = player.accept(Expect.TIMEOUT)) {
+                JSONArray steps = vector.getJSONArray("steps");
+                for (int i = 0; i < steps.length(); i++) {
+                    step(peer, steps.getJSONObject(i));
                 }
+            } finally {
+                agent.close();
             }
+        }
+    }
+
+    private static void step(Player.Peer peer, JSONObject step) throws IOException {
+        if (step.has("send")) {
+            peer.send(step.getString("send"));
+        } else if (step.has("expect")) {
+            Expect.line(peer, step.getJSONObject("expect"));
+        } else if (step.optBoolean("expect_closed")) {
+            Expect.closed(peer);
+        } else {
+            throw new IllegalArgumentException("unknown step " + step);
         }
     }
 }
