@@ -14,6 +14,7 @@ import io.memtide.balloon.Result;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Locale;
+import java.util.Optional;
 import java.util.concurrent.CountDownLatch;
 
 public final class PoolSample {
@@ -26,7 +27,7 @@ public final class PoolSample {
             "For freed granules to leave the process, run with MALLOC_MMAP_THRESHOLD_ set to at",
             "most the granule (e.g. MALLOC_MMAP_THRESHOLD_=131072): see sdk/java/README.md.");
 
-    /** Granules below this come from glibc's arenas unless MALLOC_MMAP_THRESHOLD_ is fixed. */
+    /** The most glibc raises its mmap threshold to: larger granules are always their own mapping. */
     private static final long GLIBC_DYNAMIC_MMAP_MAX = 32L << 20;
 
     private PoolSample() {}
@@ -59,10 +60,8 @@ public final class PoolSample {
             System.exit(1);
             return;
         }
-        if (options.granule() < GLIBC_DYNAMIC_MMAP_MAX && System.getenv("MALLOC_MMAP_THRESHOLD_") == null) {
-            System.err.println("pool-sample: MALLOC_MMAP_THRESHOLD_ is not set: glibc may keep part of the"
-                    + " freed granules (see sdk/java/README.md)");
-        }
+        retentionWarning(options.granule(), System.getenv("MALLOC_MMAP_THRESHOLD_"))
+                .ifPresent(warning -> System.err.println("pool-sample: warning: " + warning));
         BalloonAgent.Builder builder = BalloonAgent.builder()
                 .app(options.app()).kind(options.kind())
                 .minBytes(options.min()).maxBytes(options.max()).granuleBytes(options.granule())
@@ -84,6 +83,26 @@ public final class PoolSample {
                 options.pool() >> 20, options.granule() >> 10, Rss.mib(), agent.socket());
         Runtime.getRuntime().addShutdownHook(new Thread(agent::close, "pool-sample-shutdown"));
         new CountDownLatch(1).await();
+    }
+
+    /**
+     * Why glibc may keep freed granules in the process, unless each is its own mapping: of
+     * 32 MiB or more, or with the mmap threshold fixed at most at the granule.
+     */
+    static Optional<String> retentionWarning(int granule, String threshold) {
+        if (granule >= GLIBC_DYNAMIC_MMAP_MAX) {
+            return Optional.empty();
+        }
+        try {
+            if (threshold != null && Long.parseLong(threshold.trim()) <= granule) {
+                return Optional.empty();
+            }
+        } catch (NumberFormatException e) {
+            // Not a number: glibc ignores it too.
+        }
+        return Optional.of("MALLOC_MMAP_THRESHOLD_ = " + threshold + " is not a size of at most the granule ("
+                + granule + "): glibc may keep freed granules in its arenas, so a shrink would not give"
+                + " their memory back (see sdk/java/README.md)");
     }
 
     /** {@code resizer}, printing what it did, how long it took and VmRSS after. */

@@ -7,9 +7,11 @@ package io.memtide.balloon.sample;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import io.memtide.balloon.PoolKind;
 import java.nio.file.Path;
+import java.util.Optional;
 import org.junit.jupiter.api.Test;
 
 class PoolSampleTest {
@@ -56,5 +58,18 @@ class PoolSampleTest {
         assertEquals("--kind = disk: must be buffer_pool, heap, cache or other", refused("--kind", "disk"));
         assertEquals("unknown flag --size", refused("--size", "1G"));
         assertEquals("--pool needs a value", refused("--pool"));
+    }
+
+    @Test
+    void warnsUnlessEveryGranuleIsItsOwnMapping() {
+        int mib = 1 << 20;
+        assertEquals(Optional.empty(), PoolSample.retentionWarning(mib, "131072"));
+        assertEquals(Optional.empty(), PoolSample.retentionWarning(mib, "1048576"));
+        assertEquals(Optional.empty(), PoolSample.retentionWarning(64 * mib, null));
+        assertTrue(PoolSample.retentionWarning(mib, null).isPresent());
+        assertTrue(PoolSample.retentionWarning(mib, "2097152").isPresent());
+        assertEquals(Optional.of("MALLOC_MMAP_THRESHOLD_ = lots is not a size of at most the granule (1048576):"
+                + " glibc may keep freed granules in its arenas, so a shrink would not give their memory back"
+                + " (see sdk/java/README.md)"), PoolSample.retentionWarning(mib, "lots"));
     }
 }
