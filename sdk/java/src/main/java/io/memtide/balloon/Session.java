@@ -109,12 +109,18 @@ final class Session {
         long now = System.nanoTime();
         if (welcome != null && now - nextStatsAt >= 0) {
             sendStats();
-            nextStatsAt = now + TimeUnit.MILLISECONDS.toNanos(welcome.statsIntervalMs());
+            nextStatsAt = following(nextStatsAt, TimeUnit.MILLISECONDS.toNanos(welcome.statsIntervalMs()), now);
         }
         if (current != null && now - nextWorkingAt >= 0) {
             send(new Message.Progress(currentSeq, pool.poolBytes(), Message.Status.WORKING, Optional.empty()));
-            nextWorkingAt = now + WORKING_INTERVAL.toNanos();
+            nextWorkingAt = following(nextWorkingAt, WORKING_INTERVAL.toNanos(), now);
         }
+    }
+
+    /** The time after {@code due} on a clock of {@code period}: no drift, and no burst when late. */
+    private static long following(long due, long period, long now) {
+        long next = due + period;
+        return next - now > 0 ? next : now + period;
     }
 
     private Ending handle(Event event) throws IOException {

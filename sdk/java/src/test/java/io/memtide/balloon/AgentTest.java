@@ -27,8 +27,8 @@ import org.junit.jupiter.api.io.TempDir;
 @Timeout(20)
 class AgentTest {
     private static final long MIB = 1 << 20;
-    private static final String WELCOME =
-            "{\"type\":\"welcome\",\"version\":1,\"tenant\":\"t\",\"stats_interval_ms\":60000,\"dead_after_ms\":180000}";
+    private static final String WELCOME = "{\"type\":\"welcome\",\"version\":1,\"tenant\":\"t\","
+            + "\"stats_interval_ms\":60000,\"dead_after_ms\":180000}";
 
     @TempDir
     Path dir;
