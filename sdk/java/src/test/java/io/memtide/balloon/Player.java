@@ -35,10 +35,6 @@ public final class Player implements AutoCloseable {
         server.register(selector, SelectionKey.OP_ACCEPT);
     }
 
-    public Path socket() {
-        return socket;
-    }
-
     /** The next connection, or an AssertionError when none comes within {@code timeout}. */
     public Peer accept(Duration timeout) throws IOException {
         Peer peer = tryAccept(timeout);

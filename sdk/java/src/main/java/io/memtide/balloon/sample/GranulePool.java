@@ -37,10 +37,6 @@ public final class GranulePool {
         this.granuleBytes = granuleBytes;
     }
 
-    public int granuleBytes() {
-        return granuleBytes;
-    }
-
     /** The pool's size and counters now; safe from any thread. */
     public PoolStats stats() {
         long size = sizeBytes;
