@@ -1,7 +1,6 @@
 /*
- * ErrorCode: the codes of the protocol's error message (docs/balloon-protocol.md, "error") that
- * an agent sends, by their names on the wire. The codes memtide sends are read as written
- * (Message.ErrorMessage), so that codes of later versions are read too.
+ * ErrorCode: the codes of the protocol's error message (docs/balloon-protocol.md, "error"), by
+ * their names on the wire: an error of any other code is a bad_field.
  */
 package io.memtide.balloon;
 
@@ -14,7 +13,14 @@ enum ErrorCode {
     BAD_FIELD,
     VERSION,
     NOT_REGISTERED,
-    ALREADY_REGISTERED;
+    ALREADY_REGISTERED,
+    IDENTITY,
+    BUSY,
+    UNKNOWN_SEQ,
+    VIOLATIONS,
+    DEAD,
+    DEADLINE,
+    DISHONEST;
 
     /** The code as written on the wire, e.g. {@code bad_field}. */
     String wireName() {

@@ -239,16 +239,18 @@ sealed interface Message {
         }
     }
 
-    /**
-     * An error; {@code code} is kept as written, so that a code of a later version is still read
-     * (and its {@code fatal} obeyed).
-     */
+    /** An error; {@code code} is one of version 1's codes, kept as its wire name. */
     record ErrorMessage(String code, String message, boolean fatal) implements ToAgent, ToMemtide {
         public ErrorMessage {
             Objects.requireNonNull(code, "error.code");
             Objects.requireNonNull(message, "error.message");
-            if (code.isEmpty()) {
-                throw new IllegalArgumentException("error.code is empty");
+            boolean known = false;
+            for (ErrorCode c : ErrorCode.values()) {
+                known |= c.wireName().equals(code);
+            }
+            if (!known) {
+                throw new IllegalArgumentException(
+                        "error.code = " + Codec.quote(code) + " is not a code of version " + VERSION);
             }
         }
 
