@@ -128,7 +128,7 @@ fn wait_for(hub: &Hub, what: &str, mut want: impl FnMut(&AgentEvent) -> bool) {
 
 /// The sample of one SDK, started with `argv` (its socket flag last), registers, shrinks from
 /// 96 MiB to 16 MiB and grows back, its RSS falling and rising with the pool.
-fn sample_follows_targets(sdk: &str, argv: &[&str]) {
+fn sample_follows_targets(sdk: &str, argv: &[&str], env: &[(&str, &str)]) {
     let dir = tempfile::tempdir().unwrap();
     let socket = dir.path().join("b.sock");
     let pid = Arc::new(AtomicU32::new(0));
@@ -149,6 +149,7 @@ fn sample_follows_targets(sdk: &str, argv: &[&str]) {
         .current_dir(repo())
         .env("PATH", path_env())
         .env("PYTHONPATH", repo().join("sdk/python/src"))
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     let sample = Sample(cmd.spawn().unwrap_or_else(|e| panic!("{sdk}: {e}")));
@@ -216,7 +217,7 @@ fn the_go_sample_follows_memtides_targets() {
         let mut argv = vec![exe.as_str()];
         argv.extend(POOL_FLAGS);
         argv.push("--socket");
-        sample_follows_targets("Go", &argv);
+        sample_follows_targets("Go", &argv, &[]);
     }
 }
 
@@ -226,7 +227,7 @@ fn the_python_sample_follows_memtides_targets() {
         let mut argv = vec!["python3", "sdk/python/examples/pool.py"];
         argv.extend(POOL_FLAGS);
         argv.extend(["--lookups-per-second", "0", "--socket"]);
-        sample_follows_targets("Python", &argv);
+        sample_follows_targets("Python", &argv, &[]);
     }
 }
 
@@ -252,5 +253,29 @@ fn the_rust_sample_follows_memtides_targets() {
     let mut argv = vec![exe.as_str()];
     argv.extend(POOL_FLAGS);
     argv.extend(["--small-pages", "--lookups", "0", "--socket"]);
-    sample_follows_targets("Rust", &argv);
+    sample_follows_targets("Rust", &argv, &[]);
+}
+
+/// One test for both, since the sample runs from the classes `mvn test` compiles (two Maven
+/// runs at once would write the same `target/`).
+#[test]
+fn the_java_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
+    if !(have("mvn", "Java") && have("java", "Java")) {
+        return;
+    }
+    run(
+        "mvn test",
+        Command::new("mvn").args(["-B", "-q", "-f", "sdk/java/pom.xml", "test"]),
+    );
+    let mut argv = vec![
+        "java",
+        "-cp",
+        "sdk/java/target/classes",
+        "io.memtide.balloon.sample.PoolSample",
+    ];
+    argv.extend(POOL_FLAGS);
+    argv.push("--socket");
+    // glibc returns each 1 MiB direct buffer to the OS only when it was mmap'd
+    // (sdk/java/README.md, "How honest the release is").
+    sample_follows_targets("Java", &argv, &[("MALLOC_MMAP_THRESHOLD_", "131072")]);
 }

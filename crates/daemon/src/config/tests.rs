@@ -698,7 +698,10 @@ fn balloon_settings_out_of_range_name_their_field() {
         assert!(err.contains(field) && err.contains(words), "{text}: {err}");
     }
     let beside = parse_ok("[daemon]\nstate_file = \"/var/lib/m/state.json\"\n");
-    assert_eq!(beside.balloon.socket, PathBuf::from("/var/lib/m/balloon.sock"));
+    assert_eq!(
+        beside.balloon.socket,
+        PathBuf::from("/var/lib/m/balloon.sock")
+    );
     let long = format!("[balloon]\nsocket = \"/{}\"\n", "s".repeat(120));
     let err = DaemonConfig::parse(&long, Path::new("t.toml"))
         .unwrap_err()

@@ -47,7 +47,11 @@ impl Tenants for CgroupTenants {
         let text = std::fs::read_to_string(&path).ok()?;
         let cgroup = own_cgroup(&path, &text, self.hierarchy.version).ok()?;
         let dir = self.hierarchy.dir_of(&cgroup);
-        let members = self.members.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let members = self
+            .members
+            .0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         members
             .iter()
             .filter(|(_, (_, d))| dir.starts_with(d))
@@ -104,7 +108,11 @@ mod tests {
         process(tmp.path(), 21, "/memtide/db2");
         let t = tenants(tmp.path());
         assert_eq!(t.tenant_of(20), None);
-        assert_eq!(t.tenant_of(21), None, "/memtide/db2 is not under /memtide/db");
+        assert_eq!(
+            t.tenant_of(21),
+            None,
+            "/memtide/db2 is not under /memtide/db"
+        );
         assert_eq!(t.tenant_of(99), None);
     }
 

@@ -315,7 +315,8 @@ impl LinuxHost {
             max: None,
             _lock: lock,
         };
-        self.members.insert(id, name, tenant.cgroup.dir().to_path_buf());
+        self.members
+            .insert(id, name, tenant.cgroup.dir().to_path_buf());
         self.tenants.entry(id).or_insert(tenant)
     }
 
