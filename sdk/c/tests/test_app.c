@@ -1,6 +1,7 @@
 /*
  * test_app.c: the tests' application behind the agent (see test_app.h).
  */
+#define _POSIX_C_SOURCE 200809L /* nanosleep */
 #include "test_app.h"
 
 #include <errno.h>
