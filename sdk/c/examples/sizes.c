@@ -21,7 +21,7 @@ int parse_size(const char *text, uint64_t *bytes)
     }
     if (*p != '\0') {
         const char *unit = strchr(units, *p);
-        if (unit == NULL || *p == '\0')
+        if (unit == NULL)
             return -1;
         p++;
         if (strcmp(p, "") != 0 && strcmp(p, "B") != 0 && strcmp(p, "iB") != 0)

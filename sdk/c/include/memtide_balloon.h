@@ -13,7 +13,9 @@
  *   - the agent thread does the socket's I/O and timers, and calls `stats` and `log`;
  *   - the resize thread calls `shrink` and `grow`, one call at a time.
  * So `stats` may run while `shrink` or `grow` runs, and must be safe against them.
- * Callbacks must not call mtb_agent_stop() (it fails with EDEADLK).
+ * Callbacks must not call mtb_agent_stop() (it fails with EDEADLK). A child of fork() has
+ * no agent (threads do not survive fork): it may start its own. Writes to the socket use
+ * MSG_NOSIGNAL, so a closed connection never raises SIGPIPE.
  *
  * Ownership. The agent copies what it keeps from mtb_config (the strings included), so the
  * caller's config may be freed once mtb_agent_start() returns. `user` is never dereferenced
@@ -166,9 +168,9 @@ typedef struct mtb_agent mtb_agent;
 MTB_API int mtb_agent_start(const mtb_config *config, mtb_agent **agent, mtb_error *error);
 
 /*
- * Stops the agent: says bye to memtide if connected and closes the connection, cancels a
- * running resize (see mtb_resize_cancelled) and waits for its callback to return, then frees
- * the agent. Returns 0 (also for a NULL agent), or -1 with errno EDEADLK when called from one
+ * Stops the agent: says bye to memtide if connected (waiting at most 5 s for the socket to
+ * take it) and closes the connection, cancels a running resize (see mtb_resize_cancelled) and
+ * waits for its callback to return, then frees the agent. Returns 0 (also for a NULL agent), or -1 with errno EDEADLK when called from one
  * of the agent's callbacks, in which case nothing is stopped. Call it once per agent, from
  * any thread but the agent's.
  */
