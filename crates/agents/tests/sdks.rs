@@ -279,3 +279,20 @@ fn the_java_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
     // (sdk/java/README.md, "How honest the release is").
     sample_follows_targets("Java", &argv, &[("MALLOC_MMAP_THRESHOLD_", "131072")]);
 }
+
+/// One test for both, since the sample is built into the `build/` the tests use.
+#[test]
+fn the_c_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
+    if !(have("make", "C") && have("cc", "C")) {
+        return;
+    }
+    run("make test", Command::new("make").args(["-C", "sdk/c", "test"]));
+    run(
+        "make examples",
+        Command::new("make").args(["-C", "sdk/c", "examples"]),
+    );
+    let mut argv = vec!["sdk/c/build/pool"];
+    argv.extend(POOL_FLAGS);
+    argv.extend(["--no-huge-pages", "--socket"]);
+    sample_follows_targets("C", &argv, &[]);
+}
