@@ -125,7 +125,7 @@ pub struct Vm {
     buf: Vec<Access>,
     /// The application's agent and memtide's session with it.
     app: Option<Link>,
-    /// Agents the tenant has started (each a new session).
+    /// Applications with an agent the tenant has started.
     agents: u64,
     /// Anonymous pages the application gave back this tick.
     released: Vec<u32>,
@@ -169,10 +169,11 @@ impl Vm {
         self.app = None;
         if let (Some(config), Some(pool)) = (agent, self.workload.pool()) {
             self.agents += 1;
+            // Each application's sessions are numbered apart from the last one's.
             self.app = Some(Link::connect(
                 config.clone(),
                 self.id,
-                self.agents,
+                self.agents << 32,
                 now,
                 self.workload.kind(),
                 pool,

@@ -195,7 +195,7 @@ fn takeover(decisions: &[Decision]) -> Option<(usize, Takeover)> {
 }
 
 #[test]
-fn a_stuck_agent_is_taken_over_at_its_deadline_and_closed() {
+fn a_stuck_agent_is_taken_over_at_its_deadline_and_trusted_afresh_when_it_comes_back() {
     let (mut world, decisions) = squeeze(Some(agent(Behaviour::Stuck)), 150, 40);
     let (at, why) = takeover(&decisions).expect("taken over");
     let Takeover::Stuck { deadline } = why else {
@@ -205,16 +205,21 @@ fn a_stuck_agent_is_taken_over_at_its_deadline_and_closed() {
         (at as f64 - deadline.as_secs_f64()).abs() <= 1.0,
         "at {at}, {deadline:?}"
     );
-    assert!(world.observe().unwrap().tenants[0]
-        .levers
-        .app_balloon
-        .is_none());
     // The balloon took the excess.
     let last = &decisions.last().unwrap().actions[0];
     assert!(
         last.reason.mechanism.allocated <= mib(152),
         "{}",
         last.reason
+    );
+    // Closed, the agent connected again after its back-off: a new session, not taken over.
+    let lever = world.observe().unwrap().tenants[0].levers.app_balloon;
+    assert!(lever.is_some_and(|l| l.session > 1 << 32), "{lever:?}");
+    assert!(
+        decisions[at + 1..]
+            .iter()
+            .any(|d| !matches!(app_step(d), Some(AppStep::TakenOver(_)) | None)),
+        "never trusted again"
     );
 }
 

@@ -7,7 +7,8 @@
 //! refuse, get stuck, lie, or fall silent.
 
 use super::protocol::{
-    Error, ErrorCode, Hello, Progress, Stats, Status, Target, ToAgent, ToMemtide, VERSION,
+    AgentMessage, ErrorCode, ErrorMessage, Hello, MemtideMessage, PoolInfo, Progress,
+    ProgressStatus as Status, Stats, Target,
 };
 use super::AgentConfig;
 use crate::workload::Pool;
@@ -55,15 +56,27 @@ pub struct Agent {
     stuck: Option<u64>,
     /// The pool a dishonest agent claims, in pages.
     claimed: Option<u32>,
+    /// The application's name and process id, for its hello.
+    app: String,
+    pid: u32,
+    /// The latest target's seq this session (a target must have a higher one).
+    last_seq: u64,
+    /// Closed, it connects again at this time; the wait doubles each time, to 30 s.
+    reconnect_at: Duration,
+    backoff: Duration,
 }
+
+/// The first wait before connecting again (a tick), and the longest.
+const BACKOFF_FIRST: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
 fn bytes(pages: u32) -> u64 {
     u64::from(pages) * PAGE_SIZE
 }
 
 impl Agent {
-    /// An agent for an application started at `started`.
-    pub fn new(config: AgentConfig, started: Duration) -> Agent {
+    /// An agent for application `app` (process `pid`) started at `started`.
+    pub fn new(config: AgentConfig, app: &str, pid: u32, started: Duration) -> Agent {
         Agent {
             config,
             started,
@@ -72,52 +85,70 @@ impl Agent {
             resize: None,
             stuck: None,
             claimed: None,
+            app: app.to_string(),
+            pid,
+            last_seq: 0,
+            reconnect_at: Duration::ZERO,
+            backoff: BACKOFF_FIRST,
         }
     }
 
-    /// The `hello` that registers `pool` (of application `app`, process `pid`).
-    pub fn hello(&self, app: &str, pid: u32, pool: &Pool) -> Hello {
+    /// The `hello` that registers `pool`.
+    pub fn hello(&self, pool: &Pool) -> Hello {
         Hello {
-            version: VERSION,
-            app: app.to_string(),
-            kind: pool.kind(),
-            pid,
-            pool_bytes: bytes(pool.size()),
-            min_bytes: bytes(pool.min()),
-            max_bytes: bytes(pool.max()),
-            granule_bytes: self.config.granule.to_bytes().0.max(1),
+            pid: self.pid,
+            pool: PoolInfo {
+                app: self.app.clone(),
+                kind: pool.kind(),
+                pool_bytes: bytes(self.claimed.unwrap_or(pool.size())),
+                min_bytes: bytes(pool.min()),
+                max_bytes: bytes(pool.max()),
+                granule_bytes: self.config.granule.to_bytes().0.max(1),
+            },
         }
     }
 
     /// One tick at `now` of length `tick`: reads memtide's messages, moves a resize under way
-    /// (anonymous pages the pool gives up go to `released`), and answers in `outbox`.
+    /// (anonymous pages the pool gives up go to `released`), and answers in `outbox`. Closed
+    /// by a fatal error, it says hello again after its back-off.
     pub fn run(
         &mut self,
         now: Duration,
         tick: Duration,
         pool: &mut Pool,
         released: &mut Vec<u32>,
-        inbox: &mut VecDeque<ToAgent>,
-        outbox: &mut VecDeque<ToMemtide>,
+        inbox: &mut VecDeque<MemtideMessage>,
+        outbox: &mut VecDeque<AgentMessage>,
     ) {
         for message in inbox.drain(..) {
             if self.closed {
                 break;
             }
             match message {
-                ToAgent::Welcome(_) => self.registered = true,
-                ToAgent::Target(t) => self.take(t, pool, outbox),
-                ToAgent::Error(e) => {
+                MemtideMessage::Welcome(_) => {
+                    self.registered = true;
+                    self.backoff = BACKOFF_FIRST;
+                }
+                MemtideMessage::Target(t) => self.take(&t, pool, outbox),
+                MemtideMessage::Error(e) => {
                     if e.fatal {
                         self.closed = true;
+                        self.registered = false;
                         self.resize = None;
                         self.stuck = None;
+                        self.last_seq = 0;
+                        self.reconnect_at = now + self.backoff;
+                        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
                     }
                 }
             }
         }
         if self.closed {
-            return;
+            if now < self.reconnect_at {
+                return;
+            }
+            self.closed = false;
+            outbox.push_back(AgentMessage::Hello(self.hello(pool)));
         }
         let silent = self
             .config
@@ -137,10 +168,10 @@ impl Agent {
         if silent || !self.registered {
             return;
         }
-        outbox.extend(answers.into_iter().map(ToMemtide::Progress));
+        outbox.extend(answers.into_iter().map(AgentMessage::Progress));
         let c = pool.counters();
         let size = self.claimed.unwrap_or(pool.size());
-        outbox.push_back(ToMemtide::Stats(Stats {
+        outbox.push_back(AgentMessage::Stats(Stats {
             pool_bytes: bytes(size),
             used_bytes: bytes(c.used.min(size)),
             hits: c.hits,
@@ -150,23 +181,35 @@ impl Agent {
         }));
     }
 
-    /// Takes a new target (which supersedes any under way).
-    fn take(&mut self, t: Target, pool: &Pool, outbox: &mut VecDeque<ToMemtide>) {
-        self.resize = None;
-        self.stuck = None;
+    /// Takes a new target, which supersedes any under way; one that breaks a rule is answered
+    /// `bad_field` and otherwise ignored (a resize under way goes on).
+    fn take(&mut self, t: &Target, pool: &Pool, outbox: &mut VecDeque<AgentMessage>) {
         let granule = self.config.granule.to_bytes().0.max(1);
         let (min, max) = (bytes(pool.min()), bytes(pool.max()));
-        if !t.pool_bytes.is_multiple_of(granule) || !(min..=max).contains(&t.pool_bytes) {
-            outbox.push_back(ToMemtide::Error(Error {
+        let broken = if t.seq <= self.last_seq {
+            Some(format!(
+                "target.seq = {} must be above the last, {}",
+                t.seq, self.last_seq
+            ))
+        } else if !t.pool_bytes.is_multiple_of(granule) || !(min..=max).contains(&t.pool_bytes) {
+            Some(format!(
+                "target.pool_bytes = {} must be a multiple of {granule} in [{min}, {max}]",
+                t.pool_bytes
+            ))
+        } else {
+            None
+        };
+        if let Some(message) = broken {
+            outbox.push_back(AgentMessage::Error(ErrorMessage {
                 code: ErrorCode::BadField,
-                message: format!(
-                    "target.pool_bytes = {} must be a multiple of {granule} in [{min}, {max}]",
-                    t.pool_bytes
-                ),
+                message,
                 fatal: false,
             }));
             return;
         }
+        self.last_seq = t.seq;
+        self.resize = None;
+        self.stuck = None;
         let to = (t.pool_bytes / PAGE_SIZE) as u32;
         match self.config.behaviour {
             Behaviour::Comply => {
@@ -176,14 +219,14 @@ impl Agent {
                     credit_ns: 0,
                 })
             }
-            Behaviour::Refuse => outbox.push_back(ToMemtide::Progress(Progress {
+            Behaviour::Refuse => outbox.push_back(AgentMessage::Progress(Progress {
                 reason: Some("pages pinned by running queries".to_string()),
                 ..progress(t.seq, pool.size(), Status::Failed)
             })),
             Behaviour::Stuck => self.stuck = Some(t.seq),
             Behaviour::Dishonest => {
                 self.claimed = Some(to);
-                outbox.push_back(ToMemtide::Progress(progress(t.seq, to, Status::Done)));
+                outbox.push_back(AgentMessage::Progress(progress(t.seq, to, Status::Done)));
             }
         }
     }

@@ -15,7 +15,7 @@ use crate::workload::Pool;
 use agent::Agent;
 pub use agent::Behaviour;
 use memtide_model::{AppBalloonLever, AppMove, Pages, TenantId};
-use protocol::{ToAgent, ToMemtide};
+use protocol::{AgentMessage, MemtideMessage};
 use serde::{Deserialize, Serialize};
 use session::Session;
 use std::collections::VecDeque;
@@ -49,36 +49,36 @@ fn default_granule() -> Pages {
 pub struct Link {
     tenant: TenantId,
     agent: Agent,
-    /// The id its session will have (unique among the tenant's sessions).
-    id: u64,
-    /// `None` until the host has read the agent's hello.
+    /// The id its next session will have (unique among the tenant's sessions).
+    next_id: u64,
+    /// `None` until the host has read the agent's first hello.
     session: Option<Session>,
-    to_agent: VecDeque<ToAgent>,
-    to_memtide: VecDeque<ToMemtide>,
+    to_agent: VecDeque<MemtideMessage>,
+    to_memtide: VecDeque<AgentMessage>,
 }
 
 impl Link {
-    /// Starts `tenant`'s application at `now` with its agent, which says hello for `pool`; the
-    /// session will be `id`.
+    /// Starts `tenant`'s application at `now` with its agent, which says hello for `pool`; its
+    /// sessions are numbered from `first_id`.
     pub fn connect(
         config: AgentConfig,
         tenant: TenantId,
-        id: u64,
+        first_id: u64,
         now: Duration,
         app: &str,
         pool: &Pool,
     ) -> Link {
-        let agent = Agent::new(config, now);
         // The simulated process's id: no process runs, any number names it.
         let pid = 1000 + tenant.0;
-        let hello = agent.hello(app, pid, pool);
+        let agent = Agent::new(config, app, pid, now);
+        let hello = agent.hello(pool);
         Link {
             tenant,
             agent,
-            id,
+            next_id: first_id,
             session: None,
             to_agent: VecDeque::new(),
-            to_memtide: VecDeque::from([ToMemtide::Hello(hello)]),
+            to_memtide: VecDeque::from([AgentMessage::Hello(hello)]),
         }
     }
 
@@ -94,14 +94,24 @@ impl Link {
         );
     }
 
-    /// memtide reads what the agent sent over the last `elapsed` (a hello opens the session)
+    /// memtide reads what the agent sent over the last `elapsed` (a hello opens a new session)
     /// and reports the lever, with `used` the tenant's measured memory in use.
     pub fn observe(&mut self, elapsed: Duration, used: Pages) -> Option<AppBalloonLever> {
-        if self.session.is_none() {
-            if let Some(ToMemtide::Hello(hello)) = self.to_memtide.front().cloned() {
-                self.to_memtide.pop_front();
+        let hello = self
+            .to_memtide
+            .iter()
+            .position(|m| matches!(m, AgentMessage::Hello(_)));
+        if let Some(at) = hello {
+            // What came before it was for a session now closed.
+            if let Some(AgentMessage::Hello(hello)) = self.to_memtide.drain(..=at).next_back() {
                 let tenant = self.tenant.to_string();
-                self.session = Some(Session::open(self.id, hello, &tenant, &mut self.to_agent));
+                self.session = Some(Session::open(
+                    self.next_id,
+                    hello,
+                    &tenant,
+                    &mut self.to_agent,
+                ));
+                self.next_id += 1;
             }
         }
         let session = self.session.as_mut()?;

@@ -7,9 +7,10 @@
 //! decides nothing itself: dead, stuck and dishonest are the policy's judgement.
 
 use super::protocol::{
-    Error, ErrorCode, Hello, Stats, Status, Target, ToAgent, ToMemtide, Welcome,
+    AgentMessage, ErrorCode, ErrorMessage, Hello, MemtideMessage, ProgressStatus, Stats, Target,
+    Welcome,
 };
-use memtide_model::{AppAnswer, AppBalloonLever, AppMove, AppStatus, Pages, PAGE_SIZE};
+use memtide_model::{AppAnswer, AppBalloonLever, AppMove, AppStatus, Pages, Takeover, PAGE_SIZE};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -39,9 +40,13 @@ pub struct Session {
 
 impl Session {
     /// Welcomes `hello` as session `id` of tenant `tenant`.
-    pub fn open(id: u64, hello: Hello, tenant: &str, outbox: &mut VecDeque<ToAgent>) -> Session {
-        outbox.push_back(ToAgent::Welcome(Welcome {
-            version: hello.version,
+    pub fn open(
+        id: u64,
+        hello: Hello,
+        tenant: &str,
+        outbox: &mut VecDeque<MemtideMessage>,
+    ) -> Session {
+        outbox.push_back(MemtideMessage::Welcome(Welcome {
             tenant: tenant.to_string(),
             stats_interval_ms: STATS_INTERVAL.as_millis() as u64,
             dead_after_ms: DEAD_AFTER.as_millis() as u64,
@@ -59,38 +64,38 @@ impl Session {
     }
 
     /// Reads what the agent sent since the last observation, `elapsed` ago.
-    pub fn receive(&mut self, inbox: &mut VecDeque<ToMemtide>, elapsed: Duration) {
-        self.seen = self.stats;
+    pub fn receive(&mut self, inbox: &mut VecDeque<AgentMessage>, elapsed: Duration) {
+        self.seen = self.stats.clone();
         let mut heard = false;
         for message in inbox.drain(..) {
             if self.closed {
                 break;
             }
             match message {
-                ToMemtide::Stats(s) => {
+                AgentMessage::Stats(s) => {
                     self.stats = Some(s);
                     heard = true;
                 }
-                ToMemtide::Progress(p) => {
+                AgentMessage::Progress(p) => {
                     if let Some((t, status)) = &mut self.sent {
                         // An answer to an older target is ignored.
                         if p.seq == t.seq {
                             *status = match p.status {
-                                Status::Working => AppStatus::Working,
-                                Status::Done => AppStatus::Done,
-                                Status::Failed => AppStatus::Failed,
+                                ProgressStatus::Working => AppStatus::Working,
+                                ProgressStatus::Done => AppStatus::Done,
+                                ProgressStatus::Failed => AppStatus::Failed,
                             };
                         }
                     }
                 }
                 // The agent could not take the latest target.
-                ToMemtide::Error(e) if e.code == ErrorCode::BadField => {
+                AgentMessage::Error(e) if e.code == ErrorCode::BadField => {
                     if let Some((_, status)) = &mut self.sent {
                         *status = AppStatus::Failed;
                     }
                 }
                 // A second hello, or an error memtide has no answer to.
-                ToMemtide::Hello(_) | ToMemtide::Error(_) => {}
+                AgentMessage::Hello(_) | AgentMessage::Error(_) => {}
             }
         }
         self.silent_for = if heard {
@@ -106,28 +111,29 @@ impl Session {
         if self.closed {
             return None;
         }
-        let h = &self.hello;
-        let stats = self.stats.unwrap_or(Stats {
-            pool_bytes: h.pool_bytes,
-            ..Stats::default()
-        });
+        let h = &self.hello.pool;
+        let (pool, pool_used) = match &self.stats {
+            Some(s) => (s.pool_bytes, s.used_bytes),
+            None => (h.pool_bytes, 0),
+        };
         let delta = |f: fn(&Stats) -> u64| {
             self.stats
-                .map(|now| f(&now).saturating_sub(self.seen.as_ref().map_or(0, f)))
+                .as_ref()
+                .map(|now| f(now).saturating_sub(self.seen.as_ref().map_or(0, f)))
         };
         Some(AppBalloonLever {
             session: self.id,
-            pool: pages(stats.pool_bytes),
-            pool_used: pages(stats.used_bytes),
+            pool: pages(pool),
+            pool_used: pages(pool_used),
             min: pages(h.min_bytes),
             max: pages(h.max_bytes),
             granule: Pages(h.granule_bytes.div_ceil(PAGE_SIZE).max(1)),
             used,
             hits: delta(|s| s.hits),
             misses: delta(|s| s.misses),
-            answer: self.sent.map(|(t, status)| AppAnswer {
+            answer: self.sent.as_ref().map(|(t, status)| AppAnswer {
                 target: pages(t.pool_bytes),
-                status,
+                status: *status,
             }),
             silent_for: self.silent_for,
             dead_after: DEAD_AFTER,
@@ -136,16 +142,20 @@ impl Session {
 
     /// Carries out the policy's move: a new target when the pool asked changes, or the end of
     /// the session.
-    pub fn apply(&mut self, app_move: Option<AppMove>, outbox: &mut VecDeque<ToAgent>) {
+    pub fn apply(&mut self, app_move: Option<AppMove>, outbox: &mut VecDeque<MemtideMessage>) {
         if self.closed {
             return;
         }
         match app_move {
             None => {}
             Some(AppMove::Target { pool, deadline }) => {
-                let granule = self.hello.granule_bytes.max(1);
+                let granule = self.hello.pool.granule_bytes.max(1);
                 let pool_bytes = pool.to_bytes().0 / granule * granule;
-                if self.sent.is_some_and(|(t, _)| t.pool_bytes == pool_bytes) {
+                if self
+                    .sent
+                    .as_ref()
+                    .is_some_and(|(t, _)| t.pool_bytes == pool_bytes)
+                {
                     return;
                 }
                 self.seq += 1;
@@ -154,17 +164,26 @@ impl Session {
                     pool_bytes,
                     deadline_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
                 };
+                outbox.push_back(MemtideMessage::Target(target.clone()));
                 self.sent = Some((target, AppStatus::Sent));
-                outbox.push_back(ToAgent::Target(target));
             }
             Some(AppMove::TakeOver(why)) => {
-                outbox.push_back(ToAgent::Error(Error {
-                    code: ErrorCode::from(why),
+                outbox.push_back(MemtideMessage::Error(ErrorMessage {
+                    code: error_code(why),
                     message: why.to_string(),
                     fatal: true,
                 }));
                 self.closed = true;
             }
         }
+    }
+}
+
+/// The error an agent is closed with when memtide takes its tenant over.
+fn error_code(why: Takeover) -> ErrorCode {
+    match why {
+        Takeover::Stuck { .. } => ErrorCode::Deadline,
+        Takeover::Dead { .. } => ErrorCode::Dead,
+        Takeover::Dishonest { .. } => ErrorCode::Dishonest,
     }
 }
