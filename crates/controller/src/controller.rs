@@ -359,8 +359,9 @@ impl Controller {
                 min,
                 ceiling,
                 shares: s.shares,
-                // The tax charges for what the estimator cannot rule out being active.
-                active: s.estimator.active_bound(),
+                // The tax charges for what the estimator cannot rule out being active, and
+                // for an application pool as its hits and misses say.
+                active: mechanism::active(t, s.estimator.active_bound()),
             });
             pending.push(Pending {
                 at: next,
@@ -587,6 +588,41 @@ mod tests {
             // The room left over goes mostly to the active tenant.
             assert!(d.actions[0].target - mib(400) > d.actions[1].target - mib(300));
         }
+    }
+
+    #[test]
+    fn an_idle_application_pool_is_taxed_and_one_with_misses_is_not() {
+        // Two tenants whose estimators (committed memory) see all 500 MiB in use, each with a
+        // 400 MiB pool: one pool saw neither hits nor misses, the other misses.
+        let pool = |id: u32, hits: u64, misses: u64| TenantObservation {
+            committed: Some(mib(500)),
+            levers: memtide_model::Levers {
+                app_balloon: Some(memtide_model::AppBalloonLever {
+                    session: 1,
+                    pool: mib(400),
+                    pool_used: mib(400),
+                    min: Pages::ZERO,
+                    max: mib(400),
+                    granule: Pages(1),
+                    used: mib(500),
+                    hits: Some(hits),
+                    misses: Some(misses),
+                    answer: None,
+                    silent_for: Duration::ZERO,
+                    dead_after: Duration::from_secs(5),
+                }),
+                ..Default::default()
+            },
+            ..TenantObservation::new(TenantId(id), mib(500))
+        };
+        let mut c = two_tenants(600, 0.75);
+        let d = c.step(&host(1, vec![pool(0, 0, 0), pool(1, 10, 10)]));
+        let (idle, busy) = (d.actions[0].target, d.actions[1].target);
+        assert!(idle + mib(200) < busy, "idle {idle}, busy {busy}");
+        // Without the pools' figures the two would be alike.
+        let mut c = two_tenants(600, 0.75);
+        let d = c.step(&host(1, vec![pool(0, 10, 0), pool(1, 10, 0)]));
+        assert_eq!(d.actions[0].target, d.actions[1].target);
     }
 
     #[test]

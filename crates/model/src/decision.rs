@@ -1,6 +1,6 @@
 //! What the controller decides each tick: the reclamation state and, per tenant, a target and how to reach it.
 
-use crate::reason::Reason;
+use crate::reason::{Reason, Takeover};
 use crate::resource::ResourceState;
 use crate::tenant::TenantId;
 use crate::units::Pages;
@@ -188,8 +188,9 @@ pub struct TenantAction {
 pub struct Moves {
     /// The guest balloon's target size.
     pub balloon: Option<Pages>,
-    /// The application balloon's target size: what the application should give back.
-    pub app_balloon: Option<Pages>,
+    /// What to tell the application's agent: the pool to resize to, or that the OS takes
+    /// the tenant over.
+    pub app_balloon: Option<AppMove>,
     /// Identical pages to merge this tick.
     pub share: Pages,
     /// Pages the host pages out now (random victims, as ESX does).
@@ -198,6 +199,18 @@ pub struct Moves {
     pub blocked: bool,
     /// The limit to set.
     pub limit: Option<Pages>,
+}
+
+/// What memtide tells a tenant's application balloon agent this tick.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AppMove {
+    /// The pool should be `pool` within `deadline` (a world sends a `target` when this differs
+    /// from the last one it sent).
+    Target { pool: Pages, deadline: Duration },
+    /// The agent is closed with this reason (a fatal `error`) and the OS levers move the
+    /// tenant's memory from now on.
+    TakeOver(Takeover),
 }
 
 impl TenantAction {

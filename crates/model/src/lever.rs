@@ -10,14 +10,15 @@
 use crate::decision::{Mechanism, Mechanisms};
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
+use std::time::Duration;
 
 /// A tenant's levers (see the module docs).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Levers {
     /// A guest balloon (ESX): pages the guest OS gave back through its driver.
     pub balloon: Option<BalloonLever>,
-    /// An application balloon (ALB): pages an application (a database's buffer pool, a JVM
-    /// heap) gave back from its own pool on request.
+    /// An application balloon (ALB): an application (a database's buffer pool, a JVM heap)
+    /// that resizes its own pool on request, through its agent.
     pub app_balloon: Option<AppBalloonLever>,
     /// Content-based page sharing (ESX): identical pages backed by one machine frame.
     pub sharing: Option<SharingLever>,
@@ -82,13 +83,66 @@ pub struct BalloonDriverInfo {
     pub limit: Pages,
 }
 
-/// An application's own balloon: its pool shrinks by `size` pages on request.
+/// An application's own balloon (ALB): an agent linked into the application (a database's
+/// buffer pool, a JVM heap) resizes the pool on request over the balloon protocol
+/// (docs/balloon-protocol.md). A world fills it in while the tenant has a registered agent.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppBalloonLever {
-    /// Pages the application gave back now.
-    pub size: Pages,
-    /// Most pages it can give back (its pool above its own minimum).
-    pub limit: Pages,
+    /// The agent's session: an agent that registers again starts a new one.
+    pub session: u64,
+    /// The pool's size now, as the agent last reported it.
+    pub pool: Pages,
+    /// The part of the pool holding data.
+    pub pool_used: Pages,
+    /// The smallest and largest pool the application accepts.
+    pub min: Pages,
+    pub max: Pages,
+    /// The unit the pool moves in: targets are multiples of it (at least one page).
+    pub granule: Pages,
+    /// The tenant's memory in use as its world measures it (a guest's kernel, anonymous memory
+    /// and page cache; a cgroup's usage): what falls when the application really gives
+    /// memory back.
+    pub used: Pages,
+    /// The pool's hits and misses since the previous observation (`None` before its first
+    /// statistics).
+    pub hits: Option<u64>,
+    pub misses: Option<u64>,
+    /// The latest target sent to the agent and its answer so far (`None` before the first).
+    pub answer: Option<AppAnswer>,
+    /// Time since the agent's last statistics.
+    pub silent_for: Duration,
+    /// How long memtide waits for statistics before it counts the agent dead (the welcome's
+    /// `dead_after_ms`).
+    pub dead_after: Duration,
+}
+
+impl AppBalloonLever {
+    /// The tenant's measured memory outside the pool: what it uses besides the pool's data.
+    pub fn outside(&self) -> Pages {
+        self.used.saturating_sub(self.pool_used)
+    }
+}
+
+/// The latest target an agent was sent, and where its answer stands.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppAnswer {
+    /// The pool size asked.
+    pub target: Pages,
+    pub status: AppStatus,
+}
+
+/// An agent's answer to a target.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AppStatus {
+    /// Sent; no answer yet.
+    Sent,
+    /// `progress working`: the application is resizing.
+    Working,
+    /// `progress done`: the pool is at the target and its memory is back with the OS.
+    Done,
+    /// `progress failed`: the application could not, and left the pool as it was.
+    Failed,
 }
 
 /// Content-based page sharing of a tenant's memory.
@@ -142,8 +196,18 @@ mod tests {
                 }),
             }),
             app_balloon: Some(AppBalloonLever {
-                size: Pages::ZERO,
-                limit: Pages(1),
+                session: 1,
+                pool: Pages(4),
+                pool_used: Pages(3),
+                min: Pages::ZERO,
+                max: Pages(4),
+                granule: Pages(1),
+                used: Pages(5),
+                hits: None,
+                misses: None,
+                answer: None,
+                silent_for: Duration::ZERO,
+                dead_after: Duration::from_secs(5),
             }),
             sharing: Some(SharingLever {
                 shared: Pages::ZERO,
@@ -170,6 +234,8 @@ mod tests {
             (all.balloon_size(), all.host_swapped()),
             (Pages(1), Pages(2))
         );
+        // Used 5, of which the pool's data 3: 2 outside the pool.
+        assert_eq!(all.app_balloon.map(|a| a.outside()), Some(Pages(2)));
     }
 
     #[test]

@@ -13,17 +13,19 @@ pub mod tenant;
 pub mod units;
 pub mod written;
 
-pub use decision::{Decision, Mechanism, Mechanisms, Moves, ReclamationState, TenantAction};
+pub use decision::{
+    AppMove, Decision, Mechanism, Mechanisms, Moves, ReclamationState, TenantAction,
+};
 pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
 pub use event::WorldEvent;
 pub use lever::{
-    AppBalloonLever, BalloonDriverInfo, BalloonLever, HostSwapLever, Levers, LimitLever,
-    SharingLever,
+    AppAnswer, AppBalloonLever, AppStatus, BalloonDriverInfo, BalloonLever, HostSwapLever, Levers,
+    LimitLever, SharingLever,
 };
 pub use observation::{CompletedSample, HostObservation, SampleCounts, TenantObservation};
 pub use reason::{
-    AppBalloonNote, BalloonNote, EstimateNote, HostSwapNote, LimitNote, LimitRail, MechanismNote,
-    ProbePhase, Reason, SharingNote,
+    AppBalloonNote, AppStep, BalloonNote, EstimateNote, HostSwapNote, LimitNote, LimitRail,
+    MechanismNote, ProbePhase, Reason, SharingNote, Takeover,
 };
 pub use resource::{Resource, ResourceState};
 pub use tenant::{TaxRate, TaxRateError, TenantId, TenantSpec};

@@ -1,9 +1,10 @@
 //! Why a tenant's action is what it is: the figures behind each decision, formatted into one readable line only when someone reads it.
 
-use crate::decision::{Moves, ReclamationState};
+use crate::decision::{AppMove, Moves, ReclamationState};
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::time::Duration;
 
 /// The explanation of one tenant's action: the mechanism choice and the estimator's state.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -51,7 +52,7 @@ impl MechanismNote {
     pub fn moves(&self) -> Moves {
         Moves {
             balloon: self.balloon.and_then(|b| b.target),
-            app_balloon: self.app_balloon.map(|a| a.target),
+            app_balloon: self.app_balloon.and_then(|a| a.app_move()),
             share: self.sharing.map_or(Pages::ZERO, |s| s.merge),
             host_swap_out: self.host_swap.map_or(Pages::ZERO, |h| h.out),
             blocked: self.host_swap.is_some_and(|h| h.blocked),
@@ -69,10 +70,18 @@ impl MechanismNote {
             stalled: false,
             beyond: Pages::ZERO,
         });
-        self.app_balloon = moves.app_balloon.map(|target| AppBalloonNote {
-            size: Pages::ZERO,
-            target,
-            limit: target,
+        self.app_balloon = moves.app_balloon.map(|m| AppBalloonNote {
+            pool: Pages::ZERO,
+            wanted: Pages::ZERO,
+            step: match m {
+                AppMove::Target { pool, deadline } => AppStep::Asks {
+                    pool,
+                    waited: Duration::ZERO,
+                    deadline,
+                },
+                AppMove::TakeOver(why) => AppStep::TakenOver(why),
+            },
+            covered: Pages::ZERO,
         });
         self.sharing = (moves.share > Pages::ZERO).then_some(SharingNote {
             shareable: moves.share,
@@ -102,13 +111,97 @@ pub struct SharingNote {
     pub merge: Pages,
 }
 
-/// The application balloon's part.
+/// The application balloon's part (ALB): the pool memtide wants, and the step it takes
+/// toward it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppBalloonNote {
-    pub size: Pages,
-    pub target: Pages,
-    /// Most the application can give back.
-    pub limit: Pages,
+    /// The pool's size now.
+    pub pool: Pages,
+    /// The pool memtide wants: the target minus the tenant's memory outside the pool, on the
+    /// granule, within the application's min and max.
+    pub wanted: Pages,
+    pub step: AppStep,
+    /// What of the excess the application is left to give back: the OS fence holds this much
+    /// above the target until the application is done.
+    pub covered: Pages,
+}
+
+impl AppBalloonNote {
+    /// The move the application is told this tick, if any.
+    pub fn app_move(&self) -> Option<AppMove> {
+        match self.step {
+            AppStep::Asks { pool, deadline, .. } => Some(AppMove::Target { pool, deadline }),
+            AppStep::TakenOver(why) => Some(AppMove::TakeOver(why)),
+            _ => None,
+        }
+    }
+}
+
+/// Where an application balloon's move stands this tick.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AppStep {
+    /// Nothing to ask: the pool is where it should be (within a step's worth).
+    Holds,
+    /// The application is asked for `pool` within `deadline`, and has had `waited` so far.
+    Asks {
+        pool: Pages,
+        waited: Duration,
+        deadline: Duration,
+    },
+    /// Growing to `pool` waits for the OS fence to rise first: the tenant may hold `room` now.
+    AwaitsFence { pool: Pages, room: Pages },
+    /// The agent said done, having given back `released` (the fence now follows).
+    Done { released: Pages },
+    /// The agent could not resize to `pool`: the OS levers take its part.
+    Failed { pool: Pages },
+    /// The OS takes the tenant over from its agent.
+    TakenOver(Takeover),
+}
+
+/// Why memtide took a tenant over from its application's agent.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Takeover {
+    /// A target was not done by its deadline.
+    Stuck { deadline: Duration },
+    /// No statistics for `silent_for`.
+    Dead { silent_for: Duration },
+    /// Done was reported, having released `claimed`, but the tenant's measured memory fell
+    /// by only `measured` (less than half of it).
+    Dishonest { claimed: Pages, measured: Pages },
+}
+
+impl Takeover {
+    /// The protocol's error code the agent is closed with: `deadline`, `dead`, `dishonest`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Takeover::Stuck { .. } => "deadline",
+            Takeover::Dead { .. } => "dead",
+            Takeover::Dishonest { .. } => "dishonest",
+        }
+    }
+}
+
+impl fmt::Display for Takeover {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Takeover::Stuck { deadline } => write!(
+                f,
+                "stuck: not done within its {:.0} s deadline",
+                deadline.as_secs_f64()
+            ),
+            Takeover::Dead { silent_for } => write!(
+                f,
+                "dead: no statistics for {:.0} s",
+                silent_for.as_secs_f64()
+            ),
+            Takeover::Dishonest { claimed, measured } => write!(
+                f,
+                "dishonest: said it released {claimed}, measured memory fell by {measured}"
+            ),
+        }
+    }
 }
 
 /// The guest balloon's part.
@@ -275,13 +368,32 @@ impl fmt::Display for MechanismNote {
             }
         }
         if let Some(a) = &self.app_balloon {
-            if a.target != a.size {
-                write!(f, "; app balloon {} -> {}", a.size, a.target)?;
-            } else if over {
-                write!(f, "; app balloon holds at {}", a.size)?;
-                if a.size >= a.limit {
-                    write!(f, " (its limit)")?;
+            match a.step {
+                AppStep::Holds if over => write!(f, "; app pool holds at {}", a.pool)?,
+                AppStep::Holds => {}
+                AppStep::Asks {
+                    pool,
+                    waited,
+                    deadline,
+                } => write!(
+                    f,
+                    "; app pool {} -> {pool} (asked {:.0} s ago, deadline {:.0} s)",
+                    a.pool,
+                    waited.as_secs_f64(),
+                    deadline.as_secs_f64()
+                )?,
+                AppStep::AwaitsFence { pool, room } => write!(
+                    f,
+                    "; app pool {} -> {pool} once the fence rises (room {room})",
+                    a.pool
+                )?,
+                AppStep::Done { released } => {
+                    write!(f, "; app pool done at {} (released {released})", a.pool)?
                 }
+                AppStep::Failed { pool } => {
+                    write!(f, "; app pool refused {pool}: the OS takes its part")?
+                }
+                AppStep::TakenOver(why) => write!(f, "; app agent {why}: the OS takes over")?,
             }
         }
         if let Some(b) = &self.balloon {
@@ -510,9 +622,14 @@ mod tests {
                 merge: Pages::from_mib(10),
             }),
             app_balloon: Some(AppBalloonNote {
-                size: Pages::ZERO,
-                target: Pages::from_mib(66),
-                limit: Pages::from_mib(100),
+                pool: Pages::from_mib(130),
+                wanted: Pages::from_mib(64),
+                step: AppStep::Asks {
+                    pool: Pages::from_mib(64),
+                    waited: Duration::from_secs(3),
+                    deadline: Duration::from_secs(21),
+                },
+                covered: Pages::from_mib(66),
             }),
             limit: Some(LimitNote {
                 from: Pages::from_mib(256),
@@ -530,8 +647,84 @@ mod tests {
         assert_eq!(
             m.to_string(),
             "soft: allocated 256.0 MiB > target 180.0 MiB; share 10.0 MiB of 10.0 MiB identical; \
-             app balloon 0.0 MiB -> 66.0 MiB; limit holds at 256.0 MiB"
+             app pool 130.0 MiB -> 64.0 MiB (asked 3 s ago, deadline 21 s); limit holds at 256.0 MiB"
         );
+    }
+
+    #[test]
+    fn each_application_step_reads_as_one_clause() {
+        let mib = Pages::from_mib;
+        let cases = [
+            (AppStep::Holds, "app pool holds at 100.0 MiB"),
+            (
+                AppStep::AwaitsFence {
+                    pool: mib(200),
+                    room: mib(150),
+                },
+                "app pool 100.0 MiB -> 200.0 MiB once the fence rises (room 150.0 MiB)",
+            ),
+            (
+                AppStep::Done { released: mib(30) },
+                "app pool done at 100.0 MiB (released 30.0 MiB)",
+            ),
+            (
+                AppStep::Failed { pool: mib(60) },
+                "app pool refused 60.0 MiB: the OS takes its part",
+            ),
+            (
+                AppStep::TakenOver(Takeover::Stuck {
+                    deadline: Duration::from_secs(21),
+                }),
+                "app agent stuck: not done within its 21 s deadline: the OS takes over",
+            ),
+            (
+                AppStep::TakenOver(Takeover::Dead {
+                    silent_for: Duration::from_secs(5),
+                }),
+                "app agent dead: no statistics for 5 s: the OS takes over",
+            ),
+            (
+                AppStep::TakenOver(Takeover::Dishonest {
+                    claimed: mib(40),
+                    measured: mib(1),
+                }),
+                "app agent dishonest: said it released 40.0 MiB, measured memory fell by \
+                 1.0 MiB: the OS takes over",
+            ),
+        ];
+        for (step, want) in cases {
+            let m = MechanismNote {
+                app_balloon: Some(AppBalloonNote {
+                    pool: mib(100),
+                    wanted: mib(60),
+                    step,
+                    covered: Pages::ZERO,
+                }),
+                ..MechanismNote::new(ReclamationState::High, mib(256), mib(180))
+            };
+            assert_eq!(
+                m.to_string(),
+                format!("high: allocated 256.0 MiB > target 180.0 MiB; {want}")
+            );
+        }
+    }
+
+    #[test]
+    fn a_takeover_names_the_protocol_error_it_closes_the_agent_with() {
+        let codes = [
+            Takeover::Stuck {
+                deadline: Duration::ZERO,
+            },
+            Takeover::Dead {
+                silent_for: Duration::ZERO,
+            },
+            Takeover::Dishonest {
+                claimed: Pages::ZERO,
+                measured: Pages::ZERO,
+            },
+        ]
+        .map(Takeover::code);
+        assert_eq!(codes, ["deadline", "dead", "dishonest"]);
     }
 
     #[test]
@@ -542,7 +735,10 @@ mod tests {
         );
         let moves = Moves {
             balloon: Some(Pages(1)),
-            app_balloon: Some(Pages(2)),
+            app_balloon: Some(AppMove::Target {
+                pool: Pages(2),
+                deadline: Duration::from_secs(20),
+            }),
             share: Pages(3),
             host_swap_out: Pages(4),
             blocked: true,
@@ -551,6 +747,13 @@ mod tests {
         let n = MechanismNote::new(ReclamationState::Low, Pages::ZERO, Pages::ZERO);
         assert_eq!(n.with_moves(moves).moves(), moves);
         assert_eq!(n.with_moves(Moves::default()).moves(), Moves::default());
+        let takeover = Moves {
+            app_balloon: Some(AppMove::TakeOver(Takeover::Dead {
+                silent_for: Duration::from_secs(6),
+            })),
+            ..Moves::default()
+        };
+        assert_eq!(n.with_moves(takeover).moves(), takeover);
     }
 
     #[test]

@@ -2,9 +2,9 @@
 
 use crate::scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 use crate::schema::{
-    BalloonDoc, CommittedDoc, CpuJobDoc, FileServerDoc, IdleDoc, KindDoc, OltpDoc, PhaseDoc,
-    PolicyDoc, SamplingDoc, ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc,
-    StopTenantDoc, TenantDoc, ToucherDoc, TwsDoc, WebDoc,
+    AgentDoc, BalloonDoc, CacheDoc, CommittedDoc, CpuJobDoc, FileServerDoc, IdleDoc, KindDoc,
+    OltpDoc, PhaseDoc, PolicyDoc, SamplingDoc, ScenarioDoc, SetTaxRateDoc, SetTenantDoc,
+    SetWorkloadDoc, StopTenantDoc, TenantDoc, ToucherDoc, TwsDoc, WebDoc,
 };
 use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
 use memtide_controller::ControllerConfig;
@@ -12,6 +12,7 @@ use memtide_model::{
     EstimatorConfig, Pages, SamplingConfig, TaxRate, TenantId, TenantSpec, WorkingSetConfig,
 };
 use memtide_policy::ReclamationThresholds;
+use memtide_sim::app::{AgentConfig, DEFAULT_GRANULE};
 use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
 use memtide_sim::workload::config::defaults;
@@ -39,7 +40,7 @@ const DEFAULT_BALLOON_STALL_TICKS: u32 = 3;
 
 const ESTIMATOR_KINDS: &str = "\"sampling\", \"tws\" or \"committed\"";
 const WORKLOAD_KINDS: &str =
-    "\"idle\", \"toucher\", \"file_server\", \"cpu_job\", \"oltp\" or \"web\"";
+    "\"idle\", \"toucher\", \"file_server\", \"cpu_job\", \"oltp\", \"web\" or \"cache\"";
 const EVENT_KINDS: &str = "\"set_tax_rate\", \"set_workload\", \"stop_tenant\" or \"set_tenant\"";
 
 /// A size as messages write it: `"256M"`.
@@ -729,6 +730,22 @@ impl Build<'_> {
                     max_accesses_per_s: w.max_accesses_per_s,
                 }
             }
+            "cache" => {
+                let w: CacheDoc = self.read(at, rest)?;
+                WorkloadConfig::Cache {
+                    items_mb: self.size(&at.key("items"), w.items)?.as_mib_f64(),
+                    pool_mb: self.size(&at.key("pool"), w.pool)?.as_mib_f64(),
+                    min_pool_mb: self.mib(&at.key("min_pool"), w.min_pool)?.unwrap_or(0.0),
+                    shrink_s_per_gib: w
+                        .shrink_s_per_gib
+                        .unwrap_or(defaults::INNODB_SHRINK_S_PER_GIB),
+                    grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::INNODB_GROW_S_PER_GIB),
+                    agent: self.agent(&at.key("agent"), w.agent)?,
+                    cpu_us_per_access: w.cpu_us_per_access,
+                    accesses_per_op: w.accesses_per_op,
+                    max_accesses_per_s: w.max_accesses_per_s,
+                }
+            }
             _ => {
                 return Err(self.err(
                     &at.key("kind"),
@@ -738,6 +755,28 @@ impl Build<'_> {
         };
         Workload::new(&config, cost).map_err(|e| self.err(at, e.to_string()))?;
         Ok(config)
+    }
+
+    /// The balloon agent of an application with a pool (`None`: absent or disabled).
+    fn agent(&self, at: &FieldPath, a: Option<AgentDoc>) -> Result<Option<AgentConfig>> {
+        let Some(a) = a.filter(|a| a.enabled.unwrap_or(true)) else {
+            return Ok(None);
+        };
+        let granule = match a.granule {
+            Some(g) => self.positive_size(&at.key("granule"), g)?.to_pages(),
+            None => DEFAULT_GRANULE,
+        };
+        if granule == Pages::ZERO {
+            return Err(self.err(&at.key("granule"), "must be at least a page (4 KiB)"));
+        }
+        Ok(Some(AgentConfig {
+            behaviour: a.behaviour.unwrap_or_default(),
+            silent_from: a
+                .silent_from
+                .map(|d| self.time(&at.key("silent_from"), d))
+                .transpose()?,
+            granule,
+        }))
     }
 
     /// A toucher's phases: at least one, in time order, none larger than `allocated`.

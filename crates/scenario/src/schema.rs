@@ -6,6 +6,7 @@
 //! defaults that are not `None` are in `build.rs`. The field reference is `docs/scenarios.md`.
 
 use memtide_config::{Duration, Size};
+use memtide_sim::app::Behaviour;
 use memtide_sim::cost::CostModel;
 use memtide_sim::workload::Skew;
 use serde::Deserialize;
@@ -93,7 +94,7 @@ pub(crate) struct TenantDoc {
     pub(crate) estimator: Option<toml::Value>,
     pub(crate) balloon: Option<BalloonDoc>,
     /// Read by its `kind`: [`IdleDoc`], [`ToucherDoc`], [`FileServerDoc`], [`CpuJobDoc`],
-    /// [`OltpDoc`], [`WebDoc`].
+    /// [`OltpDoc`], [`WebDoc`], [`CacheDoc`].
     pub(crate) workload: toml::Value,
 }
 
@@ -227,6 +228,32 @@ pub(crate) struct WebDoc {
     pub(crate) cpu_us_per_access: Option<f64>,
     pub(crate) accesses_per_op: Option<u32>,
     pub(crate) max_accesses_per_s: Option<f64>,
+}
+
+/// `kind = "cache"`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a cache workload table")]
+pub(crate) struct CacheDoc {
+    pub(crate) items: Size,
+    pub(crate) pool: Size,
+    pub(crate) min_pool: Option<Size>,
+    pub(crate) shrink_s_per_gib: Option<f64>,
+    pub(crate) grow_s_per_gib: Option<f64>,
+    pub(crate) agent: Option<AgentDoc>,
+    pub(crate) cpu_us_per_access: Option<f64>,
+    pub(crate) accesses_per_op: Option<u32>,
+    pub(crate) max_accesses_per_s: Option<f64>,
+}
+
+/// The balloon agent linked into an application with a pool.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an agent table")]
+pub(crate) struct AgentDoc {
+    /// False: the application runs without its agent (only the OS moves its memory).
+    pub(crate) enabled: Option<bool>,
+    pub(crate) behaviour: Option<Behaviour>,
+    pub(crate) silent_from: Option<Duration>,
+    pub(crate) granule: Option<Size>,
 }
 
 /// `kind = "set_tax_rate"`.

@@ -316,7 +316,57 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
             vec![],
             vec!["seed = -1"],
         ),
+        (
+            "an agent that behaves in no known way",
+            format!("{HEAD}{}", cache("[tenants.workload.agent]\nbehaviour = \"sulk\"\n")),
+            vec![],
+            vec![
+                "tenants[0].workload.agent.behaviour = \"sulk\"",
+                "expected one of `comply`, `refuse`, `stuck`, `dishonest`",
+            ],
+        ),
+        (
+            "a cache whose min pool is above its pool",
+            format!("{HEAD}{}", cache("min_pool = \"300M\"\n")),
+            vec![],
+            vec!["tenants[0].workload", "min_pool_mb = 300 must be <= pool_mb = 100"],
+        ),
+        (
+            "an agent granule under a page",
+            format!("{HEAD}{}", cache("[tenants.workload.agent]\ngranule = \"1K\"\n")),
+            vec![],
+            vec!["tenants[0].workload.agent.granule = \"1K\"", "at least a page"],
+        ),
     ]
+}
+
+/// A tenant running a cache of 200 MiB of items in a 100 MiB pool, with `extra` lines in its
+/// workload table.
+fn cache(extra: &str) -> String {
+    format!(
+        "[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"cache\"\nitems = \"200M\"\npool = \"100M\"\n{extra}"
+    )
+}
+
+#[test]
+fn a_cache_with_its_agent_builds_with_the_agents_defaults() {
+    let text = format!(
+        "{HEAD}{}",
+        cache("[tenants.workload.agent]\nsilent_from = \"30s\"\n")
+    );
+    let s = parse_str(&text, Path::new("x.toml"), &[]).unwrap();
+    let agent = s.tenants[0].vm.workload.agent().cloned().unwrap();
+    assert_eq!(agent.behaviour, memtide_sim::app::Behaviour::Comply);
+    assert_eq!(agent.silent_from, Some(Duration::from_secs(30)));
+    assert_eq!(agent.granule, Pages::from_mib(1));
+    // Disabled, the cache runs without it.
+    let off = parse_str(
+        &text,
+        Path::new("x.toml"),
+        &["tenants.a.workload.agent.enabled=false".to_string()],
+    )
+    .unwrap();
+    assert!(off.tenants[0].vm.workload.agent().is_none());
 }
 
 #[test]

@@ -493,6 +493,23 @@ impl Guest {
         Some(ppn)
     }
 
+    /// The workload frees anonymous page `page` (an application giving pool memory back to
+    /// the OS, as `madvise(DONTNEED)` does): a resident page goes on the free list (still
+    /// backed by the host, like any free page), a swapped one frees its slot, and the next
+    /// touch finds a new zero page.
+    pub fn free_anon(&mut self, page: u32) {
+        match self.anon_state(page) {
+            AnonState::Resident(ppn) => {
+                self.disown(ppn);
+                self.anon_resident -= 1;
+                self.free.push(&mut self.owner, ppn);
+            }
+            AnonState::Swapped => self.swap_used -= 1,
+            AnonState::Untouched => return,
+        }
+        self.anon_map[page as usize] = NONE;
+    }
+
     /// A new workload replaces the old (process exit and start): the old anonymous pages
     /// are freed (their swap too); the page cache stays, keyed by block number (the same
     /// disk), so blocks the new workload shares with the old are still cached.
@@ -748,6 +765,23 @@ mod tests {
         assert_eq!(g.take_from_balloon(), Some(p));
         assert_eq!((g.balloon(), g.free()), (0, 2));
         assert_eq!(g.take_from_balloon(), None);
+    }
+
+    #[test]
+    fn freed_anon_pages_go_back_to_the_free_list_or_free_their_swap_slot() {
+        let mut g = guest(1, 0, 1, 2, 0);
+        let p = alloc(&mut g).unwrap();
+        g.install_anon(0, p);
+        let q = alloc(&mut g).unwrap(); // swaps page 0 out
+        g.install_anon(1, q);
+        g.free_anon(0);
+        g.free_anon(1);
+        assert_eq!((g.swap_used(), g.anon_resident(), g.free()), (0, 0, 1));
+        assert_eq!(g.anon_state(0), AnonState::Untouched);
+        assert_eq!(g.anon_state(1), AnonState::Untouched);
+        // Freeing a page never touched changes nothing.
+        g.free_anon(1);
+        assert_eq!(g.free(), 1);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //!
 //! A seed in, the same bytes out: all randomness comes from [`rng::SimRng`] seeded by the scenario.
 
+pub mod app;
 pub mod balloon;
 pub mod config;
 pub mod cost;

@@ -30,6 +30,9 @@ pub struct TickStats {
     pub host_swap_outs: u64,
     /// Guest swap-outs of pages the host had swapped (host swap-in first).
     pub double_pagings: u64,
+    /// Pool pages the guest swapped back in only for the application to fill them from disk
+    /// (its pool paged out behind its back, then reused).
+    pub app_double_pagings: u64,
     /// Accesses charged a minor fault: the first touch of an anonymous page (zero-fill) or
     /// of a page the host had not backed yet.
     pub minor_faults: u64,
@@ -53,6 +56,7 @@ pub struct Totals {
     pub host_swap_ins: u64,
     pub host_swap_outs: u64,
     pub double_pagings: u64,
+    pub app_double_pagings: u64,
     pub minor_faults: u64,
     pub stalls: u64,
 }
@@ -68,6 +72,7 @@ impl Totals {
         stats.host_swap_ins = d(self.host_swap_ins, earlier.host_swap_ins);
         stats.host_swap_outs = d(self.host_swap_outs, earlier.host_swap_outs);
         stats.double_pagings = d(self.double_pagings, earlier.double_pagings);
+        stats.app_double_pagings = d(self.app_double_pagings, earlier.app_double_pagings);
         stats.minor_faults = d(self.minor_faults, earlier.minor_faults);
         stats.stalls = d(self.stalls, earlier.stalls);
     }

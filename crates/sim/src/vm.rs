@@ -16,6 +16,7 @@
 //! Time spent beyond the end of a tick (and host paging the controller ordered) is carried
 //! into the next tick.
 
+use crate::app::{AgentConfig, Link};
 use crate::balloon::{Balloon, Step};
 use crate::config::{BalloonConfig, TenantKind};
 use crate::cost::CostModel;
@@ -87,6 +88,8 @@ pub struct VmParts {
     pub overhead: Pages,
     pub rng: SimRng,
     pub host_rng: SimRng,
+    /// The balloon agent linked into the workload's application, if it has one.
+    pub agent: Option<AgentConfig>,
 }
 
 /// One running VM.
@@ -111,6 +114,8 @@ pub struct Vm {
     /// Busy time owed to the next tick, in nanoseconds.
     debt_ns: u64,
     double_pagings: u64,
+    /// Pool pages the guest swapped in only for the application to overwrite them.
+    app_double_pagings: u64,
     /// Accesses charged a minor fault (zero-fill of a new anonymous page, or the host
     /// backing an unbacked page on first touch).
     minor_faults: u64,
@@ -118,13 +123,19 @@ pub struct Vm {
     prev: Totals,
     last: Option<TickStats>,
     buf: Vec<Access>,
+    /// The application's agent and memtide's session with it.
+    app: Option<Link>,
+    /// Applications with an agent the tenant has started.
+    agents: u64,
+    /// Anonymous pages the application gave back this tick.
+    released: Vec<u32>,
 }
 
 impl Vm {
     /// A VM from its booted parts; `totals` are the counts at boot (kernel faults), which
     /// the first tick does not report.
     pub fn new(parts: VmParts, totals_at_boot: Totals) -> Vm {
-        Vm {
+        let mut vm = Vm {
             id: parts.id,
             kind: parts.kind,
             limit: None,
@@ -139,11 +150,34 @@ impl Vm {
             blocked: false,
             debt_ns: 0,
             double_pagings: 0,
+            app_double_pagings: 0,
             minor_faults: 0,
             stalls: 0,
             prev: totals_at_boot,
             last: None,
             buf: Vec::with_capacity(BATCH),
+            app: None,
+            agents: 0,
+            released: Vec::new(),
+        };
+        vm.start_agent(parts.agent.as_ref(), parts.now);
+        vm
+    }
+
+    /// Starts the workload's agent, if its application links one (replacing any before).
+    fn start_agent(&mut self, agent: Option<&AgentConfig>, now: Duration) {
+        self.app = None;
+        if let (Some(config), Some(pool)) = (agent, self.workload.pool()) {
+            self.agents += 1;
+            // Each application's sessions are numbered apart from the last one's.
+            self.app = Some(Link::connect(
+                config.clone(),
+                self.id,
+                self.agents << 32,
+                now,
+                self.workload.kind(),
+                pool,
+            ));
         }
     }
 
@@ -178,7 +212,8 @@ impl Vm {
     }
 
     /// Takes the controller's decision for this tenant: a VM's balloon target and blocking,
-    /// a container's limit (`None`: nothing decided, all levers hold and nothing blocks).
+    /// a container's limit, and its application agent's move (`None`: nothing decided, all
+    /// levers hold and nothing blocks).
     pub fn control(&mut self, moves: Option<&Moves>) {
         let moves = moves.copied().unwrap_or_default();
         match self.kind {
@@ -193,6 +228,9 @@ impl Vm {
                     self.balloon.set_target(Some(pages.saturating_sub(limit)));
                 }
             }
+        }
+        if let Some(app) = &mut self.app {
+            app.apply(moves.app_balloon);
         }
     }
 
@@ -212,12 +250,15 @@ impl Vm {
         done
     }
 
-    /// Replaces the workload (see [`Guest::replace_workload`]); its phases start at `now`.
-    pub fn set_workload(&mut self, workload: Workload, now: Duration) {
+    /// Replaces the workload (see [`Guest::replace_workload`]); its phases start at `now`,
+    /// with its application's `agent` if it links one (an agent of the old application is
+    /// gone with it).
+    pub fn set_workload(&mut self, workload: Workload, agent: Option<&AgentConfig>, now: Duration) {
         self.guest
             .replace_workload(workload.anon_pages(), workload.file_pages());
         self.workload = workload;
         self.workload_start = now;
+        self.start_agent(agent, now);
     }
 
     /// Lifetime counts of this VM.
@@ -232,18 +273,24 @@ impl Vm {
             host_swap_ins: h.host_swap_ins,
             host_swap_outs: h.host_swap_outs,
             double_pagings: self.double_pagings,
+            app_double_pagings: self.app_double_pagings,
             minor_faults: self.minor_faults,
             stalls: self.stalls,
         }
     }
 
-    /// What the host reports about this tenant: a VM's balloon and host swap, or a
-    /// container's limit.
-    pub fn observe(&mut self, host: &HostMemory, idx: usize) -> TenantObservation {
+    /// What the host reports about this tenant, `tick` after the last report: a VM's balloon
+    /// and host swap, or a container's limit, and its application's agent.
+    pub fn observe(&mut self, host: &HostMemory, idx: usize, tick: Duration) -> TenantObservation {
         let pmap = &host.pmaps[idx];
         let last = self.last.as_ref();
         let committed = u64::from(self.guest.kernel()) + u64::from(self.workload.anon_pages());
-        let levers = match self.kind {
+        let g = &self.guest;
+        let used = Pages(
+            u64::from(g.kernel()) + u64::from(g.anon_resident()) + u64::from(g.cache_resident()),
+        );
+        let app_balloon = self.app.as_mut().and_then(|a| a.observe(tick, used));
+        let mut levers = match self.kind {
             TenantKind::Vm => Levers {
                 balloon: Some(BalloonLever {
                     size: Pages(u64::from(self.guest.balloon())),
@@ -273,6 +320,7 @@ impl Vm {
                 }
             }
         };
+        levers.app_balloon = app_balloon;
         TenantObservation {
             id: self.id,
             allocated: Pages(u64::from(pmap.mapped())),
@@ -313,6 +361,12 @@ impl Vm {
             ..TickStats::default()
         };
         let mut used = std::mem::take(&mut self.debt_ns);
+        if let (Some(app), Some(pool)) = (&mut self.app, self.workload.pool_mut()) {
+            app.run(now, tick, pool, &mut self.released);
+            for page in self.released.drain(..) {
+                self.guest.free_anon(page);
+            }
+        }
         // The driver polls once per tick; its pages move in slices interleaved with the
         // workload's accesses, as a real driver allocates while the guest runs (one burst at
         // the start of the tick would make every reference bit look cold at once).
@@ -471,7 +525,26 @@ impl Vm {
                 }
                 self.file_slow(block, idx, host, costs)
             }
+            Access::Fill { page } => self.fill(page, idx, host, costs),
         }
+    }
+
+    /// The application reads a page from disk into its anonymous page `page`. If the guest
+    /// had swapped that page out, it reads it back only for the application to overwrite it:
+    /// double paging at the application's level.
+    #[inline(never)]
+    fn fill(&mut self, page: u32, idx: usize, host: &mut HostMemory, costs: &Costs) -> Option<u64> {
+        if self.guest.anon_state(page) == AnonState::Swapped {
+            self.app_double_pagings += 1;
+        }
+        let ppn = self.guest.anon_entry(page);
+        let stall = if host.pmaps[idx].is_fast(ppn) {
+            self.guest.reference(ppn);
+            0
+        } else {
+            self.anon_slow(page, idx, host, costs)?
+        };
+        Some(stall + costs.disk_read)
     }
 
     #[inline(never)]

@@ -168,6 +168,7 @@ impl SimWorld {
             overhead: vm.overhead,
             rng: streams.fork(STREAM_WORKLOAD),
             host_rng,
+            agent: vm.workload.agent().cloned(),
         };
         let c = &self.host.pmaps[at].counters;
         let totals = Totals {
@@ -195,7 +196,7 @@ impl SimWorld {
         let at = self.running(id)?;
         let workload = Workload::new(&w, &self.cost)
             .map_err(|source| SimError::Workload { tenant: id, source })?;
-        self.vms[at].set_workload(workload, self.now);
+        self.vms[at].set_workload(workload, w.agent(), self.now);
         Ok(())
     }
 
@@ -385,7 +386,7 @@ impl Host for SimWorld {
             .vms
             .iter_mut()
             .enumerate()
-            .map(|(i, vm)| vm.observe(&self.host, i))
+            .map(|(i, vm)| vm.observe(&self.host, i, self.config.tick))
             .collect();
         let m = &self.host.machine;
         Ok(HostObservation {

@@ -7,7 +7,10 @@
 //! 1. **sharing** (`sharing.rs`): merging identical pages frees frames at no cost to the
 //!    tenant, so it goes first (ESX shares before it balloons or swaps);
 //! 2. **application balloon** (`app_balloon.rs`): an application that shrinks its own pool
-//!    picks what to drop far better than an OS paging behind its back (ALB);
+//!    picks what to drop far better than an OS paging behind its back (ALB). It is asked
+//!    first, and the part of the excess it was asked for holds the OS levers below until it
+//!    is done; growing, the OS fence rises first. A stuck, dead or dishonest agent is taken
+//!    over by the OS levers;
 //! 3. **guest balloon** (`balloon.rs`): the guest OS picks its own victims (ESX); it tracks the
 //!    target in every state and deflates by itself when the target rises;
 //! 4. **limit** (`limit.rs`): the kernel reclaims within a limit the host sets (a cgroup), with
@@ -25,8 +28,9 @@
 //!
 //! The controller asks this module, not the levers, what a tenant's levers imply for the rest
 //! of a step: whether its memory counts against the budget ([`counts_against_budget`]), the
-//! min and ceiling allocation may give it ([`bounds`]), whether its estimator may probe
-//! ([`may_probe`]), and the pass across tenants after planning ([`finish`]).
+//! min and ceiling allocation may give it ([`bounds`]), the active memory the idle tax
+//! charges it for ([`active`]: an application pool's hits and misses), whether its estimator
+//! may probe ([`may_probe`]), and the pass across tenants after planning ([`finish`]).
 
 mod app_balloon;
 mod balloon;
@@ -34,10 +38,12 @@ mod host_swap;
 pub mod limit;
 mod sharing;
 
+pub use app_balloon::{active, AppWatch};
 pub use balloon::BalloonWatch;
 
 use memtide_model::{
-    Mechanism, MechanismNote, Mechanisms, Pages, ReclamationState, TenantAction, TenantObservation,
+    Levers, Mechanism, MechanismNote, Mechanisms, Pages, ReclamationState, TenantAction,
+    TenantObservation,
 };
 use std::time::Duration;
 
@@ -71,6 +77,7 @@ pub struct PlanSettings<'a> {
 #[derive(Clone, Debug, Default)]
 pub struct PlanMemory {
     pub balloon: BalloonWatch,
+    pub app: AppWatch,
 }
 
 /// Where the planners stand while the chooser runs them.
@@ -78,7 +85,6 @@ pub struct PlanMemory {
 struct Need {
     state: ReclamationState,
     target: Pages,
-    allocated: Pages,
     max: Pages,
     /// `allocated - target`.
     excess: Pages,
@@ -110,7 +116,6 @@ pub fn plan(
     let mut need = Need {
         state: input.state,
         target: input.target,
-        allocated: t.allocated,
         max: input.max,
         excess,
         left: excess,
@@ -126,8 +131,14 @@ pub fn plan(
         note.sharing = Some(n);
     }
     if let Some(lever) = &levers.app_balloon {
-        let n = app_balloon::plan(&mut need, lever);
-        if n.target != n.size || excess > Pages::ZERO {
+        let n = app_balloon::plan(
+            &mut need,
+            lever,
+            fence_room(levers, input.max),
+            input.elapsed.unwrap_or_default(),
+            &mut memory.app,
+        );
+        if n.app_move().is_some() {
             mechanisms.push(Mechanism::AppBalloon);
         }
         note.app_balloon = Some(n);
@@ -165,6 +176,16 @@ pub fn plan(
             mechanisms.push(Mechanism::HostSwap);
         }
         note.host_swap = Some(n);
+    }
+}
+
+/// What the OS fence lets a tenant of configured size `max` hold now: the memory its guest
+/// balloon leaves it, or its limit (`None`: no fence).
+fn fence_room(levers: &Levers, max: Pages) -> Option<Pages> {
+    match (&levers.balloon, &levers.limit) {
+        (Some(b), _) => Some(max.saturating_sub(b.size)),
+        (None, Some(l)) => Some(l.limit),
+        (None, None) => None,
     }
 }
 

@@ -2,8 +2,8 @@
 
 use super::*;
 use memtide_model::{
-    AppBalloonLever, BalloonDriverInfo, BalloonLever, HostSwapLever, LimitLever, LimitRail, Moves,
-    SharingLever, TenantId,
+    AppAnswer, AppBalloonLever, AppMove, AppStatus, AppStep, BalloonDriverInfo, BalloonLever,
+    HostSwapLever, LimitLever, LimitRail, Moves, SharingLever, Takeover, TenantId,
 };
 use Mechanism::{AppBalloon, Balloon, HostSwap, Sharing};
 use ReclamationState::{Hard, High, Low, Soft};
@@ -87,7 +87,10 @@ fn run_with(
         mechanisms: [Mechanism::Limit, Mechanism::Sharing].into_iter().collect(),
         note: MechanismNote::new(ReclamationState::Low, mib(999), mib(1)).with_moves(Moves {
             balloon: Some(mib(7)),
-            app_balloon: Some(mib(7)),
+            app_balloon: Some(AppMove::Target {
+                pool: mib(7),
+                deadline: Duration::from_secs(7),
+            }),
             share: mib(7),
             host_swap_out: mib(7),
             blocked: true,
@@ -348,8 +351,29 @@ fn a_balloon_that_stops_growing_stalls_and_host_swap_takes_over() {
     }
 }
 
-/// A tenant with every lever: 10 MiB shareable, an application balloon that can give 40 MiB,
-/// a guest balloon limited to 200 MiB, a limit of 256 MiB and host swap.
+/// An agent whose pool of `pool` MiB (16 to 200, moving by 1 MiB) is all data, in a tenant
+/// that uses `outside` MiB besides; its statistics are fresh and it was sent no target.
+fn agent(pool: u64, outside: u64) -> AppBalloonLever {
+    AppBalloonLever {
+        session: 1,
+        pool: mib(pool),
+        pool_used: mib(pool),
+        min: mib(16),
+        max: mib(200),
+        granule: mib(1),
+        used: mib(pool + outside),
+        hits: Some(100),
+        misses: Some(0),
+        answer: None,
+        silent_for: Duration::ZERO,
+        dead_after: Duration::from_secs(5),
+    }
+}
+
+/// A tenant with every lever: 10 MiB shareable, an agent whose 80 MiB pool can give 40 MiB
+/// toward the target (it uses 140 MiB outside the pool, 180 - 140 = 40 wanted, its min), a
+/// guest balloon limited to 200 MiB, a limit of 256 MiB and host
+/// swap.
 fn everything() -> TenantObservation {
     let mut t = observed(&base(Soft));
     t.levers.sharing = Some(SharingLever {
@@ -357,8 +381,8 @@ fn everything() -> TenantObservation {
         shareable: mib(10),
     });
     t.levers.app_balloon = Some(AppBalloonLever {
-        size: Pages::ZERO,
-        limit: mib(40),
+        min: mib(40),
+        ..agent(80, 140)
     });
     t.levers.limit = Some(LimitLever {
         limit: mib(256),
@@ -374,11 +398,19 @@ fn everything() -> TenantObservation {
 
 #[test]
 fn sharing_goes_first_then_the_application_then_the_guest_balloon() {
-    // 76 MiB over target: sharing takes 10, the application 40, the balloon the other 26.
+    // 76 MiB over target: sharing takes 10, the application is asked for 40 (its pool from
+    // 80 to its min of 40), the balloon the other 26 at once.
     let t = everything();
     let p = run(&t, Soft, 180, 100);
     assert_eq!(p.note.moves().share, mib(10));
-    assert_eq!(p.note.moves().app_balloon, Some(mib(40)));
+    assert_eq!(
+        p.note.moves().app_balloon,
+        Some(AppMove::Target {
+            pool: mib(40),
+            deadline: super::app_balloon::deadline(mib(40)),
+        })
+    );
+    assert_eq!(p.note.app_balloon.unwrap().covered, mib(40));
     // The balloon sizes the guest for target + what sharing and the application cover.
     assert_eq!(p.note.moves().balloon, Some(mib(256 - 180 - 50)));
     assert_eq!(p.note.balloon.unwrap().beyond, Pages::ZERO);
@@ -407,21 +439,268 @@ fn the_limit_is_asked_only_for_what_the_cooperative_levers_do_not_cover() {
     assert_eq!(step.to, mib(250), "{step:?}");
 }
 
-#[test]
-fn an_application_below_target_takes_its_memory_back_first() {
-    let mut t = everything();
-    t.levers.app_balloon = Some(AppBalloonLever {
-        size: mib(30),
-        limit: mib(40),
+/// A 256 MiB VM holding `allocated` with an empty balloon, and an agent.
+fn vm_with_agent(allocated: u64, lever: AppBalloonLever) -> TenantObservation {
+    let mut t = observed(&Vm {
+        allocated,
+        ..base(Soft)
     });
-    t.allocated = mib(160);
-    let p = run(&t, High, 180, 100);
-    assert_eq!(p.note.moves().app_balloon, Some(mib(10)));
-    assert_eq!(p.note.moves().share, Pages::ZERO);
+    t.levers.app_balloon = Some(lever);
+    t
+}
+
+fn app_step(p: &Plan) -> AppStep {
+    p.note.app_balloon.unwrap().step
+}
+
+#[test]
+fn shrinking_asks_the_application_first_and_lowers_the_fence_only_at_done() {
+    // 256 MiB held, target 180: the pool (200 MiB) is asked down to 180 - 50 outside = 130.
+    let mut memory = PlanMemory::default();
+    let t = vm_with_agent(256, agent(200, 50));
+    let p = run_with(&t, Soft, 180, 100, &mut memory, 3);
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(130)),
+        "{p:?}"
+    );
+    // The 70 MiB asked hold the fence: the balloon takes only the other 6.
+    assert_eq!(p.note.moves().balloon, Some(mib(6)));
+    assert_eq!(&p.mechanisms[..], &[AppBalloon, Balloon]);
+
+    // Working: half way, the fence still holds.
+    let mut working = agent(165, 50);
+    working.answer = Some(AppAnswer {
+        target: mib(130),
+        status: AppStatus::Working,
+    });
+    let p = run_with(&vm_with_agent(256, working), Soft, 180, 100, &mut memory, 3);
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { waited, .. } if waited == Duration::from_secs(1))
+    );
+    assert_eq!(p.note.moves().balloon, Some(mib(6)));
+
+    // Done, and memory fell by the 70 MiB: the fence follows to the target.
+    let mut done = agent(130, 50);
+    done.answer = Some(AppAnswer {
+        target: mib(130),
+        status: AppStatus::Done,
+    });
+    let p = run_with(&vm_with_agent(256, done), Soft, 180, 100, &mut memory, 3);
+    assert_eq!(app_step(&p), AppStep::Done { released: mib(70) });
+    assert_eq!(p.note.moves().balloon, Some(mib(76)));
     assert!(p
         .note
         .to_string()
-        .contains("app balloon 30.0 MiB -> 10.0 MiB"));
+        .contains("app pool done at 130.0 MiB (released 70.0 MiB)"));
+    // ... and then holds: the pool is where it should be.
+    let p = run_with(&vm_with_agent(256, done), Soft, 180, 100, &mut memory, 3);
+    assert_eq!(app_step(&p), AppStep::Holds);
+    assert_eq!(p.note.moves().app_balloon, None);
+}
+
+#[test]
+fn what_lies_beyond_the_applications_min_is_the_os_levers_at_once() {
+    // Wanted 180 - 50 = 130, but the pool's min is 170: asked for 170, 30 of the excess;
+    // the balloon takes the other 46 now.
+    let lever = AppBalloonLever {
+        min: mib(170),
+        ..agent(200, 50)
+    };
+    let p = run(&vm_with_agent(256, lever), Soft, 180, 100);
+    assert!(matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(170)));
+    assert_eq!(p.note.moves().balloon, Some(mib(46)));
+}
+
+#[test]
+fn growing_raises_the_fence_first_then_asks_the_application() {
+    // Held 150 of 256 (balloon 106), target 240: the pool of 100 should grow to 190, which
+    // needs 240 of room, and the fence leaves 150.
+    let mut memory = PlanMemory::default();
+    let mut t = vm_with_agent(150, agent(100, 50));
+    t.levers.balloon.as_mut().unwrap().size = mib(106);
+    let p = run_with(&t, High, 240, 100, &mut memory, 3);
+    assert_eq!(
+        app_step(&p),
+        AppStep::AwaitsFence {
+            pool: mib(190),
+            room: mib(150)
+        }
+    );
+    assert_eq!(p.note.moves().app_balloon, None);
+    assert_eq!(
+        p.note.moves().balloon,
+        Some(mib(16)),
+        "the balloon deflates"
+    );
+    // The balloon is down to 16: the tenant may hold 240, and the application is asked.
+    t.levers.balloon.as_mut().unwrap().size = mib(16);
+    let p = run_with(&t, High, 240, 100, &mut memory, 3);
+    assert!(matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(190)));
+    assert_eq!(p.note.app_balloon.unwrap().covered, Pages::ZERO);
+}
+
+#[test]
+fn an_agent_not_done_by_its_deadline_is_taken_over_by_the_os() {
+    let mut memory = PlanMemory::default();
+    let mut lever = agent(200, 50);
+    let first = run_with(&vm_with_agent(256, lever), Soft, 180, 100, &mut memory, 3);
+    let AppStep::Asks { deadline, .. } = app_step(&first) else {
+        panic!("{first:?}");
+    };
+    lever.answer = Some(AppAnswer {
+        target: mib(130),
+        status: AppStatus::Working,
+    });
+    let ticks = deadline.as_secs_f64().ceil() as u32;
+    for tick in 1..ticks {
+        let p = run_with(&vm_with_agent(256, lever), Soft, 180, 100, &mut memory, 3);
+        assert!(matches!(app_step(&p), AppStep::Asks { .. }), "tick {tick}");
+    }
+    let p = run_with(&vm_with_agent(256, lever), Soft, 180, 100, &mut memory, 3);
+    assert_eq!(
+        app_step(&p),
+        AppStep::TakenOver(Takeover::Stuck { deadline })
+    );
+    assert_eq!(
+        p.note.moves().app_balloon,
+        Some(AppMove::TakeOver(Takeover::Stuck { deadline }))
+    );
+    // The OS levers take the whole excess.
+    assert_eq!(p.note.moves().balloon, Some(mib(76)));
+    assert!(p.note.to_string().contains("app agent stuck"), "{}", p.note);
+    // And keep it while that session lasts.
+    let p = run_with(&vm_with_agent(256, lever), Soft, 180, 100, &mut memory, 3);
+    assert!(matches!(app_step(&p), AppStep::TakenOver(_)));
+    // An agent that registers again is asked afresh.
+    let again = AppBalloonLever {
+        session: 2,
+        ..agent(200, 50)
+    };
+    let p = run_with(&vm_with_agent(256, again), Soft, 180, 100, &mut memory, 3);
+    assert!(matches!(app_step(&p), AppStep::Asks { .. }), "{p:?}");
+}
+
+#[test]
+fn an_agent_that_says_done_while_memory_did_not_fall_is_taken_over() {
+    let mut memory = PlanMemory::default();
+    run_with(
+        &vm_with_agent(256, agent(200, 50)),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
+    // It reports the pool at 130 but the tenant still uses 250 MiB.
+    let lie = AppBalloonLever {
+        pool: mib(130),
+        pool_used: mib(130),
+        used: mib(250),
+        answer: Some(AppAnswer {
+            target: mib(130),
+            status: AppStatus::Done,
+        }),
+        ..agent(200, 50)
+    };
+    let p = run_with(&vm_with_agent(256, lie), Soft, 180, 100, &mut memory, 3);
+    assert_eq!(
+        app_step(&p),
+        AppStep::TakenOver(Takeover::Dishonest {
+            claimed: mib(70),
+            measured: Pages::ZERO
+        })
+    );
+    assert_eq!(p.note.moves().balloon, Some(mib(76)));
+}
+
+#[test]
+fn a_silent_agent_is_dead_and_taken_over() {
+    let lever = AppBalloonLever {
+        silent_for: Duration::from_secs(5),
+        ..agent(200, 50)
+    };
+    let p = run(&vm_with_agent(256, lever), Soft, 180, 100);
+    assert_eq!(
+        app_step(&p),
+        AppStep::TakenOver(Takeover::Dead {
+            silent_for: Duration::from_secs(5)
+        })
+    );
+    assert_eq!(p.note.moves().balloon, Some(mib(76)));
+}
+
+#[test]
+fn a_failed_target_goes_to_the_os_and_is_not_asked_again() {
+    let mut memory = PlanMemory::default();
+    run_with(
+        &vm_with_agent(256, agent(200, 50)),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
+    let refused = AppBalloonLever {
+        answer: Some(AppAnswer {
+            target: mib(130),
+            status: AppStatus::Failed,
+        }),
+        ..agent(200, 50)
+    };
+    let p = run_with(&vm_with_agent(256, refused), Soft, 180, 100, &mut memory, 3);
+    assert_eq!(app_step(&p), AppStep::Failed { pool: mib(130) });
+    assert_eq!(p.note.moves().balloon, Some(mib(76)));
+    let p = run_with(&vm_with_agent(256, refused), Soft, 180, 100, &mut memory, 3);
+    assert_eq!(app_step(&p), AppStep::Holds);
+    // A different target is asked.
+    let p = run_with(&vm_with_agent(256, refused), Soft, 150, 100, &mut memory, 3);
+    assert!(matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(100)));
+}
+
+#[test]
+fn a_pool_too_big_for_its_fence_is_asked_down_even_without_excess() {
+    // A database configured with 200 MiB in a guest given 150: it holds 100 now, but would
+    // grow past its fence; the application is asked for 150 - 20 = 130.
+    let p = run(
+        &vm_with_agent(
+            100,
+            AppBalloonLever {
+                pool_used: mib(80),
+                used: mib(100),
+                ..agent(200, 20)
+            },
+        ),
+        High,
+        150,
+        100,
+    );
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(130)),
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_pool_with_misses_is_active_and_an_idle_pool_is_taxed() {
+    let t = |hits, misses| {
+        vm_with_agent(
+            256,
+            AppBalloonLever {
+                hits,
+                misses,
+                ..agent(200, 50)
+            },
+        )
+    };
+    // Misses: the pool and what lies outside it are active, whatever the estimator says.
+    assert_eq!(active(&t(Some(5), Some(3)), mib(60)), mib(250));
+    // Neither hits nor misses: only the memory outside the pool can be active.
+    assert_eq!(active(&t(Some(0), Some(0)), mib(240)), mib(50));
+    // Hits alone, or no statistics yet: the estimator's bound.
+    assert_eq!(active(&t(Some(5), Some(0)), mib(120)), mib(120));
+    assert_eq!(active(&t(None, None), mib(120)), mib(120));
+    // A tenant without an agent keeps its bound.
+    assert_eq!(active(&observed(&base(Soft)), mib(120)), mib(120));
 }
 
 #[test]

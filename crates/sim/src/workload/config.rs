@@ -1,6 +1,7 @@
 //! Workload parameters as scenarios write them (TOML `[tenants.workload]`), with their defaults.
 
 use super::Skew;
+use crate::app::AgentConfig;
 use serde::{Deserialize, Serialize};
 
 /// One phase of a toucher: from `at_s` on, it touches `working_set_mb`.
@@ -121,6 +122,30 @@ pub enum WorkloadConfig {
         #[serde(default)]
         max_accesses_per_s: Option<f64>,
     },
+
+    /// A key-value cache (memcached-like) whose pool of `pool_mb` holds some of its
+    /// `items_mb` of items, read uniformly; a miss fetches the item from its backend. The
+    /// pool is an application pool its agent can resize, down to `min_pool_mb`, at
+    /// `shrink_s_per_gib` and `grow_s_per_gib` (default: ALB Table 2's InnoDB).
+    Cache {
+        items_mb: f64,
+        pool_mb: f64,
+        #[serde(default)]
+        min_pool_mb: f64,
+        #[serde(default = "default_innodb_shrink_s_per_gib")]
+        shrink_s_per_gib: f64,
+        #[serde(default = "default_innodb_grow_s_per_gib")]
+        grow_s_per_gib: f64,
+        /// The balloon agent linked into the cache (none: only the OS can take its memory).
+        #[serde(default)]
+        agent: Option<AgentConfig>,
+        #[serde(default)]
+        cpu_us_per_access: Option<f64>,
+        #[serde(default)]
+        accesses_per_op: Option<u32>,
+        #[serde(default)]
+        max_accesses_per_s: Option<f64>,
+    },
 }
 
 /// Defaults of the optional workload parameters (MiB and fractions), for scenarios.
@@ -135,6 +160,7 @@ pub mod defaults {
     pub const OLTP_SKEW: Skew = Skew::Zipf { theta: 0.9 };
     pub const WEB_ANON_MB: f64 = 16.0;
     pub const WEB_FILE_MB: f64 = 16.0;
+    pub use crate::workload::pool::{INNODB_GROW_S_PER_GIB, INNODB_SHRINK_S_PER_GIB};
 }
 
 fn default_idle_background_mb() -> f64 {
@@ -161,6 +187,12 @@ fn default_web_anon_mb() -> f64 {
 fn default_web_file_mb() -> f64 {
     defaults::WEB_FILE_MB
 }
+fn default_innodb_shrink_s_per_gib() -> f64 {
+    defaults::INNODB_SHRINK_S_PER_GIB
+}
+fn default_innodb_grow_s_per_gib() -> f64 {
+    defaults::INNODB_GROW_S_PER_GIB
+}
 
 impl WorkloadConfig {
     /// The `kind` name as written in scenarios.
@@ -172,6 +204,15 @@ impl WorkloadConfig {
             WorkloadConfig::CpuJob { .. } => "cpu_job",
             WorkloadConfig::Oltp { .. } => "oltp",
             WorkloadConfig::Web { .. } => "web",
+            WorkloadConfig::Cache { .. } => "cache",
+        }
+    }
+
+    /// The balloon agent linked into the application, for kinds with an application pool.
+    pub fn agent(&self) -> Option<&AgentConfig> {
+        match self {
+            WorkloadConfig::Cache { agent, .. } => agent.as_ref(),
+            _ => None,
         }
     }
 }

@@ -213,7 +213,7 @@ mod tests {
                         assert!(*page < 256, "{page}");
                         writes += usize::from(*write);
                     }
-                    Access::File { .. } => panic!("file access"),
+                    other => panic!("{other:?}"),
                 }
             }
             let frac = writes as f64 / (out.len() - 1024) as f64;

@@ -82,6 +82,7 @@ mod tests {
                         assert!(*block < 25_600);
                     }
                     Access::Anon { page, .. } => assert!(*page < 4096),
+                    other => panic!("{other:?}"),
                 }
             }
             assert!((84_000..86_000).contains(&files), "{files}");

@@ -21,6 +21,10 @@ pub enum Access {
     Anon { page: u32, write: bool },
     /// Block `block` of the workload's file set, read through the guest page cache.
     File { block: u32 },
+    /// Anonymous page `page` that the application fills from disk itself: a miss of its own
+    /// pool (a database reading with O_DIRECT, a cache fetching from its backend). A disk read
+    /// into the page, which is written.
+    Fill { page: u32 },
 }
 
 /// Access skew over a region.
@@ -33,7 +37,9 @@ pub enum Skew {
     Zipf { theta: f64 },
 }
 
+pub mod cache;
 pub mod config;
+pub mod pool;
 
 mod cpu_job;
 mod file_server;
@@ -45,6 +51,7 @@ mod validate;
 mod web;
 
 pub use config::{TouchPhase, WorkloadConfig};
+pub use pool::Pool;
 
 use pick::Mix;
 use validate::Check;
@@ -86,6 +93,21 @@ struct Plan {
     default_accesses_per_op: u32,
 }
 
+impl Plan {
+    /// The plan of a kind whose application pool makes every access: `anon_pages` of
+    /// anonymous memory, no file, no sweep or phases, closed loop.
+    fn of_pool(anon_pages: u32, default_accesses_per_op: u32) -> Plan {
+        Plan {
+            anon_pages,
+            file_pages: 0,
+            sweep: 0,
+            phases: Vec::new(),
+            default_rate: None,
+            default_accesses_per_op,
+        }
+    }
+}
+
 /// The common optional fields every kind has.
 #[derive(Copy, Clone, Debug)]
 struct Common {
@@ -114,6 +136,8 @@ pub struct Workload {
     /// Sweep and steady accesses appended by the last `fill`, for `return_unused`.
     last_sweep: u32,
     last_steady: usize,
+    /// The application's own pool, for kinds that manage one: it then makes every access.
+    pool: Option<Pool>,
 }
 
 impl Workload {
@@ -123,6 +147,7 @@ impl Workload {
         let check = Check {
             kind: config.kind(),
         };
+        let mut pool = None;
         let (plan, common) = match config {
             WorkloadConfig::Idle {
                 resident_mb,
@@ -236,6 +261,38 @@ impl Workload {
                     max_accesses_per_s: *max_accesses_per_s,
                 },
             ),
+            WorkloadConfig::Cache {
+                items_mb,
+                pool_mb,
+                min_pool_mb,
+                shrink_s_per_gib,
+                grow_s_per_gib,
+                agent: _,
+                cpu_us_per_access,
+                accesses_per_op,
+                max_accesses_per_s,
+            } => {
+                let cache = cache::Cache::new(
+                    check,
+                    cache::Sizes {
+                        items_mb: *items_mb,
+                        pool_mb: *pool_mb,
+                        min_pool_mb: *min_pool_mb,
+                        shrink_s_per_gib: *shrink_s_per_gib,
+                        grow_s_per_gib: *grow_s_per_gib,
+                    },
+                )?;
+                let plan = Plan::of_pool(cache.anon_pages(), 1);
+                pool = Some(Pool::Cache(cache));
+                (
+                    plan,
+                    Common {
+                        cpu_us_per_access: *cpu_us_per_access,
+                        accesses_per_op: *accesses_per_op,
+                        max_accesses_per_s: *max_accesses_per_s,
+                    },
+                )
+            }
         };
 
         let cpu_us = match common.cpu_us_per_access {
@@ -276,6 +333,7 @@ impl Workload {
             accesses_per_op,
             last_sweep: 0,
             last_steady: 0,
+            pool,
         };
         w.advance(Duration::ZERO);
         Ok(w)
@@ -318,9 +376,17 @@ impl Workload {
     /// exception: when the workload has nothing to touch right now (a toucher before its
     /// first phase or in a 0 MB phase, an all-zero config) it appends only what remains of
     /// the sweep; [`Workload::demand`] then says so (`Some(count)`), so a caller that never
-    /// asks for more than the demand always gets exactly `n`.
+    /// asks for more than the demand always gets exactly `n`. A workload with an application
+    /// pool appends between one and `n` accesses (a stop-the-world collection ends a batch).
     pub fn fill(&mut self, rng: &mut SimRng, out: &mut Vec<Access>, n: usize) {
         out.reserve(n);
+        if let Some(pool) = &mut self.pool {
+            let before = out.len();
+            pool.fill(rng, out, n);
+            self.last_sweep = 0;
+            self.last_steady = out.len() - before;
+            return;
+        }
         let sweep = (n as u64).min(u64::from(self.sweep_end - self.sweep_next)) as u32;
         let start = self.sweep_next;
         out.extend((start..start + sweep).map(|page| Access::Anon { page, write: true }));
@@ -357,7 +423,7 @@ impl Workload {
     /// nothing to touch.
     pub fn demand(&self, tick: Duration) -> Option<u64> {
         let sweep = u64::from(self.sweep_end - self.sweep_next);
-        let steady = if self.mix().is_empty() {
+        let steady = if self.pool.is_none() && self.mix().is_empty() {
             Some(0)
         } else {
             self.rate.map(|rate| {
@@ -408,7 +474,19 @@ impl Workload {
     /// phase; file_server: file set + anon; cpu_job: working_set_mb; oltp: anon + the
     /// hottest data pages that receive 90% of its file accesses; web: anon + file.
     pub fn working_set(&self) -> Pages {
-        self.mix().working_set()
+        match &self.pool {
+            Some(pool) => pool.working_set(),
+            None => self.mix().working_set(),
+        }
+    }
+
+    /// The application's own pool, for kinds that manage one (`cache`).
+    pub fn pool(&self) -> Option<&Pool> {
+        self.pool.as_ref()
+    }
+
+    pub fn pool_mut(&mut self) -> Option<&mut Pool> {
+        self.pool.as_mut()
     }
 }
 
@@ -438,6 +516,10 @@ mod tests {
             data_mb = 40
             [[w]]
             kind = "web"
+            [[w]]
+            kind = "cache"
+            items_mb = 30
+            pool_mb = 10
         "#;
         #[derive(Deserialize)]
         struct Holder {
@@ -451,6 +533,7 @@ mod tests {
             match *a {
                 Access::Anon { page, .. } => assert!(page < w.anon_pages(), "{} {a:?}", w.kind()),
                 Access::File { block } => assert!(block < w.file_pages(), "{} {a:?}", w.kind()),
+                Access::Fill { page } => assert!(page < w.anon_pages(), "{} {a:?}", w.kind()),
             }
         }
     }
@@ -518,6 +601,7 @@ mod tests {
                 ("cpu_job", 10_000, 100, None),
                 ("oltp", 10_000, 50, None),
                 ("web", 10_000, 10, Some(20_000.0)),
+                ("cache", 10_000, 1, None),
             ]
         );
     }

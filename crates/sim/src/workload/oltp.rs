@@ -142,6 +142,7 @@ mod tests {
                     assert!(*block < 64 * 256);
                 }
                 Access::Anon { page, .. } => assert!(*page < 8 * 256),
+                other => panic!("{other:?}"),
             }
         }
         assert!((79_000..81_000).contains(&files), "{files}");

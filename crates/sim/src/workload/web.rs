@@ -71,6 +71,7 @@ mod tests {
         assert!(out.iter().all(|a| match a {
             Access::File { block } => *block < 4096,
             Access::Anon { page, .. } => *page < 4096,
+            Access::Fill { .. } => false,
         }));
     }
 

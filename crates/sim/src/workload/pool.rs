@@ -1,0 +1,129 @@
+//! Application pools inside workloads: memory an application manages itself (a cache, a database's buffer pool, a JVM heap), which its agent can resize on request (ALB).
+//!
+//! A pool lives in the workload's anonymous region, so the guest sees its pages as any
+//! anonymous memory: OS ballooning swaps them behind the application's back. Resizing is the
+//! application's own: shrinking picks which pages to give up and hands their anonymous pages
+//! back to the guest (they are freed, as `madvise(DONTNEED)` would), growing takes pages back
+//! into the pool (touched again only when used). How long a resize takes is the agent's
+//! business (`crate::app::agent`), from the pool's [`ResizeCost`].
+
+use super::cache::Cache;
+use super::Access;
+use crate::app::protocol::PoolKind;
+use crate::rng::SimRng;
+use memtide_model::Pages;
+
+/// Seconds a resize takes per GiB moved, from ALB Table 2 (Salomie et al., EuroSys 2013):
+/// InnoDB's balloon grew (its pool shrank) by 0.5 / 1 / 2 GiB in 3.99 / 7.57 / 16.07 s, and
+/// shrank (its pool grew) in 0.77 / 1.51 / 3.02 s: linear, least squares through zero.
+pub const INNODB_SHRINK_S_PER_GIB: f64 = 7.94;
+pub const INNODB_GROW_S_PER_GIB: f64 = 1.51;
+
+/// Pages in a GiB.
+const PAGES_PER_GIB: f64 = 262_144.0;
+
+/// How long a resize takes per page moved, each way.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct ResizeCost {
+    pub shrink_ns_per_page: u64,
+    pub grow_ns_per_page: u64,
+}
+
+impl ResizeCost {
+    /// From seconds per GiB, as scenarios write them.
+    pub fn per_gib(shrink_s: f64, grow_s: f64) -> ResizeCost {
+        let ns = |s: f64| (s * 1e9 / PAGES_PER_GIB).round() as u64;
+        ResizeCost {
+            shrink_ns_per_page: ns(shrink_s),
+            grow_ns_per_page: ns(grow_s),
+        }
+    }
+}
+
+/// A pool's counters since the workload started, as the agent reports them.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolCounters {
+    /// Pages of the pool holding data.
+    pub used: u32,
+    pub hits: u64,
+    pub misses: u64,
+    pub evictions: u64,
+    /// Pages of the pool written and not yet written back.
+    pub dirty: u32,
+}
+
+/// An application pool.
+#[derive(Clone, Debug)]
+pub enum Pool {
+    Cache(Cache),
+}
+
+impl Pool {
+    /// What the agent says the pool is.
+    pub fn kind(&self) -> PoolKind {
+        match self {
+            Pool::Cache(_) => PoolKind::Cache,
+        }
+    }
+
+    /// Pages in the pool now.
+    pub fn size(&self) -> u32 {
+        match self {
+            Pool::Cache(c) => c.size(),
+        }
+    }
+
+    /// The smallest and largest pool the application accepts.
+    pub fn min(&self) -> u32 {
+        match self {
+            Pool::Cache(c) => c.min(),
+        }
+    }
+
+    pub fn max(&self) -> u32 {
+        match self {
+            Pool::Cache(c) => c.max(),
+        }
+    }
+
+    pub fn counters(&self) -> PoolCounters {
+        match self {
+            Pool::Cache(c) => c.counters(),
+        }
+    }
+
+    pub fn resize_cost(&self) -> ResizeCost {
+        match self {
+            Pool::Cache(c) => c.resize_cost(),
+        }
+    }
+
+    /// Gives up `pages` of the pool (at most down to its min); the anonymous pages to free go
+    /// to `released`.
+    pub fn shrink(&mut self, pages: u32, released: &mut Vec<u32>) {
+        match self {
+            Pool::Cache(c) => c.shrink(pages, released),
+        }
+    }
+
+    /// Takes `pages` back into the pool (at most up to its max).
+    pub fn grow(&mut self, pages: u32) {
+        match self {
+            Pool::Cache(c) => c.grow(pages),
+        }
+    }
+
+    /// Appends up to `n` accesses (at least one).
+    pub(super) fn fill(&mut self, rng: &mut SimRng, out: &mut Vec<Access>, n: usize) {
+        match self {
+            Pool::Cache(c) => c.fill(rng, out, n),
+        }
+    }
+
+    /// The pages the application keeps touching now.
+    pub(super) fn working_set(&self) -> Pages {
+        match self {
+            Pool::Cache(c) => c.working_set(),
+        }
+    }
+}
