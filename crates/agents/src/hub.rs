@@ -1,25 +1,23 @@
-//! The agents memtide serves, by tenant: each connection's session (hello, stats, progress, errors counted), the target each tenant's pool is asked to reach, and the takeovers — an agent dead, stuck past its deadline or dishonest is closed and its tenant handed back to the OS.
+//! The agents memtide serves, by tenant: each connection's session (hello, stats, progress, errors counted), the tenant's application balloon lever as the policy reads it, and the moves the policy decides — a target sent, or an agent closed and its tenant taken over.
 //!
-//! Two sides use it. The event loop ([`crate::server`]) feeds it each connection's lines
-//! and the time, and writes what it answers ([`HubHandler`]). A world (the Linux host, the
-//! simulator) reads each tenant's pool, says how large it wants it and what the tenant's
-//! memory measures, and takes the events ([`Hub`]). Both hold the same state behind one
-//! mutex, taken once per line or per call: a few microseconds, never across I/O.
+//! Two sides use it. The event loop ([`crate::server`]) feeds it each connection's lines and
+//! the time, and writes what it answers ([`HubHandler`]). A world (the Linux host) reads each
+//! tenant's [`AppBalloonLever`], carries out the policy's [`AppMove`]s and takes the events
+//! ([`Hub`]). Both hold the same state behind one mutex, taken once per line or per call: a
+//! few microseconds, never across I/O.
 //!
-//! Rules (docs/balloon-protocol.md, "What memtide does with an agent"):
-//! - **identity**: a `hello` must name the socket peer's pid, and that process must be in a
-//!   tenant the world manages ([`Tenants`]); one live agent per tenant;
-//! - **faults**: a line that cannot be read, or breaks the session's rules, gets one
-//!   non-fatal `error`; the 8th on a connection gets a fatal `violations` instead;
-//! - **targets**: what the world asks is kept within `[min_bytes, max_bytes]`, rounded down to
-//!   the granule, and sent as a new `target` only when it differs from the pool and from the
-//!   target in flight; each gets `deadline_base + deadline_per_gib` per GiB it moves;
-//! - **takeover**: no `stats` for `dead_after` (dead), a target not `done` by its deadline
-//!   (stuck), or `done` while the tenant's measured memory did not fall by half of what the
-//!   agent said it gave back within `honesty_window` (dishonest): the agent gets that fatal
-//!   error, is closed, and the tenant's takeover is recorded until an agent registers again.
+//! What the hub decides itself is the protocol (docs/balloon-protocol.md): a `hello` must name
+//! the socket peer's pid, and that process must be in a tenant the world manages
+//! ([`Tenants`]); one live agent per tenant; a line that cannot be read, or breaks the
+//! session's rules, gets one non-fatal `error`, and the 8th on a connection a fatal
+//! `violations` instead. Whether an agent is dead, stuck or dishonest is the policy's call
+//! (`policy::mechanism::app_balloon`, the same for every world): it reads the lever's
+//! `silent_for`, `answer` and `used`, and the world hands its verdict back as
+//! [`AppMove::TakeOver`], which closes the agent with that error.
 //!
-//! Times are `Duration`s since the hub began, so a simulated clock can drive it too.
+//! Targets: the policy's pool is rounded down to the granule and kept within `[min_bytes,
+//! max_bytes]`, and sent as a new `target` only when it differs from the last one sent.
+//! Times are `Duration`s since the hub began, so a simulated clock could drive it too.
 
 use crate::server::{ConnId, Handler, Outbox};
 use memtide_balloon::line::Line;
@@ -27,41 +25,31 @@ use memtide_balloon::protocol::{
     AgentMessage, Bye, ErrorCode, ErrorMessage, Hello, MemtideMessage, PoolInfo, PoolKind,
     Progress, ProgressStatus, ProtocolError, Stats, Target, Welcome,
 };
-use memtide_model::TenantId;
+use memtide_model::{
+    AppAnswer, AppBalloonLever, AppMove, AppStatus, Bytes, Pages, Takeover, TenantId,
+};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-const GIB: u64 = 1 << 30;
-
-/// How the hub judges its agents.
+/// How the hub speaks to its agents.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HubConfig {
     /// Agents send `stats` at least this often (`welcome.stats_interval_ms`).
     pub stats_interval: Duration,
-    /// No `stats` for this long: the agent is dead (`welcome.dead_after_ms`).
+    /// No `stats` for this long: the policy counts the agent dead (`welcome.dead_after_ms`).
     pub dead_after: Duration,
-    /// Every target's deadline starts with this much...
-    pub deadline_base: Duration,
-    /// ...and gets this much more per GiB it moves the pool.
-    pub deadline_per_gib: Duration,
-    /// After `done`, the tenant's memory must fall by half the release within this long.
-    pub honesty_window: Duration,
     /// Errors on one connection before it is closed (the last is `violations`).
     pub max_violations: u32,
 }
 
 impl Default for HubConfig {
-    /// 1 s stats, dead after 5 s; deadlines of 10 s + 10 s per GiB (ALB Table 2: InnoDB
-    /// grows 2 GiB in 16 s, a JVM in 19 s); 10 s to see a release; 8 errors.
+    /// 1 s stats, dead after 5 s, 8 errors.
     fn default() -> HubConfig {
         HubConfig {
             stats_interval: Duration::from_secs(1),
             dead_after: Duration::from_secs(5),
-            deadline_base: Duration::from_secs(10),
-            deadline_per_gib: Duration::from_secs(10),
-            honesty_window: Duration::from_secs(10),
             max_violations: 8,
         }
     }
@@ -73,46 +61,30 @@ pub trait Tenants: Send {
     fn tenant_of(&self, pid: u32) -> Option<(TenantId, String)>;
 }
 
-/// Why a tenant's agent was taken over by the OS mechanism.
+/// Why an agent's connection ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Takeover {
-    /// No `stats` for this long.
-    Dead { silent: Duration },
-    /// Target `seq` (`pool_bytes`) was not done within its deadline.
-    Stuck {
-        seq: u64,
-        pool_bytes: u64,
-        deadline: Duration,
-    },
-    /// It said it gave back `released` bytes; the tenant's memory fell by `fell`.
-    Dishonest { released: u64, fell: u64 },
+pub enum Closed {
+    /// The agent said `bye` (with its reason).
+    Bye(Option<String>),
     /// The connection closed without `bye`.
     Vanished,
-    /// Too many errors on its connection.
+    /// Too many errors on the connection.
     Violations,
+    /// The policy took the tenant over from it.
+    TakenOver(Takeover),
+    /// The world no longer manages its tenant.
+    Forgotten,
 }
 
-impl fmt::Display for Takeover {
+impl fmt::Display for Closed {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Takeover::Dead { silent } => {
-                write!(f, "agent dead: no stats for {:.1} s", silent.as_secs_f64())
-            }
-            Takeover::Stuck {
-                seq,
-                pool_bytes,
-                deadline,
-            } => write!(
-                f,
-                "agent stuck: target {seq} ({pool_bytes} bytes) not done within {:.1} s",
-                deadline.as_secs_f64()
-            ),
-            Takeover::Dishonest { released, fell } => write!(
-                f,
-                "agent dishonest: said it released {released} bytes, the tenant's memory fell {fell}"
-            ),
-            Takeover::Vanished => f.write_str("agent gone: its connection closed without bye"),
-            Takeover::Violations => f.write_str("agent closed: too many protocol errors"),
+            Closed::Bye(Some(r)) => write!(f, "said bye: {r}"),
+            Closed::Bye(None) => f.write_str("said bye"),
+            Closed::Vanished => f.write_str("its connection closed without bye"),
+            Closed::Violations => f.write_str("too many protocol errors"),
+            Closed::TakenOver(why) => write!(f, "taken over: {why}"),
+            Closed::Forgotten => f.write_str("its tenant is no longer managed"),
         }
     }
 }
@@ -134,66 +106,28 @@ pub enum AgentEvent {
         pool_bytes: u64,
         reason: Option<String>,
     },
-    /// The agent said `bye`.
-    Left {
-        tenant: TenantId,
-        reason: Option<String>,
-    },
-    TakenOver {
-        tenant: TenantId,
-        why: Takeover,
-    },
+    /// The agent's connection ended.
+    Closed { tenant: TenantId, why: Closed },
 }
 
-/// A target sent and not answered yet.
+/// The latest target sent to an agent, and its answer so far.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct InFlight {
-    pub seq: u64,
-    pub pool_bytes: u64,
-    /// The pool's size when it was sent.
-    pub from_bytes: u64,
-    pub sent: Duration,
-    pub deadline: Duration,
-}
-
-/// A tenant's pool as its live agent reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PoolView {
-    pub app: String,
-    pub kind: PoolKind,
-    /// The agent's process.
-    pub pid: u32,
-    /// The pool's size, by the latest `stats` or `progress`.
-    pub pool_bytes: u64,
-    pub min_bytes: u64,
-    pub max_bytes: u64,
-    pub granule_bytes: u64,
-    /// The latest `stats`, if any came yet.
-    pub stats: Option<Stats>,
-    pub in_flight: Option<InFlight>,
-}
-
-/// A shrink the agent said it finished, waiting for the tenant's memory to show it.
-#[derive(Clone, Debug)]
-struct Release {
-    released: u64,
-    /// The tenant's memory measured when the target was sent.
-    before: u64,
-    until: Duration,
+struct Sent {
+    seq: u64,
+    pool_bytes: u64,
+    status: AppStatus,
 }
 
 #[derive(Debug)]
 struct Agent {
     conn: ConnId,
-    pid: u32,
+    session: u64,
     pool: PoolInfo,
     stats: Option<Stats>,
     last_stats: Duration,
-    seq: u64,
-    in_flight: Option<InFlight>,
-    /// The tenant's memory measured when the target in flight was sent.
-    before: Option<u64>,
-    release: Option<Release>,
+    /// Hits and misses when the lever was last read (deltas are reported).
+    counted: Option<(u64, u64)>,
+    sent: Option<Sent>,
 }
 
 #[derive(Debug)]
@@ -208,14 +142,11 @@ struct State {
     tenants: Box<dyn Tenants>,
     conns: BTreeMap<ConnId, Conn>,
     agents: BTreeMap<TenantId, Agent>,
-    /// The pool size the world wants, by tenant.
-    asks: BTreeMap<TenantId, u64>,
-    /// The tenant's memory as the world last measured it.
-    measured: BTreeMap<TenantId, u64>,
-    takeovers: BTreeMap<TenantId, Takeover>,
+    sessions: u64,
     events: Vec<AgentEvent>,
-    /// Connections the world's calls decided to close, with their last line.
-    to_close: Vec<(ConnId, String)>,
+    /// Lines the world's calls decided on, and whether the connection closes after them:
+    /// written on the loop's next turn.
+    pending: Vec<(ConnId, String, bool)>,
 }
 
 /// The hub, as a world holds it (cheap to clone; every clone is the same hub).
@@ -223,6 +154,7 @@ struct State {
 pub struct Hub {
     state: Arc<Mutex<State>>,
     wake: Arc<Mutex<Option<crate::server::Wake>>>,
+    start: Instant,
 }
 
 impl fmt::Debug for Hub {
@@ -239,13 +171,12 @@ impl Hub {
                 tenants,
                 conns: BTreeMap::new(),
                 agents: BTreeMap::new(),
-                asks: BTreeMap::new(),
-                measured: BTreeMap::new(),
-                takeovers: BTreeMap::new(),
+                sessions: 0,
                 events: Vec::new(),
-                to_close: Vec::new(),
+                pending: Vec::new(),
             })),
             wake: Arc::new(Mutex::new(None)),
+            start: Instant::now(),
         }
     }
 
@@ -255,12 +186,14 @@ impl Hub {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The event loop's side of this hub, with its time starting at `start`.
-    pub fn handler(&self, start: Instant) -> HubHandler {
-        HubHandler {
-            hub: self.clone(),
-            start,
-        }
+    /// The time on the hub's clock: since it began.
+    pub fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// The event loop's side of this hub, on the hub's clock.
+    pub fn handler(&self) -> HubHandler {
+        HubHandler { hub: self.clone() }
     }
 
     /// Lets the world's calls wake the event loop (targets and closes are written there).
@@ -279,67 +212,78 @@ impl Hub {
         }
     }
 
-    /// `tenant`'s pool, if it has a live agent.
-    pub fn pool(&self, tenant: TenantId) -> Option<PoolView> {
-        let s = self.lock();
-        s.agents.get(&tenant).map(|a| PoolView {
-            app: a.pool.app.clone(),
-            kind: a.pool.kind,
-            pid: a.pid,
-            pool_bytes: a.pool.pool_bytes,
-            min_bytes: a.pool.min_bytes,
-            max_bytes: a.pool.max_bytes,
-            granule_bytes: a.pool.granule_bytes,
-            stats: a.stats.clone(),
-            in_flight: a.in_flight.clone(),
+    /// `tenant`'s application balloon while it has a live agent, with `used` the tenant's
+    /// memory as the world measures it; hits and misses are counted since the last call.
+    pub fn lever(&self, tenant: TenantId, used: Pages, now: Duration) -> Option<AppBalloonLever> {
+        let mut s = self.lock();
+        let dead_after = s.config.dead_after;
+        let a = s.agents.get_mut(&tenant)?;
+        let counts = a.stats.as_ref().map(|st| (st.hits, st.misses));
+        let (hits, misses) = match (counts, a.counted) {
+            (Some((h, m)), Some((h0, m0))) => {
+                (Some(h.saturating_sub(h0)), Some(m.saturating_sub(m0)))
+            }
+            (Some((h, m)), None) => (Some(h), Some(m)),
+            (None, _) => (None, None),
+        };
+        if counts.is_some() {
+            a.counted = counts;
+        }
+        Some(AppBalloonLever {
+            session: a.session,
+            pool: pages(a.pool.pool_bytes),
+            pool_used: pages(
+                a.stats
+                    .as_ref()
+                    .map_or(a.pool.pool_bytes, |st| st.used_bytes),
+            ),
+            min: Bytes(a.pool.min_bytes).to_pages_ceil(),
+            max: pages(a.pool.max_bytes),
+            granule: Bytes(a.pool.granule_bytes).to_pages_ceil().max(Pages(1)),
+            used,
+            hits,
+            misses,
+            answer: a.sent.as_ref().map(|t| AppAnswer {
+                target: pages(t.pool_bytes),
+                status: t.status,
+            }),
+            silent_for: now.saturating_sub(a.last_stats),
+            dead_after,
         })
     }
 
-    /// Why `tenant`'s last agent was taken over, until another registers.
-    pub fn takeover(&self, tenant: TenantId) -> Option<Takeover> {
-        self.lock().takeovers.get(&tenant).cloned()
-    }
-
-    /// Asks `tenant`'s pool to be `pool_bytes` (sent as a target on the loop's next turn if
-    /// it changes anything); `None` withdraws the ask.
-    pub fn ask(&self, tenant: TenantId, pool_bytes: Option<u64>) {
+    /// Carries out the policy's move for `tenant`: a target (sent when it differs from the
+    /// last one sent), or a takeover (the agent gets that fatal error and is closed).
+    pub fn apply(&self, tenant: TenantId, app_move: AppMove) {
         {
             let mut s = self.lock();
-            match pool_bytes {
-                Some(b) => s.asks.insert(tenant, b),
-                None => s.asks.remove(&tenant),
-            };
+            match app_move {
+                AppMove::Target { pool, deadline } => s.target(tenant, pool, deadline),
+                AppMove::TakeOver(why) => {
+                    let code = match why {
+                        Takeover::Stuck { .. } => ErrorCode::Deadline,
+                        Takeover::Dead { .. } => ErrorCode::Dead,
+                        Takeover::Dishonest { .. } => ErrorCode::Dishonest,
+                    };
+                    s.end(
+                        tenant,
+                        error_line(code, why.to_string(), true),
+                        Closed::TakenOver(why),
+                    );
+                }
+            }
         }
         self.wake();
     }
 
-    /// The tenant's memory as the world measures it now (what a release must lower).
-    /// Checks a pending release: fallen by half → honest; past its window → dishonest.
-    pub fn measured(&self, tenant: TenantId, bytes: u64, now: Duration) {
-        let closed = {
-            let mut s = self.lock();
-            s.measured.insert(tenant, bytes);
-            s.check_release(tenant, bytes, now)
-        };
-        if closed {
-            self.wake();
-        }
-    }
-
-    /// A tenant the world no longer manages: its agent (if any) is closed with `bye`.
+    /// A tenant the world no longer manages: its agent (if any) hears `bye` and is closed.
     pub fn forget(&self, tenant: TenantId) {
         {
             let mut s = self.lock();
-            s.asks.remove(&tenant);
-            s.measured.remove(&tenant);
-            s.takeovers.remove(&tenant);
-            if let Some(a) = s.agents.remove(&tenant) {
-                s.conns.remove(&a.conn);
-                let bye = MemtideMessage::Bye(Bye {
-                    reason: Some("memtide no longer manages this tenant".into()),
-                });
-                s.to_close.push((a.conn, bye.encode()));
-            }
+            let bye = MemtideMessage::Bye(Bye {
+                reason: Some("memtide no longer manages this tenant".into()),
+            });
+            s.end(tenant, bye.encode(), Closed::Forgotten);
         }
         self.wake();
     }
@@ -350,15 +294,19 @@ impl Hub {
     }
 }
 
+/// Whole pages of `bytes` (a pool's size counts what it holds).
+fn pages(bytes: u64) -> Pages {
+    Bytes(bytes).to_pages_floor()
+}
+
 /// The event loop's side of a [`Hub`].
 pub struct HubHandler {
     hub: Hub,
-    start: Instant,
 }
 
 impl HubHandler {
     fn at(&self, now: Instant) -> Duration {
-        now.saturating_duration_since(self.start)
+        now.saturating_duration_since(self.hub.start)
     }
 }
 
@@ -384,13 +332,13 @@ impl Handler for HubHandler {
         self.hub.lock().on_closed(conn);
     }
 
-    fn poll(&mut self, now: Instant, out: &mut Outbox) {
-        let at = self.at(now);
-        self.hub.lock().on_poll(at, out);
+    fn poll(&mut self, _now: Instant, out: &mut Outbox) {
+        self.hub.lock().on_poll(out);
     }
 
     fn stopping(&mut self, _now: Instant, out: &mut Outbox) {
         let mut s = self.hub.lock();
+        s.on_poll(out);
         let bye = MemtideMessage::Bye(Bye {
             reason: Some("memtide is stopping".into()),
         })
@@ -427,27 +375,27 @@ impl State {
         };
         let result = msg.and_then(|m| self.on_message(conn, m, now, out));
         if let Err(e) = result {
-            self.refuse(conn, e, now, out);
+            self.refuse(conn, e, out);
         }
     }
 
     /// Answers an error: fatal ones close; others count, and the last allowed is
     /// `violations`.
-    fn refuse(&mut self, conn: ConnId, e: ProtocolError, now: Duration, out: &mut Outbox) {
+    fn refuse(&mut self, conn: ConnId, e: ProtocolError, out: &mut Outbox) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
         c.errors += 1;
         if e.code.always_fatal() {
             out.send(conn, error_line(e.code, e.message, true));
-            self.close(conn, None, now, out);
+            self.close(conn, Closed::Vanished, out);
         } else if c.errors >= self.config.max_violations {
             let message = format!(
                 "{} errors on this connection (the last: {}: {}); closing",
                 c.errors, e.code, e.message
             );
             out.send(conn, error_line(ErrorCode::Violations, message, true));
-            self.close(conn, Some(Takeover::Violations), now, out);
+            self.close(conn, Closed::Violations, out);
         } else {
             out.send(conn, error_line(e.code, e.message, false));
         }
@@ -463,8 +411,8 @@ impl State {
         let tenant = self.conns.get(&conn).and_then(|c| c.tenant);
         match (tenant, msg) {
             (None, AgentMessage::Hello(h)) => self.hello(conn, h, now, out),
-            (None, AgentMessage::Bye(_)) => {
-                self.close(conn, None, now, out);
+            (None, AgentMessage::Bye(b)) => {
+                self.close(conn, Closed::Bye(b.reason), out);
                 Ok(())
             }
             (None, other) => Err(ProtocolError::new(
@@ -476,18 +424,14 @@ impl State {
                 "a second hello on this connection",
             )),
             (Some(t), AgentMessage::Stats(s)) => self.stats(t, s, now),
-            (Some(t), AgentMessage::Progress(p)) => self.progress(t, p, now),
-            (Some(t), AgentMessage::Bye(b)) => {
-                self.events.push(AgentEvent::Left {
-                    tenant: t,
-                    reason: b.reason,
-                });
-                self.close(conn, None, now, out);
+            (Some(t), AgentMessage::Progress(p)) => self.progress(t, p),
+            (Some(_), AgentMessage::Bye(b)) => {
+                self.close(conn, Closed::Bye(b.reason), out);
                 Ok(())
             }
             (Some(_), AgentMessage::Error(e)) => {
                 if e.fatal {
-                    self.close(conn, Some(Takeover::Vanished), now, out);
+                    self.close(conn, Closed::Vanished, out);
                 }
                 Ok(())
             }
@@ -527,7 +471,7 @@ impl State {
         if let Some(c) = self.conns.get_mut(&conn) {
             c.tenant = Some(tenant);
         }
-        self.takeovers.remove(&tenant);
+        self.sessions += 1;
         self.events.push(AgentEvent::Registered {
             tenant,
             app: h.pool.app.clone(),
@@ -538,14 +482,12 @@ impl State {
             tenant,
             Agent {
                 conn,
-                pid: h.pid,
+                session: self.sessions,
                 pool: h.pool,
                 stats: None,
                 last_stats: now,
-                seq: 0,
-                in_flight: None,
-                before: None,
-                release: None,
+                counted: None,
+                sent: None,
             },
         );
         let welcome = MemtideMessage::Welcome(Welcome {
@@ -554,7 +496,6 @@ impl State {
             dead_after_ms: millis(self.config.dead_after),
         });
         out.send(conn, welcome.encode());
-        self.send_target(tenant, now, out);
         Ok(())
     }
 
@@ -591,19 +532,15 @@ impl State {
         Ok(())
     }
 
-    fn progress(
-        &mut self,
-        tenant: TenantId,
-        p: Progress,
-        now: Duration,
-    ) -> Result<(), ProtocolError> {
+    fn progress(&mut self, tenant: TenantId, p: Progress) -> Result<(), ProtocolError> {
         let Some(a) = self.agents.get_mut(&tenant) else {
             return Ok(());
         };
-        if p.seq > a.seq {
+        let latest = a.sent.as_ref().map_or(0, |t| t.seq);
+        if p.seq > latest {
             return Err(ProtocolError::new(
                 ErrorCode::UnknownSeq,
-                format!("progress.seq = {} was never sent (latest {})", p.seq, a.seq),
+                format!("progress.seq = {} was never sent (latest {latest})", p.seq),
             ));
         }
         if p.pool_bytes > a.pool.max_bytes {
@@ -615,153 +552,82 @@ impl State {
                 ),
             ));
         }
-        // An older target's answer, or a second answer to this one: nothing to do.
-        let Some(flight) = a.in_flight.clone().filter(|f| f.seq == p.seq) else {
+        // An older target's answer, or one after this target's end: nothing to do.
+        let Some(sent) = a
+            .sent
+            .as_mut()
+            .filter(|t| t.seq == p.seq && matches!(t.status, AppStatus::Sent | AppStatus::Working))
+        else {
             return Ok(());
         };
         a.pool.pool_bytes = p.pool_bytes;
-        if p.status == ProgressStatus::Working {
-            return Ok(());
+        sent.status = match p.status {
+            ProgressStatus::Working => AppStatus::Working,
+            ProgressStatus::Done => AppStatus::Done,
+            ProgressStatus::Failed => AppStatus::Failed,
+        };
+        if p.status != ProgressStatus::Working {
+            self.events.push(AgentEvent::Answered {
+                tenant,
+                seq: p.seq,
+                status: p.status,
+                pool_bytes: p.pool_bytes,
+                reason: p.reason,
+            });
         }
-        a.in_flight = None;
-        if p.status == ProgressStatus::Done {
-            let released = flight.from_bytes.saturating_sub(p.pool_bytes);
-            if released > 0 {
-                if let Some(before) = a.before {
-                    a.release = Some(Release {
-                        released,
-                        before,
-                        until: now + self.config.honesty_window,
-                    });
-                }
-            }
-        }
-        self.events.push(AgentEvent::Answered {
-            tenant,
-            seq: p.seq,
-            status: p.status,
-            pool_bytes: p.pool_bytes,
-            reason: p.reason,
-        });
         Ok(())
     }
 
-    /// Sends `tenant`'s target if what the world asks differs from the pool and from the
-    /// target in flight.
-    fn send_target(&mut self, tenant: TenantId, now: Duration, out: &mut Outbox) {
-        let Some(&ask) = self.asks.get(&tenant) else {
-            return;
-        };
-        let config = &self.config;
+    /// Queues a target of `pool` for `tenant`'s agent, on its granule within its min and max,
+    /// unless it is the last one sent.
+    fn target(&mut self, tenant: TenantId, pool: Pages, deadline: Duration) {
         let Some(a) = self.agents.get_mut(&tenant) else {
             return;
         };
         let g = a.pool.granule_bytes.max(1);
-        let want = ask.clamp(a.pool.min_bytes, a.pool.max_bytes) / g * g;
-        let want = want.max(a.pool.min_bytes.div_ceil(g) * g);
-        if a.in_flight
-            .as_ref()
-            .map_or(a.pool.pool_bytes, |f| f.pool_bytes)
-            == want
-        {
+        let (lo, hi) = (a.pool.min_bytes.div_ceil(g) * g, a.pool.max_bytes / g * g);
+        let want = (pool.to_bytes().0 / g * g).clamp(lo.min(hi), hi);
+        if a.sent.as_ref().is_some_and(|t| t.pool_bytes == want) {
             return;
         }
-        let moved = want.abs_diff(a.pool.pool_bytes);
-        let deadline =
-            config.deadline_base + config.deadline_per_gib.mul_f64(moved as f64 / GIB as f64);
-        a.seq += 1;
-        a.in_flight = Some(InFlight {
-            seq: a.seq,
+        let seq = a.sent.as_ref().map_or(0, |t| t.seq) + 1;
+        a.sent = Some(Sent {
+            seq,
             pool_bytes: want,
-            from_bytes: a.pool.pool_bytes,
-            sent: now,
-            deadline: now + deadline,
+            status: AppStatus::Sent,
         });
-        // A release is judged against the memory measured when it was asked for.
-        a.before = self.measured.get(&tenant).copied();
-        a.release = None;
         let target = MemtideMessage::Target(Target {
-            seq: a.seq,
+            seq,
             pool_bytes: want,
             deadline_ms: millis(deadline).max(1),
         });
-        out.send(a.conn, target.encode());
+        self.pending.push((a.conn, target.encode(), false));
     }
 
-    fn check_release(&mut self, tenant: TenantId, bytes: u64, now: Duration) -> bool {
-        let Some(a) = self.agents.get_mut(&tenant) else {
-            return false;
-        };
-        let Some(r) = a.release.clone() else {
-            return false;
-        };
-        let fell = r.before.saturating_sub(bytes);
-        if fell.saturating_mul(2) >= r.released {
-            a.release = None;
-            return false;
+    /// Ends `tenant`'s agent: `line` is its last, then its connection closes.
+    fn end(&mut self, tenant: TenantId, line: String, why: Closed) {
+        if let Some(a) = self.agents.remove(&tenant) {
+            self.conns.remove(&a.conn);
+            self.pending.push((a.conn, line, true));
+            self.events.push(AgentEvent::Closed { tenant, why });
         }
-        if now < r.until {
-            return false;
-        }
-        let conn = a.conn;
-        let why = Takeover::Dishonest {
-            released: r.released,
-            fell,
-        };
-        let line = error_line(ErrorCode::Dishonest, why.to_string(), true);
-        self.take_over(tenant, why);
-        self.conns.remove(&conn);
-        self.to_close.push((conn, line));
-        true
     }
 
-    fn on_poll(&mut self, now: Duration, out: &mut Outbox) {
-        for (conn, line) in std::mem::take(&mut self.to_close) {
+    fn on_poll(&mut self, out: &mut Outbox) {
+        for (conn, line, close) in std::mem::take(&mut self.pending) {
             out.send(conn, line);
-            out.close(conn);
-        }
-        let tenants: Vec<TenantId> = self.agents.keys().copied().collect();
-        for tenant in tenants {
-            let Some(a) = self.agents.get(&tenant) else {
-                continue;
-            };
-            let conn = a.conn;
-            let silent = now.saturating_sub(a.last_stats);
-            let stuck = a.in_flight.as_ref().filter(|f| now >= f.deadline).cloned();
-            if silent >= self.config.dead_after {
-                let why = Takeover::Dead { silent };
-                out.send(conn, error_line(ErrorCode::Dead, why.to_string(), true));
-                self.close(conn, Some(why), now, out);
-            } else if let Some(f) = stuck {
-                let why = Takeover::Stuck {
-                    seq: f.seq,
-                    pool_bytes: f.pool_bytes,
-                    deadline: f.deadline.saturating_sub(f.sent),
-                };
-                out.send(conn, error_line(ErrorCode::Deadline, why.to_string(), true));
-                self.close(conn, Some(why), now, out);
-            } else {
-                self.send_target(tenant, now, out);
+            if close {
+                out.close(conn);
             }
         }
     }
 
-    fn take_over(&mut self, tenant: TenantId, why: Takeover) {
-        self.agents.remove(&tenant);
-        self.takeovers.insert(tenant, why.clone());
-        self.events.push(AgentEvent::TakenOver { tenant, why });
-    }
-
-    /// Closes `conn` (after what was sent to it); its agent, if any, is gone, taken over
-    /// for `why` when given.
-    fn close(&mut self, conn: ConnId, why: Option<Takeover>, _now: Duration, out: &mut Outbox) {
+    /// Closes `conn` (after what was sent to it); its agent, if any, is gone for `why`.
+    fn close(&mut self, conn: ConnId, why: Closed, out: &mut Outbox) {
         if let Some(c) = self.conns.remove(&conn) {
             if let Some(t) = c.tenant {
-                match why {
-                    Some(why) => self.take_over(t, why),
-                    None => {
-                        self.agents.remove(&t);
-                    }
+                if self.agents.remove(&t).is_some() {
+                    self.events.push(AgentEvent::Closed { tenant: t, why });
                 }
             }
         }
@@ -774,7 +640,11 @@ impl State {
                 .tenant
                 .filter(|t| self.agents.get(t).is_some_and(|a| a.conn == conn))
             {
-                self.take_over(t, Takeover::Vanished);
+                self.agents.remove(&t);
+                self.events.push(AgentEvent::Closed {
+                    tenant: t,
+                    why: Closed::Vanished,
+                });
             }
         }
     }
@@ -822,6 +692,10 @@ mod tests {
         Duration::from_secs(secs)
     }
 
+    fn mib(n: u64) -> Pages {
+        Bytes(n * MIB).to_pages_floor()
+    }
+
     /// Feeds `line` from `conn` at `at`, returning what the hub answered and closed.
     fn feed(hub: &Hub, conn: usize, line: &str, at: Duration) -> (Vec<String>, Vec<ConnId>) {
         let mut out = Outbox::default();
@@ -834,9 +708,10 @@ mod tests {
         (out.lines.into_iter().map(|l| l.1).collect(), out.close)
     }
 
-    fn poll(hub: &Hub, at: Duration) -> (Vec<String>, Vec<ConnId>) {
+    /// What the world's calls queued, as the loop's next turn writes it.
+    fn poll(hub: &Hub) -> (Vec<String>, Vec<ConnId>) {
         let mut out = Outbox::default();
-        hub.lock().on_poll(at, &mut out);
+        hub.lock().on_poll(&mut out);
         (out.lines.into_iter().map(|l| l.1).collect(), out.close)
     }
 
@@ -861,16 +736,27 @@ mod tests {
         )
     }
 
-    fn stats(pool: u64, hits: u64) -> String {
+    fn stats(pool: u64, used: u64, hits: u64, misses: u64) -> String {
         format!(
-            r#"{{"type":"stats","pool_bytes":{pool},"used_bytes":0,"hits":{hits},"misses":0,"evictions":0,"dirty_bytes":0}}"#
+            r#"{{"type":"stats","pool_bytes":{pool},"used_bytes":{used},"hits":{hits},"misses":{misses},"evictions":0,"dirty_bytes":0}}"#
         )
+    }
+
+    fn progress(seq: u64, pool: u64, status: &str) -> String {
+        format!(r#"{{"type":"progress","seq":{seq},"pool_bytes":{pool},"status":"{status}"}}"#)
     }
 
     fn registered(hub: &Hub, conn: usize, pid: u32) {
         open(hub, conn, pid);
         let (lines, _) = feed(hub, conn, &hello(pid), s(0));
         assert!(lines[0].contains(r#""type":"welcome""#), "{lines:?}");
+    }
+
+    fn target(pool: Pages) -> AppMove {
+        AppMove::Target {
+            pool,
+            deadline: Duration::from_millis(12_500),
+        }
     }
 
     #[test]
@@ -885,8 +771,15 @@ mod tests {
             ]
         );
         assert!(closed.is_empty());
-        let pool = h.pool(DB).unwrap();
-        assert_eq!((pool.pool_bytes, pool.pid), (512 * MIB, 100));
+        let lever = h.lever(DB, mib(600), s(0)).unwrap();
+        assert_eq!(
+            (lever.pool, lever.min, lever.max, lever.granule),
+            (mib(512), mib(64), mib(1024), mib(1))
+        );
+        assert_eq!(
+            (lever.session, lever.used, lever.hits, lever.answer),
+            (1, mib(600), None, None)
+        );
     }
 
     #[test]
@@ -900,7 +793,7 @@ mod tests {
         let (lines, closed) = feed(&h, 1, &hello(300), s(0));
         assert!(lines[0].contains("in no tenant"), "{lines:?}");
         assert_eq!(closed, vec![ConnId(1)]);
-        assert!(h.pool(DB).is_none() && h.pool(TenantId(2)).is_none());
+        assert!(h.lever(DB, Pages::ZERO, s(0)).is_none());
     }
 
     #[test]
@@ -911,137 +804,122 @@ mod tests {
         let (lines, closed) = feed(&h, 1, &hello(100), s(0));
         assert!(lines[0].contains(r#""code":"busy""#), "{lines:?}");
         assert_eq!(closed, vec![ConnId(1)]);
-        assert!(h.pool(DB).is_some(), "the first agent stays");
+        assert!(
+            h.lever(DB, Pages::ZERO, s(0)).is_some(),
+            "the first agent stays"
+        );
     }
 
     #[test]
-    fn an_ask_becomes_one_target_rounded_to_the_granule_within_min_and_max() {
+    fn the_lever_counts_hits_and_misses_since_it_was_last_read_and_the_silence() {
         let h = hub();
         registered(&h, 0, 100);
-        h.ask(DB, Some(300 * MIB + 12345));
-        let (lines, _) = poll(&h, s(1));
+        feed(&h, 0, &stats(512 * MIB, 400 * MIB, 100, 10), s(1));
+        let first = h.lever(DB, mib(700), s(1)).unwrap();
         assert_eq!(
-            lines,
+            (first.hits, first.misses, first.pool_used),
+            (Some(100), Some(10), mib(400))
+        );
+        feed(&h, 0, &stats(512 * MIB, 410 * MIB, 160, 12), s(2));
+        let second = h.lever(DB, mib(700), s(4)).unwrap();
+        assert_eq!((second.hits, second.misses), (Some(60), Some(2)));
+        assert_eq!(second.silent_for, s(2));
+        assert_eq!(second.outside(), mib(290));
+    }
+
+    #[test]
+    fn a_target_is_rounded_to_the_granule_within_min_and_max_and_sent_once() {
+        let h = hub();
+        registered(&h, 0, 100);
+        h.apply(DB, target(Pages(300 * 256 + 3)));
+        assert_eq!(
+            poll(&h).0,
             vec![format!(
-                r#"{{"type":"target","seq":1,"pool_bytes":{},"deadline_ms":12070}}"#,
+                r#"{{"type":"target","seq":1,"pool_bytes":{},"deadline_ms":12500}}"#,
                 300 * MIB
             )]
         );
-        assert!(
-            poll(&h, s(2)).0.is_empty(),
-            "the same ask is not sent again"
-        );
-        h.ask(DB, Some(1));
-        let (lines, _) = poll(&h, s(2));
-        assert!(lines[0].contains(&format!(r#""seq":2,"pool_bytes":{}"#, 64 * MIB)));
+        h.apply(DB, target(Pages(300 * 256 + 3)));
+        assert!(poll(&h).0.is_empty(), "the same target is not sent again");
+        h.apply(DB, target(Pages(1)));
+        assert!(poll(&h).0[0].contains(&format!(r#""seq":2,"pool_bytes":{}"#, 64 * MIB)));
+        let answer = h.lever(DB, Pages::ZERO, s(0)).unwrap().answer.unwrap();
+        assert_eq!((answer.target, answer.status), (mib(64), AppStatus::Sent));
     }
 
     #[test]
-    fn done_updates_the_pool_and_a_stale_or_unknown_seq_is_told_apart() {
+    fn progress_moves_the_answer_and_a_stale_or_unknown_seq_is_told_apart() {
         let h = hub();
         registered(&h, 0, 100);
-        h.ask(DB, Some(256 * MIB));
-        poll(&h, s(1));
-        let done = |seq: u64| {
-            format!(
-                r#"{{"type":"progress","seq":{seq},"pool_bytes":{},"status":"done"}}"#,
-                256 * MIB
-            )
-        };
-        let (lines, _) = feed(&h, 0, &done(7), s(2));
+        h.apply(DB, target(mib(256)));
+        poll(&h);
+        let (lines, _) = feed(&h, 0, &progress(7, 256 * MIB, "done"), s(2));
         assert!(lines[0].contains(r#""code":"unknown_seq""#), "{lines:?}");
-        assert!(feed(&h, 0, &done(1), s(2)).0.is_empty());
-        assert_eq!(h.pool(DB).unwrap().pool_bytes, 256 * MIB);
-        assert!(h.pool(DB).unwrap().in_flight.is_none());
-        let events = h.drain_events();
+        assert!(feed(&h, 0, &progress(1, 400 * MIB, "working"), s(2))
+            .0
+            .is_empty());
+        let lever = h.lever(DB, Pages::ZERO, s(2)).unwrap();
+        assert_eq!(
+            (lever.pool, lever.answer.unwrap().status),
+            (mib(400), AppStatus::Working)
+        );
+        assert!(feed(&h, 0, &progress(1, 256 * MIB, "done"), s(3))
+            .0
+            .is_empty());
+        let lever = h.lever(DB, Pages::ZERO, s(3)).unwrap();
+        assert_eq!(
+            (lever.pool, lever.answer.unwrap().status),
+            (mib(256), AppStatus::Done)
+        );
         assert!(matches!(
-            events.last(),
+            h.drain_events().last(),
             Some(AgentEvent::Answered {
                 seq: 1,
                 status: ProgressStatus::Done,
                 ..
             })
         ));
-    }
-
-    #[test]
-    fn an_agent_without_stats_for_dead_after_is_taken_over() {
-        let h = hub();
-        registered(&h, 0, 100);
-        feed(&h, 0, &stats(512 * MIB, 10), s(3));
-        assert!(poll(&h, s(7)).0.is_empty(), "4 s of silence is allowed");
-        let (lines, closed) = poll(&h, s(8));
-        assert!(lines[0].contains(r#""code":"dead""#), "{lines:?}");
-        assert_eq!(closed, vec![ConnId(0)]);
-        assert!(h.pool(DB).is_none());
-        assert!(matches!(h.takeover(DB), Some(Takeover::Dead { .. })));
-    }
-
-    #[test]
-    fn a_target_not_done_by_its_deadline_is_taken_over() {
-        let h = hub();
-        registered(&h, 0, 100);
-        h.ask(DB, Some(0));
-        poll(&h, s(0));
-        let deadline = h.pool(DB).unwrap().in_flight.unwrap().deadline;
-        assert_eq!(deadline, Duration::from_millis(14_375)); // 10 s + 448 MiB at 10 s/GiB
-        for t in 1..=14 {
-            feed(&h, 0, &stats(512 * MIB, t), s(t));
-            assert!(poll(&h, s(t)).0.is_empty());
-        }
-        feed(&h, 0, &stats(512 * MIB, 15), s(15));
-        let (lines, closed) = poll(&h, s(15));
-        assert!(lines[0].contains(r#""code":"deadline""#), "{lines:?}");
-        assert_eq!(closed, vec![ConnId(0)]);
-        assert!(matches!(
-            h.takeover(DB),
-            Some(Takeover::Stuck { seq: 1, .. })
-        ));
-    }
-
-    #[test]
-    fn done_without_the_memory_falling_is_dishonest() {
-        let h = hub();
-        registered(&h, 0, 100);
-        h.measured(DB, 900 * MIB, s(0));
-        h.ask(DB, Some(256 * MIB));
-        poll(&h, s(0));
-        let done = format!(
-            r#"{{"type":"progress","seq":1,"pool_bytes":{},"status":"done"}}"#,
-            256 * MIB
-        );
-        feed(&h, 0, &done, s(1));
-        h.measured(DB, 890 * MIB, s(5));
-        assert!(h.pool(DB).is_some(), "within the window");
-        h.measured(DB, 880 * MIB, s(11));
-        assert!(h.pool(DB).is_none());
-        let (lines, closed) = poll(&h, s(11));
-        assert!(lines[0].contains(r#""code":"dishonest""#), "{lines:?}");
-        assert_eq!(closed, vec![ConnId(0)]);
+        feed(&h, 0, &progress(1, 300 * MIB, "failed"), s(4));
         assert_eq!(
-            h.takeover(DB),
-            Some(Takeover::Dishonest {
-                released: 256 * MIB,
-                fell: 20 * MIB
-            })
+            h.lever(DB, Pages::ZERO, s(4))
+                .unwrap()
+                .answer
+                .unwrap()
+                .status,
+            AppStatus::Done,
+            "a target's end is final"
         );
     }
 
     #[test]
-    fn done_with_the_memory_falling_by_half_the_release_is_honest() {
-        let h = hub();
-        registered(&h, 0, 100);
-        h.measured(DB, 900 * MIB, s(0));
-        h.ask(DB, Some(256 * MIB));
-        poll(&h, s(0));
-        let done = format!(
-            r#"{{"type":"progress","seq":1,"pool_bytes":{},"status":"done"}}"#,
-            256 * MIB
-        );
-        feed(&h, 0, &done, s(1));
-        h.measured(DB, 760 * MIB, s(2));
-        h.measured(DB, 760 * MIB, s(30));
-        assert!(h.pool(DB).is_some() && h.takeover(DB).is_none());
+    fn a_takeover_closes_the_agent_with_its_code_and_the_tenant_has_no_lever() {
+        for (why, code) in [
+            (Takeover::Dead { silent_for: s(6) }, "dead"),
+            (Takeover::Stuck { deadline: s(20) }, "deadline"),
+            (
+                Takeover::Dishonest {
+                    claimed: mib(256),
+                    measured: mib(20),
+                },
+                "dishonest",
+            ),
+        ] {
+            let h = hub();
+            registered(&h, 0, 100);
+            h.apply(DB, AppMove::TakeOver(why));
+            let (lines, closed) = poll(&h);
+            assert!(
+                lines[0].contains(&format!(r#""code":"{code}""#))
+                    && lines[0].contains(r#""fatal":true"#),
+                "{lines:?}"
+            );
+            assert_eq!(closed, vec![ConnId(0)]);
+            assert!(h.lever(DB, Pages::ZERO, s(0)).is_none());
+            assert!(h.drain_events().contains(&AgentEvent::Closed {
+                tenant: DB,
+                why: Closed::TakenOver(why)
+            }));
+        }
     }
 
     #[test]
@@ -1067,22 +945,42 @@ mod tests {
     fn counters_that_go_back_are_refused() {
         let h = hub();
         registered(&h, 0, 100);
-        assert!(feed(&h, 0, &stats(512 * MIB, 10), s(1)).0.is_empty());
-        let (lines, _) = feed(&h, 0, &stats(512 * MIB, 9), s(2));
+        assert!(feed(&h, 0, &stats(512 * MIB, 0, 10, 0), s(1)).0.is_empty());
+        let (lines, _) = feed(&h, 0, &stats(512 * MIB, 0, 9, 0), s(2));
         assert!(lines[0].contains("stats.hits = 9 < 10"), "{lines:?}");
     }
 
     #[test]
-    fn bye_leaves_without_a_takeover_and_a_vanished_agent_is_one() {
+    fn bye_and_a_vanished_agent_are_closes_and_a_new_agent_a_new_session() {
         let h = hub();
         registered(&h, 0, 100);
-        let (_, closed) = feed(&h, 0, r#"{"type":"bye"}"#, s(1));
+        let (_, closed) = feed(&h, 0, r#"{"type":"bye","reason":"restart"}"#, s(1));
         assert_eq!(closed, vec![ConnId(0)]);
-        assert!(h.pool(DB).is_none() && h.takeover(DB).is_none());
         registered(&h, 1, 100);
         h.lock().on_closed(ConnId(1));
-        assert_eq!(h.takeover(DB), Some(Takeover::Vanished));
+        let closes: Vec<Closed> = h
+            .drain_events()
+            .into_iter()
+            .filter_map(|e| match e {
+                AgentEvent::Closed { why, .. } => Some(why),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            closes,
+            vec![Closed::Bye(Some("restart".into())), Closed::Vanished]
+        );
         registered(&h, 2, 100);
-        assert_eq!(h.takeover(DB), None, "a new agent clears the takeover");
+        assert_eq!(h.lever(DB, Pages::ZERO, s(2)).unwrap().session, 3);
+    }
+
+    #[test]
+    fn a_forgotten_tenant_s_agent_hears_bye() {
+        let h = hub();
+        registered(&h, 0, 100);
+        h.forget(DB);
+        let (lines, closed) = poll(&h);
+        assert!(lines[0].starts_with(r#"{"type":"bye""#), "{lines:?}");
+        assert_eq!(closed, vec![ConnId(0)]);
     }
 }

@@ -1,12 +1,12 @@
-//! Bad traffic against a real server and hub: a 1 MB line, binary garbage, 10,000 connections at once, and an agent that never answers. Each gets its error or a timely takeover, no other tenant's agent is touched, and the server keeps serving.
+//! Bad traffic against a real server and hub: a 1 MB line, binary garbage, 10,000 connections at once, and an agent that never answers. Each gets its error, or is closed when the policy takes it over; no other tenant's agent is touched, and the server keeps serving.
 
-use memtide_agents::hub::{Hub, HubConfig, Takeover, Tenants};
+use memtide_agents::hub::{AgentEvent, Closed, Hub, HubConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
-use memtide_model::TenantId;
+use memtide_model::{AppMove, Pages, Takeover, TenantId};
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 const MIB: u64 = 1 << 20;
 const DB: TenantId = TenantId(1);
@@ -28,7 +28,7 @@ fn serve(dir: &Path, config: HubConfig, max_connections: usize) -> (Server, Hub)
             mode: 0o600,
             max_connections,
         },
-        hub.handler(Instant::now()),
+        hub.handler(),
     )
     .unwrap();
     hub.set_wake(server.waker());
@@ -112,32 +112,48 @@ fn binary_garbage_gets_errors_then_a_close_and_others_are_served() {
         last = l;
     }
     assert!(last.contains(r#""code":"violations""#), "{last}");
-    assert!(hub.pool(DB).is_some(), "the other agent is untouched");
+    assert!(
+        hub.lever(DB, Pages::ZERO, hub.now()).is_some(),
+        "the other agent is untouched"
+    );
     assert!(Client::connect(server.path()).hello().contains("busy"));
 }
 
 #[test]
-fn an_agent_that_never_answers_is_taken_over_at_its_deadline() {
+fn an_agent_that_never_answers_is_closed_when_the_policy_takes_it_over() {
     let dir = tempfile::tempdir().unwrap();
-    let config = HubConfig {
-        deadline_base: Duration::from_millis(300),
-        deadline_per_gib: Duration::ZERO,
-        dead_after: Duration::from_secs(60),
-        ..HubConfig::default()
-    };
-    let (server, hub) = serve(dir.path(), config, 16);
+    let (server, hub) = serve(dir.path(), HubConfig::default(), 16);
     let mut c = Client::connect(server.path());
     assert!(c.hello().contains("welcome"));
-    hub.ask(DB, Some(128 * MIB));
-    let asked = Instant::now();
+    hub.apply(
+        DB,
+        AppMove::Target {
+            pool: Pages(128 * 256),
+            deadline: Duration::from_millis(300),
+        },
+    );
     let target = c.line();
-    assert!(target.contains(r#""type":"target""#), "{target}");
+    assert!(
+        target.contains(r#""type":"target""#) && target.contains(r#""deadline_ms":300"#),
+        "{target}"
+    );
+    // The agent says nothing; the policy (policy::mechanism::app_balloon) sees the deadline
+    // pass and takes the tenant over.
+    let why = Takeover::Stuck {
+        deadline: Duration::from_millis(300),
+    };
+    hub.apply(DB, AppMove::TakeOver(why));
     let l = c.line();
-    assert!(l.contains(r#""code":"deadline""#), "{l}");
-    assert!(asked.elapsed() < Duration::from_secs(3));
+    assert!(
+        l.contains(r#""code":"deadline""#) && l.contains(r#""fatal":true"#),
+        "{l}"
+    );
     assert_eq!(c.line(), "", "closed after the error");
-    assert!(matches!(hub.takeover(DB), Some(Takeover::Stuck { .. })));
-    assert!(hub.pool(DB).is_none());
+    assert!(hub.lever(DB, Pages::ZERO, hub.now()).is_none());
+    assert!(hub.drain_events().contains(&AgentEvent::Closed {
+        tenant: DB,
+        why: Closed::TakenOver(why)
+    }));
 }
 
 /// Opens N connections to the socket in argv[1], sends a malformed line on each, checks each
@@ -183,7 +199,7 @@ fn ten_thousand_connections_at_once_are_served() {
     // With all of them connected, the server still registers an agent.
     let mut agent = Client::connect(server.path());
     assert!(agent.hello().contains("welcome"));
-    assert!(hub.pool(DB).is_some());
+    assert!(hub.lever(DB, Pages::ZERO, hub.now()).is_some());
     drop(clients.stdin.take());
     let _ = clients.wait();
     server.stop();

@@ -6,7 +6,7 @@
 use memtide_agents::hub::{AgentEvent, Hub, HubConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_balloon::protocol::ProgressStatus;
-use memtide_model::TenantId;
+use memtide_model::{AppMove, Bytes, Pages, TenantId};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -29,8 +29,9 @@ fn path_env() -> String {
 /// Whether `tool` runs; when it does not, a failure under `MEMTIDE_REQUIRE_LINUX`, else a
 /// printed skip.
 fn have(tool: &str, sdk: &str) -> bool {
+    // `go` has no `--version`: it asks `go version`.
     let ok = Command::new(tool)
-        .arg("--version")
+        .arg(if tool == "go" { "version" } else { "--version" })
         .env("PATH", path_env())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -110,6 +111,13 @@ impl Drop for Sample {
     }
 }
 
+fn target(bytes: u64) -> AppMove {
+    AppMove::Target {
+        pool: Bytes(bytes).to_pages_floor(),
+        deadline: Duration::from_secs(30),
+    }
+}
+
 /// Waits up to 60 s for an event `want` accepts, failing with what came instead.
 fn wait_for(hub: &Hub, what: &str, mut want: impl FnMut(&AgentEvent) -> bool) {
     let until = Instant::now() + Duration::from_secs(60);
@@ -139,7 +147,7 @@ fn sample_follows_targets(sdk: &str, argv: &[&str], env: &[(&str, &str)]) {
             mode: 0o600,
             max_connections: 8,
         },
-        hub.handler(Instant::now()),
+        hub.handler(),
     )
     .unwrap();
     hub.set_wake(server.waker());
@@ -163,7 +171,7 @@ fn sample_follows_targets(sdk: &str, argv: &[&str], env: &[(&str, &str)]) {
     let full = rss_bytes(child);
     assert!(full >= 90 * MIB, "{sdk}: RSS {full} with a 96 MiB pool");
 
-    hub.ask(TENANT, Some(16 * MIB));
+    hub.apply(TENANT, target(16 * MIB));
     wait_for(
         &hub,
         "done shrinking",
@@ -175,7 +183,7 @@ fn sample_follows_targets(sdk: &str, argv: &[&str], env: &[(&str, &str)]) {
         "{sdk}: RSS {full} -> {small} for a pool of 96 -> 16 MiB"
     );
 
-    hub.ask(TENANT, Some(96 * MIB));
+    hub.apply(TENANT, target(96 * MIB));
     wait_for(
         &hub,
         "done growing",
@@ -186,7 +194,8 @@ fn sample_follows_targets(sdk: &str, argv: &[&str], env: &[(&str, &str)]) {
         again >= small + 70 * MIB,
         "{sdk}: RSS {small} -> {again} for a pool of 16 -> 96 MiB"
     );
-    assert_eq!(hub.pool(TENANT).unwrap().pool_bytes, 96 * MIB);
+    let lever = hub.lever(TENANT, Pages::ZERO, hub.now()).unwrap();
+    assert_eq!(lever.pool, Bytes(96 * MIB).to_pages_floor());
     server.stop();
 }
 
@@ -286,7 +295,10 @@ fn the_c_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
     if !(have("make", "C") && have("cc", "C")) {
         return;
     }
-    run("make test", Command::new("make").args(["-C", "sdk/c", "test"]));
+    run(
+        "make test",
+        Command::new("make").args(["-C", "sdk/c", "test"]),
+    );
     run(
         "make examples",
         Command::new("make").args(["-C", "sdk/c", "examples"]),

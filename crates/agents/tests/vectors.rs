@@ -3,7 +3,7 @@
 use memtide_agents::hub::{Hub, HubConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_balloon::vectors::{load_exchanges, Player};
-use memtide_model::TenantId;
+use memtide_model::{Pages, TenantId};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -28,7 +28,7 @@ fn serve(dir: &Path) -> (Server, Hub) {
         mode: 0o660,
         max_connections: 64,
     };
-    let server = Server::start(&config, hub.handler(Instant::now())).unwrap();
+    let server = Server::start(&config, hub.handler()).unwrap();
     hub.set_wake(server.waker());
     (server, hub)
 }
@@ -51,7 +51,7 @@ fn every_memtide_exchange_holds_against_the_server() {
         // The next exchange registers the same tenant again: end this one's agent first.
         drop(player);
         let until = Instant::now() + Duration::from_secs(5);
-        while hub.pool(TenantId(7)).is_some() && Instant::now() < until {
+        while hub.lever(TenantId(7), Pages::ZERO, hub.now()).is_some() && Instant::now() < until {
             std::thread::sleep(Duration::from_millis(5));
         }
     }

@@ -205,8 +205,11 @@ impl Running {
         let api = crate::api::ApiServer::start(config.daemon.listen, publisher.shared(), sender)
             .map_err(|e| DaemonError::Api(format!("API on {}: {e}", config.daemon.listen)))?;
         // So is the balloon socket: applications' agents register through it.
+        let mut host = host;
         let balloon = if config.balloon.enabled {
-            Some(Balloon::start(&config.balloon, &host)?)
+            let b = Balloon::start(&config.balloon, &host)?;
+            host.set_agents(b.hub.clone());
+            Some(b)
         } else {
             None
         };
@@ -300,7 +303,7 @@ impl Balloon {
                 mode: config.mode,
                 max_connections: config.max_agents,
             },
-            hub.handler(std::time::Instant::now()),
+            hub.handler(),
         )?;
         hub.set_wake(server.waker());
         Ok(Balloon { server, hub })
@@ -350,17 +353,18 @@ impl Daemon {
                         ("reason", json!(reason)),
                     ],
                 ),
-                AgentEvent::Left { tenant, reason } => self.log.info(
-                    "agent_left",
-                    &[("tenant", json!(name(tenant))), ("reason", json!(reason))],
-                ),
-                AgentEvent::TakenOver { tenant, why } => self.log.warn(
-                    "agent_taken_over",
-                    &[
+                AgentEvent::Closed { tenant, why } => {
+                    let fields = [
                         ("tenant", json!(name(tenant))),
                         ("why", json!(why.to_string())),
-                    ],
-                ),
+                    ];
+                    // Saying bye is how an agent leaves; anything else is worth a warning.
+                    if matches!(why, memtide_agents::hub::Closed::Bye(_)) {
+                        self.log.info("agent_closed", &fields);
+                    } else {
+                        self.log.warn("agent_closed", &fields);
+                    }
+                }
             }
         }
     }

@@ -71,6 +71,9 @@ pub struct LinuxHost {
     oom_due: bool,
     /// The managed tenants' cgroup directories, for the balloon socket's identity check.
     members: agents::Members,
+    /// The applications' agents, when the balloon socket is served: a tenant with a live
+    /// agent has an application balloon lever, and the policy's moves for it go there.
+    agents: Option<memtide_agents::hub::Hub>,
 }
 
 impl LinuxHost {
@@ -93,6 +96,7 @@ impl LinuxHost {
             fired: Vec::new(),
             oom_due: false,
             members: agents::Members::default(),
+            agents: None,
         })
     }
 
@@ -320,6 +324,13 @@ impl LinuxHost {
         self.tenants.entry(id).or_insert(tenant)
     }
 
+    /// Serves applications' agents through `hub`: tenants with a live agent get an
+    /// application balloon lever, and the policy's moves for it are carried out there (not in
+    /// a dry run, which asks nothing of anyone).
+    pub fn set_agents(&mut self, hub: memtide_agents::hub::Hub) {
+        self.agents = Some(hub);
+    }
+
     /// Which managed tenant holds a process, as the balloon socket asks (see `agents.rs`).
     pub fn agent_tenants(&self) -> CgroupTenants {
         CgroupTenants {
@@ -417,6 +428,9 @@ impl LinuxHost {
             return Ok(None);
         };
         self.members.remove(id);
+        if let Some(hub) = &self.agents {
+            hub.forget(id);
+        }
         match t.record.origin {
             Origin::Adopted => match self.give_back(&mut t) {
                 Ok(()) => {}
@@ -508,6 +522,9 @@ impl LinuxHost {
             return;
         };
         self.members.remove(id);
+        if let Some(hub) = &self.agents {
+            hub.forget(id);
+        }
         let name = t.name.clone();
         let may_return = t.record.origin == Origin::Adopted;
         let restored = match t.record.origin {
@@ -592,6 +609,13 @@ impl LinuxHost {
             },
             None => None,
         };
+        let usage = sample.usage.to_pages_floor();
+        // An application with a live agent resizes its own pool first (ALB); what it uses
+        // is the cgroup's usage.
+        let app_balloon = self
+            .agents
+            .as_ref()
+            .and_then(|hub| hub.lever(id, usage, hub.now()));
         let obs = TenantObservation {
             anon: sample.anon.map(Bytes::to_pages_floor),
             file: sample.file.map(Bytes::to_pages_floor),
@@ -599,8 +623,9 @@ impl LinuxHost {
             swap_ins,
             refaults,
             sample: sample_counts,
-            // A cgroup's memory moves by its limit alone.
+            // A cgroup's memory moves by its limit, and by its application's own balloon.
             levers: Levers {
+                app_balloon,
                 limit: Some(LimitLever {
                     limit,
                     unlimited: sample.limit == Limit::Max,
@@ -610,7 +635,7 @@ impl LinuxHost {
                 }),
                 ..Levers::default()
             },
-            ..TenantObservation::new(id, sample.usage.to_pages_floor())
+            ..TenantObservation::new(id, usage)
         };
         t.last_sample = Some(sample);
         Ok(Some(obs))
@@ -884,8 +909,14 @@ impl Host for LinuxHost {
             .fold(Pages::ZERO, |sum, l| sum + l);
         let mut room = decision.memory.budget.saturating_sub(planned);
         for action in &decision.actions {
-            if let Some(to) = action.moves().limit {
+            let moves = action.moves();
+            if let Some(to) = moves.limit {
                 self.apply_limit(action.id, to, &mut room);
+            }
+            if let (Some(hub), Some(app_move), false) =
+                (&self.agents, moves.app_balloon, self.options.dry_run)
+            {
+                hub.apply(action.id, app_move);
             }
         }
         Ok(())
