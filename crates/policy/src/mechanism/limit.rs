@@ -187,7 +187,10 @@ pub fn plan(
 }
 
 /// What allocation may give a limit tenant, as `(min, ceiling)`. The min is at least the
-/// floor (`max(min, unreclaimable + floor_margin)`, at most `max`). While memory is not
+/// floor (`max(min, unreclaimable + floor_margin)`, at most `max`), where what the tenant's
+/// application can give back from its own pool (its pool above the application's min, when
+/// it has a live agent) does not count as unreclaimable: the application balloon reclaims it,
+/// and the limit follows only what it really released. While memory is not
 /// `wanted` the tenant keeps what it holds and may grow to its max (a cap at an estimate is
 /// how probing takes memory, and there is no probing then); once it is wanted, the ceiling is
 /// `cap` (the estimate, where the spec caps at it).
@@ -200,7 +203,12 @@ pub fn bounds(
     wanted: bool,
     rails: &LimitRails,
 ) -> (Pages, Pages) {
-    let floor = min.max(lever.unreclaimable + rails.floor_margin).min(max);
+    let giveable = t
+        .levers
+        .app_balloon
+        .map_or(Pages::ZERO, |app| app.pool.saturating_sub(app.min));
+    let unreclaimable = lever.unreclaimable.saturating_sub(giveable);
+    let floor = min.max(unreclaimable + rails.floor_margin).min(max);
     if wanted {
         (floor, cap.max(floor))
     } else {

@@ -714,3 +714,30 @@ fn a_lever_the_tenant_lacks_is_never_moved() {
         "low: allocated 256.0 MiB > target 100.0 MiB"
     );
 }
+
+#[test]
+fn a_pool_the_application_can_give_back_does_not_raise_a_limit_tenants_floor() {
+    // 300 MiB unreclaimable (anonymous, no swap), of which a 256 MiB pool whose application
+    // keeps at least 16 MiB: the floor is what the application cannot give back, 300 - 240 =
+    // 60 MiB, plus the margin.
+    let mut t = everything();
+    t.allocated = mib(300);
+    let lever = LimitLever {
+        limit: mib(320),
+        unlimited: false,
+        unreclaimable: mib(300),
+        major_faults: Some(0),
+        pressure: None,
+    };
+    t.levers.limit = Some(lever);
+    t.levers.app_balloon = Some(AppBalloonLever {
+        max: mib(256),
+        ..agent(256, 44)
+    });
+    let rails = LimitRails::default();
+    let (min, _) = bounds(&t, mib(16), mib(1024), mib(100), true, &rails);
+    assert_eq!(min, mib(60) + rails.floor_margin);
+    t.levers.app_balloon = None;
+    let (min, _) = bounds(&t, mib(16), mib(1024), mib(100), true, &rails);
+    assert_eq!(min, mib(300) + rails.floor_margin, "without an agent it is all the floor");
+}

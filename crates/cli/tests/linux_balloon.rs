@@ -1,0 +1,197 @@
+//! Application-level ballooning on the real host: an application's pool (the Rust SDK's sample, a real mmap'd pool) in an adopted cgroup registers with `memtide daemon` over its balloon socket; when the budget runs short memtide asks the application to shrink its own pool before it lowers the limit, the pool's memory really goes back, the limit follows, and nothing is OOM-killed. At stop the agent hears bye and the limit is given back.
+
+mod linux_host;
+
+use linux_host::*;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const MIB: u64 = 1 << 20;
+
+/// The SDK sample, built by cargo (the workspace's own `memtide-balloon` example).
+fn pool_example() -> std::path::PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "build",
+            "--release",
+            "-p",
+            "memtide-balloon",
+            "--example",
+            "pool",
+        ])
+        .current_dir(repo())
+        .output()
+        .expect("run cargo");
+    assert!(
+        out.status.success(),
+        "building the pool example failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| repo().join("target"))
+        .join("release/examples/pool")
+}
+
+/// The sample, killed and reaped on drop.
+struct Pool(Child);
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_daemon_asks_the_application_first_and_the_limit_follows() {
+    let test = "the_daemon_asks_the_application_first_and_the_limit_follows";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let example = pool_example();
+    let cg = linux.cgroup("alb");
+    let tmp = tempfile::tempdir().unwrap();
+    let socket = tmp.path().join("balloon.sock");
+    // The pool joins the cgroup before it allocates, so all of it is charged there.
+    let procs = cg.dir().join("cgroup.procs");
+    let mut pool = Pool(
+        Command::new("sh")
+            .arg("-c")
+            .arg("echo $$ > \"$0\" && exec \"$@\"")
+            .arg(&procs)
+            .arg(&example)
+            .args([
+                "--pool",
+                "256M",
+                "--min",
+                "32M",
+                "--max",
+                "256M",
+                "--granule",
+                "2M",
+                "--small-pages",
+                "--lookups",
+                "0",
+                "--app",
+                "alb-test",
+                "--socket",
+            ])
+            .arg(&socket)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the pool"),
+    );
+    let start = Instant::now();
+    while cg.sample().usage.0 < 250 * MIB {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the pool never filled: {} bytes",
+            cg.sample().usage.0
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let config = format!(
+        r#"
+[daemon]
+tick = "250ms"
+listen = "{{listen}}"
+state_file = "{{state}}"
+
+[host]
+parent = "self"
+budget = "128M"
+
+[policy]
+sampling_period = "1s"
+
+[rails]
+floor_margin = "16M"
+
+[[tenant]]
+name = "app"
+cgroup = "{}"
+min = "16M"
+max = "1G"
+"#,
+        cg.path
+    );
+    let mut daemon = Daemon::start(tmp.path(), &config, &[]);
+    assert_eq!(daemon.state.parent(), socket.parent());
+
+    // The agent registers for its own tenant.
+    let until = Instant::now() + Duration::from_secs(30);
+    while !daemon.log_text().contains("agent_registered") {
+        assert!(
+            Instant::now() < until,
+            "no registration; log:\n{}",
+            daemon.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // The budget is short: the application gives its pool back itself, and the limit follows.
+    daemon.wait_until("the pool shrinks", Duration::from_secs(90), |_| {
+        cg.sample().usage.0 < 150 * MIB
+    });
+    // The agent's answer is logged at the tick after it came.
+    let until = Instant::now() + Duration::from_secs(10);
+    while !daemon
+        .log_text()
+        .lines()
+        .any(|l| l.contains("agent_answered") && l.contains("status=done"))
+    {
+        assert!(
+            Instant::now() < until,
+            "no done from the agent; log:\n{}",
+            daemon.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    daemon.wait_until("the limit follows", Duration::from_secs(60), |_| {
+        limit_bytes(&cg.sample()).is_some_and(|l| l < 200 * MIB)
+    });
+    // The application went first: no limit below its pool was written before its done.
+    let log = daemon.log_text();
+    let lines: Vec<&str> = log.lines().collect();
+    let done = lines
+        .iter()
+        .position(|l| l.contains("agent_answered") && l.contains("status=done"))
+        .unwrap();
+    let first_low_limit = lines.iter().position(|l| {
+        l.contains(" limit tenant=app ")
+            && l.split("to_bytes=")
+                .nth(1)
+                .and_then(|v| v.split(' ').next())
+                .and_then(|v| v.parse::<u64>().ok())
+                .is_some_and(|b| b < 250 * MIB)
+    });
+    assert!(
+        first_low_limit.is_some_and(|i| i > done),
+        "a limit below the pool came before the application's done; log:\n{log}"
+    );
+    let sample = cg.sample();
+    let limit = limit_bytes(&sample).unwrap();
+    assert!(
+        limit >= sample.usage.0,
+        "limit {limit} below usage {}",
+        sample.usage.0
+    );
+    assert!(
+        pool.0.try_wait().unwrap().is_none(),
+        "the application was killed; log:\n{}",
+        daemon.log_text()
+    );
+
+    // At stop the agent hears bye and the cgroup gets its limit back.
+    let status = daemon.signal_and_wait(libc::SIGTERM);
+    assert!(status.success(), "daemon exit {status}");
+    assert_eq!(limit_bytes(&cg.sample()), None, "the limit was given back");
+    assert!(
+        pool.0.try_wait().unwrap().is_none(),
+        "the application lives on"
+    );
+    assert!(!socket.exists(), "the socket file is removed");
+}
