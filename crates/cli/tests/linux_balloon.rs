@@ -1,94 +1,30 @@
-//! Application-level ballooning on the real host: an application's pool (the Rust SDK's sample, a real mmap'd pool) in an adopted cgroup registers with `memtide daemon` over its balloon socket; when the budget runs short memtide asks the application to shrink its own pool before it lowers the limit, the pool's memory really goes back, the limit follows, and nothing is OOM-killed. At stop the agent hears bye and the limit is given back.
+//! Application-level ballooning on the real host, with each SDK's sample pool (Rust, Go, Python, Java, C: real pools that give their memory back) in an adopted cgroup: it registers with `memtide daemon` over its balloon socket; when the budget runs short memtide asks the application to shrink its own pool before it lowers the limit, the pool's memory really goes back, the limit follows, and nothing is OOM-killed. At stop the agent hears bye and the limit is given back.
 
 mod linux_host;
 
+use linux_host::samples::Sdk;
 use linux_host::*;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-const MIB: u64 = 1 << 20;
-
-/// The SDK sample, built by cargo (the workspace's own `memtide-balloon` example).
-fn pool_example() -> std::path::PathBuf {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new(cargo)
-        .args([
-            "build",
-            "--release",
-            "-p",
-            "memtide-balloon",
-            "--example",
-            "pool",
-        ])
-        .current_dir(repo())
-        .output()
-        .expect("run cargo");
-    assert!(
-        out.status.success(),
-        "building the pool example failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| repo().join("target"))
-        .join("release/examples/pool")
-}
-
-/// The sample, killed and reaped on drop.
-struct Pool(Child);
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-#[test]
-fn the_daemon_asks_the_application_first_and_the_limit_follows() {
-    let test = "the_daemon_asks_the_application_first_and_the_limit_follows";
+/// `sdk`'s sample pool (256 MiB) in an adopted cgroup under a daemon whose budget is 128 MiB.
+fn asks_the_application_first(test: &str, sdk: Sdk) {
     let Some(linux) = linux(test) else {
         return;
     };
-    let example = pool_example();
+    let Some(sample) = sdk.build(test) else {
+        return;
+    };
     let cg = linux.cgroup("alb");
     let tmp = tempfile::tempdir().unwrap();
     let socket = tmp.path().join("balloon.sock");
     // The pool joins the cgroup before it allocates, so all of it is charged there.
     let procs = cg.dir().join("cgroup.procs");
-    let mut pool = Pool(
-        Command::new("sh")
-            .arg("-c")
-            .arg("echo $$ > \"$0\" && exec \"$@\"")
-            .arg(&procs)
-            .arg(&example)
-            .args([
-                "--pool",
-                "256M",
-                "--min",
-                "32M",
-                "--max",
-                "256M",
-                "--granule",
-                "2M",
-                "--small-pages",
-                "--lookups",
-                "0",
-                "--app",
-                "alb-test",
-                "--socket",
-            ])
-            .arg(&socket)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start the pool"),
-    );
+    let mut pool = sample.start(("256M", "32M", "256M"), &socket, Some(&procs));
     let start = Instant::now();
     while cg.sample().usage.0 < 250 * MIB {
         assert!(
             start.elapsed() < Duration::from_secs(30),
-            "the pool never filled: {} bytes",
+            "the {sdk:?} pool never filled: {} bytes",
             cg.sample().usage.0
         );
         std::thread::sleep(Duration::from_millis(50));
@@ -194,4 +130,44 @@ max = "1G"
         "the application lives on"
     );
     assert!(!socket.exists(), "the socket file is removed");
+}
+
+#[test]
+fn rust_the_daemon_asks_the_application_first_and_the_limit_follows() {
+    asks_the_application_first(
+        "rust_the_daemon_asks_the_application_first_and_the_limit_follows",
+        Sdk::Rust,
+    );
+}
+
+#[test]
+fn go_the_daemon_asks_the_application_first_and_the_limit_follows() {
+    asks_the_application_first(
+        "go_the_daemon_asks_the_application_first_and_the_limit_follows",
+        Sdk::Go,
+    );
+}
+
+#[test]
+fn python_the_daemon_asks_the_application_first_and_the_limit_follows() {
+    asks_the_application_first(
+        "python_the_daemon_asks_the_application_first_and_the_limit_follows",
+        Sdk::Python,
+    );
+}
+
+#[test]
+fn java_the_daemon_asks_the_application_first_and_the_limit_follows() {
+    asks_the_application_first(
+        "java_the_daemon_asks_the_application_first_and_the_limit_follows",
+        Sdk::Java,
+    );
+}
+
+#[test]
+fn c_the_daemon_asks_the_application_first_and_the_limit_follows() {
+    asks_the_application_first(
+        "c_the_daemon_asks_the_application_first_and_the_limit_follows",
+        Sdk::C,
+    );
 }

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod redis;
+pub mod samples;
 use memtide_api::{Snapshot, TenantSnapshot};
 use memtide_linux::cgroup::{CgroupSample, Limit, MemoryCgroup};
 use memtide_linux::fs::hierarchy::{self, MemoryHierarchy};

@@ -739,5 +739,9 @@ fn a_pool_the_application_can_give_back_does_not_raise_a_limit_tenants_floor() {
     assert_eq!(min, mib(60) + rails.floor_margin);
     t.levers.app_balloon = None;
     let (min, _) = bounds(&t, mib(16), mib(1024), mib(100), true, &rails);
-    assert_eq!(min, mib(300) + rails.floor_margin, "without an agent it is all the floor");
+    assert_eq!(
+        min,
+        mib(300) + rails.floor_margin,
+        "without an agent it is all the floor"
+    );
 }
