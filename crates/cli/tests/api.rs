@@ -67,8 +67,8 @@ fn status_prints_host_tenants_held_and_decisions() {
         "web     400.0 MiB  300.0 MiB  320.0 MiB  400.0 MiB  288.0 MiB        -           -  sampling\n",
         "held: web: backoff: limit holds at 400.0 MiB (backing off: 2500 faults/s)\n",
         "recent decisions (newest last):\n",
-        "  tick 3600  web  hold   limit 400.0 MiB -> 400.0 MiB: backoff",
-        "  tick 3725  db   lower  limit 1.40 GiB -> 1.30 GiB: soft: limit",
+        "  tick 3600  web  hold   limit 400.0 MiB -> 400.0 MiB: soft: allocated 400.0 MiB > target 300.0 MiB; limit holds",
+        "  tick 3725  db   lower  limit 1.40 GiB -> 1.30 GiB: soft: allocated 1536.0 MiB",
     ];
     for line in want {
         assert!(stdout.contains(line), "{stdout}\nlacks\n{line}");
