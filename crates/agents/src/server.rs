@@ -123,6 +123,7 @@ impl Server {
             handler,
             max_connections: config.max_connections,
             accept_pending: false,
+            touched: Vec::new(),
         };
         let stop_flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -191,6 +192,9 @@ struct Loop<H> {
     /// `accept` ran out of descriptors: try again on the next turn rather than wait for an
     /// edge that will not come.
     accept_pending: bool,
+    /// Connections with output or a close delivered since the last flush (kept to reuse its
+    /// allocation).
+    touched: Vec<ConnId>,
 }
 
 impl<H: Handler> Loop<H> {
@@ -211,7 +215,7 @@ impl<H: Handler> Loop<H> {
                     Token(t) => {
                         let id = ConnId(t - FIRST_CONN);
                         if event.is_readable() || event.is_read_closed() {
-                            self.read(id, now, &mut out);
+                            self.read(id, event.is_read_closed(), now, &mut out);
                         }
                         if event.is_writable() {
                             self.flush(id, now);
@@ -290,7 +294,11 @@ impl<H: Handler> Loop<H> {
         self.handler.opened(ConnId(idx), pid, now);
     }
 
-    fn read(&mut self, id: ConnId, now: Instant, out: &mut Outbox) {
+    /// Reads what `id` has and hands its lines to the handler. A read shorter than the buffer
+    /// took everything there was, so the loop stops there (one syscall per event, not two;
+    /// more data is a new edge), unless the peer has closed (`closed`): then it reads on to
+    /// the end of the stream, since no edge will come for that.
+    fn read(&mut self, id: ConnId, closed: bool, now: Instant, out: &mut Outbox) {
         let mut buf = [0u8; 16 * 1024];
         loop {
             let Some(conn) = self.conns.get_mut(id.0).and_then(Option::as_mut) else {
@@ -304,6 +312,10 @@ impl<H: Handler> Loop<H> {
                 Ok(n) => {
                     for line in conn.splitter.feed(&buf[..n]) {
                         self.handler.line(id, line, now, out);
+                    }
+                    if n < buf.len() && !closed {
+                        self.deliver(out, now);
+                        return;
                     }
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
@@ -327,6 +339,7 @@ impl<H: Handler> Loop<H> {
             if conn.closing {
                 continue;
             }
+            self.touched.push(id);
             conn.out.extend_from_slice(line.as_bytes());
             conn.out.push(b'\n');
             if conn.out.len() - conn.written > MAX_PENDING_OUT {
@@ -335,20 +348,22 @@ impl<H: Handler> Loop<H> {
                 conn.closing = true;
             }
         }
-        let closes: Vec<ConnId> = out.close.drain(..).collect();
-        for id in closes {
+        for id in out.close.drain(..) {
             if let Some(conn) = self.conns.get_mut(id.0).and_then(Option::as_mut) {
                 conn.closing = true;
+                self.touched.push(id);
             }
         }
-        for i in 0..self.conns.len() {
-            if self.conns[i]
-                .as_ref()
-                .is_some_and(|c| c.written < c.out.len() || c.closing)
-            {
-                self.flush(ConnId(i), now);
-            }
+        // Only the connections just written to or closed: a loop over all of them for each
+        // line read would cost O(connections) a line.
+        self.touched.sort_unstable();
+        self.touched.dedup();
+        let touched = std::mem::take(&mut self.touched);
+        for &id in &touched {
+            self.flush(id, now);
         }
+        self.touched = touched;
+        self.touched.clear();
     }
 
     /// Writes what `id` has pending; closes it when it is closing and everything is out, or
