@@ -2,8 +2,8 @@
 
 use crate::scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 use crate::schema::{
-    AgentDoc, BalloonDoc, CacheDoc, CommittedDoc, CpuJobDoc, FileServerDoc, IdleDoc, KindDoc,
-    OltpDoc, PhaseDoc, PolicyDoc, SamplingDoc, ScenarioDoc, SetTaxRateDoc, SetTenantDoc,
+    AgentDoc, BalloonDoc, CacheDoc, CommittedDoc, CpuJobDoc, DatabaseDoc, FileServerDoc, IdleDoc,
+    KindDoc, OltpDoc, PhaseDoc, PolicyDoc, SamplingDoc, ScenarioDoc, SetTaxRateDoc, SetTenantDoc,
     SetWorkloadDoc, StopTenantDoc, TenantDoc, ToucherDoc, TwsDoc, WebDoc,
 };
 use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
@@ -40,7 +40,7 @@ const DEFAULT_BALLOON_STALL_TICKS: u32 = 3;
 
 const ESTIMATOR_KINDS: &str = "\"sampling\", \"tws\" or \"committed\"";
 const WORKLOAD_KINDS: &str =
-    "\"idle\", \"toucher\", \"file_server\", \"cpu_job\", \"oltp\", \"web\" or \"cache\"";
+    "\"idle\", \"toucher\", \"file_server\", \"cpu_job\", \"oltp\", \"web\", \"cache\" or \"database\"";
 const EVENT_KINDS: &str = "\"set_tax_rate\", \"set_workload\", \"stop_tenant\" or \"set_tenant\"";
 
 /// A size as messages write it: `"256M"`.
@@ -736,6 +736,32 @@ impl Build<'_> {
                     items_mb: self.size(&at.key("items"), w.items)?.as_mib_f64(),
                     pool_mb: self.size(&at.key("pool"), w.pool)?.as_mib_f64(),
                     min_pool_mb: self.mib(&at.key("min_pool"), w.min_pool)?.unwrap_or(0.0),
+                    shrink_s_per_gib: w
+                        .shrink_s_per_gib
+                        .unwrap_or(defaults::INNODB_SHRINK_S_PER_GIB),
+                    grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::INNODB_GROW_S_PER_GIB),
+                    agent: self.agent(&at.key("agent"), w.agent)?,
+                    cpu_us_per_access: w.cpu_us_per_access,
+                    accesses_per_op: w.accesses_per_op,
+                    max_accesses_per_s: w.max_accesses_per_s,
+                }
+            }
+            "database" => {
+                let w: DatabaseDoc = self.read(at, rest)?;
+                WorkloadConfig::Database {
+                    data_mb: self.size(&at.key("data"), w.data)?.as_mib_f64(),
+                    pool_mb: self.size(&at.key("pool"), w.pool)?.as_mib_f64(),
+                    min_pool_mb: self.mib(&at.key("min_pool"), w.min_pool)?.unwrap_or(0.0),
+                    heap_mb: self
+                        .mib(&at.key("heap"), w.heap)?
+                        .unwrap_or(defaults::DATABASE_HEAP_MB),
+                    work_ratio: w.work_ratio.unwrap_or(defaults::DATABASE_WORK_RATIO),
+                    work_share: w.work_share.unwrap_or(defaults::DATABASE_WORK_SHARE),
+                    scan_share: w.scan_share.unwrap_or(defaults::DATABASE_SCAN_SHARE),
+                    scan_mb: self
+                        .mib(&at.key("scan"), w.scan)?
+                        .unwrap_or(defaults::DATABASE_SCAN_MB),
+                    skew: w.skew.unwrap_or(defaults::DATABASE_SKEW),
                     shrink_s_per_gib: w
                         .shrink_s_per_gib
                         .unwrap_or(defaults::INNODB_SHRINK_S_PER_GIB),

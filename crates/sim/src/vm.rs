@@ -42,6 +42,7 @@ pub struct Costs {
     pub guest_swap_in: u64,
     pub guest_swap_out: u64,
     pub disk_read: u64,
+    pub disk_seq_read: u64,
     pub host_swap_in: u64,
     pub host_swap_out: u64,
 }
@@ -61,6 +62,7 @@ impl Costs {
             guest_swap_in: us_to_ns(model.guest_swap_in_us),
             guest_swap_out: us_to_ns(model.guest_swap_out_us),
             disk_read: us_to_ns(model.disk_read_us),
+            disk_seq_read: us_to_ns(model.disk_seq_read_us),
             host_swap_in: us_to_ns(model.host_swap_in_us),
             host_swap_out: us_to_ns(model.host_swap_out_us),
         }
@@ -287,12 +289,16 @@ impl Vm {
         let committed = u64::from(self.guest.kernel()) + u64::from(self.workload.anon_pages());
         let g = &self.guest;
         let used = Pages(
-            u64::from(g.kernel()) + u64::from(g.anon_resident()) + u64::from(g.cache_resident()),
+            u64::from(g.kernel())
+                + u64::from(g.anon_resident())
+                + u64::from(g.cache_resident())
+                + u64::from(g.swap_used()),
         );
         let app_balloon = self.app.as_mut().and_then(|a| a.observe(tick, used));
         let mut levers = match self.kind {
             TenantKind::Vm => Levers {
                 balloon: Some(BalloonLever {
+                    memory: Pages(u64::from(self.guest.pages())),
                     size: Pages(u64::from(self.guest.balloon())),
                     driver: self.balloon.info(),
                 }),
@@ -389,6 +395,9 @@ impl Vm {
         }
         stats.accesses = done;
         self.guest.end_tick();
+        if let (Some(app), Some(pool)) = (&mut self.app, self.workload.pool()) {
+            app.report(now + tick, pool);
+        }
         self.debt_ns = used.saturating_sub(tick_ns);
         let busy = used.min(tick_ns);
 
@@ -474,7 +483,6 @@ impl Vm {
             if buf.is_empty() {
                 break;
             }
-            let n = buf.len();
             for (i, &a) in buf.iter().enumerate() {
                 match self.access(a, idx, host, costs) {
                     Some(stall) => {
@@ -485,12 +493,12 @@ impl Vm {
                         // Nothing can be freed for this access: the rest of the tick is lost.
                         self.stalls += 1;
                         *used = (*used).max(tick_ns);
-                        self.workload.return_unused(n - i);
+                        self.workload.return_unused(&buf[i..]);
                         break 'tick;
                     }
                 }
                 if *used >= limit_ns {
-                    self.workload.return_unused(n - i - 1);
+                    self.workload.return_unused(&buf[i + 1..]);
                     break 'tick;
                 }
             }
@@ -525,13 +533,20 @@ impl Vm {
                 }
                 self.file_slow(block, idx, host, costs)
             }
-            Access::Fill { page } => self.fill(page, idx, host, costs),
+            Access::Fill { page, sequential } => {
+                let read = if sequential {
+                    costs.disk_seq_read
+                } else {
+                    costs.disk_read
+                };
+                self.fill(page, idx, host, costs).map(|stall| stall + read)
+            }
         }
     }
 
-    /// The application reads a page from disk into its anonymous page `page`. If the guest
-    /// had swapped that page out, it reads it back only for the application to overwrite it:
-    /// double paging at the application's level.
+    /// The application reads a page from disk into its anonymous page `page` (the read's
+    /// cost is the caller's). If the guest had swapped that page out, it reads it back only
+    /// for the application to overwrite it: double paging at the application's level.
     #[inline(never)]
     fn fill(&mut self, page: u32, idx: usize, host: &mut HostMemory, costs: &Costs) -> Option<u64> {
         if self.guest.anon_state(page) == AnonState::Swapped {
@@ -544,7 +559,7 @@ impl Vm {
         } else {
             self.anon_slow(page, idx, host, costs)?
         };
-        Some(stall + costs.disk_read)
+        Some(stall)
     }
 
     #[inline(never)]

@@ -108,9 +108,9 @@ impl Agent {
         }
     }
 
-    /// One tick at `now` of length `tick`: reads memtide's messages, moves a resize under way
-    /// (anonymous pages the pool gives up go to `released`), and answers in `outbox`. Closed
-    /// by a fatal error, it says hello again after its back-off.
+    /// The start of a tick at `now` of length `tick`: reads memtide's messages, moves a resize
+    /// under way (anonymous pages the pool gives up go to `released`), and answers in
+    /// `outbox`. Closed by a fatal error, it says hello again after its back-off.
     pub fn run(
         &mut self,
         now: Duration,
@@ -150,10 +150,6 @@ impl Agent {
             self.closed = false;
             outbox.push_back(AgentMessage::Hello(self.hello(pool)));
         }
-        let silent = self
-            .config
-            .silent_from
-            .is_some_and(|s| now >= self.started + s);
         let mut answers = Vec::new();
         if let Some(seq) = self.stuck {
             answers.push(progress(seq, pool.size(), Status::Working));
@@ -165,10 +161,23 @@ impl Agent {
                 self.resize = None;
             }
         }
-        if silent || !self.registered {
+        if !self.silent(now) && self.registered {
+            outbox.extend(answers.into_iter().map(AgentMessage::Progress));
+        }
+    }
+
+    /// Whether the agent has fallen silent by `now`.
+    fn silent(&self, now: Duration) -> bool {
+        self.config
+            .silent_from
+            .is_some_and(|s| now >= self.started + s)
+    }
+
+    /// The end of a tick at `now`: the pool's statistics, as the accesses left it.
+    pub fn report(&self, now: Duration, pool: &Pool, outbox: &mut VecDeque<AgentMessage>) {
+        if self.closed || !self.registered || self.silent(now) {
             return;
         }
-        outbox.extend(answers.into_iter().map(AgentMessage::Progress));
         let c = pool.counters();
         let size = self.claimed.unwrap_or(pool.size());
         outbox.push_back(AgentMessage::Stats(Stats {

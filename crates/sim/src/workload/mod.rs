@@ -23,8 +23,9 @@ pub enum Access {
     File { block: u32 },
     /// Anonymous page `page` that the application fills from disk itself: a miss of its own
     /// pool (a database reading with O_DIRECT, a cache fetching from its backend). A disk read
-    /// into the page, which is written.
-    Fill { page: u32 },
+    /// into the page, which is written; `sequential` when it is the next page of a scan (read
+    /// ahead, at the disk's sequential rate).
+    Fill { page: u32, sequential: bool },
 }
 
 /// Access skew over a region.
@@ -39,6 +40,7 @@ pub enum Skew {
 
 pub mod cache;
 pub mod config;
+pub mod database;
 pub mod pool;
 
 mod cpu_job;
@@ -293,6 +295,50 @@ impl Workload {
                     },
                 )
             }
+            WorkloadConfig::Database {
+                data_mb,
+                pool_mb,
+                min_pool_mb,
+                heap_mb,
+                work_ratio,
+                work_share,
+                scan_share,
+                scan_mb,
+                skew,
+                shrink_s_per_gib,
+                grow_s_per_gib,
+                agent: _,
+                cpu_us_per_access,
+                accesses_per_op,
+                max_accesses_per_s,
+            } => {
+                let db = database::Database::new(
+                    check,
+                    database::Sizes {
+                        data_mb: *data_mb,
+                        pool_mb: *pool_mb,
+                        min_pool_mb: *min_pool_mb,
+                        heap_mb: *heap_mb,
+                        work_ratio: *work_ratio,
+                        work_share: *work_share,
+                        scan_share: *scan_share,
+                        scan_mb: *scan_mb,
+                        skew: *skew,
+                        shrink_s_per_gib: *shrink_s_per_gib,
+                        grow_s_per_gib: *grow_s_per_gib,
+                    },
+                )?;
+                let plan = Plan::of_pool(db.anon_pages(), database::defaults::ACCESSES_PER_OP);
+                pool = Some(Pool::Database(Box::new(db)));
+                (
+                    plan,
+                    Common {
+                        cpu_us_per_access: *cpu_us_per_access,
+                        accesses_per_op: *accesses_per_op,
+                        max_accesses_per_s: *max_accesses_per_s,
+                    },
+                )
+            }
         };
 
         let cpu_us = match common.cpu_us_per_access {
@@ -402,12 +448,17 @@ impl Workload {
         self.last_steady = out.len() - before;
     }
 
-    /// Tells the workload that the last `unused` accesses appended by the latest
-    /// [`Workload::fill`] were never performed (the tick ran out of time): sweep accesses
+    /// Tells the workload that `unused`, the last accesses appended by the latest
+    /// [`Workload::fill`], were never performed (the tick ran out of time): sweep accesses
     /// among them are handed out again by the next fill, so the initial sweep still touches
-    /// every page. Steady-state accesses are random and simply dropped. Optional.
-    pub fn return_unused(&mut self, unused: usize) {
+    /// every page; an application pool takes back the pages it was to read and the hits it
+    /// counted. Steady-state accesses are random and simply dropped. Optional.
+    pub fn return_unused(&mut self, unused: &[Access]) {
+        if let Some(pool) = &mut self.pool {
+            pool.return_unused(unused);
+        }
         let unused_sweep = unused
+            .len()
             .saturating_sub(self.last_steady)
             .min(self.last_sweep as usize) as u32;
         self.sweep_next -= unused_sweep;
@@ -520,6 +571,10 @@ mod tests {
             kind = "cache"
             items_mb = 30
             pool_mb = 10
+            [[w]]
+            kind = "database"
+            data_mb = 40
+            pool_mb = 16
         "#;
         #[derive(Deserialize)]
         struct Holder {
@@ -533,7 +588,9 @@ mod tests {
             match *a {
                 Access::Anon { page, .. } => assert!(page < w.anon_pages(), "{} {a:?}", w.kind()),
                 Access::File { block } => assert!(block < w.file_pages(), "{} {a:?}", w.kind()),
-                Access::Fill { page } => assert!(page < w.anon_pages(), "{} {a:?}", w.kind()),
+                Access::Fill { page, .. } => {
+                    assert!(page < w.anon_pages(), "{} {a:?}", w.kind())
+                }
             }
         }
     }
@@ -602,6 +659,7 @@ mod tests {
                 ("oltp", 10_000, 50, None),
                 ("web", 10_000, 10, Some(20_000.0)),
                 ("cache", 10_000, 1, None),
+                ("database", 10_000, 1000, None),
             ]
         );
     }

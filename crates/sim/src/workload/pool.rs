@@ -8,6 +8,7 @@
 //! business (`crate::app::agent`), from the pool's [`ResizeCost`].
 
 use super::cache::Cache;
+use super::database::Database;
 use super::Access;
 use crate::app::protocol::PoolKind;
 use crate::rng::SimRng;
@@ -56,6 +57,8 @@ pub struct PoolCounters {
 #[derive(Clone, Debug)]
 pub enum Pool {
     Cache(Cache),
+    /// Boxed: a database's pool is several times the size of the others.
+    Database(Box<Database>),
 }
 
 impl Pool {
@@ -63,6 +66,7 @@ impl Pool {
     pub fn kind(&self) -> PoolKind {
         match self {
             Pool::Cache(_) => PoolKind::Cache,
+            Pool::Database(_) => PoolKind::BufferPool,
         }
     }
 
@@ -70,6 +74,7 @@ impl Pool {
     pub fn size(&self) -> u32 {
         match self {
             Pool::Cache(c) => c.size(),
+            Pool::Database(d) => d.size(),
         }
     }
 
@@ -77,24 +82,28 @@ impl Pool {
     pub fn min(&self) -> u32 {
         match self {
             Pool::Cache(c) => c.min(),
+            Pool::Database(d) => d.min(),
         }
     }
 
     pub fn max(&self) -> u32 {
         match self {
             Pool::Cache(c) => c.max(),
+            Pool::Database(d) => d.max(),
         }
     }
 
     pub fn counters(&self) -> PoolCounters {
         match self {
             Pool::Cache(c) => c.counters(),
+            Pool::Database(d) => d.counters(),
         }
     }
 
     pub fn resize_cost(&self) -> ResizeCost {
         match self {
             Pool::Cache(c) => c.resize_cost(),
+            Pool::Database(d) => d.resize_cost(),
         }
     }
 
@@ -103,6 +112,7 @@ impl Pool {
     pub fn shrink(&mut self, pages: u32, released: &mut Vec<u32>) {
         match self {
             Pool::Cache(c) => c.shrink(pages, released),
+            Pool::Database(d) => d.shrink(pages, released),
         }
     }
 
@@ -110,6 +120,16 @@ impl Pool {
     pub fn grow(&mut self, pages: u32) {
         match self {
             Pool::Cache(c) => c.grow(pages),
+            Pool::Database(d) => d.grow(pages),
+        }
+    }
+
+    /// Takes back `unused`, the last accesses of the latest fill, never performed: a page it
+    /// was to read leaves its slot (what it evicted stays evicted), a hit is not counted.
+    pub(super) fn return_unused(&mut self, unused: &[Access]) {
+        match self {
+            Pool::Cache(c) => c.return_unused(unused),
+            Pool::Database(d) => d.return_unused(unused),
         }
     }
 
@@ -117,6 +137,7 @@ impl Pool {
     pub(super) fn fill(&mut self, rng: &mut SimRng, out: &mut Vec<Access>, n: usize) {
         match self {
             Pool::Cache(c) => c.fill(rng, out, n),
+            Pool::Database(d) => d.fill(rng, out, n),
         }
     }
 
@@ -124,6 +145,7 @@ impl Pool {
     pub(super) fn working_set(&self) -> Pages {
         match self {
             Pool::Cache(c) => c.working_set(),
+            Pool::Database(d) => d.working_set(),
         }
     }
 }
