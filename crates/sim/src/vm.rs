@@ -118,6 +118,8 @@ pub struct Vm {
     double_pagings: u64,
     /// Pool pages the guest swapped in only for the application to overwrite them.
     app_double_pagings: u64,
+    /// Accesses of the application's collector this tick (no operation of the program).
+    collections: u64,
     /// Accesses charged a minor fault (zero-fill of a new anonymous page, or the host
     /// backing an unbacked page on first touch).
     minor_faults: u64,
@@ -153,6 +155,7 @@ impl Vm {
             debt_ns: 0,
             double_pagings: 0,
             app_double_pagings: 0,
+            collections: 0,
             minor_faults: 0,
             stalls: 0,
             prev: totals_at_boot,
@@ -378,6 +381,7 @@ impl Vm {
         // the start of the tick would make every reference bit look cold at once).
         let step = self.balloon.poll(tick, self.guest.balloon());
         let mut done = 0u64;
+        self.collections = 0;
         for slice in 1..=BALLOON_SLICES {
             let part = step_slice(step, slice);
             used = used.saturating_add(self.balloon_move(part, idx, host, costs, &mut stats));
@@ -402,7 +406,7 @@ impl Vm {
         let busy = used.min(tick_ns);
 
         let per_op = f64::from(self.workload.accesses_per_op().max(1));
-        stats.ops = stats.accesses as f64 / per_op;
+        stats.ops = stats.accesses.saturating_sub(self.collections) as f64 / per_op;
         let secs = tick.as_secs_f64();
         stats.throughput = if secs > 0.0 { stats.ops / secs } else { 0.0 };
         stats.latency_ms = if stats.ops > 0.0 {
@@ -516,13 +520,10 @@ impl Vm {
         costs: &Costs,
     ) -> Option<u64> {
         match a {
-            Access::Anon { page, .. } => {
-                let ppn = self.guest.anon_entry(page);
-                if host.pmaps[idx].is_fast(ppn) {
-                    self.guest.reference(ppn);
-                    return Some(0);
-                }
-                self.anon_slow(page, idx, host, costs)
+            Access::Anon { page, .. } => self.anon(page, idx, host, costs),
+            Access::Collect { page } => {
+                self.collections += 1;
+                self.anon(page, idx, host, costs)
             }
             Access::File { block } => {
                 if let Some(ppn) = self.guest.file_entry(block) {
@@ -560,6 +561,17 @@ impl Vm {
             self.anon_slow(page, idx, host, costs)?
         };
         Some(stall)
+    }
+
+    /// An access to anonymous page `page`.
+    #[inline(always)]
+    fn anon(&mut self, page: u32, idx: usize, host: &mut HostMemory, costs: &Costs) -> Option<u64> {
+        let ppn = self.guest.anon_entry(page);
+        if host.pmaps[idx].is_fast(ppn) {
+            self.guest.reference(ppn);
+            return Some(0);
+        }
+        self.anon_slow(page, idx, host, costs)
     }
 
     #[inline(never)]

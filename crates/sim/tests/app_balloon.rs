@@ -47,6 +47,7 @@ fn cache_vm(agent: Option<AgentConfig>) -> VmConfig {
             shrink_s_per_gib: 7.94,
             grow_s_per_gib: 1.51,
             agent,
+            jobs: None,
             cpu_us_per_access: None,
             accesses_per_op: None,
             max_accesses_per_s: None,

@@ -2,7 +2,8 @@
 //!
 //! A resize moves the pool a page at a time at its [`ResizeCost`](crate::workload::pool::ResizeCost)
 //! per page (ALB Table 2 by default), so a tick moves `tick / cost` pages; each tick of a
-//! resize answers `progress working`, and the tick it reaches the target `done`. How the agent
+//! resize answers `progress working`, and the tick it reaches the target `done`. A heap runs
+//! a full collection before its pages move. How the agent
 //! behaves is the scenario's ([`Behaviour`]): the faults memtide must survive are agents that
 //! refuse, get stuck, lie, or fall silent.
 
@@ -158,6 +159,7 @@ impl Agent {
             let status = step(r, tick, pool, released);
             answers.push(progress(r.seq, pool.size(), status));
             if status == Status::Done {
+                pool.finish();
                 self.resize = None;
             }
         }
@@ -250,11 +252,15 @@ fn progress(seq: u64, pool: u32, status: Status) -> Progress {
     }
 }
 
-/// Moves a resize by one tick; where it stands.
+/// Moves a resize by one tick, once the pool is ready (a heap collects first); where it
+/// stands.
 fn step(r: &mut Resize, tick: Duration, pool: &mut Pool, released: &mut Vec<u32>) -> Status {
     let size = pool.size();
     if size == r.to {
         return Status::Done;
+    }
+    if !pool.prepare() {
+        return Status::Working;
     }
     let cost = pool.resize_cost();
     let per_page = if r.to < size {

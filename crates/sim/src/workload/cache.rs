@@ -146,7 +146,7 @@ impl Cache {
                     self.counters.misses -= 1;
                 }
                 Access::Anon { .. } => self.counters.hits -= 1,
-                Access::File { .. } => {}
+                Access::File { .. } | Access::Collect { .. } => {}
             }
         }
     }

@@ -280,7 +280,7 @@ impl Database {
                     }
                 }
                 Access::Anon { page, .. } if page < self.max => self.counters.hits -= 1,
-                Access::Anon { .. } | Access::File { .. } => {}
+                Access::Anon { .. } | Access::File { .. } | Access::Collect { .. } => {}
             }
         }
     }
