@@ -600,7 +600,7 @@ mod tests {
                 app_balloon: Some(memtide_model::AppBalloonLever {
                     session: 1,
                     pool: mib(400),
-                    pool_used: mib(400),
+                    pool_used: Some(mib(400)),
                     min: Pages::ZERO,
                     max: mib(400),
                     granule: Pages(1),

@@ -37,6 +37,7 @@ pub fn overcommitted_vms(n: u32) -> (Controller, HostObservation) {
             TenantObservation::new(TenantId(i), Pages::from_mib(512 + u64::from(i % 512)));
         obs.levers = Levers {
             balloon: Some(BalloonLever {
+                memory: Pages::from_mib(1024),
                 size: Pages::from_mib(u64::from(i % 64)),
                 driver: Some(BalloonDriverInfo {
                     rate_per_s: Pages::from_mib(128),

@@ -67,6 +67,9 @@ impl Levers {
 /// A guest balloon and its driver.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BalloonLever {
+    /// The guest's memory, which the balloon's pages are taken from: the tenant holds at most
+    /// `memory - size`. (A tenant's max in policy may be set below it: a limit on the VM.)
+    pub memory: Pages,
     /// Pages in the balloon now.
     pub size: Pages,
     /// The guest's driver; without one the balloon holds what it has (pages ballooned at boot)
@@ -92,16 +95,19 @@ pub struct AppBalloonLever {
     pub session: u64,
     /// The pool's size now, as the agent last reported it.
     pub pool: Pages,
-    /// The part of the pool holding data.
-    pub pool_used: Pages,
+    /// The part of the pool holding data (`None` before the agent's first statistics: until
+    /// then nothing is known of what the pool holds).
+    pub pool_used: Option<Pages>,
     /// The smallest and largest pool the application accepts.
     pub min: Pages,
     pub max: Pages,
     /// The unit the pool moves in: targets are multiples of it (at least one page).
     pub granule: Pages,
-    /// The tenant's memory in use as its world measures it (a guest's kernel, anonymous memory
-    /// and page cache; a cgroup's usage): what falls when the application really gives
-    /// memory back.
+    /// The tenant's memory in use as its world measures it, resident or in the tenant's own
+    /// swap (a guest's kernel, anonymous memory, page cache and swap; a cgroup's usage and
+    /// swap): what falls when the application really gives memory back. Swap counts, so a
+    /// pool paged out behind the application's back is still the pool's, not memory outside
+    /// it.
     pub used: Pages,
     /// The pool's hits and misses since the previous observation (`None` before its first
     /// statistics).
@@ -117,9 +123,10 @@ pub struct AppBalloonLever {
 }
 
 impl AppBalloonLever {
-    /// The tenant's measured memory outside the pool: what it uses besides the pool's data.
-    pub fn outside(&self) -> Pages {
-        self.used.saturating_sub(self.pool_used)
+    /// The tenant's measured memory outside the pool: what it uses besides the pool's data
+    /// (`None` before the agent's first statistics).
+    pub fn outside(&self) -> Option<Pages> {
+        self.pool_used.map(|p| self.used.saturating_sub(p))
     }
 }
 
@@ -189,6 +196,7 @@ mod tests {
         assert!(Levers::default().capabilities().is_empty());
         let all = Levers {
             balloon: Some(BalloonLever {
+                memory: Pages(8),
                 size: Pages(1),
                 driver: Some(BalloonDriverInfo {
                     rate_per_s: Pages(1),
@@ -198,7 +206,7 @@ mod tests {
             app_balloon: Some(AppBalloonLever {
                 session: 1,
                 pool: Pages(4),
-                pool_used: Pages(3),
+                pool_used: Some(Pages(3)),
                 min: Pages::ZERO,
                 max: Pages(4),
                 granule: Pages(1),
@@ -235,13 +243,14 @@ mod tests {
             (Pages(1), Pages(2))
         );
         // Used 5, of which the pool's data 3: 2 outside the pool.
-        assert_eq!(all.app_balloon.map(|a| a.outside()), Some(Pages(2)));
+        assert_eq!(all.app_balloon.and_then(|a| a.outside()), Some(Pages(2)));
     }
 
     #[test]
     fn a_balloon_without_a_driver_is_held_but_is_no_capability() {
         let levers = Levers {
             balloon: Some(BalloonLever {
+                memory: Pages(128),
                 size: Pages(64),
                 driver: None,
             }),

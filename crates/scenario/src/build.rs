@@ -2,9 +2,9 @@
 
 use crate::scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 use crate::schema::{
-    AgentDoc, BalloonDoc, CacheDoc, CommittedDoc, CpuJobDoc, FileServerDoc, IdleDoc, KindDoc,
-    OltpDoc, PhaseDoc, PolicyDoc, SamplingDoc, ScenarioDoc, SetTaxRateDoc, SetTenantDoc,
-    SetWorkloadDoc, StopTenantDoc, TenantDoc, ToucherDoc, TwsDoc, WebDoc,
+    AgentDoc, BalloonDoc, CacheDoc, CommittedDoc, CpuJobDoc, DatabaseDoc, FileServerDoc, IdleDoc,
+    JobDoc, JvmDoc, KindDoc, OltpDoc, PhaseDoc, PolicyDoc, SamplingDoc, ScenarioDoc, SetTaxRateDoc,
+    SetTenantDoc, SetWorkloadDoc, StopTenantDoc, TenantDoc, ToucherDoc, TwsDoc, WebDoc,
 };
 use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
 use memtide_controller::ControllerConfig;
@@ -16,7 +16,7 @@ use memtide_sim::app::{AgentConfig, DEFAULT_GRANULE};
 use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
 use memtide_sim::workload::config::defaults;
-use memtide_sim::workload::{TouchPhase, Workload, WorkloadConfig};
+use memtide_sim::workload::{Job, TouchPhase, Workload, WorkloadConfig};
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -40,7 +40,7 @@ const DEFAULT_BALLOON_STALL_TICKS: u32 = 3;
 
 const ESTIMATOR_KINDS: &str = "\"sampling\", \"tws\" or \"committed\"";
 const WORKLOAD_KINDS: &str =
-    "\"idle\", \"toucher\", \"file_server\", \"cpu_job\", \"oltp\", \"web\" or \"cache\"";
+    "\"idle\", \"toucher\", \"file_server\", \"cpu_job\", \"oltp\", \"web\", \"cache\", \"database\" or \"jvm\"";
 const EVENT_KINDS: &str = "\"set_tax_rate\", \"set_workload\", \"stop_tenant\" or \"set_tenant\"";
 
 /// A size as messages write it: `"256M"`.
@@ -741,6 +741,54 @@ impl Build<'_> {
                         .unwrap_or(defaults::INNODB_SHRINK_S_PER_GIB),
                     grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::INNODB_GROW_S_PER_GIB),
                     agent: self.agent(&at.key("agent"), w.agent)?,
+                    jobs: self.jobs(&at.key("jobs"), w.jobs)?,
+                    cpu_us_per_access: w.cpu_us_per_access,
+                    accesses_per_op: w.accesses_per_op,
+                    max_accesses_per_s: w.max_accesses_per_s,
+                }
+            }
+            "database" => {
+                let w: DatabaseDoc = self.read(at, rest)?;
+                WorkloadConfig::Database {
+                    data_mb: self.size(&at.key("data"), w.data)?.as_mib_f64(),
+                    pool_mb: self.size(&at.key("pool"), w.pool)?.as_mib_f64(),
+                    min_pool_mb: self.mib(&at.key("min_pool"), w.min_pool)?.unwrap_or(0.0),
+                    heap_mb: self
+                        .mib(&at.key("heap"), w.heap)?
+                        .unwrap_or(defaults::DATABASE_HEAP_MB),
+                    work_ratio: w.work_ratio.unwrap_or(defaults::DATABASE_WORK_RATIO),
+                    work_share: w.work_share.unwrap_or(defaults::DATABASE_WORK_SHARE),
+                    scan_share: w.scan_share.unwrap_or(defaults::DATABASE_SCAN_SHARE),
+                    scan_mb: self
+                        .mib(&at.key("scan"), w.scan)?
+                        .unwrap_or(defaults::DATABASE_SCAN_MB),
+                    skew: w.skew.unwrap_or(defaults::DATABASE_SKEW),
+                    shrink_s_per_gib: w
+                        .shrink_s_per_gib
+                        .unwrap_or(defaults::INNODB_SHRINK_S_PER_GIB),
+                    grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::INNODB_GROW_S_PER_GIB),
+                    agent: self.agent(&at.key("agent"), w.agent)?,
+                    jobs: self.jobs(&at.key("jobs"), w.jobs)?,
+                    cpu_us_per_access: w.cpu_us_per_access,
+                    accesses_per_op: w.accesses_per_op,
+                    max_accesses_per_s: w.max_accesses_per_s,
+                }
+            }
+            "jvm" => {
+                let w: JvmDoc = self.read(at, rest)?;
+                WorkloadConfig::Jvm {
+                    heap_mb: self.size(&at.key("heap"), w.heap)?.as_mib_f64(),
+                    old_mb: self.size(&at.key("old"), w.old)?.as_mib_f64(),
+                    live_mb: self.size(&at.key("live"), w.live)?.as_mib_f64(),
+                    survivors_mb: self.size(&at.key("survivors"), w.survivors)?.as_mib_f64(),
+                    min_eden_mb: self.size(&at.key("min_eden"), w.min_eden)?.as_mib_f64(),
+                    young_live_mb: self.size(&at.key("young_live"), w.young_live)?.as_mib_f64(),
+                    alloc_share: w.alloc_share.unwrap_or(defaults::JVM_ALLOC_SHARE),
+                    promote: w.promote.unwrap_or(defaults::JVM_PROMOTE),
+                    shrink_s_per_gib: w.shrink_s_per_gib.unwrap_or(defaults::JVM_SHRINK_S_PER_GIB),
+                    grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::JVM_GROW_S_PER_GIB),
+                    agent: self.agent(&at.key("agent"), w.agent)?,
+                    jobs: self.jobs(&at.key("jobs"), w.jobs)?,
                     cpu_us_per_access: w.cpu_us_per_access,
                     accesses_per_op: w.accesses_per_op,
                     max_accesses_per_s: w.max_accesses_per_s,
@@ -755,6 +803,22 @@ impl Build<'_> {
         };
         Workload::new(&config, cost).map_err(|e| self.err(at, e.to_string()))?;
         Ok(config)
+    }
+
+    /// An application's jobs, each at a time within the run's reach.
+    fn jobs(&self, at: &FieldPath, jobs: Option<Vec<JobDoc>>) -> Result<Option<Vec<Job>>> {
+        let Some(jobs) = jobs else {
+            return Ok(None);
+        };
+        let mut out = Vec::with_capacity(jobs.len());
+        for (i, j) in jobs.into_iter().enumerate() {
+            let start = self.time(&at.index(i).key("at"), j.at)?;
+            out.push(Job {
+                at_s: start.as_secs_f64(),
+                ops: j.ops,
+            });
+        }
+        Ok(Some(out))
     }
 
     /// The balloon agent of an application with a pool (`None`: absent or disabled).

@@ -94,7 +94,7 @@ pub(crate) struct TenantDoc {
     pub(crate) estimator: Option<toml::Value>,
     pub(crate) balloon: Option<BalloonDoc>,
     /// Read by its `kind`: [`IdleDoc`], [`ToucherDoc`], [`FileServerDoc`], [`CpuJobDoc`],
-    /// [`OltpDoc`], [`WebDoc`], [`CacheDoc`].
+    /// [`OltpDoc`], [`WebDoc`], [`CacheDoc`], [`DatabaseDoc`], [`JvmDoc`].
     pub(crate) workload: toml::Value,
 }
 
@@ -240,9 +240,64 @@ pub(crate) struct CacheDoc {
     pub(crate) shrink_s_per_gib: Option<f64>,
     pub(crate) grow_s_per_gib: Option<f64>,
     pub(crate) agent: Option<AgentDoc>,
+    pub(crate) jobs: Option<Vec<JobDoc>>,
     pub(crate) cpu_us_per_access: Option<f64>,
     pub(crate) accesses_per_op: Option<u32>,
     pub(crate) max_accesses_per_s: Option<f64>,
+}
+
+/// `kind = "database"`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a database workload table")]
+pub(crate) struct DatabaseDoc {
+    pub(crate) data: Size,
+    pub(crate) pool: Size,
+    pub(crate) min_pool: Option<Size>,
+    pub(crate) heap: Option<Size>,
+    pub(crate) work_ratio: Option<f64>,
+    pub(crate) work_share: Option<f64>,
+    pub(crate) scan_share: Option<f64>,
+    pub(crate) scan: Option<Size>,
+    pub(crate) skew: Option<Skew>,
+    pub(crate) shrink_s_per_gib: Option<f64>,
+    pub(crate) grow_s_per_gib: Option<f64>,
+    pub(crate) agent: Option<AgentDoc>,
+    pub(crate) jobs: Option<Vec<JobDoc>>,
+    pub(crate) cpu_us_per_access: Option<f64>,
+    pub(crate) accesses_per_op: Option<u32>,
+    pub(crate) max_accesses_per_s: Option<f64>,
+}
+
+/// `kind = "jvm"`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a jvm workload table")]
+pub(crate) struct JvmDoc {
+    pub(crate) heap: Size,
+    pub(crate) old: Size,
+    pub(crate) live: Size,
+    pub(crate) survivors: Size,
+    pub(crate) min_eden: Size,
+    pub(crate) young_live: Size,
+    pub(crate) alloc_share: Option<f64>,
+    pub(crate) promote: Option<f64>,
+    pub(crate) shrink_s_per_gib: Option<f64>,
+    pub(crate) grow_s_per_gib: Option<f64>,
+    pub(crate) agent: Option<AgentDoc>,
+    pub(crate) jobs: Option<Vec<JobDoc>>,
+    pub(crate) cpu_us_per_access: Option<f64>,
+    pub(crate) accesses_per_op: Option<u32>,
+    pub(crate) max_accesses_per_s: Option<f64>,
+}
+
+/// Work given to an application with a pool: from `at` on, `ops` operations.
+#[derive(Debug, Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a job such as { at = \"600s\", ops = 1000 }"
+)]
+pub(crate) struct JobDoc {
+    pub(crate) at: Duration,
+    pub(crate) ops: u64,
 }
 
 /// The balloon agent linked into an application with a pool.

@@ -332,6 +332,22 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
             vec!["tenants[0].workload", "min_pool_mb = 300 must be <= pool_mb = 100"],
         ),
         (
+            "a database's jobs out of order",
+            format!(
+                "{HEAD}[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"database\"\ndata = \"64M\"\npool = \"32M\"\njobs = [{{ at = \"10s\", ops = 5 }}, {{ at = \"5s\", ops = 5 }}]\n"
+            ),
+            vec![],
+            vec!["tenants[0].workload", "jobs[1].at_s = 5 must be > jobs[0].at_s = 10"],
+        ),
+        (
+            "a jvm whose live data is more than its old generation",
+            format!(
+                "{HEAD}[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"jvm\"\nheap = \"128M\"\nold = \"32M\"\nlive = \"64M\"\nsurvivors = \"8M\"\nmin_eden = \"8M\"\nyoung_live = \"4M\"\n"
+            ),
+            vec![],
+            vec!["tenants[0].workload", "live_mb = 64 must be <= old_mb = 32"],
+        ),
+        (
             "an agent granule under a page",
             format!("{HEAD}{}", cache("[tenants.workload.agent]\ngranule = \"1K\"\n")),
             vec![],

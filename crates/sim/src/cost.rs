@@ -19,8 +19,12 @@ pub struct CostModel {
     pub guest_swap_in_us: f64,
     /// Guest writes an anonymous page to its own swap device (amortised, asynchronous).
     pub guest_swap_out_us: f64,
-    /// Page-cache miss: the guest reads a file block from disk (refaults cost the same).
+    /// Page-cache miss: the guest reads a file block from disk (refaults cost the same); an
+    /// application's random read into its own pool.
     pub disk_read_us: f64,
+    /// One page of an application's sequential read into its own pool (a database's scan,
+    /// read ahead).
+    pub disk_seq_read_us: f64,
     /// The host reads a page of the tenant back from host swap.
     pub host_swap_in_us: f64,
     /// The host writes a victim page to host swap.
@@ -36,6 +40,7 @@ impl Default for CostModel {
             guest_swap_in_us: 200.0,
             guest_swap_out_us: 50.0,
             disk_read_us: 200.0,
+            disk_seq_read_us: 20.0,
             host_swap_in_us: 250.0,
             host_swap_out_us: 50.0,
             cpu_us_per_access: 10.0,
@@ -56,12 +61,13 @@ pub struct CostError {
 
 impl CostModel {
     /// Every field with its TOML name and the least it may be, in declaration order.
-    pub fn fields(&self) -> [(&'static str, f64, f64); 7] {
+    pub fn fields(&self) -> [(&'static str, f64, f64); 8] {
         [
             ("minor_fault_us", self.minor_fault_us, 0.0),
             ("guest_swap_in_us", self.guest_swap_in_us, 0.0),
             ("guest_swap_out_us", self.guest_swap_out_us, 0.0),
             ("disk_read_us", self.disk_read_us, 0.0),
+            ("disk_seq_read_us", self.disk_seq_read_us, 0.0),
             ("host_swap_in_us", self.host_swap_in_us, 0.0),
             ("host_swap_out_us", self.host_swap_out_us, 0.0),
             (
@@ -114,6 +120,7 @@ mod tests {
                 ("guest_swap_in_us", 200.0, 0.0),
                 ("guest_swap_out_us", 50.0, 0.0),
                 ("disk_read_us", 200.0, 0.0),
+                ("disk_seq_read_us", 20.0, 0.0),
                 ("host_swap_in_us", 250.0, 0.0),
                 ("host_swap_out_us", 50.0, 0.0),
                 ("cpu_us_per_access", 10.0, MIN_CPU_US_PER_ACCESS),

@@ -42,6 +42,7 @@ pub struct Costs {
     pub guest_swap_in: u64,
     pub guest_swap_out: u64,
     pub disk_read: u64,
+    pub disk_seq_read: u64,
     pub host_swap_in: u64,
     pub host_swap_out: u64,
 }
@@ -61,6 +62,7 @@ impl Costs {
             guest_swap_in: us_to_ns(model.guest_swap_in_us),
             guest_swap_out: us_to_ns(model.guest_swap_out_us),
             disk_read: us_to_ns(model.disk_read_us),
+            disk_seq_read: us_to_ns(model.disk_seq_read_us),
             host_swap_in: us_to_ns(model.host_swap_in_us),
             host_swap_out: us_to_ns(model.host_swap_out_us),
         }
@@ -116,6 +118,8 @@ pub struct Vm {
     double_pagings: u64,
     /// Pool pages the guest swapped in only for the application to overwrite them.
     app_double_pagings: u64,
+    /// Accesses of the application's collector this tick (no operation of the program).
+    collections: u64,
     /// Accesses charged a minor fault (zero-fill of a new anonymous page, or the host
     /// backing an unbacked page on first touch).
     minor_faults: u64,
@@ -151,6 +155,7 @@ impl Vm {
             debt_ns: 0,
             double_pagings: 0,
             app_double_pagings: 0,
+            collections: 0,
             minor_faults: 0,
             stalls: 0,
             prev: totals_at_boot,
@@ -287,12 +292,16 @@ impl Vm {
         let committed = u64::from(self.guest.kernel()) + u64::from(self.workload.anon_pages());
         let g = &self.guest;
         let used = Pages(
-            u64::from(g.kernel()) + u64::from(g.anon_resident()) + u64::from(g.cache_resident()),
+            u64::from(g.kernel())
+                + u64::from(g.anon_resident())
+                + u64::from(g.cache_resident())
+                + u64::from(g.swap_used()),
         );
         let app_balloon = self.app.as_mut().and_then(|a| a.observe(tick, used));
         let mut levers = match self.kind {
             TenantKind::Vm => Levers {
                 balloon: Some(BalloonLever {
+                    memory: Pages(u64::from(self.guest.pages())),
                     size: Pages(u64::from(self.guest.balloon())),
                     driver: self.balloon.info(),
                 }),
@@ -372,6 +381,7 @@ impl Vm {
         // the start of the tick would make every reference bit look cold at once).
         let step = self.balloon.poll(tick, self.guest.balloon());
         let mut done = 0u64;
+        self.collections = 0;
         for slice in 1..=BALLOON_SLICES {
             let part = step_slice(step, slice);
             used = used.saturating_add(self.balloon_move(part, idx, host, costs, &mut stats));
@@ -389,11 +399,14 @@ impl Vm {
         }
         stats.accesses = done;
         self.guest.end_tick();
+        if let (Some(app), Some(pool)) = (&mut self.app, self.workload.pool()) {
+            app.report(now + tick, pool);
+        }
         self.debt_ns = used.saturating_sub(tick_ns);
         let busy = used.min(tick_ns);
 
         let per_op = f64::from(self.workload.accesses_per_op().max(1));
-        stats.ops = stats.accesses as f64 / per_op;
+        stats.ops = stats.accesses.saturating_sub(self.collections) as f64 / per_op;
         let secs = tick.as_secs_f64();
         stats.throughput = if secs > 0.0 { stats.ops / secs } else { 0.0 };
         stats.latency_ms = if stats.ops > 0.0 {
@@ -474,7 +487,6 @@ impl Vm {
             if buf.is_empty() {
                 break;
             }
-            let n = buf.len();
             for (i, &a) in buf.iter().enumerate() {
                 match self.access(a, idx, host, costs) {
                     Some(stall) => {
@@ -485,12 +497,12 @@ impl Vm {
                         // Nothing can be freed for this access: the rest of the tick is lost.
                         self.stalls += 1;
                         *used = (*used).max(tick_ns);
-                        self.workload.return_unused(n - i);
+                        self.workload.return_unused(&buf[i..]);
                         break 'tick;
                     }
                 }
                 if *used >= limit_ns {
-                    self.workload.return_unused(n - i - 1);
+                    self.workload.return_unused(&buf[i + 1..]);
                     break 'tick;
                 }
             }
@@ -508,13 +520,10 @@ impl Vm {
         costs: &Costs,
     ) -> Option<u64> {
         match a {
-            Access::Anon { page, .. } => {
-                let ppn = self.guest.anon_entry(page);
-                if host.pmaps[idx].is_fast(ppn) {
-                    self.guest.reference(ppn);
-                    return Some(0);
-                }
-                self.anon_slow(page, idx, host, costs)
+            Access::Anon { page, .. } => self.anon(page, idx, host, costs),
+            Access::Collect { page } => {
+                self.collections += 1;
+                self.anon(page, idx, host, costs)
             }
             Access::File { block } => {
                 if let Some(ppn) = self.guest.file_entry(block) {
@@ -525,13 +534,20 @@ impl Vm {
                 }
                 self.file_slow(block, idx, host, costs)
             }
-            Access::Fill { page } => self.fill(page, idx, host, costs),
+            Access::Fill { page, sequential } => {
+                let read = if sequential {
+                    costs.disk_seq_read
+                } else {
+                    costs.disk_read
+                };
+                self.fill(page, idx, host, costs).map(|stall| stall + read)
+            }
         }
     }
 
-    /// The application reads a page from disk into its anonymous page `page`. If the guest
-    /// had swapped that page out, it reads it back only for the application to overwrite it:
-    /// double paging at the application's level.
+    /// The application reads a page from disk into its anonymous page `page` (the read's
+    /// cost is the caller's). If the guest had swapped that page out, it reads it back only
+    /// for the application to overwrite it: double paging at the application's level.
     #[inline(never)]
     fn fill(&mut self, page: u32, idx: usize, host: &mut HostMemory, costs: &Costs) -> Option<u64> {
         if self.guest.anon_state(page) == AnonState::Swapped {
@@ -544,7 +560,18 @@ impl Vm {
         } else {
             self.anon_slow(page, idx, host, costs)?
         };
-        Some(stall + costs.disk_read)
+        Some(stall)
+    }
+
+    /// An access to anonymous page `page`.
+    #[inline(always)]
+    fn anon(&mut self, page: u32, idx: usize, host: &mut HostMemory, costs: &Costs) -> Option<u64> {
+        let ppn = self.guest.anon_entry(page);
+        if host.pmaps[idx].is_fast(ppn) {
+            self.guest.reference(ppn);
+            return Some(0);
+        }
+        self.anon_slow(page, idx, host, costs)
     }
 
     #[inline(never)]

@@ -2,8 +2,10 @@
 //!
 //! The pool memtide wants is `wanted = target - outside`, where `outside` is the tenant's
 //! measured memory besides the pool's data, rounded down to the granule and kept within the
-//! application's `[min, max]`. A pool more than a step (`max(granule, max / 64)`) away from it
-//! is asked to move:
+//! application's `[min, max]`; nothing is asked before the agent's first statistics say what
+//! the pool holds. A pool more than a step (`max(granule, max / 64)`) away from it is asked
+//! to move, and one above it by a granule or more while the tenant uses more than its target
+//! (it would page its own pool):
 //!
 //! - **shrinking**: the application is asked first, with a deadline of 20 s + 15 s per GiB it
 //!   moves. Until it says done, the part of the excess it was asked for is `covered`: the OS
@@ -16,7 +18,8 @@
 //!   `outside + wanted`;
 //! - **takeover**: an agent that is dead (no statistics for its `dead_after`), stuck (a target
 //!   not done by its deadline) or dishonest (done, but the tenant's measured memory fell by
-//!   less than half of what the pool gave) is closed with that reason, and the OS levers move
+//!   less than half of what the pool gave beyond the part of it that held no data, which was
+//!   never in the tenant's memory) is closed with that reason, and the OS levers move
 //!   the tenant from then on; an agent that registers again starts a new session and is
 //!   trusted afresh. An agent that fails a target is honest: the OS takes that part, and the
 //!   same target is not asked again.
@@ -39,8 +42,9 @@ pub const DEADLINE_PER_GIB: Duration = Duration::from_secs(15);
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct Ask {
     pool: Pages,
-    /// The pool and the tenant's measured memory when it was asked.
+    /// The pool, what of it held no data, and the tenant's measured memory when it was asked.
     from: Pages,
+    unused: Pages,
     used: Pages,
     waited: Duration,
     deadline: Duration,
@@ -80,13 +84,13 @@ fn step(lever: &AppBalloonLever) -> Pages {
     lever.granule.max(Pages(lever.max.0 / 64)).max(Pages(1))
 }
 
-/// The pool memtide wants: `target - outside` on the granule within `[min, max]` (`None` when
-/// no multiple of the granule lies within them).
+/// The pool memtide wants: `target - outside` on the granule within `[min, max]` (`None`
+/// before the agent's first statistics, or when no multiple of the granule lies within them).
 fn wanted(lever: &AppBalloonLever, target: Pages) -> Option<Pages> {
     let g = lever.granule.0.max(1);
     let lo = lever.min.0.div_ceil(g) * g;
     let hi = lever.max.0 / g * g;
-    let want = target.saturating_sub(lever.outside()).0 / g * g;
+    let want = target.saturating_sub(lever.outside()?).0 / g * g;
     (lo <= hi).then(|| Pages(want.clamp(lo, hi)))
 }
 
@@ -155,7 +159,9 @@ fn decide(
                 watch.ask = None;
                 let claimed = ask.from.saturating_sub(lever.pool);
                 let measured = ask.used.saturating_sub(lever.used);
-                if measured.0 * 2 < claimed.0 {
+                // A pool may give up first what held no data, which was never in the tenant's
+                // memory: only the rest must show.
+                if measured.0 * 2 < claimed.saturating_sub(ask.unused).0 {
                     return take_over(watch, Takeover::Dishonest { claimed, measured });
                 }
                 return AppStep::Done { released: claimed };
@@ -184,12 +190,22 @@ fn decide(
             _ => watch.ask = None,
         }
     }
-    if apart(wanted, lever.pool) < step(lever) || watch.failed == Some(wanted) {
+    // A step's worth, or any granule when the tenant uses more than its target and would
+    // page its own pool.
+    let gap = apart(wanted, lever.pool);
+    let pressed = wanted < lever.pool && lever.used > need.target;
+    if gap < lever.granule.max(Pages(1))
+        || (gap < step(lever) && !pressed)
+        || watch.failed == Some(wanted)
+    {
         return AppStep::Holds;
     }
     if wanted > lever.pool {
         // Growing: the fence first.
-        let needs = lever.outside() + wanted;
+        let needs = lever
+            .used
+            .saturating_sub(lever.pool_used.unwrap_or(Pages::ZERO))
+            + wanted;
         if let Some(room) = room.filter(|&r| r < needs) {
             return AppStep::AwaitsFence { pool: wanted, room };
         }
@@ -197,6 +213,9 @@ fn decide(
     let ask = Ask {
         pool: wanted,
         from: lever.pool,
+        unused: lever
+            .pool
+            .saturating_sub(lever.pool_used.unwrap_or(Pages::ZERO)),
         used: lever.used,
         waited: Duration::ZERO,
         deadline: deadline(apart(wanted, lever.pool)),
@@ -221,12 +240,17 @@ fn take_over(watch: &mut AppWatch, why: Takeover) -> AppStep {
 /// is active), and a pool with neither hits nor misses is idle (only the memory outside it
 /// can be active). Other tenants, and pools with hits alone, keep the estimator's bound.
 pub fn active(t: &TenantObservation, bound: Pages) -> Pages {
-    let Some(a) = &t.levers.app_balloon else {
+    let Some((a, outside)) = t
+        .levers
+        .app_balloon
+        .as_ref()
+        .and_then(|a| Some((a, a.outside()?)))
+    else {
         return bound;
     };
     match (a.hits, a.misses) {
-        (_, Some(misses)) if misses > 0 => bound.max(a.outside() + a.pool),
-        (Some(0), Some(0)) => bound.min(a.outside()),
+        (_, Some(misses)) if misses > 0 => bound.max(outside + a.pool),
+        (Some(0), Some(0)) => bound.min(outside),
         _ => bound,
     }
 }

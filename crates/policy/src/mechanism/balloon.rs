@@ -1,8 +1,9 @@
 //! The guest balloon's planner (ESX): the balloon tracks the target in every state, and what it cannot take (no driver, a stalled driver, the guest's limit) is left to the levers after it.
 //!
-//! `balloon_target = min(max - (target + covered), driver limit)`, where `covered` is what
-//! sharing and the application balloon already take: the balloon sizes the guest so that it
-//! holds its target. It is cheap and cooperative (the guest picks its own victims) and deflates
+//! `balloon_target = min(memory - (target + covered), driver limit)`, where `memory` is the
+//! guest's and `covered` is what sharing and the application balloon already take: the
+//! balloon sizes the guest so that it holds its target (also when policy's max for the tenant
+//! is set below the guest's memory). It is cheap and cooperative (the guest picks its own victims) and deflates
 //! by itself when the target rises. Left for later levers: everything without a driver or with
 //! a stalled one, else what lies beyond the guest's limit. A driver that was asked to grow and
 //! did not move for `balloon_stall_ticks` ticks is stalled ([`BalloonWatch`]). Cost: O(1).
@@ -12,10 +13,10 @@ use memtide_model::{BalloonLever, BalloonNote, Pages};
 
 /// Plans the balloon and takes what it covers out of `need.left`.
 pub(super) fn plan(need: &mut Need, lever: &BalloonLever, stalled: bool) -> BalloonNote {
-    let sized_for = (need.target + need.covered()).min(need.max);
+    let sized_for = (need.target + need.covered()).min(lever.memory);
     let target = lever
         .driver
-        .map(|d| need.max.saturating_sub(sized_for).min(d.limit));
+        .map(|d| lever.memory.saturating_sub(sized_for).min(d.limit));
     let beyond = match lever.driver {
         Some(d) if !stalled => need.left.saturating_sub(d.limit.saturating_sub(lever.size)),
         _ => need.left,

@@ -85,7 +85,6 @@ pub struct PlanMemory {
 struct Need {
     state: ReclamationState,
     target: Pages,
-    max: Pages,
     /// `allocated - target`.
     excess: Pages,
     /// The part of the excess no earlier planner covers.
@@ -116,7 +115,6 @@ pub fn plan(
     let mut need = Need {
         state: input.state,
         target: input.target,
-        max: input.max,
         excess,
         left: excess,
     };
@@ -134,7 +132,7 @@ pub fn plan(
         let n = app_balloon::plan(
             &mut need,
             lever,
-            fence_room(levers, input.max),
+            fence_room(levers),
             input.elapsed.unwrap_or_default(),
             &mut memory.app,
         );
@@ -179,11 +177,11 @@ pub fn plan(
     }
 }
 
-/// What the OS fence lets a tenant of configured size `max` hold now: the memory its guest
-/// balloon leaves it, or its limit (`None`: no fence).
-fn fence_room(levers: &Levers, max: Pages) -> Option<Pages> {
+/// What the OS fence lets a tenant hold now: the memory its guest balloon leaves it, or its
+/// limit (`None`: no fence).
+fn fence_room(levers: &Levers) -> Option<Pages> {
     match (&levers.balloon, &levers.limit) {
-        (Some(b), _) => Some(max.saturating_sub(b.size)),
+        (Some(b), _) => Some(b.memory.saturating_sub(b.size)),
         (None, Some(l)) => Some(l.limit),
         (None, None) => None,
     }

@@ -44,6 +44,7 @@ fn observed(vm: &Vm) -> TenantObservation {
     TenantObservation {
         levers: Levers {
             balloon: Some(BalloonLever {
+                memory: mib(256),
                 size: mib(vm.balloon),
                 driver: vm.driver.map(|limit| BalloonDriverInfo {
                     rate_per_s: mib(16),
@@ -325,6 +326,18 @@ fn reason_reads_as_one_line() {
 }
 
 #[test]
+fn a_vm_whose_max_is_set_below_its_memory_is_ballooned_to_it() {
+    // The guest has 256 MiB; policy's max for it was lowered to 100 (a limit on the VM), so
+    // its target is 100 and the balloon takes the other 156.
+    let p = plan_vm(&Vm {
+        target: 100,
+        driver: Some(248),
+        ..base(Soft)
+    });
+    assert_eq!(p.note.moves().balloon, Some(mib(156)));
+}
+
+#[test]
 fn target_above_max_and_zero_limits_do_not_panic() {
     let plan = plan_vm(&Vm {
         target: 512,
@@ -357,7 +370,7 @@ fn agent(pool: u64, outside: u64) -> AppBalloonLever {
     AppBalloonLever {
         session: 1,
         pool: mib(pool),
-        pool_used: mib(pool),
+        pool_used: Some(mib(pool)),
         min: mib(16),
         max: mib(200),
         granule: mib(1),
@@ -594,7 +607,7 @@ fn an_agent_that_says_done_while_memory_did_not_fall_is_taken_over() {
     // It reports the pool at 130 but the tenant still uses 250 MiB.
     let lie = AppBalloonLever {
         pool: mib(130),
-        pool_used: mib(130),
+        pool_used: Some(mib(130)),
         used: mib(250),
         answer: Some(AppAnswer {
             target: mib(130),
@@ -611,6 +624,66 @@ fn an_agent_that_says_done_while_memory_did_not_fall_is_taken_over() {
         })
     );
     assert_eq!(p.note.moves().balloon, Some(mib(76)));
+}
+
+#[test]
+fn a_pool_that_gives_back_memory_it_never_used_is_honest() {
+    // A 200 MiB pool holding 20 MiB of data is asked down to 130: the 70 MiB it gives up may
+    // all be memory that held no data, never in the tenant's memory; it frees 20 anyway.
+    let mut memory = PlanMemory::default();
+    let empty = AppBalloonLever {
+        pool_used: Some(mib(20)),
+        used: mib(70),
+        ..agent(200, 50)
+    };
+    run_with(&vm_with_agent(70, empty), Soft, 180, 100, &mut memory, 3);
+    let done = AppBalloonLever {
+        pool: mib(130),
+        pool_used: Some(Pages::ZERO),
+        used: mib(50),
+        answer: Some(AppAnswer {
+            target: mib(130),
+            status: AppStatus::Done,
+        }),
+        ..agent(200, 50)
+    };
+    let p = run_with(&vm_with_agent(70, done), Soft, 180, 100, &mut memory, 3);
+    assert_eq!(app_step(&p), AppStep::Done { released: mib(70) });
+}
+
+#[test]
+fn nothing_is_asked_before_the_agents_first_statistics() {
+    // Registered with a 200 MiB pool, no statistics yet: what it holds is unknown, so the
+    // OS levers take the excess as if it had no agent.
+    let lever = AppBalloonLever {
+        pool_used: None,
+        hits: None,
+        misses: None,
+        ..agent(200, 50)
+    };
+    let p = run(&vm_with_agent(256, lever), Soft, 180, 100);
+    assert_eq!(app_step(&p), AppStep::Holds);
+    assert_eq!(p.note.moves().balloon, Some(mib(76)));
+    assert_eq!(active(&vm_with_agent(256, lever), mib(99)), mib(99));
+}
+
+#[test]
+fn a_pool_a_little_too_big_moves_only_while_the_tenant_uses_more_than_its_target() {
+    // Wanted 180 - 50 = 130, the pool is 132: less than a step (200 / 64 MiB). Full of data,
+    // the tenant uses 182 MiB, over its target: asked.
+    let lever = |data: u64| AppBalloonLever {
+        pool_used: Some(mib(data)),
+        used: mib(data + 50),
+        ..agent(132, 50)
+    };
+    let p = run(&vm_with_agent(180, lever(132)), High, 180, 100);
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(130)),
+        "{p:?}"
+    );
+    // With 6 MiB of it holding no data, the tenant uses 176, within its target: it holds.
+    let p = run(&vm_with_agent(180, lever(126)), High, 180, 100);
+    assert_eq!(app_step(&p), AppStep::Holds);
 }
 
 #[test]
@@ -665,7 +738,7 @@ fn a_pool_too_big_for_its_fence_is_asked_down_even_without_excess() {
         &vm_with_agent(
             100,
             AppBalloonLever {
-                pool_used: mib(80),
+                pool_used: Some(mib(80)),
                 used: mib(100),
                 ..agent(200, 20)
             },

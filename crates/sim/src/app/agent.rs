@@ -2,7 +2,8 @@
 //!
 //! A resize moves the pool a page at a time at its [`ResizeCost`](crate::workload::pool::ResizeCost)
 //! per page (ALB Table 2 by default), so a tick moves `tick / cost` pages; each tick of a
-//! resize answers `progress working`, and the tick it reaches the target `done`. How the agent
+//! resize answers `progress working`, and the tick it reaches the target `done`. A heap runs
+//! a full collection before its pages move. How the agent
 //! behaves is the scenario's ([`Behaviour`]): the faults memtide must survive are agents that
 //! refuse, get stuck, lie, or fall silent.
 
@@ -108,9 +109,9 @@ impl Agent {
         }
     }
 
-    /// One tick at `now` of length `tick`: reads memtide's messages, moves a resize under way
-    /// (anonymous pages the pool gives up go to `released`), and answers in `outbox`. Closed
-    /// by a fatal error, it says hello again after its back-off.
+    /// The start of a tick at `now` of length `tick`: reads memtide's messages, moves a resize
+    /// under way (anonymous pages the pool gives up go to `released`), and answers in
+    /// `outbox`. Closed by a fatal error, it says hello again after its back-off.
     pub fn run(
         &mut self,
         now: Duration,
@@ -150,10 +151,6 @@ impl Agent {
             self.closed = false;
             outbox.push_back(AgentMessage::Hello(self.hello(pool)));
         }
-        let silent = self
-            .config
-            .silent_from
-            .is_some_and(|s| now >= self.started + s);
         let mut answers = Vec::new();
         if let Some(seq) = self.stuck {
             answers.push(progress(seq, pool.size(), Status::Working));
@@ -162,13 +159,27 @@ impl Agent {
             let status = step(r, tick, pool, released);
             answers.push(progress(r.seq, pool.size(), status));
             if status == Status::Done {
+                pool.finish();
                 self.resize = None;
             }
         }
-        if silent || !self.registered {
+        if !self.silent(now) && self.registered {
+            outbox.extend(answers.into_iter().map(AgentMessage::Progress));
+        }
+    }
+
+    /// Whether the agent has fallen silent by `now`.
+    fn silent(&self, now: Duration) -> bool {
+        self.config
+            .silent_from
+            .is_some_and(|s| now >= self.started + s)
+    }
+
+    /// The end of a tick at `now`: the pool's statistics, as the accesses left it.
+    pub fn report(&self, now: Duration, pool: &Pool, outbox: &mut VecDeque<AgentMessage>) {
+        if self.closed || !self.registered || self.silent(now) {
             return;
         }
-        outbox.extend(answers.into_iter().map(AgentMessage::Progress));
         let c = pool.counters();
         let size = self.claimed.unwrap_or(pool.size());
         outbox.push_back(AgentMessage::Stats(Stats {
@@ -241,11 +252,15 @@ fn progress(seq: u64, pool: u32, status: Status) -> Progress {
     }
 }
 
-/// Moves a resize by one tick; where it stands.
+/// Moves a resize by one tick, once the pool is ready (a heap collects first); where it
+/// stands.
 fn step(r: &mut Resize, tick: Duration, pool: &mut Pool, released: &mut Vec<u32>) -> Status {
     let size = pool.size();
     if size == r.to {
         return Status::Done;
+    }
+    if !pool.prepare() {
+        return Status::Working;
     }
     let cost = pool.resize_cost();
     let per_page = if r.to < size {

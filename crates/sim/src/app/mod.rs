@@ -94,6 +94,11 @@ impl Link {
         );
     }
 
+    /// The end of the agent's tick at `now`: its statistics.
+    pub fn report(&mut self, now: Duration, pool: &Pool) {
+        self.agent.report(now, pool, &mut self.to_memtide);
+    }
+
     /// memtide reads what the agent sent over the last `elapsed` (a hello opens a new session)
     /// and reports the lever, with `used` the tenant's measured memory in use.
     pub fn observe(&mut self, elapsed: Duration, used: Pages) -> Option<AppBalloonLever> {

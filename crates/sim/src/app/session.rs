@@ -112,10 +112,7 @@ impl Session {
             return None;
         }
         let h = &self.hello.pool;
-        let (pool, pool_used) = match &self.stats {
-            Some(s) => (s.pool_bytes, s.used_bytes),
-            None => (h.pool_bytes, 0),
-        };
+        let pool = self.stats.as_ref().map_or(h.pool_bytes, |s| s.pool_bytes);
         let delta = |f: fn(&Stats) -> u64| {
             self.stats
                 .as_ref()
@@ -124,7 +121,7 @@ impl Session {
         Some(AppBalloonLever {
             session: self.id,
             pool: pages(pool),
-            pool_used: pages(pool_used),
+            pool_used: self.stats.as_ref().map(|s| pages(s.used_bytes)),
             min: pages(h.min_bytes),
             max: pages(h.max_bytes),
             granule: Pages(h.granule_bytes.div_ceil(PAGE_SIZE).max(1)),

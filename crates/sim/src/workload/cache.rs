@@ -129,7 +129,25 @@ impl Cache {
             } else {
                 self.counters.used += 1;
             }
-            out.push(Access::Fill { page: slot });
+            out.push(Access::Fill {
+                page: slot,
+                sequential: false,
+            });
+        }
+    }
+
+    pub(super) fn return_unused(&mut self, unused: &[Access]) {
+        for a in unused {
+            match *a {
+                Access::Fill { page, .. } => {
+                    if std::mem::take(&mut self.filled[page as usize]) {
+                        self.counters.used -= 1;
+                    }
+                    self.counters.misses -= 1;
+                }
+                Access::Anon { .. } => self.counters.hits -= 1,
+                Access::File { .. } | Access::Collect { .. } => {}
+            }
         }
     }
 

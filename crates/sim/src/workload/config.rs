@@ -12,6 +12,15 @@ pub struct TouchPhase {
     pub working_set_mb: f64,
 }
 
+/// Work an application with a pool is given: from `at_s` on, `ops` operations (after any given
+/// before them are done).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    pub at_s: f64,
+    pub ops: u64,
+}
+
 /// The workload a simulated guest runs. `kind` selects the variant in TOML.
 ///
 /// Common optional fields: `cpu_us_per_access` (work per page access besides memory
@@ -139,6 +148,78 @@ pub enum WorkloadConfig {
         /// The balloon agent linked into the cache (none: only the OS can take its memory).
         #[serde(default)]
         agent: Option<AgentConfig>,
+        /// Its work (none: it works all the time).
+        #[serde(default)]
+        jobs: Option<Vec<Job>>,
+        #[serde(default)]
+        cpu_us_per_access: Option<f64>,
+        #[serde(default)]
+        accesses_per_op: Option<u32>,
+        #[serde(default)]
+        max_accesses_per_s: Option<f64>,
+    },
+    /// A database (MySQL/InnoDB) whose buffer pool of `pool_mb` holds some of its `data_mb`
+    /// pages with its own LRU; a query mix of index lookups (`skew`) and scans of `scan_mb`
+    /// (`scan_share` of its page reads); joins and sorts given `work_ratio` of the pool it
+    /// believes it has, touched by `work_share` of its accesses; `heap_mb` of other memory.
+    /// The pool is an application pool its agent can resize, down to `min_pool_mb`.
+    Database {
+        data_mb: f64,
+        pool_mb: f64,
+        #[serde(default)]
+        min_pool_mb: f64,
+        #[serde(default = "default_database_heap_mb")]
+        heap_mb: f64,
+        #[serde(default = "default_database_work_ratio")]
+        work_ratio: f64,
+        #[serde(default = "default_database_work_share")]
+        work_share: f64,
+        #[serde(default = "default_database_scan_share")]
+        scan_share: f64,
+        #[serde(default = "default_database_scan_mb")]
+        scan_mb: f64,
+        #[serde(default = "default_database_skew")]
+        skew: Skew,
+        #[serde(default = "default_innodb_shrink_s_per_gib")]
+        shrink_s_per_gib: f64,
+        #[serde(default = "default_innodb_grow_s_per_gib")]
+        grow_s_per_gib: f64,
+        #[serde(default)]
+        agent: Option<AgentConfig>,
+        #[serde(default)]
+        jobs: Option<Vec<Job>>,
+        #[serde(default)]
+        cpu_us_per_access: Option<f64>,
+        #[serde(default)]
+        accesses_per_op: Option<u32>,
+        #[serde(default)]
+        max_accesses_per_s: Option<f64>,
+    },
+    /// A JVM (OpenJDK) with a generational heap of `heap_mb`: an old generation of `old_mb`
+    /// holding `live_mb` of live data, survivor spaces of `survivors_mb`, and eden, the rest;
+    /// `alloc_share` of its accesses allocate in eden, the others read the live data; a minor
+    /// collection copies `young_live_mb` and promotes `promote` of it, a full one marks the
+    /// live data. The heap is an application pool its agent resizes by a balloon in eden
+    /// (down to `min_eden_mb`), after a full collection.
+    Jvm {
+        heap_mb: f64,
+        old_mb: f64,
+        live_mb: f64,
+        survivors_mb: f64,
+        min_eden_mb: f64,
+        young_live_mb: f64,
+        #[serde(default = "default_jvm_alloc_share")]
+        alloc_share: f64,
+        #[serde(default = "default_jvm_promote")]
+        promote: f64,
+        #[serde(default = "default_jvm_shrink_s_per_gib")]
+        shrink_s_per_gib: f64,
+        #[serde(default = "default_jvm_grow_s_per_gib")]
+        grow_s_per_gib: f64,
+        #[serde(default)]
+        agent: Option<AgentConfig>,
+        #[serde(default)]
+        jobs: Option<Vec<Job>>,
         #[serde(default)]
         cpu_us_per_access: Option<f64>,
         #[serde(default)]
@@ -160,6 +241,15 @@ pub mod defaults {
     pub const OLTP_SKEW: Skew = Skew::Zipf { theta: 0.9 };
     pub const WEB_ANON_MB: f64 = 16.0;
     pub const WEB_FILE_MB: f64 = 16.0;
+    pub use crate::workload::database::defaults::{
+        HEAP_MB as DATABASE_HEAP_MB, SCAN_MB as DATABASE_SCAN_MB,
+        SCAN_SHARE as DATABASE_SCAN_SHARE, SKEW as DATABASE_SKEW,
+        WORK_RATIO as DATABASE_WORK_RATIO, WORK_SHARE as DATABASE_WORK_SHARE,
+    };
+    pub use crate::workload::jvm::defaults::{
+        ALLOC_SHARE as JVM_ALLOC_SHARE, PROMOTE as JVM_PROMOTE,
+    };
+    pub use crate::workload::jvm::{JVM_GROW_S_PER_GIB, JVM_SHRINK_S_PER_GIB};
     pub use crate::workload::pool::{INNODB_GROW_S_PER_GIB, INNODB_SHRINK_S_PER_GIB};
 }
 
@@ -187,6 +277,36 @@ fn default_web_anon_mb() -> f64 {
 fn default_web_file_mb() -> f64 {
     defaults::WEB_FILE_MB
 }
+fn default_database_heap_mb() -> f64 {
+    defaults::DATABASE_HEAP_MB
+}
+fn default_database_work_ratio() -> f64 {
+    defaults::DATABASE_WORK_RATIO
+}
+fn default_database_work_share() -> f64 {
+    defaults::DATABASE_WORK_SHARE
+}
+fn default_database_scan_share() -> f64 {
+    defaults::DATABASE_SCAN_SHARE
+}
+fn default_database_scan_mb() -> f64 {
+    defaults::DATABASE_SCAN_MB
+}
+fn default_database_skew() -> Skew {
+    defaults::DATABASE_SKEW
+}
+fn default_jvm_alloc_share() -> f64 {
+    defaults::JVM_ALLOC_SHARE
+}
+fn default_jvm_promote() -> f64 {
+    defaults::JVM_PROMOTE
+}
+fn default_jvm_shrink_s_per_gib() -> f64 {
+    defaults::JVM_SHRINK_S_PER_GIB
+}
+fn default_jvm_grow_s_per_gib() -> f64 {
+    defaults::JVM_GROW_S_PER_GIB
+}
 fn default_innodb_shrink_s_per_gib() -> f64 {
     defaults::INNODB_SHRINK_S_PER_GIB
 }
@@ -205,13 +325,17 @@ impl WorkloadConfig {
             WorkloadConfig::Oltp { .. } => "oltp",
             WorkloadConfig::Web { .. } => "web",
             WorkloadConfig::Cache { .. } => "cache",
+            WorkloadConfig::Database { .. } => "database",
+            WorkloadConfig::Jvm { .. } => "jvm",
         }
     }
 
     /// The balloon agent linked into the application, for kinds with an application pool.
     pub fn agent(&self) -> Option<&AgentConfig> {
         match self {
-            WorkloadConfig::Cache { agent, .. } => agent.as_ref(),
+            WorkloadConfig::Cache { agent, .. }
+            | WorkloadConfig::Database { agent, .. }
+            | WorkloadConfig::Jvm { agent, .. } => agent.as_ref(),
             _ => None,
         }
     }

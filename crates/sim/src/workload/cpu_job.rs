@@ -227,7 +227,7 @@ mod tests {
         let mut rng = SimRng::new(2);
         let mut out = Vec::new();
         w.fill(&mut rng, &mut out, 200);
-        w.return_unused(50); // pages 150..200 were not performed
+        w.return_unused(&out[150..]); // pages 150..200 were not performed
         out.clear();
         w.fill(&mut rng, &mut out, 10);
         assert_eq!(
@@ -241,12 +241,12 @@ mod tests {
         let mut w = job(1.0, 1.0, Skew::Uniform);
         out.clear();
         w.fill(&mut rng, &mut out, 300); // 256 sweep + 44 steady
-        w.return_unused(40);
+        w.return_unused(&out[260..]);
         assert_eq!(w.sweep_remaining(), 0);
-        w.return_unused(40); // a second call has nothing to return
+        w.return_unused(&out[260..]); // a second call has nothing to return
         assert_eq!(w.sweep_remaining(), 0);
         w.fill(&mut rng, &mut out, 10);
-        w.return_unused(100); // more than the fill appended: only its sweep part (none)
+        w.return_unused(&out[210..]); // more than the fill appended: only its sweep part (none)
         assert_eq!(w.sweep_remaining(), 0);
     }
 

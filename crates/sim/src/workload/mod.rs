@@ -23,8 +23,12 @@ pub enum Access {
     File { block: u32 },
     /// Anonymous page `page` that the application fills from disk itself: a miss of its own
     /// pool (a database reading with O_DIRECT, a cache fetching from its backend). A disk read
-    /// into the page, which is written.
-    Fill { page: u32 },
+    /// into the page, which is written; `sequential` when it is the next page of a scan (read
+    /// ahead, at the disk's sequential rate).
+    Fill { page: u32, sequential: bool },
+    /// Anonymous page `page` that the application's garbage collector copies or marks: the
+    /// time of an access (a write), completing no operation of the program.
+    Collect { page: u32 },
 }
 
 /// Access skew over a region.
@@ -39,6 +43,8 @@ pub enum Skew {
 
 pub mod cache;
 pub mod config;
+pub mod database;
+pub mod jvm;
 pub mod pool;
 
 mod cpu_job;
@@ -50,7 +56,7 @@ mod toucher;
 mod validate;
 mod web;
 
-pub use config::{TouchPhase, WorkloadConfig};
+pub use config::{Job, TouchPhase, WorkloadConfig};
 pub use pool::Pool;
 
 use pick::Mix;
@@ -138,6 +144,12 @@ pub struct Workload {
     last_steady: usize,
     /// The application's own pool, for kinds that manage one: it then makes every access.
     pool: Option<Pool>,
+    /// The work it is given, for an application with jobs: `(at_s, accesses)`, in time
+    /// order; without jobs it works all the time.
+    jobs: Option<Vec<(f64, u64)>>,
+    /// The next job not started yet, and the program's accesses left of those started.
+    next_job: usize,
+    job_left: u64,
 }
 
 impl Workload {
@@ -148,6 +160,7 @@ impl Workload {
             kind: config.kind(),
         };
         let mut pool = None;
+        let mut jobs = None;
         let (plan, common) = match config {
             WorkloadConfig::Idle {
                 resident_mb,
@@ -268,10 +281,12 @@ impl Workload {
                 shrink_s_per_gib,
                 grow_s_per_gib,
                 agent: _,
+                jobs: cache_jobs,
                 cpu_us_per_access,
                 accesses_per_op,
                 max_accesses_per_s,
             } => {
+                jobs = cache_jobs.as_deref();
                 let cache = cache::Cache::new(
                     check,
                     cache::Sizes {
@@ -284,6 +299,96 @@ impl Workload {
                 )?;
                 let plan = Plan::of_pool(cache.anon_pages(), 1);
                 pool = Some(Pool::Cache(cache));
+                (
+                    plan,
+                    Common {
+                        cpu_us_per_access: *cpu_us_per_access,
+                        accesses_per_op: *accesses_per_op,
+                        max_accesses_per_s: *max_accesses_per_s,
+                    },
+                )
+            }
+            WorkloadConfig::Database {
+                data_mb,
+                pool_mb,
+                min_pool_mb,
+                heap_mb,
+                work_ratio,
+                work_share,
+                scan_share,
+                scan_mb,
+                skew,
+                shrink_s_per_gib,
+                grow_s_per_gib,
+                agent: _,
+                jobs: db_jobs,
+                cpu_us_per_access,
+                accesses_per_op,
+                max_accesses_per_s,
+            } => {
+                jobs = db_jobs.as_deref();
+                let db = database::Database::new(
+                    check,
+                    database::Sizes {
+                        data_mb: *data_mb,
+                        pool_mb: *pool_mb,
+                        min_pool_mb: *min_pool_mb,
+                        heap_mb: *heap_mb,
+                        work_ratio: *work_ratio,
+                        work_share: *work_share,
+                        scan_share: *scan_share,
+                        scan_mb: *scan_mb,
+                        skew: *skew,
+                        shrink_s_per_gib: *shrink_s_per_gib,
+                        grow_s_per_gib: *grow_s_per_gib,
+                    },
+                )?;
+                let plan = Plan::of_pool(db.anon_pages(), database::defaults::ACCESSES_PER_OP);
+                pool = Some(Pool::Database(Box::new(db)));
+                (
+                    plan,
+                    Common {
+                        cpu_us_per_access: *cpu_us_per_access,
+                        accesses_per_op: *accesses_per_op,
+                        max_accesses_per_s: *max_accesses_per_s,
+                    },
+                )
+            }
+            WorkloadConfig::Jvm {
+                heap_mb,
+                old_mb,
+                live_mb,
+                survivors_mb,
+                min_eden_mb,
+                young_live_mb,
+                alloc_share,
+                promote,
+                shrink_s_per_gib,
+                grow_s_per_gib,
+                agent: _,
+                jobs: jvm_jobs,
+                cpu_us_per_access,
+                accesses_per_op,
+                max_accesses_per_s,
+            } => {
+                jobs = jvm_jobs.as_deref();
+                let heap = jvm::Jvm::new(
+                    check,
+                    jvm::Sizes {
+                        heap_mb: *heap_mb,
+                        old_mb: *old_mb,
+                        live_mb: *live_mb,
+                        survivors_mb: *survivors_mb,
+                        min_eden_mb: *min_eden_mb,
+                        young_live_mb: *young_live_mb,
+                        alloc_share: *alloc_share,
+                        promote: *promote,
+                        shrink_s_per_gib: *shrink_s_per_gib,
+                        grow_s_per_gib: *grow_s_per_gib,
+                    },
+                )?;
+                let plan = Plan::of_pool(heap.anon_pages(), jvm::defaults::ACCESSES_PER_OP);
+                pool = Some(Pool::Jvm(heap));
                 (
                     plan,
                     Common {
@@ -313,6 +418,10 @@ impl Workload {
             Some(v) => check.at_least_one("accesses_per_op", v)?,
             None => plan.default_accesses_per_op,
         };
+        let jobs = match jobs {
+            None => None,
+            Some(list) => Some(check.jobs(list, accesses_per_op)?),
+        };
         let rate = match common.max_accesses_per_s {
             Some(v) => Some(check.positive("max_accesses_per_s", v)?),
             None => plan.default_rate,
@@ -334,6 +443,9 @@ impl Workload {
             last_sweep: 0,
             last_steady: 0,
             pool,
+            jobs,
+            next_job: 0,
+            job_left: 0,
         };
         w.advance(Duration::ZERO);
         Ok(w)
@@ -361,6 +473,21 @@ impl Workload {
         let t = now.as_secs_f64();
         // Phases are few: a scan from the start keeps this right even if time goes back.
         self.phase = self.phases.iter().rposition(|(at, _)| *at <= t);
+        if let Some(jobs) = &self.jobs {
+            while let Some(&(_, accesses)) = jobs.get(self.next_job).filter(|(at, _)| *at <= t) {
+                self.job_left = self.job_left.saturating_add(accesses);
+                self.next_job += 1;
+            }
+        }
+    }
+
+    /// Program accesses the application may make now: what is left of its jobs, or no bound
+    /// without jobs.
+    fn program_budget(&self) -> u64 {
+        match self.jobs {
+            Some(_) => self.job_left,
+            None => u64::MAX,
+        }
     }
 
     /// The current steady-state mix.
@@ -380,11 +507,19 @@ impl Workload {
     /// pool appends between one and `n` accesses (a stop-the-world collection ends a batch).
     pub fn fill(&mut self, rng: &mut SimRng, out: &mut Vec<Access>, n: usize) {
         out.reserve(n);
+        let budget = self.program_budget();
         if let Some(pool) = &mut self.pool {
             let before = out.len();
-            pool.fill(rng, out, n);
+            pool.fill(rng, out, n, budget);
             self.last_sweep = 0;
             self.last_steady = out.len() - before;
+            if self.jobs.is_some() {
+                let program = out[before..]
+                    .iter()
+                    .filter(|a| !matches!(a, Access::Collect { .. }))
+                    .count();
+                self.job_left -= program as u64;
+            }
             return;
         }
         let sweep = (n as u64).min(u64::from(self.sweep_end - self.sweep_next)) as u32;
@@ -402,12 +537,24 @@ impl Workload {
         self.last_steady = out.len() - before;
     }
 
-    /// Tells the workload that the last `unused` accesses appended by the latest
-    /// [`Workload::fill`] were never performed (the tick ran out of time): sweep accesses
+    /// Tells the workload that `unused`, the last accesses appended by the latest
+    /// [`Workload::fill`], were never performed (the tick ran out of time): sweep accesses
     /// among them are handed out again by the next fill, so the initial sweep still touches
-    /// every page. Steady-state accesses are random and simply dropped. Optional.
-    pub fn return_unused(&mut self, unused: usize) {
+    /// every page; an application pool takes back the pages it was to read and the hits it
+    /// counted. Steady-state accesses are random and simply dropped. Optional.
+    pub fn return_unused(&mut self, unused: &[Access]) {
+        if let Some(pool) = &mut self.pool {
+            pool.return_unused(unused);
+            if self.jobs.is_some() {
+                let program = unused
+                    .iter()
+                    .filter(|a| !matches!(a, Access::Collect { .. }))
+                    .count();
+                self.job_left += program as u64;
+            }
+        }
         let unused_sweep = unused
+            .len()
             .saturating_sub(self.last_steady)
             .min(self.last_sweep as usize) as u32;
         self.sweep_next -= unused_sweep;
@@ -422,6 +569,9 @@ impl Workload {
     /// initial sweep is added on top and is never rate-limited. `Some(0)` when there is
     /// nothing to touch.
     pub fn demand(&self, tick: Duration) -> Option<u64> {
+        if let (Some(pool), Some(_)) = (&self.pool, &self.jobs) {
+            return Some(self.job_left.saturating_add(pool.overhead()));
+        }
         let sweep = u64::from(self.sweep_end - self.sweep_next);
         let steady = if self.pool.is_none() && self.mix().is_empty() {
             Some(0)
@@ -520,6 +670,10 @@ mod tests {
             kind = "cache"
             items_mb = 30
             pool_mb = 10
+            [[w]]
+            kind = "database"
+            data_mb = 40
+            pool_mb = 16
         "#;
         #[derive(Deserialize)]
         struct Holder {
@@ -533,7 +687,9 @@ mod tests {
             match *a {
                 Access::Anon { page, .. } => assert!(page < w.anon_pages(), "{} {a:?}", w.kind()),
                 Access::File { block } => assert!(block < w.file_pages(), "{} {a:?}", w.kind()),
-                Access::Fill { page } => assert!(page < w.anon_pages(), "{} {a:?}", w.kind()),
+                Access::Fill { page, .. } | Access::Collect { page } => {
+                    assert!(page < w.anon_pages(), "{} {a:?}", w.kind())
+                }
             }
         }
     }
@@ -602,8 +758,45 @@ mod tests {
                 ("oltp", 10_000, 50, None),
                 ("web", 10_000, 10, Some(20_000.0)),
                 ("cache", 10_000, 1, None),
+                ("database", 10_000, 1000, None),
             ]
         );
+    }
+
+    #[test]
+    fn a_job_runs_its_operations_and_then_the_application_idles() {
+        let config = WorkloadConfig::Cache {
+            items_mb: 4.0,
+            pool_mb: 2.0,
+            min_pool_mb: 0.0,
+            shrink_s_per_gib: 1.0,
+            grow_s_per_gib: 1.0,
+            agent: None,
+            jobs: Some(vec![Job { at_s: 10.0, ops: 3 }]),
+            cpu_us_per_access: None,
+            accesses_per_op: Some(100),
+            max_accesses_per_s: None,
+        };
+        let mut w = Workload::new(&config, &CostModel::default()).unwrap();
+        let tick = Duration::from_secs(1);
+        let mut rng = SimRng::new(1);
+        w.advance(Duration::from_secs(5));
+        assert_eq!(w.demand(tick), Some(0), "before its job");
+        w.advance(Duration::from_secs(10));
+        assert_eq!(w.demand(tick), Some(300));
+        let mut out = Vec::new();
+        w.fill(&mut rng, &mut out, 250);
+        assert_eq!(w.demand(tick), Some(50));
+        w.return_unused(&out[200..]);
+        assert_eq!(
+            w.demand(tick),
+            Some(100),
+            "accesses never made are still to do"
+        );
+        out.clear();
+        w.fill(&mut rng, &mut out, 1000);
+        assert_eq!(out.len(), 100, "no more than the job");
+        assert_eq!(w.demand(tick), Some(0), "done");
     }
 
     #[test]

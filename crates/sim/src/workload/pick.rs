@@ -95,7 +95,7 @@ impl Picker {
     /// One page. `hi` is 32 fresh random bits the caller already drew (used by the uniform
     /// picker, so a uniform access costs a single generator call).
     #[inline]
-    fn pick(&self, hi: u32, rng: &mut SimRng) -> u32 {
+    pub(super) fn pick(&self, hi: u32, rng: &mut SimRng) -> u32 {
         match self {
             Picker::Uniform { n } => lemire32(hi, *n, rng),
             Picker::Zipf { zipf, scramble } => scramble.apply(zipf.sample(rng)),

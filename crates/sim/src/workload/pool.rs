@@ -8,6 +8,8 @@
 //! business (`crate::app::agent`), from the pool's [`ResizeCost`].
 
 use super::cache::Cache;
+use super::database::Database;
+use super::jvm::Jvm;
 use super::Access;
 use crate::app::protocol::PoolKind;
 use crate::rng::SimRng;
@@ -56,6 +58,9 @@ pub struct PoolCounters {
 #[derive(Clone, Debug)]
 pub enum Pool {
     Cache(Cache),
+    /// Boxed: a database's pool is several times the size of the others.
+    Database(Box<Database>),
+    Jvm(Jvm),
 }
 
 impl Pool {
@@ -63,6 +68,8 @@ impl Pool {
     pub fn kind(&self) -> PoolKind {
         match self {
             Pool::Cache(_) => PoolKind::Cache,
+            Pool::Database(_) => PoolKind::BufferPool,
+            Pool::Jvm(_) => PoolKind::Heap,
         }
     }
 
@@ -70,6 +77,8 @@ impl Pool {
     pub fn size(&self) -> u32 {
         match self {
             Pool::Cache(c) => c.size(),
+            Pool::Database(d) => d.size(),
+            Pool::Jvm(j) => j.size(),
         }
     }
 
@@ -77,24 +86,32 @@ impl Pool {
     pub fn min(&self) -> u32 {
         match self {
             Pool::Cache(c) => c.min(),
+            Pool::Database(d) => d.min(),
+            Pool::Jvm(j) => j.min(),
         }
     }
 
     pub fn max(&self) -> u32 {
         match self {
             Pool::Cache(c) => c.max(),
+            Pool::Database(d) => d.max(),
+            Pool::Jvm(j) => j.max(),
         }
     }
 
     pub fn counters(&self) -> PoolCounters {
         match self {
             Pool::Cache(c) => c.counters(),
+            Pool::Database(d) => d.counters(),
+            Pool::Jvm(j) => j.counters(),
         }
     }
 
     pub fn resize_cost(&self) -> ResizeCost {
         match self {
             Pool::Cache(c) => c.resize_cost(),
+            Pool::Database(d) => d.resize_cost(),
+            Pool::Jvm(j) => j.resize_cost(),
         }
     }
 
@@ -103,6 +120,8 @@ impl Pool {
     pub fn shrink(&mut self, pages: u32, released: &mut Vec<u32>) {
         match self {
             Pool::Cache(c) => c.shrink(pages, released),
+            Pool::Database(d) => d.shrink(pages, released),
+            Pool::Jvm(j) => j.shrink(pages, released),
         }
     }
 
@@ -110,13 +129,53 @@ impl Pool {
     pub fn grow(&mut self, pages: u32) {
         match self {
             Pool::Cache(c) => c.grow(pages),
+            Pool::Database(d) => d.grow(pages),
+            Pool::Jvm(j) => j.grow(pages),
         }
     }
 
-    /// Appends up to `n` accesses (at least one).
-    pub(super) fn fill(&mut self, rng: &mut SimRng, out: &mut Vec<Access>, n: usize) {
+    /// Takes back `unused`, the last accesses of the latest fill, never performed: a page it
+    /// was to read leaves its slot (what it evicted stays evicted), a hit is not counted, a
+    /// collection's page comes again.
+    pub(super) fn return_unused(&mut self, unused: &[Access]) {
         match self {
-            Pool::Cache(c) => c.fill(rng, out, n),
+            Pool::Cache(c) => c.return_unused(unused),
+            Pool::Database(d) => d.return_unused(unused),
+            Pool::Jvm(j) => j.return_unused(unused),
+        }
+    }
+
+    /// Appends up to `n` accesses, of which at most `program` the program's (the rest the
+    /// application's own work, a collector's).
+    pub(super) fn fill(&mut self, rng: &mut SimRng, out: &mut Vec<Access>, n: usize, program: u64) {
+        let n_program = (n as u64).min(program) as usize;
+        match self {
+            Pool::Cache(c) => c.fill(rng, out, n_program),
+            Pool::Database(d) => d.fill(rng, out, n_program),
+            Pool::Jvm(j) => j.fill(rng, out, n, program),
+        }
+    }
+
+    /// Accesses of the application's own work queued (a collector's).
+    pub(super) fn overhead(&self) -> u64 {
+        match self {
+            Pool::Cache(_) | Pool::Database(_) => 0,
+            Pool::Jvm(j) => j.overhead(),
+        }
+    }
+
+    /// Whether the resize under way can move pages now: a heap collects fully first.
+    pub fn prepare(&mut self) -> bool {
+        match self {
+            Pool::Cache(_) | Pool::Database(_) => true,
+            Pool::Jvm(j) => j.prepare(),
+        }
+    }
+
+    /// The resize under way is over.
+    pub fn finish(&mut self) {
+        if let Pool::Jvm(j) = self {
+            j.finish();
         }
     }
 
@@ -124,6 +183,8 @@ impl Pool {
     pub(super) fn working_set(&self) -> Pages {
         match self {
             Pool::Cache(c) => c.working_set(),
+            Pool::Database(d) => d.working_set(),
+            Pool::Jvm(j) => j.working_set(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Checks on workload parameters, each turning a bad value into an error that names the
 //! workload kind, the field and the value.
 
-use super::{Skew, TouchPhase, WorkloadError};
+use super::{Job, Skew, TouchPhase, WorkloadError};
 
 /// The least work per page access a workload may have, in µs. The simulator runs every access
 /// one by one (about 80 to 150 million a second on one core); a closed-loop workload with no
@@ -128,6 +128,32 @@ impl Check {
             self.positive(&format!("{field}.theta"), theta)?;
         }
         Ok(skew)
+    }
+
+    /// Jobs as `(at_s, accesses)`: each start a finite number >= 0 after the one before, each
+    /// at least one operation of `accesses_per_op` accesses.
+    pub(super) fn jobs(
+        &self,
+        jobs: &[Job],
+        accesses_per_op: u32,
+    ) -> Result<Vec<(f64, u64)>, WorkloadError> {
+        let mut out = Vec::with_capacity(jobs.len());
+        for (i, j) in jobs.iter().enumerate() {
+            let at_field = format!("jobs[{i}].at_s");
+            self.non_negative(&at_field, j.at_s)?;
+            if i > 0 && j.at_s <= jobs[i - 1].at_s {
+                return Err(self.error(
+                    &at_field,
+                    j.at_s,
+                    format!("> jobs[{}].at_s = {}", i - 1, jobs[i - 1].at_s),
+                ));
+            }
+            if j.ops == 0 {
+                return Err(self.error(&format!("jobs[{i}].ops"), 0, ">= 1"));
+            }
+            out.push((j.at_s, j.ops.saturating_mul(u64::from(accesses_per_op))));
+        }
+        Ok(out)
     }
 
     /// A count >= 1.

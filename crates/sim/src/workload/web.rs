@@ -71,7 +71,7 @@ mod tests {
         assert!(out.iter().all(|a| match a {
             Access::File { block } => *block < 4096,
             Access::Anon { page, .. } => *page < 4096,
-            Access::Fill { .. } => false,
+            Access::Fill { .. } | Access::Collect { .. } => false,
         }));
     }
 
