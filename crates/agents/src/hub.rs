@@ -232,11 +232,7 @@ impl Hub {
         Some(AppBalloonLever {
             session: a.session,
             pool: pages(a.pool.pool_bytes),
-            pool_used: pages(
-                a.stats
-                    .as_ref()
-                    .map_or(a.pool.pool_bytes, |st| st.used_bytes),
-            ),
+            pool_used: a.stats.as_ref().map(|st| pages(st.used_bytes)),
             min: Bytes(a.pool.min_bytes).to_pages_ceil(),
             max: pages(a.pool.max_bytes),
             granule: Bytes(a.pool.granule_bytes).to_pages_ceil().max(Pages(1)),
@@ -818,13 +814,13 @@ mod tests {
         let first = h.lever(DB, mib(700), s(1)).unwrap();
         assert_eq!(
             (first.hits, first.misses, first.pool_used),
-            (Some(100), Some(10), mib(400))
+            (Some(100), Some(10), Some(mib(400)))
         );
         feed(&h, 0, &stats(512 * MIB, 410 * MIB, 160, 12), s(2));
         let second = h.lever(DB, mib(700), s(4)).unwrap();
         assert_eq!((second.hits, second.misses), (Some(60), Some(2)));
         assert_eq!(second.silent_for, s(2));
-        assert_eq!(second.outside(), mib(290));
+        assert_eq!(second.outside(), Some(mib(290)));
     }
 
     #[test]

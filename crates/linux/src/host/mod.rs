@@ -610,12 +610,13 @@ impl LinuxHost {
             None => None,
         };
         let usage = sample.usage.to_pages_floor();
-        // An application with a live agent resizes its own pool first (ALB); what it uses
-        // is the cgroup's usage.
+        // An application with a live agent resizes its own pool first (ALB); what it uses is
+        // the cgroup's usage and its swap (a pool paged out is still the pool's).
+        let used = usage + sample.swap.map_or(Pages::ZERO, Bytes::to_pages_floor);
         let app_balloon = self
             .agents
             .as_ref()
-            .and_then(|hub| hub.lever(id, usage, hub.now()));
+            .and_then(|hub| hub.lever(id, used, hub.now()));
         let obs = TenantObservation {
             anon: sample.anon.map(Bytes::to_pages_floor),
             file: sample.file.map(Bytes::to_pages_floor),

@@ -7,12 +7,12 @@
 //! behaves is the scenario's ([`Behaviour`]): the faults memtide must survive are agents that
 //! refuse, get stuck, lie, or fall silent.
 
-use super::protocol::{
+use super::AgentConfig;
+use crate::workload::Pool;
+use memtide_balloon::protocol::{
     AgentMessage, ErrorCode, ErrorMessage, Hello, MemtideMessage, PoolInfo, Progress,
     ProgressStatus as Status, Stats, Target,
 };
-use super::AgentConfig;
-use crate::workload::Pool;
 use memtide_model::PAGE_SIZE;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
@@ -131,17 +131,18 @@ impl Agent {
                     self.backoff = BACKOFF_FIRST;
                 }
                 MemtideMessage::Target(t) => self.take(&t, pool, outbox),
-                MemtideMessage::Error(e) => {
-                    if e.fatal {
-                        self.closed = true;
-                        self.registered = false;
-                        self.resize = None;
-                        self.stuck = None;
-                        self.last_seq = 0;
-                        self.reconnect_at = now + self.backoff;
-                        self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
-                    }
+                // memtide closes the connection after a bye as after a fatal error.
+                MemtideMessage::Bye(_)
+                | MemtideMessage::Error(ErrorMessage { fatal: true, .. }) => {
+                    self.closed = true;
+                    self.registered = false;
+                    self.resize = None;
+                    self.stuck = None;
+                    self.last_seq = 0;
+                    self.reconnect_at = now + self.backoff;
+                    self.backoff = (self.backoff * 2).min(BACKOFF_MAX);
                 }
+                MemtideMessage::Error(_) => {}
             }
         }
         if self.closed {

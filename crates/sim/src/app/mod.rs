@@ -5,17 +5,16 @@
 //! each observation the host side reads what the agent sent and reports the tenant's
 //! [`AppBalloonLever`]; each decision's move goes to the agent as a `target` or a fatal
 //! `error`; each tick the agent resizes the pool and answers. The messages are
-//! [`protocol`]'s, which stand in for `memtide_balloon::protocol` until that crate lands.
+//! `memtide_balloon::protocol`'s, the same types the real socket carries as JSON lines.
 
 pub mod agent;
-pub mod protocol;
 pub mod session;
 
 use crate::workload::Pool;
 use agent::Agent;
 pub use agent::Behaviour;
+use memtide_balloon::protocol::{AgentMessage, MemtideMessage};
 use memtide_model::{AppBalloonLever, AppMove, Pages, TenantId};
-use protocol::{AgentMessage, MemtideMessage};
 use serde::{Deserialize, Serialize};
 use session::Session;
 use std::collections::VecDeque;

@@ -6,7 +6,7 @@
 //! session with a fatal `error` naming the reason when the policy takes the tenant over. It
 //! decides nothing itself: dead, stuck and dishonest are the policy's judgement.
 
-use super::protocol::{
+use memtide_balloon::protocol::{
     AgentMessage, ErrorCode, ErrorMessage, Hello, MemtideMessage, ProgressStatus, Stats, Target,
     Welcome,
 };
@@ -96,6 +96,8 @@ impl Session {
                 }
                 // A second hello, or an error memtide has no answer to.
                 AgentMessage::Hello(_) | AgentMessage::Error(_) => {}
+                // The agent left: the OS levers have the tenant from now on.
+                AgentMessage::Bye(_) => self.closed = true,
             }
         }
         self.silent_for = if heard {

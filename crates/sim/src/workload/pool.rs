@@ -11,8 +11,8 @@ use super::cache::Cache;
 use super::database::Database;
 use super::jvm::Jvm;
 use super::Access;
-use crate::app::protocol::PoolKind;
 use crate::rng::SimRng;
+use memtide_balloon::protocol::PoolKind;
 use memtide_model::Pages;
 
 /// Seconds a resize takes per GiB moved, from ALB Table 2 (Salomie et al., EuroSys 2013):
