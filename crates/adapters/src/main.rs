@@ -10,7 +10,9 @@ use memtide_balloon::agent::Agent;
 use memtide_balloon::protocol::{PoolInfo, PoolKind};
 use redis_pool::RedisPool;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -109,8 +111,15 @@ fn main() -> Result<()> {
     if let Some(s) = socket {
         builder = builder.socket(s);
     }
-    let _agent = builder.start().context("starting the agent")?;
-    loop {
-        std::thread::park();
+    let agent = builder.start().context("starting the agent")?;
+    // Until SIGTERM or SIGINT: then the agent says bye, and memtide's limit has the tenant.
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(signal, stop.clone()).context("signal handler")?;
     }
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    agent.stop();
+    Ok(())
 }

@@ -1,6 +1,6 @@
-//! The Redis adapter against a real `redis-server` (Debian's, on loopback) and memtide's real balloon server and hub: it registers, shrinks Redis's `maxmemory` by well over half — keys evicted, the server's resident memory falling — and grows it back.
+//! The Redis adapter against a real `redis-server` (Debian's, on loopback) and memtide's real balloon server and hub: it registers, shrinks Redis's `maxmemory` by well over half — keys evicted, the server's resident memory falling — grows it back, and says bye when stopped.
 
-use memtide_agents::hub::{AgentEvent, Hub, HubConfig, Tenants};
+use memtide_agents::hub::{AgentEvent, Closed, Hub, HubConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_balloon::protocol::ProgressStatus;
 use memtide_model::{AppMove, Bytes, TenantId};
@@ -183,5 +183,20 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
         .query(&mut conn)
         .unwrap();
     assert_eq!(max, 256 * MIB);
+
+    // Stopped, the adapter says bye: memtide's limit has the tenant from then on.
+    Command::new("kill")
+        .arg(adapter.0.id().to_string())
+        .status()
+        .unwrap();
+    wait_for(&hub, "bye", |e| {
+        matches!(
+            e,
+            AgentEvent::Closed {
+                why: Closed::Bye(_),
+                ..
+            }
+        )
+    });
     server.stop();
 }
