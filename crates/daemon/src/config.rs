@@ -183,6 +183,31 @@ pub struct TenantConfig {
     pub estimator: EstimatorChoice,
     /// `cap_at_estimate = true` (default for tws): the target never exceeds the estimate.
     pub cap_at_estimate: bool,
+    /// `[tenant.app]`: its server, resized through `memtide-adapter` (docs/apps.md).
+    pub app: Option<AppConfig>,
+}
+
+/// Which server an adapter speaks to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AppKind {
+    Redis,
+}
+
+/// `[tenant.app]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AppConfig {
+    /// `kind = "redis"`.
+    pub kind: AppKind,
+    /// `url = "redis://127.0.0.1:6379"`: where the server listens (the default is the kind's).
+    pub url: String,
+    /// `password_file = "/etc/memtide/redis.pass"`.
+    pub password_file: Option<PathBuf>,
+    /// `min = "64M"`, `max = "1G"`: the pool's bounds (`max` at least `min`).
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    /// `granule = "1M"`.
+    pub granule_bytes: u64,
 }
 
 /// `shares` when the tenant does not say.

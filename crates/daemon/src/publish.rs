@@ -479,6 +479,12 @@ impl Publisher {
                     &[("tenant", json!(name_of(id))), ("error", json!(error))],
                 );
             }
+            WorldEvent::AdapterFailed { id, ref error } => {
+                log.warn(
+                    "adapter_failed",
+                    &[("tenant", json!(name_of(id))), ("error", json!(error))],
+                );
+            }
             WorldEvent::Rescued { id, from, to } => self.rescued(from, to, &name_of(id), log),
             // The loop logs these itself.
             WorldEvent::Gone { .. } | WorldEvent::RestoreFailed { .. } => {}

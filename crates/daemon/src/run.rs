@@ -1096,13 +1096,61 @@ fn declare(runner: &mut Runner<LinuxHost>, s: &Slot, config: &DaemonConfig) {
     if launch.is_some() && config.daemon.dry_run {
         return;
     }
+    // An adapter needs the balloon socket, and starts nothing in a dry run.
+    let adapter = s
+        .config
+        .app
+        .as_ref()
+        .filter(|_| config.balloon.enabled && !config.daemon.dry_run)
+        .map(|app| adapter_argv(&s.config.name, app, &config.balloon.socket));
     runner.declare(
         spec(s, config),
         Placement {
             cgroup: s.cgroup.clone(),
             launch,
+            adapter,
         },
     );
+}
+
+/// `memtide-adapter`'s command line for a tenant's server: the program beside this one when
+/// it is there (an install puts both in one directory), else the one on `PATH`.
+fn adapter_argv(
+    tenant: &str,
+    app: &crate::config::AppConfig,
+    socket: &std::path::Path,
+) -> Vec<String> {
+    let program = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("memtide-adapter")))
+        .filter(|p| p.is_file())
+        .map_or("memtide-adapter".to_string(), |p| {
+            p.to_string_lossy().into_owned()
+        });
+    let kind = match app.kind {
+        crate::config::AppKind::Redis => "redis",
+    };
+    let mut argv = vec![
+        program,
+        kind.to_string(),
+        "--url".to_string(),
+        app.url.clone(),
+        "--min".to_string(),
+        app.min_bytes.to_string(),
+        "--max".to_string(),
+        app.max_bytes.to_string(),
+        "--granule".to_string(),
+        app.granule_bytes.to_string(),
+        "--app".to_string(),
+        tenant.to_string(),
+        "--socket".to_string(),
+        socket.to_string_lossy().into_owned(),
+    ];
+    if let Some(p) = &app.password_file {
+        argv.push("--password-file".to_string());
+        argv.push(p.to_string_lossy().into_owned());
+    }
+    argv
 }
 
 fn apply_change_to_config(config: &mut TenantConfig, change: &TenantChange) {

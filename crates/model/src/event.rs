@@ -43,6 +43,9 @@ pub enum WorldEvent {
     ReadFailed { id: TenantId, error: String },
     /// The access sampler could not measure this tick.
     SamplerFailed { id: TenantId, error: String },
+    /// The tenant's adapter (a balloon agent for its server) could not be started; it is
+    /// tried again after a back-off.
+    AdapterFailed { id: TenantId, error: String },
     /// A tenant stalled at its limit (Linux v1, OOM killer disabled by memtide) got its limit
     /// raised at once, between ticks.
     Rescued {

@@ -415,6 +415,10 @@ fn tenant(
         return Err(doc.error(&at.key("shares"), "must be at least 1"));
     }
     let estimator = t.estimator.unwrap_or(super::EstimatorChoice::Sampling);
+    let app = match t.app {
+        None => None,
+        Some(a) => Some(app(doc, &at.key("app"), a)?),
+    };
     Ok(TenantConfig {
         name: t.name,
         origin,
@@ -423,6 +427,43 @@ fn tenant(
         shares: t.shares.unwrap_or(DEFAULT_SHARES),
         estimator,
         cap_at_estimate: t.cap_at_estimate.unwrap_or(estimator.caps_by_default()),
+        app,
+    })
+}
+
+/// `[tenant.app]`: the pool's bounds must make sense and the URL be the server's kind.
+fn app(doc: &Document, at: &FieldPath, a: super::schema::AppDoc) -> Result<super::AppConfig> {
+    let (min_bytes, max_bytes) = (a.min.bytes(), a.max.bytes());
+    if max_bytes == 0 {
+        return Err(doc.error(&at.key("max"), "must be > 0"));
+    }
+    if min_bytes > max_bytes {
+        return Err(doc.error(
+            &at.key("min"),
+            format!("must not exceed max = \"{}\"", format_size(max_bytes)),
+        ));
+    }
+    let granule_bytes = a.granule.map_or(1 << 20, |g| g.bytes());
+    if granule_bytes == 0 || granule_bytes > max_bytes {
+        return Err(doc.error(&at.key("granule"), "must be > 0 and at most max"));
+    }
+    let url = a
+        .url
+        .unwrap_or_else(|| "redis://127.0.0.1:6379".to_string());
+    if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))
+    {
+        return Err(doc.error(
+            &at.key("url"),
+            "is not a Redis address; expected redis://HOST:PORT or unix:///PATH",
+        ));
+    }
+    Ok(super::AppConfig {
+        kind: a.kind,
+        url,
+        password_file: file_path(doc, at.key("password_file"), a.password_file)?,
+        min_bytes,
+        max_bytes,
+        granule_bytes,
     })
 }
 

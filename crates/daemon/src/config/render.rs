@@ -1,6 +1,8 @@
 //! Writes a [`DaemonConfig`] back as a configuration file, every default spelled out, through the same serde structs the file is read with (so sizes and durations are written the one way they are read).
 
-use super::schema::{BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc};
+use super::schema::{
+    AppDoc, BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc,
+};
 use super::{DaemonConfig, TenantOrigin};
 use memtide_config::{Duration, Size};
 
@@ -59,6 +61,17 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
                 shares: Some(t.shares),
                 estimator: Some(t.estimator),
                 cap_at_estimate: Some(t.cap_at_estimate),
+                app: t.app.as_ref().map(|a| AppDoc {
+                    kind: a.kind,
+                    url: Some(a.url.clone()),
+                    password_file: a
+                        .password_file
+                        .as_ref()
+                        .map(|p| p.to_string_lossy().into_owned()),
+                    min: Size(a.min_bytes),
+                    max: Size(a.max_bytes),
+                    granule: Some(Size(a.granule_bytes)),
+                }),
             })
             .collect(),
     };

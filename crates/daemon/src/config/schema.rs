@@ -91,4 +91,19 @@ pub(super) struct TenantDoc {
     pub(super) shares: Option<u64>,
     pub(super) estimator: Option<EstimatorChoice>,
     pub(super) cap_at_estimate: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) app: Option<AppDoc>,
+}
+
+/// `[tenant.app]`: the tenant's server, reached through `memtide-adapter`.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "a [tenant.app] table")]
+pub(super) struct AppDoc {
+    pub(super) kind: super::AppKind,
+    pub(super) url: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) password_file: Option<String>,
+    pub(super) min: Size,
+    pub(super) max: Size,
+    pub(super) granule: Option<Size>,
 }

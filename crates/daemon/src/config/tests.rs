@@ -348,6 +348,14 @@ shares = 2000
 estimator = "sampling"
 cap_at_estimate = true
 
+[tenant.app]
+kind = "redis"
+url = "unix:///run/redis/redis.sock"
+password_file = "/etc/memtide/redis.pass"
+min = "256M"
+max = "6G"
+granule = "16M"
+
 [[tenant]]
 name = "web.1"
 command = ["memtide-toucher", "--active", "400M"]
@@ -405,6 +413,14 @@ fn a_full_file_reads_every_key() {
                 shares: 2000,
                 estimator: EstimatorChoice::Sampling,
                 cap_at_estimate: true,
+                app: Some(AppConfig {
+                    kind: AppKind::Redis,
+                    url: "unix:///run/redis/redis.sock".into(),
+                    password_file: Some(PathBuf::from("/etc/memtide/redis.pass")),
+                    min_bytes: 256 * MIB,
+                    max_bytes: 6 * GIB,
+                    granule_bytes: 16 * MIB,
+                }),
             },
             TenantConfig {
                 name: "web.1".into(),
@@ -416,6 +432,7 @@ fn a_full_file_reads_every_key() {
                 shares: 1000,
                 estimator: EstimatorChoice::Sampling,
                 cap_at_estimate: false,
+                app: None,
             },
         ],
     };
@@ -707,4 +724,36 @@ fn balloon_settings_out_of_range_name_their_field() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("at most 107"), "{err}");
+}
+
+#[test]
+fn app_settings_that_make_no_sense_name_their_field() {
+    for (app, field, words) in [
+        (
+            "kind = \"redis\"\nmin = \"2G\"\nmax = \"1G\"\n",
+            "tenant[0].app.min",
+            "must not exceed max",
+        ),
+        (
+            "kind = \"redis\"\nmin = \"0\"\nmax = \"1G\"\ngranule = \"2G\"\n",
+            "tenant[0].app.granule",
+            "at most max",
+        ),
+        (
+            "kind = \"redis\"\nurl = \"http://x\"\nmin = \"0\"\nmax = \"1G\"\n",
+            "tenant[0].app.url",
+            "not a Redis address",
+        ),
+        (
+            "kind = \"oracle\"\nmin = \"0\"\nmax = \"1G\"\n",
+            "tenant[0].app.kind",
+            "oracle",
+        ),
+    ] {
+        let text = format!("{ADOPT_A}[tenant.app]\n{app}");
+        let err = DaemonConfig::parse(&text, Path::new("t.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(field) && err.contains(words), "{app}: {err}");
+    }
 }

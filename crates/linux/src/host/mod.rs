@@ -1,5 +1,6 @@
 //! The Linux `Host`: tenants are memory cgroups (adopted or launched); observation reads cgroupfs and procfs, actuation writes limits within bounded time, and every write passes a last floor check.
 
+mod adapter;
 mod agents;
 mod error;
 pub mod launch;
@@ -316,6 +317,7 @@ impl LinuxHost {
             last_sample: None,
             unreclaimable: Pages::ZERO,
             sampler: None,
+            adapter: None,
             max: None,
             _lock: lock,
         };
@@ -337,6 +339,16 @@ impl LinuxHost {
             proc_root: self.options.proc_root.clone(),
             hierarchy: self.hierarchy.clone(),
             members: self.members.clone(),
+        }
+    }
+
+    /// Keeps `argv` (an adapter) running in `id`'s cgroup from the next observation on.
+    pub fn set_adapter(&mut self, id: TenantId, argv: Option<Vec<String>>) {
+        if let Some(t) = self.tenants.get_mut(&id) {
+            if let Some(mut old) = t.adapter.take() {
+                old.stop();
+            }
+            t.adapter = argv.map(adapter::Adapter::new);
         }
     }
 
@@ -427,6 +439,9 @@ impl LinuxHost {
         let Some(mut t) = self.tenants.remove(&id) else {
             return Ok(None);
         };
+        if let Some(a) = &mut t.adapter {
+            a.stop();
+        }
         self.members.remove(id);
         if let Some(hub) = &self.agents {
             hub.forget(id);
@@ -521,6 +536,9 @@ impl LinuxHost {
         let Some(mut t) = self.tenants.remove(&id) else {
             return;
         };
+        if let Some(a) = &mut t.adapter {
+            a.stop();
+        }
         self.members.remove(id);
         if let Some(hub) = &self.agents {
             hub.forget(id);
@@ -565,6 +583,19 @@ impl LinuxHost {
         if let Some(child) = &mut t.child {
             if let Ok(Some(_)) = child.try_wait() {
                 t.child = None;
+            }
+        }
+        if let Some(a) = &mut t.adapter {
+            let log = self
+                .options
+                .log_dir
+                .as_ref()
+                .map(|d| d.join(format!("{}-adapter.log", t.name)));
+            if let Some(Err(e)) = a.keep_running(&t.name, t.cgroup.dir(), log.as_deref()) {
+                self.events.push(WorldEvent::AdapterFailed {
+                    id,
+                    error: e.to_string(),
+                });
             }
         }
         let sample = t.reader.sample()?;

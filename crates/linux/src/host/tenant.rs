@@ -133,6 +133,8 @@ pub struct ManagedTenant {
     pub(crate) sampler: Option<super::sampling::AccessSampler>,
     /// The tenant's configured max: the OOM guard is on only while the limit is below it.
     pub(crate) max: Option<Pages>,
+    /// The application's adapter, kept running in the cgroup.
+    pub(crate) adapter: Option<super::adapter::Adapter>,
     /// Held while memtide manages the cgroup (not in a dry run): no second memtide can adopt it.
     pub(crate) _lock: Option<super::lock::CgroupLock>,
 }

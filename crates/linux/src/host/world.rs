@@ -14,6 +14,9 @@ pub struct Placement {
     pub cgroup: String,
     /// `None`: adopt the cgroup and whatever runs in it.
     pub launch: Option<Vec<String>>,
+    /// An adapter to keep running in the cgroup (`memtide-adapter` and its arguments): a
+    /// balloon agent for a server that has none.
+    pub adapter: Option<Vec<String>>,
 }
 
 impl LinuxHost {
@@ -89,6 +92,7 @@ impl World for LinuxHost {
             }
         };
         self.set_max(id, spec.max);
+        self.set_adapter(id, placement.adapter.clone());
         if let EstimatorConfig::Sampling(s) = &spec.estimator {
             self.enable_sampling(id, s.period, spec.max);
         }
