@@ -129,9 +129,11 @@ max = "256M"
         std::thread::sleep(Duration::from_millis(100));
     }
     // The budget (128 MiB) is the target: Redis gives back what it holds above it.
-    daemon.wait_until("redis shrinks under the budget", Duration::from_secs(90), |_| {
-        cg.sample().usage.0 < 128 * MIB
-    });
+    daemon.wait_until(
+        "redis shrinks under the budget",
+        Duration::from_secs(90),
+        |_| cg.sample().usage.0 < 128 * MIB,
+    );
     let until = Instant::now() + Duration::from_secs(10);
     while !daemon
         .log_text()
