@@ -119,34 +119,14 @@ max = "256M"
         cg.path
     );
     let mut daemon = Daemon::start(tmp.path(), &config, &[]);
-    let until = Instant::now() + Duration::from_secs(30);
-    while !daemon.log_text().contains("agent_registered") {
-        assert!(
-            Instant::now() < until,
-            "the adapter never registered; log:\n{}",
-            daemon.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    daemon.wait_for_log(&["agent_registered"], Duration::from_secs(30));
     // The budget (128 MiB) is the target: Redis gives back what it holds above it.
     daemon.wait_until(
         "redis shrinks under the budget",
         Duration::from_secs(90),
         |_| cg.sample().usage.0 < 128 * MIB,
     );
-    let until = Instant::now() + Duration::from_secs(10);
-    while !daemon
-        .log_text()
-        .lines()
-        .any(|l| l.contains("agent_answered") && l.contains("status=done"))
-    {
-        assert!(
-            Instant::now() < until,
-            "no done; log:\n{}",
-            daemon.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    daemon.wait_for_log(&["agent_answered", "status=done"], Duration::from_secs(10));
     let mut redis = redis;
     assert!(redis.0.try_wait().unwrap().is_none(), "redis was killed");
     let status = daemon.signal_and_wait(libc::SIGTERM);

@@ -58,34 +58,14 @@ max = "1G"
     assert_eq!(daemon.state.parent(), socket.parent());
 
     // The agent registers for its own tenant.
-    let until = Instant::now() + Duration::from_secs(30);
-    while !daemon.log_text().contains("agent_registered") {
-        assert!(
-            Instant::now() < until,
-            "no registration; log:\n{}",
-            daemon.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    daemon.wait_for_log(&["agent_registered"], Duration::from_secs(30));
 
     // The budget is short: the application gives its pool back itself, and the limit follows.
     daemon.wait_until("the pool shrinks", Duration::from_secs(90), |_| {
         cg.sample().usage.0 < 150 * MIB
     });
     // The agent's answer is logged at the tick after it came.
-    let until = Instant::now() + Duration::from_secs(10);
-    while !daemon
-        .log_text()
-        .lines()
-        .any(|l| l.contains("agent_answered") && l.contains("status=done"))
-    {
-        assert!(
-            Instant::now() < until,
-            "no done from the agent; log:\n{}",
-            daemon.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    daemon.wait_for_log(&["agent_answered", "status=done"], Duration::from_secs(10));
     daemon.wait_until("the limit follows", Duration::from_secs(60), |_| {
         limit_bytes(&cg.sample()).is_some_and(|l| l < 200 * MIB)
     });

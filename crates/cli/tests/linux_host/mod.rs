@@ -386,6 +386,24 @@ impl Daemon {
         }
     }
 
+    /// Polls the daemon's log until one of its lines holds every word of `words`; panics with
+    /// the log after `timeout`.
+    pub fn wait_for_log(&self, words: &[&str], timeout: Duration) {
+        let until = Instant::now() + timeout;
+        while !self
+            .log_text()
+            .lines()
+            .any(|l| words.iter().all(|w| l.contains(w)))
+        {
+            assert!(
+                Instant::now() < until,
+                "no log line with {words:?} within {timeout:?}; log:\n{}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn log_text(&self) -> String {
         let mut s = String::new();
         if let Ok(mut f) = std::fs::File::open(&self.log) {
