@@ -1,18 +1,18 @@
 //! `memtide-adapter`: a balloon protocol agent (docs/balloon-protocol.md) for a server that has none, resizing it through its own online knob; it runs in the server's tenant (its cgroup), so memtide's identity check places it there, and memtide asks it as it would an application that links an SDK.
 //!
 //! `memtide-adapter redis --url redis://127.0.0.1:6379 --min 64M --max 1G` (see docs/apps.md).
+//! Each server is a module implementing [`server::Pool`]; [`server::run`] does the rest.
 
 mod redis_pool;
+mod server;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
-use memtide_balloon::agent::Agent;
-use memtide_balloon::protocol::{PoolInfo, PoolKind};
-use redis_pool::RedisPool;
-use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use clap::{Args, Parser, Subcommand};
+use memtide_balloon::protocol::PoolKind;
+use server::{Connect, Pool, Registration};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -25,6 +25,27 @@ struct Cli {
     server: Server,
 }
 
+/// What every adapter is told: the pool's bounds and where memtide listens.
+#[derive(Args)]
+struct Common {
+    /// The smallest pool memtide may ask for.
+    #[arg(long, value_parser = size)]
+    min: u64,
+    /// The largest.
+    #[arg(long, value_parser = size)]
+    max: u64,
+    /// The unit targets move in.
+    #[arg(long, value_parser = size, default_value = "1M")]
+    granule: u64,
+    /// memtide's balloon socket (default: $MEMTIDE_BALLOON_SOCKET, else
+    /// /run/memtide/balloon.sock).
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// The name memtide sees (default: the server's kind).
+    #[arg(long)]
+    app: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Server {
     /// Redis: `CONFIG SET maxmemory`, then `MEMORY PURGE`.
@@ -35,22 +56,8 @@ enum Server {
         /// A file holding the password (`AUTH`), if Redis wants one.
         #[arg(long)]
         password_file: Option<PathBuf>,
-        /// The smallest maxmemory memtide may ask for.
-        #[arg(long, value_parser = size)]
-        min: u64,
-        /// The largest.
-        #[arg(long, value_parser = size)]
-        max: u64,
-        /// The unit targets move in.
-        #[arg(long, value_parser = size, default_value = "1M")]
-        granule: u64,
-        /// memtide's balloon socket (default: $MEMTIDE_BALLOON_SOCKET, else
-        /// /run/memtide/balloon.sock).
-        #[arg(long)]
-        socket: Option<PathBuf>,
-        /// The name memtide sees.
-        #[arg(long, default_value = "redis")]
-        app: String,
+        #[command(flatten)]
+        common: Common,
     },
 }
 
@@ -58,68 +65,48 @@ fn size(text: &str) -> Result<u64, String> {
     memtide_model::written::parse_size(text)
 }
 
+/// A password file's first line.
+fn password(file: Option<&Path>) -> Result<Option<String>> {
+    file.map(|p| {
+        std::fs::read_to_string(p)
+            .with_context(|| format!("--password-file {}", p.display()))
+            .map(|s| s.lines().next().unwrap_or_default().to_string())
+    })
+    .transpose()
+}
+
 fn main() -> Result<()> {
-    let Server::Redis {
-        url,
-        password_file,
-        min,
-        max,
-        granule,
-        socket,
-        app,
-    } = Cli::parse().server;
-    let password = match password_file {
-        Some(p) => Some(
-            std::fs::read_to_string(&p)
-                .with_context(|| format!("--password-file {}", p.display()))?
-                .trim_end()
-                .to_string(),
-        ),
-        None => None,
+    let (connect, kind, name, common): (Connect, PoolKind, &str, Common) = match Cli::parse().server
+    {
+        Server::Redis {
+            url,
+            password_file,
+            common,
+        } => {
+            let password = password(password_file.as_deref())?;
+            let connect: Connect = Arc::new(move || {
+                redis_pool::RedisPool::connect(&url, password.clone())
+                    .map(|p| Box::new(p) as Box<dyn Pool>)
+                    .map_err(|e| format!("redis at {url}: {e}"))
+            });
+            (connect, PoolKind::Cache, "redis", common)
+        }
     };
-    let mut pool = RedisPool::connect(&url, password).with_context(|| format!("redis at {url}"))?;
-    let now = pool.maxmemory().context("CONFIG GET maxmemory")?;
-    // No maxmemory yet: the pool starts at the largest memtide may give.
-    let start = if now == 0 { max } else { now.clamp(min, max) };
-    if start != now {
-        pool.resize(start)
-            .map_err(|r| anyhow::anyhow!("setting maxmemory to {start}: {}", r.reason))?;
-    }
-    let pool = Arc::new(Mutex::new(pool));
-    let (shrink, grow, stats) = (pool.clone(), pool.clone(), pool);
-    let info = PoolInfo {
-        app,
-        kind: PoolKind::Cache,
-        pool_bytes: start,
-        min_bytes: min,
-        max_bytes: max,
-        granule_bytes: granule,
+    let max = common.max;
+    let reg = Registration {
+        app: common.app.unwrap_or_else(|| name.to_string()),
+        kind,
+        min_bytes: common.min,
+        max_bytes: common.max,
+        granule_bytes: common.granule,
+        socket: common.socket,
     };
-    let mut builder = Agent::builder(info)
-        .on_shrink(move |b| {
-            shrink
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .resize(b)
-        })
-        .on_grow(move |b| {
-            grow.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .resize(b)
-        })
-        .stats(move || stats.lock().unwrap_or_else(PoisonError::into_inner).stats());
-    if let Some(s) = socket {
-        builder = builder.socket(s);
-    }
-    let agent = builder.start().context("starting the agent")?;
     // Until SIGTERM or SIGINT: then the agent says bye, and memtide's limit has the tenant.
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, stop.clone()).context("signal handler")?;
     }
-    while !stop.load(Ordering::SeqCst) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    agent.stop();
-    Ok(())
+    // A server without a bound yet starts at the largest pool memtide may give.
+    server::run(connect, reg, |now| if now == 0 { max } else { now }, stop)
+        .map_err(|why| anyhow::anyhow!("{name}: {why}"))
 }

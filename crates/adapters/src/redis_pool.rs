@@ -7,6 +7,7 @@
 //! under `maxmemory-policy noeviction` cannot give memory back: a shrink is refused, naming
 //! the policy, and memtide's limit takes over.
 
+use crate::server::Pool;
 use memtide_balloon::agent::{PoolStats, Refusal};
 use redis::{Commands, Connection};
 use std::collections::BTreeMap;
@@ -48,17 +49,11 @@ impl RedisPool {
             .collect())
     }
 
-    fn number(info: &Info, key: &str) -> u64 {
-        info.get(key).and_then(|v| v.parse().ok()).unwrap_or(0)
-    }
-
-    /// The `maxmemory` in force (0: none).
-    pub fn maxmemory(&mut self) -> Result<u64, redis::RedisError> {
-        let (_, v): (String, u64) = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg("maxmemory")
-            .query(&mut self.conn)?;
-        Ok(v)
+    /// A counter Redis reports; one it does not is a refusal naming it, never 0.
+    fn number(info: &Info, key: &str) -> Result<u64, Refusal> {
+        info.get(key)
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| Refusal::new(format!("redis: INFO has no number for {key}")))
     }
 
     fn policy(&mut self) -> Result<String, redis::RedisError> {
@@ -68,14 +63,24 @@ impl RedisPool {
             .query(&mut self.conn)?;
         Ok(v)
     }
+}
+
+impl Pool for RedisPool {
+    /// The `maxmemory` in force (0: none).
+    fn size(&mut self) -> Result<u64, Refusal> {
+        let (_, v): (String, u64) = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg("maxmemory")
+            .query(&mut self.conn)
+            .map_err(|e| Refusal::new(format!("redis: CONFIG GET maxmemory: {e}")))?;
+        Ok(v)
+    }
 
     /// Sets `maxmemory` to `bytes`; a shrink then waits for `used_memory` to fall under it
     /// and purges the allocator.
-    pub fn resize(&mut self, bytes: u64) -> Result<(), Refusal> {
+    fn resize(&mut self, bytes: u64) -> Result<(), Refusal> {
         let fail = |what: &str, e: redis::RedisError| Refusal::new(format!("redis: {what}: {e}"));
-        let was = self
-            .maxmemory()
-            .map_err(|e| fail("CONFIG GET maxmemory", e))?;
+        let was = self.size()?;
         let shrinking = was == 0 || bytes < was;
         if shrinking {
             let policy = self
@@ -99,7 +104,7 @@ impl RedisPool {
         let until = Instant::now() + self.wait;
         loop {
             let info = self.info("memory").map_err(|e| fail("INFO memory", e))?;
-            let used = Self::number(&info, "used_memory");
+            let used = Self::number(&info, "used_memory")?;
             if used <= bytes {
                 break;
             }
@@ -123,15 +128,16 @@ impl RedisPool {
     }
 
     /// The pool's statistics: `used_memory`, keyspace hits and misses, evicted keys.
-    pub fn stats(&mut self) -> PoolStats {
-        let memory = self.info("memory").unwrap_or_default();
-        let stats = self.info("stats").unwrap_or_default();
-        PoolStats {
-            used_bytes: Self::number(&memory, "used_memory"),
-            hits: Self::number(&stats, "keyspace_hits"),
-            misses: Self::number(&stats, "keyspace_misses"),
-            evictions: Self::number(&stats, "evicted_keys"),
+    fn stats(&mut self) -> Result<PoolStats, Refusal> {
+        let fail = |e: redis::RedisError| Refusal::new(format!("redis: INFO: {e}"));
+        let memory = self.info("memory").map_err(fail)?;
+        let stats = self.info("stats").map_err(fail)?;
+        Ok(PoolStats {
+            used_bytes: Self::number(&memory, "used_memory")?,
+            hits: Self::number(&stats, "keyspace_hits")?,
+            misses: Self::number(&stats, "keyspace_misses")?,
+            evictions: Self::number(&stats, "evicted_keys")?,
             dirty_bytes: 0,
-        }
+        })
     }
 }

@@ -1,0 +1,297 @@
+//! What every adapter shares: a [`Pool`] is one server's online knob (Redis's `maxmemory`, InnoDB's buffer pool, memcached's memory limit, a JVM's heap); [`run`] puts it behind the Rust SDK's agent, with a connection for resizes and another for statistics, and confirms every shrink on the tenant's own cgroup before it says done.
+//!
+//! - **Connections.** A pool is made by a `connect` function. The resizing connection and the
+//!   statistics connection are separate, so that statistics keep flowing (memtide's dead-agent
+//!   clock) while a resize waits on the server. A connection that fails an operation is dropped
+//!   and made again at the next one, so an adapter outlives a server's restart.
+//! - **Statistics** are read once a second on their own thread; the agent sends the last ones
+//!   read, so a hung server never blocks the agent's thread.
+//! - **Confirming a shrink.** `done` promises the memory is back with the OS. After the server
+//!   says it is at the target, the adapter watches its own memory cgroup (it runs in the
+//!   tenant's, which is how memtide places it) until the usage has fallen by at least half of
+//!   the data the pool gave up (memtide's own honesty rule), for up to [`CONFIRM`]. If it has not,
+//!   the answer is `failed`, naming both figures, and memtide's OS mechanism takes that part:
+//!   better than a `done` memtide would judge dishonest.
+
+use memtide_balloon::agent::{Agent, PoolStats, Refusal};
+use memtide_balloon::protocol::{PoolInfo, PoolKind};
+use memtide_linux::cgroup::MemoryCgroup;
+use memtide_linux::fs::hierarchy;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+/// How long a shrink waits for the tenant's cgroup usage to show it.
+pub const CONFIRM: Duration = Duration::from_secs(10);
+
+/// How often the statistics thread asks the server.
+const STATS_EVERY: Duration = Duration::from_secs(1);
+
+/// One server's pool, through one connection.
+pub trait Pool: Send {
+    /// The pool's size in force, in bytes.
+    fn size(&mut self) -> Result<u64, Refusal>;
+    /// Moves the pool to `bytes`: `Ok` once the server says it is there and, shrinking, has
+    /// handed the memory back (the adapter then checks the cgroup).
+    fn resize(&mut self, bytes: u64) -> Result<(), Refusal>;
+    /// The pool's statistics as the server counts them.
+    fn stats(&mut self) -> Result<PoolStats, Refusal>;
+}
+
+/// Makes a connected pool, or says why it could not (the server is down, the password wrong).
+pub type Connect = Arc<dyn Fn() -> Result<Box<dyn Pool>, String> + Send + Sync>;
+
+/// What the agent registers besides the pool's size.
+pub struct Registration {
+    pub app: String,
+    pub kind: PoolKind,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub granule_bytes: u64,
+    pub socket: Option<PathBuf>,
+}
+
+/// A connection made again after a failure.
+struct Held {
+    connect: Connect,
+    pool: Option<Box<dyn Pool>>,
+}
+
+impl Held {
+    fn with<T>(
+        &mut self,
+        op: impl FnOnce(&mut dyn Pool) -> Result<T, Refusal>,
+    ) -> Result<T, Refusal> {
+        if self.pool.is_none() {
+            self.pool = Some((self.connect)().map_err(Refusal::new)?);
+        }
+        let pool = self.pool.as_mut().expect("connected above");
+        let out = op(pool.as_mut());
+        if out.is_err() {
+            // The connection may be the trouble: the next operation makes a new one.
+            self.pool = None;
+        }
+        out
+    }
+}
+
+/// The tenant's memory cgroup: the adapter's own.
+struct OwnCgroup(Option<MemoryCgroup>);
+
+impl OwnCgroup {
+    fn find() -> OwnCgroup {
+        OwnCgroup(
+            hierarchy::detect(Path::new("/"))
+                .ok()
+                .map(|h| MemoryCgroup::new(h.version, h.own_dir())),
+        )
+    }
+
+    fn usage(&self) -> Option<u64> {
+        self.0.as_ref()?.sample().ok().map(|s| s.usage.0)
+    }
+}
+
+/// Shrinks to `bytes` and waits for the cgroup to show the data given up.
+fn shrink(
+    held: &mut Held,
+    cgroup: &OwnCgroup,
+    last: &Mutex<Option<PoolStats>>,
+    bytes: u64,
+) -> Result<(), Refusal> {
+    let from = held.with(|p| p.size())?;
+    let used = last
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .map_or(from, |s| s.used_bytes);
+    let before = cgroup.usage();
+    held.with(|p| p.resize(bytes))?;
+    // The data the pool gave up; what of it held nothing was never in the cgroup.
+    let released = used.min(from).saturating_sub(bytes);
+    let (Some(before), true) = (before, released > 0) else {
+        return Ok(());
+    };
+    let until = Instant::now() + CONFIRM;
+    loop {
+        let fell = cgroup.usage().map_or(0, |now| before.saturating_sub(now));
+        if fell * 2 >= released {
+            return Ok(());
+        }
+        if Instant::now() >= until {
+            return Err(Refusal::new(format!(
+                "the server is at {bytes} bytes, but the tenant's cgroup usage fell by {fell} \
+                 bytes in {CONFIRM:?}, less than half of the {released} it released"
+            ))
+            .at(bytes));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Runs the agent for the pool `connect` makes until `stop` is set, then says bye.
+///
+/// The pool's starting size is the server's, brought within `[min, max]` (a server without a
+/// bound yet starts at `max`, as `start_at` decides).
+pub fn run(
+    connect: Connect,
+    reg: Registration,
+    start_at: impl FnOnce(u64) -> u64,
+    stop: Arc<AtomicBool>,
+) -> Result<(), String> {
+    let mut first = (connect)()?;
+    let now = first.size().map_err(|r| r.reason)?;
+    let start = start_at(now).clamp(reg.min_bytes, reg.max_bytes);
+    if start != now {
+        first
+            .resize(start)
+            .map_err(|r| format!("setting the pool to {start} bytes: {}", r.reason))?;
+    }
+    let resizer = Arc::new(Mutex::new(Held {
+        connect: connect.clone(),
+        pool: Some(first),
+    }));
+    let last: Arc<Mutex<Option<PoolStats>>> = Arc::new(Mutex::new(None));
+    let reader = {
+        let (last, stop) = (last.clone(), stop.clone());
+        let mut held = Held {
+            connect,
+            pool: None,
+        };
+        std::thread::Builder::new()
+            .name("adapter-stats".into())
+            .spawn(move || {
+                while !stop.load(Ordering::SeqCst) {
+                    if let Ok(s) = held.with(|p| p.stats()) {
+                        *last.lock().unwrap_or_else(PoisonError::into_inner) = Some(s);
+                    }
+                    std::thread::sleep(STATS_EVERY);
+                }
+            })
+            .map_err(|e| format!("starting the statistics thread: {e}"))?
+    };
+    let cgroup = Arc::new(OwnCgroup::find());
+    let info = PoolInfo {
+        app: reg.app,
+        kind: reg.kind,
+        pool_bytes: start,
+        min_bytes: reg.min_bytes,
+        max_bytes: reg.max_bytes,
+        granule_bytes: reg.granule_bytes,
+    };
+    let (down, up, seen) = (resizer.clone(), resizer, last.clone());
+    let mut builder = Agent::builder(info)
+        .on_shrink(move |b| {
+            let mut held = down.lock().unwrap_or_else(PoisonError::into_inner);
+            shrink(&mut held, &cgroup, &seen, b)
+        })
+        .on_grow(move |b| {
+            up.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .with(|p| p.resize(b))
+        })
+        .stats(move || {
+            last.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .unwrap_or_default()
+        });
+    if let Some(s) = reg.socket {
+        builder = builder.socket(s);
+    }
+    let agent = builder
+        .start()
+        .map_err(|e| format!("starting the agent: {e}"))?;
+    while !stop.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    agent.stop();
+    let _ = reader.join();
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+
+    /// A pool that fails every `fail_every`th operation.
+    struct Flaky {
+        size: u64,
+        calls: Arc<AtomicU32>,
+        fail_every: u32,
+    }
+
+    impl Pool for Flaky {
+        fn size(&mut self) -> Result<u64, Refusal> {
+            Ok(self.size)
+        }
+        fn resize(&mut self, bytes: u64) -> Result<(), Refusal> {
+            if self
+                .calls
+                .fetch_add(1, Ordering::SeqCst)
+                .is_multiple_of(self.fail_every)
+            {
+                return Err(Refusal::new("connection reset"));
+            }
+            self.size = bytes;
+            Ok(())
+        }
+        fn stats(&mut self) -> Result<PoolStats, Refusal> {
+            Ok(PoolStats::default())
+        }
+    }
+
+    #[test]
+    fn a_connection_that_fails_is_made_again_at_the_next_operation() {
+        let (made, calls) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(1)));
+        let (m, c) = (made.clone(), calls.clone());
+        let mut held = Held {
+            connect: Arc::new(move || {
+                m.fetch_add(1, Ordering::SeqCst);
+                Ok(Box::new(Flaky {
+                    size: 10,
+                    calls: c.clone(),
+                    fail_every: 2,
+                }) as Box<dyn Pool>)
+            }),
+            pool: None,
+        };
+        assert!(held.with(|p| p.resize(5)).is_ok());
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert!(held.with(|p| p.resize(4)).is_err());
+        assert!(held.pool.is_none(), "dropped after the failure");
+        assert!(held.with(|p| p.resize(3)).is_ok());
+        assert_eq!(made.load(Ordering::SeqCst), 2, "made again");
+    }
+
+    #[test]
+    fn a_server_that_cannot_be_reached_is_a_refusal_naming_why() {
+        let mut held = Held {
+            connect: Arc::new(|| Err("redis at 127.0.0.1:1: connection refused".to_string())),
+            pool: None,
+        };
+        let r = held.with(|p| p.size()).unwrap_err();
+        assert!(r.reason.contains("connection refused"), "{}", r.reason);
+    }
+
+    #[test]
+    fn a_shrink_of_a_pool_that_held_no_data_needs_no_confirmation() {
+        let mut held = Held {
+            connect: Arc::new(|| {
+                Ok(Box::new(Flaky {
+                    size: 100,
+                    calls: Arc::new(AtomicU32::new(1)),
+                    fail_every: u32::MAX,
+                }) as Box<dyn Pool>)
+            }),
+            pool: None,
+        };
+        // 10 bytes of data in a pool of 100, shrunk to 50: nothing held data.
+        let last = Mutex::new(Some(PoolStats {
+            used_bytes: 10,
+            ..PoolStats::default()
+        }));
+        let cgroup = OwnCgroup(None);
+        assert!(shrink(&mut held, &cgroup, &last, 50).is_ok());
+    }
+}
