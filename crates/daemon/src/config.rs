@@ -187,22 +187,86 @@ pub struct TenantConfig {
     pub app: Option<AppConfig>,
 }
 
-/// Which server an adapter speaks to.
+/// Which server an adapter speaks to: `kind = "redis" | "mariadb" | "memcached" | "jvm"`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AppKind {
     Redis,
+    Mariadb,
+    Memcached,
+    Jvm,
+}
+
+impl AppKind {
+    /// The name `kind =` and `memtide-adapter` give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AppKind::Redis => "redis",
+            AppKind::Mariadb => "mariadb",
+            AppKind::Memcached => "memcached",
+            AppKind::Jvm => "jvm",
+        }
+    }
+}
+
+/// A JVM tenant's collector, which decides how its heap is resized (docs/apps.md).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Collector {
+    Shenandoah,
+    Zgc,
+    G1,
+}
+
+impl Collector {
+    /// The name `collector =` and `memtide-adapter jvm --collector` give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Collector::Shenandoah => "shenandoah",
+            Collector::Zgc => "zgc",
+            Collector::G1 => "g1",
+        }
+    }
+}
+
+/// The server behind `[tenant.app]`, with the fields its kind takes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AppServer {
+    /// `url = "redis://127.0.0.1:6379"` or `unix:///PATH`, `password_file`.
+    Redis {
+        url: String,
+        password_file: Option<PathBuf>,
+    },
+    /// `url = "unix:///run/mysqld/mysqld.sock"` or `mysql://HOST:PORT`, `user` (default
+    /// root), `password_file`.
+    Mariadb {
+        url: String,
+        user: String,
+        password_file: Option<PathBuf>,
+    },
+    /// `url = "memcache://127.0.0.1:11211"` or `unix:///PATH`.
+    Memcached { url: String },
+    /// `collector = "shenandoah" | "zgc" | "g1"`: the JVM is the one in the tenant's cgroup.
+    Jvm { collector: Collector },
+}
+
+impl AppServer {
+    /// The kind, as `kind =` names it.
+    pub fn kind(&self) -> AppKind {
+        match self {
+            AppServer::Redis { .. } => AppKind::Redis,
+            AppServer::Mariadb { .. } => AppKind::Mariadb,
+            AppServer::Memcached { .. } => AppKind::Memcached,
+            AppServer::Jvm { .. } => AppKind::Jvm,
+        }
+    }
 }
 
 /// `[tenant.app]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct AppConfig {
-    /// `kind = "redis"`.
-    pub kind: AppKind,
-    /// `url = "redis://127.0.0.1:6379"`: where the server listens (the default is the kind's).
-    pub url: String,
-    /// `password_file = "/etc/memtide/redis.pass"`.
-    pub password_file: Option<PathBuf>,
+    /// `kind = ...` and the fields that kind takes.
+    pub server: AppServer,
     /// `min = "64M"`, `max = "1G"`: the pool's bounds (`max` at least `min`).
     pub min_bytes: u64,
     pub max_bytes: u64,

@@ -1127,29 +1127,38 @@ fn adapter_argv(
         .map_or("memtide-adapter".to_string(), |p| {
             p.to_string_lossy().into_owned()
         });
-    let kind = match app.kind {
-        crate::config::AppKind::Redis => "redis",
+    use crate::config::AppServer;
+    let mut argv = vec![program, app.server.kind().name().to_string()];
+    let mut arg = |flag: &str, value: String| {
+        argv.push(flag.to_string());
+        argv.push(value);
     };
-    let mut argv = vec![
-        program,
-        kind.to_string(),
-        "--url".to_string(),
-        app.url.clone(),
-        "--min".to_string(),
-        app.min_bytes.to_string(),
-        "--max".to_string(),
-        app.max_bytes.to_string(),
-        "--granule".to_string(),
-        app.granule_bytes.to_string(),
-        "--app".to_string(),
-        tenant.to_string(),
-        "--socket".to_string(),
-        socket.to_string_lossy().into_owned(),
-    ];
-    if let Some(p) = &app.password_file {
-        argv.push("--password-file".to_string());
-        argv.push(p.to_string_lossy().into_owned());
+    match &app.server {
+        AppServer::Redis { url, password_file } => {
+            arg("--url", url.clone());
+            if let Some(p) = password_file {
+                arg("--password-file", p.to_string_lossy().into_owned());
+            }
+        }
+        AppServer::Mariadb {
+            url,
+            user,
+            password_file,
+        } => {
+            arg("--url", url.clone());
+            arg("--user", user.clone());
+            if let Some(p) = password_file {
+                arg("--password-file", p.to_string_lossy().into_owned());
+            }
+        }
+        AppServer::Memcached { url } => arg("--url", url.clone()),
+        AppServer::Jvm { collector } => arg("--collector", collector.name().to_string()),
     }
+    arg("--min", app.min_bytes.to_string());
+    arg("--max", app.max_bytes.to_string());
+    arg("--granule", app.granule_bytes.to_string());
+    arg("--app", tenant.to_string());
+    arg("--socket", socket.to_string_lossy().into_owned());
     argv
 }
 

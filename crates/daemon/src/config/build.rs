@@ -447,23 +447,102 @@ fn app(doc: &Document, at: &FieldPath, a: super::schema::AppDoc) -> Result<super
     if granule_bytes == 0 || granule_bytes > max_bytes {
         return Err(doc.error(&at.key("granule"), "must be > 0 and at most max"));
     }
-    let url = a
-        .url
-        .unwrap_or_else(|| "redis://127.0.0.1:6379".to_string());
-    if !(url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("unix://"))
-    {
-        return Err(doc.error(
-            &at.key("url"),
-            "is not a Redis address; expected redis://HOST:PORT or unix:///PATH",
-        ));
-    }
+    let server = app_server(doc, at, a.kind, a.url, a.user, a.password_file, a.collector)?;
     Ok(super::AppConfig {
-        kind: a.kind,
-        url,
-        password_file: file_path(doc, at.key("password_file"), a.password_file)?,
+        server,
         min_bytes,
         max_bytes,
         granule_bytes,
+    })
+}
+
+/// The fields `[tenant.app]`'s kind takes: each address in its kind's schemes (or a Unix
+/// socket), and a field another kind takes named as not this kind's.
+fn app_server(
+    doc: &Document,
+    at: &FieldPath,
+    kind: super::AppKind,
+    url: Option<String>,
+    user: Option<String>,
+    password_file: Option<String>,
+    collector: Option<super::Collector>,
+) -> Result<super::AppServer> {
+    use super::{AppKind, AppServer};
+    let (schemes, default, what): (&[&str], &str, &str) = match kind {
+        AppKind::Redis => (
+            &["redis://", "rediss://"],
+            "redis://127.0.0.1:6379",
+            "a Redis",
+        ),
+        AppKind::Mariadb => (&["mysql://"], "unix:///run/mysqld/mysqld.sock", "a MariaDB"),
+        AppKind::Memcached => (
+            &["memcache://"],
+            "memcache://127.0.0.1:11211",
+            "a memcached",
+        ),
+        AppKind::Jvm => (&[], "", "a JVM"),
+    };
+    let not_for = |field: &str, takes: &str| {
+        doc.error(
+            &at.key(field),
+            format!(
+                "is not a setting of kind = \"{}\"; only {takes} takes it",
+                kind.name()
+            ),
+        )
+    };
+    if kind == AppKind::Jvm {
+        if url.is_some() {
+            return Err(not_for(
+                "url",
+                "a server kind (the JVM is found in the tenant's cgroup)",
+            ));
+        }
+        if password_file.is_some() {
+            return Err(not_for("password_file", "redis or mariadb"));
+        }
+    } else if collector.is_some() {
+        return Err(not_for("collector", "jvm"));
+    }
+    if user.is_some() && kind != AppKind::Mariadb {
+        return Err(not_for("user", "mariadb"));
+    }
+    if password_file.is_some() && kind == AppKind::Memcached {
+        return Err(not_for("password_file", "redis or mariadb"));
+    }
+    let url = url.unwrap_or_else(|| default.to_string());
+    if kind != AppKind::Jvm
+        && !(url.starts_with("unix:///") || schemes.iter().any(|s| url.starts_with(s)))
+    {
+        return Err(doc.error(
+            &at.key("url"),
+            format!(
+                "is not {what} address; expected {}HOST:PORT or unix:///PATH",
+                schemes[0]
+            ),
+        ));
+    }
+    let password_file = file_path(doc, at.key("password_file"), password_file)?;
+    Ok(match kind {
+        AppKind::Redis => AppServer::Redis { url, password_file },
+        AppKind::Mariadb => AppServer::Mariadb {
+            url,
+            user: match user {
+                Some(u) if u.is_empty() => return Err(doc.error(&at.key("user"), "must not be empty")),
+                Some(u) => u,
+                None => "root".to_string(),
+            },
+            password_file,
+        },
+        AppKind::Memcached => AppServer::Memcached { url },
+        AppKind::Jvm => AppServer::Jvm {
+            collector: collector.ok_or_else(|| {
+                doc.error(
+                    &at.key("collector"),
+                    "is missing; a JVM tenant declares its collector: \"shenandoah\", \"zgc\" or \"g1\"",
+                )
+            })?,
+        },
     })
 }
 

@@ -3,8 +3,9 @@
 use super::schema::{
     AppDoc, BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc,
 };
-use super::{DaemonConfig, TenantOrigin};
+use super::{AppServer, DaemonConfig, TenantOrigin};
 use memtide_config::{Duration, Size};
+use std::path::PathBuf;
 
 pub(crate) fn to_toml(c: &DaemonConfig) -> String {
     let d = &c.daemon;
@@ -61,16 +62,36 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
                 shares: Some(t.shares),
                 estimator: Some(t.estimator),
                 cap_at_estimate: Some(t.cap_at_estimate),
-                app: t.app.as_ref().map(|a| AppDoc {
-                    kind: a.kind,
-                    url: Some(a.url.clone()),
-                    password_file: a
-                        .password_file
-                        .as_ref()
-                        .map(|p| p.to_string_lossy().into_owned()),
-                    min: Size(a.min_bytes),
-                    max: Size(a.max_bytes),
-                    granule: Some(Size(a.granule_bytes)),
+                app: t.app.as_ref().map(|a| {
+                    let path =
+                        |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
+                    let (url, user, password_file, collector) = match &a.server {
+                        AppServer::Redis { url, password_file } => {
+                            (Some(url.clone()), None, path(password_file), None)
+                        }
+                        AppServer::Mariadb {
+                            url,
+                            user,
+                            password_file,
+                        } => (
+                            Some(url.clone()),
+                            Some(user.clone()),
+                            path(password_file),
+                            None,
+                        ),
+                        AppServer::Memcached { url } => (Some(url.clone()), None, None, None),
+                        AppServer::Jvm { collector } => (None, None, None, Some(*collector)),
+                    };
+                    AppDoc {
+                        kind: a.server.kind(),
+                        url,
+                        user,
+                        password_file,
+                        collector,
+                        min: Size(a.min_bytes),
+                        max: Size(a.max_bytes),
+                        granule: Some(Size(a.granule_bytes)),
+                    }
                 }),
             })
             .collect(),

@@ -100,9 +100,14 @@ pub(super) struct TenantDoc {
 #[serde(deny_unknown_fields, expecting = "a [tenant.app] table")]
 pub(super) struct AppDoc {
     pub(super) kind: super::AppKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) url: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) user: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) password_file: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) collector: Option<super::Collector>,
     pub(super) min: Size,
     pub(super) max: Size,
     pub(super) granule: Option<Size>,

@@ -414,9 +414,10 @@ fn a_full_file_reads_every_key() {
                 estimator: EstimatorChoice::Sampling,
                 cap_at_estimate: true,
                 app: Some(AppConfig {
-                    kind: AppKind::Redis,
-                    url: "unix:///run/redis/redis.sock".into(),
-                    password_file: Some(PathBuf::from("/etc/memtide/redis.pass")),
+                    server: AppServer::Redis {
+                        url: "unix:///run/redis/redis.sock".into(),
+                        password_file: Some(PathBuf::from("/etc/memtide/redis.pass")),
+                    },
                     min_bytes: 256 * MIB,
                     max_bytes: 6 * GIB,
                     granule_bytes: 16 * MIB,
@@ -749,11 +750,83 @@ fn app_settings_that_make_no_sense_name_their_field() {
             "tenant[0].app.kind",
             "oracle",
         ),
+        (
+            "kind = \"mariadb\"\nurl = \"redis://x:1\"\nmin = \"0\"\nmax = \"1G\"\n",
+            "tenant[0].app.url",
+            "not a MariaDB address; expected mysql://",
+        ),
+        (
+            "kind = \"jvm\"\nmin = \"0\"\nmax = \"1G\"\n",
+            "tenant[0].app.collector",
+            "declares its collector",
+        ),
+        (
+            "kind = \"jvm\"\ncollector = \"g1\"\nurl = \"unix:///x\"\nmin = \"0\"\nmax = \"1G\"\n",
+            "tenant[0].app.url",
+            "not a setting of kind = \"jvm\"",
+        ),
+        (
+            "kind = \"redis\"\ncollector = \"g1\"\nmin = \"0\"\nmax = \"1G\"\n",
+            "tenant[0].app.collector",
+            "only jvm takes it",
+        ),
+        (
+            "kind = \"memcached\"\nuser = \"root\"\nmin = \"0\"\nmax = \"1G\"\n",
+            "tenant[0].app.user",
+            "only mariadb takes it",
+        ),
+        (
+            "kind = \"jvm\"\ncollector = \"cms\"\nmin = \"0\"\nmax = \"1G\"\n",
+            "tenant[0].app.collector",
+            "cms",
+        ),
     ] {
         let text = format!("{ADOPT_A}[tenant.app]\n{app}");
         let err = DaemonConfig::parse(&text, Path::new("t.toml"))
             .unwrap_err()
             .to_string();
         assert!(err.contains(field) && err.contains(words), "{app}: {err}");
+    }
+}
+
+#[test]
+fn each_app_kind_reads_its_own_fields_with_its_defaults() {
+    for (app, server) in [
+        (
+            "kind = \"mariadb\"\npassword_file = \"/etc/memtide/db.pass\"\n",
+            AppServer::Mariadb {
+                url: "unix:///run/mysqld/mysqld.sock".into(),
+                user: "root".into(),
+                password_file: Some(PathBuf::from("/etc/memtide/db.pass")),
+            },
+        ),
+        (
+            "kind = \"mariadb\"\nurl = \"mysql://127.0.0.1:3306\"\nuser = \"memtide\"\n",
+            AppServer::Mariadb {
+                url: "mysql://127.0.0.1:3306".into(),
+                user: "memtide".into(),
+                password_file: None,
+            },
+        ),
+        (
+            "kind = \"memcached\"\n",
+            AppServer::Memcached {
+                url: "memcache://127.0.0.1:11211".into(),
+            },
+        ),
+        (
+            "kind = \"jvm\"\ncollector = \"shenandoah\"\n",
+            AppServer::Jvm {
+                collector: Collector::Shenandoah,
+            },
+        ),
+    ] {
+        let text = format!("{ADOPT_A}[tenant.app]\n{app}min = \"64M\"\nmax = \"1G\"\n");
+        let c = DaemonConfig::parse(&text, Path::new("t.toml")).unwrap();
+        let got = c.tenants[0].app.clone().unwrap();
+        assert_eq!(got.server, server, "{app}");
+        // What memtide writes back reads the same.
+        let again = DaemonConfig::parse(&c.to_toml(), Path::new("r.toml")).unwrap();
+        assert_eq!(again.tenants[0].app, Some(got), "{app}");
     }
 }
