@@ -105,6 +105,8 @@ pub enum AgentEvent {
         status: ProgressStatus,
         pool_bytes: u64,
         reason: Option<String>,
+        /// From the target's sending to this answer.
+        took: Duration,
     },
     /// The agent's connection ended.
     Closed { tenant: TenantId, why: Closed },
@@ -116,6 +118,8 @@ struct Sent {
     seq: u64,
     pool_bytes: u64,
     status: AppStatus,
+    /// When it was queued for sending, since the hub started.
+    at: Duration,
 }
 
 #[derive(Debug)]
@@ -254,7 +258,9 @@ impl Hub {
         {
             let mut s = self.lock();
             match app_move {
-                AppMove::Target { pool, deadline } => s.target(tenant, pool, deadline),
+                AppMove::Target { pool, deadline } => {
+                    s.target(tenant, pool, deadline, self.start.elapsed())
+                }
                 AppMove::TakeOver(why) => {
                     let code = match why {
                         Takeover::Stuck { .. } => ErrorCode::Deadline,
@@ -420,7 +426,7 @@ impl State {
                 "a second hello on this connection",
             )),
             (Some(t), AgentMessage::Stats(s)) => self.stats(t, s, now),
-            (Some(t), AgentMessage::Progress(p)) => self.progress(t, p),
+            (Some(t), AgentMessage::Progress(p)) => self.progress(t, p, now),
             (Some(_), AgentMessage::Bye(b)) => {
                 self.close(conn, Closed::Bye(b.reason), out);
                 Ok(())
@@ -528,7 +534,12 @@ impl State {
         Ok(())
     }
 
-    fn progress(&mut self, tenant: TenantId, p: Progress) -> Result<(), ProtocolError> {
+    fn progress(
+        &mut self,
+        tenant: TenantId,
+        p: Progress,
+        now: Duration,
+    ) -> Result<(), ProtocolError> {
         let Some(a) = self.agents.get_mut(&tenant) else {
             return Ok(());
         };
@@ -569,6 +580,7 @@ impl State {
                 status: p.status,
                 pool_bytes: p.pool_bytes,
                 reason: p.reason,
+                took: now.saturating_sub(sent.at),
             });
         }
         Ok(())
@@ -576,7 +588,7 @@ impl State {
 
     /// Queues a target of `pool` for `tenant`'s agent, on its granule within its min and max,
     /// unless it is the last one sent.
-    fn target(&mut self, tenant: TenantId, pool: Pages, deadline: Duration) {
+    fn target(&mut self, tenant: TenantId, pool: Pages, deadline: Duration, now: Duration) {
         let Some(a) = self.agents.get_mut(&tenant) else {
             return;
         };
@@ -591,6 +603,7 @@ impl State {
             seq,
             pool_bytes: want,
             status: AppStatus::Sent,
+            at: now,
         });
         let target = MemtideMessage::Target(Target {
             seq,
@@ -867,13 +880,15 @@ mod tests {
             (lever.pool, lever.answer.unwrap().status),
             (mib(256), AppStatus::Done)
         );
+        // Sent at about 0 s on the hub's clock, answered at 3 s.
         assert!(matches!(
             h.drain_events().last(),
             Some(AgentEvent::Answered {
                 seq: 1,
                 status: ProgressStatus::Done,
+                took,
                 ..
-            })
+            }) if *took > s(2) && *took <= s(3)
         ));
         feed(&h, 0, &progress(1, 300 * MIB, "failed"), s(4));
         assert_eq!(

@@ -38,7 +38,9 @@ pub mod snapshot;
 
 pub use body::{Applied, DecisionQuery, ErrorBody, Size, TaxRate, TenantPatch};
 pub use client::{fetch, request, Client, ClientError};
-pub use snapshot::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
+pub use snapshot::{
+    AppSnapshot, Counters, DecisionRecord, HostSnapshot, ResizeSnapshot, Snapshot, TenantSnapshot,
+};
 
 /// The version of the API's wire format: the `1` of the `/v1/...` paths, and the snapshot's
 /// `api_version`.

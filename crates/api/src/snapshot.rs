@@ -129,6 +129,52 @@ pub struct TenantSnapshot {
     /// or a raise waiting for the budget), one line; `None` when it is not held.
     #[serde(default)]
     pub held: Option<String>,
+    /// The tenant's application pool, when a balloon agent (an SDK or `memtide-adapter`) has
+    /// registered for it; `None` for a tenant no agent ever spoke for.
+    #[serde(default)]
+    pub app: Option<AppSnapshot>,
+}
+
+/// A tenant's application pool (a buffer pool, a heap, a cache) as its balloon agent reports
+/// it, and which mechanism holds the tenant: the application or the OS.
+///
+/// ```json
+#[doc = include_str!("../json/app.json")]
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AppSnapshot {
+    /// The name the agent registered under (`memtide-adapter` uses the tenant's).
+    pub app: String,
+    /// `buffer_pool`, `heap`, `cache` or `other`.
+    pub kind: String,
+    /// The agent's process; `None` once it is gone.
+    pub pid: Option<u32>,
+    /// The pool's size as the agent last reported it.
+    pub pool_bytes: u64,
+    /// The pool memtide wants: the tenant's target minus its memory outside the pool, within
+    /// the application's bounds (`None` before the agent's first statistics).
+    pub wanted_bytes: Option<u64>,
+    /// `app` while the application's agent moves the tenant's memory, `os` when the OS
+    /// mechanism (the cgroup limit) does: the agent is gone or was taken over.
+    pub held_by: String,
+    /// Why the OS holds it (`taken over: dishonest: ...`, `agent gone: ...`); `None` while the
+    /// application does.
+    pub why: Option<String>,
+    /// The last target the agent answered.
+    pub last_resize: Option<ResizeSnapshot>,
+}
+
+/// An application's answer to one target.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResizeSnapshot {
+    /// The pool's size when it answered.
+    pub pool_bytes: u64,
+    /// `done` or `failed`.
+    pub status: String,
+    /// From memtide sending the target to the answer, in seconds.
+    pub took_s: f64,
+    /// The application's reason, for `failed`.
+    pub reason: Option<String>,
 }
 
 /// One decision worth recording (a limit changed, was held back, or a write failed): an element

@@ -5,13 +5,14 @@ use serde::Serialize;
 use serde_json::Value;
 
 use memtide_api::{
-    Applied, Counters, DecisionRecord, ErrorBody, HostSnapshot, Size, Snapshot, TaxRate,
-    TenantPatch, TenantSnapshot, API_VERSION,
+    AppSnapshot, Applied, Counters, DecisionRecord, ErrorBody, HostSnapshot, Size, Snapshot,
+    TaxRate, TenantPatch, TenantSnapshot, API_VERSION,
 };
 
 const SNAPSHOT: &str = include_str!("../json/snapshot.json");
 const HOST: &str = include_str!("../json/host.json");
 const TENANT: &str = include_str!("../json/tenant.json");
+const APP: &str = include_str!("../json/app.json");
 const DECISION: &str = include_str!("../json/decision.json");
 const COUNTERS: &str = include_str!("../json/counters.json");
 const TENANT_PATCH: &str = include_str!("../json/tenant-patch.json");
@@ -65,6 +66,15 @@ fn the_snapshot_examples_round_trip_and_agree() {
     assert!(snapshot.tenants.iter().any(|t| t.swap_bytes.is_none()));
     assert!(snapshot.tenants.iter().any(|t| t.held.is_some()));
     assert!(snapshot.tenants.iter().any(|t| t.held.is_none()));
+    let app: AppSnapshot = round_trip_pretty("app.json", APP);
+    assert!(
+        snapshot
+            .tenants
+            .iter()
+            .any(|t| t.app.as_ref() == Some(&app)),
+        "app.json is a snapshot tenant's app"
+    );
+    assert!(snapshot.tenants.iter().any(|t| t.app.is_none()));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `memtide status`'s table: the human summary of a daemon's `Snapshot` (the client that fetches it is `memtide_api::client`).
 
-use memtide_api::{DecisionRecord, Snapshot, TenantSnapshot};
+use memtide_api::{AppSnapshot, DecisionRecord, Snapshot, TenantSnapshot};
 
 /// How many recent decisions `render_table` shows.
 const DECISIONS_SHOWN: usize = 5;
@@ -153,6 +153,18 @@ pub fn render_table(s: &Snapshot) -> String {
         }
     }
 
+    let apps: Vec<(&str, &AppSnapshot)> = s
+        .tenants
+        .iter()
+        .filter_map(|t| t.app.as_ref().map(|a| (t.name.as_str(), a)))
+        .collect();
+    if !apps.is_empty() {
+        out.push('\n');
+        for (name, a) in apps {
+            out.push_str(&app_line(name, a));
+        }
+    }
+
     out.push('\n');
     let recent = &s.decisions[s.decisions.len().saturating_sub(DECISIONS_SHOWN)..];
     if recent.is_empty() {
@@ -186,6 +198,38 @@ pub fn render_table(s: &Snapshot) -> String {
         }
     }
     out
+}
+
+/// One application tenant: its pool, what memtide wants of it, the last resize and who holds
+/// the tenant, e.g. `app: db: mariadb buffer_pool 384.0 MiB (wants 384.0 MiB) · last resize
+/// done in 0.42 s · held by app`.
+fn app_line(tenant: &str, a: &AppSnapshot) -> String {
+    let wants = a
+        .wanted_bytes
+        .map_or_else(String::new, |w| format!(" (wants {})", human_bytes(w)));
+    let last = a.last_resize.as_ref().map_or_else(String::new, |r| {
+        let reason = r
+            .reason
+            .as_deref()
+            .map_or_else(String::new, |why| format!(": {why}"));
+        format!(
+            " · last resize {} to {} in {:.2} s{reason}",
+            r.status,
+            human_bytes(r.pool_bytes),
+            r.took_s
+        )
+    });
+    let why = a
+        .why
+        .as_deref()
+        .map_or_else(String::new, |w| format!(" ({w})"));
+    format!(
+        "app: {tenant}: {} {} {}{wants}{last} · held by {}{why}\n",
+        a.app,
+        a.kind,
+        human_bytes(a.pool_bytes),
+        a.held_by
+    )
 }
 
 fn decision_limits(d: &DecisionRecord) -> String {
@@ -231,6 +275,59 @@ mod tests {
             ["hard", "high", "low", "soft"],
             "all four states, even at 0"
         );
+    }
+
+    #[test]
+    fn an_application_tenant_shows_its_pool_last_resize_and_who_holds_it() {
+        let mut s = Snapshot::default();
+        let app = AppSnapshot {
+            app: "db".into(),
+            kind: "buffer_pool".into(),
+            pid: Some(7),
+            pool_bytes: 384 << 20,
+            wanted_bytes: Some(256 << 20),
+            held_by: "app".into(),
+            why: None,
+            last_resize: Some(memtide_api::ResizeSnapshot {
+                pool_bytes: 384 << 20,
+                status: "done".into(),
+                took_s: 0.42,
+                reason: None,
+            }),
+        };
+        s.tenants.push(TenantSnapshot {
+            name: "db".into(),
+            app: Some(app.clone()),
+            ..TenantSnapshot::default()
+        });
+        s.tenants.push(TenantSnapshot {
+            name: "cache".into(),
+            app: Some(AppSnapshot {
+                held_by: "os".into(),
+                why: Some("taken over: stuck".into()),
+                last_resize: None,
+                pid: None,
+                ..app
+            }),
+            ..TenantSnapshot::default()
+        });
+        s.tenants.push(TenantSnapshot {
+            name: "web".into(),
+            ..TenantSnapshot::default()
+        });
+        let text = render_table(&s);
+        assert!(
+            text.contains(
+                "app: db: db buffer_pool 384.0 MiB (wants 256.0 MiB) · last resize done to \
+                 384.0 MiB in 0.42 s · held by app\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("app: cache: db buffer_pool 384.0 MiB (wants 256.0 MiB) · held by os (taken over: stuck)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("app: web"), "{text}");
     }
 
     #[test]

@@ -127,6 +127,21 @@ max = "256M"
         |_| cg.sample().usage.0 < 128 * MIB,
     );
     daemon.wait_for_log(&["agent_answered", "status=done"], Duration::from_secs(10));
+    // The status names the pool, what memtide wants, the last resize and who holds the tenant.
+    let app = daemon.tenant("cache").app.expect("the cache tenant has an app");
+    assert_eq!(
+        (app.kind.as_str(), app.held_by.as_str(), app.why.as_deref()),
+        ("cache", "app", None),
+        "{app:?}"
+    );
+    assert!(app.pool_bytes <= 160 * MIB, "{app:?}");
+    let last = app.last_resize.clone().expect("a resize was answered");
+    assert!(last.status == "done" && last.took_s > 0.0, "{app:?}");
+    let log = daemon.log_text();
+    assert!(
+        !log.contains("taken over"),
+        "Redis was confirmed on its cgroup before done, so never judged dishonest or stuck: {log}"
+    );
     let mut redis = redis;
     assert!(redis.0.try_wait().unwrap().is_none(), "redis was killed");
     let status = daemon.signal_and_wait(libc::SIGTERM);

@@ -98,6 +98,56 @@ pub fn render(s: &Snapshot) -> String {
         "The tenant's memory pressure (PSI some avg10), percent.",
         |t| t.pressure_some_avg10,
     );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_app_pool_bytes",
+        "The tenant's application pool as its balloon agent last reported it, in bytes.",
+        |t| t.app.as_ref().map(|a| a.pool_bytes as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_app_wanted_bytes",
+        "The application pool memtide wants for the tenant, in bytes.",
+        |t| {
+            t.app
+                .as_ref()
+                .and_then(|a| a.wanted_bytes)
+                .map(|b| b as f64)
+        },
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_app_last_resize_seconds",
+        "How long the application took to answer its last target, in seconds.",
+        |t| {
+            t.app
+                .as_ref()
+                .and_then(|a| a.last_resize.as_ref())
+                .map(|r| r.took_s)
+        },
+    );
+    family(
+        &mut out,
+        "memtide_app_held_by",
+        "gauge",
+        "1 for the mechanism that moves an application tenant's memory (app: its agent, os: the cgroup limit), 0 for the other.",
+    );
+    for t in &s.tenants {
+        if let Some(a) = &t.app {
+            for by in ["app", "os"] {
+                let v = if a.held_by == by { 1.0 } else { 0.0 };
+                sample(
+                    &mut out,
+                    "memtide_app_held_by",
+                    &[("tenant", &t.name), ("by", by)],
+                    v,
+                );
+            }
+        }
+    }
     family(
         &mut out,
         "memtide_tenant_refaults_total",
@@ -371,6 +421,21 @@ mod tests {
             swap_bytes: Some(0),
             refaults_total: Some(12),
             major_faults_total: Some(3),
+            app: Some(memtide_api::AppSnapshot {
+                app: "db".into(),
+                kind: "buffer_pool".into(),
+                pid: Some(7),
+                pool_bytes: 256 << 20,
+                wanted_bytes: Some(192 << 20),
+                held_by: "app".into(),
+                why: None,
+                last_resize: Some(memtide_api::ResizeSnapshot {
+                    pool_bytes: 256 << 20,
+                    status: "done".into(),
+                    took_s: 0.5,
+                    reason: None,
+                }),
+            }),
             ..Default::default()
         }
     }
@@ -536,6 +601,19 @@ memtide_tenant_file_bytes{tenant="db"} 104857600
 memtide_tenant_swap_bytes{tenant="db"} 0
 # HELP memtide_tenant_pressure_some_avg10 The tenant's memory pressure (PSI some avg10), percent.
 # TYPE memtide_tenant_pressure_some_avg10 gauge
+# HELP memtide_app_pool_bytes The tenant's application pool as its balloon agent last reported it, in bytes.
+# TYPE memtide_app_pool_bytes gauge
+memtide_app_pool_bytes{tenant="db"} 268435456
+# HELP memtide_app_wanted_bytes The application pool memtide wants for the tenant, in bytes.
+# TYPE memtide_app_wanted_bytes gauge
+memtide_app_wanted_bytes{tenant="db"} 201326592
+# HELP memtide_app_last_resize_seconds How long the application took to answer its last target, in seconds.
+# TYPE memtide_app_last_resize_seconds gauge
+memtide_app_last_resize_seconds{tenant="db"} 0.5
+# HELP memtide_app_held_by 1 for the mechanism that moves an application tenant's memory (app: its agent, os: the cgroup limit), 0 for the other.
+# TYPE memtide_app_held_by gauge
+memtide_app_held_by{tenant="db",by="app"} 1
+memtide_app_held_by{tenant="db",by="os"} 0
 # HELP memtide_tenant_refaults_total Refaults (anon + file) since memtide started watching the tenant.
 # TYPE memtide_tenant_refaults_total counter
 memtide_tenant_refaults_total{tenant="db"} 12

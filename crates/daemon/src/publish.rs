@@ -11,7 +11,9 @@
 
 use crate::config::DaemonConfig;
 use crate::log::{now_ms, Logger};
-use memtide_api::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
+use memtide_api::{
+    AppSnapshot, Counters, DecisionRecord, HostSnapshot, ResizeSnapshot, Snapshot, TenantSnapshot,
+};
 use memtide_controller::Controller;
 use memtide_model::{LimitRail, Pages, Reason, TenantId, WorldEvent};
 use memtide_runner::TickRecord;
@@ -44,6 +46,9 @@ pub struct Publisher {
     unpublished: usize,
     /// Each managed tenant's refaults (with swap-ins) and major faults since it was adopted.
     totals: BTreeMap<TenantId, (Option<u64>, Option<u64>)>,
+    /// Each tenant's application pool, from its agent's events (the pool's figures are the
+    /// tick's note's when the planner wrote one).
+    apps: BTreeMap<TenantId, AppSnapshot>,
 }
 
 /// A tenant the daemon manages, as the publisher names it.
@@ -88,6 +93,34 @@ impl Publisher {
             totals: BTreeMap::new(),
             reasons: BTreeMap::new(),
             unpublished: 0,
+            apps: BTreeMap::new(),
+        }
+    }
+
+    /// An agent registered for `tenant`: the application holds it (again).
+    pub fn app_registered(&mut self, tenant: TenantId, app: &str, kind: &str, pid: u32) {
+        let a = self.apps.entry(tenant).or_default();
+        a.app = app.to_string();
+        a.kind = kind.to_string();
+        a.pid = Some(pid);
+        a.held_by = "app".to_string();
+        a.why = None;
+    }
+
+    /// `tenant`'s agent answered a target.
+    pub fn app_answered(&mut self, tenant: TenantId, answer: ResizeSnapshot) {
+        if let Some(a) = self.apps.get_mut(&tenant) {
+            a.pool_bytes = answer.pool_bytes;
+            a.last_resize = Some(answer);
+        }
+    }
+
+    /// `tenant`'s agent is gone (`why`): the OS mechanism holds the tenant.
+    pub fn app_closed(&mut self, tenant: TenantId, why: String) {
+        if let Some(a) = self.apps.get_mut(&tenant) {
+            a.pid = None;
+            a.held_by = "os".to_string();
+            a.why = Some(why);
         }
     }
 
@@ -230,6 +263,8 @@ impl Publisher {
 
         self.totals
             .retain(|id, _| managed.iter().any(|m| m.id == *id));
+        self.apps
+            .retain(|id, _| managed.iter().any(|m| m.id == *id));
         let mut tenants = Vec::with_capacity(managed.len());
         for Managed {
             id,
@@ -277,6 +312,13 @@ impl Publisher {
                 }),
                 reason: row.map_or_else(String::new, |r| self.reason_line(r.tenant, &r.reason)),
                 held: held_now.remove(id),
+                app: self.apps.get_mut(id).map(|a| {
+                    if let Some(note) = row.and_then(|r| r.reason.mechanism.app_balloon) {
+                        a.pool_bytes = note.pool.to_bytes().0;
+                        a.wanted_bytes = Some(note.wanted.to_bytes().0);
+                    }
+                    a.clone()
+                }),
             });
             if self.dry_run {
                 if let Some(r) = row {

@@ -328,36 +328,52 @@ impl Daemon {
                     app,
                     kind,
                     pid,
-                } => self.log.info(
-                    "agent_registered",
-                    &[
-                        ("tenant", json!(name(tenant))),
-                        ("app", json!(app)),
-                        ("kind", json!(kind.as_str())),
-                        ("pid", json!(pid)),
-                    ],
-                ),
+                } => {
+                    self.publisher
+                        .app_registered(tenant, &app, kind.as_str(), pid);
+                    self.log.info(
+                        "agent_registered",
+                        &[
+                            ("tenant", json!(name(tenant))),
+                            ("app", json!(app)),
+                            ("kind", json!(kind.as_str())),
+                            ("pid", json!(pid)),
+                        ],
+                    )
+                }
                 AgentEvent::Answered {
                     tenant,
                     seq,
                     status,
                     pool_bytes,
                     reason,
-                } => self.log.info(
-                    "agent_answered",
-                    &[
-                        ("tenant", json!(name(tenant))),
-                        ("seq", json!(seq)),
-                        ("status", json!(status.as_str())),
-                        ("pool_bytes", json!(pool_bytes)),
-                        ("reason", json!(reason)),
-                    ],
-                ),
+                    took,
+                } => {
+                    self.log.info(
+                        "agent_answered",
+                        &[
+                            ("tenant", json!(name(tenant))),
+                            ("seq", json!(seq)),
+                            ("status", json!(status.as_str())),
+                            ("pool_bytes", json!(pool_bytes)),
+                            ("took_s", json!(took.as_secs_f64())),
+                            ("reason", json!(reason)),
+                        ],
+                    );
+                    self.publisher.app_answered(
+                        tenant,
+                        memtide_api::ResizeSnapshot {
+                            pool_bytes,
+                            status: status.as_str().to_string(),
+                            took_s: took.as_secs_f64(),
+                            reason,
+                        },
+                    );
+                }
                 AgentEvent::Closed { tenant, why } => {
-                    let fields = [
-                        ("tenant", json!(name(tenant))),
-                        ("why", json!(why.to_string())),
-                    ];
+                    let text = why.to_string();
+                    let fields = [("tenant", json!(name(tenant))), ("why", json!(text))];
+                    self.publisher.app_closed(tenant, text);
                     // Saying bye is how an agent leaves; anything else is worth a warning.
                     if matches!(why, memtide_agents::hub::Closed::Bye(_)) {
                         self.log.info("agent_closed", &fields);

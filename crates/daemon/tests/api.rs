@@ -84,6 +84,7 @@ fn tenant(name: &str, (min, max, shares): Settings) -> TenantSnapshot {
         mechanisms: vec!["limit".to_string()],
         reason: "holds its estimate".to_string(),
         held: None,
+        app: None,
     }
 }
 
