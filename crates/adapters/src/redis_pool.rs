@@ -83,13 +83,18 @@ impl Pool for RedisPool {
         let was = self.size()?;
         let shrinking = was == 0 || bytes < was;
         if shrinking {
+            // Only a limit under what Redis holds needs eviction; under noeviction Redis would
+            // refuse writes instead of giving memory back.
+            let info = self.info("memory").map_err(|e| fail("INFO memory", e))?;
+            let used = Self::number(&info, "used_memory")?;
             let policy = self
                 .policy()
                 .map_err(|e| fail("CONFIG GET maxmemory-policy", e))?;
-            if policy == "noeviction" {
-                return Err(Refusal::new(
-                    "redis: maxmemory-policy is noeviction, so Redis cannot give memory back",
-                ));
+            if used > bytes && policy == "noeviction" {
+                return Err(Refusal::new(format!(
+                    "redis: maxmemory-policy is noeviction, so Redis cannot give memory back \
+                     (used_memory {used} > {bytes})"
+                )));
             }
         }
         let _: () = redis::cmd("CONFIG")

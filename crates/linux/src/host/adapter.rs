@@ -29,30 +29,44 @@ impl Adapter {
     }
 
     /// Starts the adapter in the cgroup at `dir` unless it runs or its back-off has not
-    /// passed; `Some` when it tried: the new pid, or why it could not start.
+    /// passed. Says how it ended, when it exited since the last call (its status and the
+    /// error line from its log, e.g. the server refusing its password), and, when it tried to
+    /// start it, the new pid or why it could not start.
     pub(crate) fn keep_running(
         &mut self,
         tenant: &str,
         dir: &Path,
         log: Option<&Path>,
-    ) -> Option<Result<u32, LinuxError>> {
+    ) -> (Option<String>, Option<Result<u32, LinuxError>>) {
+        let mut exited = None;
         if let Some(c) = &mut self.child {
             match c.try_wait() {
-                Ok(None) => return None,
-                _ => self.child = None,
+                Ok(None) => return (None, None),
+                Ok(Some(status)) => {
+                    let said = log
+                        .and_then(last_error)
+                        .map_or_else(String::new, |l| format!(": {l}"));
+                    exited = Some(format!("exited ({status}){said}"));
+                    self.child = None;
+                }
+                Err(e) => {
+                    exited = Some(format!("cannot be waited for: {e}"));
+                    self.child = None;
+                }
             }
         }
         let now = Instant::now();
         if now < self.next_start {
-            return None;
+            return (exited, None);
         }
         self.next_start = now + self.backoff;
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-        Some(spawn_in_cgroup(tenant, &self.argv, dir, log).map(|c| {
+        let started = spawn_in_cgroup(tenant, &self.argv, dir, log).map(|c| {
             let pid = c.id();
             self.child = Some(c);
             pid
-        }))
+        });
+        (exited, Some(started))
     }
 
     /// Stops the adapter: SIGTERM (it says bye), SIGKILL after 2 s.
@@ -76,6 +90,23 @@ impl Adapter {
     }
 }
 
+/// The adapter's error line in its log: the last `Error: ...` line (how `memtide-adapter`
+/// reports why it stopped), else the last non-empty line.
+fn last_error(log: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(log).ok()?;
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines
+        .iter()
+        .rev()
+        .find(|l| l.starts_with("Error:"))
+        .or(lines.last())
+        .map(|l| l.chars().take(512).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -86,25 +117,52 @@ mod tests {
         // A plain directory stands in for the cgroup: the child's write lands in a file.
         std::fs::write(dir.path().join("cgroup.procs"), "").unwrap();
         let mut a = Adapter::new(vec!["sleep".into(), "0".into()]);
-        assert!(matches!(a.keep_running("t", dir.path(), None), Some(Ok(_))));
+        assert!(matches!(
+            a.keep_running("t", dir.path(), None),
+            (None, Some(Ok(_)))
+        ));
         std::thread::sleep(Duration::from_millis(200));
-        assert!(
-            a.keep_running("t", dir.path(), None).is_none(),
-            "within its back-off"
-        );
+        let (exited, started) = a.keep_running("t", dir.path(), None);
+        assert!(started.is_none(), "within its back-off");
+        assert_eq!(exited.as_deref(), Some("exited (exit status: 0)"));
         a.next_start = Instant::now();
-        assert!(matches!(a.keep_running("t", dir.path(), None), Some(Ok(_))));
+        assert!(matches!(
+            a.keep_running("t", dir.path(), None),
+            (None, Some(Ok(_)))
+        ));
         let mut long = Adapter::new(vec!["sleep".into(), "30".into()]);
         assert!(matches!(
             long.keep_running("t", dir.path(), None),
-            Some(Ok(_))
+            (None, Some(Ok(_)))
         ));
         assert!(
-            long.keep_running("t", dir.path(), None).is_none(),
+            matches!(long.keep_running("t", dir.path(), None), (None, None)),
             "it runs"
         );
         let start = Instant::now();
         long.stop();
         assert!(long.child.is_none() && start.elapsed() < Duration::from_secs(3));
+    }
+
+    #[test]
+    fn an_adapter_that_fails_is_reported_with_the_error_line_from_its_log() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cgroup.procs"), "").unwrap();
+        let log = dir.path().join("a.log");
+        let mut a = Adapter::new(vec![
+            "sh".into(),
+            "-c".into(),
+            "echo starting; echo 'Error: redis: redis at 127.0.0.1:1: WRONGPASS invalid password' >&2; echo bye; exit 1".into(),
+        ]);
+        assert!(matches!(
+            a.keep_running("t", dir.path(), Some(&log)),
+            (None, Some(Ok(_)))
+        ));
+        std::thread::sleep(Duration::from_millis(300));
+        let (exited, _) = a.keep_running("t", dir.path(), Some(&log));
+        assert_eq!(
+            exited.as_deref(),
+            Some("exited (exit status: 1): Error: redis: redis at 127.0.0.1:1: WRONGPASS invalid password")
+        );
     }
 }

@@ -591,11 +591,12 @@ impl LinuxHost {
                 .log_dir
                 .as_ref()
                 .map(|d| d.join(format!("{}-adapter.log", t.name)));
-            if let Some(Err(e)) = a.keep_running(&t.name, t.cgroup.dir(), log.as_deref()) {
-                self.events.push(WorldEvent::AdapterFailed {
-                    id,
-                    error: e.to_string(),
-                });
+            let (exited, started) = a.keep_running(&t.name, t.cgroup.dir(), log.as_deref());
+            for error in exited
+                .into_iter()
+                .chain(started.and_then(Result::err).map(|e| e.to_string()))
+            {
+                self.events.push(WorldEvent::AdapterFailed { id, error });
             }
         }
         let sample = t.reader.sample()?;
