@@ -28,9 +28,11 @@
 //! - **G1.** There is no size to set: the pool is the committed heap. A shrink runs a full
 //!   `GC.run` to learn the live heap `L`, sets both ratios to `floor(100 (1 - L / target))`, so
 //!   that G1's resize after the next full GC aims at `L / (1 - ratio)`, at most the target, and
-//!   runs `GC.run` again; then it waits as above. This is a ratio, not a cap: G1 lands within
-//!   one percent of the target plus a region, and grows again past it when its GC time ratio
-//!   asks for more heap (the next shrink brings it back). A target leaving less than 10% of the
+//!   runs `GC.run` again. G1 sizes on more than the live bytes (whole regions, what the
+//!   workload allocated meanwhile), so a heap that lands above the target is aimed again on
+//!   what G1 counted (`committed × (1 - ratio)`), at most twice, a full GC each; then it waits
+//!   as above. This is a ratio, not a cap: G1 lands a few percent around the target, and grows
+//!   again past it when its GC time ratio asks for more heap (the next shrink brings it back). A target leaving less than 10% of the
 //!   heap free after a full GC is refused (G1 would collect without end). A grow puts back
 //!   JDK 17's defaults (`MinHeapFreeRatio` 40, `MaxHeapFreeRatio` 70) and is done.
 //! - **Statistics**: one `GC.heap_info` per reading. `used_bytes` is the heap's used bytes (live
@@ -466,6 +468,33 @@ pub fn g1_ratio(live: u64, target: u64) -> Option<u64> {
     (ratio >= G1_LEAST_FREE).then_some(ratio)
 }
 
+/// The jcmd commands that set G1's free ratios, in an order every pair of values allows
+/// (`MinHeapFreeRatio` may not exceed `MaxHeapFreeRatio`).
+fn g1_ratios(min: u64, max: u64) -> [String; 3] {
+    [
+        "VM.set_flag MinHeapFreeRatio 0".to_string(),
+        format!("VM.set_flag MaxHeapFreeRatio {max}"),
+        format!("VM.set_flag MinHeapFreeRatio {min}"),
+    ]
+}
+
+/// The heap G1 sized on, given that free ratio `ratio` left `committed` after a full GC.
+pub fn g1_counted(committed: u64, ratio: u64) -> u64 {
+    u64::try_from(u128::from(committed) * u128::from(100 - ratio.min(100)) / 100)
+        .unwrap_or(u64::MAX)
+}
+
+/// Whether process `pid` has exited (gone, or a zombie not yet reaped).
+fn exited(pid: u32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    // `pid (comm) S ...`: the state follows the last `)`.
+    stat.rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .is_some_and(|state| state == "Z" || state == "X")
+}
+
 /// Runs `program` with `args` (and `input` on its standard input), killing it after `timeout`.
 /// The answer is its exit status's success and its output, stdout then stderr.
 fn run_bounded(
@@ -546,7 +575,6 @@ impl JvmPool {
                 Some(many.join("\n") + "\n")
             }
         };
-        let gone = || !Path::new(&format!("/proc/{pid}")).exists();
         match run_bounded(&self.jcmd, &args, input.as_deref(), self.timeout) {
             Ok((true, text)) => Ok(text),
             Ok((false, text)) => {
@@ -557,7 +585,7 @@ impl JvmPool {
                     .or_else(|| text.lines().find(|l| !l.trim().is_empty()))
                     .unwrap_or("no output")
                     .to_string();
-                let why = if gone() {
+                let why = if exited(pid) {
                     format!("the JVM (pid {pid}) is gone: {what}: {said}")
                 } else {
                     format!("{what}: {said}")
@@ -656,15 +684,8 @@ impl JvmPool {
 
     /// Steers G1's free ratios at `bytes` and collects; a grow puts the defaults back.
     fn resize_g1(&mut self, bytes: u64) -> Result<(), Refusal> {
-        let ratios = |min: u64, max: u64| {
-            [
-                "VM.set_flag MinHeapFreeRatio 0".to_string(),
-                format!("VM.set_flag MaxHeapFreeRatio {max}"),
-                format!("VM.set_flag MinHeapFreeRatio {min}"),
-            ]
-        };
         if bytes >= self.size {
-            let set = ratios(G1_MIN_FREE, G1_MAX_FREE);
+            let set = g1_ratios(G1_MIN_FREE, G1_MAX_FREE);
             self.all_ok(&set.iter().map(String::as_str).collect::<Vec<_>>())?;
             self.size = bytes;
             return Ok(());
@@ -679,12 +700,32 @@ impl JvmPool {
                  {G1_LEAST_FREE}% of the target {bytes} free"
             ))
         })?;
-        let set = ratios(ratio, ratio);
+        let mut heap = self.g1_ratios_and_gc(ratio)?;
+        self.size = bytes;
+        // G1 sizes the heap on more than the live bytes (whole regions, and what the workload
+        // allocated since): a heap above the target is aimed again, at most twice, on what
+        // G1 counted.
+        let mut ratio = ratio;
+        for _ in 0..2 {
+            if heap.committed <= bytes {
+                break;
+            }
+            let counted = g1_counted(heap.committed, ratio);
+            match g1_ratio(counted, bytes) {
+                Some(lower) if lower < ratio => ratio = lower,
+                _ => break,
+            }
+            heap = self.g1_ratios_and_gc(ratio).map_err(|r| r.at(bytes))?;
+        }
+        self.until_committed(bytes, heap)
+    }
+
+    /// Sets both of G1's free ratios to `ratio`, then runs a full GC.
+    fn g1_ratios_and_gc(&self, ratio: u64) -> Result<Heap, Refusal> {
+        let set = g1_ratios(ratio, ratio);
         let mut commands: Vec<&str> = set.iter().map(String::as_str).collect();
         commands.push("GC.run");
-        let heap = self.then_heap(&commands)?;
-        self.size = bytes;
-        self.until_committed(bytes, heap)
+        self.then_heap(&commands)
     }
 }
 
@@ -894,6 +935,22 @@ Collection set:
         assert_eq!(g1_ratio(95 * MIB, 100 * MIB), None, "5% free is too little");
         assert_eq!(g1_ratio(0, 0), None);
         assert_eq!(g1_ratio(0, u64::MAX), Some(100));
+    }
+
+    #[test]
+    fn a_g1_heap_that_landed_above_the_target_is_aimed_lower_on_what_g1_counted() {
+        // Aimed at 600 MiB with 47% free, G1 kept 632 MiB: it sized on 335 MiB, so 44%.
+        let counted = g1_counted(632 * MIB, 47);
+        assert_eq!(counted / MIB, 334);
+        assert_eq!(g1_ratio(counted, 600 * MIB), Some(44));
+        assert_eq!(g1_counted(u64::MAX, 0), u64::MAX);
+        assert_eq!(g1_counted(100, 250), 0);
+    }
+
+    #[test]
+    fn a_process_that_is_gone_has_exited_and_this_one_has_not() {
+        assert!(!exited(std::process::id()));
+        assert!(exited(u32::MAX));
     }
 
     #[test]
