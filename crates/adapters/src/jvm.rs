@@ -1,4 +1,4 @@
-//! A JVM's heap as a balloon pool, moved through `jcmd`: under ZGC and Shenandoah the pool is `SoftMaxHeapSize` (set, then `GC.run` to make the collector give the memory back), under G1 it is the committed heap, steered by `MinHeapFreeRatio`/`MaxHeapFreeRatio` and a full `GC.run`; a shrink is done only once `GC.heap_info` shows the committed heap at or under the target (plus [`slack`]).
+//! A JVM's heap as a balloon pool, moved through `jcmd`: under ZGC and Shenandoah the pool is `SoftMaxHeapSize` (set, then `GC.run` to make the collector give the memory back), under G1 it caps the committed heap, steered by `MinHeapFreeRatio`/`MaxHeapFreeRatio` and a full `GC.run`; a shrink is done only once `GC.heap_info` shows the committed heap at or under the target (plus [`slack`]).
 //!
 //! - **Which JVM.** `--pid`, else the one `java` process in the adapter's own memory cgroup (the
 //!   adapter runs in the tenant's): none or several is an error naming the cgroup, and as a
@@ -15,9 +15,10 @@
 //!   refusal's reason.
 //! - **ZGC and Shenandoah.** The pool is `SoftMaxHeapSize` (a manageable flag; read at connect,
 //!   then as set). A grow sets it and is done: the heap grows on demand. A shrink sets it, runs
-//!   `GC.run` and reads `GC.heap_info` in one jcmd, then reads `GC.heap_info` every 200 ms
-//!   (running `GC.run` again every 5 s) until the committed heap is at most the target plus
-//!   [`slack`], for up to the deadline (30 s); past it the answer is `failed` at the target.
+//!   `GC.run` and reads `GC.heap_info` in one jcmd, then reads `GC.heap_info` again (50 ms
+//!   after each answer; `GC.run` again every 5 s) until the committed heap is at most the
+//!   target plus [`slack`], for up to the deadline (30 s); past it the answer is `failed` at
+//!   the target.
 //!   Shenandoah (JDK 17) uncommits every empty region at once after an explicit GC, so a
 //!   shrink takes one GC cycle; `ExplicitGCInvokesConcurrent` (on by default under
 //!   Shenandoah) makes that cycle concurrent rather than a full stop-the-world GC, and
@@ -25,7 +26,10 @@
 //!   seconds (300 by default): it must be launched with `-XX:ZUncommitDelay=1`, and a ZGC
 //!   whose delay is not shorter than the deadline, or with `-XX:-ZUncommit`, has every shrink
 //!   refused with that reason (likewise Shenandoah's `-XX:-ShenandoahUncommit`).
-//! - **G1.** There is no size to set: the pool is the committed heap. A shrink runs a full
+//! - **G1.** There is no size to set: the pool is a cap on the committed heap, `MaxHeapSize`
+//!   while G1's free ratios are its own (the heap grows on demand up to it), the target once
+//!   a shrink has aimed them (an adapter that connects again reads it back as the committed
+//!   heap, when both ratios are equal, as only a shrink leaves them). A shrink runs a full
 //!   `GC.run` to learn the live heap `L`, sets both ratios to `floor(100 (1 - L / target))`, so
 //!   that G1's resize after the next full GC aims at `L / (1 - ratio)`, at most the target, and
 //!   runs `GC.run` again. G1 sizes on more than the live bytes (whole regions, what the
@@ -74,7 +78,7 @@ const JCMD_VM: [&str; 4] = [
 ];
 
 /// How often a shrink reads the committed heap while it waits.
-const POLL: Duration = Duration::from_millis(200);
+const POLL: Duration = Duration::from_millis(50);
 
 /// How often a shrink that waits runs `GC.run` again.
 const GC_AGAIN: Duration = Duration::from_secs(5);
@@ -170,8 +174,9 @@ pub struct JvmPool {
     min_heap: u64,
     /// Why this JVM cannot give memory back, when its flags say so.
     blocker: Option<String>,
-    /// The pool: `SoftMaxHeapSize` (ZGC, Shenandoah) or the committed heap (G1), read at
-    /// connect and as set since.
+    /// The pool: `SoftMaxHeapSize` (ZGC, Shenandoah), or G1's cap (`MaxHeapSize` while its
+    /// ratios are its own, the committed heap after a shrink), read at connect and as set
+    /// since.
     size: u64,
 }
 
@@ -226,7 +231,14 @@ pub fn connect(config: &Config) -> Result<JvmPool, String> {
     }
     pool.blocker = blocker(&flags, config.collector, config.deadline);
     pool.size = match config.collector {
-        Collector::G1 => pool.heap().map_err(|r| r.reason)?.committed,
+        // Ratios made equal by an earlier shrink: the heap was aimed at what it holds.
+        Collector::G1
+            if flags.get("MinHeapFreeRatio").is_some()
+                && flags.get("MinHeapFreeRatio") == flags.get("MaxHeapFreeRatio") =>
+        {
+            pool.heap().map_err(|r| r.reason)?.committed
+        }
+        Collector::G1 => pool.max_heap,
         _ => figure("SoftMaxHeapSize")?,
     };
     Ok(pool)
@@ -730,8 +742,7 @@ impl JvmPool {
 }
 
 impl Pool for JvmPool {
-    /// `SoftMaxHeapSize` (ZGC, Shenandoah) or the committed heap (G1), as read at connect and
-    /// set since.
+    /// `SoftMaxHeapSize` (ZGC, Shenandoah) or G1's cap, as read at connect and set since.
     fn size(&mut self) -> Result<u64, Refusal> {
         Ok(self.size)
     }

@@ -470,3 +470,125 @@ fn a_collector_other_than_the_declared_one_is_refused_naming_both() {
     assert!(!out.status.success());
     assert!(said.contains("G1") && said.contains("Shenandoah"), "{said}");
 }
+
+/// One resize's times, from the target sent.
+struct Timed {
+    done: Duration,
+    /// Until the cgroup's usage fell by half, and by 90%, of what the heap gave up.
+    half: Option<Duration>,
+    most: Option<Duration>,
+}
+
+/// Sends `pool` and times the answer and, shrinking by `gives` bytes, the cgroup's fall.
+fn timed(memtide: &Memtide, cg: &TestCgroup, pool: u64, gives: u64) -> Timed {
+    let before = cg.usage();
+    let start = Instant::now();
+    memtide.hub.apply(T, target(pool));
+    let (mut done, mut half, mut most) = (None, None, None);
+    let mut status = None;
+    while done.is_none()
+        || (gives > 0
+            && most.is_none()
+            && start.elapsed() < done.unwrap() + Duration::from_secs(10))
+    {
+        let fell = before.saturating_sub(cg.usage());
+        if gives > 0 && half.is_none() && fell * 2 >= gives {
+            half = Some(start.elapsed());
+        }
+        if gives > 0 && most.is_none() && fell * 10 >= gives * 9 {
+            most = Some(start.elapsed());
+        }
+        for e in memtide.hub.drain_events() {
+            if let AgentEvent::Answered {
+                status: s,
+                pool_bytes,
+                reason,
+                ..
+            } = e
+            {
+                if pool_bytes == pool {
+                    assert_eq!(s, ProgressStatus::Done, "{pool}: {reason:?}");
+                    status = Some(s);
+                    done = Some(start.elapsed());
+                }
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no answer at {pool}: {status:?}"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    Timed {
+        done: done.unwrap(),
+        half,
+        most,
+    }
+}
+
+fn secs(d: Option<Duration>) -> String {
+    d.map_or("-".to_string(), |d| format!("{:.2}", d.as_secs_f64()))
+}
+
+/// The resize times of scripts/jvm-resize-times.sh: for each collector, a heap grown by 0.5,
+/// 1 and 2 GiB around a 128 MiB live set, shrunk by that much through the adapter and grown
+/// back. Prints a table; asserts only that every resize is done.
+#[test]
+#[ignore = "measurement: scripts/jvm-resize-times.sh"]
+fn resize_times() {
+    let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    if !have_java() {
+        return;
+    }
+    let mut rows = Vec::new();
+    for (collector, flags) in [
+        ("shenandoah", vec!["-XX:+UseShenandoahGC"]),
+        ("zgc", vec!["-XX:+UseZGC", "-XX:ZUncommitDelay=1"]),
+        ("g1", vec!["-XX:+UseG1GC"]),
+    ] {
+        let Some(cg) = TestCgroup::new(&format!("times-{collector}")) else {
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        compile(dir.path());
+        let mut all = vec!["-Xmx3g", "-Xms64m"];
+        all.extend(flags);
+        let mut jvm = Jvm::start(&cg, dir.path(), &all, 128);
+        let memtide = Memtide::start(dir.path());
+        let _adapter = memtide.adapter(
+            &cg,
+            &["--collector", collector, "--min", "256M", "--max", "3G"],
+        );
+        for gib in [0.5, 1.0, 2.0] {
+            let gives = (gib * 1024.0) as u64 * MIB;
+            jvm.live(gives / MIB + 384);
+            jvm.live(128);
+            let grown = committed(jvm.pid(), collector);
+            let small = (grown.saturating_sub(gives) / MIB * MIB).max(256 * MIB);
+            let down = timed(&memtide, &cg, small, grown - small);
+            let shrunk = committed(jvm.pid(), collector);
+            let back = (small + gives).min(3 << 30);
+            let up = timed(&memtide, &cg, back, 0);
+            rows.push(format!(
+                "{collector:<10} {gib:>4} GiB  {:>6} -> {:>6} MiB  shrink done {:>5} s  cgroup -50% {:>5} s  -90% {:>5} s  grow done {:>5} s",
+                grown / MIB,
+                shrunk / MIB,
+                secs(Some(down.done)),
+                secs(down.half),
+                secs(down.most),
+                secs(Some(up.done)),
+            ));
+            eprintln!("{}", rows.last().unwrap());
+            // Back at the largest pool for the next size (a target already sent is not
+            // sent again).
+            if back != 3 << 30 {
+                let _ = timed(&memtide, &cg, 3 << 30, 0);
+            }
+        }
+        memtide.server.stop();
+    }
+    println!("\ncollector   size   committed heap           shrink              cgroup fallen            grow");
+    for row in rows {
+        println!("{row}");
+    }
+}
