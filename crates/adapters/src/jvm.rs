@@ -233,7 +233,7 @@ pub fn connect(config: &Config) -> Result<JvmPool, String> {
     pool.size = match config.collector {
         // Ratios made equal by an earlier shrink: the heap was aimed at what it holds.
         Collector::G1
-            if flags.get("MinHeapFreeRatio").is_some()
+            if flags.contains_key("MinHeapFreeRatio")
                 && flags.get("MinHeapFreeRatio") == flags.get("MaxHeapFreeRatio") =>
         {
             pool.heap().map_err(|r| r.reason)?.committed
