@@ -540,12 +540,30 @@ fn resize_times() {
     if !have_java() {
         return;
     }
+    // JVM_TIMES_COLLECTORS (default: all three) and JVM_TIMES_SIZES (GiB, default 0.5,1,2)
+    // narrow it; JVM_TIMES_REPEAT runs each size that many times.
+    let env = |name: &str, default: &str| std::env::var(name).unwrap_or(default.to_string());
+    let wanted = env("JVM_TIMES_COLLECTORS", "shenandoah,zgc,g1");
+    let sizes: Vec<f64> = env("JVM_TIMES_SIZES", "0.5,1,2")
+        .split(',')
+        .map(|s| {
+            s.trim()
+                .parse()
+                .expect("JVM_TIMES_SIZES: GiB, comma-separated")
+        })
+        .collect();
+    let repeat: usize = env("JVM_TIMES_REPEAT", "1")
+        .parse()
+        .expect("JVM_TIMES_REPEAT");
     let mut rows = Vec::new();
     for (collector, flags) in [
         ("shenandoah", vec!["-XX:+UseShenandoahGC"]),
         ("zgc", vec!["-XX:+UseZGC", "-XX:ZUncommitDelay=1"]),
         ("g1", vec!["-XX:+UseG1GC"]),
     ] {
+        if !wanted.split(',').any(|w| w.trim() == collector) {
+            continue;
+        }
         let Some(cg) = TestCgroup::new(&format!("times-{collector}")) else {
             return;
         };
@@ -559,7 +577,8 @@ fn resize_times() {
             &cg,
             &["--collector", collector, "--min", "256M", "--max", "3G"],
         );
-        for gib in [0.5, 1.0, 2.0] {
+        for gib in sizes.iter().flat_map(|&g| std::iter::repeat_n(g, repeat)) {
+            assert!((0.25..=2.5).contains(&gib), "JVM_TIMES_SIZES: {gib} GiB");
             let gives = (gib * 1024.0) as u64 * MIB;
             jvm.live(gives / MIB + 384);
             jvm.live(128);
