@@ -1,8 +1,10 @@
 //! `memtide-adapter`: a balloon protocol agent (docs/balloon-protocol.md) for a server that has none, resizing it through its own online knob; it runs in the server's tenant (its cgroup), so memtide's identity check places it there, and memtide asks it as it would an application that links an SDK.
 //!
-//! `memtide-adapter redis --url redis://127.0.0.1:6379 --min 64M --max 1G` (see docs/apps.md).
+//! `memtide-adapter redis --url redis://127.0.0.1:6379 --min 64M --max 1G`,
+//! `memtide-adapter jvm --collector shenandoah --min 256M --max 2G` (see docs/apps.md).
 //! Each server is a module implementing [`server::Pool`]; [`server::run`] does the rest.
 
+mod jvm;
 mod redis_pool;
 mod server;
 
@@ -13,6 +15,7 @@ use server::{Connect, Pool, Registration};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 #[derive(Parser)]
 #[command(
@@ -59,10 +62,35 @@ enum Server {
         #[command(flatten)]
         common: Common,
     },
+    /// A JVM's heap through jcmd: `SoftMaxHeapSize` (ZGC, Shenandoah) or G1's free ratios,
+    /// then `GC.run`, until the committed heap is at the target.
+    Jvm {
+        /// The collector the JVM runs (checked against its VM.flags): shenandoah, zgc or g1.
+        #[arg(long)]
+        collector: jvm::Collector,
+        /// The JVM's pid (default: the one `java` process in this adapter's memory cgroup).
+        #[arg(long)]
+        pid: Option<u32>,
+        /// The jcmd to run (default: the one beside the JVM's `java`, else `jcmd` on the PATH).
+        #[arg(long)]
+        jcmd: Option<PathBuf>,
+        /// How long one jcmd may take before it is killed.
+        #[arg(long, value_parser = duration, default_value = "15s")]
+        jcmd_timeout: Duration,
+        /// How long a shrink waits for the committed heap to fall to the target.
+        #[arg(long, value_parser = duration, default_value = "30s")]
+        deadline: Duration,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 fn size(text: &str) -> Result<u64, String> {
     memtide_model::written::parse_size(text)
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    memtide_model::written::parse_duration(text)
 }
 
 /// A password file's first line.
@@ -90,6 +118,27 @@ fn main() -> Result<()> {
                     .map_err(|e| format!("redis at {url}: {e}"))
             });
             (connect, PoolKind::Cache, "redis", common)
+        }
+        Server::Jvm {
+            collector,
+            pid,
+            jcmd,
+            jcmd_timeout,
+            deadline,
+            common,
+        } => {
+            let config = jvm::Config {
+                collector,
+                pid,
+                jcmd,
+                min: common.min,
+                max: common.max,
+                timeout: jcmd_timeout,
+                deadline,
+            };
+            let connect: Connect =
+                Arc::new(move || jvm::connect(&config).map(|p| Box::new(p) as Box<dyn Pool>));
+            (connect, PoolKind::Heap, "jvm", common)
         }
     };
     let max = common.max;
