@@ -149,6 +149,13 @@ fn main() -> Result<()> {
         max_bytes: common.max,
         granule_bytes: common.granule,
         socket: common.socket,
+        // A JVM's statistics cost a jcmd (a JVM of its own, ~0.25 s of CPU): read them less
+        // often. The agent sends the last ones read at memtide's interval either way.
+        stats_every: if kind == PoolKind::Heap {
+            Duration::from_secs(5)
+        } else {
+            Duration::from_secs(1)
+        },
     };
     // Until SIGTERM or SIGINT: then the agent says bye, and memtide's limit has the tenant.
     let stop = Arc::new(AtomicBool::new(false));

@@ -4,7 +4,7 @@
 //!   statistics connection are separate, so that statistics keep flowing (memtide's dead-agent
 //!   clock) while a resize waits on the server. A connection that fails an operation is dropped
 //!   and made again at the next one, so an adapter outlives a server's restart.
-//! - **Statistics** are read once a second on their own thread; the agent sends the last ones
+//! - **Statistics** are read on their own thread (once a second; a JVM's every 5 s); the agent sends the last ones
 //!   read, so a hung server never blocks the agent's thread.
 //! - **Confirming a shrink.** `done` promises the memory is back with the OS. After the server
 //!   says it is at the target, the adapter watches its own memory cgroup (it runs in the
@@ -24,9 +24,6 @@ use std::time::{Duration, Instant};
 
 /// How long a shrink waits for the tenant's cgroup usage to show it.
 pub const CONFIRM: Duration = Duration::from_secs(10);
-
-/// How often the statistics thread asks the server.
-const STATS_EVERY: Duration = Duration::from_secs(1);
 
 /// One server's pool, through one connection.
 pub trait Pool: Send {
@@ -50,6 +47,8 @@ pub struct Registration {
     pub max_bytes: u64,
     pub granule_bytes: u64,
     pub socket: Option<PathBuf>,
+    /// How often the statistics thread asks the server.
+    pub stats_every: Duration,
 }
 
 /// A connection made again after a failure.
@@ -153,7 +152,7 @@ pub fn run(
     }));
     let last: Arc<Mutex<Option<PoolStats>>> = Arc::new(Mutex::new(None));
     let reader = {
-        let (last, stop) = (last.clone(), stop.clone());
+        let (last, stop, every) = (last.clone(), stop.clone(), reg.stats_every);
         let mut held = Held {
             connect,
             pool: None,
@@ -165,7 +164,11 @@ pub fn run(
                     if let Ok(s) = held.with(|p| p.stats()) {
                         *last.lock().unwrap_or_else(PoisonError::into_inner) = Some(s);
                     }
-                    std::thread::sleep(STATS_EVERY);
+                    // In slices, so that a stop is not kept waiting.
+                    let next = Instant::now() + every;
+                    while Instant::now() < next && !stop.load(Ordering::SeqCst) {
+                        std::thread::sleep(Duration::from_millis(100));
+                    }
                 }
             })
             .map_err(|e| format!("starting the statistics thread: {e}"))?
