@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 use memtide_balloon::protocol::PoolKind;
 use server::{Connect, Pool, Registration};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -128,7 +129,18 @@ fn fit_to_server(common: &mut Common, g: &mariadb::Geometry) -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
+/// One line on stderr and a failing exit status when the adapter cannot start or run.
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memtide-adapter: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
     let (connect, kind, name, common): (Connect, PoolKind, &str, Common) = match Cli::parse().server
     {
         Server::Redis {

@@ -147,7 +147,7 @@ impl Login {
 
     fn open(&self, read_timeout: Duration) -> Result<Conn, String> {
         Conn::new(self.opts(read_timeout))
-            .map_err(|e| format!("mariadb at {} as {}: {e}", self.url, self.user))
+            .map_err(|e| format!("mariadb at {} as {}: {}", self.url, self.user, said(&e)))
     }
 
     /// Connects and reads how the server resizes.
@@ -274,12 +274,18 @@ fn resize_state(status: &str, code: Option<u64>, before: &str, background: bool)
     }
 }
 
+/// What went wrong, without the crate's wrapping (`MySqlError { … }`): the server's own message
+/// (`ERROR 1045 (28000): Access denied …`) or the I/O error.
+fn said(e: &mysql::Error) -> String {
+    std::error::Error::source(e).map_or_else(|| e.to_string(), |s| s.to_string())
+}
+
 /// Rows of a `SHOW … STATUS`/`VARIABLES`, the names in lower case (MySQL spells
 /// `Innodb_buffer_pool_pages_LRU_flushed`, MariaDB `…_lru_flushed`).
 fn show(conn: &mut Conn, query: &str) -> Result<BTreeMap<String, String>, Refusal> {
     let rows: Vec<(String, String)> = conn
         .query(query)
-        .map_err(|e| Refusal::new(format!("mariadb: {query}: {e}")))?;
+        .map_err(|e| Refusal::new(format!("mariadb: {query}: {}", said(&e))))?;
     Ok(rows
         .into_iter()
         .map(|(k, v)| (k.to_ascii_lowercase(), v))
@@ -360,7 +366,7 @@ impl Pool for MariadbPool {
         let q = "SELECT @@GLOBAL.innodb_buffer_pool_size";
         self.conn
             .query_first::<u64, _>(q)
-            .map_err(|e| Refusal::new(format!("mariadb: {q}: {e}")))?
+            .map_err(|e| Refusal::new(format!("mariadb: {q}: {}", said(&e))))?
             .ok_or_else(|| Refusal::new(format!("mariadb: {q}: no row")))
     }
 
@@ -395,7 +401,7 @@ impl Pool for MariadbPool {
             .map_err(|e| Refusal::new(format!("{set}: {e}")))?;
         setter
             .query_drop(&set)
-            .map_err(|e| Refusal::new(format!("mariadb: {set}: {e}")))?;
+            .map_err(|e| Refusal::new(format!("mariadb: {set}: {}", said(&e))))?;
         drop(setter);
         let until = started + self.deadline;
         loop {
