@@ -62,7 +62,7 @@ usage() { read_usage; echo "$USE"; }
 
 echo "== $(/usr/sbin/mariadbd --version)"
 mariadb-install-db --datadir="$DIR/data" --user=root --auth-root-authentication-method=normal \
-    --skip-test-db >/dev/null
+    --skip-test-db >"$DIR/install.log" 2>&1 || { cat "$DIR/install.log" >&2; exit 1; }
 sh -c '[ -z "$1" ] || echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$CG" \
     /usr/sbin/mariadbd --no-defaults --datadir="$DIR/data" --socket="$SOCK" --skip-networking \
     --user=root --log-error="$DIR/err.log" --pid-file="$DIR/pid" \
