@@ -42,12 +42,12 @@
 //!   a killed server is a refusal naming the lost connection; a hung one, a refusal after 5 s
 //!   (or the deadline for the `SET`). memtide's limit then takes the tenant over, and the runner
 //!   ([`crate::server`]) connects again at the next operation.
-//! - **Why a crate.** The `mysql` crate (pure Rust, no TLS, synchronous: the same shape as the
-//!   `redis` crate here) speaks the handshake, `mysql_native_password`, `caching_sha2_password`
-//!   and `client_ed25519` and the text protocol; hand code would have to redo that and its
-//!   corner cases for a few queries. Its one gap here: it cannot log in through MariaDB's
-//!   `unix_socket` plugin (Debian's default for `root@localhost`), so the adapter logs in as a
-//!   user with a password (or root installed with `--auth-root-authentication-method=normal`).
+//! - **Why a crate.** The `mysql` crate (pure Rust, here without TLS and with its Rust zlib:
+//!   synchronous, the same shape as the `redis` crate beside it) speaks the handshake, the
+//!   `mysql_native_password` and `caching_sha2_password` logins and the text protocol; hand code
+//!   would redo that, and its corner cases, for a handful of queries. Debian's `root@localhost`
+//!   (`unix_socket`, no password) logs in too, when the adapter runs as the system's root and
+//!   connects through the socket.
 
 use crate::server::Pool;
 use memtide_balloon::agent::{PoolStats, Refusal};
@@ -277,7 +277,13 @@ fn resize_state(status: &str, code: Option<u64>, before: &str, background: bool)
 /// What went wrong, without the crate's wrapping (`MySqlError { … }`): the server's own message
 /// (`ERROR 1045 (28000): Access denied …`) or the I/O error.
 fn said(e: &mysql::Error) -> String {
-    std::error::Error::source(e).map_or_else(|| e.to_string(), |s| s.to_string())
+    match e {
+        mysql::Error::MySqlError(e) => e.to_string(),
+        mysql::Error::IoError(e) => e.to_string(),
+        mysql::Error::DriverError(e) => e.to_string(),
+        mysql::Error::CodecError(e) => e.to_string(),
+        e => e.to_string(),
+    }
 }
 
 /// Rows of a `SHOW … STATUS`/`VARIABLES`, the names in lower case (MySQL spells

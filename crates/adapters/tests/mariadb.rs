@@ -226,6 +226,7 @@ fn a_wrong_password_stops_the_adapter_with_one_line_naming_the_server_and_the_re
     assert_eq!(err.trim_end().lines().count(), 1, "{err}");
     assert!(err.contains(&url), "{err}");
     assert!(err.contains("Access denied"), "{err}");
+    assert!(!err.contains("MySqlError"), "the driver's wrapping: {err}");
 }
 
 #[test]
