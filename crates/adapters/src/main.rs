@@ -1,8 +1,11 @@
 //! `memtide-adapter`: a balloon protocol agent (docs/balloon-protocol.md) for a server that has none, resizing it through its own online knob; it runs in the server's tenant (its cgroup), so memtide's identity check places it there, and memtide asks it as it would an application that links an SDK.
 //!
-//! `memtide-adapter redis --url redis://127.0.0.1:6379 --min 64M --max 1G` (see docs/apps.md).
+//! `memtide-adapter redis --url redis://127.0.0.1:6379 --min 64M --max 1G` or
+//! `memtide-adapter memcached --url memcache://127.0.0.1:11211 --min 64M --max 1G` (see
+//! docs/apps.md).
 //! Each server is a module implementing [`server::Pool`]; [`server::run`] does the rest.
 
+mod memcached;
 mod redis_pool;
 mod server;
 
@@ -59,6 +62,15 @@ enum Server {
         #[command(flatten)]
         common: Common,
     },
+    /// memcached: `cache_memlimit`, then slab pages moved to its global pool, which frees them.
+    Memcached {
+        /// Where memcached listens: `memcache://127.0.0.1:11211` or
+        /// `unix:///run/memcached/memcached.sock`.
+        #[arg(long, default_value = "memcache://127.0.0.1:11211")]
+        url: String,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 fn size(text: &str) -> Result<u64, String> {
@@ -90,6 +102,31 @@ fn main() -> Result<()> {
                     .map_err(|e| format!("redis at {url}: {e}"))
             });
             (connect, PoolKind::Cache, "redis", common)
+        }
+        Server::Memcached { url, common } => {
+            // memcached's limit is in MiB and at least 8 of them.
+            let mib = 1 << 20;
+            anyhow::ensure!(
+                common.granule % mib == 0,
+                "memcached: --granule must be a multiple of 1M (memcached's limit is in MiB)"
+            );
+            anyhow::ensure!(
+                common.min >= memcached::MIN_LIMIT_MIB * mib,
+                "memcached: --min must be at least {}M (memcached's smallest limit)",
+                memcached::MIN_LIMIT_MIB
+            );
+            if let Some(warning) = memcached::MemcachedPool::connect(&url)
+                .ok()
+                .and_then(|mut p| p.launch_warning())
+            {
+                eprintln!("memtide-adapter: warning: {warning}");
+            }
+            let connect: Connect = Arc::new(move || {
+                memcached::MemcachedPool::connect(&url)
+                    .map(|p| Box::new(p) as Box<dyn Pool>)
+                    .map_err(|e| format!("memcached at {url}: {e}"))
+            });
+            (connect, PoolKind::Cache, "memcached", common)
         }
     };
     let max = common.max;
