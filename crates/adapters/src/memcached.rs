@@ -264,14 +264,18 @@ impl MemcachedPool {
         Err(fail(format!("`{command}`: more than {MAX_LINES} lines")))
     }
 
-    /// What memcached holds and may hold: `total_malloced` and `limit_maxbytes`.
-    fn held(&mut self) -> Result<(u64, u64, u64), Refusal> {
+    /// What memcached holds and may hold: `total_malloced`, `limit_maxbytes`, and the global
+    /// page pool's pages (for a refusal's reason only, as text: `?` when not reported).
+    fn held(&mut self) -> Result<(u64, u64, String), Refusal> {
         let slabs = self.stats_of("stats slabs")?;
         let stats = self.stats_of("stats")?;
         Ok((
             number(&slabs, "stats slabs", "total_malloced")?,
             number(&stats, "stats", "limit_maxbytes")?,
-            number(&stats, "stats", "slab_global_page_pool").unwrap_or(0),
+            stats
+                .get("slab_global_page_pool")
+                .cloned()
+                .unwrap_or_else(|| "?".to_string()),
         ))
     }
 
