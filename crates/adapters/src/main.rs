@@ -1,6 +1,7 @@
 //! `memtide-adapter`: a balloon protocol agent (docs/balloon-protocol.md) for a server that has none, resizing it through its own online knob; it runs in the server's tenant (its cgroup), so memtide's identity check places it there, and memtide asks it as it would an application that links an SDK.
 //!
 //! `memtide-adapter redis --url redis://127.0.0.1:6379 --min 64M --max 1G`,
+//! `memtide-adapter memcached --url memcache://127.0.0.1:11211 --min 64M --max 1G`,
 //! `memtide-adapter jvm --collector shenandoah --min 256M --max 2G`,
 //! `memtide-adapter mariadb --url unix:///run/mysqld/mysqld.sock --user memtide
 //! --password-file /etc/memtide/mariadb.pass --min 256M --max 8G` (see docs/apps.md).
@@ -8,6 +9,7 @@
 
 mod jvm;
 mod mariadb;
+mod memcached;
 mod redis_pool;
 mod server;
 
@@ -99,6 +101,15 @@ enum Server {
         /// A file holding the user's password (its first line); none without it.
         #[arg(long)]
         password_file: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
+    /// memcached: `cache_memlimit`, then slab pages moved to its global pool, which frees them.
+    Memcached {
+        /// Where memcached listens: `memcache://127.0.0.1:11211` or
+        /// `unix:///run/memcached/memcached.sock`.
+        #[arg(long, default_value = "memcache://127.0.0.1:11211")]
+        url: String,
         #[command(flatten)]
         common: Common,
     },
@@ -224,6 +235,31 @@ fn run() -> Result<()> {
             let connect: Connect =
                 Arc::new(move || login.connect().map(|p| Box::new(p) as Box<dyn Pool>));
             (connect, PoolKind::BufferPool, "mariadb", common)
+        }
+        Server::Memcached { url, common } => {
+            // memcached's limit is in MiB and at least 8 of them.
+            let mib = 1 << 20;
+            anyhow::ensure!(
+                common.granule % mib == 0,
+                "memcached: --granule must be a multiple of 1M (memcached's limit is in MiB)"
+            );
+            anyhow::ensure!(
+                common.min >= memcached::MIN_LIMIT_MIB * mib,
+                "memcached: --min must be at least {}M (memcached's smallest limit)",
+                memcached::MIN_LIMIT_MIB
+            );
+            if let Some(warning) = memcached::MemcachedPool::connect(&url)
+                .ok()
+                .and_then(|mut p| p.launch_warning())
+            {
+                eprintln!("memtide-adapter: warning: {warning}");
+            }
+            let connect: Connect = Arc::new(move || {
+                memcached::MemcachedPool::connect(&url)
+                    .map(|p| Box::new(p) as Box<dyn Pool>)
+                    .map_err(|e| format!("memcached at {url}: {e}"))
+            });
+            (connect, PoolKind::Cache, "memcached", common)
         }
     };
     let max = common.max;
