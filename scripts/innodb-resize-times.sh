@@ -6,7 +6,8 @@
 # Environment: ROWS (rows of 1 KiB in the filler table, default 2800000: about 3.1 GiB, so a
 # 3 GiB pool is full), SB_ROWS (rows in each of sysbench's 4 tables, default 600000: about
 # 560 MiB in all, which fits the 1 GiB pool left after the shrink), SB_TIME (seconds per
-# sysbench run, default 20).
+# sysbench run, default 20), STEP (the adapter's --shrink-step for the shrinks under sysbench,
+# in MiB, default 128; 0: one SET).
 #
 # Everything runs on loopback-free Unix sockets in a temporary directory, removed at exit with
 # the server (killed) and the memory cgroup made for it under this shell's own.
@@ -15,6 +16,7 @@ set -euo pipefail
 ROWS=${ROWS:-2800000}
 SB_ROWS=${SB_ROWS:-600000}
 SB_TIME=${SB_TIME:-20}
+STEP=${STEP:-128}
 MIB=$((1 << 20))
 GIB=$((1 << 30))
 
@@ -93,6 +95,20 @@ resize() {
     secs "$t0" "$(now)"
 }
 
+# The adapter's shrink to $1 in steps of at most $STEP MiB (0: one SET), from 2 GiB; prints
+# the seconds in all.
+stepped() {
+    local want=$1 at=$((2 * GIB)) t0 next
+    t0=$(now)
+    while [ "$at" -gt "$want" ]; do
+        next=$want
+        if [ "$STEP" -gt 0 ] && [ $((at - STEP * MIB)) -gt "$want" ]; then next=$((at - STEP * MIB)); fi
+        resize "$next" >/dev/null
+        at=$next
+    done
+    secs "$t0" "$(now)"
+}
+
 # Waits, polling every 5 ms, until the figure $1 (rss or usage) is at or under $2 bytes;
 # prints when (as $EPOCHREALTIME), or "never" after 30 s.
 when_under() {
@@ -149,7 +165,7 @@ for moved in $((GIB / 2)) $GIB $((2 * GIB)); do
 done
 echo "$RSS_LINE"
 
-echo "== sysbench: $SB_TIME s of oltp_read_only on 2 threads, a 2 GiB -> 1 GiB shrink at $((SB_TIME / 2)) s"
+echo "== sysbench: $SB_TIME s of oltp_read_only on 2 threads, a 2 GiB -> 1 GiB shrink at $((SB_TIME / 2)) s, in steps of $STEP MiB (0: one SET)"
 echo "   (before each run, 1.5 GiB of d.t is read into the 2 GiB pool beside sysbench's hot tables,"
 echo "   so that the shrink has cold data to give up)"
 sql 'CREATE DATABASE sbtest'
@@ -172,7 +188,7 @@ run() { # $1 label, $2 "shrink" or "", the rest: sysbench options
     local sb=$! took=-
     if [ -n "$shrink" ]; then
         sleep $((SB_TIME / 2))
-        took=$(resize $GIB)
+        took=$(stepped $GIB)
     fi
     wait $sb
     local worst

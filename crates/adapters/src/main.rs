@@ -101,6 +101,10 @@ enum Server {
         /// A file holding the user's password (its first line); none without it.
         #[arg(long)]
         password_file: Option<PathBuf>,
+        /// A shrink's largest step: MariaDB stalls queries that need a free page while it
+        /// withdraws pages, about as long as a step takes (0: in one go).
+        #[arg(long, value_parser = size, default_value = "128M")]
+        shrink_step: u64,
         #[command(flatten)]
         common: Common,
     },
@@ -220,6 +224,7 @@ fn run() -> Result<()> {
             url,
             user,
             password_file,
+            shrink_step,
             mut common,
         } => {
             let login = mariadb::Login {
@@ -228,6 +233,7 @@ fn run() -> Result<()> {
                 url,
                 user,
                 password: password(password_file.as_deref())?,
+                shrink_step,
             };
             // The server's unit and largest pool, read once before registering.
             let geometry = login.connect().map_err(anyhow::Error::msg)?.geometry();

@@ -125,6 +125,8 @@ pub struct Login {
     pub endpoint: Endpoint,
     pub user: String,
     pub password: Option<String>,
+    /// A shrink's largest step (0: in one go).
+    pub shrink_step: u64,
 }
 
 impl Login {
@@ -167,6 +169,7 @@ impl Login {
             conn,
             geometry,
             deadline: RESIZE_DEADLINE,
+            shrink_step: self.shrink_step,
         })
     }
 }
@@ -274,6 +277,23 @@ fn resize_state(status: &str, code: Option<u64>, before: &str, background: bool)
     }
 }
 
+/// The sizes a resize from `was` to `want` passes through, `want` last: a grow in one step, a
+/// shrink in steps of at most `step` on the server's unit (`step` 0: one).
+fn steps(g: Geometry, was: u64, want: u64, step: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut at = was;
+    while at != want {
+        let down = g.round_down(at.saturating_sub(step));
+        at = if want < at && step > 0 && down > want && down < at {
+            down
+        } else {
+            want
+        };
+        out.push(at);
+    }
+    out
+}
+
 /// What went wrong, without the crate's wrapping (`MySqlError { … }`): the server's own message
 /// (`ERROR 1045 (28000): Access denied …`) or the I/O error.
 fn said(e: &mysql::Error) -> String {
@@ -338,6 +358,8 @@ pub struct MariadbPool {
     geometry: Geometry,
     /// How long a resize may take.
     pub deadline: Duration,
+    /// A shrink's largest step (0: in one go).
+    pub shrink_step: u64,
 }
 
 impl MariadbPool {
@@ -394,9 +416,35 @@ impl Pool for MariadbPool {
             )));
         }
         let was = self.size()?;
-        if was == want {
-            return Ok(());
+        // A shrink goes in steps of at most `shrink_step`: MariaDB stalls the queries that need
+        // a free page while it withdraws pages, about as long as the step takes.
+        let mut at = was;
+        for next in steps(g, was, want, self.shrink_step) {
+            self.set(next, at).map_err(|r| match r.pool_bytes {
+                None if at != was => r.at(at),
+                _ => r,
+            })?;
+            at = next;
         }
+        Ok(())
+    }
+
+    /// Pages holding data and dirty pages (× `innodb_page_size`), logical reads served from
+    /// the pool and those that went to disk, pages the LRU evicted.
+    fn stats(&mut self) -> Result<PoolStats, Refusal> {
+        let s = show(
+            &mut self.conn,
+            "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_%'",
+        )?;
+        stats_of(&s, self.geometry.page)
+    }
+}
+
+impl MariadbPool {
+    /// One `SET GLOBAL innodb_buffer_pool_size = want` from `was`: the resize status polled until
+    /// it finished, the size read back.
+    fn set(&mut self, want: u64, was: u64) -> Result<(), Refusal> {
+        let g = self.geometry;
         let (before, _) = self.resize_status()?;
         let set = format!("SET GLOBAL innodb_buffer_pool_size = {want}");
         let started = Instant::now();
@@ -439,16 +487,6 @@ impl Pool for MariadbPool {
             return Err(if now == was { r } else { r.at(now) });
         }
         Ok(())
-    }
-
-    /// Pages holding data and dirty pages (× `innodb_page_size`), logical reads served from
-    /// the pool and those that went to disk, pages the LRU evicted.
-    fn stats(&mut self) -> Result<PoolStats, Refusal> {
-        let s = show(
-            &mut self.conn,
-            "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_%'",
-        )?;
-        stats_of(&s, self.geometry.page)
     }
 }
 
@@ -654,5 +692,22 @@ mod tests {
         s.insert("innodb_buffer_pool_pages_data".into(), "lots".into());
         let r = stats_of(&s, 16384).unwrap_err();
         assert!(r.reason.contains("not a number"), "{}", r.reason);
+    }
+
+    #[test]
+    fn a_shrink_goes_in_steps_on_the_unit_and_a_grow_in_one() {
+        let g = Geometry {
+            unit: MIB,
+            page: 16384,
+            size_max: None,
+            background: false,
+        };
+        assert_eq!(
+            steps(g, 1024 * MIB, 700 * MIB, 128 * MIB),
+            [896 * MIB, 768 * MIB, 700 * MIB]
+        );
+        assert_eq!(steps(g, 1024 * MIB, 700 * MIB, 0), [700 * MIB]);
+        assert_eq!(steps(g, 700 * MIB, 1024 * MIB, 128 * MIB), [1024 * MIB]);
+        assert!(steps(g, 700 * MIB, 700 * MIB, 128 * MIB).is_empty());
     }
 }
