@@ -7,7 +7,7 @@
 # 3 GiB pool is full), SB_ROWS (rows in each of sysbench's 4 tables, default 600000: about
 # 560 MiB in all, which fits the 1 GiB pool left after the shrink), SB_TIME (seconds per
 # sysbench run, default 20), STEP (the adapter's --shrink-step for the shrinks under sysbench,
-# in MiB, default 128; 0: one SET).
+# in MiB, default 64; 0: one SET).
 #
 # Everything runs on loopback-free Unix sockets in a temporary directory, removed at exit with
 # the server (killed) and the memory cgroup made for it under this shell's own.
@@ -16,7 +16,7 @@ set -euo pipefail
 ROWS=${ROWS:-2800000}
 SB_ROWS=${SB_ROWS:-600000}
 SB_TIME=${SB_TIME:-20}
-STEP=${STEP:-128}
+STEP=${STEP:-64}
 MIB=$((1 << 20))
 GIB=$((1 << 30))
 

@@ -103,7 +103,7 @@ enum Server {
         password_file: Option<PathBuf>,
         /// A shrink's largest step: MariaDB stalls queries that need a free page while it
         /// withdraws pages, about as long as a step takes (0: in one go).
-        #[arg(long, value_parser = size, default_value = "128M")]
+        #[arg(long, value_parser = size, default_value = "64M")]
         shrink_step: u64,
         #[command(flatten)]
         common: Common,
