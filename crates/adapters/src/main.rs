@@ -1,8 +1,11 @@
 //! `memtide-adapter`: a balloon protocol agent (docs/balloon-protocol.md) for a server that has none, resizing it through its own online knob; it runs in the server's tenant (its cgroup), so memtide's identity check places it there, and memtide asks it as it would an application that links an SDK.
 //!
-//! `memtide-adapter redis --url redis://127.0.0.1:6379 --min 64M --max 1G` (see docs/apps.md).
+//! `memtide-adapter redis --url redis://127.0.0.1:6379 --min 64M --max 1G`,
+//! `memtide-adapter mariadb --url unix:///run/mysqld/mysqld.sock --user memtide
+//! --password-file /etc/memtide/mariadb.pass --min 256M --max 8G` (see docs/apps.md).
 //! Each server is a module implementing [`server::Pool`]; [`server::run`] does the rest.
 
+mod mariadb;
 mod redis_pool;
 mod server;
 
@@ -11,6 +14,7 @@ use clap::{Args, Parser, Subcommand};
 use memtide_balloon::protocol::PoolKind;
 use server::{Connect, Pool, Registration};
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -59,6 +63,21 @@ enum Server {
         #[command(flatten)]
         common: Common,
     },
+    /// MariaDB or MySQL: `SET GLOBAL innodb_buffer_pool_size`, the resize waited for.
+    Mariadb {
+        /// Where the server listens: `unix:///run/mysqld/mysqld.sock` or `mysql://127.0.0.1:3306`.
+        #[arg(long, default_value = "unix:///run/mysqld/mysqld.sock")]
+        url: String,
+        /// The user to log in as; it needs `SUPER` (MariaDB) or `SYSTEM_VARIABLES_ADMIN`
+        /// (MySQL) for `SET GLOBAL`.
+        #[arg(long, default_value = "root")]
+        user: String,
+        /// A file holding the user's password (its first line); none without it.
+        #[arg(long)]
+        password_file: Option<PathBuf>,
+        #[command(flatten)]
+        common: Common,
+    },
 }
 
 fn size(text: &str) -> Result<u64, String> {
@@ -75,7 +94,53 @@ fn password(file: Option<&Path>) -> Result<Option<String>> {
     .transpose()
 }
 
-fn main() -> Result<()> {
+/// Puts the bounds and granule memtide is told on the server's unit and under its largest
+/// pool, saying on stderr what changed.
+fn fit_to_server(common: &mut Common, g: &mariadb::Geometry) -> Result<()> {
+    let granule = g.granule(common.granule);
+    if granule != common.granule {
+        eprintln!(
+            "mariadb: --granule {} raised to {granule} bytes, a multiple of the server's unit of {} \
+             bytes",
+            common.granule, g.unit
+        );
+        common.granule = granule;
+    }
+    if let Some(m) = g.size_max.filter(|&m| common.max > m) {
+        eprintln!(
+            "mariadb: --max {} lowered to innodb_buffer_pool_size_max = {m}",
+            common.max
+        );
+        common.max = m;
+    }
+    let (min, max) = (
+        common.min.div_ceil(granule) * granule,
+        common.max / granule * granule,
+    );
+    if min > max {
+        anyhow::bail!(
+            "mariadb: no pool size on the granule of {granule} bytes lies within --min {} and \
+             --max {}",
+            common.min,
+            common.max
+        );
+    }
+    (common.min, common.max) = (min, max);
+    Ok(())
+}
+
+/// One line on stderr and a failing exit status when the adapter cannot start or run.
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("memtide-adapter: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> Result<()> {
     let (connect, kind, name, common): (Connect, PoolKind, &str, Common) = match Cli::parse().server
     {
         Server::Redis {
@@ -90,6 +155,26 @@ fn main() -> Result<()> {
                     .map_err(|e| format!("redis at {url}: {e}"))
             });
             (connect, PoolKind::Cache, "redis", common)
+        }
+        Server::Mariadb {
+            url,
+            user,
+            password_file,
+            mut common,
+        } => {
+            let login = mariadb::Login {
+                endpoint: mariadb::Endpoint::parse(&url)
+                    .map_err(|e| anyhow::anyhow!("mariadb: --url {e}"))?,
+                url,
+                user,
+                password: password(password_file.as_deref())?,
+            };
+            // The server's unit and largest pool, read once before registering.
+            let geometry = login.connect().map_err(anyhow::Error::msg)?.geometry();
+            fit_to_server(&mut common, &geometry)?;
+            let connect: Connect =
+                Arc::new(move || login.connect().map(|p| Box::new(p) as Box<dyn Pool>));
+            (connect, PoolKind::BufferPool, "mariadb", common)
         }
     };
     let max = common.max;
