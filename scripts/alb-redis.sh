@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# alb-redis.sh: ALB Fig. 1's three setups on Redis under redis-benchmark GETs over a keyspace
+# larger than the small maxmemory, each with the same machine memory:
+#   (a) configured: maxmemory SMALL, allkeys-lru, no limit (its peak cgroup usage is the memory
+#       B the other two get);
+#   (b) squeezed:   maxmemory BIG, loaded, then the cgroup limited to B with zram swap;
+#   (c) ballooned:  maxmemory BIG, loaded, then `memtide daemon` with budget B and
+#       [tenant.app] kind = "redis", which lowers maxmemory through memtide-adapter (Redis
+#       evicts by LRU) before the limit follows.
+# Prints GETs/s, p99 latency and the hit ratio (keyspace_hits / (hits + misses)) of each.
+# (a) and (c) drop keys: their misses are cheap nil replies here, where a real cache would
+# send them to its backend; the hit ratio column says how many there were.
+#
+# Usage: scripts/alb-redis.sh       (as root, from the repository, after
+#                                    cargo build --release -p memtide-cli -p memtide-adapter)
+# Environment: KEYS (200000 values of 1 KiB of random text, ~220 MiB in Redis), SMALL (64M),
+#   BIG (256M), REQUESTS per measured run (3000000), CLIENTS (16), ZRAM (2G), TARGET_DIR
+#   (target/release), KEEP=1 keeps the temporary directory.
+# redis-server is pinned to CPU 0 and redis-benchmark to CPU 1 (taskset). Loopback only; the
+# servers, the daemon, the cgroups made under this shell's own and the zram device are removed
+# at exit.
+set -euo pipefail
+
+KEYS=${KEYS:-200000}
+SMALL=${SMALL:-64M}
+BIG=${BIG:-256M}
+REQUESTS=${REQUESTS:-3000000}
+CLIENTS=${CLIENTS:-16}
+ZRAM=${ZRAM:-2G}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+TARGET_DIR=${TARGET_DIR:-$REPO/target/release}
+MIB=$((1 << 20))
+
+die() { echo "alb-redis: $*" >&2; exit 1; }
+[[ $EUID -eq 0 ]] || die "must run as root (cgroups, zram)"
+for tool in redis-server redis-cli redis-benchmark taskset python3; do
+    command -v "$tool" >/dev/null || die "$tool is missing"
+done
+for bin in memtide memtide-adapter; do
+    [[ -x $TARGET_DIR/$bin ]] || die "$TARGET_DIR/$bin is missing: cargo build --release -p memtide-cli -p memtide-adapter"
+done
+if awk 'NR > 1 { found = 1 } END { exit !found }' /proc/swaps; then
+    die "this host already has swap; the squeezed setup needs its own zram only"
+fi
+bytes() { # 64M -> bytes
+    local n=${1%[KMGkmg]} u=${1##*[0-9]}
+    case $u in K | k) echo $((n << 10)) ;; M | m) echo $((n << 20)) ;; G | g) echo $((n << 30)) ;; *) echo "$n" ;; esac
+}
+
+DIR=$(mktemp -d /tmp/alb-redis.XXXXXX)
+REDIS_PID=
+DAEMON_PID=
+CGROUPS=()
+ZRAM_STATE=$DIR/zram.dev
+cleanup() {
+    set +e
+    if [[ -n $DAEMON_PID ]]; then
+        kill -TERM "$DAEMON_PID" 2>/dev/null
+        for _ in $(seq 150); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$DAEMON_PID" 2>/dev/null
+        wait "$DAEMON_PID" 2>/dev/null
+    fi
+    [[ -n $REDIS_PID ]] && { kill -KILL "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; }
+    local cg pid
+    for cg in "${CGROUPS[@]}"; do
+        [[ -d $cg ]] || continue
+        for _ in $(seq 50); do
+            pids=$(cat "$cg/cgroup.procs" 2>/dev/null)
+            [[ -z $pids ]] && break
+            for pid in $pids; do kill -KILL "$pid" 2>/dev/null; done
+            sleep 0.1
+        done
+        rmdir "$cg" 2>/dev/null || echo "alb-redis: could not remove $cg" >&2
+    done
+    [[ -f $ZRAM_STATE ]] && MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" down
+    if [[ ${KEEP:-0} == 1 ]]; then echo "alb-redis: kept $DIR" >&2; else rm -rf "$DIR"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+own_v1=$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
+own_v2=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+if [[ -n $own_v1 && -d /sys/fs/cgroup/memory$own_v1 ]]; then
+    V=1 ROOT=/sys/fs/cgroup/memory OWN=${own_v1%/}
+    LIMIT=memory.limit_in_bytes PEAK=memory.max_usage_in_bytes USAGE=memory.usage_in_bytes
+elif [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    V=2 ROOT=/sys/fs/cgroup OWN=${own_v2%/}
+    LIMIT=memory.max PEAK=memory.peak USAGE=memory.current
+else
+    die "no memory cgroup controller"
+fi
+new_cgroup() {
+    local path=$OWN/alb-$$-$1
+    mkdir "$ROOT$path"
+    CGROUPS+=("$ROOT$path")
+    echo "$path"
+}
+cgfile() { cat "$ROOT$1/$2"; }
+swap_of() {
+    if [[ $V == 1 ]]; then awk '$1 == "swap" { print $2 }' "$ROOT$1/memory.stat"; else cat "$ROOT$1/memory.swap.current"; fi
+}
+oom_kills() {
+    if [[ $V == 1 ]]; then awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.oom_control"; else awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.events"; fi
+}
+mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PORT=
+cli() { redis-cli -p "$PORT" "$@"; }
+info() { cli INFO "$1" | tr -d '\r' | awk -F: -v k="$2" '$1 == k { print $2 }'; }
+
+# Starts redis-server in cgroup CG with maxmemory MAXMEM (allkeys-lru) and loads KEYS keys
+# key:000000000000.. (redis-benchmark's -r keyspace), 1 KiB of random letters and digits each.
+start_redis() { # MAXMEM CG
+    PORT=$(free_port)
+    sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$ROOT$2" \
+        taskset -c 0 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$DIR" --maxmemory "$(bytes "$1")" --maxmemory-policy allkeys-lru >"$DIR/redis.log" 2>&1 &
+    REDIS_PID=$!
+    for _ in $(seq 100); do cli PING 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+    cli PING | grep -q PONG || { cat "$DIR/redis.log" >&2; die "redis-server did not answer"; }
+    python3 - "$KEYS" <<'EOF' | cli --pipe >/dev/null
+import random, string, sys
+keys = int(sys.argv[1])
+rnd = random.Random(1)
+alphabet = (string.ascii_letters + string.digits).encode()
+out = sys.stdout.buffer
+for i in range(keys):
+    key = b"key:%012d" % i
+    value = bytes(rnd.choices(alphabet, k=1024))
+    out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1024\r\n%s\r\n" % (len(key), key, value))
+EOF
+}
+stop_redis() {
+    kill -KILL "$REDIS_PID" 2>/dev/null || true
+    wait "$REDIS_PID" 2>/dev/null || true
+    REDIS_PID=
+}
+# GETs over the keyspace: $1 requests; CSV to $2.
+bench() { taskset -c 1 redis-benchmark -p "$PORT" -t get -r "$KEYS" -c "$CLIENTS" -n "$1" --csv >"$2"; }
+csv() { # column $2 of the GET line of CSV $1
+    awk -F, -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); c[$i] = i } }
+        /^"GET"/ { v = $c[col]; gsub(/"/, "", v); print v }' "$1"
+}
+
+echo "== redis $(redis-server --version | awk '{ print $3 }'); $(nproc) cores, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo); kernel $(uname -r); cgroup v$V"
+MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" up "$ZRAM" >/dev/null
+echo "== zram swap $ZRAM: $(awk 'NR > 1 { print $1 }' /proc/swaps | tr '\n' ' ')"
+
+declare -A RPS P99 HIT NOTE
+measure() { # NAME CG
+    local name=$1 cg=$2 h0 m0 h1 m1 swap0
+    bench $((REQUESTS / 4)) "$DIR/$name-warm.csv"
+    swap0=$(swap_of "$cg")
+    h0=$(info stats keyspace_hits) m0=$(info stats keyspace_misses)
+    bench "$REQUESTS" "$DIR/$name.csv"
+    h1=$(info stats keyspace_hits) m1=$(info stats keyspace_misses)
+    RPS[$name]=$(csv "$DIR/$name.csv" rps)
+    P99[$name]=$(csv "$DIR/$name.csv" p99_latency_ms)
+    HIT[$name]=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) 'BEGIN { printf "%.2f", h / (h + m) }')
+    NOTE[$name]="maxmemory $(mib "$(cli CONFIG GET maxmemory | tail -1)") MiB, keys $(cli DBSIZE), usage $(mib "$(cgfile "$cg" "$USAGE")") MiB, swap $(mib "$swap0") -> $(mib "$(swap_of "$cg")") MiB, OOM kills $(oom_kills "$cg")"
+    echo "   $name: ${RPS[$name]} GETs/s, p99 ${P99[$name]} ms, hit ratio ${HIT[$name]}; ${NOTE[$name]}"
+}
+
+echo "== (a) configured: maxmemory $SMALL, no limit"
+CG=$(new_cgroup configured)
+start_redis "$SMALL" "$CG"
+measure configured "$CG"
+B=$(cgfile "$CG" "$PEAK")
+B=$(( (B + MIB - 1) / MIB * MIB ))
+stop_redis
+echo "   peak usage $(mib "$B") MiB: the memory (b) and (c) get"
+
+echo "== (b) squeezed: maxmemory $BIG, loaded, then the cgroup limited to $(mib "$B") MiB (zram swap)"
+CG=$(new_cgroup squeezed)
+start_redis "$BIG" "$CG"
+echo "   loaded: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, used_memory $(mib "$(info memory used_memory)") MiB"
+echo "$B" >"$ROOT$CG/$LIMIT"
+measure squeezed "$CG"
+stop_redis
+
+echo "== (c) ballooned: maxmemory $BIG, loaded, then memtide with budget $(mib "$B") MiB through memtide-adapter"
+CG=$(new_cgroup ballooned)
+start_redis "$BIG" "$CG"
+echo "   loaded: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB"
+cat >"$DIR/memtide.toml" <<EOF
+[daemon]
+tick = "250ms"
+listen = "127.0.0.1:$(free_port)"
+state_file = "$DIR/state.json"
+
+[host]
+parent = "self"
+budget = $B
+
+[policy]
+sampling_period = "1s"
+
+[rails]
+floor_margin = "16M"
+
+[[tenant]]
+name = "cache"
+cgroup = "$CG"
+min = "16M"
+max = "4G"
+
+[tenant.app]
+kind = "redis"
+url = "redis://127.0.0.1:$PORT"
+min = "$SMALL"
+max = "$BIG"
+EOF
+"$TARGET_DIR/memtide" daemon --config "$DIR/memtide.toml" 2>"$DIR/daemon.log" &
+DAEMON_PID=$!
+t0=$SECONDS
+until [[ $(cgfile "$CG" "$USAGE") -le $B ]] && grep -q 'agent_answered.*status=done' "$DIR/daemon.log"; do
+    ((SECONDS - t0 < 180)) || { cat "$DIR/daemon.log" >&2; die "memtide did not bring Redis under $(mib "$B") MiB within 180 s"; }
+    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$DIR/daemon.log" >&2; die "the daemon exited"; }
+    sleep 0.5
+done
+echo "   shrunk in $((SECONDS - t0)) s: maxmemory $(mib "$(cli CONFIG GET maxmemory | tail -1)") MiB, usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, limit $(mib "$(cgfile "$CG" "$LIMIT")") MiB"
+grep -E 'agent_answered' "$DIR/daemon.log" | head -5 | sed 's/^/   /'
+measure ballooned "$CG"
+if grep -q 'taken over' "$DIR/daemon.log"; then NOTE[ballooned]+="; TAKEN OVER: $(grep -m1 'taken over' "$DIR/daemon.log")"; fi
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || true
+DAEMON_PID=
+stop_redis
+
+echo
+echo "ALB Fig. 1 on Redis: $KEYS keys of 1 KiB, $REQUESTS GETs from $CLIENTS clients after $((REQUESTS / 4)), memory $(mib "$B") MiB"
+printf '%-12s %-10s %-8s %-6s %-8s %s\n' setup GETs/s p99_ms hits vs_a notes
+for s in configured squeezed ballooned; do
+    printf '%-12s %-10s %-8s %-6s %-8s %s\n' "$s" "${RPS[$s]}" "${P99[$s]}" "${HIT[$s]}" \
+        "$(awk -v x="${RPS[$s]}" -v a="${RPS[configured]}" 'BEGIN { printf "%.2f", x / a }')" "${NOTE[$s]}"
+done
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg)"
