@@ -128,7 +128,10 @@ max = "256M"
     );
     daemon.wait_for_log(&["agent_answered", "status=done"], Duration::from_secs(10));
     // The status names the pool, what memtide wants, the last resize and who holds the tenant.
-    let app = daemon.tenant("cache").app.expect("the cache tenant has an app");
+    let app = daemon
+        .tenant("cache")
+        .app
+        .expect("the cache tenant has an app");
     assert_eq!(
         (app.kind.as_str(), app.held_by.as_str(), app.why.as_deref()),
         ("cache", "app", None),
