@@ -93,12 +93,11 @@ elif [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
 else
     die "no memory cgroup controller"
 fi
-# Makes the cgroup NAME under ours; prints its path inside the hierarchy.
-new_cgroup() {
-    local path=$OWN/alb-$$-$1
-    mkdir "$ROOT$path"
-    CGROUPS+=("$ROOT$path")
-    echo "$path"
+new_cgroup() { # NAME: makes it under ours and sets CG to its path inside the hierarchy (not in
+    # a subshell, so that the cleanup sees it in CGROUPS)
+    CG=$OWN/alb-$$-$1
+    mkdir "$ROOT$CG"
+    CGROUPS+=("$ROOT$CG")
 }
 cgfile() { cat "$ROOT$1/$2"; }
 swap_of() { # bytes of the cgroup's memory in swap
@@ -190,7 +189,7 @@ measure() {
 }
 
 echo "== (a) configured: pool $SMALL_POOL, no limit"
-CG=$(new_cgroup configured)
+new_cgroup configured
 start_db "$SMALL_POOL" "$CG"
 warm_scan
 measure configured "$CG"
@@ -200,7 +199,7 @@ stop_db
 echo "   peak usage $(mib "$B") MiB: the memory (b) and (c) get"
 
 echo "== (b) squeezed: pool $BIG_POOL, warmed, then the cgroup limited to $(mib "$B") MiB (zram swap)"
-CG=$(new_cgroup squeezed)
+new_cgroup squeezed
 start_db "$BIG_POOL" "$CG"
 warm_scan
 echo "   warmed: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB"
@@ -209,7 +208,7 @@ measure squeezed "$CG"
 stop_db
 
 echo "== (c) ballooned: pool $BIG_POOL, warmed, then memtide with budget $(mib "$B") + $(mib "$ADAPTER") MiB (the adapter) through memtide-adapter"
-CG=$(new_cgroup ballooned)
+new_cgroup ballooned
 start_db "$BIG_POOL" "$CG"
 warm_scan
 echo "   warmed: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB"

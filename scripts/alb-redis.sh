@@ -14,7 +14,7 @@
 # Usage: scripts/alb-redis.sh       (as root, from the repository, after
 #                                    cargo build --release -p memtide-cli -p memtide-adapter)
 # Environment: KEYS (200000 values of 1 KiB of random text, ~220 MiB in Redis), SMALL (64M),
-#   BIG (256M), REQUESTS per measured run (3000000), CLIENTS (16), ZRAM (2G), TARGET_DIR
+#   BIG (256M), REQUESTS per measured run (1000000), CLIENTS (16), ZRAM (2G), TARGET_DIR
 #   (target/release), KEEP=1 keeps the temporary directory.
 # redis-server is pinned to CPU 0 and redis-benchmark to CPU 1 (taskset). Loopback only; the
 # servers, the daemon, the cgroups made under this shell's own and the zram device are removed
@@ -24,12 +24,14 @@ set -euo pipefail
 KEYS=${KEYS:-200000}
 SMALL=${SMALL:-64M}
 BIG=${BIG:-256M}
-REQUESTS=${REQUESTS:-3000000}
+REQUESTS=${REQUESTS:-1000000}
 CLIENTS=${CLIENTS:-16}
 ZRAM=${ZRAM:-2G}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 TARGET_DIR=${TARGET_DIR:-$REPO/target/release}
 MIB=$((1 << 20))
+# memtide-adapter runs in the tenant's cgroup in (c): its budget is B plus this much for it.
+ADAPTER=$((16 * MIB))
 
 die() { echo "alb-redis: $*" >&2; exit 1; }
 [[ $EUID -eq 0 ]] || die "must run as root (cgroups, zram)"
@@ -89,11 +91,11 @@ elif [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
 else
     die "no memory cgroup controller"
 fi
-new_cgroup() {
-    local path=$OWN/alb-$$-$1
-    mkdir "$ROOT$path"
-    CGROUPS+=("$ROOT$path")
-    echo "$path"
+new_cgroup() { # NAME: makes it under ours and sets CG to its path inside the hierarchy (not in
+    # a subshell, so that the cleanup sees it in CGROUPS)
+    CG=$OWN/alb-$$-$1
+    mkdir "$ROOT$CG"
+    CGROUPS+=("$ROOT$CG")
 }
 cgfile() { cat "$ROOT$1/$2"; }
 swap_of() {
@@ -102,6 +104,23 @@ swap_of() {
 oom_kills() {
     if [[ $V == 1 ]]; then awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.oom_control"; else awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.events"; fi
 }
+# Lowers cgroup $1's limit to $2 bytes from its usage in 16 MiB steps, each write retried
+# while the kernel answers EBUSY (it has not reclaimed, to swap, enough yet).
+squeeze() {
+    local cg=$1 to=$2 at tries
+    at=$(cgfile "$cg" "$USAGE")
+    while ((at > to)); do
+        at=$((at - 16 * MIB > to ? at - 16 * MIB : to))
+        tries=0
+        until echo "$at" >"$ROOT$cg/$LIMIT" 2>/dev/null; do
+            ((++tries < 50)) || die "could not limit $cg to $at bytes"
+            sleep 0.1
+        done
+    done
+}
+# RAM the zram device really holds (its compressed pages and their overhead): memory outside
+# every cgroup's charge.
+zram_ram() { awk '{ print $3 }' "/sys/block/$(awk 'NR == 2 { sub(/.*\//, "", $1); print $1 }' /proc/swaps)/mm_stat"; }
 mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 PORT=
@@ -157,12 +176,12 @@ measure() { # NAME CG
     RPS[$name]=$(csv "$DIR/$name.csv" rps)
     P99[$name]=$(csv "$DIR/$name.csv" p99_latency_ms)
     HIT[$name]=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) 'BEGIN { printf "%.2f", h / (h + m) }')
-    NOTE[$name]="maxmemory $(mib "$(cli CONFIG GET maxmemory | tail -1)") MiB, keys $(cli DBSIZE), usage $(mib "$(cgfile "$cg" "$USAGE")") MiB, swap $(mib "$swap0") -> $(mib "$(swap_of "$cg")") MiB, OOM kills $(oom_kills "$cg")"
+    NOTE[$name]="maxmemory $(mib "$(cli CONFIG GET maxmemory | tail -1)") MiB, keys $(cli DBSIZE), usage $(mib "$(cgfile "$cg" "$USAGE")") MiB, swap $(mib "$swap0") -> $(mib "$(swap_of "$cg")") MiB (zram holds $(mib "$(zram_ram)") MiB of RAM), OOM kills $(oom_kills "$cg")"
     echo "   $name: ${RPS[$name]} GETs/s, p99 ${P99[$name]} ms, hit ratio ${HIT[$name]}; ${NOTE[$name]}"
 }
 
 echo "== (a) configured: maxmemory $SMALL, no limit"
-CG=$(new_cgroup configured)
+new_cgroup configured
 start_redis "$SMALL" "$CG"
 measure configured "$CG"
 B=$(cgfile "$CG" "$PEAK")
@@ -171,15 +190,15 @@ stop_redis
 echo "   peak usage $(mib "$B") MiB: the memory (b) and (c) get"
 
 echo "== (b) squeezed: maxmemory $BIG, loaded, then the cgroup limited to $(mib "$B") MiB (zram swap)"
-CG=$(new_cgroup squeezed)
+new_cgroup squeezed
 start_redis "$BIG" "$CG"
 echo "   loaded: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, used_memory $(mib "$(info memory used_memory)") MiB"
-echo "$B" >"$ROOT$CG/$LIMIT"
+squeeze "$CG" "$B"
 measure squeezed "$CG"
 stop_redis
 
-echo "== (c) ballooned: maxmemory $BIG, loaded, then memtide with budget $(mib "$B") MiB through memtide-adapter"
-CG=$(new_cgroup ballooned)
+echo "== (c) ballooned: maxmemory $BIG, loaded, then memtide with budget $(mib "$B") + $(mib "$ADAPTER") MiB (the adapter) through memtide-adapter"
+new_cgroup ballooned
 start_redis "$BIG" "$CG"
 echo "   loaded: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB"
 cat >"$DIR/memtide.toml" <<EOF
@@ -190,7 +209,7 @@ state_file = "$DIR/state.json"
 
 [host]
 parent = "self"
-budget = $B
+budget = $((B + ADAPTER))
 
 [policy]
 sampling_period = "1s"
@@ -213,7 +232,7 @@ EOF
 "$TARGET_DIR/memtide" daemon --config "$DIR/memtide.toml" 2>"$DIR/daemon.log" &
 DAEMON_PID=$!
 t0=$SECONDS
-until [[ $(cgfile "$CG" "$USAGE") -le $B ]] && grep -q 'agent_answered.*status=done' "$DIR/daemon.log"; do
+until [[ $(cgfile "$CG" "$USAGE") -le $((B + ADAPTER)) ]] && grep -q 'agent_answered.*status=done' "$DIR/daemon.log"; do
     ((SECONDS - t0 < 180)) || { cat "$DIR/daemon.log" >&2; die "memtide did not bring Redis under $(mib "$B") MiB within 180 s"; }
     kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$DIR/daemon.log" >&2; die "the daemon exited"; }
     sleep 0.5
