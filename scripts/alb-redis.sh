@@ -7,14 +7,15 @@
 #   (c) ballooned:  maxmemory BIG, loaded, then `memtide daemon` with budget B and
 #       [tenant.app] kind = "redis", which lowers maxmemory through memtide-adapter (Redis
 #       evicts by LRU) before the limit follows.
-# Prints GETs/s, p99 latency and the hit ratio (keyspace_hits / (hits + misses)) of each.
+# The three servers then run side by side, measured in ROUNDS interleaved windows each; prints
+# the median GETs/s and p99 latency and the hit ratio (keyspace_hits / (hits + misses)).
 # (a) and (c) drop keys: their misses are cheap nil replies here, where a real cache would
 # send them to its backend; the hit ratio column says how many there were.
 #
 # Usage: scripts/alb-redis.sh       (as root, from the repository, after
 #                                    cargo build --release -p memtide-cli -p memtide-adapter)
 # Environment: KEYS (200000 values of 1 KiB of random text, ~220 MiB in Redis), SMALL (64M),
-#   BIG (256M), REQUESTS per measured run (1000000), CLIENTS (16), ZRAM (2G), TARGET_DIR
+#   BIG (256M), REQUESTS per setup (1000000, in ROUNDS=3 windows), CLIENTS (16), ZRAM (2G), TARGET_DIR
 #   (target/release), KEEP=1 keeps the temporary directory.
 # redis-server is pinned to CPU 0 and redis-benchmark to CPU 1 (taskset). Loopback only; the
 # servers, the daemon, the cgroups made under this shell's own and the zram device are removed
@@ -50,7 +51,7 @@ bytes() { # 64M -> bytes
 }
 
 DIR=$(mktemp -d /tmp/alb-redis.XXXXXX)
-REDIS_PID=
+REDIS_PIDS=()
 DAEMON_PID=
 CGROUPS=()
 ZRAM_STATE=$DIR/zram.dev
@@ -62,7 +63,7 @@ cleanup() {
         kill -KILL "$DAEMON_PID" 2>/dev/null
         wait "$DAEMON_PID" 2>/dev/null
     fi
-    [[ -n $REDIS_PID ]] && { kill -KILL "$REDIS_PID" 2>/dev/null; wait "$REDIS_PID" 2>/dev/null; }
+    for pid in "${REDIS_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
     local cg pid
     for cg in "${CGROUPS[@]}"; do
         [[ -d $cg ]] || continue
@@ -134,7 +135,7 @@ start_redis() { # MAXMEM CG
     sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$ROOT$2" \
         taskset -c 0 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
         --dir "$DIR" --maxmemory "$(bytes "$1")" --maxmemory-policy allkeys-lru >"$DIR/redis.log" 2>&1 &
-    REDIS_PID=$!
+    REDIS_PIDS+=($!)
     for _ in $(seq 100); do cli PING 2>/dev/null | grep -q PONG && break; sleep 0.1; done
     cli PING | grep -q PONG || { cat "$DIR/redis.log" >&2; die "redis-server did not answer"; }
     python3 - "$KEYS" <<'EOF' | cli --pipe >/dev/null
@@ -149,11 +150,6 @@ for i in range(keys):
     out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1024\r\n%s\r\n" % (len(key), key, value))
 EOF
 }
-stop_redis() {
-    kill -KILL "$REDIS_PID" 2>/dev/null || true
-    wait "$REDIS_PID" 2>/dev/null || true
-    REDIS_PID=
-}
 # GETs over the keyspace: $1 requests; CSV to $2.
 bench() { taskset -c 1 redis-benchmark -p "$PORT" -t get -r "$KEYS" -c "$CLIENTS" -n "$1" --csv >"$2"; }
 csv() { # column $2 of the GET line of CSV $1
@@ -165,37 +161,26 @@ echo "== redis $(redis-server --version | awk '{ print $3 }'); $(nproc) cores, $
 MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" up "$ZRAM" >/dev/null
 echo "== zram swap $ZRAM: $(awk 'NR > 1 { print $1 }' /proc/swaps | tr '\n' ' ')"
 
-declare -A RPS P99 HIT NOTE
-measure() { # NAME CG
-    local name=$1 cg=$2 h0 m0 h1 m1 swap0
-    bench $((REQUESTS / 4)) "$DIR/$name-warm.csv"
-    swap0=$(swap_of "$cg")
-    h0=$(info stats keyspace_hits) m0=$(info stats keyspace_misses)
-    bench "$REQUESTS" "$DIR/$name.csv"
-    h1=$(info stats keyspace_hits) m1=$(info stats keyspace_misses)
-    RPS[$name]=$(csv "$DIR/$name.csv" rps)
-    P99[$name]=$(csv "$DIR/$name.csv" p99_latency_ms)
-    HIT[$name]=$(awk -v h=$((h1 - h0)) -v m=$((m1 - m0)) 'BEGIN { printf "%.2f", h / (h + m) }')
-    NOTE[$name]="maxmemory $(mib "$(cli CONFIG GET maxmemory | tail -1)") MiB, keys $(cli DBSIZE), usage $(mib "$(cgfile "$cg" "$USAGE")") MiB, swap $(mib "$swap0") -> $(mib "$(swap_of "$cg")") MiB (zram holds $(mib "$(zram_ram)") MiB of RAM), OOM kills $(oom_kills "$cg")"
-    echo "   $name: ${RPS[$name]} GETs/s, p99 ${P99[$name]} ms, hit ratio ${HIT[$name]}; ${NOTE[$name]}"
-}
+declare -A PORTS CGS
+# setup NAME: its server's port and cgroup become current.
+use() { PORT=${PORTS[$1]} CG=${CGS[$1]}; }
 
 echo "== (a) configured: maxmemory $SMALL, no limit"
 new_cgroup configured
 start_redis "$SMALL" "$CG"
-measure configured "$CG"
+PORTS[configured]=$PORT CGS[configured]=$CG
+bench $((REQUESTS / 4)) "$DIR/configured-warm.csv"
 B=$(cgfile "$CG" "$PEAK")
 B=$(( (B + MIB - 1) / MIB * MIB ))
-stop_redis
 echo "   peak usage $(mib "$B") MiB: the memory (b) and (c) get"
 
 echo "== (b) squeezed: maxmemory $BIG, loaded, then the cgroup limited to $(mib "$B") MiB (zram swap)"
 new_cgroup squeezed
 start_redis "$BIG" "$CG"
-echo "   loaded: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, used_memory $(mib "$(info memory used_memory)") MiB"
+PORTS[squeezed]=$PORT CGS[squeezed]=$CG
+echo "   loaded: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, used_memory $(mib "$(info memory used_memory)") MiB, keys $(cli DBSIZE)"
 squeeze "$CG" "$B"
-measure squeezed "$CG"
-stop_redis
+bench $((REQUESTS / 4)) "$DIR/squeezed-warm.csv"
 
 echo "== (c) ballooned: maxmemory $BIG, loaded, then memtide with budget $(mib "$B") + $(mib "$ADAPTER") MiB (the adapter) through memtide-adapter"
 new_cgroup ballooned
@@ -239,15 +224,39 @@ until [[ $(cgfile "$CG" "$USAGE") -le $((B + ADAPTER)) ]] && grep -q 'agent_answ
 done
 echo "   shrunk in $((SECONDS - t0)) s: maxmemory $(mib "$(cli CONFIG GET maxmemory | tail -1)") MiB, usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, limit $(mib "$(cgfile "$CG" "$LIMIT")") MiB"
 grep -E 'agent_answered' "$DIR/daemon.log" | head -5 | sed 's/^/   /'
-measure ballooned "$CG"
+PORTS[ballooned]=$PORT CGS[ballooned]=$CG
+bench $((REQUESTS / 4)) "$DIR/ballooned-warm.csv"
+
+# The three servers live side by side and are measured in interleaved windows, so that what
+# else the machine runs weighs on each alike; each figure is the median of its windows.
+ROUNDS=${ROUNDS:-3}
+declare -A RPS P99 HIT NOTE HITS MISSES
+echo "== $ROUNDS rounds of $((REQUESTS / ROUNDS)) GETs on each"
+for r in $(seq "$ROUNDS"); do
+    for s in configured squeezed ballooned; do
+        use "$s"
+        h0=$(info stats keyspace_hits) m0=$(info stats keyspace_misses)
+        bench $((REQUESTS / ROUNDS)) "$DIR/$s-$r.csv"
+        h1=$(info stats keyspace_hits) m1=$(info stats keyspace_misses)
+        HITS[$s]=$((${HITS[$s]:-0} + h1 - h0)) MISSES[$s]=$((${MISSES[$s]:-0} + m1 - m0))
+        echo "   round $r $s: $(csv "$DIR/$s-$r.csv" rps) GETs/s, p99 $(csv "$DIR/$s-$r.csv" p99_latency_ms) ms"
+    done
+done
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+for s in configured squeezed ballooned; do
+    use "$s"
+    RPS[$s]=$(for r in $(seq "$ROUNDS"); do csv "$DIR/$s-$r.csv" rps; done | median)
+    P99[$s]=$(for r in $(seq "$ROUNDS"); do csv "$DIR/$s-$r.csv" p99_latency_ms; done | median)
+    HIT[$s]=$(awk -v h="${HITS[$s]}" -v m="${MISSES[$s]}" 'BEGIN { printf "%.2f", h / (h + m) }')
+    NOTE[$s]="maxmemory $(mib "$(cli CONFIG GET maxmemory | tail -1)") MiB, keys $(cli DBSIZE), usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, swap $(mib "$(swap_of "$CG")") MiB, OOM kills $(oom_kills "$CG")"
+done
+NOTE[squeezed]+="; zram holds $(mib "$(zram_ram)") MiB of RAM for (b) and (c)"
 if grep -q 'taken over' "$DIR/daemon.log"; then NOTE[ballooned]+="; TAKEN OVER: $(grep -m1 'taken over' "$DIR/daemon.log")"; fi
 kill -TERM "$DAEMON_PID"
 wait "$DAEMON_PID" || true
 DAEMON_PID=
-stop_redis
-
 echo
-echo "ALB Fig. 1 on Redis: $KEYS keys of 1 KiB, $REQUESTS GETs from $CLIENTS clients after $((REQUESTS / 4)), memory $(mib "$B") MiB"
+echo "ALB Fig. 1 on Redis: $KEYS keys of 1 KiB, $ROUNDS windows of $((REQUESTS / ROUNDS)) GETs from $CLIENTS clients on each (medians), memory $(mib "$B") MiB"
 printf '%-12s %-10s %-8s %-6s %-8s %s\n' setup GETs/s p99_ms hits vs_a notes
 for s in configured squeezed ballooned; do
     printf '%-12s %-10s %-8s %-6s %-8s %s\n' "$s" "${RPS[$s]}" "${P99[$s]}" "${HIT[$s]}" \
