@@ -1,0 +1,269 @@
+#!/usr/bin/env bash
+# alb-mariadb.sh: ALB Fig. 1 (Salomie et al., EuroSys 2013) on a real MariaDB: sysbench
+# oltp_read_only against one database, three ways, each with the same machine memory:
+#   (a) configured: innodb_buffer_pool_size = SMALL_POOL, no limit (its peak cgroup usage is
+#       the memory B the other two get);
+#   (b) squeezed:   pool BIG_POOL, warmed, then the cgroup limited to B with zram swap (what
+#       a cgroup limit or an OS balloon does);
+#   (c) ballooned:  pool BIG_POOL, warmed, then `memtide daemon` with budget B and
+#       [tenant.app] kind = "mariadb", which shrinks the pool through memtide-adapter before
+#       the limit follows.
+# Prints TPS and p95 latency of each (one run each, after a warm-up run) and a table.
+#
+# Usage: scripts/alb-mariadb.sh     (as root, from the repository, after
+#                                    cargo build --release -p memtide-cli -p memtide-adapter)
+# Environment (defaults: the full run of docs/reproducing.md):
+#   TABLES (8), ROWS per table (460000: 789 MiB of clustered index, measured,
+#   which is what oltp_read_only touches), SMALL_POOL (256M), BIG_POOL (1G), RUN seconds
+#   measured (120), WARM seconds of sysbench before each measured run (60), THREADS (4),
+#   ZRAM size (2G), TARGET_DIR (target/release: memtide and memtide-adapter), KEEP=1 keeps
+#   the temporary directory (logs).
+# Needs mariadbd, mariadb-install-db, the mariadb client, sysbench 1.0, zram, cgroup v1 or v2.
+# Everything listens on a Unix socket in a temporary directory; the servers, the daemon,
+# the cgroups made under this shell's own and the zram device are removed at exit.
+set -euo pipefail
+
+TABLES=${TABLES:-8}
+ROWS=${ROWS:-460000}
+SMALL_POOL=${SMALL_POOL:-256M}
+BIG_POOL=${BIG_POOL:-1G}
+RUN=${RUN:-120}
+WARM=${WARM:-60}
+THREADS=${THREADS:-4}
+ZRAM=${ZRAM:-2G}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+TARGET_DIR=${TARGET_DIR:-$REPO/target/release}
+MIB=$((1 << 20))
+# memtide-adapter runs in the tenant's cgroup in (c): its budget is B plus this much for it.
+ADAPTER=$((16 * MIB))
+
+die() { echo "alb-mariadb: $*" >&2; exit 1; }
+[[ $EUID -eq 0 ]] || die "must run as root (cgroups, zram)"
+for tool in /usr/sbin/mariadbd mariadb-install-db mariadb mariadb-admin sysbench; do
+    command -v "$tool" >/dev/null || die "$tool is missing"
+done
+for bin in memtide memtide-adapter; do
+    [[ -x $TARGET_DIR/$bin ]] || die "$TARGET_DIR/$bin is missing: cargo build --release -p memtide-cli -p memtide-adapter"
+done
+if awk 'NR > 1 { found = 1 } END { exit !found }' /proc/swaps; then
+    die "this host already has swap; the squeezed setup needs its own zram only"
+fi
+
+DIR=$(mktemp -d /tmp/alb-mariadb.XXXXXX)
+SOCK=$DIR/sock
+DB_PID=
+DAEMON_PID=
+CGROUPS=()
+ZRAM_STATE=$DIR/zram.dev
+cleanup() {
+    set +e
+    if [[ -n $DAEMON_PID ]]; then
+        kill -TERM "$DAEMON_PID" 2>/dev/null
+        for _ in $(seq 150); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$DAEMON_PID" 2>/dev/null
+        wait "$DAEMON_PID" 2>/dev/null
+    fi
+    [[ -n $DB_PID ]] && { kill -KILL "$DB_PID" 2>/dev/null; wait "$DB_PID" 2>/dev/null; }
+    local cg pid
+    for cg in "${CGROUPS[@]}"; do
+        [[ -d $cg ]] || continue
+        for _ in $(seq 50); do
+            pids=$(cat "$cg/cgroup.procs" 2>/dev/null)
+            [[ -z $pids ]] && break
+            for pid in $pids; do kill -KILL "$pid" 2>/dev/null; done
+            sleep 0.1
+        done
+        rmdir "$cg" 2>/dev/null || echo "alb-mariadb: could not remove $cg" >&2
+    done
+    [[ -f $ZRAM_STATE ]] && MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" down
+    if [[ ${KEEP:-0} == 1 ]]; then echo "alb-mariadb: kept $DIR" >&2; else rm -rf "$DIR"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The memory hierarchy: cgroups go under this shell's own (v1 memory controller or v2).
+own_v1=$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
+own_v2=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+if [[ -n $own_v1 && -d /sys/fs/cgroup/memory$own_v1 ]]; then
+    V=1 ROOT=/sys/fs/cgroup/memory OWN=${own_v1%/}
+    LIMIT=memory.limit_in_bytes PEAK=memory.max_usage_in_bytes USAGE=memory.usage_in_bytes
+elif [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    V=2 ROOT=/sys/fs/cgroup OWN=${own_v2%/}
+    LIMIT=memory.max PEAK=memory.peak USAGE=memory.current
+else
+    die "no memory cgroup controller"
+fi
+new_cgroup() { # NAME: makes it under ours and sets CG to its path inside the hierarchy (not in
+    # a subshell, so that the cleanup sees it in CGROUPS)
+    CG=$OWN/alb-$$-$1
+    mkdir "$ROOT$CG"
+    CGROUPS+=("$ROOT$CG")
+}
+cgfile() { cat "$ROOT$1/$2"; }
+swap_of() { # bytes of the cgroup's memory in swap
+    if [[ $V == 1 ]]; then awk '$1 == "swap" { print $2 }' "$ROOT$1/memory.stat"; else cat "$ROOT$1/memory.swap.current"; fi
+}
+oom_kills() {
+    if [[ $V == 1 ]]; then awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.oom_control"; else awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.events"; fi
+}
+# Lowers cgroup $1's limit to $2 bytes from its usage in 16 MiB steps, each write retried
+# while the kernel answers EBUSY (it has not reclaimed, to swap, enough yet).
+squeeze() {
+    local cg=$1 to=$2 at tries
+    at=$(cgfile "$cg" "$USAGE")
+    while ((at > to)); do
+        at=$((at - 16 * MIB > to ? at - 16 * MIB : to))
+        tries=0
+        until echo "$at" >"$ROOT$cg/$LIMIT" 2>/dev/null; do
+            ((++tries < 50)) || die "could not limit $cg to $at bytes"
+            sleep 0.1
+        done
+    done
+}
+# RAM the zram device really holds (its compressed pages and their overhead): memory outside
+# every cgroup's charge.
+zram_ram() { awk '{ print $3 }' "/sys/block/$(awk 'NR == 2 { sub(/.*\//, "", $1); print $1 }' /proc/swaps)/mm_stat"; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
+sql() { mariadb -S "$SOCK" -uroot -N -B -e "$1"; }
+
+# Starts mariadbd with POOL on the data directory, in cgroup CG (a path, or "" for none).
+start_db() { # POOL CG
+    local pool=$1 cg=$2
+    sh -c '[ -z "$1" ] || echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "${cg:+$ROOT$cg}" \
+        /usr/sbin/mariadbd --no-defaults --datadir="$DIR/data" --socket="$SOCK" --skip-networking \
+        --user=root --log-error="$DIR/err.log" --pid-file="$DIR/pid" \
+        --innodb-buffer-pool-size="$pool" --innodb-flush-log-at-trx-commit=0 \
+        --innodb-log-file-size=256M --innodb-flush-method=O_DIRECT \
+        --innodb-buffer-pool-load-at-startup=0 --innodb-buffer-pool-dump-at-shutdown=0 \
+        --max-connections=64 2>/dev/null &
+    DB_PID=$!
+    for _ in $(seq 1200); do sql 'SELECT 1' >/dev/null 2>&1 && return; sleep 0.1; done
+    cat "$DIR/err.log" >&2
+    die "mariadbd did not answer within 120 s"
+}
+stop_db() {
+    mariadb-admin -S "$SOCK" -uroot shutdown >/dev/null 2>&1 || kill -TERM "$DB_PID"
+    wait "$DB_PID" 2>/dev/null || true
+    DB_PID=
+}
+# Reads every table's clustered index into the pool (the working set).
+warm_scan() {
+    local t
+    for t in $(seq "$TABLES"); do sql "SELECT SUM(LENGTH(c) + LENGTH(pad)) FROM sbtest.sbtest$t FORCE INDEX (PRIMARY)" >/dev/null; done
+}
+SB=(sysbench oltp_read_only --db-driver=mysql --mysql-socket="$SOCK" --mysql-user=root
+    --mysql-db=sbtest --tables="$TABLES" --table-size="$ROWS" --rand-type=uniform)
+# Runs sysbench for $1 seconds; the output goes to $2.
+bench() { "${SB[@]}" --threads="$THREADS" --time="$1" --report-interval=10 run >"$2"; }
+tps_of() { awk '/transactions:/ { gsub(/\(/, "", $3); print $3 }' "$1"; }
+p95_of() { awk '/95th percentile:/ { print $3 }' "$1"; }
+
+echo "== $(/usr/sbin/mariadbd --version | cut -d' ' -f1-4); $(sysbench --version); $(nproc) cores, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo); kernel $(uname -r); cgroup v$V"
+echo "== preparing $TABLES tables x $ROWS rows (uniform access)"
+mariadb-install-db --datadir="$DIR/data" --user=root --auth-root-authentication-method=normal \
+    --skip-test-db >"$DIR/install.log" 2>&1 || { cat "$DIR/install.log" >&2; exit 1; }
+start_db "$BIG_POOL" ""
+sql 'CREATE DATABASE sbtest'
+"${SB[@]}" --threads=2 prepare >"$DIR/prepare.log"
+sql "ANALYZE TABLE $(seq -s, -f 'sbtest.sbtest%g' "$TABLES")" >/dev/null
+read -r DATA INDEX < <(sql "SELECT SUM(data_length), SUM(index_length) FROM information_schema.tables WHERE table_schema = 'sbtest'")
+echo "   clustered index (what oltp_read_only reads) $(mib "$DATA") MiB, secondary index $(mib "$INDEX") MiB; flush method $(sql 'SELECT @@innodb_flush_method')"
+stop_db
+
+MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" up "$ZRAM" >/dev/null
+echo "== zram swap $ZRAM: $(awk 'NR > 1 { print $1 }' /proc/swaps | tr '\n' ' ')"
+
+declare -A TPS P95 NOTE
+# The measured run of setup $1 in cgroup $2: warm-up, then RUN seconds.
+measure() {
+    local name=$1 cg=$2 swap0
+    bench "$WARM" "$DIR/$name-warm.out"
+    swap0=$(swap_of "$cg")
+    bench "$RUN" "$DIR/$name.out"
+    TPS[$name]=$(tps_of "$DIR/$name.out")
+    P95[$name]=$(p95_of "$DIR/$name.out")
+    local pool
+    pool=$(sql 'SELECT @@innodb_buffer_pool_size')
+    NOTE[$name]="pool $(mib "$pool") MiB, usage $(mib "$(cgfile "$cg" "$USAGE")") MiB, swap $(mib "$swap0") -> $(mib "$(swap_of "$cg")") MiB (zram holds $(mib "$(zram_ram)") MiB of RAM), OOM kills $(oom_kills "$cg")"
+    echo "   $name: ${TPS[$name]} tps, p95 ${P95[$name]} ms; ${NOTE[$name]}"
+}
+
+echo "== (a) configured: pool $SMALL_POOL, no limit"
+new_cgroup configured
+start_db "$SMALL_POOL" "$CG"
+warm_scan
+measure configured "$CG"
+B=$(cgfile "$CG" "$PEAK")
+B=$(( (B + MIB - 1) / MIB * MIB ))
+stop_db
+echo "   peak usage $(mib "$B") MiB: the memory (b) and (c) get"
+
+echo "== (b) squeezed: pool $BIG_POOL, warmed, then the cgroup limited to $(mib "$B") MiB (zram swap)"
+new_cgroup squeezed
+start_db "$BIG_POOL" "$CG"
+warm_scan
+echo "   warmed: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB"
+squeeze "$CG" "$B"
+measure squeezed "$CG"
+stop_db
+
+echo "== (c) ballooned: pool $BIG_POOL, warmed, then memtide with budget $(mib "$B") + $(mib "$ADAPTER") MiB (the adapter) through memtide-adapter"
+new_cgroup ballooned
+start_db "$BIG_POOL" "$CG"
+warm_scan
+echo "   warmed: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB"
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+cat >"$DIR/memtide.toml" <<EOF
+[daemon]
+tick = "250ms"
+listen = "127.0.0.1:$PORT"
+state_file = "$DIR/state.json"
+
+[host]
+parent = "self"
+budget = $((B + ADAPTER))
+
+[policy]
+sampling_period = "1s"
+
+[rails]
+floor_margin = "16M"
+
+[[tenant]]
+name = "db"
+cgroup = "$CG"
+min = "16M"
+max = "4G"
+
+[tenant.app]
+kind = "mariadb"
+url = "unix://$SOCK"
+user = "root"
+min = "$SMALL_POOL"
+max = "$BIG_POOL"
+EOF
+"$TARGET_DIR/memtide" daemon --config "$DIR/memtide.toml" 2>"$DIR/daemon.log" &
+DAEMON_PID=$!
+t0=$SECONDS
+until [[ $(cgfile "$CG" "$USAGE") -le $((B + ADAPTER)) ]] && grep -q 'agent_answered.*status=done' "$DIR/daemon.log"; do
+    ((SECONDS - t0 < 180)) || { cat "$DIR/daemon.log" >&2; die "memtide did not bring the database under $(mib "$B") MiB within 180 s"; }
+    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$DIR/daemon.log" >&2; die "the daemon exited"; }
+    sleep 0.5
+done
+echo "   shrunk in $((SECONDS - t0)) s: pool $(mib "$(sql 'SELECT @@innodb_buffer_pool_size')") MiB, usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, limit $(mib "$(cgfile "$CG" "$LIMIT")") MiB"
+grep -E 'agent_answered' "$DIR/daemon.log" | head -5 | sed 's/^/   /'
+measure ballooned "$CG"
+if grep -q 'taken over' "$DIR/daemon.log"; then NOTE[ballooned]+="; TAKEN OVER: $(grep -m1 'taken over' "$DIR/daemon.log")"; fi
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || true
+DAEMON_PID=
+stop_db
+
+echo
+echo "ALB Fig. 1 on MariaDB: $TABLES x $ROWS rows ($(mib "$DATA") MiB clustered), $THREADS threads, ${RUN} s after ${WARM} s warm-up, memory $(mib "$B") MiB"
+printf '%-12s %-10s %-10s %-8s %s\n' setup tps p95_ms vs_a notes
+for s in configured squeezed ballooned; do
+    printf '%-12s %-10s %-10s %-8s %s\n' "$s" "${TPS[$s]}" "${P95[$s]}" \
+        "$(awk -v x="${TPS[$s]}" -v a="${TPS[configured]}" 'BEGIN { printf "%.2f", x / a }')" "${NOTE[$s]}"
+done
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg)"

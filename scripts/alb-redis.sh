@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# alb-redis.sh: ALB Fig. 1's three setups on Redis under redis-benchmark GETs over a keyspace
+# larger than the small maxmemory, each with the same machine memory:
+#   (a) configured: maxmemory SMALL, allkeys-lru, no limit (its peak cgroup usage is the memory
+#       B the other two get);
+#   (b) squeezed:   maxmemory BIG, loaded, then the cgroup limited to B with zram swap;
+#   (c) ballooned:  maxmemory BIG, loaded, then `memtide daemon` with budget B and
+#       [tenant.app] kind = "redis", which lowers maxmemory through memtide-adapter (Redis
+#       evicts by LRU) before the limit follows.
+# The three servers then run side by side, measured in ROUNDS interleaved windows each; prints
+# the median GETs/s and p99 latency and the hit ratio (keyspace_hits / (hits + misses)).
+# (a) and (c) drop keys: their misses are cheap nil replies here, where a real cache would
+# send them to its backend; the hit ratio column says how many there were.
+#
+# Usage: scripts/alb-redis.sh       (as root, from the repository, after
+#                                    cargo build --release -p memtide-cli -p memtide-adapter)
+# Environment: KEYS (200000 values of 1 KiB of random text, ~220 MiB in Redis), SMALL (64M),
+#   BIG (256M), REQUESTS per setup (1000000, in ROUNDS=3 windows), CLIENTS (16), ZRAM (2G), TARGET_DIR
+#   (target/release), KEEP=1 keeps the temporary directory.
+# redis-server is pinned to CPU 0 and redis-benchmark to CPU 1 (taskset). Loopback only; the
+# servers, the daemon, the cgroups made under this shell's own and the zram device are removed
+# at exit.
+set -euo pipefail
+
+KEYS=${KEYS:-200000}
+SMALL=${SMALL:-64M}
+BIG=${BIG:-256M}
+REQUESTS=${REQUESTS:-1000000}
+CLIENTS=${CLIENTS:-16}
+ZRAM=${ZRAM:-2G}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+TARGET_DIR=${TARGET_DIR:-$REPO/target/release}
+MIB=$((1 << 20))
+# memtide-adapter runs in the tenant's cgroup in (c): its budget is B plus this much for it.
+ADAPTER=$((16 * MIB))
+
+die() { echo "alb-redis: $*" >&2; exit 1; }
+[[ $EUID -eq 0 ]] || die "must run as root (cgroups, zram)"
+for tool in redis-server redis-cli redis-benchmark taskset python3; do
+    command -v "$tool" >/dev/null || die "$tool is missing"
+done
+for bin in memtide memtide-adapter; do
+    [[ -x $TARGET_DIR/$bin ]] || die "$TARGET_DIR/$bin is missing: cargo build --release -p memtide-cli -p memtide-adapter"
+done
+if awk 'NR > 1 { found = 1 } END { exit !found }' /proc/swaps; then
+    die "this host already has swap; the squeezed setup needs its own zram only"
+fi
+bytes() { # 64M -> bytes
+    local n=${1%[KMGkmg]} u=${1##*[0-9]}
+    case $u in K | k) echo $((n << 10)) ;; M | m) echo $((n << 20)) ;; G | g) echo $((n << 30)) ;; *) echo "$n" ;; esac
+}
+
+DIR=$(mktemp -d /tmp/alb-redis.XXXXXX)
+REDIS_PIDS=()
+DAEMON_PID=
+CGROUPS=()
+ZRAM_STATE=$DIR/zram.dev
+cleanup() {
+    set +e
+    if [[ -n $DAEMON_PID ]]; then
+        kill -TERM "$DAEMON_PID" 2>/dev/null
+        for _ in $(seq 150); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$DAEMON_PID" 2>/dev/null
+        wait "$DAEMON_PID" 2>/dev/null
+    fi
+    for pid in "${REDIS_PIDS[@]}"; do kill -KILL "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; done
+    local cg pid
+    for cg in "${CGROUPS[@]}"; do
+        [[ -d $cg ]] || continue
+        for _ in $(seq 50); do
+            pids=$(cat "$cg/cgroup.procs" 2>/dev/null)
+            [[ -z $pids ]] && break
+            for pid in $pids; do kill -KILL "$pid" 2>/dev/null; done
+            sleep 0.1
+        done
+        rmdir "$cg" 2>/dev/null || echo "alb-redis: could not remove $cg" >&2
+    done
+    [[ -f $ZRAM_STATE ]] && MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" down
+    if [[ ${KEEP:-0} == 1 ]]; then echo "alb-redis: kept $DIR" >&2; else rm -rf "$DIR"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+own_v1=$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
+own_v2=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
+if [[ -n $own_v1 && -d /sys/fs/cgroup/memory$own_v1 ]]; then
+    V=1 ROOT=/sys/fs/cgroup/memory OWN=${own_v1%/}
+    LIMIT=memory.limit_in_bytes PEAK=memory.max_usage_in_bytes USAGE=memory.usage_in_bytes
+elif [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
+    V=2 ROOT=/sys/fs/cgroup OWN=${own_v2%/}
+    LIMIT=memory.max PEAK=memory.peak USAGE=memory.current
+else
+    die "no memory cgroup controller"
+fi
+new_cgroup() { # NAME: makes it under ours and sets CG to its path inside the hierarchy (not in
+    # a subshell, so that the cleanup sees it in CGROUPS)
+    CG=$OWN/alb-$$-$1
+    mkdir "$ROOT$CG"
+    CGROUPS+=("$ROOT$CG")
+}
+cgfile() { cat "$ROOT$1/$2"; }
+swap_of() {
+    if [[ $V == 1 ]]; then awk '$1 == "swap" { print $2 }' "$ROOT$1/memory.stat"; else cat "$ROOT$1/memory.swap.current"; fi
+}
+oom_kills() {
+    if [[ $V == 1 ]]; then awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.oom_control"; else awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.events"; fi
+}
+# Lowers cgroup $1's limit to $2 bytes from its usage in 16 MiB steps, each write retried
+# while the kernel answers EBUSY (it has not reclaimed, to swap, enough yet).
+squeeze() {
+    local cg=$1 to=$2 at tries
+    at=$(cgfile "$cg" "$USAGE")
+    while ((at > to)); do
+        at=$((at - 16 * MIB > to ? at - 16 * MIB : to))
+        tries=0
+        until echo "$at" >"$ROOT$cg/$LIMIT" 2>/dev/null; do
+            ((++tries < 50)) || die "could not limit $cg to $at bytes"
+            sleep 0.1
+        done
+    done
+}
+# RAM the zram device really holds (its compressed pages and their overhead): memory outside
+# every cgroup's charge.
+zram_ram() { awk '{ print $3 }' "/sys/block/$(awk 'NR == 2 { sub(/.*\//, "", $1); print $1 }' /proc/swaps)/mm_stat"; }
+mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+PORT=
+cli() { redis-cli -p "$PORT" "$@"; }
+info() { cli INFO "$1" | tr -d '\r' | awk -F: -v k="$2" '$1 == k { print $2 }'; }
+
+# Starts redis-server in cgroup CG with maxmemory MAXMEM (allkeys-lru) and loads KEYS keys
+# key:000000000000.. (redis-benchmark's -r keyspace), 1 KiB of random letters and digits each.
+start_redis() { # MAXMEM CG
+    PORT=$(free_port)
+    sh -c 'echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "$ROOT$2" \
+        taskset -c 0 redis-server --port "$PORT" --bind 127.0.0.1 --save '' --appendonly no \
+        --dir "$DIR" --maxmemory "$(bytes "$1")" --maxmemory-policy allkeys-lru >"$DIR/redis.log" 2>&1 &
+    REDIS_PIDS+=($!)
+    for _ in $(seq 100); do cli PING 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+    cli PING | grep -q PONG || { cat "$DIR/redis.log" >&2; die "redis-server did not answer"; }
+    python3 - "$KEYS" <<'EOF' | cli --pipe >/dev/null
+import random, string, sys
+keys = int(sys.argv[1])
+rnd = random.Random(1)
+alphabet = (string.ascii_letters + string.digits).encode()
+out = sys.stdout.buffer
+for i in range(keys):
+    key = b"key:%012d" % i
+    value = bytes(rnd.choices(alphabet, k=1024))
+    out.write(b"*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$1024\r\n%s\r\n" % (len(key), key, value))
+EOF
+}
+# GETs over the keyspace: $1 requests; CSV to $2.
+bench() { taskset -c 1 redis-benchmark -p "$PORT" -t get -r "$KEYS" -c "$CLIENTS" -n "$1" --csv >"$2"; }
+csv() { # column $2 of the GET line of CSV $1
+    awk -F, -v col="$2" 'NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); c[$i] = i } }
+        /^"GET"/ { v = $c[col]; gsub(/"/, "", v); print v }' "$1"
+}
+
+echo "== redis $(redis-server --version | awk '{ print $3 }'); $(nproc) cores, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo); kernel $(uname -r); cgroup v$V"
+MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" up "$ZRAM" >/dev/null
+echo "== zram swap $ZRAM: $(awk 'NR > 1 { print $1 }' /proc/swaps | tr '\n' ' ')"
+
+declare -A PORTS CGS
+# setup NAME: its server's port and cgroup become current.
+use() { PORT=${PORTS[$1]} CG=${CGS[$1]}; }
+
+echo "== (a) configured: maxmemory $SMALL, no limit"
+new_cgroup configured
+start_redis "$SMALL" "$CG"
+PORTS[configured]=$PORT CGS[configured]=$CG
+bench $((REQUESTS / 4)) "$DIR/configured-warm.csv"
+B=$(cgfile "$CG" "$PEAK")
+B=$(( (B + MIB - 1) / MIB * MIB ))
+echo "   peak usage $(mib "$B") MiB: the memory (b) and (c) get"
+
+echo "== (b) squeezed: maxmemory $BIG, loaded, then the cgroup limited to $(mib "$B") MiB (zram swap)"
+new_cgroup squeezed
+start_redis "$BIG" "$CG"
+PORTS[squeezed]=$PORT CGS[squeezed]=$CG
+echo "   loaded: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, used_memory $(mib "$(info memory used_memory)") MiB, keys $(cli DBSIZE)"
+squeeze "$CG" "$B"
+bench $((REQUESTS / 4)) "$DIR/squeezed-warm.csv"
+
+echo "== (c) ballooned: maxmemory $BIG, loaded, then memtide with budget $(mib "$B") + $(mib "$ADAPTER") MiB (the adapter) through memtide-adapter"
+new_cgroup ballooned
+start_redis "$BIG" "$CG"
+echo "   loaded: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB"
+cat >"$DIR/memtide.toml" <<EOF
+[daemon]
+tick = "250ms"
+listen = "127.0.0.1:$(free_port)"
+state_file = "$DIR/state.json"
+
+[host]
+parent = "self"
+budget = $((B + ADAPTER))
+
+[policy]
+sampling_period = "1s"
+
+[rails]
+floor_margin = "16M"
+
+[[tenant]]
+name = "cache"
+cgroup = "$CG"
+min = "16M"
+max = "4G"
+
+[tenant.app]
+kind = "redis"
+url = "redis://127.0.0.1:$PORT"
+min = "$SMALL"
+max = "$BIG"
+EOF
+"$TARGET_DIR/memtide" daemon --config "$DIR/memtide.toml" 2>"$DIR/daemon.log" &
+DAEMON_PID=$!
+t0=$SECONDS
+until [[ $(cgfile "$CG" "$USAGE") -le $((B + ADAPTER)) ]] && grep -q 'agent_answered.*status=done' "$DIR/daemon.log"; do
+    ((SECONDS - t0 < 180)) || { cat "$DIR/daemon.log" >&2; die "memtide did not bring Redis under $(mib "$B") MiB within 180 s"; }
+    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$DIR/daemon.log" >&2; die "the daemon exited"; }
+    sleep 0.5
+done
+echo "   shrunk in $((SECONDS - t0)) s: maxmemory $(mib "$(cli CONFIG GET maxmemory | tail -1)") MiB, usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, limit $(mib "$(cgfile "$CG" "$LIMIT")") MiB"
+grep -E 'agent_answered' "$DIR/daemon.log" | head -5 | sed 's/^/   /'
+PORTS[ballooned]=$PORT CGS[ballooned]=$CG
+bench $((REQUESTS / 4)) "$DIR/ballooned-warm.csv"
+
+# The three servers live side by side and are measured in interleaved windows, so that what
+# else the machine runs weighs on each alike; each figure is the median of its windows.
+ROUNDS=${ROUNDS:-3}
+declare -A RPS P99 HIT NOTE HITS MISSES
+echo "== $ROUNDS rounds of $((REQUESTS / ROUNDS)) GETs on each"
+for r in $(seq "$ROUNDS"); do
+    for s in configured squeezed ballooned; do
+        use "$s"
+        h0=$(info stats keyspace_hits) m0=$(info stats keyspace_misses)
+        bench $((REQUESTS / ROUNDS)) "$DIR/$s-$r.csv"
+        h1=$(info stats keyspace_hits) m1=$(info stats keyspace_misses)
+        HITS[$s]=$((${HITS[$s]:-0} + h1 - h0)) MISSES[$s]=$((${MISSES[$s]:-0} + m1 - m0))
+        echo "   round $r $s: $(csv "$DIR/$s-$r.csv" rps) GETs/s, p99 $(csv "$DIR/$s-$r.csv" p99_latency_ms) ms"
+    done
+done
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+for s in configured squeezed ballooned; do
+    use "$s"
+    RPS[$s]=$(for r in $(seq "$ROUNDS"); do csv "$DIR/$s-$r.csv" rps; done | median)
+    P99[$s]=$(for r in $(seq "$ROUNDS"); do csv "$DIR/$s-$r.csv" p99_latency_ms; done | median)
+    HIT[$s]=$(awk -v h="${HITS[$s]}" -v m="${MISSES[$s]}" 'BEGIN { printf "%.2f", h / (h + m) }')
+    NOTE[$s]="maxmemory $(mib "$(cli CONFIG GET maxmemory | tail -1)") MiB, keys $(cli DBSIZE), usage $(mib "$(cgfile "$CG" "$USAGE")") MiB, swap $(mib "$(swap_of "$CG")") MiB, OOM kills $(oom_kills "$CG")"
+done
+NOTE[squeezed]+="; zram holds $(mib "$(zram_ram)") MiB of RAM for (b) and (c)"
+if grep -q 'taken over' "$DIR/daemon.log"; then NOTE[ballooned]+="; TAKEN OVER: $(grep -m1 'taken over' "$DIR/daemon.log")"; fi
+kill -TERM "$DAEMON_PID"
+wait "$DAEMON_PID" || true
+DAEMON_PID=
+echo
+echo "ALB Fig. 1 on Redis: $KEYS keys of 1 KiB, $ROUNDS windows of $((REQUESTS / ROUNDS)) GETs from $CLIENTS clients on each (medians), memory $(mib "$B") MiB"
+printf '%-12s %-10s %-8s %-6s %-8s %s\n' setup GETs/s p99_ms hits vs_a notes
+for s in configured squeezed ballooned; do
+    printf '%-12s %-10s %-8s %-6s %-8s %s\n' "$s" "${RPS[$s]}" "${P99[$s]}" "${HIT[$s]}" \
+        "$(awk -v x="${RPS[$s]}" -v a="${RPS[configured]}" 'BEGIN { printf "%.2f", x / a }')" "${NOTE[$s]}"
+done
+echo "load average $(cut -d' ' -f1-3 /proc/loadavg)"
