@@ -1,40 +1,19 @@
 //! The JVM adapter against real JVMs (OpenJDK 17's Shenandoah, ZGC and G1 running tests/java/Heap.java in a memory cgroup of their own, the adapter beside them) and memtide's real balloon server and hub: it registers, shrinks a heap grown to over 1 GiB around a 300 MiB live set to 600 MiB — done, and the cgroup's usage falls by at least half of what the heap gave up — and grows it back; a JVM killed mid-shrink is a `failed` answer with a reason; a collector other than the declared one is refused, naming both.
 
-use memtide_agents::hub::{AgentEvent, Hub, HubConfig, Tenants};
-use memtide_agents::server::{Server, ServerConfig};
+mod common;
+
+use common::{Memtide, Proc, MIB};
+use memtide_agents::hub::AgentEvent;
 use memtide_balloon::protocol::ProgressStatus;
-use memtide_model::{AppMove, Bytes, TenantId};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
-
-const MIB: u64 = 1 << 20;
-const T: TenantId = TenantId(9);
 
 /// One JVM at a time: the machine may have two cores.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-struct Only(Arc<AtomicU32>);
-
-impl Tenants for Only {
-    fn tenant_of(&self, pid: u32) -> Option<(TenantId, String)> {
-        (pid == self.0.load(Ordering::SeqCst)).then(|| (T, "jvm".to_string()))
-    }
-}
-
-/// A child killed and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Java and javac are here, or the test is skipped (failed under `MEMTIDE_REQUIRE_LINUX`).
 fn have_java() -> bool {
@@ -245,24 +224,9 @@ fn committed(pid: u32, collector: &str) -> u64 {
     panic!("no {label} in {line}");
 }
 
-fn wait_for(hub: &Hub, what: &str, mut want: impl FnMut(&AgentEvent) -> bool) -> AgentEvent {
-    let until = Instant::now() + Duration::from_secs(90);
-    let mut seen = Vec::new();
-    while Instant::now() < until {
-        for e in hub.drain_events() {
-            if want(&e) {
-                return e;
-            }
-            seen.push(e);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("no {what} within 90 s; events: {seen:?}");
-}
-
-fn answered(hub: &Hub, pool: u64) -> (ProgressStatus, Option<String>) {
-    let e = wait_for(
-        hub,
+/// The answer at `pool`: its status and reason.
+fn answered(memtide: &Memtide, pool: u64) -> (ProgressStatus, Option<String>) {
+    let e = memtide.wait_for(
         &format!("an answer at {pool}"),
         |e| matches!(e, AgentEvent::Answered { pool_bytes, .. } if *pool_bytes == pool),
     );
@@ -272,59 +236,18 @@ fn answered(hub: &Hub, pool: u64) -> (ProgressStatus, Option<String>) {
     }
 }
 
-fn target(bytes: u64) -> AppMove {
-    AppMove::Target {
-        pool: Bytes(bytes).to_pages_floor(),
-        deadline: Duration::from_secs(60),
-    }
+/// Asks for a pool of `bytes`.
+fn target(memtide: &Memtide, bytes: u64) {
+    memtide.target(bytes, Duration::from_secs(60));
 }
 
-/// memtide's balloon server and hub, trusting one pid as the tenant's.
-struct Memtide {
-    hub: Hub,
-    server: Server,
-    agent_pid: Arc<AtomicU32>,
-}
-
-impl Memtide {
-    fn start(dir: &Path) -> Memtide {
-        let agent_pid = Arc::new(AtomicU32::new(0));
-        let hub = Hub::new(HubConfig::default(), Box::new(Only(agent_pid.clone())));
-        let server = Server::start(
-            &ServerConfig {
-                socket: dir.join("b.sock"),
-                mode: 0o600,
-                max_connections: 4,
-            },
-            hub.handler(),
-        )
-        .unwrap();
-        hub.set_wake(server.waker());
-        Memtide {
-            hub,
-            server,
-            agent_pid,
-        }
-    }
-
-    /// The adapter started in `cg` with `args`, registered.
-    fn adapter(&self, cg: &TestCgroup, args: &[&str]) -> Proc {
-        let adapter = Proc(
-            cg.command(env!("CARGO_BIN_EXE_memtide-adapter"))
-                .arg("jvm")
-                .args(args)
-                .arg("--socket")
-                .arg(self.server.path())
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        self.agent_pid.store(adapter.0.id(), Ordering::SeqCst);
-        wait_for(&self.hub, "registration", |e| {
-            matches!(e, AgentEvent::Registered { .. })
-        });
-        adapter
-    }
+/// The adapter started in `cg` with `args`, registered.
+fn adapter(memtide: &Memtide, cg: &TestCgroup, args: &[&str]) -> Proc {
+    let mut command = cg.command(env!("CARGO_BIN_EXE_memtide-adapter"));
+    command.arg("jvm").args(args);
+    let adapter = memtide.spawn(command);
+    memtide.registered();
+    adapter
 }
 
 /// A heap grown to over 1 GiB, its live set then cut to 300 MiB, shrunk to 600 MiB through
@@ -341,7 +264,8 @@ fn shrinks_by_more_than_half_and_grows_back(collector: &str, flags: &[&str]) {
     compile(dir.path());
     let mut jvm = Jvm::start(&cg, dir.path(), flags, 1100);
     let memtide = Memtide::start(dir.path());
-    let _adapter = memtide.adapter(
+    let _adapter = adapter(
+        &memtide,
         &cg,
         &["--collector", collector, "--min", "256M", "--max", "1536M"],
     );
@@ -350,8 +274,8 @@ fn shrinks_by_more_than_half_and_grows_back(collector: &str, flags: &[&str]) {
     let (small, full) = (600 * MIB, 1536 * MIB);
     let grown = committed(jvm.pid(), collector);
     let before = cg.usage();
-    memtide.hub.apply(T, target(small));
-    let (status, reason) = answered(&memtide.hub, small);
+    target(&memtide, small);
+    let (status, reason) = answered(&memtide, small);
     assert_eq!(status, ProgressStatus::Done, "{collector}: {reason:?}");
     let after = cg.usage();
     let now = committed(jvm.pid(), collector);
@@ -369,8 +293,8 @@ fn shrinks_by_more_than_half_and_grows_back(collector: &str, flags: &[&str]) {
         "{collector}: committed {now}"
     );
 
-    memtide.hub.apply(T, target(full));
-    let (status, reason) = answered(&memtide.hub, full);
+    target(&memtide, full);
+    let (status, reason) = answered(&memtide, full);
     assert_eq!(status, ProgressStatus::Done, "{collector}: {reason:?}");
     let flags = jcmd(jvm.pid(), "VM.flags");
     let want = if collector == "g1" {
@@ -424,13 +348,17 @@ fn a_jvm_killed_mid_shrink_is_a_failed_answer_with_a_reason() {
     let flags = ["-Xmx1g", "-Xms64m", "-XX:+UseZGC", "-XX:ZUncommitDelay=20"];
     let mut jvm = Jvm::start(&cg, dir.path(), &flags, 700);
     let memtide = Memtide::start(dir.path());
-    let mut adapter = memtide.adapter(&cg, &["--collector", "zgc", "--min", "128M", "--max", "1G"]);
+    let mut adapter = adapter(
+        &memtide,
+        &cg,
+        &["--collector", "zgc", "--min", "128M", "--max", "1G"],
+    );
     jvm.live(200);
-    memtide.hub.apply(T, target(400 * MIB));
+    target(&memtide, 400 * MIB);
     // The shrink sets the flag, collects, and then waits 20 s for ZGC to uncommit.
     std::thread::sleep(Duration::from_secs(3));
     drop(jvm);
-    let (status, reason) = answered(&memtide.hub, 400 * MIB);
+    let (status, reason) = answered(&memtide, 400 * MIB);
     eprintln!("killed mid-shrink: {status:?}: {reason:?}");
     assert_eq!(status, ProgressStatus::Failed);
     assert!(reason.is_some_and(|r| !r.is_empty()));
@@ -483,7 +411,7 @@ struct Timed {
 fn timed(memtide: &Memtide, cg: &TestCgroup, pool: u64, gives: u64) -> Timed {
     let before = cg.usage();
     let start = Instant::now();
-    memtide.hub.apply(T, target(pool));
+    target(memtide, pool);
     let (mut done, mut half, mut most) = (None, None, None);
     let mut status = None;
     while done.is_none()
@@ -573,7 +501,8 @@ fn resize_times() {
         all.extend(flags);
         let mut jvm = Jvm::start(&cg, dir.path(), &all, 128);
         let memtide = Memtide::start(dir.path());
-        let _adapter = memtide.adapter(
+        let _adapter = adapter(
+            &memtide,
             &cg,
             &["--collector", collector, "--min", "256M", "--max", "3G"],
         );

@@ -1,55 +1,15 @@
 //! The memcached adapter against a real `memcached` (Debian's, on loopback, launched as docs/apps.md says) and memtide's real balloon server and hub: it registers, shrinks a memcached holding over 600 MiB by 512 MiB — pages freed, the server's resident memory falling — grows it back, and answers `failed` without dying when memcached is killed during a shrink.
 
-use memtide_agents::hub::{AgentEvent, Closed, Hub, HubConfig, Tenants};
-use memtide_agents::server::{Server, ServerConfig};
+mod common;
+
+use common::{adapter_command, free_port, rss, Memtide, Proc, MIB};
+use memtide_agents::hub::{AgentEvent, Closed};
 use memtide_balloon::protocol::ProgressStatus;
-use memtide_model::{AppMove, Bytes, TenantId};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const MIB: u64 = 1 << 20;
-const T: TenantId = TenantId(6);
-
-struct Only(Arc<AtomicU32>);
-
-impl Tenants for Only {
-    fn tenant_of(&self, pid: u32) -> Option<(TenantId, String)> {
-        (pid == self.0.load(Ordering::SeqCst)).then(|| (T, "cache".to_string()))
-    }
-}
-
-/// A child killed and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn rss(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
 
 /// Whether memcached is here; missing, a skip, or a failure under `MEMTIDE_REQUIRE_LINUX`.
 fn memcached_installed() -> bool {
@@ -131,82 +91,19 @@ impl Client {
     }
 }
 
-struct Memtide {
-    hub: Hub,
-    server: Server,
-    pid: Arc<AtomicU32>,
-}
-
-fn memtide(dir: &Path) -> Memtide {
-    let pid = Arc::new(AtomicU32::new(0));
-    let hub = Hub::new(HubConfig::default(), Box::new(Only(pid.clone())));
-    let server = Server::start(
-        &ServerConfig {
-            socket: dir.join("b.sock"),
-            mode: 0o600,
-            max_connections: 4,
-        },
-        hub.handler(),
-    )
-    .unwrap();
-    hub.set_wake(server.waker());
-    Memtide { hub, server, pid }
-}
-
-impl Memtide {
-    fn adapter(&self, port: u16, max: &str) -> Proc {
-        let adapter = Proc(
-            Command::new(env!("CARGO_BIN_EXE_memtide-adapter"))
-                .args([
-                    "memcached",
-                    "--url",
-                    &format!("memcache://127.0.0.1:{port}"),
-                ])
-                .args(["--min", "64M", "--max", max, "--socket"])
-                .arg(self.server.path())
-                .stdout(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        self.pid.store(adapter.0.id(), Ordering::SeqCst);
-        self.wait_for("registration", |e| {
-            matches!(e, AgentEvent::Registered { .. })
-        });
-        adapter
-    }
-
-    /// The first event `want` takes, within 60 s (a bound on a hang, not a timed assertion).
-    fn wait_for(&self, what: &str, mut want: impl FnMut(&AgentEvent) -> bool) -> AgentEvent {
-        let until = Instant::now() + Duration::from_secs(60);
-        let mut seen = Vec::new();
-        while Instant::now() < until {
-            for e in self.hub.drain_events() {
-                if want(&e) {
-                    return e;
-                }
-                seen.push(e);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("no {what} within 60 s; events: {seen:?}");
-    }
-
-    fn target(&self, bytes: u64) {
-        self.hub.apply(
-            T,
-            AppMove::Target {
-                pool: Bytes(bytes).to_pages_floor(),
-                deadline: Duration::from_secs(30),
-            },
-        );
-    }
-
-    fn done(&self, what: &str, bytes: u64) {
-        self.wait_for(what, |e| {
-            matches!(e, AgentEvent::Answered { status: ProgressStatus::Done, pool_bytes, .. }
-                if *pool_bytes == bytes)
-        });
-    }
+/// The memcached adapter on `port` with `--max max`, registered.
+fn adapter(memtide: &Memtide, port: u16, max: &str) -> Proc {
+    let mut command = adapter_command();
+    command
+        .args([
+            "memcached",
+            "--url",
+            &format!("memcache://127.0.0.1:{port}"),
+        ])
+        .args(["--min", "64M", "--max", max]);
+    let adapter = memtide.spawn(command);
+    memtide.registered();
+    adapter
 }
 
 #[test]
@@ -228,8 +125,8 @@ fn the_memcached_adapter_shrinks_memcached_by_more_than_half_and_grows_it_back()
     );
     assert!(full >= 600 * MIB, "memcached RSS {full}");
 
-    let memtide = memtide(dir.path());
-    let adapter = memtide.adapter(port, "1024M");
+    let memtide = Memtide::start(dir.path());
+    let adapter = adapter(&memtide, port, "1024M");
     // The agent's first statistics, so the shrink knows what the pool holds.
     std::thread::sleep(Duration::from_millis(2500));
 
@@ -237,8 +134,8 @@ fn the_memcached_adapter_shrinks_memcached_by_more_than_half_and_grows_it_back()
     let small = (held - 512 * MIB) / MIB * MIB;
     assert!(small * 2 <= held);
     let asked = Instant::now();
-    memtide.target(small);
-    memtide.done("done shrinking", small);
+    memtide.target(small, Duration::from_secs(30));
+    memtide.done(small);
     let took = asked.elapsed();
     let stats = client.stats("stats");
     let malloced = client.stats("stats slabs")["total_malloced"];
@@ -255,8 +152,8 @@ fn the_memcached_adapter_shrinks_memcached_by_more_than_half_and_grows_it_back()
         "memcached RSS {full} -> {now}: fell by less than half of the {released} released"
     );
 
-    memtide.target(1024 * MIB);
-    memtide.done("done growing", 1024 * MIB);
+    memtide.target(1024 * MIB, Duration::from_secs(30));
+    memtide.done(1024 * MIB);
     assert_eq!(client.stats("stats")["limit_maxbytes"], 1024 * MIB);
     // The cache fills again up to its new limit.
     client.fill(64 * MIB, 4000);
@@ -288,13 +185,13 @@ fn memcached_killed_during_a_shrink_is_a_failed_answer_and_the_adapter_keeps_run
     let port = free_port();
     let mut server = memcached(port, 512);
     Client::connect(port).fill(128 * MIB, 4000);
-    let memtide = memtide(dir.path());
-    let mut adapter = memtide.adapter(port, "512M");
+    let memtide = Memtide::start(dir.path());
+    let mut adapter = adapter(&memtide, port, "512M");
 
     // memcached stopped, so the shrink waits on it, then killed under it.
     let pid = server.0.id().to_string();
     Command::new("kill").args(["-STOP", &pid]).status().unwrap();
-    memtide.target(96 * MIB);
+    memtide.target(96 * MIB, Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(500));
     server.0.kill().unwrap();
     server.0.wait().unwrap();
@@ -323,8 +220,8 @@ fn memcached_killed_during_a_shrink_is_a_failed_answer_and_the_adapter_keeps_run
     // memcached back on the same port: the adapter connects again and shrinks it.
     let _server = memcached(port, 512);
     Client::connect(port).fill(128 * MIB, 4000);
-    memtide.target(80 * MIB);
-    memtide.done("done after the restart", 80 * MIB);
+    memtide.target(80 * MIB, Duration::from_secs(30));
+    memtide.done(80 * MIB);
     assert!(adapter.0.try_wait().unwrap().is_none());
     memtide.server.stop();
 }

@@ -1,73 +1,11 @@
 //! The Redis adapter against a real `redis-server` (Debian's, on loopback) and memtide's real balloon server and hub: it registers, shrinks Redis's `maxmemory` by well over half — keys evicted, the server's resident memory falling — grows it back, and says bye when stopped.
 
-use memtide_agents::hub::{AgentEvent, Closed, Hub, HubConfig, Tenants};
-use memtide_agents::server::{Server, ServerConfig};
-use memtide_balloon::protocol::ProgressStatus;
-use memtide_model::{AppMove, Bytes, TenantId};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+mod common;
+
+use common::{adapter_command, free_port, rss, Memtide, Proc, MIB};
+use memtide_agents::hub::{AgentEvent, Closed};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-const MIB: u64 = 1 << 20;
-const T: TenantId = TenantId(5);
-
-struct Only(Arc<AtomicU32>);
-
-impl Tenants for Only {
-    fn tenant_of(&self, pid: u32) -> Option<(TenantId, String)> {
-        (pid == self.0.load(Ordering::SeqCst)).then(|| (T, "cache".to_string()))
-    }
-}
-
-/// A child killed and reaped on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-fn rss(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
-fn wait_for(hub: &Hub, what: &str, mut want: impl FnMut(&AgentEvent) -> bool) {
-    let until = Instant::now() + Duration::from_secs(60);
-    let mut seen = Vec::new();
-    while Instant::now() < until {
-        for e in hub.drain_events() {
-            if want(&e) {
-                return;
-            }
-            seen.push(e);
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("no {what} within 60 s; events: {seen:?}");
-}
-
-fn target(bytes: u64) -> AppMove {
-    AppMove::Target {
-        pool: Bytes(bytes).to_pages_floor(),
-        deadline: Duration::from_secs(30),
-    }
-}
 
 #[test]
 fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
@@ -122,39 +60,14 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
     let full = rss(redis.0.id());
     assert!(full > 150 * MIB, "redis RSS {full}");
 
-    let pid = Arc::new(AtomicU32::new(0));
-    let hub = Hub::new(HubConfig::default(), Box::new(Only(pid.clone())));
-    let server = Server::start(
-        &ServerConfig {
-            socket: dir.path().join("b.sock"),
-            mode: 0o600,
-            max_connections: 4,
-        },
-        hub.handler(),
-    )
-    .unwrap();
-    hub.set_wake(server.waker());
-    let adapter = Proc(
-        Command::new(env!("CARGO_BIN_EXE_memtide-adapter"))
-            .args([
-                "redis", "--url", &url, "--min", "16M", "--max", "256M", "--socket",
-            ])
-            .arg(server.path())
-            .stdout(Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    pid.store(adapter.0.id(), Ordering::SeqCst);
-    wait_for(&hub, "registration", |e| {
-        matches!(e, AgentEvent::Registered { .. })
-    });
+    let memtide = Memtide::start(dir.path());
+    let mut command = adapter_command();
+    command.args(["redis", "--url", &url, "--min", "16M", "--max", "256M"]);
+    let adapter = memtide.spawn(command);
+    memtide.registered();
 
-    hub.apply(T, target(48 * MIB));
-    wait_for(
-        &hub,
-        "done shrinking",
-        |e| matches!(e, AgentEvent::Answered { status: ProgressStatus::Done, pool_bytes, .. } if *pool_bytes == 48 * MIB),
-    );
+    memtide.target(48 * MIB, Duration::from_secs(30));
+    memtide.done(48 * MIB);
     let info: String = redis::cmd("INFO").arg("memory").query(&mut conn).unwrap();
     let used: u64 = info
         .lines()
@@ -171,12 +84,8 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
         "redis RSS {full} -> {small}: not halved by a 160 -> 48 MiB maxmemory"
     );
 
-    hub.apply(T, target(256 * MIB));
-    wait_for(
-        &hub,
-        "done growing",
-        |e| matches!(e, AgentEvent::Answered { status: ProgressStatus::Done, pool_bytes, .. } if *pool_bytes == 256 * MIB),
-    );
+    memtide.target(256 * MIB, Duration::from_secs(30));
+    memtide.done(256 * MIB);
     let (_, max): (String, u64) = redis::cmd("CONFIG")
         .arg("GET")
         .arg("maxmemory")
@@ -189,7 +98,7 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
         .arg(adapter.0.id().to_string())
         .status()
         .unwrap();
-    wait_for(&hub, "bye", |e| {
+    memtide.wait_for("bye", |e| {
         matches!(
             e,
             AgentEvent::Closed {
@@ -198,5 +107,5 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
             }
         )
     });
-    server.stop();
+    memtide.server.stop();
 }
