@@ -1013,13 +1013,31 @@ Collection set:
         assert!(jvms_in(Path::new("/nonexistent"), CgroupVersion::V1, "/", 1).is_empty());
     }
 
+    /// A fake jcmd running `script`, written by a child process: a file this process had open
+    /// for writing could be inherited by another test's fork, and executing it would then
+    /// fail with "Text file busy".
+    fn fake_jcmd(dir: &Path, script: &str) -> PathBuf {
+        let path = dir.join("jcmd");
+        let mut sh = Command::new("sh")
+            .arg("-c")
+            .arg(r#"cat > "$0" && chmod 755 "$0""#)
+            .arg(&path)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        sh.stdin
+            .take()
+            .unwrap()
+            .write_all(script.as_bytes())
+            .unwrap();
+        assert!(sh.wait().unwrap().success());
+        path
+    }
+
     #[test]
     fn a_jcmd_that_hangs_is_killed_at_the_time_out_and_the_refusal_names_it() {
         let dir = tempfile::tempdir().unwrap();
-        let fake = dir.path().join("jcmd");
-        std::fs::write(&fake, "#!/bin/sh\nexec sleep 30\n").unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let fake = fake_jcmd(dir.path(), "#!/bin/sh\nexec sleep 30\n");
         let pool = JvmPool {
             collector: Collector::Shenandoah,
             pid: std::process::id(),
@@ -1039,16 +1057,12 @@ Collection set:
     #[test]
     fn a_jcmd_that_fails_is_a_refusal_with_its_message_and_a_missing_one_too() {
         let dir = tempfile::tempdir().unwrap();
-        let fake = dir.path().join("jcmd");
-        std::fs::write(
-            &fake,
+        let fake = fake_jcmd(
+            dir.path(),
             "#!/bin/sh\necho \"$5:\"\necho java.io.IOException: No such process\n\
              echo '\tat jdk.attach/sun.tools.attach.VirtualMachineImpl.sendQuitTo(Native Method)'\n\
              exit 1\n",
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        );
         let mut pool = JvmPool {
             collector: Collector::G1,
             pid: std::process::id(),
