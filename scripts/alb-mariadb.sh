@@ -30,100 +30,15 @@ BIG_POOL=${BIG_POOL:-1G}
 RUN=${RUN:-120}
 WARM=${WARM:-60}
 THREADS=${THREADS:-4}
-ZRAM=${ZRAM:-2G}
-REPO=$(cd "$(dirname "$0")/.." && pwd)
-TARGET_DIR=${TARGET_DIR:-$REPO/target/release}
-MIB=$((1 << 20))
-# memtide-adapter runs in the tenant's cgroup in (c): its budget is B plus this much for it.
-ADAPTER=$((16 * MIB))
-
-die() { echo "alb-mariadb: $*" >&2; exit 1; }
-[[ $EUID -eq 0 ]] || die "must run as root (cgroups, zram)"
+ALB=alb-mariadb
+DB_PID=
+kill_servers() { if [[ -n $DB_PID ]]; then kill -KILL "$DB_PID" 2>/dev/null; wait "$DB_PID" 2>/dev/null; fi; }
+# shellcheck source=scripts/alb-common.sh
+source "$(dirname "$0")/alb-common.sh"
 for tool in /usr/sbin/mariadbd mariadb-install-db mariadb mariadb-admin sysbench; do
     command -v "$tool" >/dev/null || die "$tool is missing"
 done
-for bin in memtide memtide-adapter; do
-    [[ -x $TARGET_DIR/$bin ]] || die "$TARGET_DIR/$bin is missing: cargo build --release -p memtide-cli -p memtide-adapter"
-done
-if awk 'NR > 1 { found = 1 } END { exit !found }' /proc/swaps; then
-    die "this host already has swap; the squeezed setup needs its own zram only"
-fi
-
-DIR=$(mktemp -d /tmp/alb-mariadb.XXXXXX)
 SOCK=$DIR/sock
-DB_PID=
-DAEMON_PID=
-CGROUPS=()
-ZRAM_STATE=$DIR/zram.dev
-cleanup() {
-    set +e
-    if [[ -n $DAEMON_PID ]]; then
-        kill -TERM "$DAEMON_PID" 2>/dev/null
-        for _ in $(seq 150); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$DAEMON_PID" 2>/dev/null
-        wait "$DAEMON_PID" 2>/dev/null
-    fi
-    [[ -n $DB_PID ]] && { kill -KILL "$DB_PID" 2>/dev/null; wait "$DB_PID" 2>/dev/null; }
-    local cg pid
-    for cg in "${CGROUPS[@]}"; do
-        [[ -d $cg ]] || continue
-        for _ in $(seq 50); do
-            pids=$(cat "$cg/cgroup.procs" 2>/dev/null)
-            [[ -z $pids ]] && break
-            for pid in $pids; do kill -KILL "$pid" 2>/dev/null; done
-            sleep 0.1
-        done
-        rmdir "$cg" 2>/dev/null || echo "alb-mariadb: could not remove $cg" >&2
-    done
-    [[ -f $ZRAM_STATE ]] && MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" down
-    if [[ ${KEEP:-0} == 1 ]]; then echo "alb-mariadb: kept $DIR" >&2; else rm -rf "$DIR"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# The memory hierarchy: cgroups go under this shell's own (v1 memory controller or v2).
-own_v1=$(awk -F: '$2 == "memory" { print $3 }' /proc/self/cgroup)
-own_v2=$(awk -F: '$1 == "0" { print $3 }' /proc/self/cgroup)
-if [[ -n $own_v1 && -d /sys/fs/cgroup/memory$own_v1 ]]; then
-    V=1 ROOT=/sys/fs/cgroup/memory OWN=${own_v1%/}
-    LIMIT=memory.limit_in_bytes PEAK=memory.max_usage_in_bytes USAGE=memory.usage_in_bytes
-elif [[ -f /sys/fs/cgroup/cgroup.controllers ]]; then
-    V=2 ROOT=/sys/fs/cgroup OWN=${own_v2%/}
-    LIMIT=memory.max PEAK=memory.peak USAGE=memory.current
-else
-    die "no memory cgroup controller"
-fi
-new_cgroup() { # NAME: makes it under ours and sets CG to its path inside the hierarchy (not in
-    # a subshell, so that the cleanup sees it in CGROUPS)
-    CG=$OWN/alb-$$-$1
-    mkdir "$ROOT$CG"
-    CGROUPS+=("$ROOT$CG")
-}
-cgfile() { cat "$ROOT$1/$2"; }
-swap_of() { # bytes of the cgroup's memory in swap
-    if [[ $V == 1 ]]; then awk '$1 == "swap" { print $2 }' "$ROOT$1/memory.stat"; else cat "$ROOT$1/memory.swap.current"; fi
-}
-oom_kills() {
-    if [[ $V == 1 ]]; then awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.oom_control"; else awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.events"; fi
-}
-# Lowers cgroup $1's limit to $2 bytes from its usage in 16 MiB steps, each write retried
-# while the kernel answers EBUSY (it has not reclaimed, to swap, enough yet).
-squeeze() {
-    local cg=$1 to=$2 at tries
-    at=$(cgfile "$cg" "$USAGE")
-    while ((at > to)); do
-        at=$((at - 16 * MIB > to ? at - 16 * MIB : to))
-        tries=0
-        until echo "$at" >"$ROOT$cg/$LIMIT" 2>/dev/null; do
-            ((++tries < 50)) || die "could not limit $cg to $at bytes"
-            sleep 0.1
-        done
-    done
-}
-# RAM the zram device really holds (its compressed pages and their overhead): memory outside
-# every cgroup's charge.
-zram_ram() { awk '{ print $3 }' "/sys/block/$(awk 'NR == 2 { sub(/.*\//, "", $1); print $1 }' /proc/swaps)/mm_stat"; }
-mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
 sql() { mariadb -S "$SOCK" -uroot -N -B -e "$1"; }
 
 # Starts mariadbd with POOL on the data directory, in cgroup CG (a path, or "" for none).
