@@ -48,8 +48,14 @@ impl Mariadbd {
     pub fn start(pool: &str) -> Mariadbd {
         let dir = tempfile::Builder::new().prefix("mdb").tempdir().unwrap();
         let data = dir.path().join("data");
+        // Its own temporary directory: bootstraps running at once in a shared /tmp collide on
+        // their temporary tables' names ("Unknown table 'mysql.tmp_user_sys'", "Error on delete of
+        // '/tmp/#sql-temptable-…'"), seen in CI with three tests starting servers together.
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).unwrap();
         let out = Command::new("mariadb-install-db")
             .arg(format!("--datadir={}", data.display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .args([
                 "--user=root",
                 "--auth-root-authentication-method=normal",
@@ -92,6 +98,7 @@ impl Mariadbd {
         let child = Command::new(MARIADBD)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", d.join("data").display()))
+            .arg(format!("--tmpdir={}", d.join("tmp").display()))
             .arg(format!("--socket={}", d.join("sock").display()))
             .arg(format!("--pid-file={}", d.join("pid").display()))
             .arg(format!("--log-error={}", d.join("err.log").display()))

@@ -51,8 +51,13 @@ impl DataDir {
             .prefix("alb-mdb")
             .tempdir()
             .map_err(|e| e.to_string())?;
+        // Its own temporary directory: bootstraps running at once in a shared /tmp collide on
+        // their temporary tables' names (seen in CI).
+        let tmp = dir.path().join("tmp");
+        std::fs::create_dir(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
         let out = Command::new("mariadb-install-db")
             .arg(format!("--datadir={}", dir.path().join("data").display()))
+            .arg(format!("--tmpdir={}", tmp.display()))
             .args([
                 "--user=root",
                 "--auth-root-authentication-method=normal",
@@ -190,6 +195,7 @@ impl Mariadbd {
             .arg(MARIADBD)
             .arg("--no-defaults")
             .arg(format!("--datadir={}", d.join("data").display()))
+            .arg(format!("--tmpdir={}", d.join("tmp").display()))
             .arg(format!("--socket={}", socket.display()))
             .arg(format!("--pid-file={}", d.join("pid").display()))
             .arg(format!("--log-error={}", err_log.display()))
