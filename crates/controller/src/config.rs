@@ -1,6 +1,6 @@
 //! Controller parameters that are not per tenant: tax rate, reclamation thresholds, paging rate.
 
-use memtide_model::{Pages, TaxRate};
+use memtide_model::{Pages, SharingSettings, TaxRate};
 use memtide_policy::{Backing, LimitRails, ReclamationThresholds, ThresholdError};
 use serde::{Deserialize, Serialize};
 
@@ -25,6 +25,9 @@ pub struct ControllerConfig {
     pub reclaim_always: bool,
     /// What backs max - min at admission, as refusals name it.
     pub backing: Backing,
+    /// Page sharing's scan rates and CPU budget, where the world shares pages; `None`: no
+    /// scan rate is decided.
+    pub sharing: Option<SharingSettings>,
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
@@ -51,6 +54,7 @@ impl Default for ControllerConfig {
             dry_run: false,
             reclaim_always: false,
             backing: Backing::HostSwap,
+            sharing: None,
         }
     }
 }

@@ -6,7 +6,7 @@ use memtide_model::{
     Decision, HostObservation, Pages, ReclamationState, Resource, ResourceState, TaxRate,
     TenantAction, TenantId, TenantSpec,
 };
-use memtide_policy::mechanism;
+use memtide_policy::mechanism::{self, ScanCost};
 use memtide_policy::{
     ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest, Allocator,
     EstimatorInput, LimitRails, PlanInput, PlanMemory, PlanSettings, ResourceTracker,
@@ -114,6 +114,8 @@ pub struct Controller {
     /// a measurement. Until then none of them is reclaimed below what it holds: idleness not yet measured is no
     /// reason to take memory (sampling reads an unmeasured tenant as fully active).
     limit_estimates_measured: bool,
+    /// The page-sharing scanner's measured CPU cost per page.
+    scan_cost: ScanCost,
 }
 
 impl Controller {
@@ -137,6 +139,7 @@ impl Controller {
             targets: Vec::new(),
             last_now: None,
             limit_estimates_measured: false,
+            scan_cost: ScanCost::default(),
         })
     }
 
@@ -410,6 +413,12 @@ impl Controller {
             mechanism::finish(actions, budget);
         }
         self.limit_estimates_measured = measured;
+        decision.sharing = config.sharing.map(|settings| {
+            if let Some(s) = &obs.sharing {
+                self.scan_cost.observe(s);
+            }
+            mechanism::scan_rate(state, &settings, &self.scan_cost)
+        });
         decision.now = obs.now;
         decision.memory = ResourceState {
             resource: Resource::Memory,
@@ -485,6 +494,7 @@ mod tests {
             host_swap_total: Pages::ZERO,
             host_swap_used: Pages::ZERO,
             pressure: None,
+            sharing: None,
             tenants,
         }
     }

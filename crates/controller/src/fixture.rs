@@ -65,6 +65,7 @@ pub fn overcommitted_vms(n: u32) -> (Controller, HostObservation) {
         host_swap_total: Pages::ZERO,
         host_swap_used: Pages::ZERO,
         pressure: None,
+        sharing: None,
         tenants,
     };
     (controller, obs)

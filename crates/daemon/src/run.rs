@@ -1039,6 +1039,7 @@ fn controller_for(
         dry_run: config.daemon.dry_run,
         reclaim_always: config.policy.reclaim == Reclaim::Always,
         backing: memtide_policy::Backing::OutsideBudget,
+        sharing: None,
     };
     // Admission on Linux: mins must fit in the budget; what lies above min is backed by the
     // rest of the host's memory and its swap.

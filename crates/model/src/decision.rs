@@ -2,6 +2,7 @@
 
 use crate::reason::{Reason, Takeover};
 use crate::resource::ResourceState;
+use crate::sharing::ScanRate;
 use crate::tenant::TenantId;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
@@ -244,6 +245,9 @@ pub struct Decision {
     /// Memory's reclamation state and the machine memory handed out to tenants this tick (the
     /// targets add up to at most this budget). Each resource memtide divides has its own.
     pub memory: ResourceState<Pages>,
+    /// How fast the host's page-sharing scanner runs, where the controller has sharing
+    /// settings.
+    pub sharing: Option<ScanRate>,
     pub actions: Vec<TenantAction>,
 }
 

@@ -159,6 +159,11 @@ pub struct SharingLever {
     pub shared: Pages,
     /// Pages found identical to another page but not merged yet: what merging could save.
     pub shareable: Pages,
+    /// Of `shared`, pages of zeros, where known.
+    pub zero: Option<Pages>,
+    /// What sharing saves this tenant net of the scanner's bookkeeping, in bytes, where the
+    /// world knows it (KSM's `ksm_process_profit`, which can be negative).
+    pub profit: Option<i64>,
 }
 
 /// Host swap of a tenant's memory.
@@ -220,6 +225,8 @@ mod tests {
             sharing: Some(SharingLever {
                 shared: Pages::ZERO,
                 shareable: Pages::ZERO,
+                zero: None,
+                profit: None,
             }),
             host_swap: Some(HostSwapLever {
                 swapped: Pages(2),

@@ -9,6 +9,7 @@ pub mod lever;
 pub mod observation;
 pub mod reason;
 pub mod resource;
+pub mod sharing;
 pub mod tenant;
 pub mod units;
 pub mod written;
@@ -28,5 +29,6 @@ pub use reason::{
     MechanismNote, ProbePhase, Reason, SharingNote, Takeover,
 };
 pub use resource::{Resource, ResourceState};
+pub use sharing::{HostSharing, ScanRate, SharingSettings};
 pub use tenant::{TaxRate, TaxRateError, TenantId, TenantSpec};
 pub use units::{Bytes, Pages, PAGE_SIZE};

@@ -1,6 +1,7 @@
 //! What a world reports each tick: machine memory and, per tenant, allocation, balloon, swap and event counters.
 
 use crate::lever::Levers;
+use crate::sharing::HostSharing;
 use crate::tenant::TenantId;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
@@ -21,6 +22,8 @@ pub struct HostObservation {
     pub host_swap_used: Pages,
     /// Host memory pressure (PSI "some" avg10, percent), where the world measures it.
     pub pressure: Option<f64>,
+    /// What page sharing saves across the host, where the world shares pages.
+    pub sharing: Option<HostSharing>,
     /// Running tenants, in ascending id order.
     pub tenants: Vec<TenantObservation>,
 }

@@ -37,6 +37,7 @@ impl Host for FakeWorld {
             host_swap_total: Pages::ZERO,
             host_swap_used: Pages::ZERO,
             pressure: None,
+            sharing: None,
             tenants: self
                 .attached
                 .iter()

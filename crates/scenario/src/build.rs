@@ -320,6 +320,7 @@ impl Build<'_> {
             dry_run: false,
             reclaim_always: false,
             backing: Default::default(),
+            sharing: None,
         };
         controller
             .validate()

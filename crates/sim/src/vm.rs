@@ -802,6 +802,7 @@ mod tests {
                 state: ReclamationState::Hard,
                 budget: Pages::ZERO,
             },
+            sharing: None,
             actions: vec![{
                 let mut a = TenantAction::none(ID, ReclamationState::Hard);
                 a.reason.mechanism = a.reason.mechanism.with_moves(Moves {

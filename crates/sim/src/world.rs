@@ -396,6 +396,7 @@ impl Host for SimWorld {
             host_swap_total: m.swap_total(),
             host_swap_used: m.swap_used(),
             pressure: None,
+            sharing: None,
             tenants,
         })
     }
@@ -505,6 +506,7 @@ mod tests {
                 state: ReclamationState::Low,
                 budget: Pages::ZERO,
             },
+            sharing: None,
             actions: vec![blocking(TenantId(0)), blocking(TenantId(9))],
         };
         assert!(matches!(

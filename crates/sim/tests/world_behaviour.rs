@@ -121,6 +121,7 @@ fn apply(w: &mut SimWorld, actions: Vec<TenantAction>) {
             state: ReclamationState::High,
             budget: Pages::ZERO,
         },
+        sharing: None,
         actions,
     };
     w.apply(&decision).unwrap();
@@ -559,6 +560,7 @@ fn bad_vm_sizes_and_unknown_tenants_are_errors() {
             state: ReclamationState::High,
             budget: Pages::ZERO,
         },
+        sharing: None,
         actions: vec![action(B)],
     };
     assert_eq!(

@@ -930,6 +930,7 @@ impl Host for LinuxHost {
             host_swap_total: swap_total,
             host_swap_used: swap_total.saturating_sub(swap_free),
             pressure: host_pressure,
+            sharing: None,
             tenants,
         })
     }
@@ -1030,6 +1031,7 @@ mod tests {
                 state: ReclamationState::High,
                 budget: Pages::ZERO,
             },
+            sharing: None,
             actions: vec![a],
         }
     }

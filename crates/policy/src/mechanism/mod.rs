@@ -40,6 +40,7 @@ mod sharing;
 
 pub use app_balloon::{active, AppWatch};
 pub use balloon::BalloonWatch;
+pub use sharing::{scan_rate, ScanCost};
 
 use memtide_model::{
     Levers, Mechanism, MechanismNote, Mechanisms, Pages, ReclamationState, TenantAction,

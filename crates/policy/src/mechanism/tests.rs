@@ -392,6 +392,8 @@ fn everything() -> TenantObservation {
     t.levers.sharing = Some(SharingLever {
         shared: Pages::ZERO,
         shareable: mib(10),
+        zero: None,
+        profit: None,
     });
     t.levers.app_balloon = Some(AppBalloonLever {
         min: mib(40),

@@ -1,0 +1,83 @@
+//! Content-based page sharing's vocabulary (ESX §4, Linux KSM): how fast memtide asks the host's scanner to look for identical pages, and what sharing saves host-wide.
+//!
+//! ESX keeps two figures apart, and so does memtide: guest pages **shared** (backed by a frame
+//! that holds the same contents for other pages too) and memory **reclaimed** (shared pages
+//! less the one copy each shared frame keeps). Linux KSM counts the same two:
+//! `pages_shared` frames and `pages_sharing` pages saved.
+
+use crate::units::{Bytes, Pages};
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// How fast the host's scanner looks at pages, host-wide: what the sharing policy decides
+/// each tick (`memtide_policy::mechanism::scan_rate`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScanRate {
+    pub pages_per_sec: u64,
+}
+
+/// The sharing policy's settings, the same for the whole host.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SharingSettings {
+    /// Pages per second while memory is plentiful (the high state): sharing is still found
+    /// over time, at little cost.
+    pub idle_rate: u64,
+    /// Pages per second once the host runs short (soft, hard and low): share before swap.
+    pub pressed_rate: u64,
+    /// The most of one core the scanner may use (0 to 1), where the world measures its CPU
+    /// time; the rate is cut to fit it.
+    pub cpu_budget: Option<f64>,
+}
+
+impl Default for SharingSettings {
+    /// ESX's "negligible CPU" pace when idle; KSM's own default (100 pages every 20 ms,
+    /// about 20 MB/s) ramped up four times under pressure; a fifth of a core at most.
+    fn default() -> Self {
+        SharingSettings {
+            idle_rate: 1_000,
+            pressed_rate: 20_000,
+            cpu_budget: Some(0.2),
+        }
+    }
+}
+
+/// What page sharing saves across the host, where the world measures it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostSharing {
+    /// Guest pages backed by a shared frame (ESX's "shared"; KSM's `pages_shared` +
+    /// `pages_sharing` + `ksm_zero_pages`).
+    pub shared: Pages,
+    /// Distinct frames holding them (ESX's "shared − reclaimed"; KSM's `pages_shared`).
+    pub frames: Pages,
+    /// Of `shared`, pages of zeros, where known.
+    pub zero: Option<Pages>,
+    /// The sharing machinery's own memory (ESX's hash table, KSM's rmap items), where known.
+    pub metadata: Option<Bytes>,
+    /// Pages the scanner looked at since the previous observation, where known.
+    pub scanned: Option<u64>,
+    /// CPU time the scanner used since the previous observation, where known.
+    pub cpu: Option<Duration>,
+}
+
+impl HostSharing {
+    /// Memory reclaimed: shared pages less the one copy each frame keeps.
+    pub fn reclaimed(&self) -> Pages {
+        self.shared.saturating_sub(self.frames)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reclaimed_is_shared_pages_less_one_copy_per_frame() {
+        let s = HostSharing {
+            shared: Pages(100),
+            frames: Pages(30),
+            ..HostSharing::default()
+        };
+        assert_eq!(s.reclaimed(), Pages(70));
+        assert_eq!(HostSharing::default().reclaimed(), Pages::ZERO);
+    }
+}
