@@ -93,6 +93,7 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
             machine: Pages::from_mib(4096),
             host_swap: Pages::ZERO,
             tick: Duration::from_secs(1),
+            sharing: None,
         },
         CostModel::default(),
         7,
@@ -109,6 +110,7 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
             balloon: None,
             initial_balloon: Pages::ZERO,
             sampling: None,
+            content: Default::default(),
             workload: WorkloadConfig::Toucher {
                 phases: vec![TouchPhase {
                     at_s: 0.0,

@@ -2,19 +2,22 @@
 
 use crate::scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 use crate::schema::{
-    AgentDoc, BalloonDoc, CacheDoc, CommittedDoc, CpuJobDoc, DatabaseDoc, FileServerDoc, IdleDoc,
-    JobDoc, JvmDoc, KindDoc, OltpDoc, PhaseDoc, PolicyDoc, SamplingDoc, ScenarioDoc, SetTaxRateDoc,
-    SetTenantDoc, SetWorkloadDoc, StopTenantDoc, TenantDoc, ToucherDoc, TwsDoc, WebDoc,
+    AgentDoc, BalloonDoc, CacheDoc, CommittedDoc, ContentDoc, CpuJobDoc, DatabaseDoc,
+    FileServerDoc, IdleDoc, JobDoc, JvmDoc, KindDoc, OltpDoc, PhaseDoc, PolicyDoc, SamplingDoc,
+    ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc, SharingDoc, StopTenantDoc, TenantDoc,
+    ToucherDoc, TwsDoc, WebDoc,
 };
 use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
 use memtide_controller::ControllerConfig;
 use memtide_model::{
-    EstimatorConfig, Pages, SamplingConfig, TaxRate, TenantId, TenantSpec, WorkingSetConfig,
+    EstimatorConfig, Pages, SamplingConfig, SharingSettings, TaxRate, TenantId, TenantSpec,
+    WorkingSetConfig,
 };
 use memtide_policy::ReclamationThresholds;
 use memtide_sim::app::{AgentConfig, DEFAULT_GRANULE};
 use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
+use memtide_sim::sharing::{ContentMix, SharingConfig};
 use memtide_sim::workload::config::defaults;
 use memtide_sim::workload::{Job, TouchPhase, Workload, WorkloadConfig};
 use serde::de::DeserializeOwned;
@@ -202,7 +205,12 @@ impl Build<'_> {
             tenants.push(tenant);
             facts.push(fact);
         }
-        let controller = self.controller(file.policy.unwrap_or_default(), &facts)?;
+        let sharing = file
+            .sharing
+            .map(|d| self.sharing(&root.key("sharing"), d))
+            .transpose()?;
+        let mut controller = self.controller(file.policy.unwrap_or_default(), &facts)?;
+        controller.sharing = sharing.map(|(settings, _)| settings);
         let events = self.events(&file.events, &facts, duration, &cost)?;
 
         let mut variants: Vec<Variant> = Vec::new();
@@ -246,12 +254,84 @@ impl Build<'_> {
                 machine: machine.to_pages(),
                 host_swap: host_swap.to_pages(),
                 tick: TICK,
+                sharing: sharing.map(|(_, per_vm_rate)| SharingConfig { per_vm_rate }),
             },
             cost,
             controller,
             tenants,
             events,
             variants,
+        })
+    }
+
+    /// The policy's scan rates and the host's per-VM rate.
+    fn sharing(&self, at: &FieldPath, d: SharingDoc) -> Result<(SharingSettings, u64)> {
+        let defaults = SharingSettings::default();
+        let idle_rate = d.idle_rate.unwrap_or(defaults.idle_rate);
+        let pressed_rate = d.pressed_rate.unwrap_or(defaults.pressed_rate);
+        if pressed_rate < idle_rate {
+            return Err(self.err(
+                &at.key("pressed_rate"),
+                format!("must be at least idle_rate = {idle_rate}"),
+            ));
+        }
+        let per_vm_rate = d.per_vm_rate.unwrap_or(pressed_rate);
+        if per_vm_rate == 0 {
+            return Err(self.err(&at.key("per_vm_rate"), "must be >= 1"));
+        }
+        let settings = SharingSettings {
+            idle_rate,
+            pressed_rate,
+            // The simulator does not model the scanner's CPU time.
+            cpu_budget: None,
+        };
+        Ok((settings, per_vm_rate))
+    }
+
+    /// A tenant's content table: fractions in [0, 1] adding up to at most 1.
+    fn content(&self, at: &FieldPath, d: Option<ContentDoc>) -> Result<ContentMix> {
+        let Some(d) = d else {
+            return Ok(ContentMix::default());
+        };
+        let mut sum = 0.0;
+        let mut fraction = |key: &str, v: Option<f64>| -> Result<f64> {
+            let v = v.unwrap_or(0.0);
+            self.number(
+                &at.key(key),
+                v,
+                |v| (0.0..=1.0).contains(&v),
+                "must be a fraction in [0, 1]",
+            )?;
+            sum += v;
+            if sum > 1.0 + 1e-9 {
+                return Err(self.err(
+                    &at.key(key),
+                    format!("zero + common + duplicate must not exceed 1 (they add up to {sum})"),
+                ));
+            }
+            Ok(v)
+        };
+        let zero = fraction("zero", d.zero)?;
+        let common = fraction("common", d.common)?;
+        let duplicate = fraction("duplicate", d.duplicate)?;
+        let duplicate_copies = d.duplicate_copies.unwrap_or(2);
+        if duplicate_copies < 2 {
+            return Err(self.err(&at.key("duplicate_copies"), "must be >= 2"));
+        }
+        let image = d.image.unwrap_or_default();
+        if (common > 0.0 || d.common_files == Some(true)) && image.is_empty() {
+            return Err(self.err(
+                &at.key("image"),
+                "is needed for common pages: the tenants that share them name the same image",
+            ));
+        }
+        Ok(ContentMix {
+            image,
+            zero,
+            common,
+            duplicate,
+            duplicate_copies,
+            common_files: d.common_files.unwrap_or(false),
         })
     }
 
@@ -496,6 +576,7 @@ impl Build<'_> {
                 initial_balloon,
                 sampling,
                 workload,
+                content: self.content(&at.key("content"), t.content)?,
             },
             start,
             stop,

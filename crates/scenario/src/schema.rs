@@ -27,6 +27,7 @@ pub(crate) struct ScenarioDoc {
     pub(crate) host: HostDoc,
     pub(crate) policy: Option<PolicyDoc>,
     pub(crate) cost: Option<CostModel>,
+    pub(crate) sharing: Option<SharingDoc>,
     #[serde(default)]
     pub(crate) tenants: Vec<TenantDoc>,
     /// Each read by its `kind`: [`SetTaxRateDoc`], [`SetWorkloadDoc`], [`StopTenantDoc`],
@@ -50,6 +51,27 @@ pub(crate) struct HostDoc {
     /// Machine memory.
     pub(crate) memory: Size,
     pub(crate) host_swap: Option<Size>,
+}
+
+/// Content-based page sharing on the host (ESX §4): scan rates in pages per second.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "the [sharing] table")]
+pub(crate) struct SharingDoc {
+    pub(crate) idle_rate: Option<u64>,
+    pub(crate) pressed_rate: Option<u64>,
+    pub(crate) per_vm_rate: Option<u64>,
+}
+
+/// What a tenant's pages hold, as fractions of its pages (the rest unique).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a tenant's content table")]
+pub(crate) struct ContentDoc {
+    pub(crate) image: Option<String>,
+    pub(crate) zero: Option<f64>,
+    pub(crate) common: Option<f64>,
+    pub(crate) duplicate: Option<f64>,
+    pub(crate) duplicate_copies: Option<u32>,
+    pub(crate) common_files: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -93,6 +115,7 @@ pub(crate) struct TenantDoc {
     /// Read by its `kind` (default `sampling`): [`SamplingDoc`], [`TwsDoc`], [`CommittedDoc`].
     pub(crate) estimator: Option<toml::Value>,
     pub(crate) balloon: Option<BalloonDoc>,
+    pub(crate) content: Option<ContentDoc>,
     /// Read by its `kind`: [`IdleDoc`], [`ToucherDoc`], [`FileServerDoc`], [`CpuJobDoc`],
     /// [`OltpDoc`], [`WebDoc`], [`CacheDoc`], [`DatabaseDoc`], [`JvmDoc`].
     pub(crate) workload: toml::Value,

@@ -18,6 +18,7 @@ fn resident_vm(working_set_mb: f64, skew: Skew) -> (SimWorld, u64) {
             machine: Pages::from_mib(2048),
             host_swap: Pages::ZERO,
             tick: Duration::from_millis(10),
+            sharing: None,
         },
         CostModel::default(),
         7,
@@ -43,6 +44,7 @@ fn resident_vm(working_set_mb: f64, skew: Skew) -> (SimWorld, u64) {
             accesses_per_op: None,
             max_accesses_per_s: None,
         },
+        content: Default::default(),
     };
     world.power_on(id, vm).expect("the bench VM fits");
     // Warm up until every page of the working set has been touched.

@@ -1,5 +1,6 @@
 //! Plain parameters of the simulated host and its VMs, as built from a scenario.
 
+use crate::sharing::{ContentMix, SharingConfig};
 use crate::workload::WorkloadConfig;
 use memtide_model::Pages;
 use std::time::Duration;
@@ -13,6 +14,8 @@ pub struct HostConfig {
     pub host_swap: Pages,
     /// Length of one tick of simulated time.
     pub tick: Duration,
+    /// Content-based page sharing, where the host shares pages.
+    pub sharing: Option<SharingConfig>,
 }
 
 /// A VM's balloon driver.
@@ -65,4 +68,6 @@ pub struct VmConfig {
     /// `None`: the host does not sample this VM's pages.
     pub sampling: Option<SamplingSetup>,
     pub workload: WorkloadConfig,
+    /// What its pages hold, for page sharing (all unique unless declared).
+    pub content: ContentMix,
 }

@@ -12,6 +12,7 @@ pub mod paging;
 pub mod pmap;
 pub mod rng;
 pub mod sampler;
+pub mod sharing;
 pub mod stats;
 pub mod vm;
 pub mod workload;

@@ -6,6 +6,7 @@
 use crate::machine::Machine;
 use crate::pmap::{PageState, Pmap};
 use crate::rng::SimRng;
+use crate::sharing::{ContentMix, Offer, Sharing, Write};
 
 /// Random probes for a mapped victim PPN before falling back to a scan.
 const VICTIM_PROBES: u32 = 32;
@@ -21,7 +22,8 @@ pub struct Backing {
     pub minor_fault: bool,
     /// The page was in host swap and was read back.
     pub host_swap_in: bool,
-    /// Pages the host paged out synchronously to find the frame.
+    /// Pages the host paged out synchronously to find the frame (pages shared instead are
+    /// not counted: they cost no write).
     pub sync_swap_outs: u32,
 }
 
@@ -32,6 +34,24 @@ pub struct HostMemory {
     pub pmaps: Vec<Pmap>,
     /// Each VM's last target from the controller (`None` before the first decision).
     pub targets: Vec<Option<u64>>,
+    /// Content-based page sharing, where the host shares pages.
+    pub sharing: Option<Sharing>,
+}
+
+/// How host paging reclaimed a page.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Reclaimed {
+    /// Written to host swap.
+    Swapped,
+    /// Shared with an identical page instead (share before swap).
+    Shared,
+}
+
+/// Pages host paging reclaimed, by how.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PagedOut {
+    pub swapped: u64,
+    pub shared: u64,
 }
 
 impl HostMemory {
@@ -40,6 +60,40 @@ impl HostMemory {
             machine,
             pmaps: Vec::new(),
             targets: Vec::new(),
+            sharing: None,
+        }
+    }
+
+    /// The guest wrote `what` into mapped `ppn` of VM `vm`. A shared page first gets a private
+    /// copy (copy-on-write: a frame, found as [`HostMemory::back`] finds one); returns whether
+    /// it did, and the pages paged out to find the frame. Without sharing, nothing happens.
+    pub fn write(
+        &mut self,
+        vm: usize,
+        ppn: u32,
+        what: Write,
+        rng: &mut SimRng,
+    ) -> Result<(bool, u32), Stalled> {
+        if self.sharing.is_none() {
+            return Ok((false, 0));
+        }
+        let mut copy = (false, 0);
+        if self.pmaps[vm].is_shared(ppn) {
+            copy = (true, self.frame_for(vm, rng)?);
+            if let Some(s) = &mut self.sharing {
+                s.broke(vm, ppn, &mut self.pmaps[vm], &mut self.machine);
+            }
+        }
+        if let Some(s) = &mut self.sharing {
+            s.write(vm, ppn, what);
+        }
+        Ok(copy)
+    }
+
+    /// One tick's page-sharing scan of `rate` pages per second over a tick of `seconds`.
+    pub fn scan(&mut self, rate: u64, seconds: f64) {
+        if let Some(s) = &mut self.sharing {
+            s.scan(rate, seconds, &mut self.pmaps, &mut self.machine);
         }
     }
 
@@ -77,23 +131,24 @@ impl HostMemory {
             if self.machine.alloc_frame() {
                 return Ok(outs);
             }
-            self.make_room(vm, rng)?;
-            outs += 1;
+            if self.make_room(vm, rng)? == Reclaimed::Swapped {
+                outs += 1;
+            }
         }
     }
 
     /// Pages out one random page of the VM most above its target (ties: lowest id); if
     /// none is above target, of the faulting VM `vm`; if that holds nothing, of the VM
     /// holding the most. Fails when no VM holds a frame or host swap is full.
-    pub fn make_room(&mut self, vm: usize, rng: &mut SimRng) -> Result<(), Stalled> {
+    pub fn make_room(&mut self, vm: usize, rng: &mut SimRng) -> Result<Reclaimed, Stalled> {
         if !self.machine.swap_available() {
             return Err(Stalled);
         }
         let victim = self.victim_vm(vm).ok_or(Stalled)?;
-        if self.page_out_random(victim, 1, rng) == 1 {
-            Ok(())
-        } else {
-            Err(Stalled)
+        match self.page_out_random(victim, 1, rng) {
+            PagedOut { swapped: 1, .. } => Ok(Reclaimed::Swapped),
+            PagedOut { shared: 1, .. } => Ok(Reclaimed::Shared),
+            _ => Err(Stalled),
         }
     }
 
@@ -107,59 +162,72 @@ impl HostMemory {
                 Some((_, e)) => excess > e,
                 None => true,
             };
-            if excess > 0 && better {
+            if excess > 0 && better && pmap.mapped() > pmap.shared() {
                 best = Some((i, excess));
             }
         }
         if let Some((i, _)) = best {
             return Some(i);
         }
-        if self.pmaps.get(faulting).is_some_and(|p| p.mapped() > 0) {
+        let own = |p: &Pmap| p.mapped() - p.shared();
+        if self.pmaps.get(faulting).is_some_and(|p| own(p) > 0) {
             return Some(faulting);
         }
         let mut most: Option<(usize, u32)> = None;
         for (i, pmap) in self.pmaps.iter().enumerate() {
             let more = match most {
-                Some((_, m)) => pmap.mapped() > m,
+                Some((_, m)) => own(pmap) > m,
                 None => true,
             };
-            if pmap.mapped() > 0 && more {
-                most = Some((i, pmap.mapped()));
+            if own(pmap) > 0 && more {
+                most = Some((i, own(pmap)));
             }
         }
         most.map(|(i, _)| i)
     }
 
-    /// Pages out up to `n` randomly chosen mapped pages of VM `vm` to host swap (ESX's
-    /// random victim selection); stops early when host swap is full or the VM holds no
-    /// frame. Returns the pages paged out.
-    pub fn page_out_random(&mut self, vm: usize, n: u64, rng: &mut SimRng) -> u64 {
-        let mut done = 0;
-        while done < n {
+    /// Pages out up to `n` randomly chosen pages of VM `vm` held in frames of its own (ESX's
+    /// random victim selection), each shared instead where an identical page exists (share
+    /// before swap); stops early when host swap is full or the VM holds no frame of its own.
+    pub fn page_out_random(&mut self, vm: usize, n: u64, rng: &mut SimRng) -> PagedOut {
+        let mut done = PagedOut::default();
+        while done.swapped + done.shared < n {
             if !self.machine.swap_available() {
                 break;
             }
-            let Some(ppn) = random_mapped(&self.pmaps[vm], rng) else {
+            let Some(ppn) = random_private(&self.pmaps[vm], rng) else {
                 break;
             };
-            if !self.page_out(vm, ppn) {
-                break;
+            match self.page_out(vm, ppn) {
+                Some(Reclaimed::Swapped) => done.swapped += 1,
+                Some(Reclaimed::Shared) => done.shared += 1,
+                None => break,
             }
-            done += 1;
         }
         done
     }
 
-    /// Pages out `ppn` of VM `vm` if it is mapped and a host swap slot is free.
-    pub fn page_out(&mut self, vm: usize, ppn: u32) -> bool {
-        if self.pmaps[vm].state(ppn) != PageState::Mapped || !self.machine.alloc_slot() {
-            return false;
+    /// Reclaims `ppn` of VM `vm` if it is held in a frame of its own: shared with an
+    /// identical page if the sharing table knows one, else paged out if a host swap slot is
+    /// free.
+    pub fn page_out(&mut self, vm: usize, ppn: u32) -> Option<Reclaimed> {
+        if !self.pmaps[vm].is_private(ppn) {
+            return None;
+        }
+        if let Some(s) = &mut self.sharing {
+            if s.offer(vm, ppn, false, &mut self.pmaps, &mut self.machine) == Offer::Shared {
+                s.counters.shared_before_swap += 1;
+                return Some(Reclaimed::Shared);
+            }
+        }
+        if !self.machine.alloc_slot() {
+            return None;
         }
         self.machine.free_frame();
         let pmap = &mut self.pmaps[vm];
         pmap.set(ppn, PageState::HostSwapped);
         pmap.counters.host_swap_outs += 1;
-        true
+        Some(Reclaimed::Swapped)
     }
 
     /// The balloon took `ppn`: the host frees its frame or swap slot.
@@ -176,43 +244,56 @@ impl HostMemory {
 
     fn drop_backing(&mut self, vm: usize, ppn: u32) {
         match self.pmaps[vm].state(ppn) {
+            PageState::Mapped if self.pmaps[vm].is_shared(ppn) => {
+                if let Some(s) = &mut self.sharing {
+                    s.unshare(vm, ppn, &mut self.pmaps[vm], &mut self.machine);
+                }
+            }
             PageState::Mapped => self.machine.free_frame(),
             PageState::HostSwapped => self.machine.free_slot(),
             PageState::Ballooned | PageState::Unbacked => {}
         }
     }
 
-    /// Adds a VM's pmap at index `at`.
-    pub fn insert(&mut self, at: usize, pmap: Pmap) {
+    /// Adds VM `tenant`'s pmap at index `at`, its pages holding `content` where the host
+    /// shares pages.
+    pub fn insert(&mut self, at: usize, pmap: Pmap, tenant: u32, content: &ContentMix) {
+        if let Some(s) = &mut self.sharing {
+            s.insert(at, tenant, content, pmap.len());
+        }
         self.pmaps.insert(at, pmap);
         self.targets.insert(at, None);
     }
 
-    /// Removes the VM at index `at`, returning all its frames and host swap slots.
+    /// Removes the VM at index `at`, returning all its frames and host swap slots and its
+    /// references to shared frames.
     pub fn remove(&mut self, at: usize) {
         let pmap = self.pmaps.remove(at);
         self.targets.remove(at);
-        self.machine.give_back(pmap.mapped(), pmap.host_swapped());
+        if let Some(s) = &mut self.sharing {
+            s.remove(at, &pmap, &mut self.machine);
+        }
+        self.machine
+            .give_back(pmap.mapped() - pmap.shared(), pmap.host_swapped());
     }
 }
 
-/// A random mapped PPN: a few uniform probes over all PPNs, then a scan from a random
-/// start (so a VM holding any frame always yields one).
-fn random_mapped(pmap: &Pmap, rng: &mut SimRng) -> Option<u32> {
+/// A random PPN mapped to a frame of the VM's own: a few uniform probes over all PPNs, then
+/// a scan from a random start (so a VM holding any frame of its own always yields one). Shared
+/// pages are never victims: paging one out frees no frame while others map it.
+fn random_private(pmap: &Pmap, rng: &mut SimRng) -> Option<u32> {
     let n = pmap.len();
-    if pmap.mapped() == 0 || n == 0 {
+    if pmap.mapped() == pmap.shared() || n == 0 {
         return None;
     }
     for _ in 0..VICTIM_PROBES {
         let ppn = rng.below(u64::from(n)) as u32;
-        if matches!(pmap.state(ppn), PageState::Mapped) {
+        if pmap.is_private(ppn) {
             return Some(ppn);
         }
     }
     let start = rng.below(u64::from(n)) as u32;
-    (start..n)
-        .chain(0..start)
-        .find(|&ppn| matches!(pmap.state(ppn), PageState::Mapped))
+    (start..n).chain(0..start).find(|&ppn| pmap.is_private(ppn))
 }
 
 #[cfg(test)]
@@ -223,7 +304,7 @@ mod tests {
     fn host(frames: u64, swap: u64, vms: &[u32]) -> HostMemory {
         let mut h = HostMemory::new(Machine::new(Pages(frames), Pages(swap)));
         for (i, &n) in vms.iter().enumerate() {
-            h.insert(i, Pmap::new(n));
+            h.insert(i, Pmap::new(n), i as u32, &ContentMix::default());
         }
         h
     }
@@ -280,7 +361,7 @@ mod tests {
         let mut h = host(4, 4, &[2]);
         let mut rng = SimRng::new(5);
         h.back(0, 0, &mut rng).unwrap();
-        assert!(h.page_out(0, 0));
+        assert_eq!(h.page_out(0, 0), Some(Reclaimed::Swapped));
         assert_eq!(h.machine.swap_used(), Pages(1));
         let b = h.back(0, 0, &mut rng).unwrap();
         assert!(b.host_swap_in);
@@ -296,7 +377,7 @@ mod tests {
         for p in 0..8 {
             h.back(0, p, &mut rng).unwrap();
         }
-        assert_eq!(h.page_out_random(0, 5, &mut rng), 2);
+        assert_eq!(h.page_out_random(0, 5, &mut rng).swapped, 2);
         assert_eq!(h.pmaps[0].mapped(), 6);
     }
 

@@ -7,6 +7,10 @@
 //! in zeroed pages the OS has not yet committed, and the common case, mapped and not
 //! sampled, is one byte compare on the hot path.
 //!
+//! Bit 3 marks a mapped page backed by a *shared* frame (content-based page sharing,
+//! copy-on-write): the VM counts it as allocated, as ESX does, but the frame belongs to the
+//! sharing table, and any access takes the slow path so that a write can break the sharing.
+//!
 //! Cost: 1 byte per simulated 4 KiB page (it was 4 while the entry named its frame).
 
 /// Where the host keeps one guest-physical page.
@@ -29,6 +33,8 @@ const BALLOONED: u8 = 3;
 const STATE_MASK: u8 = 3;
 /// ESX sampling mark.
 const SAMPLED: u8 = 4;
+/// Backed by a shared, copy-on-write frame.
+const SHARED: u8 = 8;
 
 /// Host-side events counted per VM over its life.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -48,6 +54,7 @@ pub struct Pmap {
     mapped: u32,
     swapped: u32,
     ballooned: u32,
+    shared: u32,
     pub counters: PmapCounters,
 }
 
@@ -77,6 +84,7 @@ impl Pmap {
             mapped: 0,
             swapped: 0,
             ballooned: 0,
+            shared: 0,
             counters: PmapCounters::default(),
         }
     }
@@ -103,11 +111,13 @@ impl Pmap {
         decode(self.entries.get(ppn as usize).copied().unwrap_or(UNBACKED))
     }
 
-    /// Moves `ppn` to `state`, keeping its sampled mark and the counts of each state.
+    /// Moves `ppn` to `state`, keeping its sampled mark and the counts of each state. A shared
+    /// page must be unshared first.
     pub fn set(&mut self, ppn: u32, state: PageState) {
         let Some(e) = self.entries.get_mut(ppn as usize) else {
             return;
         };
+        debug_assert!(*e & SHARED == 0, "ppn {ppn} is shared");
         match *e & STATE_MASK {
             MAPPED => self.mapped -= 1,
             SWAPPED => self.swapped -= 1,
@@ -121,6 +131,39 @@ impl Pmap {
             PageState::Unbacked => {}
         }
         *e = (*e & SAMPLED) | encode(state);
+    }
+
+    /// True when `ppn` is backed by a shared frame.
+    pub fn is_shared(&self, ppn: u32) -> bool {
+        self.entries
+            .get(ppn as usize)
+            .is_some_and(|e| e & SHARED != 0)
+    }
+
+    /// Marks a mapped `ppn` as backed by a shared frame, or no longer.
+    pub fn set_shared(&mut self, ppn: u32, shared: bool) {
+        let Some(e) = self.entries.get_mut(ppn as usize) else {
+            return;
+        };
+        debug_assert_eq!(*e & STATE_MASK, MAPPED, "ppn {ppn} is not mapped");
+        match (*e & SHARED != 0, shared) {
+            (false, true) => {
+                *e |= SHARED;
+                self.shared += 1;
+            }
+            (true, false) => {
+                *e &= !SHARED;
+                self.shared -= 1;
+            }
+            _ => {}
+        }
+    }
+
+    /// True when `ppn` is mapped to a frame of the VM's own (not shared).
+    pub fn is_private(&self, ppn: u32) -> bool {
+        self.entries
+            .get(ppn as usize)
+            .is_some_and(|e| e & (STATE_MASK | SHARED) == MAPPED)
     }
 
     /// True when `ppn` carries the sampling mark.
@@ -156,6 +199,11 @@ impl Pmap {
     /// PPNs backed by machine frames: the VM's allocation.
     pub fn mapped(&self) -> u32 {
         self.mapped
+    }
+
+    /// Mapped PPNs backed by shared frames (counted in [`Pmap::mapped`] too).
+    pub fn shared(&self) -> u32 {
+        self.shared
     }
 
     /// PPNs in host swap.
@@ -215,6 +263,22 @@ mod tests {
         assert!(p.take_sampled(0));
         assert!(!p.take_sampled(0));
         assert_eq!(p.state(0), PageState::Mapped);
+    }
+
+    #[test]
+    fn a_shared_page_is_counted_apart_and_leaves_the_fast_path() {
+        let mut p = Pmap::new(2);
+        p.set(0, PageState::Mapped);
+        p.set(1, PageState::Mapped);
+        p.set_shared(0, true);
+        p.set_shared(0, true);
+        assert!(p.is_shared(0) && !p.is_fast(0) && !p.is_private(0));
+        assert!(p.is_private(1) && p.is_fast(1));
+        assert_eq!((p.mapped(), p.shared()), (2, 1));
+        assert_eq!(p.state(0), PageState::Mapped);
+        p.set_shared(0, false);
+        assert!(p.is_fast(0));
+        assert_eq!(p.shared(), 0);
     }
 
     #[test]

@@ -21,10 +21,11 @@ use crate::balloon::{Balloon, Step};
 use crate::config::{BalloonConfig, TenantKind};
 use crate::cost::CostModel;
 use crate::guest::{AnonState, Guest, Victim};
-use crate::paging::{Backing, HostMemory};
+use crate::paging::{Backing, HostMemory, PagedOut};
 use crate::pmap::PageState;
 use crate::rng::SimRng;
 use crate::sampler::Sampler;
+use crate::sharing::Write;
 use crate::stats::{TickStats, Totals};
 use crate::workload::{Access, Workload};
 use memtide_model::{
@@ -239,19 +240,20 @@ impl Vm {
         }
     }
 
-    /// Host paging the controller ordered: pages out up to `pages` random victims, the
-    /// write cost charged to this VM's next tick. Returns the pages paged out.
+    /// Host paging the controller ordered: pages out up to `pages` random victims (sharing
+    /// each instead where it can), the write cost charged to this VM's next tick. Returns the
+    /// pages reclaimed.
     pub fn host_swap_out(
         &mut self,
         idx: usize,
         pages: Pages,
         host: &mut HostMemory,
         costs: &Costs,
-    ) -> u64 {
+    ) -> PagedOut {
         let done = host.page_out_random(idx, pages.0, &mut self.host_rng);
         self.debt_ns = self
             .debt_ns
-            .saturating_add(done.saturating_mul(costs.host_swap_out));
+            .saturating_add(done.swapped.saturating_mul(costs.host_swap_out));
         done
     }
 
@@ -330,6 +332,7 @@ impl Vm {
             }
         };
         levers.app_balloon = app_balloon;
+        levers.sharing = host.sharing.as_ref().map(|s| s.lever(idx, pmap));
         TenantObservation {
             id: self.id,
             allocated: Pages(u64::from(pmap.mapped())),
@@ -520,10 +523,10 @@ impl Vm {
         costs: &Costs,
     ) -> Option<u64> {
         match a {
-            Access::Anon { page, .. } => self.anon(page, idx, host, costs),
+            Access::Anon { page, write } => self.anon(page, write, idx, host, costs),
             Access::Collect { page } => {
                 self.collections += 1;
-                self.anon(page, idx, host, costs)
+                self.anon(page, false, idx, host, costs)
             }
             Access::File { block } => {
                 if let Some(ppn) = self.guest.file_entry(block) {
@@ -558,26 +561,64 @@ impl Vm {
             self.guest.reference(ppn);
             0
         } else {
-            self.anon_slow(page, idx, host, costs)?
+            self.anon_slow(page, false, idx, host, costs)?
         };
-        Some(stall)
+        // The page now holds the data read from disk.
+        let copy = self.write(idx, ppn, Write::Anon(page), host, costs)?;
+        Some(stall + copy)
     }
 
     /// An access to anonymous page `page`.
     #[inline(always)]
-    fn anon(&mut self, page: u32, idx: usize, host: &mut HostMemory, costs: &Costs) -> Option<u64> {
+    fn anon(
+        &mut self,
+        page: u32,
+        write: bool,
+        idx: usize,
+        host: &mut HostMemory,
+        costs: &Costs,
+    ) -> Option<u64> {
         let ppn = self.guest.anon_entry(page);
         if host.pmaps[idx].is_fast(ppn) {
             self.guest.reference(ppn);
+            if write && host.sharing.is_some() {
+                // A page of the VM's own: new contents, nothing to copy.
+                return self.write(idx, ppn, Write::Modified, host, costs);
+            }
             return Some(0);
         }
-        self.anon_slow(page, idx, host, costs)
+        self.anon_slow(page, write, idx, host, costs)
+    }
+
+    /// The guest wrote `what` into `ppn`: copy-on-write of a shared page (a minor fault), and
+    /// the page's new contents where the host shares pages. The stall in nanoseconds.
+    fn write(
+        &mut self,
+        idx: usize,
+        ppn: u32,
+        what: Write,
+        host: &mut HostMemory,
+        costs: &Costs,
+    ) -> Option<u64> {
+        let (copied, outs) = host.write(idx, ppn, what, &mut self.host_rng).ok()?;
+        if !copied {
+            return Some(0);
+        }
+        self.minor_faults += 1;
+        Some(
+            costs.minor_fault
+                + costs.backing(Backing {
+                    sync_swap_outs: outs,
+                    ..Backing::default()
+                }),
+        )
     }
 
     #[inline(never)]
     fn anon_slow(
         &mut self,
         page: u32,
+        write: bool,
         idx: usize,
         host: &mut HostMemory,
         costs: &Costs,
@@ -586,7 +627,13 @@ impl Vm {
             return Some(0);
         }
         match self.guest.anon_state(page) {
-            AnonState::Resident(ppn) => self.touch(ppn, false, idx, host, costs),
+            AnonState::Resident(ppn) => {
+                let touch = self.touch(ppn, false, idx, host, costs)?;
+                if !write {
+                    return Some(touch);
+                }
+                Some(touch + self.write(idx, ppn, Write::Modified, host, costs)?)
+            }
             state => {
                 let (ppn, reclaim) = self.alloc_page(idx, host, costs)?;
                 let zero_fill = state == AnonState::Untouched;
@@ -594,14 +641,17 @@ impl Vm {
                     self.guest.release(ppn);
                     return None;
                 };
-                let io = if state == AnonState::Swapped {
+                // A page back from guest swap counts as contents of its own (the guest's swap
+                // does not keep what it held); a new page holds what the workload declares.
+                let (io, what) = if state == AnonState::Swapped {
                     self.guest.swap_in(page, ppn);
-                    costs.guest_swap_in
+                    (costs.guest_swap_in, Write::Modified)
                 } else {
                     self.guest.install_anon(page, ppn);
-                    0
+                    (0, Write::Anon(page))
                 };
-                Some(reclaim + backing + io)
+                let copy = self.write(idx, ppn, what, host, costs)?;
+                Some(reclaim + backing + io + copy)
             }
         }
     }
@@ -626,7 +676,8 @@ impl Vm {
             return None;
         };
         self.guest.install_cache(block, ppn);
-        Some(reclaim + backing + costs.disk_read)
+        let copy = self.write(idx, ppn, Write::File(block), host, costs)?;
+        Some(reclaim + backing + copy + costs.disk_read)
     }
 
     /// The guest touches `ppn` (`zero_fill`: a new anonymous page, which costs a minor
@@ -730,6 +781,7 @@ mod tests {
                 machine: Pages::from_mib(64),
                 host_swap: Pages::from_mib(64),
                 tick: Duration::from_secs(1),
+                sharing: None,
             },
             CostModel::default(),
             1,
@@ -743,6 +795,7 @@ mod tests {
             balloon: None,
             initial_balloon: Pages::ZERO,
             sampling: None,
+            content: Default::default(),
             workload: WorkloadConfig::Toucher {
                 phases: vec![TouchPhase {
                     at_s: 0.0,

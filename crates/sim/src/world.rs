@@ -12,17 +12,20 @@ use crate::paging::HostMemory;
 use crate::pmap::{PageState, Pmap};
 use crate::rng::SimRng;
 use crate::sampler::Sampler;
+use crate::sharing::{Sharing, Write};
 use crate::stats::{TickStats, Totals};
 use crate::vm::{Costs, Vm, VmParts};
 use crate::workload::{Workload, WorkloadConfig, WorkloadError};
 use memtide_controller::{Attach, Host, World};
-use memtide_model::{Decision, HostObservation, Pages, TenantId, TenantSpec, WorldEvent};
+use memtide_model::{Decision, HostObservation, Pages, ScanRate, TenantId, TenantSpec, WorldEvent};
 use std::time::Duration;
 
 /// Sub-streams of a VM's generator.
 const STREAM_WORKLOAD: u64 = 0;
 const STREAM_HOST: u64 = 1;
 const STREAM_SAMPLER: u64 = 2;
+/// The page-sharing scanner's stream, forked from the world's seed beyond every tenant id.
+const STREAM_SHARING: u64 = 1 << 40;
 
 /// What the simulated host refuses. Messages name the tenant and the values.
 #[derive(Debug, thiserror::Error)]
@@ -70,18 +73,27 @@ pub struct SimWorld {
     host: HostMemory,
     /// Running VMs in ascending id order; `vms[i]` owns `host.pmaps[i]`.
     vms: Vec<Vm>,
+    /// The page-sharing scan rate: the last decision's (none before the first).
+    scan_rate: ScanRate,
 }
 
 impl SimWorld {
     /// An empty host. Machine memory and host swap beyond [`MAX_FRAMES`] pages (just under
     /// 2 TiB) are cut to that.
     pub fn new(host: HostConfig, cost: CostModel, seed: u64) -> SimWorld {
+        let rng = SimRng::new(seed);
+        let mut memory = HostMemory::new(Machine::new(host.machine, host.host_swap));
+        memory.sharing = host
+            .sharing
+            .as_ref()
+            .map(|c| Sharing::new(c.clone(), rng.fork(STREAM_SHARING)));
         SimWorld {
-            host: HostMemory::new(Machine::new(host.machine, host.host_swap)),
+            scan_rate: ScanRate::default(),
+            host: memory,
             config: host,
             costs: Costs::new(&cost),
             cost,
-            rng: SimRng::new(seed),
+            rng,
             now: Duration::ZERO,
             vms: Vec::new(),
         }
@@ -128,9 +140,14 @@ impl SimWorld {
         for ppn in first_balloon..layout.pages {
             pmap.set(ppn, PageState::Ballooned);
         }
-        self.host.insert(at, pmap);
+        self.host.insert(at, pmap, id.0, &vm.content);
         for ppn in 0..layout.kernel {
-            if self.host.back(at, ppn, &mut host_rng).is_err() {
+            let booted = self.host.back(at, ppn, &mut host_rng).and_then(|_| {
+                self.host
+                    .write(at, ppn, Write::Kernel(ppn), &mut host_rng)
+                    .map(|_| ())
+            });
+            if booted.is_err() {
                 self.host.remove(at);
                 self.host.machine.release(vm.overhead);
                 return Err(SimError::KernelDoesNotFit {
@@ -212,6 +229,8 @@ impl SimWorld {
         for (i, vm) in self.vms.iter_mut().enumerate() {
             vm.run_tick(i, &mut self.host, self.now, tick, &self.costs);
         }
+        self.host
+            .scan(self.scan_rate.pages_per_sec, tick.as_secs_f64());
         self.now += tick;
         for (i, vm) in self.vms.iter_mut().enumerate() {
             vm.roll_sampler(self.now, &mut self.host, i);
@@ -396,7 +415,11 @@ impl Host for SimWorld {
             host_swap_total: m.swap_total(),
             host_swap_used: m.swap_used(),
             pressure: None,
-            sharing: None,
+            sharing: self
+                .host
+                .sharing
+                .as_mut()
+                .map(|s| s.observe(&self.host.pmaps)),
             tenants,
         })
     }
@@ -406,6 +429,9 @@ impl Host for SimWorld {
     /// mention is unblocked and keeps its balloon target. An unknown tenant is an error
     /// and nothing is applied.
     fn apply(&mut self, decision: &Decision) -> Result<(), SimError> {
+        if let Some(rate) = decision.sharing {
+            self.scan_rate = rate;
+        }
         let mut order = Vec::with_capacity(decision.actions.len());
         for a in &decision.actions {
             order.push((self.running(a.id)?, a));
@@ -439,6 +465,7 @@ mod tests {
                 machine: Pages::from_mib(64),
                 host_swap: Pages::ZERO,
                 tick: Duration::from_secs(1),
+                sharing: None,
             },
             CostModel::default(),
             3,
@@ -455,6 +482,7 @@ mod tests {
             balloon: None,
             initial_balloon: Pages::ZERO,
             sampling: None,
+            content: Default::default(),
             workload: WorkloadConfig::Toucher {
                 phases: vec![TouchPhase {
                     at_s: 0.0,

@@ -40,6 +40,7 @@ fn cache_vm(agent: Option<AgentConfig>) -> VmConfig {
         }),
         initial_balloon: Pages::ZERO,
         sampling: None,
+        content: Default::default(),
         workload: WorkloadConfig::Cache {
             items_mb: 300.0,
             pool_mb: 200.0,
@@ -66,6 +67,7 @@ fn setup(vm: VmConfig, budget: Pages) -> (SimWorld, Controller) {
             machine: mib(2048),
             host_swap: mib(1024),
             tick: Duration::from_secs(1),
+            sharing: None,
         },
         cost,
         7,
@@ -125,6 +127,7 @@ fn squeeze(agent: Option<AgentConfig>, budget: u64, ticks: usize) -> (SimWorld, 
 /// only, no work memory.
 fn database_vm(agent: Option<AgentConfig>) -> VmConfig {
     VmConfig {
+        content: Default::default(),
         workload: WorkloadConfig::Database {
             data_mb: 300.0,
             pool_mb: 200.0,

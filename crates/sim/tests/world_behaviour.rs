@@ -32,6 +32,7 @@ fn world(machine_mib: u64, swap_mib: u64, seed: u64) -> SimWorld {
             machine: mib(machine_mib),
             host_swap: mib(swap_mib),
             tick: Duration::from_secs(1),
+            sharing: None,
         },
         cost,
         seed,
@@ -87,6 +88,7 @@ fn vm(max_mib: u64, guest_swap_mib: u64, workload: WorkloadConfig) -> VmConfig {
         balloon: None,
         initial_balloon: Pages::ZERO,
         sampling: None,
+        content: Default::default(),
         workload,
     }
 }
