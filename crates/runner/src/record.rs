@@ -1,7 +1,7 @@
 //! One record of a tick for every world, memory in bytes: what the simulator writes to timeline.csv and report.html and the daemon publishes (its API snapshot, `/metrics`, `memtide status`), built from the same observation and decision any world's tick has. MiB appear only where a record is presented.
 
 use crate::sink::TickView;
-use memtide_model::{Bytes, Mechanisms, Reason, ReclamationState, TenantId};
+use memtide_model::{Bytes, HostSharing, Mechanisms, Reason, ReclamationState, ScanRate, TenantId};
 
 /// One tick: the decision taken at `time_s` and what the world measured over the tick.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,6 +17,10 @@ pub struct TickRecord {
     pub host_swap_used: Bytes,
     /// Host memory pressure (PSI "some" avg10, percent), where the world measures it.
     pub pressure: Option<f64>,
+    /// What page sharing saves across the host, and the scan rate decided, where the world
+    /// shares pages.
+    pub sharing: Option<HostSharing>,
+    pub scan_rate: Option<ScanRate>,
     pub rows: Vec<TenantRow>,
 }
 
@@ -46,6 +50,8 @@ pub struct TenantRow {
     pub file: Option<Bytes>,
     /// Memory of the tenant in its own swap (a guest's swap device, a cgroup's swap).
     pub swapped: Option<Bytes>,
+    /// Pages of the tenant backed by shared frames, where the world shares pages.
+    pub shared: Option<Bytes>,
     /// The limit in force, for a tenant under one (`None` as well at the kernel's `max`).
     pub limit: Option<Bytes>,
     /// Major faults over the tick, for a tenant under a limit whose world counts them.
@@ -91,6 +97,7 @@ impl TickRecord {
                     anon: o.anon.map(|p| p.to_bytes()),
                     file: o.file.map(|p| p.to_bytes()),
                     swapped: o.swapped.map(|p| p.to_bytes()),
+                    shared: o.levers.sharing.map(|s| s.shared.to_bytes()),
                     limit: limit.filter(|l| !l.unlimited).map(|l| l.limit.to_bytes()),
                     major_faults: limit.and_then(|l| l.major_faults),
                     pressure: limit.and_then(|l| l.pressure),
@@ -108,6 +115,8 @@ impl TickRecord {
             host_swap_total: t.observation.host_swap_total.to_bytes(),
             host_swap_used: t.observation.host_swap_used.to_bytes(),
             pressure: t.observation.pressure,
+            sharing: t.observation.sharing,
+            scan_rate: t.decision.sharing,
             rows,
         }
     }

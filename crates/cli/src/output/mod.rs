@@ -277,6 +277,7 @@ pub(crate) mod test_record {
             anon: None,
             file: None,
             swapped: None,
+            shared: None,
             limit: None,
             major_faults: None,
             pressure: None,
@@ -335,6 +336,8 @@ pub(crate) mod test_record {
                     host_swap_total: Bytes::ZERO,
                     host_swap_used: Bytes::ZERO,
                     pressure: None,
+                    sharing: None,
+                    scan_rate: None,
                     rows,
                 }
             })

@@ -333,14 +333,26 @@ impl Sharing {
             .iter()
             .map(|p| u64::from(p.mapped() - p.shared()))
             .sum();
-        if self.table.hints() as u64 > private + 1024 {
-            let vms = &self.vms;
-            self.table.retain_hints(|slot, ppn| {
-                vms.iter()
-                    .position(|v| v.slot == slot)
-                    .is_some_and(|v| pmaps[v].is_private(ppn))
-            });
+        if self.table.hints() as u64 > 2 * (private + 1024) {
+            self.sweep_hints(pmaps);
         }
+    }
+
+    /// Drops every stale hint: its VM gone, its page no longer a private page, or its
+    /// contents changed since it was hashed (a rehash per hint: run only when hints outnumber
+    /// twice the pages that could hold them, so its cost is amortised over as many inserts).
+    fn sweep_hints(&mut self, pmaps: &[Pmap]) {
+        let (vms, page) = (&self.vms, &mut self.b);
+        self.table.retain_hints(|hash, slot, ppn| {
+            let Some(v) = vms.iter().position(|v| v.slot == slot) else {
+                return false;
+            };
+            if !pmaps[v].is_private(ppn) {
+                return false;
+            }
+            write_page(vms[v].contents[ppn as usize], page);
+            hash_page(page) == hash
+        });
     }
 
     /// Host-wide figures, the pages scanned since the last call among them.

@@ -210,11 +210,12 @@ impl Table {
         self.tombstones += 1;
     }
 
-    /// Keeps the hints `keep` says yes to (shared frames always stay), then rebuilds.
-    pub fn retain_hints(&mut self, mut keep: impl FnMut(u16, u32) -> bool) {
+    /// Keeps the hints `keep(hash, slot, ppn)` says yes to (shared frames always stay), then
+    /// rebuilds.
+    pub fn retain_hints(&mut self, mut keep: impl FnMut(u64, u16, u32) -> bool) {
         for i in 0..self.frames.len() {
             let f = self.frames[i];
-            if f.tag == HINT && !keep(f.count, f.word) {
+            if f.tag == HINT && !keep(f.hash, f.count, f.word) {
                 self.remove(At(i));
             }
         }
@@ -322,7 +323,7 @@ mod tests {
             assert_eq!(found, want, "{i}");
         }
         assert!(t.frames.len() >= 5_000 * 8 / 7);
-        t.retain_hints(|_, ppn| ppn % 4 == 1);
+        t.retain_hints(|_, _, ppn| ppn % 4 == 1);
         assert_eq!(t.len, 2_500);
         assert!(t.find(hash(3)).is_none() && t.find(hash(5)).is_some());
     }

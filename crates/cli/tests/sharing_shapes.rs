@@ -1,0 +1,95 @@
+//! Shape tests of content-based page sharing (ESX §4) on the simulated host: the scenarios that reproduce the paper's sharing figures show the paper's shape.
+
+mod common;
+
+use common::*;
+use memtide_cli::record::RunRecord;
+
+/// Host-wide sharing figures in MB, averaged over [from_s, to_s): shared, reclaimed, zero.
+fn sharing_mb(r: &RunRecord, from_s: f64, to_s: f64) -> (f64, f64, f64) {
+    let ticks: Vec<_> = r
+        .ticks
+        .iter()
+        .filter(|t| t.time_s >= from_s && t.time_s < to_s)
+        .map(|t| t.sharing.expect("the sim reports sharing"))
+        .collect();
+    assert!(!ticks.is_empty(), "no ticks in [{from_s}, {to_s})");
+    let n = ticks.len() as f64;
+    let mb = |f: &dyn Fn(&memtide_model::HostSharing) -> f64| ticks.iter().map(f).sum::<f64>() / n;
+    (
+        mb(&|s| s.shared.to_bytes().as_mib_f64()),
+        mb(&|s| s.reclaimed().to_bytes().as_mib_f64()),
+        mb(&|s| s.zero.unwrap_or_default().to_bytes().as_mib_f64()),
+    )
+}
+
+#[test]
+fn identical_vms_approach_two_thirds_shared_and_sixty_percent_reclaimed() {
+    // VM n starts at (n - 1) x 30 min; n VMs are measured over the last 10 minutes before
+    // VM n + 1 starts.
+    for (seed, r) in run_seeds("esx-fig4.toml", None, &[], &[1, 2]) {
+        let figures: Vec<(f64, f64, f64)> = (1..=10)
+            .map(|n| sharing_mb(&r, n as f64 * 1800.0 - 600.0, n as f64 * 1800.0))
+            .collect();
+        let pct = |n: usize, mb: f64| 100.0 * mb / (40.0 * n as f64);
+        for (i, (s, rec, z)) in figures.iter().enumerate() {
+            println!(
+                "seed {seed}: {} VMs: shared {s:.1} MB ({:.1}%), reclaimed {rec:.1} MB ({:.1}%), zero {z:.1} MB, shared - reclaimed {:.1} MB",
+                i + 1,
+                pct(i + 1, *s),
+                pct(i + 1, *rec),
+                s - rec
+            );
+        }
+        // One VM: about 5 MB reclaimed, about 55% of it zero pages.
+        let (_, rec1, z1) = figures[0];
+        assert!(
+            (3.5..=6.5).contains(&rec1),
+            "seed {seed}: one VM reclaims {rec1:.1} MB"
+        );
+        assert!(
+            (0.45..=0.65).contains(&(z1 / rec1)),
+            "seed {seed}: zero pages are {z1:.1} of {rec1:.1} MB reclaimed in one VM"
+        );
+        // Ten VMs: sharing approaches 67%, nearly 60% reclaimed.
+        let (s10, rec10, _) = figures[9];
+        assert!(
+            (62.0..=72.0).contains(&pct(10, s10)),
+            "seed {seed}: 10 VMs share {:.1}%",
+            pct(10, s10)
+        );
+        assert!(
+            (55.0..=64.0).contains(&pct(10, rec10)),
+            "seed {seed}: 10 VMs reclaim {:.1}%",
+            pct(10, rec10)
+        );
+        // After the jump from one VM to two, shared memory rises linearly: each VM adds
+        // about the same.
+        let steps: Vec<f64> = figures.windows(2).map(|w| w[1].0 - w[0].0).collect();
+        let later = &steps[1..];
+        let mean = later.iter().sum::<f64>() / later.len() as f64;
+        assert!(
+            steps[0] > mean,
+            "seed {seed}: no jump from 1 to 2 VMs: {steps:?}"
+        );
+        for (i, step) in later.iter().enumerate() {
+            assert!(
+                (step - mean).abs() <= 0.15 * mean,
+                "seed {seed}: VM {} adds {step:.1} MB shared, the mean is {mean:.1}",
+                i + 3
+            );
+        }
+        // The single copies (shared - reclaimed) stay nearly constant, so they fall as a share
+        // of memory: they grow by less than a tenth of what shared memory does.
+        let copies = |f: &(f64, f64, f64)| f.0 - f.1;
+        let grown = copies(&figures[9]) - copies(&figures[1]);
+        assert!(
+            grown < 0.1 * (figures[9].0 - figures[1].0),
+            "seed {seed}: the single copies grew by {grown:.1} MB from 2 to 10 VMs"
+        );
+        assert!(
+            pct(10, copies(&figures[9])) < pct(2, copies(&figures[1])) / 3.0,
+            "seed {seed}: the single copies do not fall as a share of memory"
+        );
+    }
+}
