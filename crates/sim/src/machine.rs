@@ -2,8 +2,9 @@
 //!
 //! Free machine memory is `frames - overheads - frames in use`. A frame can only be handed
 //! out while that figure is positive, so overhead reservations are never overdrawn. Frames
-//! and slots are interchangeable (no content is modelled), so they are counted, not
-//! numbered: a machine of any size costs a few words.
+//! and slots are interchangeable (page contents, where pages are shared, live with the guest
+//! pages in `crate::sharing`), so they are counted, not numbered: a machine of any size costs
+//! a few words.
 
 use memtide_model::Pages;
 
