@@ -93,3 +93,46 @@ fn identical_vms_approach_two_thirds_shared_and_sixty_percent_reclaimed() {
         );
     }
 }
+
+#[test]
+fn production_mixes_reclaim_from_seven_to_a_third_of_memory() {
+    // Paper, Fig. 5: total MB; shared and reclaimed percent; zero pages MB (where given).
+    let deployments = [
+        ("esx-fig5a.toml", 2048.0, 42.9, 32.9, None),
+        ("esx-fig5b.toml", 1846.0, 29.2, 18.7, Some(70.0)),
+        ("esx-fig5c.toml", 1658.0, 10.0, 7.2, Some(25.0)),
+    ];
+    let mut reclaimed = Vec::new();
+    for (file, total, paper_shared, paper_reclaimed, paper_zero) in deployments {
+        let r = run_file(file, None, &[]);
+        // The last 10 minutes of the half hour, as the paper's snapshots of running systems.
+        let (s, rec, z) = sharing_mb(&r, 1200.0, 1800.0);
+        let (sp, rp) = (100.0 * s / total, 100.0 * rec / total);
+        println!(
+            "{file}: shared {s:.0} MB ({sp:.1}%, paper {paper_shared}%), reclaimed {rec:.0} MB ({rp:.1}%, paper {paper_reclaimed}%), zero {z:.0} MB (paper {paper_zero:?})"
+        );
+        assert!(
+            (sp - paper_shared).abs() <= 3.0,
+            "{file}: {sp:.1}% shared, the paper {paper_shared}%"
+        );
+        assert!(
+            (rp - paper_reclaimed).abs() <= 3.0,
+            "{file}: {rp:.1}% reclaimed, the paper {paper_reclaimed}%"
+        );
+        if let Some(pz) = paper_zero {
+            assert!(
+                (z - pz).abs() <= 0.3 * pz,
+                "{file}: {z:.0} MB of zero pages shared, the paper {pz} MB"
+            );
+        }
+        reclaimed.push(rp);
+    }
+    assert!(
+        reclaimed.windows(2).all(|w| w[0] > w[1]),
+        "the deployments' order is the paper's: {reclaimed:?}"
+    );
+    assert!(
+        reclaimed.iter().all(|&p| (6.0..=34.0).contains(&p)),
+        "{reclaimed:?}"
+    );
+}
