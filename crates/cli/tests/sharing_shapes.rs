@@ -41,6 +41,20 @@ fn identical_vms_approach_two_thirds_shared_and_sixty_percent_reclaimed() {
                 s - rec
             );
         }
+        // The table's own memory (ESX: < 0.5% of memory), against the machine's.
+        let last = r.ticks.last().unwrap();
+        let table = last.sharing.unwrap().metadata.unwrap();
+        let share = table.0 as f64 / last.machine.0 as f64;
+        println!(
+            "seed {seed}: the table holds {} KiB, {:.3}% of the machine",
+            table.0 / 1024,
+            share * 100.0
+        );
+        assert!(
+            share < 0.005,
+            "seed {seed}: the table is {:.3}% of memory",
+            share * 100.0
+        );
         // One VM: about 5 MB reclaimed, about 55% of it zero pages.
         let (_, rec1, z1) = figures[0];
         assert!(

@@ -2,7 +2,7 @@
 //!
 //! The sim keeps one key per guest page instead of 4 KiB, so a 10-VM host costs megabytes, not
 //! gigabytes. A key stands for exactly one page of bytes ([`write_page`]): key 0 is the page of
-//! zeros, any other key a pseudo-random page drawn from it (SplitMix64 per 8-byte word). Two
+//! zeros, any other key a page whose every 8-byte word is drawn from it. Two
 //! pages are identical exactly when their keys are equal, but the page-sharing scanner never
 //! compares keys: it hashes the bytes and compares them in full, as ESX does, so its cost and
 //! its behaviour on a hash collision are those of the real mechanism.
@@ -62,10 +62,12 @@ pub fn write_page(content: Content, out: &mut [u8; PAGE_BYTES]) {
         out.fill(0);
         return;
     }
-    let mut s = content.0;
-    for word in out.chunks_exact_mut(8) {
-        s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        word.copy_from_slice(&mix(s).to_le_bytes());
+    // Word i is (key ^ i) times an odd constant: a bijection of the key for every i, so
+    // different keys differ in every word, and cheap enough to write a page at memory speed.
+    let key = content.0;
+    for (i, word) in out.chunks_exact_mut(8).enumerate() {
+        let w = (key ^ i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        word.copy_from_slice(&w.to_le_bytes());
     }
 }
 
