@@ -375,9 +375,13 @@ impl Controller {
         }
         actions.truncate(requests.len());
         // Targets drive free memory above the high threshold, unless a budget is configured.
+        // Memory page sharing reclaimed is there to hand out too: a shared page counts in the
+        // allocation of every tenant mapping it (ESX), so allocations may add up to more than
+        // the machine by what sharing saves.
         let budget = config.budget.unwrap_or_else(|| {
             let reserve = obs.machine.scale(config.thresholds.high);
-            obs.machine
+            let shared = obs.sharing.map_or(Pages::ZERO, |s| s.reclaimed());
+            (obs.machine + shared)
                 .saturating_sub(overheads)
                 .saturating_sub(reserve)
         });

@@ -519,7 +519,7 @@ impl Build<'_> {
                         ),
                     ));
                 }
-                let Some((_, limit)) = balloon else {
+                let Some((_, limit, _)) = balloon else {
                     return Err(self.err(
                         &path,
                         "needs a balloon driver to start below max (balloon.enabled = false)",
@@ -569,9 +569,10 @@ impl Build<'_> {
                 overhead: overhead.to_pages(),
                 kernel: kernel.to_pages(),
                 guest_swap: guest_swap.to_pages(),
-                balloon: balloon.map(|(rate, limit)| BalloonConfig {
+                balloon: balloon.map(|(rate, limit, starts_after)| BalloonConfig {
                     rate_per_s: rate.to_pages(),
                     limit: limit.to_pages(),
+                    starts_after,
                 }),
                 initial_balloon,
                 sampling,
@@ -591,8 +592,8 @@ impl Build<'_> {
         ))
     }
 
-    /// The balloon driver's rate and limit (at most `room` = max - kernel).
-    fn balloon(&self, at: &FieldPath, b: BalloonDoc, room: Size) -> Result<(Size, Size)> {
+    /// The balloon driver's rate, limit (at most `room` = max - kernel) and load time.
+    fn balloon(&self, at: &FieldPath, b: BalloonDoc, room: Size) -> Result<(Size, Size, Duration)> {
         let rate = self.positive_size(
             &at.key("rate_per_s"),
             b.rate_per_s.unwrap_or(DEFAULT_BALLOON_RATE_PER_S),
@@ -604,7 +605,11 @@ impl Build<'_> {
                 format!("must not exceed max - kernel = {}", shown(room)),
             ));
         }
-        Ok((rate, limit))
+        let starts_after = match b.starts_after {
+            Some(d) => self.tick_time(&at.key("starts_after"), d)?,
+            None => Duration::ZERO,
+        };
+        Ok((rate, limit, starts_after))
     }
 
     /// The estimator table (absent: sampling with its defaults). When an override changed

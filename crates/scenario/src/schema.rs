@@ -136,6 +136,8 @@ pub(crate) struct BalloonDoc {
     /// Bytes the driver moves per second.
     pub(crate) rate_per_s: Option<Size>,
     pub(crate) limit: Option<Size>,
+    /// Time from power-on until the driver loads.
+    pub(crate) starts_after: Option<Duration>,
 }
 
 /// `kind = "sampling"`: ESX statistical sampling.

@@ -578,6 +578,7 @@ fn full_example_builds_with_expected_values_and_defaults() {
     assert_eq!(
         a.vm.balloon,
         Some(BalloonConfig {
+            starts_after: Duration::ZERO,
             rate_per_s: Pages::from_mib(128),
             limit: Pages::from_mib(240)
         })
@@ -617,6 +618,7 @@ fn full_example_builds_with_expected_values_and_defaults() {
     assert_eq!(
         b.vm.balloon,
         Some(BalloonConfig {
+            starts_after: Duration::ZERO,
             rate_per_s: Pages::from_mib(64),
             limit: Pages::from_mib(1900)
         })

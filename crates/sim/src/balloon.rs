@@ -104,6 +104,7 @@ mod tests {
 
     fn driver(rate: u64, limit: u64) -> Option<BalloonConfig> {
         Some(BalloonConfig {
+            starts_after: Duration::ZERO,
             rate_per_s: Pages(rate),
             limit: Pages(limit),
         })

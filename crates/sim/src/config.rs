@@ -25,6 +25,9 @@ pub struct BalloonConfig {
     pub rate_per_s: Pages,
     /// Largest balloon the guest allows.
     pub limit: Pages,
+    /// Time from power-on until the driver loads (ESX Fig. 8: Windows starts its balloon
+    /// driver late in boot); until then the guest has no driver.
+    pub starts_after: Duration,
 }
 
 /// ESX-style page sampling the host performs for this VM.

@@ -93,6 +93,8 @@ pub struct VmParts {
     pub host_rng: SimRng,
     /// The balloon agent linked into the workload's application, if it has one.
     pub agent: Option<AgentConfig>,
+    /// A balloon driver that loads later in boot, and when.
+    pub late_driver: Option<(Duration, BalloonConfig)>,
 }
 
 /// One running VM.
@@ -134,6 +136,8 @@ pub struct Vm {
     agents: u64,
     /// Anonymous pages the application gave back this tick.
     released: Vec<u32>,
+    /// A balloon driver that loads later in boot, and when.
+    late_driver: Option<(Duration, BalloonConfig)>,
 }
 
 impl Vm {
@@ -165,6 +169,7 @@ impl Vm {
             app: None,
             agents: 0,
             released: Vec::new(),
+            late_driver: parts.late_driver,
         };
         vm.start_agent(parts.agent.as_ref(), parts.now);
         vm
@@ -212,6 +217,7 @@ impl Vm {
     /// and never takes the kernel's pages.
     pub fn limit_balloon(pages: Pages, kernel: Pages) -> BalloonConfig {
         BalloonConfig {
+            starts_after: Duration::ZERO,
             rate_per_s: pages,
             limit: pages.saturating_sub(kernel),
         }
@@ -382,6 +388,11 @@ impl Vm {
         // The driver polls once per tick; its pages move in slices interleaved with the
         // workload's accesses, as a real driver allocates while the guest runs (one burst at
         // the start of the tick would make every reference bit look cold at once).
+        if self.late_driver.as_ref().is_some_and(|(at, _)| now >= *at) {
+            if let Some((_, driver)) = self.late_driver.take() {
+                self.balloon = Balloon::new(Some(driver));
+            }
+        }
         let step = self.balloon.poll(tick, self.guest.balloon());
         let mut done = 0u64;
         self.collections = 0;

@@ -170,10 +170,13 @@ impl SimWorld {
                 &mut self.host.pmaps[at],
             )
         });
-        let driver = match vm.kind {
+        let mut driver = match vm.kind {
             TenantKind::Vm => vm.balloon.clone(),
             TenantKind::Container => Some(Vm::limit_balloon(vm.max, vm.kernel)),
         };
+        let late_driver = driver
+            .take_if(|d| !d.starts_after.is_zero())
+            .map(|d| (self.now + d.starts_after, d));
         let parts = VmParts {
             id,
             kind: vm.kind,
@@ -186,6 +189,7 @@ impl SimWorld {
             rng: streams.fork(STREAM_WORKLOAD),
             host_rng,
             agent: vm.workload.agent().cloned(),
+            late_driver,
         };
         let c = &self.host.pmaps[at].counters;
         let totals = Totals {

@@ -35,6 +35,7 @@ fn cache_vm(agent: Option<AgentConfig>) -> VmConfig {
         kernel: mib(8),
         guest_swap: mib(256),
         balloon: Some(BalloonConfig {
+            starts_after: Duration::ZERO,
             rate_per_s: mib(64),
             limit: mib(248),
         }),

@@ -95,6 +95,7 @@ fn vm(max_mib: u64, guest_swap_mib: u64, workload: WorkloadConfig) -> VmConfig {
 
 fn with_driver(mut vm: VmConfig) -> VmConfig {
     vm.balloon = Some(BalloonConfig {
+        starts_after: Duration::ZERO,
         rate_per_s: Pages(1 << 20),
         limit: vm.max,
     });
