@@ -216,7 +216,7 @@ fn share_before_swap_turns_boot_zeroing_into_sharing_and_allocation_follows_dema
     let (busy, idle, query) = (sql(300.0, 600.0), sql(1800.0, 2100.0), sql(2400.0, 2700.0));
     println!("sql-server: {busy:.0} MB busy, {idle:.0} MB idle, {query:.0} MB in its long query");
     assert!(
-        idle <= 200.0 && idle >= 150.0,
+        (150.0..=200.0).contains(&idle),
         "the idle SQL server holds {idle:.0} MB (min 160)"
     );
     assert!(
