@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 /// The header line (without the newline).
-pub const HEADER: &str = "time_s,tenant,allocated_mb,target_mb,active_estimate_mb,working_set_mb,balloon_mb,host_swapped_mb,throughput,latency_ms,state,swap_ins,refaults,host_swap_ins,blocked,reason";
+pub const HEADER: &str = "time_s,tenant,allocated_mb,target_mb,active_estimate_mb,working_set_mb,balloon_mb,host_swapped_mb,throughput,latency_ms,state,swap_ins,refaults,host_swap_ins,blocked,shared_mb,reason";
 
 /// The timeline written tick by tick to `W`.
 pub struct TimelineWriter<W: Write> {
@@ -68,6 +68,11 @@ impl<W: Write> TimelineWriter<W> {
             }
             line.push(',');
             line.push_str(if row.blocked { "1" } else { "0" });
+            line.push(',');
+            // Empty where the world shares no pages (not 0: nothing was measured).
+            if let Some(shared) = row.shared {
+                push_fixed3(line, shared.as_mib_f64());
+            }
             line.push(',');
             line.push_str(&csv_field(&row.reason.to_string()));
             line.push('\n');
