@@ -83,6 +83,28 @@ pub struct HostSnapshot {
     pub tax_rate: f64,
     /// Host memory pressure (PSI "some" avg10, percent), where the kernel has it.
     pub pressure_some_avg10: Option<f64>,
+    /// Page sharing (the kernel's KSM driven by memtide), when `[sharing]` is enabled.
+    #[serde(default)]
+    pub sharing: Option<SharingSnapshot>,
+}
+
+/// What page sharing saves across the host, and how hard the scanner works for it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SharingSnapshot {
+    /// Memory backed by a shared page (KSM's pages_shared + pages_sharing + ksm_zero_pages).
+    pub shared_bytes: u64,
+    /// Memory saved: shared less the one copy each shared page keeps.
+    pub reclaimed_bytes: u64,
+    /// Of `shared_bytes`, pages of zeros, where the kernel counts them.
+    pub zero_bytes: Option<u64>,
+    /// KSM's own bookkeeping, where the kernel reports its profit.
+    pub metadata_bytes: Option<u64>,
+    /// The scan rate memtide set for this tick, pages a second.
+    pub scan_rate_pages_per_s: u64,
+    /// Pages scanned per second over the last tick, where the kernel counts them.
+    pub scanned_pages_per_s: Option<f64>,
+    /// The scanner's CPU time over the last tick, as a fraction of one core.
+    pub scanner_cpu: Option<f64>,
 }
 
 /// One managed tenant: an element of the snapshot's `tenants`, and the answer to
@@ -133,6 +155,14 @@ pub struct TenantSnapshot {
     /// registered for it; `None` for a tenant no agent ever spoke for.
     #[serde(default)]
     pub app: Option<AppSnapshot>,
+    /// The tenant's memory backed by pages shared with others (its processes' KSM merged and
+    /// zero pages), when page sharing is on.
+    #[serde(default)]
+    pub shared_bytes: Option<u64>,
+    /// What sharing saves the tenant net of KSM's bookkeeping (`ksm_process_profit`, may be
+    /// negative), when page sharing is on.
+    #[serde(default)]
+    pub sharing_profit_bytes: Option<i64>,
 }
 
 /// A tenant's application pool (a buffer pool, a heap, a cache) as its balloon agent reports

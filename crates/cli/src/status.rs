@@ -66,6 +66,9 @@ pub fn render_table(s: &Snapshot) -> String {
         },
         pressure,
     ));
+    if let Some(sh) = &h.sharing {
+        out.push_str(&sharing_line(sh, &s.tenants));
+    }
     out.push('\n');
 
     if s.tenants.is_empty() {
@@ -200,6 +203,39 @@ pub fn render_table(s: &Snapshot) -> String {
     out
 }
 
+/// Page sharing's host line, e.g. `sharing: shared 512.0 MiB · reclaimed 384.0 MiB (zeros
+/// 64.0 MiB) · KSM's own 6.2 MiB · scanning 20000 pages/s · ksmd 12.0% of a core · db 200.0
+/// MiB, web 180.0 MiB`: the host figures, then each tenant's merged memory where it has any.
+fn sharing_line(sh: &memtide_api::SharingSnapshot, tenants: &[TenantSnapshot]) -> String {
+    let zero = sh
+        .zero_bytes
+        .map_or_else(String::new, |z| format!(" (zeros {})", human_bytes(z)));
+    let meta = sh
+        .metadata_bytes
+        .map_or_else(String::new, |m| format!(" · KSM's own {}", human_bytes(m)));
+    let cpu = sh.scanner_cpu.map_or_else(String::new, |c| {
+        format!(" · ksmd {:.1}% of a core", c * 100.0)
+    });
+    let per_tenant: Vec<String> = tenants
+        .iter()
+        .filter_map(|t| {
+            let b = t.shared_bytes.filter(|&b| b > 0)?;
+            Some(format!("{} {}", t.name, human_bytes(b)))
+        })
+        .collect();
+    let per_tenant = if per_tenant.is_empty() {
+        String::new()
+    } else {
+        format!(" · {}", per_tenant.join(", "))
+    };
+    format!(
+        "sharing: shared {} · reclaimed {}{zero}{meta} · scanning {} pages/s{cpu}{per_tenant}\n",
+        human_bytes(sh.shared_bytes),
+        human_bytes(sh.reclaimed_bytes),
+        sh.scan_rate_pages_per_s,
+    )
+}
+
 /// One application tenant: its pool, what memtide wants of it, the last resize and who holds
 /// the tenant, e.g. `app: db: mariadb buffer_pool 384.0 MiB (wants 384.0 MiB) · last resize
 /// done in 0.42 s · held by app`.
@@ -275,6 +311,35 @@ mod tests {
             ["hard", "high", "low", "soft"],
             "all four states, even at 0"
         );
+    }
+
+    #[test]
+    fn page_sharing_shows_host_figures_and_each_tenant_with_merged_memory() {
+        let mut s = Snapshot::default();
+        s.host.sharing = Some(memtide_api::SharingSnapshot {
+            shared_bytes: 512 << 20,
+            reclaimed_bytes: 384 << 20,
+            zero_bytes: Some(64 << 20),
+            metadata_bytes: None,
+            scan_rate_pages_per_s: 20_000,
+            scanned_pages_per_s: None,
+            scanner_cpu: Some(0.12),
+        });
+        for (name, shared) in [("db", Some(200 << 20)), ("web", Some(0)), ("cache", None)] {
+            s.tenants.push(TenantSnapshot {
+                name: name.to_string(),
+                shared_bytes: shared,
+                ..TenantSnapshot::default()
+            });
+        }
+        let text = render_table(&s);
+        let line = text.lines().find(|l| l.starts_with("sharing: ")).unwrap();
+        assert_eq!(
+            line,
+            "sharing: shared 512.0 MiB · reclaimed 384.0 MiB (zeros 64.0 MiB) · scanning 20000 \
+             pages/s · ksmd 12.0% of a core · db 200.0 MiB"
+        );
+        assert!(!render_table(&Snapshot::default()).contains("sharing:"));
     }
 
     #[test]
@@ -363,6 +428,7 @@ mod tests {
                 state: "soft".into(),
                 tax_rate: 0.75,
                 pressure_some_avg10: None,
+                sharing: None,
             },
             tenants: vec![
                 TenantSnapshot {

@@ -26,6 +26,7 @@ pub struct DaemonConfig {
     pub policy: PolicySection,
     pub rails: RailsSection,
     pub balloon: BalloonSection,
+    pub sharing: SharingSection,
     /// In file order; names are unique.
     pub tenants: Vec<TenantConfig>,
 }
@@ -147,6 +148,43 @@ pub struct BalloonSection {
     pub max_agents: usize,
 }
 
+/// `[sharing]`: content-based page sharing through the kernel's KSM (docs/sharing.md).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SharingSection {
+    /// `enabled = false`: drive KSM (its settings are given back at exit); launched tenants
+    /// not marked `isolated` are asked to merge their pages.
+    pub enabled: bool,
+    /// `idle_rate = 1000`: pages a second KSM scans while memory is plentiful (0..=10000000).
+    pub idle_rate: u64,
+    /// `pressed_rate = 20000`: pages a second once the budget runs short (0..=10000000).
+    pub pressed_rate: u64,
+    /// `cpu_budget = 0.2`: the most of one core ksmd may use, in (0, 1]; the rate is cut to fit.
+    pub cpu_budget: f64,
+}
+
+impl SharingSection {
+    /// The policy's settings.
+    pub fn settings(&self) -> memtide_model::SharingSettings {
+        memtide_model::SharingSettings {
+            idle_rate: self.idle_rate,
+            pressed_rate: self.pressed_rate,
+            cpu_budget: Some(self.cpu_budget),
+        }
+    }
+}
+
+impl Default for SharingSection {
+    fn default() -> SharingSection {
+        let d = memtide_model::SharingSettings::default();
+        SharingSection {
+            enabled: false,
+            idle_rate: d.idle_rate,
+            pressed_rate: d.pressed_rate,
+            cpu_budget: d.cpu_budget.unwrap_or(0.2),
+        }
+    }
+}
+
 /// Which active-memory estimator a tenant uses.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -185,6 +223,9 @@ pub struct TenantConfig {
     pub cap_at_estimate: bool,
     /// `[tenant.app]`: its server, resized through `memtide-adapter` (docs/apps.md).
     pub app: Option<AppConfig>,
+    /// `isolated = false`: never ask this tenant to merge pages with others (page sharing
+    /// across tenants is a timing side channel; docs/sharing.md).
+    pub isolated: bool,
 }
 
 /// Which server an adapter speaks to: `kind = "redis" | "mariadb" | "memcached" | "jvm"`.
@@ -348,6 +389,7 @@ impl Default for DaemonConfig {
             policy: PolicySection::default(),
             rails: RailsSection::default(),
             balloon: BalloonSection::default(),
+            sharing: SharingSection::default(),
             tenants: Vec::new(),
         }
     }

@@ -101,6 +101,20 @@ pub fn render(s: &Snapshot) -> String {
     tenant_gauge(
         &mut out,
         s,
+        "memtide_tenant_shared_bytes",
+        "The tenant's memory merged with other pages by page sharing (KSM), in bytes.",
+        |t| t.shared_bytes.map(|b| b as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_sharing_profit_bytes",
+        "What page sharing saves the tenant net of KSM's bookkeeping (ksm_process_profit), in bytes.",
+        |t| t.sharing_profit_bytes.map(|b| b as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
         "memtide_app_pool_bytes",
         "The tenant's application pool as its balloon agent last reported it, in bytes.",
         |t| t.app.as_ref().map(|a| a.pool_bytes as f64),
@@ -217,6 +231,43 @@ pub fn render(s: &Snapshot) -> String {
         "memtide_host_pressure_some_avg10",
         "The host's memory pressure (PSI some avg10), percent.",
         h.pressure_some_avg10,
+    );
+    let sh = h.sharing.as_ref();
+    gauge(
+        &mut out,
+        "memtide_sharing_shared_bytes",
+        "Memory backed by a page shared by page sharing (KSM), in bytes.",
+        sh.map(|x| x.shared_bytes as f64),
+    );
+    gauge(
+        &mut out,
+        "memtide_sharing_reclaimed_bytes",
+        "Memory page sharing saves: shared less one copy per shared page, in bytes.",
+        sh.map(|x| x.reclaimed_bytes as f64),
+    );
+    gauge(
+        &mut out,
+        "memtide_sharing_zero_bytes",
+        "Of the shared memory, pages of zeros, in bytes.",
+        sh.and_then(|x| x.zero_bytes).map(|b| b as f64),
+    );
+    gauge(
+        &mut out,
+        "memtide_sharing_metadata_bytes",
+        "Page sharing's own bookkeeping (KSM's rmap items), in bytes.",
+        sh.and_then(|x| x.metadata_bytes).map(|b| b as f64),
+    );
+    gauge(
+        &mut out,
+        "memtide_sharing_scan_rate_pages",
+        "The scan rate memtide set for page sharing, pages per second.",
+        sh.map(|x| x.scan_rate_pages_per_s as f64),
+    );
+    gauge(
+        &mut out,
+        "memtide_sharing_scanner_cpu_ratio",
+        "The page-sharing scanner's (ksmd's) CPU time over the last tick, as a fraction of one core.",
+        sh.and_then(|x| x.scanner_cpu),
     );
     gauge(
         &mut out,
@@ -456,9 +507,22 @@ mod tests {
                 state: "soft".into(),
                 tax_rate: 0.75,
                 pressure_some_avg10: Some(1.5),
+                sharing: Some(memtide_api::SharingSnapshot {
+                    shared_bytes: 300 << 20,
+                    reclaimed_bytes: 200 << 20,
+                    zero_bytes: Some(10 << 20),
+                    metadata_bytes: None,
+                    scan_rate_pages_per_s: 20_000,
+                    scanned_pages_per_s: None,
+                    scanner_cpu: Some(0.125),
+                }),
                 ..Default::default()
             },
-            tenants: vec![tenant("db")],
+            tenants: vec![TenantSnapshot {
+                shared_bytes: Some(150 << 20),
+                sharing_profit_bytes: Some(-4096),
+                ..tenant("db")
+            }],
             decisions: vec![],
             counters: Counters {
                 ticks: 10,
@@ -601,6 +665,12 @@ memtide_tenant_file_bytes{tenant="db"} 104857600
 memtide_tenant_swap_bytes{tenant="db"} 0
 # HELP memtide_tenant_pressure_some_avg10 The tenant's memory pressure (PSI some avg10), percent.
 # TYPE memtide_tenant_pressure_some_avg10 gauge
+# HELP memtide_tenant_shared_bytes The tenant's memory merged with other pages by page sharing (KSM), in bytes.
+# TYPE memtide_tenant_shared_bytes gauge
+memtide_tenant_shared_bytes{tenant="db"} 157286400
+# HELP memtide_tenant_sharing_profit_bytes What page sharing saves the tenant net of KSM's bookkeeping (ksm_process_profit), in bytes.
+# TYPE memtide_tenant_sharing_profit_bytes gauge
+memtide_tenant_sharing_profit_bytes{tenant="db"} -4096
 # HELP memtide_app_pool_bytes The tenant's application pool as its balloon agent last reported it, in bytes.
 # TYPE memtide_app_pool_bytes gauge
 memtide_app_pool_bytes{tenant="db"} 268435456
@@ -638,6 +708,23 @@ memtide_host_swap_free_bytes 1073741824
 # HELP memtide_host_pressure_some_avg10 The host's memory pressure (PSI some avg10), percent.
 # TYPE memtide_host_pressure_some_avg10 gauge
 memtide_host_pressure_some_avg10 1.5
+# HELP memtide_sharing_shared_bytes Memory backed by a page shared by page sharing (KSM), in bytes.
+# TYPE memtide_sharing_shared_bytes gauge
+memtide_sharing_shared_bytes 314572800
+# HELP memtide_sharing_reclaimed_bytes Memory page sharing saves: shared less one copy per shared page, in bytes.
+# TYPE memtide_sharing_reclaimed_bytes gauge
+memtide_sharing_reclaimed_bytes 209715200
+# HELP memtide_sharing_zero_bytes Of the shared memory, pages of zeros, in bytes.
+# TYPE memtide_sharing_zero_bytes gauge
+memtide_sharing_zero_bytes 10485760
+# HELP memtide_sharing_metadata_bytes Page sharing's own bookkeeping (KSM's rmap items), in bytes.
+# TYPE memtide_sharing_metadata_bytes gauge
+# HELP memtide_sharing_scan_rate_pages The scan rate memtide set for page sharing, pages per second.
+# TYPE memtide_sharing_scan_rate_pages gauge
+memtide_sharing_scan_rate_pages 20000
+# HELP memtide_sharing_scanner_cpu_ratio The page-sharing scanner's (ksmd's) CPU time over the last tick, as a fraction of one core.
+# TYPE memtide_sharing_scanner_cpu_ratio gauge
+memtide_sharing_scanner_cpu_ratio 0.125
 # HELP memtide_tax_rate The idle memory tax rate, in [0, 1).
 # TYPE memtide_tax_rate gauge
 memtide_tax_rate 0.75

@@ -12,7 +12,8 @@
 use crate::config::DaemonConfig;
 use crate::log::{now_ms, Logger};
 use memtide_api::{
-    AppSnapshot, Counters, DecisionRecord, HostSnapshot, ResizeSnapshot, Snapshot, TenantSnapshot,
+    AppSnapshot, Counters, DecisionRecord, HostSnapshot, ResizeSnapshot, SharingSnapshot, Snapshot,
+    TenantSnapshot,
 };
 use memtide_controller::Controller;
 use memtide_model::{LimitRail, Pages, Reason, TenantId, WorldEvent};
@@ -260,6 +261,15 @@ impl Publisher {
         self.host.state = record.state.name().to_string();
         self.host.tax_rate = controller.config().tax_rate.value();
         self.host.pressure_some_avg10 = record.pressure;
+        self.host.sharing = record.sharing.map(|s| SharingSnapshot {
+            shared_bytes: s.shared.to_bytes().0,
+            reclaimed_bytes: s.reclaimed().to_bytes().0,
+            zero_bytes: s.zero.map(|z| z.to_bytes().0),
+            metadata_bytes: s.metadata.map(|m| m.0),
+            scan_rate_pages_per_s: record.scan_rate.map_or(0, |r| r.pages_per_sec),
+            scanned_pages_per_s: s.scanned.zip(elapsed_s).map(|(n, t)| n as f64 / t),
+            scanner_cpu: s.cpu.zip(elapsed_s).map(|(c, t)| c.as_secs_f64() / t),
+        });
 
         self.totals
             .retain(|id, _| managed.iter().any(|m| m.id == *id));
@@ -319,6 +329,8 @@ impl Publisher {
                     }
                     a.clone()
                 }),
+                shared_bytes: row.and_then(|r| r.shared).map(|b| b.0),
+                sharing_profit_bytes: row.and_then(|r| r.sharing_profit),
             });
             if self.dry_run {
                 if let Some(r) = row {
@@ -528,6 +540,22 @@ impl Publisher {
                 );
             }
             WorldEvent::Rescued { id, from, to } => self.rescued(from, to, &name_of(id), log),
+            WorldEvent::SharingFailed { ref error } => {
+                log.warn("sharing_failed", &[("error", json!(error))]);
+            }
+            WorldEvent::IsolatedMerged { id, pages } => {
+                log.warn(
+                    "isolated_merged",
+                    &[
+                        ("tenant", json!(name_of(id))),
+                        ("merged_bytes", json!(pages.to_bytes().0)),
+                        (
+                            "why",
+                            json!("its own processes asked the kernel to merge (madvise or prctl); memtide cannot undo that"),
+                        ),
+                    ],
+                );
+            }
             // The loop logs these itself.
             WorldEvent::Gone { .. } | WorldEvent::RestoreFailed { .. } => {}
         }

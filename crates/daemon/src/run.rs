@@ -213,6 +213,11 @@ impl Running {
         } else {
             None
         };
+        // KSM's own settings are kept beside the state file before any changes, so a run that
+        // crashed is restored from them.
+        if config.sharing.enabled {
+            host.enable_sharing(state_path.parent().map(|d| d.join("ksm.json")).as_deref())?;
+        }
         let mut runner = Runner::new(host, controller, config.daemon.tick);
         for s in &slots {
             declare(&mut runner, s, &config);
@@ -685,11 +690,13 @@ impl Daemon {
             "daemon.decisions_kept",
         );
         keep(new.host != old.host, "host");
+        keep(new.sharing != old.sharing, "sharing");
         new.daemon = crate::config::DaemonSection {
             tick: new.daemon.tick,
             ..old.daemon.clone()
         };
         new.host = old.host.clone();
+        new.sharing = old.sharing.clone();
         // Tenants outside the parent cannot be managed; they are skipped, the rest applies.
         let mut slots_ok = Vec::new();
         for t in &new.tenants {
@@ -1039,7 +1046,7 @@ fn controller_for(
         dry_run: config.daemon.dry_run,
         reclaim_always: config.policy.reclaim == Reclaim::Always,
         backing: memtide_policy::Backing::OutsideBudget,
-        sharing: None,
+        sharing: config.sharing.enabled.then(|| config.sharing.settings()),
     };
     // Admission on Linux: mins must fit in the budget; what lies above min is backed by the
     // rest of the host's memory and its swap.
@@ -1126,6 +1133,7 @@ fn declare(runner: &mut Runner<LinuxHost>, s: &Slot, config: &DaemonConfig) {
             cgroup: s.cgroup.clone(),
             launch,
             adapter,
+            isolated: s.config.isolated,
         },
     );
 }

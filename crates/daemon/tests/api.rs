@@ -85,6 +85,8 @@ fn tenant(name: &str, (min, max, shares): Settings) -> TenantSnapshot {
         reason: "holds its estimate".to_string(),
         held: None,
         app: None,
+        shared_bytes: None,
+        sharing_profit_bytes: None,
     }
 }
 
@@ -107,6 +109,7 @@ fn snapshot_of(state: &LoopState) -> Snapshot {
             state: "high".to_string(),
             tax_rate: state.tax_rate,
             pressure_some_avg10: Some(0.25),
+            sharing: None,
         },
         tenants: state
             .tenants

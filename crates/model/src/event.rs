@@ -46,6 +46,11 @@ pub enum WorldEvent {
     /// The tenant's adapter (a balloon agent for its server) could not be started; it is
     /// tried again after a back-off.
     AdapterFailed { id: TenantId, error: String },
+    /// Page sharing could not be read or driven this tick (the scanner keeps its last pace).
+    SharingFailed { error: String },
+    /// A tenant marked isolated has pages merged with others' (its own processes asked the
+    /// kernel to merge): reported once.
+    IsolatedMerged { id: TenantId, pages: Pages },
     /// A tenant stalled at its limit (Linux v1, OOM killer disabled by memtide) got its limit
     /// raised at once, between ticks.
     Rescued {

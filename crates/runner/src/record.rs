@@ -52,6 +52,8 @@ pub struct TenantRow {
     pub swapped: Option<Bytes>,
     /// Pages of the tenant backed by shared frames, where the world shares pages.
     pub shared: Option<Bytes>,
+    /// What sharing saves the tenant net of the scanner's bookkeeping, in bytes, where known.
+    pub sharing_profit: Option<i64>,
     /// The limit in force, for a tenant under one (`None` as well at the kernel's `max`).
     pub limit: Option<Bytes>,
     /// Major faults over the tick, for a tenant under a limit whose world counts them.
@@ -98,6 +100,7 @@ impl TickRecord {
                     file: o.file.map(|p| p.to_bytes()),
                     swapped: o.swapped.map(|p| p.to_bytes()),
                     shared: o.levers.sharing.map(|s| s.shared.to_bytes()),
+                    sharing_profit: o.levers.sharing.and_then(|s| s.profit),
                     limit: limit.filter(|l| !l.unlimited).map(|l| l.limit.to_bytes()),
                     major_faults: limit.and_then(|l| l.major_faults),
                     pressure: limit.and_then(|l| l.pressure),

@@ -278,6 +278,7 @@ pub(crate) mod test_record {
             file: None,
             swapped: None,
             shared: None,
+            sharing_profit: None,
             limit: None,
             major_faults: None,
             pressure: None,

@@ -1,9 +1,12 @@
 //! Builds a [`DaemonConfig`] from the file as read (`schema.rs`): defaults filled in, then the checks serde cannot make, each error pointing at the field it names (ranges, addresses, cgroup paths, tenant names, the budget against the mins, cgroups that nest).
 
-use super::schema::{BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc};
+use super::schema::{
+    BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, SharingDoc, TenantDoc,
+};
 use super::{
     cgroup_is_strictly_under, BalloonSection, DaemonConfig, DaemonSection, HostSection,
-    ParentCgroup, PolicySection, RailsSection, TenantConfig, TenantOrigin, DEFAULT_SHARES,
+    ParentCgroup, PolicySection, RailsSection, SharingSection, TenantConfig, TenantOrigin,
+    DEFAULT_SHARES,
 };
 use memtide_config::{ConfigError, Document, FieldPath};
 use memtide_model::written::format_size;
@@ -24,6 +27,8 @@ pub(crate) const MAX_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) const MIN_SAMPLING_PERIOD: Duration = Duration::from_secs(1);
 pub(crate) const MAX_SAMPLING_PERIOD: Duration = Duration::from_secs(3600);
 pub(crate) const MAX_DECISIONS_KEPT: u64 = 100_000;
+/// The fastest scan rate `[sharing]` takes, pages a second (40 GB/s of 4 KiB pages).
+pub(crate) const MAX_SCAN_RATE: u64 = 10_000_000;
 
 fn root() -> FieldPath {
     FieldPath::root()
@@ -36,6 +41,7 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
     let policy = policy(doc, file.policy.unwrap_or_default())?;
     let rails = rails(doc, file.rails.unwrap_or_default())?;
     let balloon = balloon(doc, file.balloon.unwrap_or_default(), &daemon)?;
+    let sharing = sharing(doc, file.sharing.unwrap_or_default())?;
     let tenants = tenants(doc, file.tenant, &host)?;
     Ok(DaemonConfig {
         daemon,
@@ -43,7 +49,36 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
         policy,
         rails,
         balloon,
+        sharing,
         tenants,
+    })
+}
+
+/// `[sharing]`: rates in range, the CPU budget a fraction of one core.
+fn sharing(doc: &Document, t: SharingDoc) -> Result<SharingSection> {
+    let at = root().key("sharing");
+    let d = SharingSection::default();
+    let rate = |key: &str, v: Option<u64>, default: u64| match v {
+        Some(r) if r > MAX_SCAN_RATE => Err(doc.error(
+            &at.key(key),
+            format!("must be between 0 and {MAX_SCAN_RATE} pages a second"),
+        )),
+        Some(r) => Ok(r),
+        None => Ok(default),
+    };
+    let cpu_budget = number_in(
+        doc,
+        at.key("cpu_budget"),
+        t.cpu_budget,
+        |v| v > 0.0 && v <= 1.0,
+        "must be more than 0 and at most 1 (a fraction of one core)",
+    )?
+    .unwrap_or(d.cpu_budget);
+    Ok(SharingSection {
+        enabled: t.enabled.unwrap_or(d.enabled),
+        idle_rate: rate("idle_rate", t.idle_rate, d.idle_rate)?,
+        pressed_rate: rate("pressed_rate", t.pressed_rate, d.pressed_rate)?,
+        cpu_budget,
     })
 }
 
@@ -428,6 +463,7 @@ fn tenant(
         estimator,
         cap_at_estimate: t.cap_at_estimate.unwrap_or(estimator.caps_by_default()),
         app,
+        isolated: t.isolated.unwrap_or(false),
     })
 }
 

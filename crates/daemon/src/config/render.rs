@@ -1,7 +1,7 @@
 //! Writes a [`DaemonConfig`] back as a configuration file, every default spelled out, through the same serde structs the file is read with (so sizes and durations are written the one way they are read).
 
 use super::schema::{
-    AppDoc, BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, TenantDoc,
+    AppDoc, BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, SharingDoc, TenantDoc,
 };
 use super::{AppServer, DaemonConfig, TenantOrigin};
 use memtide_config::{Duration, Size};
@@ -47,6 +47,12 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
             dead_after: Some(Duration(c.balloon.dead_after)),
             max_agents: Some(c.balloon.max_agents as u64),
         }),
+        sharing: Some(SharingDoc {
+            enabled: Some(c.sharing.enabled),
+            idle_rate: Some(c.sharing.idle_rate),
+            pressed_rate: Some(c.sharing.pressed_rate),
+            cpu_budget: Some(c.sharing.cpu_budget),
+        }),
         tenant: c
             .tenants
             .iter()
@@ -62,6 +68,7 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
                 shares: Some(t.shares),
                 estimator: Some(t.estimator),
                 cap_at_estimate: Some(t.cap_at_estimate),
+                isolated: Some(t.isolated),
                 app: t.app.as_ref().map(|a| {
                     let path =
                         |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());

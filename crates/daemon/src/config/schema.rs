@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a table of [daemon], [host], [policy], [rails], [balloon] and [[tenant]]"
+    expecting = "a table of [daemon], [host], [policy], [rails], [balloon], [sharing] and [[tenant]]"
 )]
 pub(super) struct FileDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -21,6 +21,8 @@ pub(super) struct FileDoc {
     pub(super) rails: Option<RailsDoc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) balloon: Option<BalloonDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) sharing: Option<SharingDoc>,
     /// `[[tenant]]`, one table per tenant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) tenant: Vec<TenantDoc>,
@@ -78,6 +80,15 @@ pub(super) struct BalloonDoc {
     pub(super) max_agents: Option<u64>,
 }
 
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "the [sharing] table")]
+pub(super) struct SharingDoc {
+    pub(super) enabled: Option<bool>,
+    pub(super) idle_rate: Option<u64>,
+    pub(super) pressed_rate: Option<u64>,
+    pub(super) cpu_budget: Option<f64>,
+}
+
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a [[tenant]] table")]
 pub(super) struct TenantDoc {
@@ -91,6 +102,8 @@ pub(super) struct TenantDoc {
     pub(super) shares: Option<u64>,
     pub(super) estimator: Option<EstimatorChoice>,
     pub(super) cap_at_estimate: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) isolated: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) app: Option<AppDoc>,
 }

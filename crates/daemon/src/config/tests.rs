@@ -43,6 +43,11 @@ const BAD: &[(&str, &str, &str, &str)] = &[
     ("[daemon]\nstate_file = \"\"\n", "daemon.state_file", "\"\"", "non-empty path"),
     ("[daemon]\ntikc = \"1s\"\n", "daemon.tikc", "\"1s\"", "unknown field `tikc`, expected one of `tick`, `listen`"),
     ("daemon = 5\n", "daemon", "5", "invalid type: integer `5`, expected the [daemon] table"),
+    ("[sharing]\ncpu_budget = 0\n", "sharing.cpu_budget", "0", "more than 0 and at most 1"),
+    ("[sharing]\ncpu_budget = 1.5\n", "sharing.cpu_budget", "1.5", "more than 0 and at most 1"),
+    ("[sharing]\nidle_rate = 20000000\n", "sharing.idle_rate", "20000000", "between 0 and 10000000"),
+    ("[sharing]\npressed_rate = -1\n", "sharing.pressed_rate", "-1", "invalid value"),
+    ("[sharing]\nrate = 5\n", "sharing.rate", "5", "unknown field `rate`"),
     // the top level
     ("tick = \"1s\"\n", "tick", "\"1s\"", "unknown field `tick`, expected one of `daemon`, `host`"),
     ("[[tenants]]\nname = \"a\"\n", "tenants", "", "unknown field `tenants`"),
@@ -339,6 +344,12 @@ stats_interval = "2s"
 dead_after = "20s"
 max_agents = 100
 
+[sharing]
+enabled = true
+idle_rate = 500
+pressed_rate = 40000
+cpu_budget = 0.3
+
 [[tenant]]
 name = "db"
 cgroup = "/memtide/db"
@@ -361,6 +372,7 @@ name = "web.1"
 command = ["memtide-toucher", "--active", "400M"]
 min = "64M"
 max = "1.5G"
+isolated = true
 "#;
 
 #[test]
@@ -402,6 +414,12 @@ fn a_full_file_reads_every_key() {
             dead_after: Duration::from_secs(20),
             max_agents: 100,
         },
+        sharing: SharingSection {
+            enabled: true,
+            idle_rate: 500,
+            pressed_rate: 40_000,
+            cpu_budget: 0.3,
+        },
         tenants: vec![
             TenantConfig {
                 name: "db".into(),
@@ -422,6 +440,7 @@ fn a_full_file_reads_every_key() {
                     max_bytes: 6 * GIB,
                     granule_bytes: 16 * MIB,
                 }),
+                isolated: false,
             },
             TenantConfig {
                 name: "web.1".into(),
@@ -434,6 +453,7 @@ fn a_full_file_reads_every_key() {
                 estimator: EstimatorChoice::Sampling,
                 cap_at_estimate: false,
                 app: None,
+                isolated: true,
             },
         ],
     };

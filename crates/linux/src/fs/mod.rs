@@ -13,6 +13,7 @@ pub mod error;
 pub mod hierarchy;
 pub mod kept;
 pub mod keyed;
+pub mod ksm;
 pub mod limit;
 pub mod meminfo;
 pub mod oom_events;

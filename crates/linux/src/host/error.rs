@@ -25,4 +25,8 @@ pub enum LinuxError {
     Restore(String),
     #[error("cgroup {cgroup:?}: {error}")]
     Lock { cgroup: String, error: LockError },
+    #[error("page sharing needs the kernel's KSM, and {dir} does not exist (CONFIG_KSM)")]
+    NoKsm { dir: String },
+    #[error("KSM's original settings in {path}: {error}")]
+    KsmSaved { path: String, error: String },
 }

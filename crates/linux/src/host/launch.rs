@@ -9,12 +9,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Starts `argv` with its process placed in the cgroup at `dir` (a directory that already
-/// exists). Output goes to `log` when given (appended), else to /dev/null.
+/// exists). Output goes to `log` when given (appended), else to /dev/null. With `merge`, the
+/// process asks the kernel to merge all its memory's identical pages
+/// (`prctl(PR_SET_MEMORY_MERGE)`, Linux 6.4+: kept across fork and, since 6.7, exec).
 pub fn spawn_in_cgroup(
     tenant: &str,
     argv: &[String],
     dir: &Path,
     log: Option<&Path>,
+    merge: bool,
 ) -> Result<Child, LinuxError> {
     let launch_error = |error| LinuxError::Launch {
         tenant: tenant.to_string(),
@@ -60,6 +63,9 @@ pub fn spawn_in_cgroup(
             libc::close(fd);
             if written < 0 {
                 return Err(err);
+            }
+            if merge && libc::prctl(super::ksm::PR_SET_MEMORY_MERGE, 1, 0, 0, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
             }
             Ok(())
         });
@@ -116,7 +122,7 @@ mod tests {
     fn a_launch_into_a_missing_cgroup_fails_naming_the_tenant_and_program() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nope");
-        let err = spawn_in_cgroup("db", &["/bin/true".to_string()], &missing, None)
+        let err = spawn_in_cgroup("db", &["/bin/true".to_string()], &missing, None, false)
             .expect_err("no cgroup.procs to join");
         let msg = err.to_string();
         assert!(msg.contains("\"db\"") && msg.contains("/bin/true"), "{msg}");
@@ -127,7 +133,8 @@ mod tests {
         // A plain directory stands in for the cgroup: the child's write lands in a file.
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("cgroup.procs"), "").unwrap();
-        let mut child = spawn_in_cgroup("t", &["/bin/true".to_string()], dir.path(), None).unwrap();
+        let mut child =
+            spawn_in_cgroup("t", &["/bin/true".to_string()], dir.path(), None, false).unwrap();
         assert!(child.wait().unwrap().success());
         let written = std::fs::read_to_string(dir.path().join("cgroup.procs")).unwrap();
         assert_eq!(written, "0\n");
@@ -136,7 +143,7 @@ mod tests {
     #[test]
     fn an_empty_command_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(spawn_in_cgroup("t", &[], dir.path(), None).is_err());
+        assert!(spawn_in_cgroup("t", &[], dir.path(), None, false).is_err());
     }
 
     #[test]

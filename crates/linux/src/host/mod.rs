@@ -3,6 +3,7 @@
 mod adapter;
 mod agents;
 mod error;
+pub mod ksm;
 pub mod launch;
 pub mod lock;
 pub mod paths;
@@ -75,6 +76,8 @@ pub struct LinuxHost {
     /// The applications' agents, when the balloon socket is served: a tenant with a live
     /// agent has an application balloon lever, and the policy's moves for it go there.
     agents: Option<memtide_agents::hub::Hub>,
+    /// Page sharing, when memtide drives the kernel's KSM (`enable_sharing`).
+    ksm: Option<ksm::KsmDriver>,
 }
 
 impl LinuxHost {
@@ -98,6 +101,7 @@ impl LinuxHost {
             oom_due: false,
             members: agents::Members::default(),
             agents: None,
+            ksm: None,
         })
     }
 
@@ -114,6 +118,31 @@ impl LinuxHost {
         })?;
         self.created_parent = Some(dir);
         Ok(())
+    }
+
+    /// Drives the kernel's same-page merging from now on: KSM's settings are read (or taken
+    /// from `saved`, left by a run that crashed), kept in `saved`, and given back by
+    /// `release_all`. Launched tenants not marked isolated are asked to merge their pages.
+    pub fn enable_sharing(&mut self, saved: Option<&std::path::Path>) -> Result<(), LinuxError> {
+        self.ksm = Some(ksm::KsmDriver::take_over(
+            &self.options.proc_root,
+            saved,
+            self.options.write_timeout,
+            self.options.dry_run,
+        )?);
+        Ok(())
+    }
+
+    /// KSM as memtide drives it, when page sharing is on.
+    pub fn sharing(&self) -> Option<&ksm::KsmDriver> {
+        self.ksm.as_ref()
+    }
+
+    /// Marks `id` isolated: never asked to merge, and reported if its processes merge anyway.
+    pub fn set_isolated(&mut self, id: TenantId, isolated: bool) {
+        if let Some(t) = self.tenants.get_mut(&id) {
+            t.isolated = isolated;
+        }
     }
 
     pub fn hierarchy(&self) -> &MemoryHierarchy {
@@ -228,6 +257,7 @@ impl LinuxHost {
         cgroup_path: &str,
         argv: &[String],
         initial_limit: Pages,
+        merge: bool,
     ) -> Result<&ManagedTenant, LinuxError> {
         if self.tenants.contains_key(&id) {
             return Err(LinuxError::Duplicate(name.to_string()));
@@ -253,7 +283,8 @@ impl LinuxHost {
             .log_dir
             .as_ref()
             .map(|d| d.join(format!("{name}.log")));
-        let child = match launch::spawn_in_cgroup(name, argv, cgroup.dir(), log.as_deref()) {
+        let merge = merge && self.ksm.as_ref().is_some_and(ksm::KsmDriver::merge_any);
+        let child = match launch::spawn_in_cgroup(name, argv, cgroup.dir(), log.as_deref(), merge) {
             Ok(child) => child,
             Err(e) => {
                 let _ = std::fs::remove_dir(cgroup.dir());
@@ -319,6 +350,8 @@ impl LinuxHost {
             sampler: None,
             adapter: None,
             max: None,
+            isolated: false,
+            warned_merged: false,
             _lock: lock,
         };
         self.members
@@ -518,6 +551,11 @@ impl LinuxHost {
                 }
             }
         }
+        if let Some(k) = &mut self.ksm {
+            if let Err(e) = k.restore() {
+                errors.push(("ksm".to_string(), e.into()));
+            }
+        }
         if let Some(dir) = self.created_parent.take() {
             let _ = std::fs::remove_dir(dir);
         }
@@ -600,8 +638,10 @@ impl LinuxHost {
             }
         }
         let sample = t.reader.sample()?;
-        // The whole list only when the sampler is to use it; else whether there is anyone.
-        let wants_pids = t.sampler.as_ref().is_some_and(|s| s.wants_pids(now));
+        // The whole list only when the sampler or page sharing is to use it; else whether there
+        // is anyone.
+        let wants_pids =
+            self.ksm.is_some() || t.sampler.as_ref().is_some_and(|s| s.wants_pids(now));
         let has_processes = if wants_pids {
             t.reader.pids(&mut t.pids)?;
             !t.pids.is_empty()
@@ -641,6 +681,27 @@ impl LinuxHost {
             },
             None => None,
         };
+        let sharing = match &self.ksm {
+            Some(k) => match k.tenant(&t.pids) {
+                Ok(lever) => lever,
+                Err(e) => {
+                    self.events.push(WorldEvent::SharingFailed {
+                        error: e.to_string(),
+                    });
+                    None
+                }
+            },
+            None => None,
+        };
+        if let (true, false, Some(l)) = (t.isolated, t.warned_merged, &sharing) {
+            if l.shared > Pages::ZERO {
+                t.warned_merged = true;
+                self.events.push(WorldEvent::IsolatedMerged {
+                    id,
+                    pages: l.shared,
+                });
+            }
+        }
         let usage = sample.usage.to_pages_floor();
         // An application with a live agent resizes its own pool first (ALB); what it uses is
         // the cgroup's usage and its swap (a pool paged out is still the pool's).
@@ -666,6 +727,7 @@ impl LinuxHost {
                     major_faults: major,
                     pressure: sample.pressure.as_ref().map(|p| p.some.avg10_pct),
                 }),
+                sharing,
                 ..Levers::default()
             },
             ..TenantObservation::new(id, usage)
@@ -908,6 +970,18 @@ impl Host for LinuxHost {
             .to_pages_floor();
         let host_pressure =
             pressure::read_memory_pressure(&self.options.proc_root)?.map(|p| p.some.avg10_pct);
+        let sharing = match &mut self.ksm {
+            Some(k) => match k.observe() {
+                Ok(s) => Some(s),
+                Err(e) => {
+                    self.events.push(WorldEvent::SharingFailed {
+                        error: e.to_string(),
+                    });
+                    None
+                }
+            },
+            None => None,
+        };
 
         self.retry_unrestored();
         let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
@@ -930,7 +1004,7 @@ impl Host for LinuxHost {
             host_swap_total: swap_total,
             host_swap_used: swap_total.saturating_sub(swap_free),
             pressure: host_pressure,
-            sharing: None,
+            sharing,
             tenants,
         })
     }
@@ -951,6 +1025,13 @@ impl Host for LinuxHost {
                 (&self.agents, moves.app_balloon, self.options.dry_run)
             {
                 hub.apply(action.id, app_move);
+            }
+        }
+        if let (Some(k), Some(rate)) = (&mut self.ksm, decision.sharing) {
+            if let Err(e) = k.set_rate(rate) {
+                self.events.push(WorldEvent::SharingFailed {
+                    error: e.to_string(),
+                });
             }
         }
         Ok(())

@@ -17,6 +17,9 @@ pub struct Placement {
     /// An adapter to keep running in the cgroup (`memtide-adapter` and its arguments): a
     /// balloon agent for a server that has none.
     pub adapter: Option<Vec<String>>,
+    /// Never asked to merge its pages with other tenants' (page sharing is a side channel
+    /// between tenants); others launched while page sharing is on are.
+    pub isolated: bool,
 }
 
 impl LinuxHost {
@@ -86,12 +89,13 @@ impl World for LinuxHost {
                     )?;
                     "readopted"
                 } else {
-                    self.launch(id, &spec.name, cgroup, argv, spec.max)?;
+                    self.launch(id, &spec.name, cgroup, argv, spec.max, !placement.isolated)?;
                     "launched"
                 }
             }
         };
         self.set_max(id, spec.max);
+        self.set_isolated(id, placement.isolated);
         self.set_adapter(id, placement.adapter.clone());
         if let EstimatorConfig::Sampling(s) = &spec.estimator {
             self.enable_sampling(id, s.period, spec.max);
