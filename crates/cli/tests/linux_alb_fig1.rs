@@ -441,11 +441,23 @@ fn redis_shrunk_by_memtide_serves_like_one_configured_small_and_a_squeezed_one_d
     let servers = [&configured, &squeezed, &ballooned];
     let mut windows: [Vec<Bench>; 3] = Default::default();
     let mut hits = [(0u64, 0u64); 3];
+    // The squeezed server may be OOM-killed while it thrashes (the paper's "in some cases,
+    // failure"): then it is reported, not measured further. Any other server's death fails.
+    let mut squeezed_killed: Option<String> = None;
     for _ in 0..ROUNDS {
         for (i, s) in servers.iter().enumerate() {
+            if i == 1 && squeezed_killed.is_some() {
+                continue;
+            }
             let (h0, m0) = hits_misses(s);
-            let b = redis::bench_get(&spec(s), requests / ROUNDS, Duration::from_secs(240))
-                .expect("GETs");
+            let b = match redis::bench_get(&spec(s), requests / ROUNDS, Duration::from_secs(240)) {
+                Ok(b) => b,
+                Err(e) if i == 1 && oom_kills(&cg_b, version) > 0 => {
+                    squeezed_killed = Some(e);
+                    continue;
+                }
+                Err(e) => panic!("GETs from server {i}: {e}"),
+            };
             let (h1, m1) = hits_misses(s);
             hits[i].0 += h1 - h0;
             hits[i].1 += m1 - m0;
@@ -464,6 +476,9 @@ fn redis_shrunk_by_memtide_serves_like_one_configured_small_and_a_squeezed_one_d
         ("squeezed", &mut squeezed, &cg_b),
         ("ballooned", &mut ballooned, &cg_c),
     ] {
+        if name == "squeezed" && squeezed_killed.is_some() {
+            continue;
+        }
         assert!(
             s.is_running() && oom_kills(cg, version) == 0,
             "the {name} server was killed; log:\n{}",
@@ -503,6 +518,15 @@ fn redis_shrunk_by_memtide_serves_like_one_configured_small_and_a_squeezed_one_d
         ),
     ];
     for (i, name) in names.iter().enumerate() {
+        if i == 1 {
+            if let Some(e) = &squeezed_killed {
+                eprintln!(
+                    "{name}: OOM-killed during its windows ({})",
+                    e.lines().last().unwrap_or_default()
+                );
+                continue;
+            }
+        }
         eprintln!(
             "{name}: {:.0} GETs/s ({:.2} of a), p99 {:.2} ms, hit ratio {:.2}",
             rps(i),
@@ -514,11 +538,16 @@ fn redis_shrunk_by_memtide_serves_like_one_configured_small_and_a_squeezed_one_d
     if let Some(l) = taken_over {
         eprintln!("(c) after the shrink, the adapter was taken over: {l}");
     }
-    let (configured, squeezed, ballooned) = (rps(0), rps(1), rps(2));
+    let (configured, ballooned) = (rps(0), rps(2));
     assert!(
         ballooned >= 0.75 * configured,
         "the ballooned server serves like the configured one: {ballooned} vs {configured} GETs/s"
     );
+    if squeezed_killed.is_some() {
+        // Killed is as clearly worse as a server can be.
+        return;
+    }
+    let squeezed = rps(1);
     // Clearly worse than both; against (a) with a wider margin, since its misses (nil
     // replies) are cheaper than hits.
     assert!(

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 pub const USAGE: &str = "\
 usage: memtide-toucher [--active SIZE] [--idle SIZE] [--file PATH --file-size SIZE]
                        [--pause-ms N] [--phase SPEC]... [--exit-after-phases]
-                       [--report-every-ms N] [--status-file PATH]
+                       [--report-every-ms N] [--status-file PATH] [--content KIND]
 
 Allocates memory and touches it in phases, so a memory manager has a real tenant to squeeze.
 Each pass writes one word in every page of the active set, then reads --file-size bytes of
@@ -27,6 +27,12 @@ gives back pages beyond its active+idle.
   --exit-after-phases    exit 0 when the last phase's duration is over instead
   --report-every-ms N    print a JSON status line this often, milliseconds (default 1000)
   --status-file PATH     also keep the latest status line in PATH (written atomically)
+  --content KIND         what the pages hold: unique (default: every page different,
+                         incompressible), zero (pages of zeros, written so they are resident)
+                         or seeded:SEED (every page different, but the same pages in every
+                         toucher given the same SEED: what page sharing can merge across
+                         processes). With zero or seeded a pass reads one word per page
+                         instead of writing it, so merged pages stay merged.
   -h, --help             print this help
 
 SIZE is bytes, or a number with K, M, G or T (binary: 400M = 400 MiB, 1.5G, 2GiB).
@@ -63,6 +69,36 @@ pub struct Config {
     pub pause_ms: u64,
     pub report_every_ms: u64,
     pub status_file: Option<PathBuf>,
+    pub content: Content,
+}
+
+/// What the pages hold (`--content`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Content {
+    /// Every page different from every other, in this toucher and any other; passes write.
+    #[default]
+    Unique,
+    /// Pages of zeros; passes read.
+    Zero,
+    /// Page i holds the same bytes in every toucher given the same seed; passes read.
+    Seeded(u64),
+}
+
+impl Content {
+    /// Parses `unique`, `zero` or `seeded:SEED`.
+    pub fn parse(text: &str) -> Result<Content, String> {
+        match text {
+            "unique" => Ok(Content::Unique),
+            "zero" => Ok(Content::Zero),
+            _ => match text.strip_prefix("seeded:").map(parse_digits) {
+                Some(Some(seed)) => Ok(Content::Seeded(seed)),
+                _ => Err(format!(
+                    "--content: bad value '{text}' (expected unique, zero or seeded:SEED with a \
+                     whole number SEED)"
+                )),
+            },
+        }
+    }
 }
 
 /// A `--phase` as written: keys left out are `None` and take the global values.
@@ -157,6 +193,7 @@ where
     let mut report_every_ms = 1_000;
     let mut status_file: Option<PathBuf> = None;
     let mut exit_after_phases = false;
+    let mut content = Content::default();
     let mut specs: Vec<PhaseSpec> = Vec::new();
 
     let mut args = args.into_iter();
@@ -204,6 +241,7 @@ where
                 }
             }
             "--phase" => specs.push(parse_phase(&value()?)?),
+            "--content" => content = Content::parse(&value()?)?,
             _ => return Err(format!("unknown argument '{arg}' (see --help)")),
         }
     }
@@ -252,6 +290,7 @@ where
         pause_ms,
         report_every_ms,
         status_file,
+        content,
     }))
 }
 

@@ -1,6 +1,6 @@
-//! The toucher's memory: one anonymous private mapping, filled page by page with incompressible
-//! page-distinct content, then touched one word per page.
+//! The toucher's memory: one anonymous private mapping, filled page by page with the content asked for (page-distinct and incompressible by default, zeros, or seeded to repeat across processes), then touched one word per page.
 
+use crate::args::Content;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Pages between two looks at the stop flag.
@@ -20,6 +20,7 @@ pub struct Region {
     page_bytes: usize,
     capacity_pages: usize,
     filled_pages: usize,
+    content: Content,
 }
 
 /// The system page size in bytes.
@@ -39,13 +40,18 @@ pub fn pages_for(bytes: u64, page_bytes: usize) -> usize {
 }
 
 impl Region {
-    /// Maps `capacity_pages` pages (nothing when zero).
-    pub fn map(capacity_pages: usize, page_bytes: usize) -> std::io::Result<Region> {
+    /// Maps `capacity_pages` pages (nothing when zero), to be filled with `content`.
+    pub fn map(
+        capacity_pages: usize,
+        page_bytes: usize,
+        content: Content,
+    ) -> std::io::Result<Region> {
         let mut region = Region {
             base: std::ptr::null_mut(),
             page_bytes,
             capacity_pages: 0,
             filled_pages: 0,
+            content,
         };
         if capacity_pages == 0 {
             return Ok(region);
@@ -86,19 +92,34 @@ impl Region {
                 return Walk::Stopped;
             }
             let end = (self.filled_pages + PAGES_PER_CHECK).min(pages);
+            let content = self.content;
             for index in self.filled_pages..end {
-                fill_page(self.page_words(index), index as u64);
+                let words = self.page_words(index);
+                match content {
+                    Content::Unique => fill_page(words, index as u64),
+                    // Written, not left to the kernel's shared zero page: resident like data.
+                    Content::Zero => words.iter_mut().for_each(|w| {
+                        // SAFETY: `w` is a valid, aligned word of our mapping; volatile so
+                        // that the store of a zero is not elided on a fresh page.
+                        unsafe { std::ptr::write_volatile(w, 0) }
+                    }),
+                    Content::Seeded(seed) => fill_seeded(words, seed, index as u64),
+                }
             }
             self.filled_pages = end;
         }
         Walk::Done
     }
 
-    /// One pass over the active set: writes one word in each of the first `active_pages` pages,
-    /// in order, checking `stop` every 1024 pages.
+    /// One pass over the active set: writes one word in each of the first `active_pages` pages
+    /// (reads it, for zero or seeded content, so pages merged with others stay merged), in
+    /// order, checking `stop` every 1024 pages.
     pub fn touch(&mut self, active_pages: usize, pass: u64, stop: &AtomicBool) -> Walk {
         let active_pages = active_pages.min(self.filled_pages);
         let words_per_page = self.page_bytes / 8;
+        if self.content != Content::Unique {
+            return self.read_pass(active_pages, stop);
+        }
         for chunk_start in (0..active_pages).step_by(PAGES_PER_CHECK) {
             if stop.load(Ordering::Relaxed) {
                 return Walk::Stopped;
@@ -114,6 +135,26 @@ impl Region {
                 }
             }
         }
+        Walk::Done
+    }
+
+    /// Reads word 1 of each of the first `active_pages` pages.
+    fn read_pass(&self, active_pages: usize, stop: &AtomicBool) -> Walk {
+        let words_per_page = self.page_bytes / 8;
+        let mut sum = 0u64;
+        for chunk_start in (0..active_pages).step_by(PAGES_PER_CHECK) {
+            if stop.load(Ordering::Relaxed) {
+                return Walk::Stopped;
+            }
+            for index in chunk_start..(chunk_start + PAGES_PER_CHECK).min(active_pages) {
+                // SAFETY: as in `touch`: inside the mapping, aligned; volatile so the load
+                // happens.
+                sum = sum.wrapping_add(unsafe {
+                    std::ptr::read_volatile(self.base.cast::<u64>().add(index * words_per_page + 1))
+                });
+            }
+        }
+        std::hint::black_box(sum);
         Walk::Done
     }
 
@@ -162,6 +203,13 @@ pub fn fill_page(words: &mut [u64], page_index: u64) {
             *word = state;
         }
     }
+}
+
+/// Fills one page with the seeded pattern: the same bytes for the same `(seed, page_index)` in
+/// any process, different for different pages; never zero, incompressible like `fill_page`.
+pub fn fill_seeded(words: &mut [u64], seed: u64, page_index: u64) {
+    let key = page_index ^ self::seed(seed ^ 0xA076_1D64_78BD_642F);
+    fill_page(words, key);
 }
 
 /// splitmix64 of the index: neighbouring indexes give unrelated, non-zero xorshift seeds.
@@ -231,7 +279,7 @@ mod tests {
     fn resize_fills_releases_and_refills_and_touch_stays_inside() {
         let page_bytes = page_bytes();
         let stop = AtomicBool::new(false);
-        let mut region = Region::map(8, page_bytes).unwrap();
+        let mut region = Region::map(8, page_bytes, Content::Unique).unwrap();
         assert_eq!(region.resize(6, &stop), Walk::Done);
         assert_eq!(region.filled_pages, 6);
         assert_eq!(region.page_words(5)[0], 5);
@@ -247,7 +295,7 @@ mod tests {
     #[test]
     fn a_raised_stop_flag_ends_the_walks() {
         let stop = AtomicBool::new(true);
-        let mut region = Region::map(4, page_bytes()).unwrap();
+        let mut region = Region::map(4, page_bytes(), Content::Unique).unwrap();
         assert_eq!(region.resize(4, &stop), Walk::Stopped);
         assert_eq!(region.filled_pages, 0);
         assert_eq!(
@@ -255,6 +303,45 @@ mod tests {
             Walk::Done,
             "nothing filled, nothing to touch"
         );
+    }
+
+    #[test]
+    fn seeded_pages_repeat_across_regions_with_the_seed_and_differ_within_one() {
+        let page_bytes = page_bytes();
+        let stop = AtomicBool::new(false);
+        let words = page_bytes / 8;
+        let fill = |content| {
+            let mut r = Region::map(4, page_bytes, content).unwrap();
+            r.resize(4, &stop);
+            assert_eq!(r.touch(4, 1, &stop), Walk::Done);
+            (0..4).map(|i| r.page_words(i).to_vec()).collect::<Vec<_>>()
+        };
+        let (a, b, c) = (
+            fill(Content::Seeded(7)),
+            fill(Content::Seeded(7)),
+            fill(Content::Seeded(8)),
+        );
+        assert_eq!(a, b, "same seed: same pages, even after a pass");
+        assert_ne!(a[0], c[0], "another seed: other pages");
+        assert_ne!(a[0], a[1], "pages within one toucher differ");
+        assert_ne!(
+            a[0],
+            fill(Content::Unique)[0],
+            "unique is not seed 0's content"
+        );
+        let zeros = fill(Content::Zero);
+        assert!(zeros
+            .iter()
+            .all(|p| p.len() == words && p.iter().all(|&w| w == 0)));
+    }
+
+    #[test]
+    fn content_names_parse_and_a_bad_one_is_named() {
+        assert_eq!(Content::parse("zero"), Ok(Content::Zero));
+        assert_eq!(Content::parse("seeded:42"), Ok(Content::Seeded(42)));
+        assert_eq!(Content::parse("unique"), Ok(Content::Unique));
+        let err = Content::parse("seeded:x").unwrap_err();
+        assert!(err.contains("seeded:x"), "{err}");
     }
 
     #[test]

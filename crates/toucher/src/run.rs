@@ -35,7 +35,7 @@ pub fn run(config: &Config) -> Result<(), RunError> {
         })
         .max()
         .unwrap_or(0);
-    let mut region = Region::map(capacity_pages, page_bytes).map_err(|e| {
+    let mut region = Region::map(capacity_pages, page_bytes, config.content).map_err(|e| {
         RunError::BadInput(format!(
             "--active/--idle: cannot map {} bytes (the largest active+idle of the phases): {e}",
             capacity_pages as u128 * page_bytes as u128
