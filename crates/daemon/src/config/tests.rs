@@ -625,6 +625,7 @@ fn the_documented_example_parses() {
     assert_eq!(c.policy, defaults.policy);
     assert_eq!(c.rails, defaults.rails);
     assert_eq!(c.balloon, defaults.balloon);
+    assert_eq!(c.sharing, defaults.sharing);
 }
 
 #[test]
