@@ -98,6 +98,7 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
             host_swap: Pages::ZERO,
             tick: Duration::from_secs(1),
             sharing: None,
+            io_remap: None,
         },
         CostModel::default(),
         7,
@@ -126,6 +127,7 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
                 accesses_per_op: None,
                 max_accesses_per_s: None,
             },
+            io: None,
         },
     )?;
     // Warm up until the working set is resident.

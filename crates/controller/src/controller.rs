@@ -499,6 +499,7 @@ mod tests {
             host_swap_used: Pages::ZERO,
             pressure: None,
             sharing: None,
+            remapping: None,
             tenants,
         }
     }

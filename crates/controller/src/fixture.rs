@@ -66,6 +66,7 @@ pub fn overcommitted_vms(n: u32) -> (Controller, HostObservation) {
         host_swap_used: Pages::ZERO,
         pressure: None,
         sharing: None,
+        remapping: None,
         tenants,
     };
     (controller, obs)

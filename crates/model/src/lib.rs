@@ -29,6 +29,6 @@ pub use reason::{
     MechanismNote, ProbePhase, Reason, SharingNote, Takeover,
 };
 pub use resource::{Resource, ResourceState};
-pub use sharing::{HostSharing, ScanRate, SharingSettings};
+pub use sharing::{HostSharing, IoRemapping, ScanRate, SharingSettings};
 pub use tenant::{TaxRate, TaxRateError, TenantId, TenantSpec};
 pub use units::{Bytes, Pages, PAGE_SIZE};

@@ -1,7 +1,7 @@
 //! What a world reports each tick: machine memory and, per tenant, allocation, balloon, swap and event counters.
 
 use crate::lever::Levers;
-use crate::sharing::HostSharing;
+use crate::sharing::{HostSharing, IoRemapping};
 use crate::tenant::TenantId;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
@@ -24,6 +24,8 @@ pub struct HostObservation {
     pub pressure: Option<f64>,
     /// What page sharing saves across the host, where the world shares pages.
     pub sharing: Option<HostSharing>,
+    /// Hot I/O page remapping's counts, where the world models it.
+    pub remapping: Option<IoRemapping>,
     /// Running tenants, in ascending id order.
     pub tenants: Vec<TenantObservation>,
 }

@@ -66,6 +66,25 @@ impl HostSharing {
     }
 }
 
+/// Hot I/O page remapping (ESX §7), where the world models it: lifetime counts of the
+/// transmits from guest pages, the bounce-buffer copies made for pages in high memory, the
+/// pages remapped into low memory, and the copies that remapping avoided.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoRemapping {
+    /// I/O transfers from guest pages.
+    pub transmits: u64,
+    /// Transfers from a page in high memory, copied through a bounce buffer in low memory.
+    pub copies: u64,
+    /// Hot pages remapped into low memory once their copies passed the threshold.
+    pub remaps: u64,
+    /// Remaps wanted when no low page was free (the page stays high and keeps being copied).
+    pub refused: u64,
+    /// Transfers from remapped pages: each a copy it would otherwise have taken.
+    pub avoided: u64,
+    /// Pages remapped into low memory and still there.
+    pub remapped: Pages,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,6 +38,7 @@ impl Host for FakeWorld {
             host_swap_used: Pages::ZERO,
             pressure: None,
             sharing: None,
+            remapping: None,
             tenants: self
                 .attached
                 .iter()

@@ -1,7 +1,9 @@
 //! One record of a tick for every world, memory in bytes: what the simulator writes to timeline.csv and report.html and the daemon publishes (its API snapshot, `/metrics`, `memtide status`), built from the same observation and decision any world's tick has. MiB appear only where a record is presented.
 
 use crate::sink::TickView;
-use memtide_model::{Bytes, HostSharing, Mechanisms, Reason, ReclamationState, ScanRate, TenantId};
+use memtide_model::{
+    Bytes, HostSharing, IoRemapping, Mechanisms, Reason, ReclamationState, ScanRate, TenantId,
+};
 
 /// One tick: the decision taken at `time_s` and what the world measured over the tick.
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +23,8 @@ pub struct TickRecord {
     /// shares pages.
     pub sharing: Option<HostSharing>,
     pub scan_rate: Option<ScanRate>,
+    /// Hot I/O page remapping's lifetime counts, where the world models it.
+    pub remapping: Option<IoRemapping>,
     pub rows: Vec<TenantRow>,
 }
 
@@ -120,6 +124,7 @@ impl TickRecord {
             pressure: t.observation.pressure,
             sharing: t.observation.sharing,
             scan_rate: t.decision.sharing,
+            remapping: t.observation.remapping,
             rows,
         }
     }

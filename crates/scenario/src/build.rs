@@ -3,9 +3,9 @@
 use crate::scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 use crate::schema::{
     AgentDoc, BalloonDoc, CacheDoc, CommittedDoc, ContentDoc, CpuJobDoc, DatabaseDoc,
-    FileServerDoc, IdleDoc, JobDoc, JvmDoc, KindDoc, OltpDoc, PhaseDoc, PolicyDoc, SamplingDoc,
-    ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc, SharingDoc, StopTenantDoc, TenantDoc,
-    ToucherDoc, TwsDoc, WebDoc,
+    FileServerDoc, IdleDoc, IoDoc, IoRemapDoc, JobDoc, JvmDoc, KindDoc, OltpDoc, PhaseDoc,
+    PolicyDoc, SamplingDoc, ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc, SharingDoc,
+    StopTenantDoc, TenantDoc, ToucherDoc, TwsDoc, WebDoc,
 };
 use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
 use memtide_controller::ControllerConfig;
@@ -17,6 +17,7 @@ use memtide_policy::ReclamationThresholds;
 use memtide_sim::app::{AgentConfig, DEFAULT_GRANULE};
 use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
+use memtide_sim::remap::{IoRemapConfig, VmIoConfig};
 use memtide_sim::sharing::{ContentMix, SharingConfig};
 use memtide_sim::workload::config::defaults;
 use memtide_sim::workload::{Job, TouchPhase, Workload, WorkloadConfig};
@@ -40,6 +41,8 @@ const DEFAULT_KERNEL: Size = Size(16 << 20);
 const DEFAULT_BALLOON_RATE_PER_S: Size = Size(128 << 20);
 const DEFAULT_HOST_SWAP_PER_S: Size = Size(32 << 20);
 const DEFAULT_BALLOON_STALL_TICKS: u32 = 3;
+/// Copies of a page before it is remapped into low memory, when `[io_remap]` does not say.
+const DEFAULT_REMAP_THRESHOLD: u32 = 32;
 
 const ESTIMATOR_KINDS: &str = "\"sampling\", \"tws\" or \"committed\"";
 const WORKLOAD_KINDS: &str =
@@ -209,6 +212,10 @@ impl Build<'_> {
             .sharing
             .map(|d| self.sharing(&root.key("sharing"), d))
             .transpose()?;
+        let io_remap = file
+            .io_remap
+            .map(|d| self.io_remap(&root.key("io_remap"), d, machine))
+            .transpose()?;
         let mut controller = self.controller(file.policy.unwrap_or_default(), &facts)?;
         controller.sharing = sharing.map(|(settings, _)| settings);
         let events = self.events(&file.events, &facts, duration, &cost)?;
@@ -255,6 +262,7 @@ impl Build<'_> {
                 host_swap: host_swap.to_pages(),
                 tick: TICK,
                 sharing: sharing.map(|(_, per_vm_rate)| SharingConfig { per_vm_rate }),
+                io_remap,
             },
             cost,
             controller,
@@ -286,6 +294,43 @@ impl Build<'_> {
             cpu_budget: None,
         };
         Ok((settings, per_vm_rate))
+    }
+
+    /// `[io_remap]`: low memory within the machine, a threshold of at least 1 copy.
+    fn io_remap(&self, at: &FieldPath, d: IoRemapDoc, machine: Size) -> Result<IoRemapConfig> {
+        let low = self.positive_size(&at.key("low_memory"), d.low_memory)?;
+        if low > machine {
+            return Err(self.err(
+                &at.key("low_memory"),
+                format!("must be at most the host's memory ({machine})"),
+            ));
+        }
+        let threshold = d.threshold.unwrap_or(DEFAULT_REMAP_THRESHOLD);
+        if threshold == 0 {
+            return Err(self.err(&at.key("threshold"), "must be >= 1"));
+        }
+        Ok(IoRemapConfig {
+            low_memory: low.to_pages(),
+            threshold: d.remap.unwrap_or(true).then_some(threshold),
+        })
+    }
+
+    /// A tenant's io table: buffer pages and a transfer rate of at most 10^7 a second.
+    fn io(&self, at: &FieldPath, d: Option<IoDoc>) -> Result<Option<VmIoConfig>> {
+        let Some(d) = d else {
+            return Ok(None);
+        };
+        let buffers = self.positive_size(&at.key("buffers"), d.buffers)?;
+        let rate = self.number(
+            &at.key("transfers_per_sec"),
+            d.transfers_per_sec,
+            |v| (0.0..=1e7).contains(&v),
+            "must be between 0 and 10000000",
+        )?;
+        Ok(Some(VmIoConfig {
+            buffers: buffers.to_pages(),
+            transfers_per_sec: rate,
+        }))
     }
 
     /// A tenant's content table: fractions in [0, 1] adding up to at most 1.
@@ -578,6 +623,7 @@ impl Build<'_> {
                 sampling,
                 workload,
                 content: self.content(&at.key("content"), t.content)?,
+                io: self.io(&at.key("io"), t.io)?,
             },
             start,
             stop,

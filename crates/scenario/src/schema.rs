@@ -28,6 +28,7 @@ pub(crate) struct ScenarioDoc {
     pub(crate) policy: Option<PolicyDoc>,
     pub(crate) cost: Option<CostModel>,
     pub(crate) sharing: Option<SharingDoc>,
+    pub(crate) io_remap: Option<IoRemapDoc>,
     #[serde(default)]
     pub(crate) tenants: Vec<TenantDoc>,
     /// Each read by its `kind`: [`SetTaxRateDoc`], [`SetWorkloadDoc`], [`StopTenantDoc`],
@@ -60,6 +61,26 @@ pub(crate) struct SharingDoc {
     pub(crate) idle_rate: Option<u64>,
     pub(crate) pressed_rate: Option<u64>,
     pub(crate) per_vm_rate: Option<u64>,
+}
+
+/// Hot I/O page remapping on the host (ESX §7).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "the [io_remap] table")]
+pub(crate) struct IoRemapDoc {
+    /// Machine memory below the DMA line.
+    pub(crate) low_memory: Size,
+    /// Copies of a page before it is remapped.
+    pub(crate) threshold: Option<u32>,
+    /// `false`: count copies, never remap (the paper's "before").
+    pub(crate) remap: Option<bool>,
+}
+
+/// A tenant's I/O: its buffer pages and how often it transfers from them.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a tenant's io table")]
+pub(crate) struct IoDoc {
+    pub(crate) buffers: Size,
+    pub(crate) transfers_per_sec: f64,
 }
 
 /// What a tenant's pages hold, as fractions of its pages (the rest unique).
@@ -116,6 +137,7 @@ pub(crate) struct TenantDoc {
     pub(crate) estimator: Option<toml::Value>,
     pub(crate) balloon: Option<BalloonDoc>,
     pub(crate) content: Option<ContentDoc>,
+    pub(crate) io: Option<IoDoc>,
     /// Read by its `kind`: [`IdleDoc`], [`ToucherDoc`], [`FileServerDoc`], [`CpuJobDoc`],
     /// [`OltpDoc`], [`WebDoc`], [`CacheDoc`], [`DatabaseDoc`], [`JvmDoc`].
     pub(crate) workload: toml::Value,

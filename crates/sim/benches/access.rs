@@ -19,6 +19,7 @@ fn resident_vm(working_set_mb: f64, skew: Skew) -> (SimWorld, u64) {
             host_swap: Pages::ZERO,
             tick: Duration::from_millis(10),
             sharing: None,
+            io_remap: None,
         },
         CostModel::default(),
         7,
@@ -45,6 +46,7 @@ fn resident_vm(working_set_mb: f64, skew: Skew) -> (SimWorld, u64) {
             max_accesses_per_s: None,
         },
         content: Default::default(),
+        io: None,
     };
     world.power_on(id, vm).expect("the bench VM fits");
     // Warm up until every page of the working set has been touched.

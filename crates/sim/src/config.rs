@@ -1,5 +1,6 @@
 //! Plain parameters of the simulated host and its VMs, as built from a scenario.
 
+use crate::remap::{IoRemapConfig, VmIoConfig};
 use crate::sharing::{ContentMix, SharingConfig};
 use crate::workload::WorkloadConfig;
 use memtide_model::Pages;
@@ -16,6 +17,8 @@ pub struct HostConfig {
     pub tick: Duration,
     /// Content-based page sharing, where the host shares pages.
     pub sharing: Option<SharingConfig>,
+    /// Hot I/O page remapping between low and high memory, where the host models it.
+    pub io_remap: Option<IoRemapConfig>,
 }
 
 /// A VM's balloon driver.
@@ -73,4 +76,6 @@ pub struct VmConfig {
     pub workload: WorkloadConfig,
     /// What its pages hold, for page sharing (all unique unless declared).
     pub content: ContentMix,
+    /// Its I/O buffer pages and transfer rate, for I/O page remapping (none unless declared).
+    pub io: Option<VmIoConfig>,
 }

@@ -10,6 +10,7 @@ pub mod guest;
 pub mod machine;
 pub mod paging;
 pub mod pmap;
+pub mod remap;
 pub mod rng;
 pub mod sampler;
 pub mod sharing;

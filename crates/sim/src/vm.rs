@@ -793,6 +793,7 @@ mod tests {
                 host_swap: Pages::from_mib(64),
                 tick: Duration::from_secs(1),
                 sharing: None,
+                io_remap: None,
             },
             CostModel::default(),
             1,
@@ -818,6 +819,7 @@ mod tests {
                 accesses_per_op: None,
                 max_accesses_per_s: rate,
             },
+            io: None,
         };
         w.power_on(ID, vm).unwrap();
         w

@@ -10,6 +10,7 @@ use crate::guest::{Guest, GuestLayout};
 use crate::machine::{Machine, MAX_FRAMES};
 use crate::paging::HostMemory;
 use crate::pmap::{PageState, Pmap};
+use crate::remap::IoRemap;
 use crate::rng::SimRng;
 use crate::sampler::Sampler;
 use crate::sharing::{Sharing, Write};
@@ -26,6 +27,8 @@ const STREAM_HOST: u64 = 1;
 const STREAM_SAMPLER: u64 = 2;
 /// The page-sharing scanner's stream, forked from the world's seed beyond every tenant id.
 const STREAM_SHARING: u64 = 1 << 40;
+/// I/O page remapping's stream (buffer placement and which buffer each transfer uses).
+const STREAM_REMAP: u64 = (1 << 40) + 1;
 
 /// What the simulated host refuses. Messages name the tenant and the values.
 #[derive(Debug, thiserror::Error)]
@@ -75,6 +78,8 @@ pub struct SimWorld {
     vms: Vec<Vm>,
     /// The page-sharing scan rate: the last decision's (none before the first).
     scan_rate: ScanRate,
+    /// Hot I/O page remapping, where the host models it; `remap`'s VMs are `vms`' order.
+    remap: Option<IoRemap>,
 }
 
 impl SimWorld {
@@ -87,8 +92,13 @@ impl SimWorld {
             .sharing
             .as_ref()
             .map(|c| Sharing::new(c.clone(), rng.fork(STREAM_SHARING)));
+        let remap = host
+            .io_remap
+            .as_ref()
+            .map(|c| IoRemap::new(c.clone(), rng.fork(STREAM_REMAP)));
         SimWorld {
             scan_rate: ScanRate::default(),
+            remap,
             host: memory,
             config: host,
             costs: Costs::new(&cost),
@@ -198,6 +208,9 @@ impl SimWorld {
             ..Totals::default()
         };
         self.vms.insert(at, Vm::new(parts, totals));
+        if let Some(r) = &mut self.remap {
+            r.insert(at, vm.io.as_ref(), &self.host.machine);
+        }
         Ok(())
     }
 
@@ -206,6 +219,9 @@ impl SimWorld {
         let at = self.running(id)?;
         let vm = self.vms.remove(at);
         self.host.remove(at);
+        if let Some(r) = &mut self.remap {
+            r.remove(at);
+        }
         self.host.machine.release(vm.overhead());
         Ok(())
     }
@@ -235,6 +251,9 @@ impl SimWorld {
         }
         self.host
             .scan(self.scan_rate.pages_per_sec, tick.as_secs_f64());
+        if let Some(r) = &mut self.remap {
+            r.run(tick.as_secs_f64(), &self.host.machine);
+        }
         self.now += tick;
         for (i, vm) in self.vms.iter_mut().enumerate() {
             vm.roll_sampler(self.now, &mut self.host, i);
@@ -424,6 +443,7 @@ impl Host for SimWorld {
                 .sharing
                 .as_mut()
                 .map(|s| s.observe(&self.host.pmaps)),
+            remapping: self.remap.as_ref().map(IoRemap::observe),
             tenants,
         })
     }
@@ -470,6 +490,7 @@ mod tests {
                 host_swap: Pages::ZERO,
                 tick: Duration::from_secs(1),
                 sharing: None,
+                io_remap: None,
             },
             CostModel::default(),
             3,
@@ -498,6 +519,7 @@ mod tests {
                 accesses_per_op: None,
                 max_accesses_per_s: None,
             },
+            io: None,
         }
     }
 

@@ -54,6 +54,7 @@ fn cache_vm(agent: Option<AgentConfig>) -> VmConfig {
             accesses_per_op: None,
             max_accesses_per_s: None,
         },
+        io: None,
     }
 }
 
@@ -69,6 +70,7 @@ fn setup(vm: VmConfig, budget: Pages) -> (SimWorld, Controller) {
             host_swap: mib(1024),
             tick: Duration::from_secs(1),
             sharing: None,
+            io_remap: None,
         },
         cost,
         7,

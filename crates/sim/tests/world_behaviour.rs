@@ -33,6 +33,7 @@ fn world(machine_mib: u64, swap_mib: u64, seed: u64) -> SimWorld {
             host_swap: mib(swap_mib),
             tick: Duration::from_secs(1),
             sharing: None,
+            io_remap: None,
         },
         cost,
         seed,
@@ -90,6 +91,7 @@ fn vm(max_mib: u64, guest_swap_mib: u64, workload: WorkloadConfig) -> VmConfig {
         sampling: None,
         content: Default::default(),
         workload,
+        io: None,
     }
 }
 

@@ -340,6 +340,7 @@ pub(crate) mod test_record {
                     sharing: None,
                     scan_rate: None,
                     rows,
+                    remapping: None,
                 }
             })
             .collect();

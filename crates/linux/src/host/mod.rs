@@ -1005,6 +1005,7 @@ impl Host for LinuxHost {
             host_swap_used: swap_total.saturating_sub(swap_free),
             pressure: host_pressure,
             sharing,
+            remapping: None,
             tenants,
         })
     }
