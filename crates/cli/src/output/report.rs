@@ -2,7 +2,9 @@
 //!
 //! Like the ESX paper's figures: the host's memory of all tenants summed and stacked —
 //! allocated, ballooned, host-swapped, with the active estimate and machine memory over them —
-//! as Fig. 8(b) (whose fifth metric, shared memory, joins when memtide shares pages); and the
+//! as Fig. 8(b) (whose fifth metric, shared memory, and what sharing reclaims are drawn over it
+//! when the world shares pages), each tenant's balloon, host-swapped and shared memory with its
+//! allocation as Fig. 8(c, d); and the
 //! tenants a scenario compares, when it has two to four, in one chart, each tenant one colour,
 //! its allocation solid and its estimate dashed, as Fig. 7.
 //!
@@ -42,7 +44,10 @@ const BALLOON: usize = 1;
 const HOST_SWAPPED: usize = 2;
 const ESTIMATE: usize = 3;
 const MACHINE: usize = 4;
-const HOST_COLUMNS: usize = 5;
+/// Of `ALLOCATED`, memory on shared frames; and what sharing reclaims host-wide.
+const SHARED: usize = 5;
+const RECLAIMED: usize = 6;
+const HOST_COLUMNS: usize = 7;
 
 /// What the charts draw, gathered tick by tick in bounded memory.
 pub struct Charts {
@@ -54,6 +59,8 @@ pub struct Charts {
     tick_s: f64,
     /// The charted tenants' series.
     tenants: BTreeMap<TenantId, TenantSeries>,
+    /// Some tick reported page sharing: the shared lines are drawn.
+    sharing: bool,
 }
 
 /// One tenant's lines.
@@ -63,6 +70,13 @@ struct TenantSeries {
     estimate: BoundedSeries,
     working_set: BoundedSeries,
     throughput: BoundedSeries,
+    /// ESX Fig. 8(c, d)'s other lines, drawn only for a tenant that had any.
+    balloon: BoundedSeries,
+    host_swapped: BoundedSeries,
+    shared: BoundedSeries,
+    any_balloon: bool,
+    any_host_swapped: bool,
+    any_shared: bool,
 }
 
 impl TenantSeries {
@@ -73,6 +87,12 @@ impl TenantSeries {
             estimate: BoundedSeries::new(BUCKETS),
             working_set: BoundedSeries::new(BUCKETS),
             throughput: BoundedSeries::new(BUCKETS),
+            balloon: BoundedSeries::new(BUCKETS),
+            host_swapped: BoundedSeries::new(BUCKETS),
+            shared: BoundedSeries::new(BUCKETS),
+            any_balloon: false,
+            any_host_swapped: false,
+            any_shared: false,
         }
     }
 }
@@ -92,6 +112,7 @@ impl Charts {
                 .take(CHARTED_TENANTS)
                 .map(|t| (t.id, TenantSeries::new()))
                 .collect(),
+            sharing: false,
         }
     }
 
@@ -112,7 +133,13 @@ impl Charts {
         self.budget.push(x, tick.budget.as_mib_f64());
         let mut all = [0.0; HOST_COLUMNS];
         all[MACHINE] = tick.machine.as_mib_f64();
+        if let Some(s) = tick.sharing {
+            self.sharing = true;
+            all[RECLAIMED] = s.reclaimed().to_bytes().as_mib_f64();
+        }
         for row in &tick.rows {
+            let shared = row.shared.map_or(0.0, Bytes::as_mib_f64);
+            all[SHARED] += shared;
             all[ALLOCATED] += row.allocated.as_mib_f64();
             all[BALLOON] += row.balloon.as_mib_f64();
             all[HOST_SWAPPED] += row.host_swapped.as_mib_f64();
@@ -124,6 +151,12 @@ impl Charts {
                 t.working_set
                     .push(x, row.working_set.map_or(0.0, Bytes::as_mib_f64));
                 t.throughput.push(x, row.throughput.unwrap_or(0.0));
+                t.balloon.push(x, row.balloon.as_mib_f64());
+                t.host_swapped.push(x, row.host_swapped.as_mib_f64());
+                t.shared.push(x, shared);
+                t.any_balloon |= row.balloon > Bytes::ZERO;
+                t.any_host_swapped |= row.host_swapped > Bytes::ZERO;
+                t.any_shared |= shared > 0.0;
             }
         }
         self.all.push(x, &all);
@@ -383,26 +416,48 @@ fn all_tenants_section(
             area("balloon", "#ff7f0e", BALLOON),
             area("host-swapped", "#d62728", HOST_SWAPPED),
         ],
-        lines: vec![
-            Series {
-                label: "active estimate".into(),
-                color: "#2ca02c",
-                dashed: true,
-                points: all.points(ESTIMATE),
-            },
-            Series {
-                label: "machine memory".into(),
-                color: "#7f7f7f",
-                dashed: true,
-                points: all.points(MACHINE),
-            },
-        ],
+        lines: {
+            let mut lines = vec![
+                Series {
+                    label: "active estimate".into(),
+                    color: "#2ca02c",
+                    dashed: true,
+                    points: all.points(ESTIMATE),
+                },
+                Series {
+                    label: "machine memory".into(),
+                    color: "#7f7f7f",
+                    dashed: true,
+                    points: all.points(MACHINE),
+                },
+            ];
+            if charts.sharing {
+                lines.push(Series {
+                    label: "shared".into(),
+                    color: "#8c564b",
+                    dashed: false,
+                    points: all.points(SHARED),
+                });
+                lines.push(Series {
+                    label: "reclaimed by sharing".into(),
+                    color: "#e377c2",
+                    dashed: true,
+                    points: all.points(RECLAIMED),
+                });
+            }
+            lines
+        },
         markers,
     }));
     html.push('\n');
+    let sharing = if charts.sharing {
+        "Shared memory, the figure's fifth metric, is drawn over them: the tenants' memory on shared frames (part of what they hold, each shared page counted in every tenant that maps it, as ESX counts it), and the memory sharing reclaims (shared less one copy per frame)."
+    } else {
+        "Shared memory, the figure's fifth metric, joins this chart when memtide shares pages."
+    };
     let _ = writeln!(
         html,
-        "<p class=\"note\">Summed over every running tenant and stacked, like the ESX paper's Fig. 8(b): machine memory the tenants hold, memory their balloons took back, and memory the host paged out to its swap; the sum of their active estimates and the host's machine memory drawn over them. Shared memory, the figure's fifth metric, joins this chart when memtide shares pages. In a run longer than {BUCKETS} ticks each point is the mean over the ticks it stands for.</p>"
+        "<p class=\"note\">Summed over every running tenant and stacked, like the ESX paper's Fig. 8(b): machine memory the tenants hold, memory their balloons took back, and memory the host paged out to its swap; the sum of their active estimates and the host's machine memory drawn over them. {sharing} In a run longer than {BUCKETS} ticks each point is the mean over the ticks it stands for.</p>"
     );
 }
 
@@ -500,7 +555,10 @@ fn tenant_section(
                 dashed: true,
                 points: series.working_set.points(),
             },
-        ],
+        ]
+        .into_iter()
+        .chain(tenant_extras(series))
+        .collect(),
         markers,
     }));
     html.push('\n');
@@ -529,6 +587,31 @@ fn tenant_section(
             );
         }
     }
+}
+
+/// A tenant's balloon, host-swapped and shared memory, each drawn only if it had any (ESX
+/// Fig. 8(c, d) draw them per VM).
+fn tenant_extras(series: &TenantSeries) -> Vec<Series> {
+    let mut out = Vec::new();
+    let mut add = |on: bool, label: &str, color, s: &BoundedSeries| {
+        if on {
+            out.push(Series {
+                label: label.into(),
+                color,
+                dashed: false,
+                points: s.points(),
+            });
+        }
+    };
+    add(series.any_balloon, "balloon", "#bcbd22", &series.balloon);
+    add(
+        series.any_host_swapped,
+        "host-swapped",
+        "#d62728",
+        &series.host_swapped,
+    );
+    add(series.any_shared, "shared", "#8c564b", &series.shared);
+    out
 }
 
 /// The warm-up of a run: its first 30 s, or its first tenth if that is shorter.
@@ -612,6 +695,32 @@ mod tests {
         for name in ["<h3>a ", "<h3>b, &lt;web&gt; ", "<h3>c "] {
             assert!(html.contains(name), "{name} missing");
         }
+    }
+
+    #[test]
+    fn shared_memory_is_drawn_only_when_the_world_shares_pages() {
+        let plain = page();
+        assert!(!plain.contains("reclaimed by sharing"));
+        let mut r = record();
+        for tick in &mut r.ticks {
+            tick.sharing = Some(memtide_model::HostSharing {
+                shared: memtide_model::Pages::from_mib(40),
+                frames: memtide_model::Pages::from_mib(10),
+                ..Default::default()
+            });
+            for row in &mut tick.rows {
+                row.shared = Some(Bytes::from_mib(20));
+            }
+        }
+        let html = page_of(&r);
+        assert!(html.contains("reclaimed by sharing"), "the host's line");
+        // The all-tenants chart and every tenant that ran draw a shared line.
+        assert!(
+            html.matches(">shared<").count() >= 2,
+            "{}",
+            html.matches(">shared<").count()
+        );
+        assert!(html.contains("is drawn over them"));
     }
 
     #[test]

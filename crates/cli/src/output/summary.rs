@@ -98,6 +98,23 @@ pub struct HostSummary {
     pub min_free_mb: f64,
     pub mean_budget_mb: f64,
     pub refusals: Vec<RefusalSummary>,
+    /// Page sharing over the run, when the world shares pages.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sharing: Option<SharingSummary>,
+    /// Hot I/O page remapping's counts at the last tick, when the world models it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub io_remap: Option<memtide_model::IoRemapping>,
+}
+
+/// Page sharing host-wide: ESX's shared and reclaimed memory (and shared zero pages) averaged
+/// over the ticks, the most reclaimed at once, and the sharing machinery's memory at the end.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SharingSummary {
+    pub mean_shared_mb: f64,
+    pub mean_reclaimed_mb: f64,
+    pub max_reclaimed_mb: f64,
+    pub mean_zero_mb: Option<f64>,
+    pub final_metadata_mb: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -179,6 +196,19 @@ pub struct Accumulator {
     min_free: f64,
     budget_sum: f64,
     previous: Option<ReclamationState>,
+    sharing: Option<SharingAcc>,
+    io_remap: Option<memtide_model::IoRemapping>,
+}
+
+/// Page sharing summed over the ticks that reported it (MB), their count, the most reclaimed
+/// at once and the last reading.
+struct SharingAcc {
+    shared: f64,
+    reclaimed: f64,
+    zero: f64,
+    ticks: u64,
+    max_reclaimed: f64,
+    last: memtide_model::HostSharing,
 }
 
 impl Accumulator {
@@ -202,6 +232,8 @@ impl Accumulator {
             min_free: f64::INFINITY,
             budget_sum: 0.0,
             previous: None,
+            sharing: None,
+            io_remap: None,
         }
     }
 
@@ -217,6 +249,26 @@ impl Accumulator {
         self.free_sum += tick.free.as_mib_f64();
         self.min_free = f64::min(self.min_free, tick.free.as_mib_f64());
         self.budget_sum += tick.budget.as_mib_f64();
+        if let Some(s) = tick.sharing {
+            let mb = |p: memtide_model::Pages| p.to_bytes().as_mib_f64();
+            let acc = self.sharing.get_or_insert(SharingAcc {
+                shared: 0.0,
+                reclaimed: 0.0,
+                zero: 0.0,
+                ticks: 0,
+                max_reclaimed: 0.0,
+                last: s,
+            });
+            acc.shared += mb(s.shared);
+            acc.reclaimed += mb(s.reclaimed());
+            acc.zero += s.zero.map_or(0.0, mb);
+            acc.ticks += 1;
+            acc.max_reclaimed = acc.max_reclaimed.max(mb(s.reclaimed()));
+            acc.last = s;
+        }
+        if tick.remapping.is_some() {
+            self.io_remap = tick.remapping;
+        }
         for row in &tick.rows {
             let Some(a) = self.index.get(&row.tenant).map(|&i| &mut self.acc[i]) else {
                 continue;
@@ -310,6 +362,17 @@ impl Accumulator {
                         reason: r.reason.clone(),
                     })
                     .collect(),
+                sharing: self.sharing.map(|a| {
+                    let n = a.ticks.max(1) as f64;
+                    SharingSummary {
+                        mean_shared_mb: round3(a.shared / n),
+                        mean_reclaimed_mb: round3(a.reclaimed / n),
+                        max_reclaimed_mb: round3(a.max_reclaimed),
+                        mean_zero_mb: a.last.zero.map(|_| round3(a.zero / n)),
+                        final_metadata_mb: a.last.metadata.map(|b| round3(b.as_mib_f64())),
+                    }
+                }),
+                io_remap: self.io_remap,
             },
             events: run
                 .events
