@@ -217,6 +217,15 @@ impl Running {
         // crashed is restored from them.
         if config.sharing.enabled {
             host.enable_sharing(state_path.parent().map(|d| d.join("ksm.json")).as_deref())?;
+            if !host.sharing().is_some_and(|k| k.merge_any()) {
+                log.warn(
+                    "sharing_no_merge_any",
+                    &[(
+                        "why",
+                        json!("this kernel has no PR_SET_MEMORY_MERGE (Linux 6.4 and later): launched tenants are not asked to merge; processes that madvise(MADV_MERGEABLE) still are merged"),
+                    )],
+                );
+            }
         }
         let mut runner = Runner::new(host, controller, config.daemon.tick);
         for s in &slots {
