@@ -2,11 +2,11 @@
 
 mod common;
 
-use common::{Memtide, Proc, MIB};
+use common::{Memtide, Proc, TestCgroup, MIB};
 use memtide_agents::hub::AgentEvent;
 use memtide_balloon::protocol::ProgressStatus;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{ChildStdin, Command, Stdio};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Mutex, PoisonError};
@@ -42,88 +42,6 @@ fn compile(dir: &Path) {
         .status()
         .unwrap();
     assert!(status.success(), "javac {}", src.display());
-}
-
-/// A v1 memory cgroup beneath this process's own, emptied (its processes killed) and removed on
-/// drop.
-struct TestCgroup {
-    dir: PathBuf,
-}
-
-impl TestCgroup {
-    fn new(name: &str) -> Option<TestCgroup> {
-        let own = std::fs::read_to_string("/proc/self/cgroup")
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| {
-                let mut parts = l.splitn(3, ':');
-                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-                controllers
-                    .split(',')
-                    .any(|c| c == "memory")
-                    .then(|| path.to_string())
-            });
-        let Some(own) = own else {
-            let why = "no cgroup v1 memory controller (this test places the JVM under /sys/fs/cgroup/memory)";
-            assert!(std::env::var_os("MEMTIDE_REQUIRE_LINUX").is_none(), "{why}");
-            eprintln!("SKIPPED: {why}");
-            return None;
-        };
-        let dir = Path::new("/sys/fs/cgroup/memory")
-            .join(own.trim_start_matches('/'))
-            .join(format!("memtide-jvm-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir(&dir);
-        if let Err(e) = std::fs::create_dir(&dir) {
-            let why = format!("cannot create {}: {e}", dir.display());
-            assert!(std::env::var_os("MEMTIDE_REQUIRE_LINUX").is_none(), "{why}");
-            eprintln!("SKIPPED: {why}");
-            return None;
-        }
-        Some(TestCgroup { dir })
-    }
-
-    fn usage(&self) -> u64 {
-        std::fs::read_to_string(self.dir.join("memory.usage_in_bytes"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    }
-
-    /// `program` started inside the cgroup (it joins before exec).
-    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new("sh");
-        c.arg("-c")
-            .arg(r#"echo $$ > "$0" && exec "$@""#)
-            .arg(self.dir.join("cgroup.procs"))
-            .arg(program);
-        c
-    }
-
-    fn pids(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.join("cgroup.procs"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_string)
-            .collect()
-    }
-}
-
-impl Drop for TestCgroup {
-    fn drop(&mut self) {
-        let until = Instant::now() + Duration::from_secs(20);
-        loop {
-            let pids = self.pids();
-            if pids.is_empty() || Instant::now() > until {
-                break;
-            }
-            let _ = Command::new("kill").arg("-9").args(&pids).status();
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        while std::fs::remove_dir(&self.dir).is_err() && Instant::now() < until {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
 }
 
 /// Heap.java running in a cgroup, its stdout's lines on a channel.

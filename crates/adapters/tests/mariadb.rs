@@ -3,7 +3,7 @@
 mod common;
 
 use common::mariadb::{available, Mariadbd};
-use common::{adapter_command, done_at, rss, Memtide, Proc, MIB};
+use common::{adapter_command, done_at, rss, Memtide, Proc, TestCgroup, MIB};
 use memtide_agents::hub::{AgentEvent, Closed};
 use memtide_balloon::protocol::ProgressStatus;
 use std::path::Path;
@@ -12,9 +12,10 @@ use std::time::{Duration, Instant};
 
 const SIZE: &str = "SELECT @@innodb_buffer_pool_size";
 
-/// `memtide-adapter mariadb` with `args` as the tenant's agent.
-fn adapter(memtide: &Memtide, args: &[&str]) -> Proc {
-    let mut command = adapter_command();
+/// `memtide-adapter mariadb` with `args` as the tenant's agent, in the server's cgroup `cg`
+/// (the adapter confirms a shrink on its own cgroup's usage: the server's, and no other test's).
+fn adapter(memtide: &Memtide, cg: &TestCgroup, args: &[&str]) -> Proc {
+    let mut command = cg.command(env!("CARGO_BIN_EXE_memtide-adapter"));
     command.arg("mariadb").args(args);
     memtide.spawn(command)
 }
@@ -36,7 +37,10 @@ fn the_mariadb_adapter_shrinks_a_warm_buffer_pool_by_more_than_half_and_grows_it
     if !available() {
         return;
     }
-    let db = Mariadbd::start("1G");
+    let Some(cg) = TestCgroup::new("mdb-shrink") else {
+        return;
+    };
+    let db = Mariadbd::start_in("1G", Some(&cg));
     db.add_user("memtide", "s3cret");
     // 600,000 rows of 1 KiB: about 680 MiB of pages, read whole.
     db.fill(600_000);
@@ -52,6 +56,7 @@ fn the_mariadb_adapter_shrinks_a_warm_buffer_pool_by_more_than_half_and_grows_it
     let pass = password_file(db.dir(), "s3cret");
     let adapter = adapter(
         &memtide,
+        &cg,
         &[
             "--url",
             &url,
@@ -147,13 +152,17 @@ fn a_mariadbd_killed_during_a_shrink_fails_the_shrink_and_the_adapter_connects_a
     if !available() {
         return;
     }
-    let mut db = Mariadbd::start("256M");
+    let Some(cg) = TestCgroup::new("mdb-killed") else {
+        return;
+    };
+    let mut db = Mariadbd::start_in("256M", Some(&cg));
     db.add_user("memtide", "s3cret");
     let memtide = Memtide::start(db.dir());
     let url = format!("mysql://127.0.0.1:{}", db.port);
     let pass = password_file(db.dir(), "s3cret");
     let mut adapter = adapter(
         &memtide,
+        &cg,
         &[
             "--url",
             &url,

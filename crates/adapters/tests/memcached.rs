@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{adapter_command, free_port, rss, Memtide, Proc, MIB};
+use common::{free_port, rss, Memtide, Proc, TestCgroup, MIB};
 use memtide_agents::hub::{AgentEvent, Closed};
 use memtide_balloon::protocol::ProgressStatus;
 use std::collections::BTreeMap;
@@ -22,9 +22,10 @@ fn memcached_installed() -> bool {
     false
 }
 
-/// memcached as docs/apps.md launches it: glibc unmapping freed pages, on loopback.
-fn memcached(port: u16, mib: u64) -> Proc {
-    let mut cmd = Command::new("memcached");
+/// memcached as docs/apps.md launches it: glibc unmapping freed pages, on loopback; in the
+/// memory cgroup `cg`, where its adapter confirms a shrink on the usage.
+fn memcached(cg: &TestCgroup, port: u16, mib: u64) -> Proc {
+    let mut cmd = cg.command("memcached");
     cmd.env("MALLOC_MMAP_THRESHOLD_", "131072")
         .args(["-l", "127.0.0.1", "-U", "0", "-p", &port.to_string()])
         .args(["-m", &mib.to_string()]);
@@ -91,9 +92,9 @@ impl Client {
     }
 }
 
-/// The memcached adapter on `port` with `--max max`, registered.
-fn adapter(memtide: &Memtide, port: u16, max: &str) -> Proc {
-    let mut command = adapter_command();
+/// The memcached adapter on `port` with `--max max`, registered, in the server's cgroup `cg`.
+fn adapter(memtide: &Memtide, cg: &TestCgroup, port: u16, max: &str) -> Proc {
+    let mut command = cg.command(env!("CARGO_BIN_EXE_memtide-adapter"));
     command
         .args([
             "memcached",
@@ -111,9 +112,12 @@ fn the_memcached_adapter_shrinks_memcached_by_more_than_half_and_grows_it_back()
     if !memcached_installed() {
         return;
     }
+    let Some(cg) = TestCgroup::new("memcached-shrink") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let server = memcached(port, 1024);
+    let server = memcached(&cg, port, 1024);
     let mut client = Client::connect(port);
     // 600 MiB of 4,000-byte values: enough items that memcached's hash table grows.
     client.fill(600 * MIB, 4000);
@@ -126,7 +130,7 @@ fn the_memcached_adapter_shrinks_memcached_by_more_than_half_and_grows_it_back()
     assert!(full >= 600 * MIB, "memcached RSS {full}");
 
     let memtide = Memtide::start(dir.path());
-    let adapter = adapter(&memtide, port, "1024M");
+    let adapter = adapter(&memtide, &cg, port, "1024M");
     // The agent's first statistics, so the shrink knows what the pool holds.
     std::thread::sleep(Duration::from_millis(2500));
 
@@ -181,12 +185,15 @@ fn memcached_killed_during_a_shrink_is_a_failed_answer_and_the_adapter_keeps_run
     if !memcached_installed() {
         return;
     }
+    let Some(cg) = TestCgroup::new("memcached-killed") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut server = memcached(port, 512);
+    let mut server = memcached(&cg, port, 512);
     Client::connect(port).fill(128 * MIB, 4000);
     let memtide = Memtide::start(dir.path());
-    let mut adapter = adapter(&memtide, port, "512M");
+    let mut adapter = adapter(&memtide, &cg, port, "512M");
 
     // memcached stopped, so the shrink waits on it, then killed under it.
     let pid = server.0.id().to_string();
@@ -218,7 +225,7 @@ fn memcached_killed_during_a_shrink_is_a_failed_answer_and_the_adapter_keeps_run
     );
 
     // memcached back on the same port: the adapter connects again and shrinks it.
-    let _server = memcached(port, 512);
+    let _server = memcached(&cg, port, 512);
     Client::connect(port).fill(128 * MIB, 4000);
     memtide.target(80 * MIB, Duration::from_secs(30));
     memtide.done(80 * MIB);

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{adapter_command, free_port, rss, Memtide, Proc, MIB};
+use common::{free_port, rss, Memtide, Proc, TestCgroup, MIB};
 use memtide_agents::hub::{AgentEvent, Closed};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,10 +19,15 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
         eprintln!("SKIPPED: {why}");
         return;
     }
+    // Server and adapter in a cgroup of their own: the adapter confirms a shrink on its
+    // cgroup's usage, which must be the server's and nothing else's.
+    let Some(cg) = TestCgroup::new("redis") else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let redis = Proc(
-        Command::new("redis-server")
+        cg.command("redis-server")
             .args([
                 "--port",
                 &port.to_string(),
@@ -61,7 +66,7 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
     assert!(full > 150 * MIB, "redis RSS {full}");
 
     let memtide = Memtide::start(dir.path());
-    let mut command = adapter_command();
+    let mut command = cg.command(env!("CARGO_BIN_EXE_memtide-adapter"));
     command.args(["redis", "--url", &url, "--min", "16M", "--max", "256M"]);
     let adapter = memtide.spawn(command);
     memtide.registered();

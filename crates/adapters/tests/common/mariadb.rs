@@ -39,6 +39,8 @@ pub struct Mariadbd {
     child: Option<Child>,
     pool: String,
     pub port: u16,
+    /// The memory cgroup the server runs in (its `cgroup.procs`), when given one.
+    cgroup: Option<PathBuf>,
     // Declared last: removed after the server is gone.
     dir: tempfile::TempDir,
 }
@@ -46,6 +48,12 @@ pub struct Mariadbd {
 impl Mariadbd {
     /// A fresh server with a buffer pool of `pool` (`"1G"`), root without a password.
     pub fn start(pool: &str) -> Mariadbd {
+        Mariadbd::start_in(pool, None)
+    }
+
+    /// As [`Mariadbd::start`], the server in the memory cgroup `cg` (so that what it uses, and
+    /// nothing else, is that cgroup's usage).
+    pub fn start_in(pool: &str, cg: Option<&super::TestCgroup>) -> Mariadbd {
         let dir = tempfile::Builder::new().prefix("mdb").tempdir().unwrap();
         let data = dir.path().join("data");
         // Its own temporary directory: bootstraps running at once in a shared /tmp collide on
@@ -72,6 +80,7 @@ impl Mariadbd {
             child: None,
             pool: pool.to_string(),
             port: free_port(),
+            cgroup: cg.map(|c| c.dir.join("cgroup.procs")),
             dir,
         };
         m.launch();
@@ -95,7 +104,19 @@ impl Mariadbd {
     pub fn launch(&mut self) {
         assert!(self.child.is_none(), "already running");
         let d = self.dir.path();
-        let child = Command::new(MARIADBD)
+        let mut command = match &self.cgroup {
+            // The shell joins the cgroup, then becomes the server (same pid).
+            Some(procs) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(r#"echo $$ > "$0" && exec "$@""#)
+                    .arg(procs)
+                    .arg(MARIADBD);
+                c
+            }
+            None => Command::new(MARIADBD),
+        };
+        let child = command
             .arg("--no-defaults")
             .arg(format!("--datadir={}", d.join("data").display()))
             .arg(format!("--tmpdir={}", d.join("tmp").display()))

@@ -1,4 +1,4 @@
-//! Helpers the adapters' tests share: memtide's side (its real balloon server and hub, trusting the adapter's pid as the tenant's), children killed on drop, free loopback ports, resident memory, and real servers started on loopback in temporary directories.
+//! Helpers the adapters' tests share: memtide's side (its real balloon server and hub, trusting the adapter's pid as the tenant's), children killed on drop, free loopback ports, resident memory, real servers started on loopback in temporary directories, and memory cgroups of their own for a server and its adapter (the adapter confirms a shrink on its cgroup's usage, which must not count another test's server or a build beside it).
 
 #![allow(dead_code)]
 
@@ -8,7 +8,7 @@ use memtide_agents::hub::{AgentEvent, Hub, HubConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_balloon::protocol::ProgressStatus;
 use memtide_model::{AppMove, Bytes, TenantId};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -152,4 +152,86 @@ impl Memtide {
 /// Whether `e` is `done` at `bytes`.
 pub fn done_at(e: &AgentEvent, bytes: u64) -> bool {
     matches!(e, AgentEvent::Answered { status: ProgressStatus::Done, pool_bytes, .. } if *pool_bytes == bytes)
+}
+
+/// A v1 memory cgroup beneath this process's own, emptied (its processes killed) and removed on
+/// drop.
+pub struct TestCgroup {
+    pub dir: PathBuf,
+}
+
+impl TestCgroup {
+    pub fn new(name: &str) -> Option<TestCgroup> {
+        let own = std::fs::read_to_string("/proc/self/cgroup")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                let mut parts = l.splitn(3, ':');
+                let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+                controllers
+                    .split(',')
+                    .any(|c| c == "memory")
+                    .then(|| path.to_string())
+            });
+        let Some(own) = own else {
+            let why = "no cgroup v1 memory controller (these tests place servers under /sys/fs/cgroup/memory)";
+            assert!(std::env::var_os("MEMTIDE_REQUIRE_LINUX").is_none(), "{why}");
+            eprintln!("SKIPPED: {why}");
+            return None;
+        };
+        let dir = Path::new("/sys/fs/cgroup/memory")
+            .join(own.trim_start_matches('/'))
+            .join(format!("memtide-adapters-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir(&dir);
+        if let Err(e) = std::fs::create_dir(&dir) {
+            let why = format!("cannot create {}: {e}", dir.display());
+            assert!(std::env::var_os("MEMTIDE_REQUIRE_LINUX").is_none(), "{why}");
+            eprintln!("SKIPPED: {why}");
+            return None;
+        }
+        Some(TestCgroup { dir })
+    }
+
+    pub fn usage(&self) -> u64 {
+        std::fs::read_to_string(self.dir.join("memory.usage_in_bytes"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// `program` started inside the cgroup (it joins before exec).
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(r#"echo $$ > "$0" && exec "$@""#)
+            .arg(self.dir.join("cgroup.procs"))
+            .arg(program);
+        c
+    }
+
+    pub fn pids(&self) -> Vec<String> {
+        std::fs::read_to_string(self.dir.join("cgroup.procs"))
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let until = Instant::now() + Duration::from_secs(20);
+        loop {
+            let pids = self.pids();
+            if pids.is_empty() || Instant::now() > until {
+                break;
+            }
+            let _ = Command::new("kill").arg("-9").args(&pids).status();
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        while std::fs::remove_dir(&self.dir).is_err() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
 }
