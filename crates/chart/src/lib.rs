@@ -35,6 +35,8 @@ pub struct Marker {
 /// A line chart: y from zero to the largest value.
 pub struct LineChart<'a> {
     pub y_label: &'a str,
+    /// The x axis's label (`time (s)` on every chart over a run).
+    pub x_label: &'a str,
     pub x_range: (f64, f64),
     /// Height with a one-row legend; each further legend row adds to it.
     pub height: f64,
@@ -137,7 +139,7 @@ impl Frame {
     }
 }
 
-fn x_axis(svg: &mut String, f: &Frame) {
+fn x_axis(svg: &mut String, f: &Frame, label: &str) {
     let base = f.top + f.plot_h();
     let _ = write!(
         svg,
@@ -162,9 +164,10 @@ fn x_axis(svg: &mut String, f: &Frame) {
     }
     let _ = write!(
         svg,
-        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" class="axis-label">time (s)</text>"#,
+        r#"<text x="{:.1}" y="{:.1}" text-anchor="middle" class="axis-label">{}</text>"#,
         LEFT + f.plot_w() / 2.0,
-        base + 32.0
+        base + 32.0,
+        escape(label)
     );
 }
 
@@ -387,7 +390,7 @@ pub fn line_chart(c: &LineChart) -> String {
     let (legend, rows) = legend(&keys);
     let (f, mut svg) = open(c.x_range, y_max, c.height, rows);
     y_axis(&mut svg, &f, c.y_label);
-    x_axis(&mut svg, &f);
+    x_axis(&mut svg, &f, c.x_label);
     markers(&mut svg, &f, c.markers);
     // Solid series first, wider and a little transparent, then the dashed ones on top and
     // thinner: a dashed target over the allocation it equals leaves both readable.
@@ -437,7 +440,7 @@ pub fn stacked_chart(c: &StackedChart) -> String {
     let (legend, rows) = legend(&keys);
     let (f, mut svg) = open(c.x_range, y_max, c.height, rows);
     y_axis(&mut svg, &f, c.y_label);
-    x_axis(&mut svg, &f);
+    x_axis(&mut svg, &f, "time (s)");
     let x: Vec<f64> = c.x.iter().map(|x| f.px(*x)).collect();
     for (i, area) in c.areas.iter().enumerate() {
         let _ = write!(
@@ -519,7 +522,7 @@ pub fn state_band(
         );
         i = j;
     }
-    x_axis(&mut svg, &f);
+    x_axis(&mut svg, &f, "time (s)");
     markers(&mut svg, &f, event_markers);
     let mut x = LEFT;
     for s in ReclamationState::ALL {
@@ -561,6 +564,7 @@ mod tests {
     fn line_chart_draws_a_polyline_per_series_and_a_legend() {
         let c = LineChart {
             y_label: "MB",
+            x_label: "time (s)",
             x_range: (0.0, 10.0),
             height: 200.0,
             series: vec![
@@ -619,6 +623,7 @@ mod tests {
         ];
         let c = LineChart {
             y_label: "MB",
+            x_label: "time (s)",
             x_range: (0.0, 10.0),
             height: 200.0,
             series: Vec::new(),
@@ -635,6 +640,7 @@ mod tests {
     fn dashed_series_are_drawn_over_the_solid_ones() {
         let c = LineChart {
             y_label: "MB",
+            x_label: "time (s)",
             x_range: (0.0, 10.0),
             height: 200.0,
             series: vec![
@@ -678,6 +684,7 @@ mod tests {
     fn a_long_legend_wraps_into_rows_and_the_chart_grows_to_keep_its_plot() {
         let short = line_chart(&LineChart {
             y_label: "MB",
+            x_label: "time (s)",
             x_range: (0.0, 10.0),
             height: 200.0,
             series: vec![series("a", "#111", false)],
@@ -688,6 +695,7 @@ mod tests {
             .collect();
         let long = line_chart(&LineChart {
             y_label: "MB",
+            x_label: "time (s)",
             x_range: (0.0, 10.0),
             height: 200.0,
             series: many,
@@ -777,6 +785,7 @@ mod tests {
     fn charts_of_empty_or_flat_data_do_not_divide_by_zero() {
         let c = LineChart {
             y_label: "MB",
+            x_label: "time (s)",
             x_range: (0.0, 0.0),
             height: 200.0,
             series: vec![],

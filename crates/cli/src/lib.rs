@@ -1,6 +1,7 @@
-//! The memtide command's library: run scenarios on the simulated host, write their outputs, benchmark, and print a daemon's status.
+//! The memtide command's library: run scenarios on the simulated host, write their outputs, benchmark, print a daemon's status, and run the cache simulator.
 
 pub mod bench;
+pub mod cache;
 pub mod output;
 pub mod progress;
 pub mod record;

@@ -1,8 +1,8 @@
-//! The `memtide` command: `sim` runs a scenario on the simulated host, `daemon` manages a real Linux host, `status` asks a running daemon, `bench` measures memtide's own speed.
+//! The `memtide` command: `sim` runs a scenario on the simulated host, `daemon` manages a real Linux host, `status` asks a running daemon, `bench` measures memtide's own speed, `cache` runs the cache simulator.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memtide_cli::{bench, output, progress::Progress, run};
+use memtide_cli::{bench, cache, output, progress::Progress, run};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -66,6 +66,36 @@ enum Command {
         #[arg(long)]
         write: Option<PathBuf>,
     },
+    /// The cache simulator (see docs/cache.md).
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum CacheCommand {
+    /// The exact LRU miss-ratio curve of a block trace (*.csv or libCacheSim *.oracleGeneral),
+    /// in one pass: mrc.csv and mrc.html.
+    Mrc {
+        /// The trace.
+        trace: PathBuf,
+        /// Output directory (default: out/mrc-<trace name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Only this tenant's requests.
+        #[arg(long)]
+        tenant: Option<u32>,
+        /// Also a SHARDS curve sampled at this rate (0 < RATE <= 1), with its error.
+        #[arg(long, value_name = "RATE")]
+        shards_rate: Option<f64>,
+        /// Also a fixed-size SHARDS curve keeping this many blocks, with its error.
+        #[arg(long, value_name = "BLOCKS", conflicts_with = "shards_rate")]
+        shards_size: Option<usize>,
+        /// Cache sizes written and drawn.
+        #[arg(long, default_value_t = 1000)]
+        points: usize,
+    },
 }
 
 fn main() -> ExitCode {
@@ -84,6 +114,7 @@ fn main() -> ExitCode {
         Command::Bench { quick, write } => bench::run(quick, write.as_deref()).map(|_| ()),
         Command::Daemon { config, dry_run } => daemon(&config, dry_run),
         Command::Status { address, json } => status(address, json),
+        Command::Cache { command } => cache_command(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -109,6 +140,12 @@ fn usage_error(e: &anyhow::Error) -> Option<&dyn std::fmt::Display> {
         return Some(user);
     }
     if let Some(user) = e.downcast_ref::<output::OutDirError>() {
+        return Some(user);
+    }
+    if let Some(user) = e
+        .downcast_ref::<cache::CacheError>()
+        .filter(|c| c.is_usage())
+    {
         return Some(user);
     }
     if let Some(user) = e.downcast_ref::<memtide_daemon::config::ConfigError>() {
@@ -240,4 +277,45 @@ fn sim_into(
     let mut done = run::run(scenario, progress, &mut outputs)?;
     done.variant = variant.map(str::to_string);
     outputs.finish(&done).with_context(writing)
+}
+
+/// `memtide cache ...`.
+fn cache_command(command: CacheCommand) -> anyhow::Result<()> {
+    match command {
+        CacheCommand::Mrc {
+            trace,
+            out,
+            tenant,
+            shards_rate,
+            shards_size,
+            points,
+        } => {
+            let out = out.unwrap_or_else(|| {
+                let stem = trace
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Path::new("out").join(format!("mrc-{stem}"))
+            });
+            let run = cache::mrc(&cache::MrcOptions {
+                trace,
+                out: out.clone(),
+                tenant,
+                shards_rate,
+                shards_size,
+                points,
+            })?;
+            println!(
+                "{} requests, {} distinct blocks; {:.1} M requests/s",
+                run.requests,
+                run.distinct,
+                run.requests as f64 / run.seconds.max(1e-9) / 1e6
+            );
+            if let Some((_, error, label)) = &run.shards {
+                println!("{label}: mean absolute error {error:.5} against the exact curve");
+            }
+            println!("outputs: {}", out.display());
+            Ok(())
+        }
+    }
 }

@@ -26,6 +26,27 @@ impl Progress {
         Progress { bar }
     }
 
+    /// A bar over `total_bytes` of a file being read, labelled (e.g. with the file's name).
+    pub fn bytes(total_bytes: u64, label: &str) -> Progress {
+        if !std::io::stderr().is_terminal() {
+            return Progress::hidden();
+        }
+        let bar = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template(
+            "{prefix} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
+        )
+        .map(|s| s.progress_chars("=> "))
+        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        bar.set_style(style);
+        bar.set_prefix(label.to_string());
+        Progress { bar }
+    }
+
+    /// Sets the position (bytes read so far).
+    pub fn set(&self, position: u64) {
+        self.bar.set_position(position);
+    }
+
     /// A bar that draws nothing (tests, benchmarks).
     pub fn hidden() -> Progress {
         Progress {

@@ -370,6 +370,7 @@ fn host_section(
     html.push_str("<h3>Free machine memory</h3>\n");
     html.push_str(&chart::line_chart(&LineChart {
         y_label: "MB",
+        x_label: "time (s)",
         x_range,
         height: 220.0,
         series: vec![
@@ -497,6 +498,7 @@ fn compared_section(
     }
     html.push_str(&chart::line_chart(&LineChart {
         y_label: "MB",
+        x_label: "time (s)",
         x_range,
         height: 260.0,
         series,
@@ -528,6 +530,7 @@ fn tenant_section(
     }
     html.push_str(&chart::line_chart(&LineChart {
         y_label: "MB",
+        x_label: "time (s)",
         x_range,
         height: 260.0,
         series: vec![
@@ -567,6 +570,7 @@ fn tenant_section(
         let clipped = clip_warm_up(&mut points, x_range);
         html.push_str(&chart::line_chart(&LineChart {
             y_label: "ops/s",
+            x_label: "time (s)",
             x_range,
             height: 170.0,
             series: vec![Series {

@@ -1,0 +1,139 @@
+//! Block traces, read as streams: a CSV block trace (`time,tenant,block,size,op`) and libCacheSim's `oracleGeneral` binary format; neither is ever loaded whole.
+//!
+//! Both readers are iterators of `Result<Request, TraceError>`: a malformed record is an error
+//! naming the file, the record (line or record number), the field and the value, and ends the
+//! read. Which reader a path gets is decided by its name ([`TraceReader::open`]).
+
+mod csv;
+mod oracle;
+
+pub use csv::CsvReader;
+pub use oracle::OracleReader;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// One request of a trace.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    /// When, in the trace's own unit (oracleGeneral: seconds; CSV: as written).
+    pub time: u64,
+    /// Which tenant (application) asked; 0 where the trace has one tenant.
+    pub tenant: u32,
+    /// The block (object) asked for.
+    pub block: u64,
+    /// Its size in bytes, as the trace says (the simulator counts blocks).
+    pub size: u32,
+    pub op: Op,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    Read,
+    Write,
+}
+
+/// What went wrong reading a trace; every message names the file and where in it.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    #[error("cannot read {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{}:{line}: field `{field}` is {value:?}, expected {expected}", path.display())]
+    Field {
+        path: PathBuf,
+        line: u64,
+        field: &'static str,
+        value: String,
+        expected: &'static str,
+    },
+    #[error("{}:{line}: {found} fields, expected 5 (time,tenant,block,size,op)", path.display())]
+    Fields {
+        path: PathBuf,
+        line: u64,
+        found: usize,
+    },
+    #[error("{}: record {record} is cut short ({bytes} of 24 bytes): not an oracleGeneral trace, or truncated", path.display())]
+    Truncated {
+        path: PathBuf,
+        record: u64,
+        bytes: usize,
+    },
+    #[error("{}: unknown trace format; name it *.csv or *.oracleGeneral[.bin]", path.display())]
+    Format { path: PathBuf },
+}
+
+/// A trace file opened with the reader its name calls for.
+pub enum TraceReader {
+    Csv(CsvReader<io::BufReader<std::fs::File>>),
+    Oracle(OracleReader<io::BufReader<std::fs::File>>),
+}
+
+impl TraceReader {
+    /// Opens `path`: `*.csv` as a CSV block trace, `*.oracleGeneral` or `*.oracleGeneral.bin`
+    /// (libCacheSim's names) as oracleGeneral.
+    pub fn open(path: &Path) -> Result<TraceReader, TraceError> {
+        let name = path
+            .file_name()
+            .map(|n| n.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default();
+        let file = std::fs::File::open(path).map_err(|source| TraceError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let buffered = io::BufReader::with_capacity(1 << 16, file);
+        if name.ends_with(".csv") {
+            Ok(TraceReader::Csv(CsvReader::new(path, buffered)))
+        } else if name.ends_with(".oraclegeneral") || name.ends_with(".oraclegeneral.bin") {
+            Ok(TraceReader::Oracle(OracleReader::new(path, buffered)))
+        } else {
+            Err(TraceError::Format {
+                path: path.to_path_buf(),
+            })
+        }
+    }
+
+    /// Bytes read so far (for progress).
+    pub fn bytes_read(&self) -> u64 {
+        match self {
+            TraceReader::Csv(r) => r.bytes_read(),
+            TraceReader::Oracle(r) => r.bytes_read(),
+        }
+    }
+}
+
+impl Iterator for TraceReader {
+    type Item = Result<Request, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            TraceReader::Csv(r) => r.next(),
+            TraceReader::Oracle(r) => r.next(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_without_a_known_format_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("trace.txt");
+        std::fs::write(&path, "x").unwrap();
+        let err = TraceReader::open(&path).err().unwrap().to_string();
+        assert!(
+            err.contains("trace.txt") && err.contains("oracleGeneral"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_missing_file_is_an_io_error_naming_it() {
+        let err = TraceReader::open(Path::new("/nonexistent/t.csv"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("/nonexistent/t.csv"), "{err}");
+    }
+}
