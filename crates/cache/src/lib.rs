@@ -1,4 +1,4 @@
-//! memtide's cache simulator (Gemini, VLDB 2008): block traces read as streams, single-size LRU replay, exact LRU miss-ratio curves from stack distances in one pass, and SHARDS-sampled curves with their error against the exact ones.
+//! memtide's cache simulator (Gemini, VLDB 2008): block traces read as streams, single-size LRU replay, exact LRU miss-ratio curves from stack distances in one pass, SHARDS-sampled curves with their error against the exact ones, the two-level hierarchy (LRU/LRU, LRU/DEMOTE; quotas or shared) request by request, and exact latency surfaces over quota grids.
 //!
 //! Pure and streaming: no clock, no randomness but the hash that samples blocks, and no trace
 //! is ever loaded whole; memory is proportional to the distinct blocks a trace touches.
@@ -6,9 +6,13 @@
 pub mod lru;
 pub mod mrc;
 pub mod shards;
+pub mod surface;
 pub mod trace;
+pub mod twolevel;
 
 pub use lru::Lru;
 pub use mrc::{MissRatioCurve, StackDistances};
 pub use shards::Shards;
+pub use surface::Surface;
 pub use trace::{Op, Request, TraceError, TraceReader};
+pub use twolevel::{Counts, Latencies, Policy, Served, TwoLevel};

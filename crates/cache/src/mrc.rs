@@ -166,18 +166,21 @@ impl MissRatioCurve {
         self.by_distance.len() as u64
     }
 
+    /// The weight of requests that hit in an LRU cache of `size` blocks.
+    pub fn hits(&self, size: u64) -> f64 {
+        self.by_distance
+            .iter()
+            .take(size.min(self.by_distance.len() as u64) as usize)
+            .sum()
+    }
+
     /// The miss ratio of an LRU cache of `size` blocks (1 for an empty stream).
     pub fn miss_ratio(&self, size: u64) -> f64 {
         let total = self.requests();
         if total <= 0.0 {
             return 1.0;
         }
-        let hits: f64 = self
-            .by_distance
-            .iter()
-            .take(size.min(self.by_distance.len() as u64) as usize)
-            .sum();
-        (1.0 - hits / total).clamp(0.0, 1.0)
+        (1.0 - self.hits(size) / total).clamp(0.0, 1.0)
     }
 
     /// The miss ratio at every size from 0 to `max_size()`, in one pass.

@@ -1,7 +1,9 @@
-//! `memtide cache`: the cache simulator's commands. `mrc TRACE` streams a block trace into its exact LRU miss-ratio curve in one pass (and, if asked, a SHARDS curve beside it with its error against the exact one), written as `mrc.csv` and a self-contained `mrc.html`.
+//! `memtide cache`: the cache simulator's commands. `mrc TRACE` streams a block trace into its exact LRU miss-ratio curve in one pass (and, if asked, a SHARDS curve beside it with its error against the exact one), written as `mrc.csv` and a self-contained `mrc.html`; `surface TRACE` computes one tenant's exact latency surface r(q_c, q_s) over a grid of buffer-pool and storage-cache quotas, under LRU/LRU or LRU/DEMOTE, as `surface.csv`.
 
 use crate::progress::Progress;
-use memtide_cache::{MissRatioCurve, Shards, StackDistances, TraceError, TraceReader};
+use memtide_cache::{
+    Latencies, MissRatioCurve, Policy, Shards, StackDistances, Surface, TraceError, TraceReader,
+};
 use memtide_chart::{self as chart, escape, LineChart, Series};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -32,6 +34,10 @@ pub enum CacheError {
     Rate(f64),
     #[error("--points {0}: must be between 2 and 1000000")]
     Points(usize),
+    #[error("--grid {0}: must be between 2 and 1024 quota settings per level")]
+    Grid(usize),
+    #[error("--tenant {tenant}: no request of that tenant in {}", path.display())]
+    NoRequests { tenant: u32, path: PathBuf },
     #[error("cannot write {}: {source}", path.display())]
     Write {
         path: PathBuf,
@@ -190,6 +196,76 @@ fn html(run: &MrcRun, sizes: &[u64], name: &str) -> String {
     )
 }
 
+/// What `memtide cache surface` was asked.
+#[derive(Clone, Debug)]
+pub struct SurfaceOptions {
+    pub trace: PathBuf,
+    pub out: PathBuf,
+    pub tenant: Option<u32>,
+    pub policy: Policy,
+    /// The largest buffer-pool and storage-cache quotas, in blocks.
+    pub buffer: u64,
+    pub storage: u64,
+    /// Quota settings per level, evenly spaced from 0 to the largest (the paper: 32).
+    pub grid: usize,
+    pub latencies: Latencies,
+}
+
+/// Reads one tenant's requests (held in memory: LRU/LRU replays them once per buffer quota)
+/// and writes its latency at every grid point to `surface.csv`.
+pub fn surface(o: &SurfaceOptions) -> Result<Surface, CacheError> {
+    if !(2..=1024).contains(&o.grid) {
+        return Err(CacheError::Grid(o.grid));
+    }
+    let mut blocks = Vec::new();
+    for r in TraceReader::open(&o.trace)? {
+        let r = r?;
+        if o.tenant.is_none_or(|t| t == r.tenant) {
+            blocks.push(r.block);
+        }
+    }
+    if blocks.is_empty() {
+        return Err(CacheError::NoRequests {
+            tenant: o.tenant.unwrap_or(0),
+            path: o.trace.clone(),
+        });
+    }
+    let grid = |max: u64| -> Vec<u64> {
+        let n = o.grid as u64 - 1;
+        (0..=n).map(|i| i * max / n).collect()
+    };
+    let (buffer, storage) = (grid(o.buffer), grid(o.storage));
+    let surface = match o.policy {
+        Policy::Demote => {
+            let curve = MissRatioCurve::exact(blocks.iter().copied());
+            Surface::demote(&curve, &buffer, &storage)
+        }
+        Policy::LruLru => Surface::lru_lru(&blocks, &buffer, &storage),
+    };
+    let mut csv = String::from(
+        "buffer_blocks,storage_blocks,buffer_hits,storage_hits,disk_reads,latency_us\n",
+    );
+    for (i, &c) in buffer.iter().enumerate() {
+        for (j, &s) in storage.iter().enumerate() {
+            let k = surface.counts[i * storage.len() + j];
+            let _ = writeln!(
+                csv,
+                "{c},{s},{},{},{},{:.3}",
+                k.buffer,
+                k.storage,
+                k.disk,
+                surface.latency_us(i, j, &o.latencies)
+            );
+        }
+    }
+    std::fs::create_dir_all(&o.out).map_err(|source| CacheError::Write {
+        path: o.out.clone(),
+        source,
+    })?;
+    write(&o.out.join("surface.csv"), &csv)?;
+    Ok(surface)
+}
+
 fn write(path: &Path, text: &str) -> Result<(), CacheError> {
     std::fs::write(path, text).map_err(|source| CacheError::Write {
         path: path.to_path_buf(),
@@ -237,6 +313,42 @@ mod tests {
         let mut o = options(dir.path(), trace);
         o.tenant = Some(1);
         assert_eq!(mrc(&o).unwrap().requests, 1);
+    }
+
+    #[test]
+    fn a_surface_under_demote_has_the_hand_checked_counts_and_lru_lru_none_from_storage() {
+        let dir = tempfile::tempdir().unwrap();
+        // A loop over 4 blocks, 3 times.
+        let trace: String = (0..12).map(|i| format!("{i},0,{},1,r\n", i % 4)).collect();
+        let path = dir.path().join("loop.csv");
+        std::fs::write(&path, trace).unwrap();
+        let mut o = SurfaceOptions {
+            trace: path,
+            out: dir.path().join("out"),
+            tenant: None,
+            policy: Policy::Demote,
+            buffer: 2,
+            storage: 2,
+            grid: 3,
+            latencies: Latencies::default(),
+        };
+        let s = surface(&o).unwrap();
+        // Buffer 2 + storage 2 hold the loop: 4 from disk, 8 from storage.
+        let last = s.counts[8];
+        assert_eq!((last.buffer, last.storage, last.disk), (0, 8, 4));
+        let csv = std::fs::read_to_string(dir.path().join("out/surface.csv")).unwrap();
+        assert_eq!(csv.lines().count(), 10);
+        assert!(csv.ends_with("2,2,0,8,4,1300.000\n"), "{csv}");
+        o.policy = Policy::LruLru;
+        let s = surface(&o).unwrap();
+        assert_eq!(
+            s.counts[8].disk, 12,
+            "inclusive levels of 2 and 2 hold 2 blocks of 4"
+        );
+        o.tenant = Some(7);
+        assert!(surface(&o).unwrap_err().to_string().contains("--tenant 7"));
+        o.grid = 1;
+        assert!(surface(&o).unwrap_err().is_usage());
     }
 
     #[test]

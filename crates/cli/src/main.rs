@@ -96,6 +96,45 @@ enum CacheCommand {
         #[arg(long, default_value_t = 1000)]
         points: usize,
     },
+    /// One tenant's exact latency surface r(q_c, q_s) over a grid of buffer-pool and
+    /// storage-cache quotas (Gemini's, computed instead of fitted): surface.csv.
+    Surface {
+        /// The trace.
+        trace: PathBuf,
+        /// Output directory (default: out/surface-<trace name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Only this tenant's requests.
+        #[arg(long)]
+        tenant: Option<u32>,
+        /// How the levels cooperate: lru-lru (inclusive) or demote (exclusive).
+        #[arg(long, value_enum, default_value = "demote")]
+        policy: PolicyArg,
+        /// The largest buffer-pool quota, in blocks.
+        #[arg(long)]
+        buffer: u64,
+        /// The largest storage-cache quota, in blocks.
+        #[arg(long)]
+        storage: u64,
+        /// Quota settings per level, from 0 to the largest (the paper's 32).
+        #[arg(long, default_value_t = 32)]
+        grid: usize,
+        /// Latency of a buffer-pool hit, in µs.
+        #[arg(long, default_value_t = 2.0)]
+        buffer_us: f64,
+        /// Latency of a storage-cache hit, in µs.
+        #[arg(long, default_value_t = 200.0)]
+        storage_us: f64,
+        /// Latency of a disk read, in µs.
+        #[arg(long, default_value_t = 3500.0)]
+        disk_us: f64,
+    },
+}
+
+#[derive(Copy, Clone, clap::ValueEnum)]
+enum PolicyArg {
+    LruLru,
+    Demote,
 }
 
 fn main() -> ExitCode {
@@ -314,6 +353,46 @@ fn cache_command(command: CacheCommand) -> anyhow::Result<()> {
             if let Some((_, error, label)) = &run.shards {
                 println!("{label}: mean absolute error {error:.5} against the exact curve");
             }
+            println!("outputs: {}", out.display());
+            Ok(())
+        }
+        CacheCommand::Surface {
+            trace,
+            out,
+            tenant,
+            policy,
+            buffer,
+            storage,
+            grid,
+            buffer_us,
+            storage_us,
+            disk_us,
+        } => {
+            let out = out.unwrap_or_else(|| {
+                let stem = trace
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Path::new("out").join(format!("surface-{stem}"))
+            });
+            let policy = match policy {
+                PolicyArg::LruLru => memtide_cache::Policy::LruLru,
+                PolicyArg::Demote => memtide_cache::Policy::Demote,
+            };
+            cache::surface(&cache::SurfaceOptions {
+                trace,
+                out: out.clone(),
+                tenant,
+                policy,
+                buffer,
+                storage,
+                grid,
+                latencies: memtide_cache::Latencies {
+                    buffer_us,
+                    storage_us,
+                    disk_us,
+                },
+            })?;
             println!("outputs: {}", out.display());
             Ok(())
         }
