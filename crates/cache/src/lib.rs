@@ -3,6 +3,7 @@
 //! Pure and streaming: no clock, no randomness but the hash that samples blocks, and no trace
 //! is ever loaded whole; memory is proportional to the distinct blocks a trace touches.
 
+pub mod gen;
 pub mod lru;
 pub mod mrc;
 pub mod shards;
@@ -10,9 +11,10 @@ pub mod surface;
 pub mod trace;
 pub mod twolevel;
 
+pub use gen::{Generator, Pattern};
 pub use lru::Lru;
 pub use mrc::{MissRatioCurve, StackDistances};
 pub use shards::Shards;
 pub use surface::Surface;
-pub use trace::{Op, Request, TraceError, TraceReader};
+pub use trace::{Op, Request, TraceError, TraceReader, TraceWriter};
 pub use twolevel::{Counts, Latencies, Policy, Served, TwoLevel};

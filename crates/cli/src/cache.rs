@@ -1,8 +1,9 @@
-//! `memtide cache`: the cache simulator's commands. `mrc TRACE` streams a block trace into its exact LRU miss-ratio curve in one pass (and, if asked, a SHARDS curve beside it with its error against the exact one), written as `mrc.csv` and a self-contained `mrc.html`; `surface TRACE` computes one tenant's exact latency surface r(q_c, q_s) over a grid of buffer-pool and storage-cache quotas, under LRU/LRU or LRU/DEMOTE, as `surface.csv`.
+//! `memtide cache`: the cache simulator's commands. `mrc TRACE` streams a block trace into its exact LRU miss-ratio curve in one pass (and, if asked, a SHARDS curve beside it with its error against the exact one), written as `mrc.csv` and a self-contained `mrc.html`; `surface TRACE` computes one tenant's exact latency surface r(q_c, q_s) over a grid of buffer-pool and storage-cache quotas, under LRU/LRU or LRU/DEMOTE, as `surface.csv`; `gen` writes a synthetic trace (Zipf, loop, scan, or the TPC-W-like and RUBiS-like mixtures).
 
 use crate::progress::Progress;
 use memtide_cache::{
-    Latencies, MissRatioCurve, Policy, Shards, StackDistances, Surface, TraceError, TraceReader,
+    Generator, Latencies, MissRatioCurve, Op, Pattern, Policy, Request, Shards, StackDistances,
+    Surface, TraceError, TraceReader, TraceWriter,
 };
 use memtide_chart::{self as chart, escape, LineChart, Series};
 use std::fmt::Write as _;
@@ -34,6 +35,10 @@ pub enum CacheError {
     Rate(f64),
     #[error("--points {0}: must be between 2 and 1000000")]
     Points(usize),
+    #[error(
+        "--blocks {blocks} --theta {theta}: blocks must be at least 1 and theta a number >= 0"
+    )]
+    Pattern { blocks: u64, theta: f64 },
     #[error("--grid {0}: must be between 2 and 1024 quota settings per level")]
     Grid(usize),
     #[error("--tenant {tenant}: no request of that tenant in {}", path.display())]
@@ -266,6 +271,36 @@ pub fn surface(o: &SurfaceOptions) -> Result<Surface, CacheError> {
     Ok(surface)
 }
 
+/// What `memtide cache gen` was asked: `requests` requests of `pattern` from `seed`, as
+/// tenant `tenant`, blocks of `block_bytes`, into `out` (`*.csv` or `*.oracleGeneral`).
+#[derive(Clone, Debug)]
+pub struct GenOptions {
+    pub pattern: Pattern,
+    pub requests: u64,
+    pub seed: u64,
+    pub tenant: u32,
+    pub block_bytes: u32,
+    pub out: PathBuf,
+}
+
+/// Writes the trace; its time is the request's number.
+pub fn gen(o: &GenOptions) -> Result<(), CacheError> {
+    let mut w = TraceWriter::create(&o.out)?;
+    for (time, block) in Generator::new(&o.pattern, o.seed)
+        .take(o.requests as usize)
+        .enumerate()
+    {
+        w.write(&Request {
+            time: time as u64,
+            tenant: o.tenant,
+            block,
+            size: o.block_bytes,
+            op: Op::Read,
+        })?;
+    }
+    Ok(w.finish()?)
+}
+
 fn write(path: &Path, text: &str) -> Result<(), CacheError> {
     std::fs::write(path, text).map_err(|source| CacheError::Write {
         path: path.to_path_buf(),
@@ -349,6 +384,27 @@ mod tests {
         assert!(surface(&o).unwrap_err().to_string().contains("--tenant 7"));
         o.grid = 1;
         assert!(surface(&o).unwrap_err().is_usage());
+    }
+
+    #[test]
+    fn a_generated_trace_reads_back_with_its_requests() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("loop.oracleGeneral");
+        gen(&GenOptions {
+            pattern: Pattern::Loop { n: 10 },
+            requests: 25,
+            seed: 1,
+            tenant: 0,
+            block_bytes: 16384,
+            out: out.clone(),
+        })
+        .unwrap();
+        let blocks: Vec<u64> = TraceReader::open(&out)
+            .unwrap()
+            .map(|r| r.unwrap().block)
+            .collect();
+        assert_eq!(blocks.len(), 25);
+        assert_eq!(blocks[..12], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]);
     }
 
     #[test]

@@ -96,6 +96,32 @@ enum CacheCommand {
         #[arg(long, default_value_t = 1000)]
         points: usize,
     },
+    /// A synthetic block trace (docs/cache.md): *.csv or *.oracleGeneral.
+    Gen {
+        /// The pattern.
+        #[arg(long, value_enum)]
+        pattern: PatternArg,
+        /// Requests to write.
+        #[arg(long)]
+        requests: u64,
+        /// Blocks of a zipf or loop pattern.
+        #[arg(long, default_value_t = 100_000)]
+        blocks: u64,
+        /// Skew of a zipf pattern (0: uniform).
+        #[arg(long, default_value_t = 0.9)]
+        theta: f64,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// The tenant the requests are from.
+        #[arg(long, default_value_t = 0)]
+        tenant: u32,
+        /// Bytes a block (the size column).
+        #[arg(long, default_value_t = 16384)]
+        block_bytes: u32,
+        /// The trace to write.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// One tenant's exact latency surface r(q_c, q_s) over a grid of buffer-pool and
     /// storage-cache quotas (Gemini's, computed instead of fitted): surface.csv.
     Surface {
@@ -129,6 +155,20 @@ enum CacheCommand {
         #[arg(long, default_value_t = 3500.0)]
         disk_us: f64,
     },
+}
+
+#[derive(Copy, Clone, clap::ValueEnum)]
+enum PatternArg {
+    /// A TPC-W-like mixture (docs/cache.md).
+    Tpcw,
+    /// A RUBiS-like mixture.
+    Rubis,
+    /// Zipf over --blocks blocks with --theta.
+    Zipf,
+    /// A loop over --blocks blocks.
+    Loop,
+    /// Ever new blocks.
+    Scan,
 }
 
 #[derive(Copy, Clone, clap::ValueEnum)]
@@ -354,6 +394,37 @@ fn cache_command(command: CacheCommand) -> anyhow::Result<()> {
                 println!("{label}: mean absolute error {error:.5} against the exact curve");
             }
             println!("outputs: {}", out.display());
+            Ok(())
+        }
+        CacheCommand::Gen {
+            pattern,
+            requests,
+            blocks,
+            theta,
+            seed,
+            tenant,
+            block_bytes,
+            out,
+        } => {
+            if !(theta.is_finite() && theta >= 0.0) || blocks == 0 {
+                anyhow::bail!(cache::CacheError::Pattern { blocks, theta });
+            }
+            let pattern = match pattern {
+                PatternArg::Tpcw => memtide_cache::Pattern::tpcw(),
+                PatternArg::Rubis => memtide_cache::Pattern::rubis(),
+                PatternArg::Zipf => memtide_cache::Pattern::Zipf { n: blocks, theta },
+                PatternArg::Loop => memtide_cache::Pattern::Loop { n: blocks },
+                PatternArg::Scan => memtide_cache::Pattern::Scan,
+            };
+            cache::gen(&cache::GenOptions {
+                pattern,
+                requests,
+                seed,
+                tenant,
+                block_bytes,
+                out: out.clone(),
+            })?;
+            println!("wrote {requests} requests to {}", out.display());
             Ok(())
         }
         CacheCommand::Surface {

@@ -84,19 +84,19 @@ impl<R: Read> Iterator for OracleReader<R> {
     }
 }
 
+/// One request as an oracleGeneral record (time cut to 32 bits, next access unknown: -1).
+pub fn record(r: &Request) -> [u8; RECORD] {
+    let mut out = [0u8; RECORD];
+    out[0..4].copy_from_slice(&(r.time as u32).to_le_bytes());
+    out[4..12].copy_from_slice(&r.block.to_le_bytes());
+    out[12..16].copy_from_slice(&r.size.to_le_bytes());
+    out[16..24].copy_from_slice(&(-1i64).to_le_bytes());
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// One request as an oracleGeneral record (next access unknown: -1).
-    fn record(r: &Request) -> [u8; RECORD] {
-        let mut out = [0u8; RECORD];
-        out[0..4].copy_from_slice(&(r.time as u32).to_le_bytes());
-        out[4..12].copy_from_slice(&r.block.to_le_bytes());
-        out[12..16].copy_from_slice(&r.size.to_le_bytes());
-        out[16..24].copy_from_slice(&(-1i64).to_le_bytes());
-        out
-    }
 
     #[test]
     fn records_read_back_as_written() {
