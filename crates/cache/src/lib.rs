@@ -6,6 +6,7 @@
 pub mod gen;
 pub mod lru;
 pub mod mrc;
+pub mod partition;
 pub mod shards;
 pub mod surface;
 pub mod trace;
