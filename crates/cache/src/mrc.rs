@@ -1,10 +1,11 @@
 //! Exact LRU miss-ratio curves in one pass (Mattson et al., 1970): a request's stack distance — the distinct blocks asked for since its block's previous request — decides at once whether it hits in an LRU cache of every size, so one histogram of distances is the miss ratio at all sizes.
 //!
 //! **Stack distances** ([`StackDistances`]) are counted with an order-statistic structure: a
-//! Fenwick tree over request times marks each block's most recent request; the distance of a
-//! request to block b is the number of marks after b's previous request. O(log n) per request
-//! for n requests kept, memory O(distinct blocks): when the times run out the marks are
-//! renumbered densely (O(u log u) for u distinct blocks, amortised over at least u requests).
+//! mark at each block's most recent request time (a bitset, with a Fenwick tree over its
+//! words); the distance of a request to block b is the number of marks after b's previous
+//! request. O(log n) per request for n requests kept, memory O(distinct blocks): when the
+//! times run out the marks are renumbered densely (O(u log u) for u distinct blocks, amortised
+//! over at least u requests).
 //!
 //! **The curve** ([`MissRatioCurve`]): a request with distance d hits in an LRU cache of more
 //! than d blocks; a first request (no distance) misses at every size. The miss ratio at size c
@@ -14,11 +15,17 @@
 use rustc_hash::FxHashMap;
 
 /// The stack distances of a request stream, one request at a time.
+///
+/// The marks are a bitset, one bit per position, with a Fenwick tree over the bitset's 64-bit
+/// words: a count of marks is the tree's prefix over whole words plus a popcount within one.
+/// The tree is 64 times smaller than one over positions, so it stays in cache.
 #[derive(Clone, Debug, Default)]
 pub struct StackDistances {
-    /// Each block's most recent request, as a position in `tree`.
+    /// Each block's most recent request, as a position.
     last: FxHashMap<u64, u32>,
-    /// Fenwick tree of marks (1 at each block's most recent position).
+    /// One bit per position: set at each block's most recent request.
+    bits: Vec<u64>,
+    /// Fenwick tree of the marks in each word of `bits`.
     tree: Vec<u32>,
     /// The next request's position.
     now: u32,
@@ -31,8 +38,9 @@ impl StackDistances {
 
     /// Requests `block`: its stack distance (0: the block asked for last; `None`: first
     /// request of the block).
+    #[inline]
     pub fn access(&mut self, block: u64) -> Option<u64> {
-        if self.now as usize >= self.tree.len() {
+        if self.now as usize >= self.bits.len() * 64 {
             self.compact();
         }
         let now = self.now;
@@ -42,12 +50,12 @@ impl StackDistances {
             Some(t) => {
                 // Marks at or before t, t's own included: those not after it.
                 let not_after = u64::from(self.prefix(t));
-                self.add(t, -1);
-                self.add(now, 1);
+                self.clear(t);
+                self.set(now);
                 Some(distinct - not_after)
             }
             None => {
-                self.add(now, 1);
+                self.set(now);
                 None
             }
         }
@@ -57,7 +65,7 @@ impl StackDistances {
     pub fn remove(&mut self, block: u64) -> bool {
         match self.last.remove(&block) {
             Some(t) => {
-                self.add(t, -1);
+                self.clear(t);
                 true
             }
             None => false,
@@ -70,41 +78,64 @@ impl StackDistances {
     }
 
     /// Marks at positions `0..=t`.
+    #[inline]
     fn prefix(&self, t: u32) -> u32 {
-        let mut i = t as usize + 1;
+        let (word, bit) = (t as usize / 64, t % 64);
+        // Whole words before `word`.
+        let mut i = word;
         let mut sum = 0;
         while i > 0 {
             sum += self.tree[i - 1];
             i &= i - 1;
         }
-        sum
+        let mask = if bit == 63 {
+            u64::MAX
+        } else {
+            (1u64 << (bit + 1)) - 1
+        };
+        sum + (self.bits[word] & mask).count_ones()
     }
 
-    fn add(&mut self, t: u32, delta: i32) {
-        let mut i = t as usize + 1;
+    #[inline]
+    fn set(&mut self, t: u32) {
+        self.bits[t as usize / 64] |= 1 << (t % 64);
+        self.add_word(t as usize / 64, 1);
+    }
+
+    #[inline]
+    fn clear(&mut self, t: u32) {
+        self.bits[t as usize / 64] &= !(1 << (t % 64));
+        self.add_word(t as usize / 64, -1);
+    }
+
+    #[inline]
+    fn add_word(&mut self, word: usize, delta: i32) {
+        let mut i = word + 1;
         while i <= self.tree.len() {
             self.tree[i - 1] = self.tree[i - 1].wrapping_add_signed(delta);
             i += i & i.wrapping_neg();
         }
     }
 
-    /// Renumbers the marks densely in time order and sizes the tree to twice the distinct
-    /// blocks (at least 4096 positions).
+    /// Renumbers the marks densely in time order, with room for as many positions again (at
+    /// least 4096).
     fn compact(&mut self) {
         let mut order: Vec<(u32, u64)> = self.last.iter().map(|(&b, &t)| (t, b)).collect();
         order.sort_unstable();
-        let size = (order.len() * 2).max(4096);
-        self.tree = vec![0; size];
+        let words = (order.len() * 2).max(4096).div_ceil(64);
+        self.bits = vec![0; words];
+        self.tree = vec![0; words];
         for (i, &(_, b)) in order.iter().enumerate() {
             self.last.insert(b, i as u32);
+            self.bits[i / 64] |= 1 << (i % 64);
         }
-        // Build in O(size): each node adds itself to its parent.
-        for i in 0..order.len() {
-            self.tree[i] += 1;
+        // Build in O(words): each node adds itself to its parent.
+        for (w, bits) in self.bits.iter().enumerate() {
+            self.tree[w] = bits.count_ones();
         }
-        for i in 1..=size {
+        for i in 1..=words {
             let parent = i + (i & i.wrapping_neg());
-            if parent <= size {
+            if parent <= words {
                 let v = self.tree[i - 1];
                 self.tree[parent - 1] += v;
             }
