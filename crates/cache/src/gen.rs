@@ -68,9 +68,19 @@ pub struct Generator {
 }
 
 enum Source {
-    Zipf { cdf: Vec<f64>, n: u64 },
-    Loop { n: u64, next: u64 },
-    Scan { next: u64 },
+    /// `step`: the multiplier that scatters ranks over 0..n (coprime to n).
+    Zipf {
+        cdf: Vec<f64>,
+        n: u64,
+        step: u64,
+    },
+    Loop {
+        n: u64,
+        next: u64,
+    },
+    Scan {
+        next: u64,
+    },
     Mix(Vec<(f64, Source)>),
 }
 
@@ -114,7 +124,11 @@ impl Source {
                     cdf.push(sum);
                 }
                 cdf.iter_mut().for_each(|c| *c /= sum);
-                Source::Zipf { cdf, n }
+                Source::Zipf {
+                    cdf,
+                    n,
+                    step: scatter_step(n),
+                }
             }
             Pattern::Loop { n } => Source::Loop {
                 n: (*n).max(1),
@@ -141,9 +155,10 @@ impl Source {
     /// within the component's slice) what that component draws.
     fn draw(&mut self, u: f64) -> u64 {
         match self {
-            Source::Zipf { cdf, n } => {
+            Source::Zipf { cdf, n, step } => {
                 let rank = cdf.partition_point(|&c| c < u) as u64;
-                scatter(rank.min(*n - 1), *n)
+                // A fixed permutation of 0..n: rank r to (r · step) mod n.
+                ((rank.min(*n - 1) as u128 * *step as u128) % *n as u128) as u64
             }
             Source::Loop { n, next } => {
                 let b = *next;
@@ -167,16 +182,16 @@ impl Source {
     }
 }
 
-/// A fixed permutation of 0..n (n ≤ 2^56): rank r goes to (r · p) mod n for a p coprime to n.
-fn scatter(rank: u64, n: u64) -> u64 {
+/// A multiplier coprime to `n`, so that r ↦ (r · step) mod n permutes 0..n.
+fn scatter_step(n: u64) -> u64 {
     if n <= 1 {
-        return 0;
+        return 1;
     }
     let mut p = 0x9E37_79B9u64 % n;
     while gcd(p, n) != 1 {
         p += 1;
     }
-    ((rank as u128 * p as u128) % n as u128) as u64
+    p
 }
 
 fn gcd(mut a: u64, mut b: u64) -> u64 {

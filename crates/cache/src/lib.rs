@@ -14,7 +14,7 @@ pub mod twolevel;
 
 pub use gen::{Generator, Pattern};
 pub use lru::Lru;
-pub use mrc::{MissRatioCurve, StackDistances};
+pub use mrc::{at_size, MissRatioCurve, StackDistances};
 pub use shards::Shards;
 pub use surface::Surface;
 pub use trace::{Op, Request, TraceError, TraceReader, TraceWriter};

@@ -197,7 +197,8 @@ impl MissRatioCurve {
         self.by_distance.len() as u64
     }
 
-    /// The weight of requests that hit in an LRU cache of `size` blocks.
+    /// The weight of requests that hit in an LRU cache of `size` blocks (O(size): for many
+    /// sizes, [`MissRatioCurve::hits_by_size`]).
     pub fn hits(&self, size: u64) -> f64 {
         self.by_distance
             .iter()
@@ -214,31 +215,52 @@ impl MissRatioCurve {
         (1.0 - self.hits(size) / total).clamp(0.0, 1.0)
     }
 
-    /// The miss ratio at every size from 0 to `max_size()`, in one pass.
-    pub fn miss_ratios(&self) -> Vec<f64> {
-        let total = self.requests();
+    /// The hits at every size from 0 to `max_size()`, in one pass (read with [`at_size`]).
+    pub fn hits_by_size(&self) -> Vec<f64> {
         let mut out = Vec::with_capacity(self.by_distance.len() + 1);
         let mut hits = 0.0;
-        out.push(1.0);
+        out.push(0.0);
         for w in &self.by_distance {
             hits += w;
-            out.push(if total > 0.0 {
-                (1.0 - hits / total).clamp(0.0, 1.0)
-            } else {
-                1.0
-            });
+            out.push(hits);
         }
         out
+    }
+
+    /// The miss ratio at every size from 0 to `max_size()`, in one pass (read with
+    /// [`at_size`]).
+    pub fn miss_ratios(&self) -> Vec<f64> {
+        let total = self.requests();
+        self.hits_by_size()
+            .into_iter()
+            .map(|h| {
+                if total > 0.0 {
+                    (1.0 - h / total).clamp(0.0, 1.0)
+                } else {
+                    1.0
+                }
+            })
+            .collect()
     }
 
     /// The mean absolute difference from `other` over cache sizes 0..=`up_to` blocks (SHARDS'
     /// error measure).
     pub fn mean_absolute_error(&self, other: &MissRatioCurve, up_to: u64) -> f64 {
         let (a, b) = (self.miss_ratios(), other.miss_ratios());
-        let at = |v: &Vec<f64>, i: usize| *v.get(i).unwrap_or_else(|| v.last().unwrap());
-        let n = up_to as usize + 1;
-        (0..n).map(|i| (at(&a, i) - at(&b, i)).abs()).sum::<f64>() / n as f64
+        (0..=up_to)
+            .map(|i| (at_size(&a, i) - at_size(&b, i)).abs())
+            .sum::<f64>()
+            / (up_to + 1) as f64
     }
+}
+
+/// The value at cache size `size` of a by-size vector ([`MissRatioCurve::hits_by_size`],
+/// [`MissRatioCurve::miss_ratios`]): beyond its end the curve is flat.
+pub fn at_size(v: &[f64], size: u64) -> f64 {
+    v.get(size as usize)
+        .or(v.last())
+        .copied()
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

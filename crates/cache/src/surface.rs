@@ -11,7 +11,7 @@
 //! Both equal a request-by-request two-level simulation at every grid point (tested).
 
 use crate::lru::Lru;
-use crate::mrc::{MissRatioCurve, StackDistances};
+use crate::mrc::{at_size, MissRatioCurve, StackDistances};
 use crate::twolevel::{Counts, Latencies};
 
 /// A tenant's mean data-access latency at each (buffer, storage) quota of a grid.
@@ -30,7 +30,8 @@ impl Surface {
     /// LRU/DEMOTE from the tenant's exact curve.
     pub fn demote(curve: &MissRatioCurve, buffer: &[u64], storage: &[u64]) -> Surface {
         let n = curve.requests().round() as u64;
-        let hits = |size: u64| curve.hits(size).round() as u64;
+        let by_size = curve.hits_by_size();
+        let hits = |size: u64| at_size(&by_size, size).round() as u64;
         let mut counts = Vec::with_capacity(buffer.len() * storage.len());
         for &c in buffer {
             let in_buffer = hits(c);
@@ -64,8 +65,9 @@ impl Surface {
                 }
             }
             let in_buffer = pool.hits();
+            let below = misses.hits_by_size();
             for &s in storage {
-                let in_storage = misses.hits(s).round() as u64;
+                let in_storage = at_size(&below, s).round() as u64;
                 counts.push(Counts {
                     buffer: in_buffer,
                     storage: in_storage,

@@ -2,8 +2,8 @@
 
 use crate::progress::Progress;
 use memtide_cache::{
-    Generator, Latencies, MissRatioCurve, Op, Pattern, Policy, Request, Shards, StackDistances,
-    Surface, TraceError, TraceReader, TraceWriter,
+    at_size, Generator, Latencies, MissRatioCurve, Op, Pattern, Policy, Request, Shards,
+    StackDistances, Surface, TraceError, TraceReader, TraceWriter,
 };
 use memtide_chart::{self as chart, escape, LineChart, Series};
 use std::fmt::Write as _;
@@ -150,10 +150,12 @@ fn csv(run: &MrcRun, sizes: &[u64]) -> String {
         out.push_str(",shards_miss_ratio");
     }
     out.push('\n');
+    let exact = run.exact.miss_ratios();
+    let shards = run.shards.as_ref().map(|(c, _, _)| c.miss_ratios());
     for &s in sizes {
-        let _ = write!(out, "{s},{:.6}", run.exact.miss_ratio(s));
-        if let Some((c, _, _)) = &run.shards {
-            let _ = write!(out, ",{:.6}", c.miss_ratio(s));
+        let _ = write!(out, "{s},{:.6}", at_size(&exact, s));
+        if let Some(c) = &shards {
+            let _ = write!(out, ",{:.6}", at_size(c, s));
         }
         out.push('\n');
     }
@@ -162,7 +164,11 @@ fn csv(run: &MrcRun, sizes: &[u64]) -> String {
 
 fn html(run: &MrcRun, sizes: &[u64], name: &str) -> String {
     let points = |c: &MissRatioCurve| -> Vec<(f64, f64)> {
-        sizes.iter().map(|&s| (s as f64, c.miss_ratio(s))).collect()
+        let ratios = c.miss_ratios();
+        sizes
+            .iter()
+            .map(|&s| (s as f64, at_size(&ratios, s)))
+            .collect()
     };
     let mut series = vec![Series {
         label: "exact LRU".into(),

@@ -358,6 +358,15 @@ fn sim_into(
     outputs.finish(&done).with_context(writing)
 }
 
+/// `out/<what>-<the trace's file name>`: where a cache command writes when not told.
+fn default_out(what: &str, trace: &Path) -> PathBuf {
+    let name = trace
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Path::new("out").join(format!("{what}-{name}"))
+}
+
 /// `memtide cache ...`.
 fn cache_command(command: CacheCommand) -> anyhow::Result<()> {
     match command {
@@ -369,13 +378,7 @@ fn cache_command(command: CacheCommand) -> anyhow::Result<()> {
             shards_size,
             points,
         } => {
-            let out = out.unwrap_or_else(|| {
-                let stem = trace
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                Path::new("out").join(format!("mrc-{stem}"))
-            });
+            let out = out.unwrap_or_else(|| default_out("mrc", &trace));
             let run = cache::mrc(&cache::MrcOptions {
                 trace,
                 out: out.clone(),
@@ -439,13 +442,7 @@ fn cache_command(command: CacheCommand) -> anyhow::Result<()> {
             storage_us,
             disk_us,
         } => {
-            let out = out.unwrap_or_else(|| {
-                let stem = trace
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default();
-                Path::new("out").join(format!("surface-{stem}"))
-            });
+            let out = out.unwrap_or_else(|| default_out("surface", &trace));
             let policy = match policy {
                 PolicyArg::LruLru => memtide_cache::Policy::LruLru,
                 PolicyArg::Demote => memtide_cache::Policy::Demote,

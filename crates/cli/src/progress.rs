@@ -12,31 +12,31 @@ pub struct Progress {
 impl Progress {
     /// A bar over `total_ticks`, labelled (e.g. with the scenario name).
     pub fn new(total_ticks: u64, label: &str) -> Progress {
-        if !std::io::stderr().is_terminal() {
-            return Progress::hidden();
-        }
-        let bar = ProgressBar::with_draw_target(Some(total_ticks), ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template(
+        Progress::drawn(
+            total_ticks,
+            label,
             "{prefix} [{bar:40}] {pos}/{len} ticks ({per_sec}, {eta} left)",
         )
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
-        bar.set_style(style);
-        bar.set_prefix(label.to_string());
-        Progress { bar }
     }
 
     /// A bar over `total_bytes` of a file being read, labelled (e.g. with the file's name).
     pub fn bytes(total_bytes: u64, label: &str) -> Progress {
+        Progress::drawn(
+            total_bytes,
+            label,
+            "{prefix} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
+        )
+    }
+
+    /// A bar over `total` drawn with `template`, when stderr is a terminal.
+    fn drawn(total: u64, label: &str, template: &str) -> Progress {
         if !std::io::stderr().is_terminal() {
             return Progress::hidden();
         }
-        let bar = ProgressBar::with_draw_target(Some(total_bytes), ProgressDrawTarget::stderr());
-        let style = ProgressStyle::with_template(
-            "{prefix} [{bar:40}] {bytes}/{total_bytes} ({bytes_per_sec}, {eta} left)",
-        )
-        .map(|s| s.progress_chars("=> "))
-        .unwrap_or_else(|_| ProgressStyle::default_bar());
+        let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
+        let style = ProgressStyle::with_template(template)
+            .map(|s| s.progress_chars("=> "))
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
         bar.set_style(style);
         bar.set_prefix(label.to_string());
         Progress { bar }

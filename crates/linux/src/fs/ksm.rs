@@ -7,7 +7,7 @@
 //! `Documentation/admin-guide/mm/ksm.rst`.
 
 use super::error::FsError;
-use super::read::{parse_u64, read_optional_text, read_text};
+use super::read::{file_field, parse_u64, read_optional_text, read_text};
 use super::write::write_bounded;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -273,25 +273,21 @@ fn selected(path: &Path, text: &str) -> Result<String, FsError> {
 
 fn read_u64(path: &Path) -> Result<u64, FsError> {
     let text = read_text(path)?;
-    parse_u64(path, &field_of(path), &text)
+    parse_u64(path, &file_field(path), &text)
 }
 
 fn read_optional_u64(path: &Path) -> Result<Option<u64>, FsError> {
     match read_optional_text(path)? {
-        Some(text) => parse_u64(path, &field_of(path), &text).map(Some),
+        Some(text) => parse_u64(path, &file_field(path), &text).map(Some),
         None => Ok(None),
     }
 }
 
 fn read_optional_i64(path: &Path) -> Result<Option<i64>, FsError> {
     match read_optional_text(path)? {
-        Some(text) => parse_i64(path, &field_of(path), &text).map(Some),
+        Some(text) => parse_i64(path, &file_field(path), &text).map(Some),
         None => Ok(None),
     }
-}
-
-fn field_of(path: &Path) -> String {
-    super::read::file_field(path)
 }
 
 fn parse_i64(path: &Path, field: &str, value: &str) -> Result<i64, FsError> {
