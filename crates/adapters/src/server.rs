@@ -100,10 +100,15 @@ fn shrink(
     bytes: u64,
 ) -> Result<(), Refusal> {
     let from = held.with(|p| p.size())?;
-    let used = last
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .map_or(from, |s| s.used_bytes);
+    // The data in the pool now; the statistics thread's last reading may be missing or old (a
+    // shrink soon after start, before its first reading, would count the whole pool as data).
+    let used = match held.with(|p| p.stats()) {
+        Ok(s) => s.used_bytes,
+        Err(_) => last
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .map_or(from, |s| s.used_bytes),
+    };
     let before = cgroup.usage();
     held.with(|p| p.resize(bytes))?;
     // The data the pool gave up; what of it held nothing was never in the cgroup.
@@ -220,6 +225,7 @@ mod tests {
     /// A pool that fails every `fail_every`th operation.
     struct Flaky {
         size: u64,
+        used: u64,
         calls: Arc<AtomicU32>,
         fail_every: u32,
     }
@@ -240,7 +246,10 @@ mod tests {
             Ok(())
         }
         fn stats(&mut self) -> Result<PoolStats, Refusal> {
-            Ok(PoolStats::default())
+            Ok(PoolStats {
+                used_bytes: self.used,
+                ..PoolStats::default()
+            })
         }
     }
 
@@ -253,6 +262,7 @@ mod tests {
                 m.fetch_add(1, Ordering::SeqCst);
                 Ok(Box::new(Flaky {
                     size: 10,
+                    used: 0,
                     calls: c.clone(),
                     fail_every: 2,
                 }) as Box<dyn Pool>)
@@ -283,18 +293,30 @@ mod tests {
             connect: Arc::new(|| {
                 Ok(Box::new(Flaky {
                     size: 100,
+                    used: 10,
                     calls: Arc::new(AtomicU32::new(1)),
                     fail_every: u32::MAX,
                 }) as Box<dyn Pool>)
             }),
             pool: None,
         };
-        // 10 bytes of data in a pool of 100, shrunk to 50: nothing held data.
-        let last = Mutex::new(Some(PoolStats {
-            used_bytes: 10,
-            ..PoolStats::default()
-        }));
-        let cgroup = OwnCgroup(None);
+        // 10 bytes of data in a pool of 100, shrunk to 50: nothing held data. The server's
+        // reading counts, not a missing earlier one (which would take the whole pool as data).
+        let last = Mutex::new(None);
+        // A cgroup whose usage never falls: a shrink taken to release data would wait and fail.
+        let tmp = tempfile::tempdir().unwrap();
+        for (file, text) in [
+            ("memory.usage_in_bytes", "1000000\n"),
+            ("memory.limit_in_bytes", "9223372036854771712\n"),
+            ("memory.stat", "total_rss 1000000\ntotal_cache 0\n"),
+        ] {
+            std::fs::write(tmp.path().join(file), text).unwrap();
+        }
+        let cgroup = OwnCgroup(Some(MemoryCgroup::new(
+            memtide_linux::fs::hierarchy::CgroupVersion::V1,
+            tmp.path().to_path_buf(),
+        )));
+        assert!(cgroup.usage().is_some(), "the fake cgroup reads");
         assert!(shrink(&mut held, &cgroup, &last, 50).is_ok());
     }
 }
