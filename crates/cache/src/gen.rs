@@ -7,16 +7,20 @@
 //! - **Loop** (`n`): blocks 0, 1, …, n−1, 0, 1, … (LRU's worst case below n blocks).
 //! - **Scan**: ever new blocks, each asked for once (a table scan that pollutes a cache).
 //! - **Mix**: each request from one component picked with its weight; components' blocks are
-//!   kept apart (component i's blocks carry i in their top bits).
-//! - **TPC-W-like** (an online bookstore's database: a hot catalogue and customer set, index
-//!   pages walked in loops, occasional order scans): 70% Zipf θ = 0.8 over 100,000 blocks,
-//!   20% a loop over 20,000 blocks, 10% scan.
-//! - **RUBiS-like** (an auction site: items and bids, less skewed, larger): 75% Zipf θ = 0.6
-//!   over 300,000 blocks, 25% scan.
+//!   kept apart (component i's blocks carry i in bits 48–55; the top byte is left for the
+//!   tenant, which a shared cache adds).
+//! - **TPC-W-like** (an online bookstore's database: a skewed catalogue and customer set,
+//!   occasional order scans): 97% Zipf θ = 1.0 over 100,000 blocks, 3% scan.
+//! - **RUBiS-like** (an auction site: items and bids, less skewed): 98% Zipf θ = 0.8 over
+//!   70,000 blocks, 2% scan.
 //!
-//! The mixtures' parameters are ours, chosen to give the two applications the contrast the
-//! paper describes (TPC-W's working set fits a 1 GB buffer pool with room to spare, RUBiS's
-//! does not); the paper gives no trace statistics.
+//! The mixtures' parameters are ours: the paper gives no trace statistics, only latencies. They
+//! were chosen so that, over 2 million requests of 16 KiB blocks with the default latencies,
+//! each application alone in 1 GiB + 1 GiB of cache comes near the paper's isolated figures
+//! (TPC-W 420 µs under LRU/LRU and 284 µs under DEMOTE; RUBiS 304 and 143 µs) and has the shape
+//! its Fig. 5 describes: TPC-W does well with little cache, RUBiS needs much more to do well
+//! (at 256 MiB 24% of TPC-W's requests miss against 40% of RUBiS's; at 1 GiB 11% against 9%).
+//! docs/reproducing.md gives the figures they reach.
 //!
 //! The generator's random numbers are our own (splitmix64) so that a trace is the same bytes
 //! for the same seed in every build, as the simulator's are.
@@ -35,14 +39,13 @@ impl Pattern {
     pub fn tpcw() -> Pattern {
         Pattern::Mix(vec![
             (
-                0.7,
+                0.97,
                 Pattern::Zipf {
                     n: 100_000,
-                    theta: 0.8,
+                    theta: 1.0,
                 },
             ),
-            (0.2, Pattern::Loop { n: 20_000 }),
-            (0.1, Pattern::Scan),
+            (0.03, Pattern::Scan),
         ])
     }
 
@@ -50,13 +53,13 @@ impl Pattern {
     pub fn rubis() -> Pattern {
         Pattern::Mix(vec![
             (
-                0.75,
+                0.98,
                 Pattern::Zipf {
-                    n: 300_000,
-                    theta: 0.6,
+                    n: 70_000,
+                    theta: 0.8,
                 },
             ),
-            (0.25, Pattern::Scan),
+            (0.02, Pattern::Scan),
         ])
     }
 }
@@ -176,7 +179,7 @@ impl Source {
                 let lo = if i == 0 { 0.0 } else { parts[i - 1].0 };
                 let width = (parts[i].0 - lo).max(f64::MIN_POSITIVE);
                 let inner = ((u - lo) / width).clamp(0.0, 1.0 - f64::EPSILON);
-                parts[i].1.draw(inner) | ((i as u64) << 56)
+                parts[i].1.draw(inner) | ((i as u64) << 48)
             }
         }
     }
@@ -247,11 +250,14 @@ mod tests {
     }
 
     #[test]
-    fn tpcw_like_fits_a_smaller_cache_than_rubis_like() {
-        let curve = |p: &Pattern| MissRatioCurve::exact(Generator::new(p, 1).take(400_000));
+    fn tpcw_like_does_well_with_little_cache_and_rubis_like_needs_more() {
+        let curve = |p: &Pattern| MissRatioCurve::exact(Generator::new(p, 1).take(2_000_000));
         let (t, r) = (curve(&Pattern::tpcw()), curve(&Pattern::rubis()));
-        // 65,536 blocks: 1 GiB of 16 KiB pages.
-        let (mt, mr) = (t.miss_ratio(65_536), r.miss_ratio(65_536));
-        assert!(mt < mr, "tpcw {mt} vs rubis {mr}");
+        // Over the 2 million requests of the scenarios. 16,384 blocks: 256 MiB of 16 KiB
+        // pages; 65,536: 1 GiB.
+        let (st, sr) = (t.miss_ratio(16_384), r.miss_ratio(16_384));
+        assert!(st < sr, "256 MiB: tpcw {st} vs rubis {sr}");
+        let (lt, lr) = (t.miss_ratio(65_536), r.miss_ratio(65_536));
+        assert!(lr < lt, "1 GiB: tpcw {lt} vs rubis {lr}");
     }
 }

@@ -127,6 +127,9 @@ pub struct Found {
     pub configurations: u64,
     /// Distinct surface points (tenant, buffer, storage) looked at: Gemini's samples.
     pub samples: u64,
+    /// The configurations the search went through to its answer (hill climbing: the winning
+    /// climb from its random start; IDEAL: the answer alone).
+    pub path: Vec<Quotas>,
 }
 
 /// Every composition of `total` steps among `n` tenants, in lexicographic order.
@@ -177,11 +180,13 @@ pub fn ideal(p: &Problem) -> Found {
             }
         }
     }
+    let quotas = Quotas {
+        buffer: buffers[best.1].clone(),
+        storage: storages[best.2].clone(),
+    };
     Found {
-        quotas: Quotas {
-            buffer: buffers[best.1].clone(),
-            storage: storages[best.2].clone(),
-        },
+        path: vec![quotas.clone()],
+        quotas,
         utility: best.0,
         configurations: (buffers.len() * storages.len()) as u64,
         samples: (n * (bs + 1) * (ss + 1)) as u64,
@@ -210,7 +215,7 @@ pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
         }
         p.utility(q)
     };
-    let mut best: Option<(f64, Quotas)> = None;
+    let mut best: Option<(f64, Vec<Quotas>)> = None;
     for _ in 0..restarts.max(1) {
         // A random composition: each step to a random tenant.
         let mut q = Quotas {
@@ -224,6 +229,7 @@ pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
             q.storage[random(n)] += 1;
         }
         let mut u = eval(&q, &mut seen);
+        let mut path = vec![q.clone()];
         loop {
             let mut step: Option<(f64, Quotas)> = None;
             // A step of the buffer pool, of the storage cache, or of both at once, from one
@@ -256,21 +262,23 @@ pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
             match step {
                 Some((nu, next)) => {
                     u = nu;
+                    path.push(next.clone());
                     q = next;
                 }
                 None => break,
             }
         }
         if best.as_ref().is_none_or(|b| u > b.0) {
-            best = Some((u, q));
+            best = Some((u, path));
         }
     }
-    let (utility, quotas) = best.expect("at least one restart");
+    let (utility, path) = best.expect("at least one restart");
     Found {
-        quotas,
+        quotas: path.last().expect("the start at least").clone(),
         utility,
         configurations,
         samples: seen.len() as u64,
+        path,
     }
 }
 
@@ -303,6 +311,41 @@ pub fn conservative(p: &Problem, minimum: usize) -> Quotas {
         buffer: split(bs),
         storage: split(ss),
     }
+}
+
+/// PROFILE (the paper's baseline): each strict-SLO tenant gets the smallest buffer-pool quota
+/// that meets its SLO by itself, profiled as if the storage cache gave nothing (the paper: "
+/// oblivious to the presence of the second-level cache"); the best-effort tenants share what
+/// is left evenly (all of it goes to the strict ones when there are none), and the storage
+/// cache is shared without quotas, so PROFILE is simulated, not read off the surfaces. A
+/// strict tenant that cannot meet its SLO alone gets the whole pool less the others' due.
+pub fn profile(p: &Problem) -> Vec<usize> {
+    let n = p.tenants.len();
+    let (bs, _) = p.steps();
+    let mut buffer = vec![0; n];
+    let mut left = bs;
+    let best_effort: Vec<usize> = (0..n)
+        .filter(|&i| !matches!(p.tenants[i].slo, Slo::Strict { .. }))
+        .collect();
+    for (i, t) in p.tenants.iter().enumerate() {
+        if let Slo::Strict { target_us, slack } = t.slo {
+            let met = target_us * (1.0 + slack);
+            let need = (0..=bs)
+                .find(|&b| p.latency_us(i, b, 0) <= met)
+                .unwrap_or(bs);
+            buffer[i] = need.min(left);
+            left -= buffer[i];
+        }
+    }
+    let takers: Vec<usize> = if best_effort.is_empty() {
+        (0..n).collect()
+    } else {
+        best_effort
+    };
+    for (k, share) in even(takers.len(), left).into_iter().enumerate() {
+        buffer[takers[k]] += share;
+    }
+    buffer
 }
 
 /// MRC (the paper's baseline, SLO-oblivious): each level split to serve the most requests
@@ -427,7 +470,27 @@ mod tests {
             assert_eq!(q.storage.iter().sum::<usize>(), 11);
             assert!(p.utility(&q) <= best.utility + 1e-9);
         }
+        // PROFILE: the strict tenant's own SLO met by its buffer quota alone, the rest split.
+        let b = profile(&p);
+        assert_eq!(b.iter().sum::<usize>(), 11);
+        assert!(p.latency_us(0, b[0], 0) <= 500.0);
+        assert!(
+            b[0] == 0 || p.latency_us(0, b[0] - 1, 0) > 500.0,
+            "{b:?}: the smallest"
+        );
         let climbed = hill_climb(&p, 30, 7);
+        // The path climbs: each configuration one move from the last, each better.
+        assert_eq!(climbed.path.last(), Some(&climbed.quotas));
+        for w in climbed.path.windows(2) {
+            assert!(p.utility(&w[1]) > p.utility(&w[0]));
+            let moved: usize = (0..3)
+                .map(|i| {
+                    w[0].buffer[i].abs_diff(w[1].buffer[i])
+                        + w[0].storage[i].abs_diff(w[1].storage[i])
+                })
+                .sum();
+            assert!(moved == 2 || moved == 4, "{w:?}");
+        }
         eprintln!(
             "IDEAL {:.2} from {} configurations; hill climbing {:.2} from {} samples",
             best.utility, best.configurations, climbed.utility, climbed.samples

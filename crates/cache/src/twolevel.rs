@@ -9,7 +9,8 @@
 //!   has no dirty blocks).
 //! - **Quotas**: each tenant has its own LRU of `q_c` blocks in the buffer pool and `q_s` in
 //!   the storage cache ([`TwoLevel::partitioned`]); SHARED is one LRU per level for all
-//!   tenants ([`TwoLevel::shared`]), blocks kept apart by tenant.
+//!   tenants ([`TwoLevel::shared`]), blocks kept apart by tenant; each level can be either
+//!   ([`TwoLevel::new`]: PROFILE partitions the buffer pool and shares the storage cache).
 //!
 //! Each request is a buffer hit, a storage hit or a disk read, and costs its level's latency
 //! ([`Latencies`]). O(1) per request.
@@ -88,50 +89,73 @@ impl Counts {
     }
 }
 
-/// The two levels, partitioned or shared.
+/// How one level is divided among the tenants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Tenant `i` gets `quotas[i]` blocks of its own.
+    Partitioned(Vec<usize>),
+    /// One LRU of this many blocks for every tenant.
+    Shared(usize),
+}
+
+impl Level {
+    fn caches(&self) -> Vec<Lru> {
+        match self {
+            Level::Partitioned(q) => q.iter().map(|&c| Lru::new(c)).collect(),
+            Level::Shared(c) => vec![Lru::new(*c)],
+        }
+    }
+}
+
+/// The two levels, each partitioned or shared.
 #[derive(Clone, Debug)]
 pub struct TwoLevel {
     policy: Policy,
-    /// One (buffer, storage) pair per tenant, or a single shared pair.
-    levels: Vec<(Lru, Lru)>,
-    shared: bool,
+    buffer: Vec<Lru>,
+    storage: Vec<Lru>,
     counts: Vec<Counts>,
 }
 
 impl TwoLevel {
-    /// Tenant `i` gets `quotas[i] = (q_c, q_s)` blocks in the buffer pool and the storage cache.
-    pub fn partitioned(policy: Policy, quotas: &[(usize, usize)]) -> TwoLevel {
+    /// `tenants` tenants over a buffer pool and a storage cache, each level divided as given
+    /// (PROFILE: the buffer pool partitioned, the storage cache shared).
+    pub fn new(policy: Policy, tenants: usize, buffer: &Level, storage: &Level) -> TwoLevel {
         TwoLevel {
             policy,
-            levels: quotas
-                .iter()
-                .map(|&(c, s)| (Lru::new(c), Lru::new(s)))
-                .collect(),
-            shared: false,
-            counts: vec![Counts::default(); quotas.len()],
-        }
-    }
-
-    /// `tenants` share one buffer pool of `buffer` blocks and one storage cache of `storage`.
-    pub fn shared(policy: Policy, tenants: usize, buffer: usize, storage: usize) -> TwoLevel {
-        TwoLevel {
-            policy,
-            levels: vec![(Lru::new(buffer), Lru::new(storage))],
-            shared: true,
+            buffer: buffer.caches(),
+            storage: storage.caches(),
             counts: vec![Counts::default(); tenants],
         }
     }
 
+    /// Tenant `i` gets `quotas[i] = (q_c, q_s)` blocks in the buffer pool and the storage cache.
+    pub fn partitioned(policy: Policy, quotas: &[(usize, usize)]) -> TwoLevel {
+        TwoLevel::new(
+            policy,
+            quotas.len(),
+            &Level::Partitioned(quotas.iter().map(|q| q.0).collect()),
+            &Level::Partitioned(quotas.iter().map(|q| q.1).collect()),
+        )
+    }
+
+    /// `tenants` share one buffer pool of `buffer` blocks and one storage cache of `storage`.
+    pub fn shared(policy: Policy, tenants: usize, buffer: usize, storage: usize) -> TwoLevel {
+        TwoLevel::new(
+            policy,
+            tenants,
+            &Level::Shared(buffer),
+            &Level::Shared(storage),
+        )
+    }
+
     /// Tenant `tenant` asks for `block` (tenants beyond those configured are an error of the
-    /// caller: it panics).
+    /// caller: it panics). Blocks are the tenant's own: in a shared level they are kept apart
+    /// by the tenant in their top byte.
     pub fn access(&mut self, tenant: usize, block: u64) -> Served {
-        let (levels, key) = if self.shared {
-            // Tenants' blocks apart in one cache: the tenant in the top byte.
-            (&mut self.levels[0], block ^ ((tenant as u64) << 56))
-        } else {
-            (&mut self.levels[tenant], block)
-        };
-        let served = serve(self.policy, levels, key);
+        let key = block ^ ((tenant as u64) << 56);
+        let pick = |caches: &[Lru]| if caches.len() == 1 { 0 } else { tenant };
+        let (b, s) = (pick(&self.buffer), pick(&self.storage));
+        let served = serve(self.policy, &mut self.buffer[b], &mut self.storage[s], key);
         self.counts[tenant].add(served);
         served
     }
@@ -143,7 +167,7 @@ impl TwoLevel {
 }
 
 /// One request to a buffer pool and storage cache.
-fn serve(policy: Policy, (buffer, storage): &mut (Lru, Lru), block: u64) -> Served {
+fn serve(policy: Policy, buffer: &mut Lru, storage: &mut Lru, block: u64) -> Served {
     match policy {
         Policy::LruLru => {
             if buffer.access(block) {
