@@ -3,10 +3,12 @@
 //! Pure and streaming: no clock, no randomness but the hash that samples blocks, and no trace
 //! is ever loaded whole; memory is proportional to the distinct blocks a trace touches.
 
+pub mod experiment;
 pub mod gen;
 pub mod lru;
 pub mod mrc;
 pub mod partition;
+pub mod scenario;
 pub mod shards;
 pub mod surface;
 pub mod trace;

@@ -130,6 +130,8 @@ pub struct Found {
     /// The configurations the search went through to its answer (hill climbing: the winning
     /// climb from its random start; IDEAL: the answer alone).
     pub path: Vec<Quotas>,
+    /// Every climb from its random start to where it stopped (IDEAL: none).
+    pub climbs: Vec<Vec<Quotas>>,
 }
 
 /// Every composition of `total` steps among `n` tenants, in lexicographic order.
@@ -186,6 +188,7 @@ pub fn ideal(p: &Problem) -> Found {
     };
     Found {
         path: vec![quotas.clone()],
+        climbs: Vec::new(),
         quotas,
         utility: best.0,
         configurations: (buffers.len() * storages.len()) as u64,
@@ -215,7 +218,8 @@ pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
         }
         p.utility(q)
     };
-    let mut best: Option<(f64, Vec<Quotas>)> = None;
+    let mut best: Option<(f64, usize)> = None;
+    let mut climbs: Vec<Vec<Quotas>> = Vec::with_capacity(restarts.max(1));
     for _ in 0..restarts.max(1) {
         // A random composition: each step to a random tenant.
         let mut q = Quotas {
@@ -268,17 +272,20 @@ pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
                 None => break,
             }
         }
-        if best.as_ref().is_none_or(|b| u > b.0) {
-            best = Some((u, path));
+        if best.is_none_or(|b| u > b.0) {
+            best = Some((u, climbs.len()));
         }
+        climbs.push(path);
     }
-    let (utility, path) = best.expect("at least one restart");
+    let (utility, winner) = best.expect("at least one restart");
+    let path = climbs[winner].clone();
     Found {
         quotas: path.last().expect("the start at least").clone(),
         utility,
         configurations,
         samples: seen.len() as u64,
         path,
+        climbs,
     }
 }
 
@@ -481,6 +488,8 @@ mod tests {
         let climbed = hill_climb(&p, 30, 7);
         // The path climbs: each configuration one move from the last, each better.
         assert_eq!(climbed.path.last(), Some(&climbed.quotas));
+        assert_eq!(climbed.climbs.len(), 30);
+        assert!(climbed.climbs.contains(&climbed.path));
         for w in climbed.path.windows(2) {
             assert!(p.utility(&w[1]) > p.utility(&w[0]));
             let moved: usize = (0..3)

@@ -1,12 +1,14 @@
-//! memtide's charts as inline SVG: line charts and stacked area charts with axes, ticks, legend and event markers, a colored band of reclamation states, and the series they draw kept in bounded memory; no scripts, no external references, so report.html and a dashboard draw the same charts.
+//! memtide's charts as inline SVG: line charts and stacked area charts with axes, ticks, legend and event markers, heat maps with a search's path, a colored band of reclamation states, and the series they draw kept in bounded memory; no scripts, no external references, so report.html and a dashboard draw the same charts.
 //!
 //! Written here rather than with a plotting crate: the output must be byte-stable for the same
 //! data (the simulator's outputs are compared byte for byte) and small enough to inline in one
 //! HTML file, and the few hundred lines below need no dependency beyond memtide-model.
 
 mod bounded;
+mod heat;
 
 pub use bounded::{BoundedMeans, BoundedSeries, StateRuns};
+pub use heat::{heat_map, CellMark, CellPath, HeatMap};
 use memtide_model::ReclamationState;
 use std::fmt::Write;
 

@@ -122,6 +122,16 @@ enum CacheCommand {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Gemini's experiment from a scenario file (scenarios/cache/): every scheme's quotas,
+    /// latencies and utilities (a table, partition.csv), and report.html with each
+    /// application's latency surface as a heat map and the search's path on it.
+    Partition {
+        /// The scenario (TOML, see docs/cache.md).
+        scenario: PathBuf,
+        /// Output directory (default: out/partition-<scenario name>).
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// One tenant's exact latency surface r(q_c, q_s) over a grid of buffer-pool and
     /// storage-cache quotas (Gemini's, computed instead of fitted): surface.csv.
     Surface {
@@ -428,6 +438,22 @@ fn cache_command(command: CacheCommand) -> anyhow::Result<()> {
                 out: out.clone(),
             })?;
             println!("wrote {requests} requests to {}", out.display());
+            Ok(())
+        }
+        CacheCommand::Partition { scenario, out } => {
+            let out = out.unwrap_or_else(|| {
+                let stem = scenario
+                    .file_stem()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                Path::new("out").join(format!("partition-{stem}"))
+            });
+            let run = cache::partition(&cache::PartitionOptions {
+                scenario,
+                out: out.clone(),
+            })?;
+            print!("{}", cache::table(&run));
+            println!("outputs: {}", out.display());
             Ok(())
         }
         CacheCommand::Surface {

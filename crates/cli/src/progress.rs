@@ -28,6 +28,11 @@ impl Progress {
         )
     }
 
+    /// A bar over `total` stages of work, each named by [`Progress::message`] as it starts.
+    pub fn steps(total: u64, label: &str) -> Progress {
+        Progress::drawn(total, label, "{prefix} [{bar:40}] {pos}/{len} {msg}")
+    }
+
     /// A bar over `total` drawn with `template`, when stderr is a terminal.
     fn drawn(total: u64, label: &str, template: &str) -> Progress {
         if !std::io::stderr().is_terminal() {
@@ -52,6 +57,11 @@ impl Progress {
         Progress {
             bar: ProgressBar::hidden(),
         }
+    }
+
+    /// Names the stage under way.
+    pub fn message(&self, text: &str) {
+        self.bar.set_message(text.to_string());
     }
 
     /// `n` more ticks done.

@@ -1,4 +1,8 @@
-//! `memtide cache`: the cache simulator's commands. `mrc TRACE` streams a block trace into its exact LRU miss-ratio curve in one pass (and, if asked, a SHARDS curve beside it with its error against the exact one), written as `mrc.csv` and a self-contained `mrc.html`; `surface TRACE` computes one tenant's exact latency surface r(q_c, q_s) over a grid of buffer-pool and storage-cache quotas, under LRU/LRU or LRU/DEMOTE, as `surface.csv`; `gen` writes a synthetic trace (Zipf, loop, scan, or the TPC-W-like and RUBiS-like mixtures).
+//! `memtide cache`: the cache simulator's commands. `partition SCENARIO` (in `partition.rs`) runs a Gemini experiment: every scheme's quotas, latencies and utilities, and each application's surface as a heat map. `mrc TRACE` streams a block trace into its exact LRU miss-ratio curve in one pass (and, if asked, a SHARDS curve beside it with its error against the exact one), written as `mrc.csv` and a self-contained `mrc.html`; `surface TRACE` computes one tenant's exact latency surface r(q_c, q_s) over a grid of buffer-pool and storage-cache quotas, under LRU/LRU or LRU/DEMOTE, as `surface.csv`; `gen` writes a synthetic trace (Zipf, loop, scan, or the TPC-W-like and RUBiS-like mixtures).
+
+mod partition;
+
+pub use partition::{partition, table, PartitionOptions, PartitionRun};
 
 use crate::progress::Progress;
 use memtide_cache::{
@@ -31,6 +35,8 @@ pub struct MrcOptions {
 pub enum CacheError {
     #[error(transparent)]
     Trace(#[from] TraceError),
+    #[error(transparent)]
+    Scenario(#[from] memtide_cache::scenario::ConfigError),
     #[error("--shards-rate {0}: must be more than 0 and at most 1")]
     Rate(f64),
     #[error("--points {0}: must be between 2 and 1000000")]

@@ -1,0 +1,621 @@
+//! Cache-partitioning scenario files (`memtide cache partition SCENARIO`, `scenarios/cache/`): the two levels' sizes and policy, the quota grid, latencies, utilities, the search's restarts, and the applications — each a named synthetic pattern, an explicit mixture, or a trace file — read on memtide-config, so every mistake is one line naming the file, line, field and value.
+//!
+//! ```toml
+//! policy = "demote"            # or "lru-lru"
+//! buffer = "1GiB"              # the database buffer pool
+//! storage = "1GiB"             # the storage server's cache
+//! block = "16KiB"              # default: InnoDB's page, as in the paper
+//! grid = 33                    # quota settings per level: 32 steps of 32 MiB
+//!
+//! [[app]]
+//! name = "tpcw"
+//! slo = "strict"               # target_us (default 500), slack (default 0)
+//! pattern = "tpcw"             # tpcw | rubis, or [[app.mix]] components, or trace = "x.csv"
+//! requests = 2000000
+//! ```
+//!
+//! See docs/cache.md for every field and its default.
+
+use crate::experiment::{App, Experiment};
+use crate::gen::{Generator, Pattern};
+use crate::partition::{Slo, UtilityScale};
+use crate::trace::{TraceError, TraceReader};
+use crate::twolevel::{Latencies, Policy};
+pub use memtide_config::ConfigError;
+use memtide_config::{Document, FieldPath, Size};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// The paper's minimum for best-effort applications under CONSERVATIVE.
+const CONSERVATIVE_MINIMUM: u64 = 32 << 20;
+/// IDEAL tries every configuration: a scenario whose grid and applications would make it try
+/// more than this many is refused.
+const MAX_CONFIGURATIONS: f64 = 2e8;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Doc {
+    #[serde(default)]
+    description: String,
+    policy: PolicyDoc,
+    buffer: Size,
+    storage: Size,
+    block: Option<Size>,
+    grid: Option<usize>,
+    seed: Option<u64>,
+    restarts: Option<usize>,
+    conservative_minimum: Option<Size>,
+    latency: Option<LatencyDoc>,
+    utility: Option<UtilityDoc>,
+    app: Vec<toml::Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum PolicyDoc {
+    LruLru,
+    Demote,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LatencyDoc {
+    buffer_us: Option<f64>,
+    storage_us: Option<f64>,
+    disk_us: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UtilityDoc {
+    worst_us: Option<f64>,
+    u_min: Option<f64>,
+    u_max: Option<f64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AppDoc {
+    name: String,
+    slo: SloDoc,
+    target_us: Option<f64>,
+    slack: Option<f64>,
+    pattern: Option<NamedPattern>,
+    mix: Option<Vec<toml::Value>>,
+    trace: Option<PathBuf>,
+    tenant: Option<u32>,
+    requests: Option<u64>,
+    seed: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum SloDoc {
+    Strict,
+    BestEffort,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum NamedPattern {
+    Tpcw,
+    Rubis,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ZipfDoc {
+    weight: f64,
+    blocks: u64,
+    theta: f64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LoopDoc {
+    weight: f64,
+    blocks: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScanDoc {
+    weight: f64,
+}
+
+/// Where an application's requests come from.
+#[derive(Clone, Debug)]
+pub enum Source {
+    /// `requests` requests generated from `seed`.
+    Generated {
+        pattern: Pattern,
+        requests: u64,
+        seed: u64,
+    },
+    /// The requests of `tenant` (every request when `None`) in a trace file, the first
+    /// `limit` of them when given.
+    Trace {
+        path: PathBuf,
+        tenant: Option<u32>,
+        limit: Option<u64>,
+    },
+}
+
+/// One application as the scenario describes it.
+#[derive(Clone, Debug)]
+pub struct AppSpec {
+    pub name: String,
+    pub slo: Slo,
+    pub source: Source,
+}
+
+/// A cache-partitioning scenario, checked.
+#[derive(Clone, Debug)]
+pub struct CacheScenario {
+    pub file: PathBuf,
+    pub description: String,
+    pub block_bytes: u64,
+    pub apps: Vec<AppSpec>,
+    /// The experiment without its applications' requests ([`CacheScenario::experiment`]
+    /// reads them).
+    pub settings: Experiment,
+}
+
+fn err(doc: &Document, at: &FieldPath, message: impl Into<String>) -> ConfigError {
+    doc.error(at, message)
+}
+
+impl CacheScenario {
+    /// Reads and checks the scenario at `path`.
+    pub fn load(path: &Path) -> Result<CacheScenario, ConfigError> {
+        let text = memtide_config::read_file(path)?;
+        CacheScenario::parse(path, &text)
+    }
+
+    /// Checks the scenario `text`; `file` names it in errors and places relative trace paths.
+    pub fn parse(file: &Path, text: &str) -> Result<CacheScenario, ConfigError> {
+        let doc = Document::parse(file, text)?;
+        let root = FieldPath::root();
+        let d: Doc = doc.read(&root)?;
+        let block = d.block.map_or(16 << 10, Size::bytes);
+        if block == 0 {
+            return Err(err(&doc, &root.key("block"), "must be more than 0"));
+        }
+        let grid = d.grid.unwrap_or(33);
+        if !(2..=257).contains(&grid) {
+            return Err(err(
+                &doc,
+                &root.key("grid"),
+                "must be between 2 and 257 quota settings per level",
+            ));
+        }
+        let blocks_of = |name: &str, size: Size| -> Result<u64, ConfigError> {
+            let n = size.bytes() / block;
+            if n < grid as u64 - 1 {
+                return Err(err(
+                    &doc,
+                    &root.key(name),
+                    format!(
+                        "holds {n} blocks of {block} bytes, fewer than the grid's {} steps",
+                        grid - 1
+                    ),
+                ));
+            }
+            Ok(n)
+        };
+        let (buffer_blocks, storage_blocks) = (
+            blocks_of("buffer", d.buffer)?,
+            blocks_of("storage", d.storage)?,
+        );
+        let latencies = {
+            let l = d.latency.unwrap_or(LatencyDoc {
+                buffer_us: None,
+                storage_us: None,
+                disk_us: None,
+            });
+            let def = Latencies::default();
+            let out = Latencies {
+                buffer_us: l.buffer_us.unwrap_or(def.buffer_us),
+                storage_us: l.storage_us.unwrap_or(def.storage_us),
+                disk_us: l.disk_us.unwrap_or(def.disk_us),
+            };
+            for (name, v) in [
+                ("buffer_us", out.buffer_us),
+                ("storage_us", out.storage_us),
+                ("disk_us", out.disk_us),
+            ] {
+                if !(v.is_finite() && v >= 0.0) {
+                    return Err(err(
+                        &doc,
+                        &root.key("latency").key(name),
+                        "must be a number of microseconds >= 0",
+                    ));
+                }
+            }
+            out
+        };
+        let scale = {
+            let def = UtilityScale::default();
+            let u = d.utility.unwrap_or(UtilityDoc {
+                worst_us: None,
+                u_min: None,
+                u_max: None,
+            });
+            let out = UtilityScale {
+                worst_us: u.worst_us.unwrap_or(def.worst_us),
+                u_min: u.u_min.unwrap_or(def.u_min),
+                u_max: u.u_max.unwrap_or(def.u_max),
+            };
+            let at = root.key("utility");
+            if !(out.worst_us.is_finite() && out.worst_us > 0.0) {
+                return Err(err(&doc, &at.key("worst_us"), "must be more than 0"));
+            }
+            if !(out.u_min.is_finite() && out.u_min <= 0.0) {
+                return Err(err(&doc, &at.key("u_min"), "must be a number <= 0"));
+            }
+            if !(out.u_max.is_finite() && out.u_max >= 0.0) {
+                return Err(err(&doc, &at.key("u_max"), "must be a number >= 0"));
+            }
+            out
+        };
+        if d.app.is_empty() {
+            return Err(err(&doc, &root, "has no [[app]]: give at least one"));
+        }
+        let mut apps: Vec<AppSpec> = Vec::with_capacity(d.app.len());
+        for (i, value) in d.app.iter().enumerate() {
+            let at = root.key("app").index(i);
+            let a: AppDoc = doc.read_value(&at, value.clone())?;
+            if apps.iter().any(|b| b.name == a.name) {
+                return Err(err(&doc, &at.key("name"), "is the name of an earlier app"));
+            }
+            let slo = match a.slo {
+                SloDoc::BestEffort => {
+                    for (name, given) in [("target_us", a.target_us), ("slack", a.slack)] {
+                        if given.is_some() {
+                            return Err(err(
+                                &doc,
+                                &at.key(name),
+                                "applies to a strict SLO only (this app is best-effort)",
+                            ));
+                        }
+                    }
+                    Slo::BestEffort
+                }
+                SloDoc::Strict => {
+                    let target_us = a.target_us.unwrap_or(500.0);
+                    let slack = a.slack.unwrap_or(0.0);
+                    if !(target_us.is_finite() && target_us > 0.0) {
+                        return Err(err(&doc, &at.key("target_us"), "must be more than 0"));
+                    }
+                    if !(slack.is_finite() && slack >= 0.0) {
+                        return Err(err(&doc, &at.key("slack"), "must be a fraction >= 0"));
+                    }
+                    Slo::Strict { target_us, slack }
+                }
+            };
+            let given = [a.pattern.is_some(), a.mix.is_some(), a.trace.is_some()];
+            if given.iter().filter(|&&g| g).count() != 1 {
+                return Err(err(
+                    &doc,
+                    &at,
+                    "needs exactly one of pattern, mix or trace for its requests",
+                ));
+            }
+            if let Some(r) = a.requests.filter(|&r| !(1..=200_000_000).contains(&r)) {
+                return Err(err(
+                    &doc,
+                    &at.key("requests"),
+                    format!("{r}: must be between 1 and 200000000"),
+                ));
+            }
+            let source = if let Some(path) = a.trace {
+                if a.seed.is_some() {
+                    return Err(err(
+                        &doc,
+                        &at.key("seed"),
+                        "applies to generated requests only",
+                    ));
+                }
+                let path = if path.is_relative() {
+                    file.parent().unwrap_or(Path::new("")).join(path)
+                } else {
+                    path
+                };
+                Source::Trace {
+                    path,
+                    tenant: a.tenant,
+                    limit: a.requests,
+                }
+            } else {
+                if a.tenant.is_some() {
+                    return Err(err(&doc, &at.key("tenant"), "applies to a trace only"));
+                }
+                let Some(requests) = a.requests else {
+                    return Err(err(
+                        &doc,
+                        &at.key("requests"),
+                        "missing: how many to generate",
+                    ));
+                };
+                let pattern = match (a.pattern, a.mix) {
+                    (Some(NamedPattern::Tpcw), _) => Pattern::tpcw(),
+                    (Some(NamedPattern::Rubis), _) => Pattern::rubis(),
+                    (None, Some(parts)) => mixture(&doc, &at.key("mix"), &parts)?,
+                    (None, None) => unreachable!("one source, checked above"),
+                };
+                Source::Generated {
+                    pattern,
+                    requests,
+                    seed: a.seed.unwrap_or(i as u64 + 1),
+                }
+            };
+            apps.push(AppSpec {
+                name: a.name,
+                slo,
+                source,
+            });
+        }
+        let configurations = compositions(apps.len(), grid - 1).powi(2);
+        if configurations > MAX_CONFIGURATIONS {
+            return Err(err(
+                &doc,
+                &root.key("grid"),
+                format!(
+                    "with {} apps IDEAL would try {configurations:.1e} configurations, more \
+                     than {MAX_CONFIGURATIONS:.0e}: use fewer settings",
+                    apps.len()
+                ),
+            ));
+        }
+        let minimum = d
+            .conservative_minimum
+            .map_or(CONSERVATIVE_MINIMUM, Size::bytes);
+        let step = (buffer_blocks / (grid as u64 - 1)).max(1) * block;
+        Ok(CacheScenario {
+            file: file.to_path_buf(),
+            description: d.description,
+            block_bytes: block,
+            apps,
+            settings: Experiment {
+                policy: match d.policy {
+                    PolicyDoc::LruLru => Policy::LruLru,
+                    PolicyDoc::Demote => Policy::Demote,
+                },
+                buffer_blocks,
+                storage_blocks,
+                grid,
+                latencies,
+                scale,
+                restarts: d.restarts.unwrap_or(10).max(1),
+                seed: d.seed.unwrap_or(1),
+                conservative_steps: minimum.div_ceil(step) as usize,
+                apps: Vec::new(),
+            },
+        })
+    }
+
+    /// The experiment with every application's requests read or generated. `progress` hears
+    /// each application's name as its requests are read.
+    pub fn experiment(&self, progress: &dyn Fn(&str)) -> Result<Experiment, TraceError> {
+        let mut e = self.settings.clone();
+        for a in &self.apps {
+            progress(&a.name);
+            let blocks = match &a.source {
+                Source::Generated {
+                    pattern,
+                    requests,
+                    seed,
+                } => Generator::new(pattern, *seed)
+                    .take(*requests as usize)
+                    .collect(),
+                Source::Trace {
+                    path,
+                    tenant,
+                    limit,
+                } => {
+                    let mut blocks = Vec::new();
+                    for r in TraceReader::open(path)? {
+                        let r = r?;
+                        if tenant.is_none_or(|t| t == r.tenant) {
+                            blocks.push(r.block);
+                            if limit.is_some_and(|l| blocks.len() as u64 >= l) {
+                                break;
+                            }
+                        }
+                    }
+                    blocks
+                }
+            };
+            e.apps.push(App {
+                name: a.name.clone(),
+                slo: a.slo,
+                blocks,
+            });
+        }
+        Ok(e)
+    }
+}
+
+/// `[[app.mix]]` components, each `kind = "zipf" | "loop" | "scan"` with its `weight`.
+fn mixture(doc: &Document, at: &FieldPath, parts: &[toml::Value]) -> Result<Pattern, ConfigError> {
+    if parts.is_empty() {
+        return Err(err(doc, at, "has no components"));
+    }
+    let mut out = Vec::with_capacity(parts.len());
+    for (i, value) in parts.iter().enumerate() {
+        let at = at.index(i);
+        let (kind, rest) = doc.kind(&at, value, None)?;
+        let (weight, pattern) = match kind.as_str() {
+            "zipf" => {
+                let z: ZipfDoc = doc.read_value(&at, rest)?;
+                if !(z.theta.is_finite() && z.theta >= 0.0) {
+                    return Err(err(doc, &at.key("theta"), "must be a number >= 0"));
+                }
+                (
+                    z.weight,
+                    Pattern::Zipf {
+                        n: blocks(doc, &at, z.blocks)?,
+                        theta: z.theta,
+                    },
+                )
+            }
+            "loop" => {
+                let l: LoopDoc = doc.read_value(&at, rest)?;
+                (
+                    l.weight,
+                    Pattern::Loop {
+                        n: blocks(doc, &at, l.blocks)?,
+                    },
+                )
+            }
+            "scan" => {
+                let s: ScanDoc = doc.read_value(&at, rest)?;
+                (s.weight, Pattern::Scan)
+            }
+            _ => {
+                return Err(err(
+                    doc,
+                    &at.key("kind"),
+                    "unknown component (expected zipf, loop or scan)",
+                ))
+            }
+        };
+        if !(weight.is_finite() && weight > 0.0) {
+            return Err(err(doc, &at.key("weight"), "must be more than 0"));
+        }
+        out.push((weight, pattern));
+    }
+    Ok(Pattern::Mix(out))
+}
+
+fn blocks(doc: &Document, at: &FieldPath, n: u64) -> Result<u64, ConfigError> {
+    if !(1..=1 << 32).contains(&n) {
+        return Err(err(
+            doc,
+            &at.key("blocks"),
+            "must be between 1 and 4294967296",
+        ));
+    }
+    Ok(n)
+}
+
+/// C(total + n − 1, n − 1): the ways to split `total` steps among `n`, as a float.
+fn compositions(n: usize, total: usize) -> f64 {
+    (1..n).fold(1.0, |c, k| c * (total + k) as f64 / k as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+policy = "demote"
+buffer = "64KiB"
+storage = "64KiB"
+block = "4KiB"
+grid = 5
+
+[[app]]
+name = "a"
+slo = "strict"
+target_us = 400
+pattern = "tpcw"
+requests = 100
+
+[[app]]
+name = "b"
+slo = "best-effort"
+requests = 50
+[[app.mix]]
+kind = "zipf"
+weight = 0.5
+blocks = 10
+theta = 1.0
+[[app.mix]]
+kind = "scan"
+weight = 0.5
+"#;
+
+    fn parse(text: &str) -> Result<CacheScenario, ConfigError> {
+        CacheScenario::parse(Path::new("s.toml"), text)
+    }
+
+    #[test]
+    fn a_scenario_reads_with_its_defaults_and_generates_its_requests() {
+        let s = parse(GOOD).unwrap();
+        assert_eq!(s.settings.buffer_blocks, 16);
+        assert_eq!(s.settings.grid, 5);
+        assert_eq!(
+            s.apps[0].slo,
+            Slo::Strict {
+                target_us: 400.0,
+                slack: 0.0
+            }
+        );
+        // 32 MiB of 4-block steps of 4 KiB: everything.
+        assert_eq!(s.settings.conservative_steps, 2048);
+        let e = s.experiment(&|_| {}).unwrap();
+        assert_eq!(e.apps[0].blocks.len(), 100);
+        assert_eq!(e.apps[1].blocks.len(), 50);
+    }
+
+    #[test]
+    fn mistakes_are_one_line_naming_the_line_the_field_and_the_value() {
+        for (from, to, expect) in [
+            (
+                "grid = 5",
+                "grid = 1",
+                "s.toml:6:8: grid = 1: must be between 2",
+            ),
+            (
+                "target_us = 400",
+                "target_us = -4",
+                "app[0].target_us = -4: must be more than 0",
+            ),
+            ("theta = 1.0", "theta = -1.0", "app[1].mix[0].theta = -1.0"),
+            (
+                "kind = \"scan\"",
+                "kind = \"walk\"",
+                "app[1].mix[1].kind = \"walk\": unknown",
+            ),
+            (
+                "name = \"b\"",
+                "name = \"a\"",
+                "app[1].name = \"a\": is the name of an earlier app",
+            ),
+            (
+                "pattern = \"tpcw\"",
+                "pattern = \"tpcw\"\ntrace = \"x.csv\"",
+                "app[0]: needs exactly one",
+            ),
+            (
+                "storage = \"64KiB\"",
+                "storage = \"8KiB\"",
+                "storage = \"8KiB\": holds 2 blocks",
+            ),
+            (
+                "policy = \"demote\"",
+                "policy = \"lru\"",
+                "policy = \"lru\": unknown variant",
+            ),
+        ] {
+            let e = parse(&GOOD.replacen(from, to, 1)).unwrap_err().to_string();
+            assert!(e.contains(expect), "{e}");
+            assert!(!e.contains('\n'), "{e}");
+        }
+    }
+
+    #[test]
+    fn too_many_configurations_for_ideal_is_refused() {
+        let mut text = GOOD
+            .replace("grid = 5", "grid = 257")
+            .replace("\"64KiB\"", "\"64MiB\"");
+        for i in 0..4 {
+            text.push_str(&format!(
+                "\n[[app]]\nname = \"x{i}\"\nslo = \"best-effort\"\npattern = \"rubis\"\nrequests = 10\n"
+            ));
+        }
+        let e = parse(&text).unwrap_err().to_string();
+        assert!(e.contains("IDEAL would try"), "{e}");
+    }
+}
