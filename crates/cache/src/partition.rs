@@ -9,7 +9,8 @@
 //! are all handed out (each level's quotas add up to the cache).
 //!
 //! **Search.** IDEAL tries every pair of compositions: C(g+n−2, n−1)² configurations for n
-//! tenants. Hill climbing starts from a random composition, moves one step of one level from
+//! tenants. Hill climbing starts from a random configuration (uniform over each level's
+//! compositions), moves one step of one level from
 //! one tenant to another while that gains, and restarts from another random point, keeping
 //! the best. A move takes one step of the buffer pool, of the storage cache, or of both at
 //! once (a diagonal, so that a tenant can trade one level for the other) from one tenant to
@@ -127,6 +128,9 @@ pub struct Found {
     pub configurations: u64,
     /// Distinct surface points (tenant, buffer, storage) looked at: Gemini's samples.
     pub samples: u64,
+    /// Samples looked at by the time the answer was found (the search's convergence; the
+    /// restarts after it found nothing better).
+    pub samples_to_answer: u64,
     /// The configurations the search went through to its answer (hill climbing: the winning
     /// climb from its random start; IDEAL: the answer alone).
     pub path: Vec<Quotas>,
@@ -193,6 +197,7 @@ pub fn ideal(p: &Problem) -> Found {
         utility: best.0,
         configurations: (buffers.len() * storages.len()) as u64,
         samples: (n * (bs + 1) * (ss + 1)) as u64,
+        samples_to_answer: (n * (bs + 1) * (ss + 1)) as u64,
     }
 }
 
@@ -218,20 +223,34 @@ pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
         }
         p.utility(q)
     };
-    let mut best: Option<(f64, usize)> = None;
+    let mut best: Option<(f64, usize, u64)> = None;
     let mut climbs: Vec<Vec<Quotas>> = Vec::with_capacity(restarts.max(1));
     for _ in 0..restarts.max(1) {
-        // A random composition: each step to a random tenant.
-        let mut q = Quotas {
-            buffer: vec![0; n],
-            storage: vec![0; n],
+        // A random configuration, uniform over each level's compositions (stars and bars:
+        // n − 1 bars placed among steps + n − 1 slots), so starts reach the corners too.
+        let mut split = |steps: usize| -> Vec<usize> {
+            let slots = steps + n - 1;
+            let mut bars: Vec<usize> = Vec::with_capacity(n - 1);
+            while bars.len() < n - 1 {
+                let b = random(slots);
+                if !bars.contains(&b) {
+                    bars.push(b);
+                }
+            }
+            bars.sort_unstable();
+            let mut parts = Vec::with_capacity(n);
+            let mut last = 0;
+            for (k, &b) in bars.iter().enumerate() {
+                parts.push(b - last - usize::from(k > 0));
+                last = b;
+            }
+            parts.push(slots - last - usize::from(n > 1));
+            parts
         };
-        for _ in 0..bs {
-            q.buffer[random(n)] += 1;
-        }
-        for _ in 0..ss {
-            q.storage[random(n)] += 1;
-        }
+        let mut q = Quotas {
+            buffer: split(bs),
+            storage: split(ss),
+        };
         let mut u = eval(&q, &mut seen);
         let mut path = vec![q.clone()];
         loop {
@@ -273,17 +292,18 @@ pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
             }
         }
         if best.is_none_or(|b| u > b.0) {
-            best = Some((u, climbs.len()));
+            best = Some((u, climbs.len(), seen.len() as u64));
         }
         climbs.push(path);
     }
-    let (utility, winner) = best.expect("at least one restart");
+    let (utility, winner, samples_to_answer) = best.expect("at least one restart");
     let path = climbs[winner].clone();
     Found {
         quotas: path.last().expect("the start at least").clone(),
         utility,
         configurations,
         samples: seen.len() as u64,
+        samples_to_answer,
         path,
         climbs,
     }

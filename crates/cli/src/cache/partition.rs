@@ -152,8 +152,8 @@ pub fn table(run: &PartitionRun) -> String {
     let (d, ideal) = (&run.outcome.dynamic, &run.outcome.ideal);
     let _ = writeln!(
         out,
-        "\nDYNAMIC (hill climbing, {} random starts): utility {:.2} after {} configurations and {} surface samples, the winning climb {} moves long; IDEAL {:.2} from all {} configurations. {:.1} s.",
-        e.restarts, d.utility, d.configurations, d.samples, d.path.len().saturating_sub(1), ideal.utility, ideal.configurations, run.seconds
+        "\nDYNAMIC (hill climbing, {} random starts): utility {:.2} after {} configurations and {} surface samples (the answer found after {}), the winning climb {} moves long; IDEAL {:.2} from all {} configurations. {:.1} s.",
+        e.restarts, d.utility, d.configurations, d.samples, d.samples_to_answer, d.path.len().saturating_sub(1), ideal.utility, ideal.configurations, run.seconds
     );
     out
 }
@@ -320,7 +320,7 @@ fn html(run: &PartitionRun) -> String {
     let (d, ideal) = (&out.dynamic, &out.ideal);
     let name = scenario_name(&run.scenario);
     format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>memtide: cache partitioning, {n}</title>\n<style>body{{font-family:system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}}table{{border-collapse:collapse;font-size:13px}}th,td{{border:1px solid #ddd;padding:3px 7px;text-align:right}}th.l,td.l{{text-align:left}}th{{background:#f4f4f4}}td.miss{{background:#fdd}}.maps{{display:flex;flex-wrap:wrap;gap:24px}}svg.chart{{display:block;font-size:11px}}svg .axis-label{{font-size:12px;fill:#444}}</style>\n</head>\n<body>\n<h1>Cache partitioning: {n}</h1>\n<p>{desc}</p>\n<p>{policy}; a buffer pool of {b:.0} MiB over a storage cache of {s:.0} MiB, {k} KiB blocks; quotas on a grid of {g} settings per level; latencies {lb} µs (buffer pool), {ls} µs (storage cache), {ld} µs (disk).</p>\n<h2>Schemes</h2>\n<table><tr><th class=\"l\">scheme</th><th class=\"l\">app</th><th>buffer MiB</th><th>storage MiB</th><th>latency µs</th><th>utility</th><th>total utility</th></tr>{rows}</table>\n<p>SHARED: no quotas at either level. CONSERVATIVE: the strict apps get everything but the others' minimum. PROFILE: each strict app the buffer pool it needs alone, the storage cache shared. MRC: each level split for the most hits. DYNAMIC: Gemini's hill climbing with {r} random starts on the exact surfaces: utility {du:.2} after {dc} configurations and {ds} surface samples. IDEAL: every configuration ({ic}), utility {iu:.2}. A red latency misses its SLO.</p>\n<h2>Latency surfaces</h2>\n<p>Each app's mean data-access latency at every pair of quotas, computed exactly from stack distances (Gemini fitted an SVR to about 160 simulated samples). Grey lines are the hill climbs, each from its random start (a dot) to where it stopped; the white one won. Circles mark where the other partitioned schemes put the app.</p>\n<div class=\"maps\">{maps}</div>\n</body>\n</html>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>memtide: cache partitioning, {n}</title>\n<style>body{{font-family:system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}}table{{border-collapse:collapse;font-size:13px}}th,td{{border:1px solid #ddd;padding:3px 7px;text-align:right}}th.l,td.l{{text-align:left}}th{{background:#f4f4f4}}td.miss{{background:#fdd}}.maps{{display:flex;flex-wrap:wrap;gap:24px}}svg.chart{{display:block;font-size:11px}}svg .axis-label{{font-size:12px;fill:#444}}</style>\n</head>\n<body>\n<h1>Cache partitioning: {n}</h1>\n<p>{desc}</p>\n<p>{policy}; a buffer pool of {b:.0} MiB over a storage cache of {s:.0} MiB, {k} KiB blocks; quotas on a grid of {g} settings per level; latencies {lb} µs (buffer pool), {ls} µs (storage cache), {ld} µs (disk).</p>\n<h2>Schemes</h2>\n<table><tr><th class=\"l\">scheme</th><th class=\"l\">app</th><th>buffer MiB</th><th>storage MiB</th><th>latency µs</th><th>utility</th><th>total utility</th></tr>{rows}</table>\n<p>SHARED: no quotas at either level. CONSERVATIVE: the strict apps get everything but the others' minimum. PROFILE: each strict app the buffer pool it needs alone, the storage cache shared. MRC: each level split for the most hits. DYNAMIC: Gemini's hill climbing with {r} random starts on the exact surfaces: utility {du:.2} after {dc} configurations and {ds} surface samples (the answer found after {da}). IDEAL: every configuration ({ic}), utility {iu:.2}. A red latency misses its SLO.</p>\n<h2>Latency surfaces</h2>\n<p>Each app's mean data-access latency at every pair of quotas, computed exactly from stack distances (Gemini fitted an SVR to about 160 simulated samples). Grey lines are the hill climbs, each from its random start (a dot) to where it stopped; the white one won. Circles mark where the other partitioned schemes put the app.</p>\n<div class=\"maps\">{maps}</div>\n</body>\n</html>\n",
         n = escape(&name),
         desc = escape(&run.scenario.description),
         policy = policy_name(e.policy),
@@ -335,6 +335,7 @@ fn html(run: &PartitionRun) -> String {
         du = d.utility,
         dc = d.configurations,
         ds = d.samples,
+        da = d.samples_to_answer,
         ic = ideal.configurations,
         iu = ideal.utility,
     )
