@@ -20,8 +20,8 @@
 
 use crate::mrc::MissRatioCurve;
 use crate::partition::{
-    conservative, hill_climb, ideal, mrc, profile, utility, Found, Problem, Quotas, Slo, Tenant,
-    UtilityScale,
+    conservative, hill_climb, ideal, mrc, profile, sampled_search, utility, Found, Problem, Quotas,
+    SampledSearch, Sampling, Slo, Tenant, UtilityScale,
 };
 use crate::surface::Surface;
 use crate::twolevel::{Counts, Latencies, Level, Policy, TwoLevel};
@@ -116,6 +116,10 @@ pub struct Outcome {
     pub plans: Vec<Plan>,
     pub dynamic: Found,
     pub ideal: Found,
+    /// Gemini's search as the paper ran it, knowing the surfaces only where it sampled them:
+    /// greedy and random sampling.
+    pub greedy: SampledSearch,
+    pub random: SampledSearch,
 }
 
 impl Outcome {
@@ -181,6 +185,8 @@ impl Experiment {
         progress("search");
         let dynamic = hill_climb(&p, self.restarts, self.seed);
         let best = ideal(&p);
+        let greedy = sampled_search(&p, Sampling::Greedy, self.restarts, self.seed);
+        let random = sampled_search(&p, Sampling::Random, self.restarts, self.seed);
         progress("baselines");
         let plans = vec![
             self.simulated(Scheme::Shared, &p, Division::Shared, Division::Shared),
@@ -205,6 +211,8 @@ impl Experiment {
             plans,
             dynamic,
             ideal: best,
+            greedy,
+            random,
         }
     }
 

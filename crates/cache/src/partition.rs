@@ -19,6 +19,7 @@
 
 use crate::surface::Surface;
 use crate::twolevel::Latencies;
+use std::cell::RefCell;
 use std::collections::HashSet;
 
 /// What a tenant's latency is worth.
@@ -206,52 +207,66 @@ pub fn ideal(p: &Problem) -> Found {
 pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
     let n = p.tenants.len();
     let (bs, ss) = p.steps();
-    let mut state = seed ^ 0xA076_1D64_78BD_642F;
-    let mut random = |below: usize| -> usize {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % below.max(1) as u64) as usize
+    let seen: RefCell<HashSet<(usize, usize, usize)>> = RefCell::new(HashSet::new());
+    let c = {
+        let mut eval = |q: &Quotas| {
+            let mut seen = seen.borrow_mut();
+            for i in 0..n {
+                seen.insert((i, q.buffer[i], q.storage[i]));
+            }
+            p.utility(q)
+        };
+        climb(n, (bs, ss), restarts, seed, &mut eval, &|| {
+            seen.borrow().len() as u64
+        })
     };
-    let mut seen: HashSet<(usize, usize, usize)> = HashSet::new();
+    let samples = seen.into_inner().len() as u64;
+    let path = c.climbs[c.winner].clone();
+    Found {
+        quotas: path.last().expect("the start at least").clone(),
+        utility: c.utility,
+        configurations: c.configurations,
+        samples,
+        samples_to_answer: c.progress_at_answer,
+        path,
+        climbs: c.climbs,
+    }
+}
+
+/// What [`climb`] did.
+struct Climbs {
+    /// Every climb, from its start to where it stopped.
+    climbs: Vec<Vec<Quotas>>,
+    /// The climb that ended highest, and its utility.
+    winner: usize,
+    utility: f64,
+    configurations: u64,
+    /// `progress()` when the winner ended.
+    progress_at_answer: u64,
+}
+
+/// Hill climbing with random restarts over `utility` (the exact one, or an estimate):
+/// `restarts` starts uniform over each level's compositions of (buffer, storage) `steps`,
+/// each climbing by steepest ascent over single-step moves while that gains.
+fn climb(
+    n: usize,
+    (bs, ss): (usize, usize),
+    restarts: usize,
+    seed: u64,
+    utility: &mut dyn FnMut(&Quotas) -> f64,
+    progress: &dyn Fn() -> u64,
+) -> Climbs {
+    let mut random = Random(seed ^ 0xA076_1D64_78BD_642F);
     let mut configurations = 0u64;
-    let mut eval = |q: &Quotas, seen: &mut HashSet<(usize, usize, usize)>| {
-        configurations += 1;
-        for i in 0..n {
-            seen.insert((i, q.buffer[i], q.storage[i]));
-        }
-        p.utility(q)
-    };
     let mut best: Option<(f64, usize, u64)> = None;
     let mut climbs: Vec<Vec<Quotas>> = Vec::with_capacity(restarts.max(1));
     for _ in 0..restarts.max(1) {
-        // A random configuration, uniform over each level's compositions (stars and bars:
-        // n − 1 bars placed among steps + n − 1 slots), so starts reach the corners too.
-        let mut split = |steps: usize| -> Vec<usize> {
-            let slots = steps + n - 1;
-            let mut bars: Vec<usize> = Vec::with_capacity(n - 1);
-            while bars.len() < n - 1 {
-                let b = random(slots);
-                if !bars.contains(&b) {
-                    bars.push(b);
-                }
-            }
-            bars.sort_unstable();
-            let mut parts = Vec::with_capacity(n);
-            let mut last = 0;
-            for (k, &b) in bars.iter().enumerate() {
-                parts.push(b - last - usize::from(k > 0));
-                last = b;
-            }
-            parts.push(slots - last - usize::from(n > 1));
-            parts
-        };
         let mut q = Quotas {
-            buffer: split(bs),
-            storage: split(ss),
+            buffer: random.composition(n, bs),
+            storage: random.composition(n, ss),
         };
-        let mut u = eval(&q, &mut seen);
+        configurations += 1;
+        let mut u = utility(&q);
         let mut path = vec![q.clone()];
         loop {
             let mut step: Option<(f64, Quotas)> = None;
@@ -275,7 +290,8 @@ pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
                             next.storage[from] -= 1;
                             next.storage[to] += 1;
                         }
-                        let nu = eval(&next, &mut seen);
+                        configurations += 1;
+                        let nu = utility(&next);
                         if nu > step.as_ref().map_or(u, |s| s.0) {
                             step = Some((nu, next));
                         }
@@ -292,21 +308,229 @@ pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
             }
         }
         if best.is_none_or(|b| u > b.0) {
-            best = Some((u, climbs.len(), seen.len() as u64));
+            best = Some((u, climbs.len(), progress()));
         }
         climbs.push(path);
     }
-    let (utility, winner, samples_to_answer) = best.expect("at least one restart");
-    let path = climbs[winner].clone();
-    Found {
-        quotas: path.last().expect("the start at least").clone(),
+    let (utility, winner, progress_at_answer) = best.expect("at least one restart");
+    Climbs {
+        climbs,
+        winner,
         utility,
         configurations,
-        samples: seen.len() as u64,
-        samples_to_answer,
-        path,
-        climbs,
+        progress_at_answer,
     }
+}
+
+/// The searches' own random numbers (splitmix64), so that a search is the same in every build.
+struct Random(u64);
+
+impl Random {
+    /// Uniform in `0..below` (0 when `below` is 0).
+    fn below(&mut self, below: usize) -> usize {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % below.max(1) as u64) as usize
+    }
+
+    /// A split of `steps` among `n`, uniform over all of them (stars and bars: n − 1 bars
+    /// placed among steps + n − 1 slots), so that starts reach the corners too.
+    fn composition(&mut self, n: usize, steps: usize) -> Vec<usize> {
+        let slots = steps + n.saturating_sub(1);
+        let mut bars: Vec<usize> = Vec::with_capacity(n.saturating_sub(1));
+        while bars.len() + 1 < n {
+            let b = self.below(slots);
+            if !bars.contains(&b) {
+                bars.push(b);
+            }
+        }
+        bars.sort_unstable();
+        let mut parts = Vec::with_capacity(n);
+        let mut last = 0;
+        for (k, &b) in bars.iter().enumerate() {
+            parts.push(b - last - usize::from(k > 0));
+            last = b;
+        }
+        parts.push(slots - last - usize::from(n > 1));
+        parts
+    }
+}
+
+/// Which surface points Gemini simulates next, between searches on its fitted surfaces.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Sampling {
+    /// Near the current answer: each tenant's unsampled points closest to its quotas there,
+    /// the radius growing when none is left within it.
+    Greedy,
+    /// Unsampled points anywhere, uniformly.
+    Random,
+}
+
+/// A search that knows the surfaces only where it sampled them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SampledSearch {
+    /// The answer, and its utility on the exact surfaces.
+    pub quotas: Quotas,
+    pub utility: f64,
+    /// Surface points sampled by the time the answer stopped changing.
+    pub samples: u64,
+    /// (samples so far, the exact utility of the answer then), a round at a time.
+    pub history: Vec<(u64, f64)>,
+}
+
+impl SampledSearch {
+    /// The samples after which every answer came within `fraction` of `best`'s utility (of
+    /// its magnitude, at least 1), if the search got there.
+    pub fn samples_within(&self, best: f64, fraction: f64) -> Option<u64> {
+        let close = |u: f64| u >= best - fraction * best.abs().max(1.0);
+        let last_far = self.history.iter().rposition(|&(_, u)| !close(u));
+        match last_far {
+            None => self.history.first().map(|h| h.0),
+            Some(k) => self.history.get(k + 1).map(|h| h.0),
+        }
+    }
+}
+
+/// Rounds the answer must hold unchanged for the search to stop.
+const STABLE_ROUNDS: usize = 5;
+/// Points sampled per tenant a round.
+const BATCH: usize = 4;
+
+/// Gemini's search as the paper runs it, with the exact surfaces standing in for its cache
+/// simulator: each tenant's surface known at first only at its four corners and centre; a
+/// round fits every tenant's surface to its samples (inverse-distance weighting of the
+/// sampled latencies, where Gemini fitted an SVR), climbs the fitted surfaces as
+/// [`hill_climb`] does, then samples [`BATCH`] more points per tenant, greedily or at random.
+/// It stops when the answer has held for [`STABLE_ROUNDS`] rounds or every point is sampled.
+/// `samples` is what it took: compare with the paper's ~160 greedy and ~352 random.
+pub fn sampled_search(
+    p: &Problem,
+    sampling: Sampling,
+    restarts: usize,
+    seed: u64,
+) -> SampledSearch {
+    let n = p.tenants.len();
+    let (bs, ss) = p.steps();
+    let cols = ss + 1;
+    let mut known: Vec<Vec<Option<f64>>> = vec![vec![None; (bs + 1) * cols]; n];
+    let sample = |known: &mut Vec<Vec<Option<f64>>>, i: usize, b: usize, s: usize| {
+        known[i][b * cols + s] = Some(p.latency_us(i, b, s));
+    };
+    let sampled = |known: &Vec<Vec<Option<f64>>>| -> u64 {
+        known.iter().flatten().filter(|v| v.is_some()).count() as u64
+    };
+    for i in 0..n {
+        for (b, s) in [(0, 0), (0, ss), (bs, 0), (bs, ss), (bs / 2, ss / 2)] {
+            sample(&mut known, i, b, s);
+        }
+    }
+    let mut random = Random(seed ^ 0x2545_F491_4F6C_DD1D);
+    let mut radius = vec![1usize; n];
+    let mut history = Vec::new();
+    let mut last: Option<Quotas> = None;
+    let mut held = 0;
+    for round in 0.. {
+        // Fit: each unsampled point the inverse-square-distance mean of the samples.
+        let fitted: Vec<Vec<f64>> = known
+            .iter()
+            .map(|k| {
+                let points: Vec<(usize, usize, f64)> = k
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(at, v)| v.map(|v| (at / cols, at % cols, v)))
+                    .collect();
+                (0..k.len())
+                    .map(|at| {
+                        k[at].unwrap_or_else(|| {
+                            let (b, s) = (at / cols, at % cols);
+                            let (mut sum, mut weight) = (0.0, 0.0);
+                            for &(pb, ps, v) in &points {
+                                let d2 = (pb.abs_diff(b).pow(2) + ps.abs_diff(s).pow(2)) as f64;
+                                sum += v / d2;
+                                weight += 1.0 / d2;
+                            }
+                            sum / weight
+                        })
+                    })
+                    .collect()
+            })
+            .collect();
+        let mut estimate = |q: &Quotas| -> f64 {
+            (0..n)
+                .map(|i| {
+                    let r = fitted[i][q.buffer[i] * cols + q.storage[i]];
+                    utility(p.tenants[i].slo, r, &p.scale)
+                })
+                .sum()
+        };
+        let c = climb(
+            n,
+            (bs, ss),
+            restarts,
+            seed.wrapping_add(round),
+            &mut estimate,
+            &|| 0,
+        );
+        let answer = c.climbs[c.winner].last().expect("a start").clone();
+        let count = sampled(&known);
+        history.push((count, p.utility(&answer)));
+        held = if last.as_ref() == Some(&answer) {
+            held + 1
+        } else {
+            0
+        };
+        let everything = known.iter().all(|k| k.iter().all(Option::is_some));
+        if held + 1 >= STABLE_ROUNDS || everything {
+            return SampledSearch {
+                utility: p.utility(&answer),
+                quotas: answer,
+                samples: count,
+                history,
+            };
+        }
+        for i in 0..n {
+            let missing: Vec<(usize, usize)> = (0..=bs)
+                .flat_map(|b| (0..=ss).map(move |s| (b, s)))
+                .filter(|&(b, s)| known[i][b * cols + s].is_none())
+                .collect();
+            let picked: Vec<(usize, usize)> = match sampling {
+                Sampling::Random => {
+                    let mut pool = missing;
+                    let mut out = Vec::with_capacity(BATCH);
+                    while out.len() < BATCH && !pool.is_empty() {
+                        let k = random.below(pool.len());
+                        out.push(pool.swap_remove(k));
+                    }
+                    out
+                }
+                Sampling::Greedy => {
+                    let (b0, s0) = (answer.buffer[i], answer.storage[i]);
+                    let within = |r: usize| -> Vec<(usize, usize)> {
+                        missing
+                            .iter()
+                            .copied()
+                            .filter(|&(b, s)| b.abs_diff(b0).max(s.abs_diff(s0)) <= r)
+                            .collect()
+                    };
+                    let mut near = within(radius[i]);
+                    while near.is_empty() && radius[i] <= bs.max(ss) {
+                        radius[i] += 1;
+                        near = within(radius[i]);
+                    }
+                    near.sort_by_key(|&(b, s)| b.abs_diff(b0).pow(2) + s.abs_diff(s0).pow(2));
+                    near.truncate(BATCH);
+                    near
+                }
+            };
+            for (b, s) in picked {
+                sample(&mut known, i, b, s);
+            }
+        }
+        last = Some(answer);
+    }
+    unreachable!("the loop returns once every point is sampled")
 }
 
 /// CONSERVATIVE (the paper's baseline): every strict-SLO tenant gets an equal part of both
@@ -539,6 +763,42 @@ mod tests {
         // penalty grows linearly from 500 µs) for the others' gains.
         let r = p.latency_us(0, best.quotas.buffer[0], best.quotas.storage[0]);
         assert!(r <= 510.0, "{r} µs");
+    }
+
+    #[test]
+    fn sampled_searches_sample_more_each_round_and_greedy_finds_a_smooth_optimum_from_few() {
+        let grid: Vec<u64> = (0..12).map(|i| i * 400).collect();
+        let t = tenants(&grid);
+        // The two Zipf tenants: smooth surfaces, no cliff.
+        let smooth = &t[..2];
+        let p = Problem {
+            tenants: smooth,
+            latencies: Latencies::default(),
+            scale: UtilityScale::default(),
+        };
+        let best = ideal(&p);
+        for sampling in [Sampling::Greedy, Sampling::Random] {
+            let s = sampled_search(&p, sampling, 10, 3);
+            eprintln!(
+                "{sampling:?}: {} samples, utility {:.2} of IDEAL's {:.2}; {:?}",
+                s.samples, s.utility, best.utility, s.history
+            );
+            assert!(
+                s.history.windows(2).all(|w| w[1].0 > w[0].0),
+                "{:?}",
+                s.history
+            );
+            assert_eq!(s.history.last().map(|h| h.0), Some(s.samples));
+            assert!(s.samples <= best.samples && s.utility <= best.utility + 1e-9);
+            assert_eq!(s.utility, p.utility(&s.quotas));
+        }
+        let greedy = sampled_search(&p, Sampling::Greedy, 10, 3);
+        let within = greedy.samples_within(best.utility, 0.01);
+        assert!(
+            within.is_some_and(|k| k < best.samples / 2),
+            "greedy: {within:?} of {} points",
+            best.samples
+        );
     }
 
     #[test]
