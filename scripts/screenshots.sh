@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Remakes docs/screenshots/: runs every shipped scenario (each variant of those that have
-# variants; not bench-16vm-1h, a benchmark rather than a paper's experiment) and photographs its
+# variants; not bench-16vm-1h, a benchmark rather than a paper's experiment; the cache
+# scenarios of scenarios/cache/ through `memtide cache partition`) and photographs its
 # report.html in headless Chromium, 1200 px wide and the page's full height, colours reduced so
 # a PNG stays small.
 #
@@ -23,7 +24,7 @@ if [ $# -gt 0 ]; then
   scenarios=("$@")
 else
   scenarios=()
-  for f in scenarios/*.toml; do
+  for f in scenarios/*.toml scenarios/cache/*.toml; do
     [ "$(basename "$f")" = bench-16vm-1h.toml ] || scenarios+=("$f")
   done
 fi
@@ -47,7 +48,10 @@ shoot() { # report.html -> png
 
 for f in "${scenarios[@]}"; do
   name=$(basename "$f" .toml)
-  "$memtide" sim "$f" --out "$work/$name" >/dev/null
+  case "$f" in
+    */cache/*) "$memtide" cache partition "$f" --out "$work/$name" >/dev/null ;;
+    *) "$memtide" sim "$f" --out "$work/$name" >/dev/null ;;
+  esac
   if [ -f "$work/$name/report.html" ]; then
     shoot "$work/$name/report.html" "$dest/$name.png"
   else
