@@ -243,6 +243,19 @@ impl MissRatioCurve {
             .collect()
     }
 
+    /// The curve of a sample taken at block rate `rate` (0 < rate <= 1), standing for the
+    /// whole trace: each distance d becomes d / rate and each weight w, w / rate.
+    pub fn scaled(&self, rate: f64) -> MissRatioCurve {
+        let mut out = MissRatioCurve::new();
+        for (d, &w) in self.by_distance.iter().enumerate() {
+            if w != 0.0 {
+                out.add(Some((d as f64 / rate) as u64), w / rate);
+            }
+        }
+        out.add(None, self.cold / rate);
+        out
+    }
+
     /// The mean absolute difference from `other` over cache sizes 0..=`up_to` blocks (SHARDS'
     /// error measure).
     pub fn mean_absolute_error(&self, other: &MissRatioCurve, up_to: u64) -> f64 {

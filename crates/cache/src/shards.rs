@@ -7,18 +7,30 @@
 //! - **Fixed rate** ([`Shards::fixed_rate`]): T fixed. With `SHARDS_adj` as the paper gives it,
 //!   the difference between the requests expected at rate R (N·R) and those sampled is added
 //!   to the smallest distance, correcting the curve's start for the sample's luck.
+//!
+//!   Ours adds a correction the paper does not make: the *realized* rate. The blocks sampled
+//!   are a binomial draw, so a trace of D distinct blocks yields R·D ± √(R·D) of them. With a
+//!   footprint of 100,000 blocks at 1% that is 1,000 ± 32, and a sample 5% short shifts the
+//!   whole curve by 5% under SHARDS_adj alone (measured: mean absolute error 0.053 on a
+//!   uniform trace, 0.012 on the RUBiS-like one, against 0.01 targeted). So a HyperLogLog of
+//!   every block (2^14 one-byte registers from the same hash's top bits: 16 KiB, 0.8%
+//!   error) estimates D, and the curve is scaled by R' = sampled blocks / D rather than R.
+//!   Traces of millions of blocks, SHARDS' own, barely move; small footprints gain most.
 //! - **Fixed size** ([`Shards::fixed_size`]): at most `s_max` sampled blocks; when one more
 //!   comes, the blocks of the largest hash are dropped and T lowered to it, so R falls as the
 //!   trace reveals more blocks. Each sampled request weighs 1/R at its time, which is the
 //!   paper's rescaling of the older counts by R_new/R_old.
 //!
-//! Cost: one hash per request; the exact structure's O(log s) per sampled request.
+//! Cost: one hash and (fixed rate) one register update per request; the exact structure's
+//! O(log s) per sampled request.
 
 use crate::mrc::{MissRatioCurve, StackDistances};
 use std::collections::BinaryHeap;
 
 /// The modulus of the sampling hash.
 const P: u64 = 1 << 24;
+/// HyperLogLog's registers: 2^HLL_BITS, indexed by the hash's top bits.
+const HLL_BITS: u32 = 14;
 
 /// A SHARDS profiler.
 #[derive(Clone, Debug)]
@@ -29,7 +41,11 @@ pub struct Shards {
     /// Sampled blocks by hash, largest first (fixed size only).
     heap: BinaryHeap<(u64, u64)>,
     distances: StackDistances,
+    /// Fixed size: the curve so far, each request weighted 1/R at its time. Fixed rate: the
+    /// sample's own distances, unscaled (scaled when the curve is read, by the realized rate).
     curve: MissRatioCurve,
+    /// Fixed rate: a HyperLogLog of every block, for the realized rate.
+    registers: Vec<u8>,
     requests: u64,
     sampled: u64,
 }
@@ -55,6 +71,11 @@ impl Shards {
             heap: BinaryHeap::new(),
             distances: StackDistances::new(),
             curve: MissRatioCurve::new(),
+            registers: if max_blocks.is_none() && threshold < P {
+                vec![0; 1 << HLL_BITS]
+            } else {
+                Vec::new()
+            },
             requests: 0,
             sampled: 0,
         }
@@ -79,7 +100,13 @@ impl Shards {
     #[inline]
     pub fn access(&mut self, block: u64) {
         self.requests += 1;
-        let h = hash(block) & (P - 1);
+        let full = hash(block);
+        if let Some(r) = self.registers.get_mut((full >> (64 - HLL_BITS)) as usize) {
+            // The rank of the first 1 in the bits below the index (capped by a sentinel).
+            let rank = ((full << HLL_BITS) | (1 << (HLL_BITS - 1))).leading_zeros() as u8 + 1;
+            *r = (*r).max(rank);
+        }
+        let h = full & (P - 1);
         if h >= self.threshold {
             return;
         }
@@ -94,10 +121,45 @@ impl Shards {
                 }
             }
         }
+        if self.max_blocks.is_none() {
+            self.curve.add(d, 1.0);
+            return;
+        }
         // The request may belong to a block just dropped (its own hash the largest): it was
         // seen at the old rate, and counts at that rate.
         let scaled = d.map(|d| (d as f64 / rate) as u64);
         self.curve.add(scaled, 1.0 / rate);
+    }
+
+    /// Fixed rate: the rate the sample realized, sampled blocks over HyperLogLog's estimate of
+    /// all (the nominal rate at rate 1, or before any block is sampled).
+    pub fn realized_rate(&self) -> f64 {
+        let sampled = self.distances.distinct() as f64;
+        let Some(all) = self.distinct_estimate() else {
+            return self.rate();
+        };
+        if sampled < 1.0 || all < 1.0 {
+            return self.rate();
+        }
+        (sampled / all).clamp(f64::MIN_POSITIVE, 1.0)
+    }
+
+    /// HyperLogLog's estimate of the distinct blocks seen (fixed rate below 1 only), with
+    /// linear counting while registers are still empty.
+    fn distinct_estimate(&self) -> Option<f64> {
+        if self.registers.is_empty() {
+            return None;
+        }
+        let m = self.registers.len() as f64;
+        let alpha = 0.7213 / (1.0 + 1.079 / m);
+        let sum: f64 = self.registers.iter().map(|&r| (-(r as f64)).exp2()).sum();
+        let raw = alpha * m * m / sum;
+        let zeros = self.registers.iter().filter(|&&r| r == 0).count();
+        Some(if raw <= 2.5 * m && zeros > 0 {
+            m * (m / zeros as f64).ln()
+        } else {
+            raw
+        })
     }
 
     /// Drops every sampled block of the largest hash and lowers the threshold to it.
@@ -115,12 +177,17 @@ impl Shards {
         self.threshold = top;
     }
 
-    /// The curve, with `SHARDS_adj`: the weights are in requests of the whole trace, and
+    /// The curve (fixed rate: scaled by the realized rate), with `SHARDS_adj`: the weights are
+    /// in requests of the whole trace, and
     /// what the sample's weight falls short of the requests seen (or exceeds them: a hot block
     /// that happened to be sampled) goes onto the smallest distance. For fixed rate this is
     /// the paper's `(N·R − sampled) / R`; for fixed size the same with each request's rate.
     pub fn curve(&self) -> MissRatioCurve {
-        let mut curve = self.curve.clone();
+        let mut curve = if self.max_blocks.is_none() {
+            self.curve.scaled(self.realized_rate())
+        } else {
+            self.curve.clone()
+        };
         curve.add(Some(0), self.requests as f64 - curve.requests());
         curve
     }
@@ -188,5 +255,44 @@ mod tests {
         // Which requests are sampled depends on which blocks are: a hot block in the sample
         // makes many; the curve's adjustment, not the count, answers for it.
         assert!(rate.sampled() > 0 && rate.sampled() < rate.requests());
+    }
+
+    #[test]
+    fn a_one_percent_sample_follows_the_gemini_scenarios_traces_and_a_uniform_one() {
+        use crate::gen::{Generator, Pattern};
+        // The two applications of scenarios/cache/ at their lengths and seeds (within the
+        // issue's 0.01; SHARDS_adj alone: 0.0050 and 0.0123), and a uniform trace whose small
+        // footprint (100,000 blocks: 1,000 sampled) SHARDS_adj alone leaves 0.053 off: 0.011
+        // with the realized rate, HyperLogLog's 1.4% error on this trace being most of it.
+        for (name, pattern, requests, seed, bound) in [
+            ("tpcw", Pattern::tpcw(), 2_000_000, 1, 0.01),
+            ("rubis", Pattern::rubis(), 6_000_000, 2, 0.01),
+            (
+                "uniform",
+                Pattern::Zipf {
+                    n: 100_000,
+                    theta: 0.0,
+                },
+                6_000_000,
+                2,
+                0.02,
+            ),
+        ] {
+            let mut exact_d = StackDistances::new();
+            let mut exact = MissRatioCurve::new();
+            let mut rate = Shards::fixed_rate(0.01);
+            for b in Generator::new(&pattern, seed).take(requests) {
+                exact.add(exact_d.access(b), 1.0);
+                rate.access(b);
+            }
+            let e = exact.mean_absolute_error(&rate.curve(), exact.max_size());
+            let distinct = exact_d.distinct() as f64;
+            eprintln!(
+                "{name}: SHARDS at 1%, mean absolute error {e:.5}; realized rate {:.5} ({:.5} true)",
+                rate.realized_rate(),
+                rate.distances.distinct() as f64 / distinct
+            );
+            assert!(e < bound, "{name}: {e}");
+        }
     }
 }
