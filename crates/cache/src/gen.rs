@@ -212,8 +212,10 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
-/// splitmix64's output function.
-fn mix(mut z: u64) -> u64 {
+/// splitmix64's output function: the crate's one mixer (the generators' and searches' random
+/// numbers, SHARDS' sampling hash).
+#[inline]
+pub(crate) fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)

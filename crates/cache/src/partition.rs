@@ -329,10 +329,7 @@ impl Random {
     /// Uniform in `0..below` (0 when `below` is 0).
     fn below(&mut self, below: usize) -> usize {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        ((z ^ (z >> 31)) % below.max(1) as u64) as usize
+        (crate::gen::mix(self.0) % below.max(1) as u64) as usize
     }
 
     /// A split of `steps` among `n`, uniform over all of them (stars and bars: n − 1 bars

@@ -196,10 +196,7 @@ impl Shards {
 /// splitmix64: a fast hash of a block number whose low bits are uniform.
 #[inline]
 fn hash(block: u64) -> u64 {
-    let mut z = block.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
+    crate::gen::mix(block.wrapping_add(0x9E37_79B9_7F4A_7C15))
 }
 
 #[cfg(test)]
