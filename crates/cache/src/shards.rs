@@ -44,8 +44,9 @@ pub struct Shards {
     /// Fixed size: the curve so far, each request weighted 1/R at its time. Fixed rate: the
     /// sample's own distances, unscaled (scaled when the curve is read, by the realized rate).
     curve: MissRatioCurve,
-    /// Fixed rate: a HyperLogLog of every block, for the realized rate.
-    registers: Vec<u8>,
+    /// Fixed rate below 1: a HyperLogLog of every block, for the realized rate (a fixed-size
+    /// array, so that indexing by the hash's top bits needs no bounds check).
+    registers: Option<Box<[u8; 1 << HLL_BITS]>>,
     requests: u64,
     sampled: u64,
 }
@@ -71,11 +72,8 @@ impl Shards {
             heap: BinaryHeap::new(),
             distances: StackDistances::new(),
             curve: MissRatioCurve::new(),
-            registers: if max_blocks.is_none() && threshold < P {
-                vec![0; 1 << HLL_BITS]
-            } else {
-                Vec::new()
-            },
+            registers: (max_blocks.is_none() && threshold < P)
+                .then(|| Box::new([0; 1 << HLL_BITS])),
             requests: 0,
             sampled: 0,
         }
@@ -101,7 +99,8 @@ impl Shards {
     pub fn access(&mut self, block: u64) {
         self.requests += 1;
         let full = hash(block);
-        if let Some(r) = self.registers.get_mut((full >> (64 - HLL_BITS)) as usize) {
+        if let Some(registers) = &mut self.registers {
+            let r = &mut registers[(full >> (64 - HLL_BITS)) as usize];
             // The rank of the first 1 in the bits below the index (capped by a sentinel).
             let rank = ((full << HLL_BITS) | (1 << (HLL_BITS - 1))).leading_zeros() as u8 + 1;
             *r = (*r).max(rank);
@@ -147,14 +146,12 @@ impl Shards {
     /// HyperLogLog's estimate of the distinct blocks seen (fixed rate below 1 only), with
     /// linear counting while registers are still empty.
     fn distinct_estimate(&self) -> Option<f64> {
-        if self.registers.is_empty() {
-            return None;
-        }
-        let m = self.registers.len() as f64;
+        let registers = self.registers.as_ref()?;
+        let m = registers.len() as f64;
         let alpha = 0.7213 / (1.0 + 1.079 / m);
-        let sum: f64 = self.registers.iter().map(|&r| (-(r as f64)).exp2()).sum();
+        let sum: f64 = registers.iter().map(|&r| (-(r as f64)).exp2()).sum();
         let raw = alpha * m * m / sum;
-        let zeros = self.registers.iter().filter(|&&r| r == 0).count();
+        let zeros = registers.iter().filter(|&&r| r == 0).count();
         Some(if raw <= 2.5 * m && zeros > 0 {
             m * (m / zeros as f64).ln()
         } else {
