@@ -778,6 +778,11 @@ impl Pool for JvmPool {
             dirty_bytes: 0,
         })
     }
+
+    /// The committed heap: free regions were touched too, and a shrink must give them back.
+    fn resident(&mut self) -> Result<u64, Refusal> {
+        Ok(self.heap()?.committed)
+    }
 }
 
 #[cfg(test)]

@@ -34,6 +34,12 @@ pub trait Pool: Send {
     fn resize(&mut self, bytes: u64) -> Result<(), Refusal>;
     /// The pool's statistics as the server counts them.
     fn stats(&mut self) -> Result<PoolStats, Refusal>;
+    /// The part of the pool in memory now: what a shrink to below it must give back. By
+    /// default the data the statistics count (a buffer pool's free pages may never have been
+    /// touched); a heap's whole committed size, free regions included, as it touched them.
+    fn resident(&mut self) -> Result<u64, Refusal> {
+        self.stats().map(|s| s.used_bytes)
+    }
 }
 
 /// Makes a connected pool, or says why it could not (the server is down, the password wrong).
@@ -100,10 +106,11 @@ fn shrink(
     bytes: u64,
 ) -> Result<(), Refusal> {
     let from = held.with(|p| p.size())?;
-    // The data in the pool now; the statistics thread's last reading may be missing or old (a
-    // shrink soon after start, before its first reading, would count the whole pool as data).
-    let used = match held.with(|p| p.stats()) {
-        Ok(s) => s.used_bytes,
+    // What of the pool is in memory now, read at the shrink: the statistics thread's last
+    // reading may be missing (a shrink before its first reading would count the whole pool)
+    // or old (a heap's garbage since collected).
+    let used = match held.with(|p| p.resident()) {
+        Ok(r) => r,
         Err(_) => last
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -111,7 +118,7 @@ fn shrink(
     };
     let before = cgroup.usage();
     held.with(|p| p.resize(bytes))?;
-    // The data the pool gave up; what of it held nothing was never in the cgroup.
+    // What the pool gave up of what it had in memory; the rest was never in the cgroup.
     let released = used.min(from).saturating_sub(bytes);
     let (Some(before), true) = (before, released > 0) else {
         return Ok(());
