@@ -108,8 +108,8 @@ impl Plan {
 /// Everything an experiment found.
 #[derive(Clone, Debug)]
 pub struct Outcome {
-    /// Each application's surface, on the grid ([`Experiment::grid_blocks`]).
-    pub surfaces: Vec<Surface>,
+    /// Each application's surface (on the grid, [`Experiment::grid_blocks`]) and SLO.
+    pub tenants: Vec<Tenant>,
     /// Each application alone with both whole caches.
     pub isolated_us: Vec<f64>,
     /// In the order of [`Scheme`].
@@ -145,18 +145,21 @@ impl Experiment {
             self.grid_blocks(self.storage_blocks),
         );
         progress("surfaces");
-        let surfaces: Vec<Surface> = std::thread::scope(|s| {
+        let tenants: Vec<Tenant> = std::thread::scope(|s| {
             let handles: Vec<_> = self
                 .apps
                 .iter()
                 .map(|a| {
                     let (buffer, storage) = (&buffer, &storage);
-                    s.spawn(move || match self.policy {
-                        Policy::Demote => {
-                            let curve = MissRatioCurve::exact(a.blocks.iter().copied());
-                            Surface::demote(&curve, buffer, storage)
-                        }
-                        Policy::LruLru => Surface::lru_lru(&a.blocks, buffer, storage),
+                    s.spawn(move || Tenant {
+                        surface: match self.policy {
+                            Policy::Demote => {
+                                let curve = MissRatioCurve::exact(a.blocks.iter().copied());
+                                Surface::demote(&curve, buffer, storage)
+                            }
+                            Policy::LruLru => Surface::lru_lru(&a.blocks, buffer, storage),
+                        },
+                        slo: a.slo,
                     })
                 })
                 .collect();
@@ -165,14 +168,6 @@ impl Experiment {
                 .map(|h| h.join().expect("a surface thread panicked"))
                 .collect()
         });
-        let tenants: Vec<Tenant> = surfaces
-            .iter()
-            .zip(&self.apps)
-            .map(|(s, a)| Tenant {
-                surface: s.clone(),
-                slo: a.slo,
-            })
-            .collect();
         let p = Problem {
             tenants: &tenants,
             latencies: self.latencies,
@@ -206,7 +201,7 @@ impl Experiment {
             self.on_surfaces(Scheme::Ideal, &p, &best.quotas),
         ];
         Outcome {
-            surfaces,
+            tenants,
             isolated_us,
             plans,
             dynamic,
@@ -371,17 +366,8 @@ mod tests {
         for policy in [Policy::LruLru, Policy::Demote] {
             let e = experiment(policy);
             let out = e.run(&|_| {});
-            let tenants: Vec<Tenant> = out
-                .surfaces
-                .iter()
-                .zip(&e.apps)
-                .map(|(surface, a)| Tenant {
-                    surface: surface.clone(),
-                    slo: a.slo,
-                })
-                .collect();
             let p = Problem {
-                tenants: &tenants,
+                tenants: &out.tenants,
                 latencies: e.latencies,
                 scale: e.scale,
             };

@@ -132,11 +132,17 @@ pub struct Found {
     /// Samples looked at by the time the answer was found (the search's convergence; the
     /// restarts after it found nothing better).
     pub samples_to_answer: u64,
-    /// The configurations the search went through to its answer (hill climbing: the winning
-    /// climb from its random start; IDEAL: the answer alone).
-    pub path: Vec<Quotas>,
-    /// Every climb from its random start to where it stopped (IDEAL: none).
+    /// Every climb from its random start to where it stopped (IDEAL: one, the answer alone).
     pub climbs: Vec<Vec<Quotas>>,
+    /// The climb that found the answer.
+    pub winner: usize,
+}
+
+impl Found {
+    /// The configurations the search went through to its answer: the winning climb.
+    pub fn path(&self) -> &[Quotas] {
+        &self.climbs[self.winner]
+    }
 }
 
 /// Every composition of `total` steps among `n` tenants, in lexicographic order.
@@ -192,8 +198,8 @@ pub fn ideal(p: &Problem) -> Found {
         storage: storages[best.2].clone(),
     };
     Found {
-        path: vec![quotas.clone()],
-        climbs: Vec::new(),
+        climbs: vec![vec![quotas.clone()]],
+        winner: 0,
         quotas,
         utility: best.0,
         configurations: (buffers.len() * storages.len()) as u64,
@@ -220,16 +226,14 @@ pub fn hill_climb(p: &Problem, restarts: usize, seed: u64) -> Found {
             seen.borrow().len() as u64
         })
     };
-    let samples = seen.into_inner().len() as u64;
-    let path = c.climbs[c.winner].clone();
     Found {
-        quotas: path.last().expect("the start at least").clone(),
+        quotas: c.answer().clone(),
         utility: c.utility,
         configurations: c.configurations,
-        samples,
+        samples: seen.into_inner().len() as u64,
         samples_to_answer: c.progress_at_answer,
-        path,
         climbs: c.climbs,
+        winner: c.winner,
     }
 }
 
@@ -243,6 +247,15 @@ struct Climbs {
     configurations: u64,
     /// `progress()` when the winner ended.
     progress_at_answer: u64,
+}
+
+impl Climbs {
+    /// Where the winning climb stopped.
+    fn answer(&self) -> &Quotas {
+        self.climbs[self.winner]
+            .last()
+            .expect("a climb has its start")
+    }
 }
 
 /// Hill climbing with random restarts over `utility` (the exact one, or an estimate):
@@ -368,16 +381,24 @@ pub enum Sampling {
 /// A search that knows the surfaces only where it sampled them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SampledSearch {
-    /// The answer, and its utility on the exact surfaces.
+    /// The answer.
     pub quotas: Quotas,
-    pub utility: f64,
-    /// Surface points sampled by the time the answer stopped changing.
-    pub samples: u64,
-    /// (samples so far, the exact utility of the answer then), a round at a time.
+    /// (samples so far, the exact utility of the answer then), a round at a time: at least
+    /// one round.
     pub history: Vec<(u64, f64)>,
 }
 
 impl SampledSearch {
+    /// The answer's utility on the exact surfaces.
+    pub fn utility(&self) -> f64 {
+        self.history.last().map_or(f64::NEG_INFINITY, |h| h.1)
+    }
+
+    /// Surface points sampled by the time the answer stopped changing.
+    pub fn samples(&self) -> u64 {
+        self.history.last().map_or(0, |h| h.0)
+    }
+
     /// The samples after which every answer came within `fraction` of `best`'s utility (of
     /// its magnitude, at least 1), if the search got there.
     pub fn samples_within(&self, best: f64, fraction: f64) -> Option<u64> {
@@ -470,7 +491,7 @@ pub fn sampled_search(
             &mut estimate,
             &|| 0,
         );
-        let answer = c.climbs[c.winner].last().expect("a start").clone();
+        let answer = c.answer().clone();
         let count = sampled(&known);
         history.push((count, p.utility(&answer)));
         held = if last.as_ref() == Some(&answer) {
@@ -481,9 +502,7 @@ pub fn sampled_search(
         let everything = known.iter().all(|k| k.iter().all(Option::is_some));
         if held + 1 >= STABLE_ROUNDS || everything {
             return SampledSearch {
-                utility: p.utility(&answer),
                 quotas: answer,
-                samples: count,
                 history,
             };
         }
@@ -728,10 +747,9 @@ mod tests {
         );
         let climbed = hill_climb(&p, 30, 7);
         // The path climbs: each configuration one move from the last, each better.
-        assert_eq!(climbed.path.last(), Some(&climbed.quotas));
+        assert_eq!(climbed.path().last(), Some(&climbed.quotas));
         assert_eq!(climbed.climbs.len(), 30);
-        assert!(climbed.climbs.contains(&climbed.path));
-        for w in climbed.path.windows(2) {
+        for w in climbed.path().windows(2) {
             assert!(p.utility(&w[1]) > p.utility(&w[0]));
             let moved: usize = (0..3)
                 .map(|i| {
@@ -778,16 +796,18 @@ mod tests {
             let s = sampled_search(&p, sampling, 10, 3);
             eprintln!(
                 "{sampling:?}: {} samples, utility {:.2} of IDEAL's {:.2}; {:?}",
-                s.samples, s.utility, best.utility, s.history
+                s.samples(),
+                s.utility(),
+                best.utility,
+                s.history
             );
             assert!(
                 s.history.windows(2).all(|w| w[1].0 > w[0].0),
                 "{:?}",
                 s.history
             );
-            assert_eq!(s.history.last().map(|h| h.0), Some(s.samples));
-            assert!(s.samples <= best.samples && s.utility <= best.utility + 1e-9);
-            assert_eq!(s.utility, p.utility(&s.quotas));
+            assert!(s.samples() <= best.samples && s.utility() <= best.utility + 1e-9);
+            assert_eq!(s.utility(), p.utility(&s.quotas));
         }
         let greedy = sampled_search(&p, Sampling::Greedy, 10, 3);
         let within = greedy.samples_within(best.utility, 0.01);

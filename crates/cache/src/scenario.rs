@@ -57,7 +57,7 @@ enum PolicyDoc {
     Demote,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct LatencyDoc {
     buffer_us: Option<f64>,
@@ -65,7 +65,7 @@ struct LatencyDoc {
     disk_us: Option<f64>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 #[serde(deny_unknown_fields)]
 struct UtilityDoc {
     worst_us: Option<f64>,
@@ -208,11 +208,7 @@ impl CacheScenario {
             blocks_of("storage", d.storage)?,
         );
         let latencies = {
-            let l = d.latency.unwrap_or(LatencyDoc {
-                buffer_us: None,
-                storage_us: None,
-                disk_us: None,
-            });
+            let l = d.latency.unwrap_or_default();
             let def = Latencies::default();
             let out = Latencies {
                 buffer_us: l.buffer_us.unwrap_or(def.buffer_us),
@@ -236,11 +232,7 @@ impl CacheScenario {
         };
         let scale = {
             let def = UtilityScale::default();
-            let u = d.utility.unwrap_or(UtilityDoc {
-                worst_us: None,
-                u_min: None,
-                u_max: None,
-            });
+            let u = d.utility.unwrap_or_default();
             let out = UtilityScale {
                 worst_us: u.worst_us.unwrap_or(def.worst_us),
                 u_min: u.u_min.unwrap_or(def.u_min),

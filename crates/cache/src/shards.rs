@@ -130,13 +130,13 @@ impl Shards {
     #[inline(never)]
     fn sample(&mut self, block: u64, h: u64) {
         self.sampled += 1;
-        let rate = self.rate();
         let d = self.distances.access(block);
         let Some(max) = self.max_blocks else {
             // Fixed rate: the sample's own distance, scaled when the curve is read.
             self.curve.add(d, 1.0);
             return;
         };
+        let rate = self.rate();
         if d.is_none() {
             self.heap.push((h, block));
             while self.heap.len() > max {
@@ -144,7 +144,7 @@ impl Shards {
             }
         }
         // The request may belong to a block just dropped (its own hash the largest): it was
-        // seen at the old rate, and counts at that rate.
+        // seen at the old rate, read before the drop, and counts at that rate.
         let scaled = d.map(|d| (d as f64 / rate) as u64);
         self.curve.add(scaled, 1.0 / rate);
     }

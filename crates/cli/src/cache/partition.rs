@@ -82,13 +82,17 @@ fn slo_text(slo: Slo) -> String {
     }
 }
 
-/// A level's quota of app `i` under `d`, in MiB (`None`: shared).
-fn quota_mib(run: &PartitionRun, d: &Division, total_blocks: u64, i: usize) -> Option<f64> {
+/// A level's quota of app `i` under `d`, in MiB with `decimals`, or `shared`.
+fn quota(run: &PartitionRun, d: &Division, total_blocks: u64, i: usize, decimals: usize) -> String {
     match d {
-        Division::Shared => None,
+        Division::Shared => "shared".to_string(),
         Division::Steps(steps) => {
-            let grid = run.experiment.grid_blocks(total_blocks);
-            Some((grid[steps[i]] * run.scenario.block_bytes) as f64 / MIB)
+            let blocks = run.experiment.grid_blocks(total_blocks)[steps[i]];
+            format!(
+                "{:.*}",
+                decimals,
+                (blocks * run.scenario.block_bytes) as f64 / MIB
+            )
         }
     }
 }
@@ -125,15 +129,13 @@ pub fn table(run: &PartitionRun) -> String {
     );
     for plan in &run.outcome.plans {
         for (i, a) in e.apps.iter().enumerate() {
-            let shown =
-                |q: Option<f64>| q.map_or_else(|| "shared".to_string(), |m| format!("{m:.0}"));
             let _ = writeln!(
                 out,
                 "{:<13} {:<10} {:>11} {:>11} {:>12.0} {:>8.1}",
                 if i == 0 { plan.scheme.name() } else { "" },
                 a.name,
-                shown(quota_mib(run, &plan.buffer, e.buffer_blocks, i)),
-                shown(quota_mib(run, &plan.storage, e.storage_blocks, i)),
+                quota(run, &plan.buffer, e.buffer_blocks, i, 0),
+                quota(run, &plan.storage, e.storage_blocks, i, 0),
                 plan.latency_us[i],
                 plan.utility[i]
             );
@@ -153,7 +155,7 @@ pub fn table(run: &PartitionRun) -> String {
     let _ = writeln!(
         out,
         "\nDYNAMIC (hill climbing, {} random starts): utility {:.2} after {} configurations and {} surface samples (the answer found after {}), the winning climb {} moves long; IDEAL {:.2} from all {} configurations. {:.1} s.",
-        e.restarts, d.utility, d.configurations, d.samples, d.samples_to_answer, d.path.len().saturating_sub(1), ideal.utility, ideal.configurations, run.seconds
+        e.restarts, d.utility, d.configurations, d.samples, d.samples_to_answer, d.path().len().saturating_sub(1), ideal.utility, ideal.configurations, run.seconds
     );
     for (name, s) in [
         ("greedy", &run.outcome.greedy),
@@ -166,9 +168,9 @@ pub fn table(run: &PartitionRun) -> String {
                 || "never within 1% of IDEAL".to_string(),
                 |k| format!("within 1% of IDEAL after {k} samples")
             ),
-            s.samples,
-            s.utility,
-            100.0 * s.utility / ideal.utility
+            s.samples(),
+            s.utility(),
+            100.0 * s.utility() / ideal.utility
         );
     }
     out
@@ -179,7 +181,6 @@ fn csv(run: &PartitionRun) -> String {
     let mut out = String::from(
         "scheme,app,buffer_mib,storage_mib,buffer_hits,storage_hits,disk_reads,latency_us,utility\n",
     );
-    let shown = |q: Option<f64>| q.map_or_else(|| "shared".to_string(), |m| format!("{m:.3}"));
     for plan in &run.outcome.plans {
         for (i, a) in e.apps.iter().enumerate() {
             let c = plan.counts[i];
@@ -188,8 +189,8 @@ fn csv(run: &PartitionRun) -> String {
                 "{},{},{},{},{},{},{},{:.3},{:.4}",
                 plan.scheme.name(),
                 a.name,
-                shown(quota_mib(run, &plan.buffer, e.buffer_blocks, i)),
-                shown(quota_mib(run, &plan.storage, e.storage_blocks, i)),
+                quota(run, &plan.buffer, e.buffer_blocks, i, 3),
+                quota(run, &plan.storage, e.storage_blocks, i, 3),
                 c.buffer,
                 c.storage,
                 c.disk,
@@ -229,8 +230,6 @@ fn html(run: &PartitionRun) -> String {
     let mut rows = String::new();
     for plan in &out.plans {
         for (i, a) in e.apps.iter().enumerate() {
-            let shown =
-                |q: Option<f64>| q.map_or_else(|| "shared".to_string(), |m| format!("{m:.0}"));
             let strict_missed = matches!(a.slo, Slo::Strict { target_us, slack } if plan.latency_us[i] > target_us * (1.0 + slack));
             let _ = write!(
                 rows,
@@ -245,8 +244,8 @@ fn html(run: &PartitionRun) -> String {
                     String::new()
                 },
                 escape(&a.name),
-                shown(quota_mib(run, &plan.buffer, e.buffer_blocks, i)),
-                shown(quota_mib(run, &plan.storage, e.storage_blocks, i)),
+                quota(run, &plan.buffer, e.buffer_blocks, i, 0),
+                quota(run, &plan.storage, e.storage_blocks, i, 0),
                 if strict_missed { " class=\"miss\"" } else { "" },
                 plan.latency_us[i],
                 plan.utility[i],
@@ -264,7 +263,7 @@ fn html(run: &PartitionRun) -> String {
     }
     let mut maps = String::new();
     for (i, a) in e.apps.iter().enumerate() {
-        let s = &out.surfaces[i];
+        let s = &out.tenants[i].surface;
         let mut values = Vec::with_capacity(s.counts.len());
         for b in 0..s.buffer.len() {
             for t in 0..s.storage.len() {
@@ -287,7 +286,7 @@ fn html(run: &PartitionRun) -> String {
             color: "#ffffff",
             cells: out
                 .dynamic
-                .path
+                .path()
                 .iter()
                 .map(|q| (q.storage[i], q.buffer[i]))
                 .collect(),
@@ -342,8 +341,8 @@ fn html(run: &PartitionRun) -> String {
                 "<tr><th class=\"l\">{how}</th><td>{}</td><td>{}</td><td>{:.2}</td></tr>",
                 s.samples_within(ideal.utility, 0.01)
                     .map_or_else(|| "never".to_string(), |k| k.to_string()),
-                s.samples,
-                s.utility
+                s.samples(),
+                s.utility()
             )
         })
         .collect();
