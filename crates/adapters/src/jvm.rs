@@ -776,6 +776,7 @@ impl Pool for JvmPool {
             misses: 0,
             evictions: 0,
             dirty_bytes: 0,
+            curve: None,
         })
     }
 

@@ -348,6 +348,7 @@ fn stats_of(status: &BTreeMap<String, String>, page: u64) -> Result<PoolStats, R
         misses: reads,
         evictions: freed.unwrap_or(0).saturating_add(flushed.unwrap_or(0)),
         dirty_bytes: dirty.saturating_mul(page),
+        curve: None,
     })
 }
 

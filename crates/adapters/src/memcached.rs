@@ -370,6 +370,7 @@ impl Pool for MemcachedPool {
             misses: number(&stats, "stats", "get_misses")?,
             evictions: number(&stats, "stats", "evictions")?,
             dirty_bytes: 0,
+            curve: None,
         })
     }
 }

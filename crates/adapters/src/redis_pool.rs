@@ -143,6 +143,7 @@ impl Pool for RedisPool {
             misses: Self::number(&stats, "keyspace_misses")?,
             evictions: Self::number(&stats, "evicted_keys")?,
             dirty_bytes: 0,
+            curve: None,
         })
     }
 }

@@ -32,7 +32,8 @@ pub trait Pool: Send {
     /// Moves the pool to `bytes`: `Ok` once the server says it is there and, shrinking, has
     /// handed the memory back (the adapter then checks the cgroup).
     fn resize(&mut self, bytes: u64) -> Result<(), Refusal>;
-    /// The pool's statistics as the server counts them.
+    /// The pool's statistics as the server counts them. Without a curve: an adapter sees the
+    /// server's counters, not its requests, so it cannot sample a miss-ratio curve.
     fn stats(&mut self) -> Result<PoolStats, Refusal>;
     /// The part of the pool in memory now: what a shrink to below it must give back. By
     /// default the data the statistics count (a buffer pool's free pages may never have been
@@ -114,6 +115,7 @@ fn shrink(
         Err(_) => last
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
             .map_or(from, |s| s.used_bytes),
     };
     let before = cgroup.usage();
@@ -208,6 +210,7 @@ pub fn run(
         .stats(move || {
             last.lock()
                 .unwrap_or_else(PoisonError::into_inner)
+                .clone()
                 .unwrap_or_default()
         });
     if let Some(s) = reg.socket {

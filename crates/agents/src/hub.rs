@@ -26,7 +26,7 @@ use memtide_balloon::protocol::{
     Progress, ProgressStatus, ProtocolError, Stats, Target, Welcome,
 };
 use memtide_model::{
-    AppAnswer, AppBalloonLever, AppMove, AppStatus, Bytes, Pages, Takeover, TenantId,
+    AppAnswer, AppBalloonLever, AppMove, AppStatus, Bytes, MissCurve, Pages, Takeover, TenantId,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -243,6 +243,12 @@ impl Hub {
             used,
             hits,
             misses,
+            // A curve with two sizes within one page has no form in pages and is dropped; it
+            // is no violation, as the protocol allows any ascending sizes.
+            curve: a
+                .stats
+                .as_ref()
+                .and_then(|s| MissCurve::of_bytes(s.curve_points())),
             answer: a.sent.as_ref().map(|t| AppAnswer {
                 target: pages(t.pool_bytes),
                 status: t.status,
@@ -834,6 +840,51 @@ mod tests {
         assert_eq!((second.hits, second.misses), (Some(60), Some(2)));
         assert_eq!(second.silent_for, s(2));
         assert_eq!(second.outside(), Some(mib(290)));
+    }
+
+    #[test]
+    fn the_agent_s_miss_ratio_curve_is_in_the_lever_in_pages() {
+        let h = hub();
+        registered(&h, 0, 100);
+        feed(&h, 0, &stats(512 * MIB, 400 * MIB, 100, 10), s(1));
+        assert_eq!(h.lever(DB, mib(700), s(1)).unwrap().curve, None);
+        let with_curve = stats(512 * MIB, 400 * MIB, 100, 10).replace(
+            '}',
+            &format!(
+                r#","curve":[[{},0.61],[{},0.4],[{},0.05]]}}"#,
+                128 * MIB,
+                256 * MIB + 1,
+                1024 * MIB
+            ),
+        );
+        assert!(feed(&h, 0, &with_curve, s(2)).0.is_empty());
+        let curve = h.lever(DB, mib(700), s(2)).unwrap().curve.unwrap();
+        let points: Vec<(Pages, f64)> = curve.points().collect();
+        assert_eq!(
+            points,
+            [
+                (mib(128), 0.61),
+                (Pages(mib(256).0 + 1), 0.4),
+                (mib(1024), 0.05)
+            ]
+        );
+        feed(&h, 0, &stats(512 * MIB, 400 * MIB, 100, 10), s(3));
+        assert_eq!(
+            h.lever(DB, mib(700), s(3)).unwrap().curve,
+            None,
+            "the latest stats have no curve"
+        );
+    }
+
+    #[test]
+    fn a_curve_with_two_sizes_within_a_page_is_dropped_and_the_stats_kept() {
+        let h = hub();
+        registered(&h, 0, 100);
+        let line = stats(512 * MIB, 400 * MIB, 100, 10)
+            .replace('}', r#","curve":[[4097,0.5],[8192,0.4],[12288,0.3]]}"#);
+        assert!(feed(&h, 0, &line, s(1)).0.is_empty(), "no error is sent");
+        let lever = h.lever(DB, mib(700), s(1)).unwrap();
+        assert_eq!((lever.curve, lever.hits), (None, Some(100)));
     }
 
     #[test]

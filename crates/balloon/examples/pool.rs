@@ -320,6 +320,7 @@ impl Pool {
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
             dirty_bytes: 0,
+            curve: None,
         }
     }
 }

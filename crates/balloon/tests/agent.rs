@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memtide_balloon::agent::{Agent, AgentError, AgentState, PoolStats, Refusal, StartError};
-use memtide_balloon::protocol::{ErrorCode, PoolInfo, PoolKind, MAX_LINE_BYTES};
+use memtide_balloon::protocol::{CurvePoint, ErrorCode, PoolInfo, PoolKind, MAX_LINE_BYTES};
 use memtide_balloon::vectors::{App, Player, Step};
 use serde_json::{json, Map, Value};
 
@@ -127,6 +127,83 @@ fn stats_come_again_every_stats_interval() {
     let mut player = register(&memtide, 50);
     let stats = expect(json!({"type": "stats", "pool_bytes": 512 * GRANULE}));
     player.play(&[stats.clone(), stats.clone(), stats]).unwrap();
+    agent.stop();
+}
+
+/// Accepts the agent, welcomes it and answers the first stats it sends, with the connection
+/// (kept open while the test looks at the agent).
+fn first_stats(memtide: &Memtide) -> (Map<String, Value>, Player<std::os::unix::net::UnixStream>) {
+    let mut player = memtide.accept();
+    player
+        .play(&[expect(json!({"type": "hello"})), welcome(60_000)])
+        .unwrap();
+    let stats = next_object(&mut player);
+    assert_eq!(stats["type"], "stats", "{stats:?}");
+    (stats, player)
+}
+
+/// An agent whose stats callback reports `curve`.
+fn agent_with_curve(memtide: &Memtide, curve: Vec<CurvePoint>) -> Agent {
+    Agent::builder(pool())
+        .socket(&memtide.path)
+        .on_shrink(|_| Ok(()))
+        .on_grow(|_| Ok(()))
+        .stats(move || PoolStats {
+            hits: 10,
+            curve: Some(curve.clone()),
+            ..PoolStats::default()
+        })
+        .start()
+        .unwrap()
+}
+
+#[test]
+fn the_application_s_miss_ratio_curve_is_sent_with_its_stats() {
+    let memtide = Memtide::listen();
+    let agent = agent_with_curve(
+        &memtide,
+        vec![
+            CurvePoint::new(128 * GRANULE, 0.61),
+            CurvePoint::new(256 * GRANULE, 0.4),
+            CurvePoint::new(1024 * GRANULE, 0.05),
+        ],
+    );
+    let (stats, _player) = first_stats(&memtide);
+    assert_eq!(
+        stats["curve"],
+        json!([
+            [128 * GRANULE, 0.61],
+            [256 * GRANULE, 0.4],
+            [1024 * GRANULE, 0.05]
+        ])
+    );
+    assert_eq!(stats["hits"], 10);
+    assert!(agent.last_error().is_none());
+    agent.stop();
+}
+
+#[test]
+fn a_curve_that_breaks_the_rules_is_left_out_and_recorded_and_the_stats_are_sent() {
+    let memtide = Memtide::listen();
+    let agent = agent_with_curve(
+        &memtide,
+        vec![
+            CurvePoint::new(128 * GRANULE, 0.4),
+            CurvePoint::new(256 * GRANULE, 0.5),
+        ],
+    );
+    let (stats, _player) = first_stats(&memtide);
+    assert!(!stats.contains_key("curve"), "{stats:?}");
+    assert_eq!(stats["hits"], 10);
+    assert!(
+        matches!(agent.last_error(), Some(AgentError::Curve(ref e)) if e.code == ErrorCode::BadField),
+        "{:?}",
+        agent.last_error()
+    );
+    assert_eq!(
+        agent.last_error().unwrap().to_string(),
+        "the application's miss-ratio curve is not sent: bad_field: stats.curve[1][1] = 0.5: above the previous point's 0.4: an LRU pool never misses more when larger"
+    );
     agent.stop();
 }
 

@@ -1,8 +1,8 @@
 //! Gemini's partitioning problem on exact surfaces: each tenant's utility of its mean latency (a strict SLO or best effort), and the search for the buffer-pool and storage-cache quotas that maximise their sum — exhaustive (IDEAL), Gemini's hill climbing with random restarts, and the SLO-oblivious baselines that need no simulation beyond the surfaces (CONSERVATIVE, MRC).
 //!
-//! **Utilities** (the paper's, its values the defaults): a strict-SLO tenant's utility is 0
-//! while its latency r ≤ D·(1 + slack), then falls linearly to U_min at D' (and stays there);
-//! a best-effort tenant's is 0 at D' and rises linearly to U_max as r falls to 0. D = 500 µs,
+//! **Utilities** are the paper's, as `memtide_policy::cache` defines them for the controller
+//! too: a strict-SLO tenant's is 0 while its latency r ≤ D·(1 + slack), then falls linearly to
+//! U_min at D'; a best-effort tenant's rises linearly from 0 at D' to U_max at 0. D = 500 µs,
 //! D' = 3500 µs (the disk), U_min = −100, U_max = 100.
 //!
 //! **Quotas** are whole steps of a grid: with g settings per level, each level's g − 1 steps
@@ -22,59 +22,9 @@ use crate::twolevel::Latencies;
 use std::cell::RefCell;
 use std::collections::HashSet;
 
-/// What a tenant's latency is worth.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub enum Slo {
-    /// Meet `target_us` (D) with `slack` (0.1: 10% over is still met).
-    Strict {
-        target_us: f64,
-        slack: f64,
-    },
-    BestEffort,
-}
-
-/// The utilities' constants.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub struct UtilityScale {
-    /// D': the latency at which a strict tenant's penalty is full and a best-effort one's
-    /// reward nothing (the paper: the average disk access, 3500 µs).
-    pub worst_us: f64,
-    pub u_min: f64,
-    pub u_max: f64,
-}
-
-impl Default for UtilityScale {
-    fn default() -> UtilityScale {
-        UtilityScale {
-            worst_us: 3500.0,
-            u_min: -100.0,
-            u_max: 100.0,
-        }
-    }
-}
-
-/// The utility of latency `r_us` under `slo`.
-pub fn utility(slo: Slo, r_us: f64, k: &UtilityScale) -> f64 {
-    match slo {
-        Slo::Strict { target_us, slack } => {
-            let met = target_us * (1.0 + slack);
-            if r_us <= met {
-                0.0
-            } else if r_us >= k.worst_us || k.worst_us <= met {
-                k.u_min
-            } else {
-                k.u_min * (r_us - met) / (k.worst_us - met)
-            }
-        }
-        Slo::BestEffort => {
-            if r_us >= k.worst_us {
-                0.0
-            } else {
-                k.u_max * (k.worst_us - r_us.max(0.0)) / k.worst_us
-            }
-        }
-    }
-}
+// The utilities are policy's, one definition for the controller and this search.
+pub use memtide_model::Slo;
+pub use memtide_policy::cache::{utility, UtilityScale};
 
 /// One tenant of the problem: its surface (on the problem's grid) and its SLO.
 #[derive(Clone, Debug)]
@@ -663,24 +613,6 @@ mod tests {
     use super::*;
     use crate::gen::{Generator, Pattern};
     use crate::mrc::MissRatioCurve;
-
-    #[test]
-    fn utilities_follow_the_paper_s_shapes() {
-        let k = UtilityScale::default();
-        let strict = Slo::Strict {
-            target_us: 500.0,
-            slack: 0.1,
-        };
-        assert_eq!(utility(strict, 540.0, &k), 0.0, "within the slack");
-        assert_eq!(utility(strict, 3500.0, &k), -100.0);
-        assert!(
-            (utility(strict, 2025.0, &k) + 50.0).abs() < 1e-9,
-            "halfway down"
-        );
-        assert_eq!(utility(Slo::BestEffort, 3500.0, &k), 0.0);
-        assert_eq!(utility(Slo::BestEffort, 1750.0, &k), 50.0);
-        assert_eq!(utility(Slo::BestEffort, 0.0, &k), 100.0);
-    }
 
     fn tenants(grid: &[u64]) -> Vec<Tenant> {
         let surface = |p: &Pattern, seed| {

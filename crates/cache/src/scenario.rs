@@ -273,17 +273,8 @@ impl CacheScenario {
                     }
                     Slo::BestEffort
                 }
-                SloDoc::Strict => {
-                    let target_us = a.target_us.unwrap_or(500.0);
-                    let slack = a.slack.unwrap_or(0.0);
-                    if !(target_us.is_finite() && target_us > 0.0) {
-                        return Err(err(&doc, &at.key("target_us"), "must be more than 0"));
-                    }
-                    if !(slack.is_finite() && slack >= 0.0) {
-                        return Err(err(&doc, &at.key("slack"), "must be a fraction >= 0"));
-                    }
-                    Slo::Strict { target_us, slack }
-                }
+                SloDoc::Strict => Slo::strict(a.target_us.unwrap_or(500.0), a.slack.unwrap_or(0.0))
+                    .map_err(|e| err(&doc, &at.key(e.field()), e.to_string()))?,
             };
             let given = [a.pattern.is_some(), a.mix.is_some(), a.trace.is_some()];
             if given.iter().filter(|&&g| g).count() != 1 {

@@ -195,6 +195,18 @@ impl Shards {
         self.threshold = top;
     }
 
+    /// The curve of the requests since the last call (or the start), and a new one begins:
+    /// the sample's blocks and their stack stay, so a block asked for before keeps its
+    /// distance (a window's first request to it is no cold miss). A curve per window follows a
+    /// workload that changes, as an application's agent reports it.
+    pub fn take_curve(&mut self) -> MissRatioCurve {
+        let curve = self.curve();
+        self.curve = MissRatioCurve::new();
+        self.requests = 0;
+        self.sampled = 0;
+        curve
+    }
+
     /// The curve (fixed rate: scaled by the realized rate), with `SHARDS_adj`: the weights are
     /// in requests of the whole trace, and
     /// what the sample's weight falls short of the requests seen (or exceeds them: a hot block
@@ -243,6 +255,25 @@ mod tests {
         let mut s = Shards::fixed_rate(1.0);
         trace.iter().for_each(|&b| s.access(b));
         assert_eq!(s.curve().miss_ratios(), exact.miss_ratios());
+    }
+
+    #[test]
+    fn a_window_s_curve_counts_its_own_requests_with_distances_from_before_it() {
+        // A loop over 100 blocks: after the first pass every request has distance 99, so the
+        // second window's curve has no cold misses and hits at 100 blocks.
+        let mut s = Shards::fixed_size(1_000);
+        for b in 0..100u64 {
+            s.access(b);
+        }
+        let first = s.take_curve();
+        assert_eq!(first.miss_ratio(1_000), 1.0, "the first pass is all cold");
+        for b in 0..100u64 {
+            s.access(b);
+        }
+        let second = s.take_curve();
+        assert_eq!(second.requests(), 100.0);
+        assert_eq!(second.miss_ratio(100), 0.0);
+        assert_eq!(second.miss_ratio(99), 1.0);
     }
 
     #[test]

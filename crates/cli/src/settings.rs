@@ -157,6 +157,7 @@ mod tests {
             overhead: Pages::ZERO,
             estimator: EstimatorConfig::Sampling(SamplingConfig::default()),
             cap_at_estimate: false,
+            slo: None,
         };
         let json = serde_json::to_value(EstimatorSettings::of(&spec)).unwrap();
         assert_eq!(json["name"], "sampling");

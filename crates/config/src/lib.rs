@@ -14,6 +14,7 @@ mod error;
 mod fields;
 mod overrides;
 mod path;
+pub mod quotas;
 mod span;
 mod units;
 

@@ -1,7 +1,7 @@
 //! Controller parameters that are not per tenant: tax rate, reclamation thresholds, paging rate.
 
 use memtide_model::{Pages, SharingSettings, TaxRate};
-use memtide_policy::{Backing, LimitRails, ReclamationThresholds, ThresholdError};
+use memtide_policy::{Backing, LimitRails, QuotaSettings, ReclamationThresholds, ThresholdError};
 use serde::{Deserialize, Serialize};
 
 /// Host-wide policy parameters.
@@ -28,6 +28,9 @@ pub struct ControllerConfig {
     /// Page sharing's scan rates and CPU budget, where the world shares pages; `None`: no
     /// scan rate is decided.
     pub sharing: Option<SharingSettings>,
+    /// Cache quotas (Gemini): the budget the SLO tenants' application pools share, and how
+    /// it is searched; `None`: pools are sized by memory alone.
+    pub cache: Option<QuotaSettings>,
 }
 
 #[derive(Clone, Debug, PartialEq, thiserror::Error, Serialize, Deserialize)]
@@ -55,6 +58,7 @@ impl Default for ControllerConfig {
             reclaim_always: false,
             backing: Backing::HostSwap,
             sharing: None,
+            cache: None,
         }
     }
 }

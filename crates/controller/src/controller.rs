@@ -3,13 +3,14 @@
 use crate::config::{ConfigError, ControllerConfig};
 use crate::host::Host;
 use memtide_model::{
-    Decision, HostObservation, Pages, ReclamationState, Resource, ResourceState, TaxRate,
-    TenantAction, TenantId, TenantSpec,
+    CacheNote, Decision, HostObservation, Pages, ReclamationState, Resource, ResourceState, Slo,
+    TaxRate, TenantAction, TenantId, TenantSpec,
 };
 use memtide_policy::mechanism::{self, ScanCost};
 use memtide_policy::{
     ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest, Allocator,
-    EstimatorInput, LimitRails, PlanInput, PlanMemory, PlanSettings, ResourceTracker,
+    EstimatorInput, LimitRails, PlanInput, PlanMemory, PlanSettings, QuotaSettings, QuotaTenant,
+    Quotas, ResourceTracker,
 };
 use std::time::Duration;
 
@@ -40,6 +41,7 @@ pub enum ControllerError {
 struct TenantState {
     id: TenantId,
     cap_at_estimate: bool,
+    slo: Option<Slo>,
     min: Pages,
     max: Pages,
     shares: u64,
@@ -52,6 +54,7 @@ impl TenantState {
         TenantState {
             id: spec.id,
             cap_at_estimate: spec.cap_at_estimate,
+            slo: spec.slo,
             min: spec.min,
             max: spec.max,
             shares: spec.shares,
@@ -116,7 +119,26 @@ pub struct Controller {
     limit_estimates_measured: bool,
     /// The page-sharing scanner's measured CPU cost per page.
     scan_cost: ScanCost,
+    /// Cache quotas (Gemini): the last search, its tenants, and where each admitted tenant's
+    /// quota is (see `Controller::search_quotas`).
+    cache: CacheQuotas,
 }
+
+/// The cache-quota search's state between steps: its buffers and its last answer.
+#[derive(Clone, Debug, Default)]
+struct CacheQuotas {
+    tenants: Vec<QuotaTenant>,
+    /// The memory outside each searched tenant's pool.
+    outside: Vec<Pages>,
+    quotas: Quotas,
+    /// Per admitted tenant (as `Controller::tenants`), its index in `quotas`, or `NO_QUOTA`.
+    at: Vec<u32>,
+    /// The budget the last search divided: the configured one less the pools not searched.
+    budget: Pages,
+}
+
+/// An admitted tenant whose pool the cache search does not size.
+const NO_QUOTA: u32 = u32::MAX;
 
 impl Controller {
     /// A controller for a host with `machine` memory and `host_swap` of swap space.
@@ -140,6 +162,7 @@ impl Controller {
             last_now: None,
             limit_estimates_measured: false,
             scan_cost: ScanCost::default(),
+            cache: CacheQuotas::default(),
         })
     }
 
@@ -211,6 +234,11 @@ impl Controller {
     /// Changes the limit tenants' safety rails (a configuration reload).
     pub fn set_rails(&mut self, rails: LimitRails) {
         self.config.rails = rails;
+    }
+
+    /// Changes Gemini's cache quotas (a reload; `None`: pools sized by memory alone).
+    pub fn set_cache(&mut self, cache: Option<QuotaSettings>) {
+        self.config.cache = cache;
     }
 
     /// Whether limit tenants are reclaimed even while the budget has room (a reload).
@@ -307,7 +335,9 @@ impl Controller {
             .filter(|d| !d.is_zero());
         self.last_now = Some(obs.now);
         let tax = self.config.tax_rate;
+        self.search_quotas(obs);
         let config = &self.config;
+        let cache = &self.cache;
 
         // Running tenants meet their state by a merge of two id-ordered lists (the
         // observation's and ours): no lookups, so a step stays linear in the tenants. The
@@ -348,7 +378,24 @@ impl Controller {
             } else {
                 s.max
             };
-            let (min, ceiling) = mechanism::bounds(t, s.min, s.max, cap, wanted, &config.rails);
+            let (mut min, mut ceiling) =
+                mechanism::bounds(t, s.min, s.max, cap, wanted, &config.rails);
+            // A pool with a cache quota holds it and the memory outside it: the quota is the
+            // tenant's allocation, whatever memory's state (Gemini partitions the cache
+            // first), within its min and max.
+            let quota = cache.at.get(next).copied().filter(|&q| q != NO_QUOTA);
+            let note = quota.map(|q| {
+                let (quota, t) = (&cache.quotas.quotas[q as usize], &cache.tenants[q as usize]);
+                let memory = (quota.pool + cache.outside[q as usize]).clamp(s.min, s.max);
+                (min, ceiling) = (memory, memory);
+                CacheNote {
+                    slo: t.slo,
+                    quota: quota.pool,
+                    budget: cache.budget,
+                    latency_us: quota.latency_us as f32,
+                    utility: quota.utility as f32,
+                }
+            });
             overheads += s.overhead;
             if requests.len() == actions.len() {
                 actions.push(TenantAction::none(t.id, state));
@@ -357,6 +404,7 @@ impl Controller {
             action.id = t.id;
             action.active_estimate = active;
             action.reason.estimate = s.estimator.note();
+            action.reason.cache = note;
             requests.push(AllocationRequest {
                 id: t.id,
                 min,
@@ -431,6 +479,66 @@ impl Controller {
         };
     }
 
+    /// Gemini's search (`memtide_policy::cache`): the tenants with an SLO whose application
+    /// pool reports a miss-ratio curve share the configured cache budget, less the pools of
+    /// SLO tenants not searched yet (no curve or no statistics: they keep what they have),
+    /// and at most what memory's budget leaves once the other tenants' mins, the searched
+    /// tenants' memory outside their pools and the unsearched SLO tenants' use are counted.
+    /// Each searched pool lies within its agent's bounds and, with the memory outside it,
+    /// within the tenant's min and max. Runs every step: the search is exact and takes
+    /// microseconds (docs/benchmarks.md), and the same curves give the same quotas.
+    fn search_quotas(&mut self, obs: &HostObservation) {
+        let cache = &mut self.cache;
+        cache.tenants.clear();
+        cache.outside.clear();
+        cache.at.clear();
+        let Some(settings) = self.config.cache else {
+            return;
+        };
+        cache.at.resize(self.tenants.len(), NO_QUOTA);
+        let mut budget = settings.budget;
+        // The quotas and the memory outside the pools must fit in memory's budget beside
+        // every other tenant's min.
+        let mut memory = self.config.budget.unwrap_or(obs.machine);
+        let mut next = 0;
+        for t in &obs.tenants {
+            while next < self.tenants.len() && self.tenants[next].id < t.id {
+                next += 1;
+            }
+            if next == self.tenants.len() || self.tenants[next].id != t.id {
+                continue;
+            }
+            let s = &self.tenants[next];
+            let (Some(slo), Some(lever)) = (s.slo, &t.levers.app_balloon) else {
+                memory = memory.saturating_sub(s.min);
+                continue;
+            };
+            match (lever.curve, lever.outside()) {
+                (Some(curve), Some(outside)) => {
+                    memory = memory.saturating_sub(outside);
+                    cache.at[next] = cache.tenants.len() as u32;
+                    cache.outside.push(outside);
+                    cache.tenants.push(QuotaTenant {
+                        slo,
+                        curve,
+                        min: lever.min.max(s.min.saturating_sub(outside)),
+                        max: lever.max.min(s.max.saturating_sub(outside)),
+                        requests: lever.hits.unwrap_or(0) + lever.misses.unwrap_or(0),
+                    });
+                }
+                _ => {
+                    memory = memory.saturating_sub(lever.used.max(s.min));
+                    budget = budget.saturating_sub(lever.pool);
+                }
+            }
+        }
+        let budget = budget.min(memory);
+        cache.budget = budget;
+        cache
+            .quotas
+            .search(&cache.tenants, &QuotaSettings { budget, ..settings });
+    }
+
     /// Observe, decide and apply once.
     pub fn tick<H: Host>(&mut self, host: &mut H) -> Result<Decision, H::Error> {
         let obs = host.observe()?;
@@ -468,6 +576,7 @@ mod tests {
             overhead: Pages::ZERO,
             estimator: EstimatorConfig::Committed,
             cap_at_estimate: false,
+            slo: None,
         }
     }
 
@@ -622,6 +731,7 @@ mod tests {
                     used: mib(500),
                     hits: Some(hits),
                     misses: Some(misses),
+                    curve: None,
                     answer: None,
                     silent_for: Duration::ZERO,
                     dead_after: Duration::from_secs(5),
@@ -638,6 +748,128 @@ mod tests {
         let mut c = two_tenants(600, 0.75);
         let d = c.step(&host(1, vec![pool(0, 10, 0), pool(1, 10, 0)]));
         assert_eq!(d.actions[0].target, d.actions[1].target);
+    }
+
+    /// A tenant holding 600 MiB, a 512 MiB pool of it data, whose agent reports `curve`.
+    fn pooled(id: u32, curve: Option<memtide_model::MissCurve>) -> TenantObservation {
+        TenantObservation {
+            committed: Some(mib(600)),
+            levers: memtide_model::Levers {
+                app_balloon: Some(memtide_model::AppBalloonLever {
+                    session: 1,
+                    pool: mib(512),
+                    pool_used: Some(mib(512)),
+                    min: mib(16),
+                    max: mib(1024),
+                    granule: Pages(1),
+                    used: mib(600),
+                    hits: Some(900),
+                    misses: Some(100),
+                    curve,
+                    answer: None,
+                    silent_for: Duration::ZERO,
+                    dead_after: Duration::from_secs(5),
+                }),
+                ..Default::default()
+            },
+            ..TenantObservation::new(TenantId(id), mib(600))
+        }
+    }
+
+    /// Misses falling linearly to none at `knee` MiB.
+    fn knee(mib_at: u64) -> memtide_model::MissCurve {
+        memtide_model::MissCurve::new([(mib(mib_at), 0.0), (mib(4 * mib_at), 0.0)]).unwrap()
+    }
+
+    /// A strict tenant, a best-effort one and one without an SLO, under `budget` of memory
+    /// and 1 GiB of cache.
+    fn with_slos(budget: u64) -> Controller {
+        let config = ControllerConfig {
+            budget: Some(mib(budget)),
+            cache: Some(QuotaSettings::new(mib(1024))),
+            ..ControllerConfig::default()
+        };
+        let mut c = Controller::new(config, mib(8192), mib(8192)).unwrap();
+        let strict = Slo::Strict {
+            target_us: 500.0,
+            slack: 0.1,
+        };
+        for (id, slo) in [(0, Some(strict)), (1, Some(Slo::BestEffort)), (2, None)] {
+            c.admit(TenantSpec {
+                max: mib(2048),
+                slo,
+                ..spec(id)
+            })
+            .unwrap();
+        }
+        c
+    }
+
+    #[test]
+    fn memory_s_budget_caps_the_cache_quotas() {
+        // 900 MiB less tenant 2's 64 MiB min and the 176 MiB outside the two pools leave 660.
+        let mut c = with_slos(900);
+        let obs = host(
+            1,
+            vec![
+                pooled(0, Some(knee(800))),
+                pooled(1, Some(knee(2000))),
+                pooled(2, None),
+            ],
+        );
+        let d = c.step(&obs);
+        assert_eq!(note_budget(&d), mib(660));
+        let pools: u64 = (0..2)
+            .map(|i| d.actions[i].reason.cache.unwrap().quota.0)
+            .sum();
+        assert!(pools <= mib(660).0);
+    }
+
+    #[test]
+    fn cache_quotas_size_the_pools_of_slo_tenants_by_their_curves() {
+        let mut c = with_slos(4096);
+        let obs = host(
+            1,
+            vec![
+                pooled(0, Some(knee(800))),
+                pooled(1, Some(knee(2000))),
+                pooled(2, Some(knee(800))),
+            ],
+        );
+        let d = c.step(&obs);
+        // The strict pool meets 550 µs at 84.3% of its 800 MiB knee: 675 MiB, 43 steps of
+        // 16 MiB (688 MiB); the best-effort pool gets the other 336 MiB. Each target adds the
+        // 88 MiB outside the pool.
+        let note = |i: usize| d.actions[i].reason.cache.expect("a quota");
+        assert_eq!(note(0).quota, mib(688), "{}", d.actions[0].reason);
+        assert!(note(0).latency_us <= 550.0);
+        assert_eq!(note(1).quota, mib(336), "{}", d.actions[1].reason);
+        assert_eq!(d.actions[0].target, mib(688 + 88));
+        assert_eq!(d.actions[1].target, mib(336 + 88));
+        assert!(
+            matches!(d.actions[0].moves().app_balloon, Some(memtide_model::AppMove::Target { pool, .. }) if pool == mib(688)),
+            "{}",
+            d.actions[0].reason
+        );
+        assert!(d.actions[0]
+            .reason
+            .to_string()
+            .contains("cache quota 688.0 MiB of 1024.0 MiB"));
+        // The tenant without an SLO is sized by memory alone.
+        assert!(d.actions[2].reason.cache.is_none());
+
+        // A pool whose curve has not come keeps its pool out of the budget.
+        let obs = host(
+            2,
+            vec![pooled(0, Some(knee(800))), pooled(1, None), pooled(2, None)],
+        );
+        let d = c.step(&obs);
+        assert!(d.actions[1].reason.cache.is_none());
+        assert_eq!(note_budget(&d), mib(512));
+    }
+
+    fn note_budget(d: &Decision) -> Pages {
+        d.actions[0].reason.cache.expect("a quota").budget
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub fn overcommitted_vms(n: u32) -> (Controller, HostObservation) {
             overhead: Pages::from_mib(8),
             estimator: EstimatorConfig::Sampling(SamplingConfig::default()),
             cap_at_estimate: false,
+            slo: None,
         };
         controller.admit(spec).expect("fits");
         let mut obs =

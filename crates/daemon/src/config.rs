@@ -27,6 +27,9 @@ pub struct DaemonConfig {
     pub rails: RailsSection,
     pub balloon: BalloonSection,
     pub sharing: SharingSection,
+    /// `[cache]`: Gemini's quotas for the pools of tenants with an `slo` (docs/cache.md);
+    /// `None`: absent or `enabled = false`.
+    pub cache: Option<memtide_config::quotas::Quotas>,
     /// In file order; names are unique.
     pub tenants: Vec<TenantConfig>,
 }
@@ -223,6 +226,9 @@ pub struct TenantConfig {
     pub cap_at_estimate: bool,
     /// `[tenant.app]`: its server, resized through `memtide-adapter` (docs/apps.md).
     pub app: Option<AppConfig>,
+    /// `slo = { kind = "strict", target_us = 500, slack = 0.1 }` or `{ kind = "best-effort" }`:
+    /// its pool's quota is chosen by `[cache]` from the curve its agent reports.
+    pub slo: Option<memtide_model::Slo>,
     /// `isolated = false`: never ask this tenant to merge pages with others (page sharing
     /// across tenants is a timing side channel; docs/sharing.md).
     pub isolated: bool,
@@ -390,6 +396,7 @@ impl Default for DaemonConfig {
             rails: RailsSection::default(),
             balloon: BalloonSection::default(),
             sharing: SharingSection::default(),
+            cache: None,
             tenants: Vec::new(),
         }
     }

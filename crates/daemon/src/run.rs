@@ -27,7 +27,7 @@ use memtide_model::{
     Bytes, EstimatorConfig, Pages, SamplingConfig, TaxRate, TenantId, TenantSpec, WorkingSetConfig,
     WorldEvent,
 };
-use memtide_policy::{LimitRails, ReclamationThresholds};
+use memtide_policy::{LimitRails, QuotaSettings, ReclamationThresholds};
 use memtide_runner::{
     Change as RunChange, Driver, Outcome, Runner, Service, Sink, StateSaver, Status, TickRecord,
     TickView, WallClock,
@@ -732,6 +732,10 @@ impl Daemon {
         runner
             .controller_mut()
             .set_reclaim_always(new.policy.reclaim == Reclaim::Always);
+        runner.controller_mut().set_cache(
+            new.cache
+                .map(|q| QuotaSettings::of(q.budget, q.hit_us, q.miss_us, q.steps)),
+        );
         *service.changes_mut() = ApiChanges::default();
 
         // Tenants no longer configured, or whose identity changed, are let go.
@@ -741,6 +745,7 @@ impl Daemon {
                 t.origin == slot.config.origin
                     && t.estimator == slot.config.estimator
                     && t.cap_at_estimate == slot.config.cap_at_estimate
+                    && t.slo == slot.config.slo
             });
             if same && new.policy.sampling_period == self.config.policy.sampling_period {
                 kept_slots.push(slot);
@@ -1056,6 +1061,9 @@ fn controller_for(
         reclaim_always: config.policy.reclaim == Reclaim::Always,
         backing: memtide_policy::Backing::OutsideBudget,
         sharing: config.sharing.enabled.then(|| config.sharing.settings()),
+        cache: config
+            .cache
+            .map(|q| QuotaSettings::of(q.budget, q.hit_us, q.miss_us, q.steps)),
     };
     // Admission on Linux: mins must fit in the budget; what lies above min is backed by the
     // rest of the host's memory and its swap.
@@ -1230,6 +1238,7 @@ fn spec(slot: &Slot, config: &DaemonConfig) -> TenantSpec {
             }),
         },
         cap_at_estimate: t.cap_at_estimate,
+        slo: t.slo,
     }
 }
 

@@ -233,6 +233,7 @@ impl TenantAction {
                     estimate: Pages::ZERO,
                     known: false,
                 },
+                cache: None,
             },
         }
     }

@@ -7,6 +7,7 @@
 //! present (`memtide_policy::mechanism`), so a new mechanism is a new lever here, a planner
 //! there, and the world that fills it in.
 
+use crate::curve::MissCurve;
 use crate::decision::{Mechanism, Mechanisms};
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
@@ -113,6 +114,9 @@ pub struct AppBalloonLever {
     /// statistics).
     pub hits: Option<u64>,
     pub misses: Option<u64>,
+    /// The pool's miss-ratio curve as the agent last sampled it (`None` while the agent has
+    /// reported none: an agent that cannot see its pool's requests never does).
+    pub curve: Option<MissCurve>,
     /// The latest target sent to the agent and its answer so far (`None` before the first).
     pub answer: Option<AppAnswer>,
     /// Time since the agent's last statistics.
@@ -218,6 +222,7 @@ mod tests {
                 used: Pages(5),
                 hits: None,
                 misses: None,
+                curve: None,
                 answer: None,
                 silent_for: Duration::ZERO,
                 dead_after: Duration::from_secs(5),

@@ -2,6 +2,7 @@
 //!
 //! Every other crate speaks in these types; none of them does I/O or reads a clock.
 
+pub mod curve;
 pub mod decision;
 pub mod estimator_config;
 pub mod event;
@@ -14,6 +15,7 @@ pub mod tenant;
 pub mod units;
 pub mod written;
 
+pub use curve::{CurveError, MissCurve, Slo, SloError};
 pub use decision::{
     AppMove, Decision, Mechanism, Mechanisms, Moves, ReclamationState, TenantAction,
 };
@@ -25,8 +27,8 @@ pub use lever::{
 };
 pub use observation::{CompletedSample, HostObservation, SampleCounts, TenantObservation};
 pub use reason::{
-    AppBalloonNote, AppStep, BalloonNote, EstimateNote, HostSwapNote, LimitNote, LimitRail,
-    MechanismNote, ProbePhase, Reason, SharingNote, Takeover,
+    AppBalloonNote, AppStep, BalloonNote, CacheNote, EstimateNote, HostSwapNote, LimitNote,
+    LimitRail, MechanismNote, ProbePhase, Reason, SharingNote, Takeover,
 };
 pub use resource::{Resource, ResourceState};
 pub use sharing::{HostSharing, IoRemapping, ScanRate, SharingSettings};

@@ -1,5 +1,6 @@
 //! Why a tenant's action is what it is: the figures behind each decision, formatted into one readable line only when someone reads it.
 
+use crate::curve::Slo;
 use crate::decision::{AppMove, Moves, ReclamationState};
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
@@ -11,6 +12,34 @@ use std::time::Duration;
 pub struct Reason {
     pub mechanism: MechanismNote,
     pub estimate: EstimateNote,
+    /// The tenant's cache quota, where its pool's size is chosen by its SLO (Gemini).
+    pub cache: Option<CacheNote>,
+}
+
+/// A tenant's cache quota (Gemini): its share of the pools' budget, chosen for the summed
+/// utility of every SLO, and the latency its pool's miss-ratio curve predicts there.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CacheNote {
+    pub slo: Slo,
+    /// The pool the quota gives it.
+    pub quota: Pages,
+    /// The budget the tenants' pools share.
+    pub budget: Pages,
+    /// The mean latency its curve predicts at `quota`, in µs.
+    pub latency_us: f32,
+    /// What that latency is worth under its SLO.
+    pub utility: f32,
+}
+
+impl fmt::Display for CacheNote {
+    /// `cache quota 412 MiB of 1024 MiB for SLO 500 µs (+10%): 481 µs predicted`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "cache quota {} of {} for {}: {:.0} µs predicted",
+            self.quota, self.budget, self.slo, self.latency_us
+        )
+    }
 }
 
 /// The figures the mechanism choice used for one tenant: where it stands against its target,
@@ -346,7 +375,11 @@ impl ProbePhase {
 
 impl fmt::Display for Reason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}; estimate {}", self.mechanism, self.estimate)
+        write!(f, "{}; estimate {}", self.mechanism, self.estimate)?;
+        if let Some(c) = &self.cache {
+            write!(f, "; {c}")?;
+        }
+        Ok(())
     }
 }
 
@@ -535,11 +568,42 @@ mod tests {
                 blind: false,
                 paused: false,
             },
+            cache: None,
         };
         assert_eq!(
             r.to_string(),
             "soft: allocated 256.0 MiB > target 180.0 MiB; balloon 0.0 MiB -> 76.0 MiB; \
              estimate tws COOL_DOWN wss=300.0 MiB cool_down=3.0s"
+        );
+    }
+
+    #[test]
+    fn a_cache_quota_reads_after_the_estimate() {
+        let r = Reason {
+            mechanism: MechanismNote::new(
+                ReclamationState::High,
+                Pages::from_mib(512),
+                Pages::from_mib(512),
+            ),
+            estimate: EstimateNote::Committed {
+                estimate: Pages::from_mib(512),
+                known: true,
+            },
+            cache: Some(CacheNote {
+                slo: Slo::Strict {
+                    target_us: 500.0,
+                    slack: 0.1,
+                },
+                quota: Pages::from_mib(412),
+                budget: Pages::from_mib(1024),
+                latency_us: 481.4,
+                utility: 0.0,
+            }),
+        };
+        assert_eq!(
+            r.to_string(),
+            "high: at target; estimate committed est=512.0 MiB; cache quota 412.0 MiB of \
+             1024.0 MiB for SLO 500 µs (+10%): 481 µs predicted"
         );
     }
 

@@ -1,5 +1,6 @@
 //! Tenant identity and allocation parameters (min / max / shares), and the idle memory tax rate.
 
+use crate::curve::Slo;
 use crate::estimator_config::EstimatorConfig;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,10 @@ pub struct TenantSpec {
     /// style: memory the tenant does not use is reclaimed even without host pressure).
     /// When false the estimate only feeds the idle memory tax (ESX style).
     pub cap_at_estimate: bool,
+    /// What its application pool's latency is held to, where the pool's cache quota is chosen
+    /// by its utility (Gemini; `None`: the pool is sized by memory alone).
+    #[serde(default)]
+    pub slo: Option<Slo>,
 }
 
 /// The idle memory tax rate tau, 0 <= tau < 1. `k = 1 / (1 - tau)` is the cost of an idle page.

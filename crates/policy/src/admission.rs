@@ -148,6 +148,7 @@ mod tests {
             overhead: Pages::from_mib(overhead_mib),
             estimator: EstimatorConfig::Committed,
             cap_at_estimate: false,
+            slo: None,
         }
     }
 

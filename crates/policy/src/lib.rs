@@ -6,12 +6,14 @@
 
 pub mod admission;
 pub mod allocation;
+pub mod cache;
 pub mod estimator;
 pub mod mechanism;
 pub mod reclamation;
 
 pub use admission::{AdmissionLedger, AdmissionRefusal, Backing};
 pub use allocation::{adjusted_shares_per_page, allocate, AllocationRequest, Allocator};
+pub use cache::{PoolLatencies, Quota, QuotaSettings, QuotaTenant, Quotas, UtilityScale};
 pub use estimator::{ActiveEstimator, EstimatorInput};
 pub use mechanism::limit::{fit_to_budget, plan_limit, LimitInput, LimitRails};
 pub use mechanism::{PlanInput, PlanMemory, PlanSettings};

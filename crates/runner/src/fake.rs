@@ -149,6 +149,7 @@ pub(crate) fn spec(id: u32, min_mib: u64) -> TenantSpec {
         overhead: Pages::ZERO,
         estimator: EstimatorConfig::Committed,
         cap_at_estimate: false,
+        slo: None,
     }
 }
 

@@ -7,13 +7,14 @@ use crate::schema::{
     PolicyDoc, SamplingDoc, ScenarioDoc, SetTaxRateDoc, SetTenantDoc, SetWorkloadDoc, SharingDoc,
     StopTenantDoc, TenantDoc, ToucherDoc, TwsDoc, WebDoc,
 };
+use memtide_config::quotas::{QuotasDoc, SloDoc};
 use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
 use memtide_controller::ControllerConfig;
 use memtide_model::{
-    EstimatorConfig, Pages, SamplingConfig, SharingSettings, TaxRate, TenantId, TenantSpec,
+    EstimatorConfig, Pages, SamplingConfig, SharingSettings, Slo, TaxRate, TenantId, TenantSpec,
     WorkingSetConfig,
 };
-use memtide_policy::ReclamationThresholds;
+use memtide_policy::{QuotaSettings, ReclamationThresholds};
 use memtide_sim::app::{AgentConfig, DEFAULT_GRANULE};
 use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
@@ -69,6 +70,8 @@ struct Facts {
     name: String,
     min: Size,
     max: Size,
+    /// Its pool is held to an SLO (Gemini's cache quotas).
+    slo: bool,
 }
 
 struct Build<'a> {
@@ -382,6 +385,7 @@ impl Build<'_> {
 
     fn controller(&self, p: PolicyDoc, tenants: &[Facts]) -> Result<ControllerConfig> {
         let at = FieldPath::root().key("policy");
+        let cache_absent = p.cache.is_none();
         let tax_rate = match p.tax_rate {
             None => TaxRate::DEFAULT,
             Some(t) => TaxRate::new(t).map_err(|e| self.err(&at.key("tax_rate"), e.to_string()))?,
@@ -446,11 +450,51 @@ impl Build<'_> {
             reclaim_always: false,
             backing: Default::default(),
             sharing: None,
+            cache: match p.cache {
+                Some(c) => self.cache_quotas(&at.key("cache"), c)?,
+                None => None,
+            },
         };
+        if cache_absent {
+            if let Some(i) = tenants.iter().position(|t| t.slo) {
+                return Err(self.err(
+                    &FieldPath::root().key("tenants").index(i).key("slo"),
+                    "needs [policy.cache]: the budget the SLO tenants' pools share",
+                ));
+            }
+        }
         controller
             .validate()
             .map_err(|e| self.err(&at, e.to_string()))?;
         Ok(controller)
+    }
+
+    /// `[policy.cache]`: Gemini's pool budget and latency model (`None`: disabled).
+    fn cache_quotas(&self, at: &FieldPath, c: QuotasDoc) -> Result<Option<QuotaSettings>> {
+        Ok(c.build(self.doc, at)?
+            .map(|q| QuotaSettings::of(q.budget, q.hit_us, q.miss_us, q.steps)))
+    }
+
+    /// A tenant's `slo` (`memtide_config::quotas`). It needs a
+    /// database whose agent reports its pool's curve: the quota search sizes nothing else.
+    fn slo(&self, at: &FieldPath, s: SloDoc, workload: &WorkloadConfig) -> Result<Slo> {
+        let curve = matches!(
+            workload,
+            WorkloadConfig::Database {
+                agent: Some(AgentConfig {
+                    curve_window: Some(_),
+                    ..
+                }),
+                ..
+            }
+        );
+        if !curve {
+            return Err(self.err(
+                at,
+                "needs a database workload whose agent reports its curve (agent.curve_window)",
+            ));
+        }
+        s.build(self.doc, at)
     }
 
     fn tenant(
@@ -597,6 +641,10 @@ impl Build<'_> {
         let cap_at_estimate = t
             .cap_at_estimate
             .unwrap_or(!matches!(estimator, EstimatorConfig::Sampling(_)));
+        let slo = t
+            .slo
+            .map(|s| self.slo(&at.key("slo"), s, &workload))
+            .transpose()?;
         let tenant = ScenarioTenant {
             spec: TenantSpec {
                 id: TenantId(i as u32),
@@ -607,6 +655,7 @@ impl Build<'_> {
                 overhead: overhead.to_pages(),
                 estimator,
                 cap_at_estimate,
+                slo,
             },
             vm: VmConfig {
                 kind,
@@ -634,6 +683,7 @@ impl Build<'_> {
                 name: t.name,
                 min,
                 max,
+                slo: slo.is_some(),
             },
         ))
     }
@@ -873,7 +923,7 @@ impl Build<'_> {
                         .shrink_s_per_gib
                         .unwrap_or(defaults::INNODB_SHRINK_S_PER_GIB),
                     grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::INNODB_GROW_S_PER_GIB),
-                    agent: self.agent(&at.key("agent"), w.agent)?,
+                    agent: self.agent(&at.key("agent"), w.agent, false)?,
                     jobs: self.jobs(&at.key("jobs"), w.jobs)?,
                     cpu_us_per_access: w.cpu_us_per_access,
                     accesses_per_op: w.accesses_per_op,
@@ -900,7 +950,7 @@ impl Build<'_> {
                         .shrink_s_per_gib
                         .unwrap_or(defaults::INNODB_SHRINK_S_PER_GIB),
                     grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::INNODB_GROW_S_PER_GIB),
-                    agent: self.agent(&at.key("agent"), w.agent)?,
+                    agent: self.agent(&at.key("agent"), w.agent, true)?,
                     jobs: self.jobs(&at.key("jobs"), w.jobs)?,
                     cpu_us_per_access: w.cpu_us_per_access,
                     accesses_per_op: w.accesses_per_op,
@@ -920,7 +970,7 @@ impl Build<'_> {
                     promote: w.promote.unwrap_or(defaults::JVM_PROMOTE),
                     shrink_s_per_gib: w.shrink_s_per_gib.unwrap_or(defaults::JVM_SHRINK_S_PER_GIB),
                     grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::JVM_GROW_S_PER_GIB),
-                    agent: self.agent(&at.key("agent"), w.agent)?,
+                    agent: self.agent(&at.key("agent"), w.agent, false)?,
                     jobs: self.jobs(&at.key("jobs"), w.jobs)?,
                     cpu_us_per_access: w.cpu_us_per_access,
                     accesses_per_op: w.accesses_per_op,
@@ -955,10 +1005,22 @@ impl Build<'_> {
     }
 
     /// The balloon agent of an application with a pool (`None`: absent or disabled).
-    fn agent(&self, at: &FieldPath, a: Option<AgentDoc>) -> Result<Option<AgentConfig>> {
+    /// `curve`: the pool's requests are pages the agent can sample (a database's).
+    fn agent(
+        &self,
+        at: &FieldPath,
+        a: Option<AgentDoc>,
+        curve: bool,
+    ) -> Result<Option<AgentConfig>> {
         let Some(a) = a.filter(|a| a.enabled.unwrap_or(true)) else {
             return Ok(None);
         };
+        if a.curve_window.is_some() && !curve {
+            return Err(self.err(
+                &at.key("curve_window"),
+                "only a database's agent samples its pool's requests for a curve",
+            ));
+        }
         let granule = match a.granule {
             Some(g) => self.positive_size(&at.key("granule"), g)?.to_pages(),
             None => DEFAULT_GRANULE,
@@ -973,6 +1035,10 @@ impl Build<'_> {
                 .map(|d| self.time(&at.key("silent_from"), d))
                 .transpose()?,
             granule,
+            curve_window: a
+                .curve_window
+                .map(|d| self.period(&at.key("curve_window"), d))
+                .transpose()?,
         }))
     }
 

@@ -292,6 +292,27 @@ set = ["tenants.*.estimator.kind=tws"]
     }
 
     #[test]
+    fn an_slo_needs_the_cache_table_and_an_agent_that_reports_its_curve() {
+        let text = include_str!("../../../scenarios/gemini-pools.toml");
+        assert!(parse_str(text, Path::new("g.toml"), &[]).is_ok());
+        let e = error_of(
+            &text.replace("[policy.cache]\nbudget = \"128M\"\n", ""),
+            &[],
+        );
+        assert!(e.contains("tenants[0].slo: needs [policy.cache]"), "{e}");
+        let e = error_of(&text.replacen("curve_window = \"20s\"", "", 1), &[]);
+        assert!(
+            e.contains("tenants[0].slo: needs a database workload whose agent reports its curve"),
+            "{e}"
+        );
+        let e = error_of(text, &["tenants.rubis.slo.slack=0.1"]);
+        assert!(
+            e.contains("tenants[1].slo.slack = 0.1: applies to a strict SLO only"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn set_override_errors_name_the_override_or_the_field_it_wrote() {
         assert_eq!(
             error_of(TEXT, &["tenants.c.shares=3000"]),

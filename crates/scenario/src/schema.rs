@@ -5,6 +5,7 @@
 //! buffer the table, and an error inside would lose its path). Checks between fields and the
 //! defaults that are not `None` are in `build.rs`. The field reference is `docs/scenarios.md`.
 
+use memtide_config::quotas::{QuotasDoc, SloDoc};
 use memtide_config::{Duration, Size};
 use memtide_sim::app::Behaviour;
 use memtide_sim::cost::CostModel;
@@ -104,6 +105,8 @@ pub(crate) struct PolicyDoc {
     pub(crate) host_swap_per_s: Option<Size>,
     pub(crate) balloon_stall_ticks: Option<u32>,
     pub(crate) thresholds: Option<ThresholdsDoc>,
+    /// Gemini's cache quotas.
+    pub(crate) cache: Option<QuotasDoc>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -133,6 +136,7 @@ pub(crate) struct TenantDoc {
     pub(crate) start: Option<Duration>,
     pub(crate) stop: Option<Duration>,
     pub(crate) cap_at_estimate: Option<bool>,
+    pub(crate) slo: Option<SloDoc>,
     /// Read by its `kind` (default `sampling`): [`SamplingDoc`], [`TwsDoc`], [`CommittedDoc`].
     pub(crate) estimator: Option<toml::Value>,
     pub(crate) balloon: Option<BalloonDoc>,
@@ -356,6 +360,8 @@ pub(crate) struct AgentDoc {
     pub(crate) behaviour: Option<Behaviour>,
     pub(crate) silent_from: Option<Duration>,
     pub(crate) granule: Option<Size>,
+    /// The agent reports its pool's miss-ratio curve of each window this long.
+    pub(crate) curve_window: Option<Duration>,
 }
 
 /// `kind = "set_tax_rate"`.

@@ -413,7 +413,7 @@ impl Vm {
         }
         stats.accesses = done;
         self.guest.end_tick();
-        if let (Some(app), Some(pool)) = (&mut self.app, self.workload.pool()) {
+        if let (Some(app), Some(pool)) = (&mut self.app, self.workload.pool_mut()) {
             app.report(now + tick, pool);
         }
         self.debt_ns = used.saturating_sub(tick_ns);

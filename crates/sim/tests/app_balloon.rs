@@ -22,6 +22,7 @@ fn agent(behaviour: Behaviour) -> AgentConfig {
         behaviour,
         silent_from: None,
         granule: DEFAULT_GRANULE,
+        curve_window: None,
     }
 }
 
@@ -96,6 +97,7 @@ fn setup(vm: VmConfig, budget: Pages) -> (SimWorld, Controller) {
             overhead: vm.overhead,
             estimator: EstimatorConfig::Committed,
             cap_at_estimate: false,
+            slo: None,
         })
         .unwrap();
     (world, controller)

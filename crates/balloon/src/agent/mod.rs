@@ -66,7 +66,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::protocol::{ErrorMessage, PoolInfo, ProtocolError};
+use crate::protocol::{CurvePoint, ErrorMessage, PoolInfo, ProtocolError};
 
 /// The environment variable that names the balloon socket.
 pub const SOCKET_ENV: &str = "MEMTIDE_BALLOON_SOCKET";
@@ -77,8 +77,10 @@ pub const DEFAULT_SOCKET: &str = "/run/memtide/balloon.sock";
 /// The pool's statistics as the application counts them; the agent adds the pool's size.
 ///
 /// The agent keeps what it sends valid: `used_bytes` and `dirty_bytes` at most the pool's size,
-/// every figure at most 2^53 − 1, and the counters never lower than they were last sent.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// every figure at most 2^53 − 1, the counters never lower than they were last sent, and a
+/// curve that breaks the protocol's rules ([`check_curve`](crate::protocol::check_curve)) left out (and recorded as
+/// [`AgentError::Curve`]) while the rest is sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
     /// The part of the pool holding data.
     pub used_bytes: u64,
@@ -90,6 +92,13 @@ pub struct PoolStats {
     pub evictions: u64,
     /// Pool memory not yet written back.
     pub dirty_bytes: u64,
+    /// The pool's LRU miss-ratio curve, for an application that samples its pool's requests
+    /// (SHARDS: a hash-chosen subset of the keys, their LRU stack distances scaled up, in
+    /// constant memory): the miss ratio a pool of each size would have, 1 to
+    /// [`MAX_CURVE_POINTS`](crate::protocol::MAX_CURVE_POINTS) points ascending by size, ratios never rising
+    /// ([`CurvePoint::new`] makes a point of a ratio). memtide chooses cache sizes by it when
+    /// the tenant has a latency objective. `None` (the default) sends no curve.
+    pub curve: Option<Vec<CurvePoint>>,
 }
 
 /// A shrink or grow callback's answer when it did not reach the target.
@@ -198,6 +207,9 @@ pub enum AgentError {
 
     #[error("the application's {0} callback panicked")]
     Panicked(&'static str),
+
+    #[error("the application's miss-ratio curve is not sent: {0}")]
+    Curve(ProtocolError),
 }
 
 /// Why an agent did not start.

@@ -16,8 +16,9 @@ use super::resize::{Job, Resizer};
 use super::{AgentError, AgentState, PoolStats, Refusal, ResizeFn, Shared, StatsFn};
 use crate::line::{Line, LineReader, MAX_LINE_BYTES};
 use crate::protocol::{
-    truncate_to, AgentMessage, Bye, ErrorCode, ErrorMessage, Hello, MemtideMessage, PoolInfo,
-    Progress, ProgressStatus, ProtocolError, Stats, Target, MAX_INTEGER, MAX_REASON_BYTES,
+    check_curve, truncate_to, AgentMessage, Bye, ErrorCode, ErrorMessage, Hello, MemtideMessage,
+    PoolInfo, Progress, ProgressStatus, ProtocolError, Stats, Target, MAX_INTEGER,
+    MAX_REASON_BYTES,
 };
 
 /// How often a target still being worked on is answered `progress working`.
@@ -533,7 +534,15 @@ impl Runner {
             misses: counter(app.misses, self.sent.misses),
             evictions: counter(app.evictions, self.sent.evictions),
             dirty_bytes: app.dirty_bytes.min(pool),
+            curve: None,
         };
+        let curve = app.curve.filter(|curve| match check_curve(curve) {
+            Ok(()) => true,
+            Err(e) => {
+                self.shared.record(AgentError::Curve(e));
+                false
+            }
+        });
         let stats = AgentMessage::Stats(Stats {
             pool_bytes: pool,
             used_bytes: self.sent.used_bytes,
@@ -541,6 +550,7 @@ impl Runner {
             misses: self.sent.misses,
             evictions: self.sent.evictions,
             dirty_bytes: self.sent.dirty_bytes,
+            curve,
         });
         send(session, &stats)
     }

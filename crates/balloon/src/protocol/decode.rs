@@ -3,9 +3,9 @@
 use serde_json::{Map, Value};
 
 use super::{
-    AgentMessage, Bye, ErrorCode, ErrorMessage, Hello, MemtideMessage, PoolInfo, PoolKind,
-    Progress, ProgressStatus, ProtocolError, Stats, Target, Welcome, MAX_APP_BYTES, MAX_INTEGER,
-    MAX_LINE_BYTES, MAX_REASON_BYTES, PROTOCOL_VERSION,
+    AgentMessage, Bye, CurvePoint, ErrorCode, ErrorMessage, Hello, MemtideMessage, PoolInfo,
+    PoolKind, Progress, ProgressStatus, ProtocolError, Stats, Target, Welcome, MAX_APP_BYTES,
+    MAX_CURVE_POINTS, MAX_INTEGER, MAX_LINE_BYTES, MAX_REASON_BYTES, PROTOCOL_VERSION,
 };
 
 /// The longest rendering of a value quoted in an error message, so that the error's own line
@@ -250,6 +250,7 @@ fn stats(fields: &Fields) -> Result<Stats, ProtocolError> {
         misses: fields.integer("misses", 0)?,
         evictions: fields.integer("evictions", 0)?,
         dirty_bytes: fields.integer("dirty_bytes", 0)?,
+        curve: curve(fields)?,
     };
     for (field, value) in [
         ("used_bytes", stats.used_bytes),
@@ -263,6 +264,103 @@ fn stats(fields: &Fields) -> Result<Stats, ProtocolError> {
         }
     }
     Ok(stats)
+}
+
+/// The optional `stats.curve`: an array of 1 to 16 `[pool_bytes, miss_ratio]` pairs, each
+/// size an integer of the wire from 1, each ratio a JSON number (a fraction allowed), then the
+/// curve's rules ([`check_curve`]) on the values as written.
+fn curve(fields: &Fields) -> Result<Option<Vec<CurvePoint>>, ProtocolError> {
+    let Some(value) = fields.object.get("curve") else {
+        return Ok(None);
+    };
+    let Value::Array(points) = value else {
+        return Err(fields.bad(
+            "curve",
+            format!(
+                "= {}: not an array of 1 to {MAX_CURVE_POINTS} [pool_bytes, miss_ratio] pairs",
+                quote(value)
+            ),
+        ));
+    };
+    check_count(points.len())?;
+    let mut read = Vec::with_capacity(points.len());
+    for (at, point) in points.iter().enumerate() {
+        let (size, ratio) = match point.as_array().map(Vec::as_slice) {
+            Some([size, ratio]) => (size, ratio),
+            _ => {
+                return Err(fields.bad(
+                    &format!("curve[{at}]"),
+                    format!("= {}: not a [pool_bytes, miss_ratio] pair", quote(point)),
+                ))
+            }
+        };
+        let size = fields.integer_value(&format!("curve[{at}][0]"), size, 1)?;
+        let ratio = match ratio {
+            Value::Number(number) => number.as_f64(),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            fields.bad(
+                &format!("curve[{at}][1]"),
+                format!("= {}: a miss ratio is a number in [0, 1]", quote(ratio)),
+            )
+        })?;
+        read.push((size, ratio));
+    }
+    check_curve(read.len(), read.iter().copied())?;
+    Ok(Some(
+        read.into_iter()
+            .map(|(size, ratio)| CurvePoint::new(size, ratio))
+            .collect(),
+    ))
+}
+
+fn curve_error(rule: String) -> ProtocolError {
+    ProtocolError::new(ErrorCode::BadField, format!("stats.curve{rule}"))
+}
+
+fn check_count(len: usize) -> Result<(), ProtocolError> {
+    if (1..=MAX_CURVE_POINTS).contains(&len) {
+        Ok(())
+    } else {
+        Err(curve_error(format!(
+            " has {len} points: a curve has 1 to {MAX_CURVE_POINTS}"
+        )))
+    }
+}
+
+/// The rules of a curve of `len` points (size in bytes, miss ratio), whether decoded or built
+/// in code ([`super::check_curve`]).
+pub(super) fn check_curve(
+    len: usize,
+    points: impl Iterator<Item = (u64, f64)>,
+) -> Result<(), ProtocolError> {
+    check_count(len)?;
+    let mut previous: Option<(u64, f64)> = None;
+    for (at, (size, ratio)) in points.enumerate() {
+        if !(1..=MAX_INTEGER).contains(&size) {
+            return Err(curve_error(format!(
+                "[{at}][0] = {size}: a pool size is an integer in [1, {MAX_INTEGER}]"
+            )));
+        }
+        if let Some((before, _)) = previous.filter(|&(before, _)| size <= before) {
+            return Err(curve_error(format!(
+                "[{at}][0] = {size}: not above the previous point's {before}: sizes are strictly ascending"
+            )));
+        }
+        if !(0.0..=1.0).contains(&ratio) {
+            return Err(curve_error(format!(
+                "[{at}][1] = {ratio}: a miss ratio is in [0, 1]"
+            )));
+        }
+        if let Some((_, before)) = previous.filter(|&(_, before)| ratio > before) {
+            return Err(curve_error(format!(
+                "[{at}][1] = {ratio}: above the previous point's {before}: an LRU pool never misses more when larger"
+            )));
+        }
+        previous = Some((size, ratio));
+    }
+    Ok(())
 }
 
 fn bye(fields: &Fields) -> Result<Bye, ProtocolError> {
@@ -311,7 +409,12 @@ impl Fields<'_> {
 
     /// A required integer in `[least, 2^53 − 1]`, written without fraction or exponent.
     fn integer(&self, field: &str, least: u64) -> Result<u64, ProtocolError> {
-        let value = self.get(field)?;
+        self.integer_value(field, self.get(field)?, least)
+    }
+
+    /// `value`, named `field` in errors, as an integer in `[least, 2^53 − 1]` written without
+    /// fraction or exponent.
+    fn integer_value(&self, field: &str, value: &Value, least: u64) -> Result<u64, ProtocolError> {
         let range = || format!("in [{least}, {MAX_INTEGER}]");
         match value {
             Value::Number(number) => match number.as_u64() {
@@ -648,6 +751,218 @@ mod tests {
             bye("null").unwrap_err().message,
             "bye.reason = null is not a string"
         );
+    }
+
+    const STATS: &str = r#"{"type":"stats","pool_bytes":1073741824,"used_bytes":1000000000,"hits":912345,"misses":2345,"evictions":1200,"dirty_bytes":0"#;
+
+    fn stats_with_curve(curve: &str) -> Result<AgentMessage, ProtocolError> {
+        agent(&format!(r#"{STATS},"curve":{curve}}}"#))
+    }
+
+    fn curve_of(message: AgentMessage) -> Option<Vec<CurvePoint>> {
+        match message {
+            AgentMessage::Stats(stats) => stats.curve,
+            other => panic!("not a stats: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn stats_without_a_curve_have_none() {
+        assert_eq!(curve_of(agent(&format!("{STATS}}}")).unwrap()), None);
+    }
+
+    #[test]
+    fn a_curve_decodes_to_sizes_and_ratios_in_parts_per_million() {
+        let curve = curve_of(
+            stats_with_curve("[[134217728,0.61],[268435456,0.4],[1073741824,0.05]]").unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            curve,
+            [
+                CurvePoint {
+                    pool_bytes: 134217728,
+                    miss_ppm: 610_000
+                },
+                CurvePoint {
+                    pool_bytes: 268435456,
+                    miss_ppm: 400_000
+                },
+                CurvePoint {
+                    pool_bytes: 1073741824,
+                    miss_ppm: 50_000
+                },
+            ]
+        );
+        assert_eq!(curve[0].miss_ratio(), 0.61);
+    }
+
+    #[test]
+    fn a_curve_takes_ratios_written_as_integers_and_equal_ratios() {
+        let curve = curve_of(stats_with_curve("[[1,1],[2,1],[3,0],[4,0]]").unwrap()).unwrap();
+        let ppm: Vec<u32> = curve.iter().map(|p| p.miss_ppm).collect();
+        assert_eq!(ppm, [1_000_000, 1_000_000, 0, 0]);
+    }
+
+    #[test]
+    fn a_curve_of_16_points_fits_and_one_of_17_or_none_does_not() {
+        let points = |n: u64| {
+            let pairs: Vec<String> = (1..=n).map(|i| format!("[{},0.5]", i << 20)).collect();
+            format!("[{}]", pairs.join(","))
+        };
+        assert_eq!(
+            curve_of(stats_with_curve(&points(16)).unwrap())
+                .unwrap()
+                .len(),
+            16
+        );
+        let long = stats_with_curve(&points(17)).unwrap_err();
+        assert_eq!(long.code, ErrorCode::BadField);
+        assert_eq!(
+            long.message,
+            "stats.curve has 17 points: a curve has 1 to 16"
+        );
+        assert_eq!(
+            stats_with_curve("[]").unwrap_err().message,
+            "stats.curve has 0 points: a curve has 1 to 16"
+        );
+    }
+
+    #[test]
+    fn a_curve_that_is_not_an_array_of_pairs_is_a_bad_field() {
+        let cases = [
+            (
+                r#"{"134217728":0.61}"#,
+                r#"stats.curve = {"134217728":0.61}: not an array of 1 to 16 [pool_bytes, miss_ratio] pairs"#,
+            ),
+            (
+                "null",
+                "stats.curve = null: not an array of 1 to 16 [pool_bytes, miss_ratio] pairs",
+            ),
+            (
+                "[[4096,0.5],4096]",
+                "stats.curve[1] = 4096: not a [pool_bytes, miss_ratio] pair",
+            ),
+            (
+                "[[4096]]",
+                "stats.curve[0] = [4096]: not a [pool_bytes, miss_ratio] pair",
+            ),
+            (
+                "[[4096,0.5,1]]",
+                "stats.curve[0] = [4096,0.5,1]: not a [pool_bytes, miss_ratio] pair",
+            ),
+            (
+                r#"[[4096,"0.5"]]"#,
+                r#"stats.curve[0][1] = "0.5": a miss ratio is a number in [0, 1]"#,
+            ),
+        ];
+        for (curve, message) in cases {
+            let error = stats_with_curve(curve).unwrap_err();
+            assert_eq!(error.code, ErrorCode::BadField, "{curve}");
+            assert_eq!(error.message, message);
+        }
+    }
+
+    #[test]
+    fn a_curve_s_sizes_follow_the_integer_rules_from_1() {
+        let cases = [
+            (
+                "[[0,0.5]]",
+                "stats.curve[0][0] = 0 is not an integer in [1, 9007199254740991]",
+            ),
+            (
+                "[[4096.5,0.5]]",
+                "stats.curve[0][0] = 4096.5 is not an integer (a fraction or an exponent)",
+            ),
+            (
+                "[[4096,0.5],[9007199254740992,0.1]]",
+                "stats.curve[1][0] = 9007199254740992 is not an integer in [1, 9007199254740991]",
+            ),
+            (
+                "[[-4096,0.5]]",
+                "stats.curve[0][0] = -4096 is not an integer in [1, 9007199254740991]",
+            ),
+        ];
+        for (curve, message) in cases {
+            let error = stats_with_curve(curve).unwrap_err();
+            assert_eq!(error.code, ErrorCode::BadField, "{curve}");
+            assert_eq!(error.message, message);
+        }
+    }
+
+    #[test]
+    fn a_curve_s_sizes_must_be_strictly_ascending() {
+        let cases = [
+            (
+                "[[8192,0.5],[4096,0.4]]",
+                "stats.curve[1][0] = 4096: not above the previous point's 8192: sizes are strictly ascending",
+            ),
+            (
+                "[[4096,0.5],[8192,0.4],[8192,0.3]]",
+                "stats.curve[2][0] = 8192: not above the previous point's 8192: sizes are strictly ascending",
+            ),
+        ];
+        for (curve, message) in cases {
+            assert_eq!(stats_with_curve(curve).unwrap_err().message, message);
+        }
+    }
+
+    #[test]
+    fn a_miss_ratio_is_within_0_and_1() {
+        let cases = [
+            (
+                "[[4096,0.9],[8192,0.5],[12288,1.5]]",
+                "stats.curve[2][1] = 1.5: a miss ratio is in [0, 1]",
+            ),
+            (
+                "[[4096,-0.1]]",
+                "stats.curve[0][1] = -0.1: a miss ratio is in [0, 1]",
+            ),
+        ];
+        for (curve, message) in cases {
+            let error = stats_with_curve(curve).unwrap_err();
+            assert_eq!(error.code, ErrorCode::BadField, "{curve}");
+            assert_eq!(error.message, message);
+        }
+    }
+
+    #[test]
+    fn a_miss_ratio_never_rises_with_the_size() {
+        let error = stats_with_curve("[[4096,0.4],[8192,0.5]]").unwrap_err();
+        assert_eq!(error.code, ErrorCode::BadField);
+        assert_eq!(
+            error.message,
+            "stats.curve[1][1] = 0.5: above the previous point's 0.4: an LRU pool never misses more when larger"
+        );
+    }
+
+    #[test]
+    fn the_curve_rules_hold_for_a_curve_built_in_code() {
+        use super::super::check_curve;
+        let point = CurvePoint::new;
+        assert_eq!(check_curve(&[point(4096, 0.5), point(8192, 0.25)]), Ok(()));
+        assert_eq!(
+            check_curve(&[]).unwrap_err().message,
+            "stats.curve has 0 points: a curve has 1 to 16"
+        );
+        assert_eq!(
+            check_curve(&[point(0, 0.5)]).unwrap_err().message,
+            "stats.curve[0][0] = 0: a pool size is an integer in [1, 9007199254740991]"
+        );
+        assert_eq!(
+            check_curve(&[point(4096, 0.25), point(8192, 0.5)])
+                .unwrap_err()
+                .message,
+            "stats.curve[1][1] = 0.5: above the previous point's 0.25: an LRU pool never misses more when larger"
+        );
+        for ratio in [f64::NAN, -0.5, 1.01] {
+            let error = check_curve(&[point(4096, ratio)]).unwrap_err();
+            assert!(
+                error.message.ends_with(": a miss ratio is in [0, 1]"),
+                "{ratio}: {}",
+                error.message
+            );
+        }
     }
 
     #[test]

@@ -6,8 +6,8 @@ use serde::Serialize;
 use super::{AgentMessage, Bye, ErrorMessage, MemtideMessage, Progress, Stats, PROTOCOL_VERSION};
 
 pub(super) fn to_line(message: &impl Serialize) -> String {
-    // The messages hold only strings, integers and booleans under string keys: serde_json
-    // cannot fail on them.
+    // The messages hold only strings, integers, booleans and finite numbers (a curve's miss
+    // ratios) under string keys: serde_json cannot fail on them.
     serde_json::to_string(message).expect("a protocol message always encodes")
 }
 
@@ -78,7 +78,15 @@ fn stats_entries<M: SerializeMap>(map: &mut M, stats: &Stats) -> Result<(), M::E
     map.serialize_entry("hits", &stats.hits)?;
     map.serialize_entry("misses", &stats.misses)?;
     map.serialize_entry("evictions", &stats.evictions)?;
-    map.serialize_entry("dirty_bytes", &stats.dirty_bytes)
+    map.serialize_entry("dirty_bytes", &stats.dirty_bytes)?;
+    if let Some(curve) = &stats.curve {
+        let pairs: Vec<(u64, f64)> = curve
+            .iter()
+            .map(|point| (point.pool_bytes, point.miss_ratio()))
+            .collect();
+        map.serialize_entry("curve", &pairs)?;
+    }
+    Ok(())
 }
 
 fn bye_entries<M: SerializeMap>(map: &mut M, bye: &Bye) -> Result<(), M::Error> {
@@ -98,7 +106,9 @@ fn error_entries<M: SerializeMap>(map: &mut M, error: &ErrorMessage) -> Result<(
 
 #[cfg(test)]
 mod tests {
-    use super::super::{ErrorCode, Hello, PoolInfo, PoolKind, ProgressStatus, Target, Welcome};
+    use super::super::{
+        CurvePoint, ErrorCode, Hello, PoolInfo, PoolKind, ProgressStatus, Target, Welcome,
+    };
     use super::*;
 
     /// The doc's examples, built from the types, encode to the doc's text byte for byte.
@@ -145,6 +155,7 @@ mod tests {
                     misses: 2345,
                     evictions: 1200,
                     dirty_bytes: 52428800,
+                    curve: None,
                 }),
                 r#"{"type":"stats","pool_bytes":6442450944,"used_bytes":6000000000,"hits":912345,"misses":2345,"evictions":1200,"dirty_bytes":52428800}"#,
             ),
@@ -190,6 +201,58 @@ mod tests {
             assert_eq!(message.encode(), line);
             assert_eq!(MemtideMessage::decode(line.as_bytes()), Ok(message));
         }
+    }
+
+    fn stats_with(curve: Option<Vec<CurvePoint>>) -> AgentMessage {
+        AgentMessage::Stats(Stats {
+            pool_bytes: 1073741824,
+            used_bytes: 1000000000,
+            hits: 912345,
+            misses: 2345,
+            evictions: 1200,
+            dirty_bytes: 0,
+            curve,
+        })
+    }
+
+    /// The doc's example of a stats with a curve, built from the types.
+    #[test]
+    fn a_curve_is_written_last_as_size_and_ratio_pairs_and_reads_back() {
+        let stats = stats_with(Some(vec![
+            CurvePoint::new(134217728, 0.61),
+            CurvePoint::new(268435456, 0.4),
+            CurvePoint::new(1073741824, 0.05),
+        ]));
+        let line = r#"{"type":"stats","pool_bytes":1073741824,"used_bytes":1000000000,"hits":912345,"misses":2345,"evictions":1200,"dirty_bytes":0,"curve":[[134217728,0.61],[268435456,0.4],[1073741824,0.05]]}"#;
+        assert_eq!(stats.encode(), line);
+        assert_eq!(AgentMessage::decode(line.as_bytes()), Ok(stats));
+    }
+
+    #[test]
+    fn stats_without_a_curve_have_no_curve_field() {
+        assert!(!stats_with(None).encode().contains("curve"));
+    }
+
+    #[test]
+    fn a_ratio_is_rounded_to_a_part_per_million_and_written_as_a_number() {
+        let stats = stats_with(Some(vec![
+            CurvePoint::new(4096, 1.0),
+            CurvePoint::new(8192, 0.123_456_7),
+            CurvePoint::new(12288, 0.0),
+        ]));
+        let AgentMessage::Stats(Stats {
+            curve: Some(curve), ..
+        }) = &stats
+        else {
+            unreachable!("built with a curve")
+        };
+        assert_eq!(curve[1].miss_ppm, 123_457);
+        let line = stats.encode();
+        assert!(
+            line.ends_with(r#""curve":[[4096,1.0],[8192,0.123457],[12288,0.0]]}"#),
+            "{line}"
+        );
+        assert_eq!(AgentMessage::decode(line.as_bytes()), Ok(stats));
     }
 
     #[test]

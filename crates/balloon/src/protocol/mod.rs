@@ -9,12 +9,13 @@
 //!
 //! Decoding checks what one line can show: the framing (length, UTF-8, one JSON object), the
 //! type, each field's presence, type and range (integers in `[0, 2^53 − 1]`, sequence numbers
-//! from 1, no fraction or exponent), the rules between fields of one message (`min_bytes ≤
-//! pool_bytes ≤ max_bytes`, `used_bytes ≤ pool_bytes`, ...), and the version. Fields it does not
-//! know are ignored. What needs a session — a `progress` for an unknown `seq`, a message before
-//! the `welcome`, counters that go down — is the reader's to check, not this module's.
-//! Encoding does not check: build messages from checked values ([`PoolInfo::check`] does it for
-//! what an agent registers).
+//! from 1, no fraction or exponent; a `stats.curve`'s miss ratios, the one fraction, in
+//! `[0, 1]`), the rules between fields of one message (`min_bytes ≤ pool_bytes ≤ max_bytes`,
+//! `used_bytes ≤ pool_bytes`, a curve ascending by size with ratios never rising, ...), and the
+//! version. Fields it does not know are ignored. What needs a session — a `progress` for an
+//! unknown `seq`, a message before the `welcome`, counters that go down — is the reader's to
+//! check, not this module's. Encoding does not check: build messages from checked values
+//! ([`PoolInfo::check`] does it for what an agent registers, [`check_curve`] for a curve).
 
 mod decode;
 mod encode;
@@ -34,6 +35,12 @@ pub const MAX_APP_BYTES: usize = 128;
 
 /// The longest `reason` of a progress or a bye, in bytes.
 pub const MAX_REASON_BYTES: usize = 1024;
+
+/// The most points of a `stats.curve`.
+pub const MAX_CURVE_POINTS: usize = 16;
+
+/// A miss ratio of 1 in parts per million (see [`CurvePoint`]).
+pub const MISS_PPM_ONE: u32 = 1_000_000;
 
 /// Declares an enum whose variants travel as fixed strings, with `as_str`, `from_wire`, `ALL`
 /// and `Display` (the wire string).
@@ -282,6 +289,70 @@ pub struct Stats {
     pub evictions: u64,
     /// Pool memory not yet written back, at most `pool_bytes`.
     pub dirty_bytes: u64,
+    /// The pool's sampled LRU miss-ratio curve (SHARDS), when the agent reports one: 1 to
+    /// [`MAX_CURVE_POINTS`] points, sizes strictly ascending from 1 byte, miss ratios in
+    /// [0, 1] never rising ([`check_curve`]). Sent last, and only when present.
+    pub curve: Option<Vec<CurvePoint>>,
+}
+
+impl Stats {
+    /// The curve's points as (pool bytes, miss ratio), ascending by size; none without a
+    /// curve. What a reader turns into its own curve type (`memtide_model::MissCurve`).
+    pub fn curve_points(&self) -> impl Iterator<Item = (u64, f64)> + '_ {
+        self.curve
+            .iter()
+            .flatten()
+            .map(|point| (point.pool_bytes, point.miss_ratio()))
+    }
+}
+
+/// One point of a pool's miss-ratio curve (`stats.curve`): the share of requests an LRU pool
+/// of `pool_bytes` would miss, as the agent estimated it from a sample of the pool's requests.
+///
+/// The ratio is held in parts per million, rounded, so that a decoded message is exact and
+/// [`Stats`] stays `Eq`; on the wire it is the fraction `miss_ppm / 1,000,000` (a JSON
+/// number, the one field of the protocol that is not an integer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CurvePoint {
+    /// The pool's size: 1 to 2^53 − 1 bytes.
+    pub pool_bytes: u64,
+    /// The miss ratio in parts per million: 0 to [`MISS_PPM_ONE`].
+    pub miss_ppm: u32,
+}
+
+impl CurvePoint {
+    /// The point of a pool of `pool_bytes` missing `miss_ratio` of its requests, rounded to a
+    /// part per million. A ratio outside [0, 1], or NaN, is kept out of range (`u32::MAX`
+    /// parts per million) so that [`check_curve`] refuses it rather than reading another
+    /// ratio.
+    pub fn new(pool_bytes: u64, miss_ratio: f64) -> CurvePoint {
+        let miss_ppm = if (0.0..=1.0).contains(&miss_ratio) {
+            (miss_ratio * f64::from(MISS_PPM_ONE)).round() as u32
+        } else {
+            u32::MAX
+        };
+        CurvePoint {
+            pool_bytes,
+            miss_ppm,
+        }
+    }
+
+    /// The miss ratio, `miss_ppm / 1,000,000`.
+    pub fn miss_ratio(&self) -> f64 {
+        f64::from(self.miss_ppm) / f64::from(MISS_PPM_ONE)
+    }
+}
+
+/// Checks a curve built in code against the rules `stats.curve` is decoded with: 1 to
+/// [`MAX_CURVE_POINTS`] points, each size in `[1, 2^53 − 1]` and above the previous one, each
+/// miss ratio in [0, 1] and at most the previous one's (an LRU pool never misses more when
+/// larger). The error is `bad_field`, naming `stats.curve[INDEX][0]` (the size) or `[1]` (the
+/// ratio) and the value.
+pub fn check_curve(points: &[CurvePoint]) -> Result<(), ProtocolError> {
+    decode::check_curve(
+        points.len(),
+        points.iter().map(|p| (p.pool_bytes, p.miss_ratio())),
+    )
 }
 
 /// `bye`: the sender closes the connection after it.

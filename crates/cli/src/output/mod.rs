@@ -256,6 +256,7 @@ pub(crate) mod test_record {
                 estimate: Pages::from_mib(105),
                 known: true,
             },
+            cache: None,
         }
     }
 

@@ -42,7 +42,20 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
     let rails = rails(doc, file.rails.unwrap_or_default())?;
     let balloon = balloon(doc, file.balloon.unwrap_or_default(), &daemon)?;
     let sharing = sharing(doc, file.sharing.unwrap_or_default())?;
+    let cache_given = file.cache.is_some();
+    let cache = match file.cache {
+        Some(c) => c.build(doc, &root().key("cache"))?,
+        None => None,
+    };
     let tenants = tenants(doc, file.tenant, &host)?;
+    if !cache_given {
+        if let Some(i) = tenants.iter().position(|t| t.slo.is_some()) {
+            return Err(doc.error(
+                &root().key("tenant").index(i).key("slo"),
+                "needs [cache]: the budget the SLO tenants' pools share",
+            ));
+        }
+    }
     Ok(DaemonConfig {
         daemon,
         host,
@@ -50,6 +63,7 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
         rails,
         balloon,
         sharing,
+        cache,
         tenants,
     })
 }
@@ -464,6 +478,7 @@ fn tenant(
         cap_at_estimate: t.cap_at_estimate.unwrap_or(estimator.caps_by_default()),
         app,
         isolated: t.isolated.unwrap_or(false),
+        slo: t.slo.map(|s| s.build(doc, &at.key("slo"))).transpose()?,
     })
 }
 

@@ -4,6 +4,7 @@ use super::schema::{
     AppDoc, BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, SharingDoc, TenantDoc,
 };
 use super::{AppServer, DaemonConfig, TenantOrigin};
+use memtide_config::quotas::{QuotasDoc, SloDoc};
 use memtide_config::{Duration, Size};
 use std::path::PathBuf;
 
@@ -53,6 +54,7 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
             pressed_rate: Some(c.sharing.pressed_rate),
             cpu_budget: Some(c.sharing.cpu_budget),
         }),
+        cache: c.cache.as_ref().map(QuotasDoc::of),
         tenant: c
             .tenants
             .iter()
@@ -69,6 +71,7 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
                 estimator: Some(t.estimator),
                 cap_at_estimate: Some(t.cap_at_estimate),
                 isolated: Some(t.isolated),
+                slo: t.slo.map(SloDoc::of),
                 app: t.app.as_ref().map(|a| {
                     let path =
                         |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());

@@ -1,6 +1,7 @@
 //! The daemon's configuration file as written: one serde struct per table, unknown keys refused, sizes and durations in their one syntax (`memtide_config::{Size, Duration}`); `build.rs` checks and converts it, `render.rs` writes a config back through the same structs.
 
 use super::{EstimatorChoice, LogFormat, Reclaim};
+use memtide_config::quotas::{QuotasDoc, SloDoc};
 use memtide_config::{Duration, Size};
 use serde::{Deserialize, Serialize};
 
@@ -8,7 +9,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a table of [daemon], [host], [policy], [rails], [balloon], [sharing] and [[tenant]]"
+    expecting = "a table of [daemon], [host], [policy], [rails], [balloon], [sharing], [cache] and [[tenant]]"
 )]
 pub(super) struct FileDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -23,6 +24,8 @@ pub(super) struct FileDoc {
     pub(super) balloon: Option<BalloonDoc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) sharing: Option<SharingDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cache: Option<QuotasDoc>,
     /// `[[tenant]]`, one table per tenant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) tenant: Vec<TenantDoc>,
@@ -106,6 +109,8 @@ pub(super) struct TenantDoc {
     pub(super) isolated: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) app: Option<AppDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) slo: Option<SloDoc>,
 }
 
 /// `[tenant.app]`: the tenant's server, reached through `memtide-adapter`.

@@ -131,6 +131,9 @@ const BAD: &[(&str, &str, &str, &str)] = &[
     ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\ncap_at_estimate = 1\n", "tenant[0].cap_at_estimate", "1", "invalid type: integer `1`, expected a boolean"),
     ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nwhen = 1979-05-27\n", "tenant[0].when", "1979-05-27", "unknown field `when`"),
     ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = 1979-05-27\n", "tenant[0].max", "1979-05-27", "the size has an unknown unit"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nslo = { kind = \"best-effort\" }\n", "tenant[0].slo", "", "needs [cache]"),
+    ("[cache]\nbudget = \"1G\"\n[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nslo = { kind = \"strict\", target_us = 0 }\n", "tenant[0].slo.target_us", "0", "must be more than 0"),
+    ("[cache]\nbudget = \"1G\"\nsteps = 5000\n", "cache.steps", "5000", "must be between 2 and 1024"),
     // across sections
     ("[host]\nbudget = \"100M\"\n[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmin = \"64M\"\nmax = \"1G\"\n[[tenant]]\nname = \"b\"\ncgroup = \"/b\"\nmin = \"64M\"\nmax = \"1G\"\n",
         "host.budget", "\"100M\"", "is less than the sum of the tenants' min (128M)"),
@@ -350,6 +353,12 @@ idle_rate = 500
 pressed_rate = 40000
 cpu_budget = 0.3
 
+[cache]
+budget = "512M"
+hit_us = 5
+miss_us = 4000
+steps = 32
+
 [[tenant]]
 name = "db"
 cgroup = "/memtide/db"
@@ -358,6 +367,7 @@ max = "8G"
 shares = 2000
 estimator = "sampling"
 cap_at_estimate = true
+slo = { kind = "strict", target_us = 400, slack = 0.1 }
 
 [tenant.app]
 kind = "redis"
@@ -373,6 +383,7 @@ command = ["memtide-toucher", "--active", "400M"]
 min = "64M"
 max = "1.5G"
 isolated = true
+slo = { kind = "best-effort" }
 "#;
 
 #[test]
@@ -420,6 +431,12 @@ fn a_full_file_reads_every_key() {
             pressed_rate: 40_000,
             cpu_budget: 0.3,
         },
+        cache: Some(memtide_config::quotas::Quotas {
+            budget: memtide_model::Pages::from_mib(512),
+            hit_us: 5.0,
+            miss_us: 4000.0,
+            steps: 32,
+        }),
         tenants: vec![
             TenantConfig {
                 name: "db".into(),
@@ -441,6 +458,10 @@ fn a_full_file_reads_every_key() {
                     granule_bytes: 16 * MIB,
                 }),
                 isolated: false,
+                slo: Some(memtide_model::Slo::Strict {
+                    target_us: 400.0,
+                    slack: 0.1,
+                }),
             },
             TenantConfig {
                 name: "web.1".into(),
@@ -454,6 +475,7 @@ fn a_full_file_reads_every_key() {
                 cap_at_estimate: false,
                 app: None,
                 isolated: true,
+                slo: Some(memtide_model::Slo::BestEffort),
             },
         ],
     };

@@ -10,7 +10,7 @@
 use super::AgentConfig;
 use crate::workload::Pool;
 use memtide_balloon::protocol::{
-    AgentMessage, ErrorCode, ErrorMessage, Hello, MemtideMessage, PoolInfo, Progress,
+    AgentMessage, CurvePoint, ErrorCode, ErrorMessage, Hello, MemtideMessage, PoolInfo, Progress,
     ProgressStatus as Status, Stats, Target,
 };
 use memtide_model::PAGE_SIZE;
@@ -177,10 +177,15 @@ impl Agent {
     }
 
     /// The end of a tick at `now`: the pool's statistics, as the accesses left it.
-    pub fn report(&self, now: Duration, pool: &Pool, outbox: &mut VecDeque<AgentMessage>) {
+    pub fn report(&self, now: Duration, pool: &mut Pool, outbox: &mut VecDeque<AgentMessage>) {
         if self.closed || !self.registered || self.silent(now) {
             return;
         }
+        let curve = pool.curve(now).map(|c| {
+            c.points()
+                .map(|(size, ratio)| CurvePoint::new(size.to_bytes().0, ratio))
+                .collect()
+        });
         let c = pool.counters();
         let size = self.claimed.unwrap_or(pool.size());
         outbox.push_back(AgentMessage::Stats(Stats {
@@ -190,6 +195,7 @@ impl Agent {
             misses: c.misses,
             evictions: c.evictions,
             dirty_bytes: bytes(c.dirty.min(size)),
+            curve,
         }));
     }
 

@@ -8,6 +8,7 @@
 //! `memtide_balloon::protocol`'s, the same types the real socket carries as JSON lines.
 
 pub mod agent;
+pub mod curve;
 pub mod session;
 
 use crate::workload::Pool;
@@ -34,6 +35,10 @@ pub struct AgentConfig {
     /// The unit the pool moves in.
     #[serde(default = "default_granule")]
     pub granule: Pages,
+    /// The agent samples its pool's requests and reports the miss-ratio curve of each window
+    /// of this length in its statistics ([`curve`]; a database's buffer pool only).
+    #[serde(default)]
+    pub curve_window: Option<Duration>,
 }
 
 /// The unit a pool moves in unless its agent says otherwise: 1 MiB.
@@ -94,7 +99,7 @@ impl Link {
     }
 
     /// The end of the agent's tick at `now`: its statistics.
-    pub fn report(&mut self, now: Duration, pool: &Pool) {
+    pub fn report(&mut self, now: Duration, pool: &mut Pool) {
         self.agent.report(now, pool, &mut self.to_memtide);
     }
 

@@ -10,7 +10,9 @@ use memtide_balloon::protocol::{
     AgentMessage, ErrorCode, ErrorMessage, Hello, MemtideMessage, ProgressStatus, Stats, Target,
     Welcome,
 };
-use memtide_model::{AppAnswer, AppBalloonLever, AppMove, AppStatus, Pages, Takeover, PAGE_SIZE};
+use memtide_model::{
+    AppAnswer, AppBalloonLever, AppMove, AppStatus, MissCurve, Pages, Takeover, PAGE_SIZE,
+};
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -130,6 +132,10 @@ impl Session {
             used,
             hits: delta(|s| s.hits),
             misses: delta(|s| s.misses),
+            curve: self
+                .stats
+                .as_ref()
+                .and_then(|s| MissCurve::of_bytes(s.curve_points())),
             answer: self.sent.as_ref().map(|(t, status)| AppAnswer {
                 target: pages(t.pool_bytes),
                 status: *status,

@@ -23,8 +23,10 @@ use super::pick::{threshold, Picker};
 use super::pool::{PoolCounters, ResizeCost};
 use super::validate::Check;
 use super::{Access, Skew, WorkloadError};
+use crate::app::curve::CurveSampler;
 use crate::rng::SimRng;
-use memtide_model::Pages;
+use memtide_model::{MissCurve, Pages};
+use std::time::Duration;
 
 /// "No page" / "no slot".
 const NONE: u32 = u32::MAX;
@@ -92,6 +94,8 @@ pub struct Database {
     heap: u32,
     counters: PoolCounters,
     cost: ResizeCost,
+    /// The agent's sample of the pages read, where it reports a curve.
+    sampler: Option<CurveSampler>,
 }
 
 impl Database {
@@ -154,6 +158,7 @@ impl Database {
             heap,
             counters: PoolCounters::default(),
             cost: ResizeCost::per_gib(shrink, grow),
+            sampler: None,
         })
     }
 
@@ -175,6 +180,16 @@ impl Database {
 
     pub(super) fn resize_cost(&self) -> ResizeCost {
         self.cost
+    }
+
+    /// The agent samples every page read and reports the curve of each `window`.
+    pub(super) fn sample_curve(&mut self, window: Duration) {
+        self.sampler = Some(CurveSampler::new(window, self.max));
+    }
+
+    /// The sampled curve at `now` (see [`CurveSampler::curve`]).
+    pub(super) fn curve(&mut self, now: Duration) -> Option<MissCurve> {
+        self.sampler.as_mut()?.curve(now)
     }
 
     /// The anonymous region: the pool's slots, the joins' and sorts' work memory, the heap.
@@ -237,6 +252,9 @@ impl Database {
 
     /// Reads `page` through the pool.
     fn read(&mut self, page: u32, scan: bool) -> Access {
+        if let Some(s) = &mut self.sampler {
+            s.access(page);
+        }
         let slot = self.slot_of[page as usize];
         if slot != NONE {
             self.counters.hits += 1;

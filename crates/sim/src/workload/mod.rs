@@ -320,14 +320,14 @@ impl Workload {
                 skew,
                 shrink_s_per_gib,
                 grow_s_per_gib,
-                agent: _,
+                agent,
                 jobs: db_jobs,
                 cpu_us_per_access,
                 accesses_per_op,
                 max_accesses_per_s,
             } => {
                 jobs = db_jobs.as_deref();
-                let db = database::Database::new(
+                let mut db = database::Database::new(
                     check,
                     database::Sizes {
                         data_mb: *data_mb,
@@ -343,6 +343,9 @@ impl Workload {
                         grow_s_per_gib: *grow_s_per_gib,
                     },
                 )?;
+                if let Some(window) = agent.as_ref().and_then(|a| a.curve_window) {
+                    db.sample_curve(window);
+                }
                 let plan = Plan::of_pool(db.anon_pages(), database::defaults::ACCESSES_PER_OP);
                 pool = Some(Pool::Database(Box::new(db)));
                 (

@@ -13,7 +13,8 @@ use super::jvm::Jvm;
 use super::Access;
 use crate::rng::SimRng;
 use memtide_balloon::protocol::PoolKind;
-use memtide_model::Pages;
+use memtide_model::{MissCurve, Pages};
+use std::time::Duration;
 
 /// Seconds a resize takes per GiB moved, from ALB Table 2 (Salomie et al., EuroSys 2013):
 /// InnoDB's balloon grew (its pool shrank) by 0.5 / 1 / 2 GiB in 3.99 / 7.57 / 16.07 s, and
@@ -104,6 +105,15 @@ impl Pool {
             Pool::Cache(c) => c.counters(),
             Pool::Database(d) => d.counters(),
             Pool::Jvm(j) => j.counters(),
+        }
+    }
+
+    /// The miss-ratio curve the pool's agent samples, at `now` (see `crate::app::curve`):
+    /// `None` for a pool that samples none, or before its first window ends.
+    pub fn curve(&mut self, now: Duration) -> Option<MissCurve> {
+        match self {
+            Pool::Database(d) => d.curve(now),
+            Pool::Cache(_) | Pool::Jvm(_) => None,
         }
     }
 

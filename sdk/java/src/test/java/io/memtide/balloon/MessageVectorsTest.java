@@ -73,8 +73,9 @@ class MessageVectorsTest {
 
     @TestFactory
     Stream<DynamicTest> everyValidToMemtideMessageIsBuiltAndEncodedAsTheVectorSays() throws IOException {
+        // The SDK sends no miss-ratio curve (stats.curve is optional): it cannot build one.
         return vectors("to_memtide").stream()
-                .filter(vector -> vector.getBoolean("valid"))
+                .filter(vector -> vector.getBoolean("valid") && !vector.getJSONObject("message").has("curve"))
                 .map(vector -> DynamicTest.dynamicTest(vector.getString("name"), () -> {
                     JSONObject expected = vector.getJSONObject("message");
                     Message.ToMemtide built = build(expected);
@@ -132,6 +133,9 @@ class MessageVectorsTest {
                         status(string(fields, "status")),
                         fields.has("reason") ? Optional.of(string(fields, "reason")) : Optional.empty());
             case "stats":
+                if (fields.has("curve")) {
+                    throw new NoJavaForm("stats.curve: the SDK sends no miss-ratio curve");
+                }
                 return new Message.Stats(new PoolStats(integer(fields, "pool_bytes"), integer(fields, "used_bytes"),
                         integer(fields, "hits"), integer(fields, "misses"), integer(fields, "evictions"),
                         integer(fields, "dirty_bytes")));
