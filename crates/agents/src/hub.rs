@@ -248,7 +248,8 @@ impl Hub {
             curve: a
                 .stats
                 .as_ref()
-                .and_then(|s| MissCurve::of_bytes(s.curve_points())),
+                .and_then(|s| MissCurve::of_bytes(s.curve_points()))
+                .map(Box::new),
             answer: a.sent.as_ref().map(|t| AppAnswer {
                 target: pages(t.pool_bytes),
                 status: t.status,

@@ -14,6 +14,14 @@
 //! (`madvise(MADV_HUGEPAGE)`), so granules that are multiples of 2 MiB move in 2 MiB pages: a
 //! grow then costs little more than the kernel zeroing the memory, and a shrink frees 512
 //! times fewer pages. `--small-pages` keeps 4 KiB pages.
+//!
+//! `--curve SECONDS` makes it report its miss-ratio curve, so that memtide can size it by an SLO
+//! (`[cache]`, docs/cache.md): every lookup's page goes through SHARDS (`memtide_cache::Shards`,
+//! fixed size: at most 8192 sampled pages whatever the pool), and each `stats` carries the
+//! curve of the last full window of that many seconds, at 16 sizes up to `--max`, from the
+//! second window on (the first only fills the sample's stack: its pages' first lookups would be
+//! misses at every size). The lookups are uniform over `--max`, so the curve is close to
+//! `1 - size / max`.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -27,8 +35,10 @@ use std::time::{Duration, Instant};
 use memtide_balloon::agent::{Agent, PoolStats, Refusal};
 use memtide_balloon::line::{Line, LineReader};
 use memtide_balloon::protocol::{
-    AgentMessage, MemtideMessage, PoolInfo, PoolKind, ProgressStatus, Target, Welcome,
+    check_curve, AgentMessage, CurvePoint, MemtideMessage, PoolInfo, PoolKind, ProgressStatus,
+    Target, Welcome,
 };
+use memtide_cache::Shards;
 
 const MIB: u64 = 1 << 20;
 
@@ -55,7 +65,8 @@ fn main() -> ExitCode {
 }
 
 const USAGE: &str = "usage: pool [--pool SIZE] [--min SIZE] [--max SIZE] [--granule SIZE] \
-[--app NAME] [--socket PATH] [--lookups PER_SECOND] [--small-pages] [--bench [--runs N]]
+[--app NAME] [--socket PATH] [--lookups PER_SECOND] [--curve SECONDS] [--small-pages]
+[--bench [--runs N]]
   sizes in bytes or with K, M, G (binary); defaults: --pool 1G --min 0 --max 2G --granule 2M
   --bench: shrink a 2 GiB pool (or --max) to 0 and grow it back, in-process and through a socket";
 
@@ -69,6 +80,8 @@ struct Options {
     app: String,
     socket: Option<PathBuf>,
     lookups_per_second: u64,
+    /// Report the miss-ratio curve of each window this long.
+    curve_window: Option<Duration>,
     huge_pages: bool,
     bench: bool,
     runs: usize,
@@ -84,6 +97,7 @@ impl Options {
             app: "sample-pool".into(),
             socket: None,
             lookups_per_second: 10_000,
+            curve_window: None,
             huge_pages: true,
             bench: false,
             runs: 3,
@@ -99,6 +113,13 @@ impl Options {
                 "--socket" => options.socket = Some(PathBuf::from(value()?)),
                 "--lookups" => options.lookups_per_second = parse_count(&flag, &value()?)?,
                 "--runs" => options.runs = parse_count(&flag, &value()?)?.max(1) as usize,
+                "--curve" => {
+                    let seconds = parse_count(&flag, &value()?)?;
+                    if seconds == 0 {
+                        return Err(format!("{flag} needs at least 1 second"));
+                    }
+                    options.curve_window = Some(Duration::from_secs(seconds));
+                }
                 "--small-pages" => options.huge_pages = false,
                 "--bench" => options.bench = true,
                 other => return Err(format!("unknown argument {other:?}")),
@@ -301,8 +322,9 @@ impl Pool {
         Ok(())
     }
 
-    /// One lookup of a key spread over `max`: a hit if its granule is resident.
-    fn lookup(&self, key: u64) {
+    /// One lookup of a key spread over `max`: a hit if its granule is resident. Answers the
+    /// offset looked up.
+    fn lookup(&self, key: u64) -> u64 {
         let offset = key % self.max.max(1);
         if offset < self.size() {
             self.byte(offset - offset % self.page)
@@ -311,17 +333,82 @@ impl Pool {
         } else {
             self.misses.fetch_add(1, Ordering::Relaxed);
         }
+        offset
     }
 
-    fn stats(&self) -> PoolStats {
+    fn stats(&self, curve: Option<&Curve>) -> PoolStats {
         PoolStats {
             used_bytes: self.size(),
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
             evictions: self.evictions.load(Ordering::Relaxed),
             dirty_bytes: 0,
-            curve: None,
+            curve: curve.and_then(Curve::last),
         }
+    }
+}
+
+/// The pool's sampled miss-ratio curve (see the module docs): the lookups' pages through
+/// SHARDS, one curve per window.
+struct Curve {
+    window: Duration,
+    max: u64,
+    page: u64,
+    state: Mutex<CurveState>,
+}
+
+struct CurveState {
+    shards: Shards,
+    since: Instant,
+    last: Option<Vec<CurvePoint>>,
+    /// A window has ended: the sample's stack is warm.
+    warm: bool,
+}
+
+impl Curve {
+    fn new(window: Duration, max: u64, page: u64) -> Curve {
+        Curve {
+            window,
+            max,
+            page,
+            state: Mutex::new(CurveState {
+                shards: Shards::fixed_size(8192),
+                since: Instant::now(),
+                last: None,
+                warm: false,
+            }),
+        }
+    }
+
+    /// Samples the lookups of `keys` (taken together: one lock for a burst).
+    fn sample(&self, offsets: &[u64]) {
+        let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        for &offset in offsets {
+            s.shards.access(offset / self.page);
+        }
+        if s.since.elapsed() >= self.window {
+            let curve = s.shards.take_curve();
+            s.since = Instant::now();
+            if !std::mem::replace(&mut s.warm, true) {
+                return;
+            }
+            let pages = self.max / self.page;
+            let points: Vec<CurvePoint> = (1..=16u64)
+                .map(|k| pages * k / 16)
+                .filter(|&p| p > 0)
+                .map(|p| CurvePoint::new(p * self.page, curve.miss_ratio(p)))
+                .collect();
+            s.last = check_curve(&points).is_ok().then_some(points);
+        }
+    }
+
+    /// The last full window's curve.
+    fn last(&self) -> Option<Vec<CurvePoint>> {
+        self.state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .last
+            .clone()
     }
 }
 
@@ -390,12 +477,15 @@ fn serve(options: &Options) -> Result<(), String> {
             outcome
         }
     };
+    let curve = options
+        .curve_window
+        .map(|w| Arc::new(Curve::new(w, options.max, page_size())));
     let mut builder = Agent::builder(options.pool_info())
         .on_shrink(resized("shrink", pool.clone()))
         .on_grow(resized("grow", pool.clone()))
         .stats({
-            let pool = pool.clone();
-            move || pool.stats()
+            let (pool, curve) = (pool.clone(), curve.clone());
+            move || pool.stats(curve.as_deref())
         });
     if let Some(socket) = &options.socket {
         builder = builder.socket(socket);
@@ -406,11 +496,15 @@ fn serve(options: &Options) -> Result<(), String> {
     let mut key: u64 = 0x9E37_79B9_7F4A_7C15;
     loop {
         // Lookups at the asked rate, in bursts every 100 ms.
+        let mut burst = Vec::with_capacity((options.lookups_per_second / 10) as usize);
         for _ in 0..options.lookups_per_second / 10 {
             key ^= key << 13;
             key ^= key >> 7;
             key ^= key << 17;
-            pool.lookup(key);
+            burst.push(pool.lookup(key));
+        }
+        if let Some(curve) = &curve {
+            curve.sample(&burst);
         }
         thread::sleep(Duration::from_millis(100));
         let state = agent.state();
@@ -494,7 +588,7 @@ fn bench_through_socket(
         .socket(&path)
         .on_shrink(move |to| shrinking.shrink(to))
         .on_grow(move |to| growing.grow(to))
-        .stats(move || pool.stats())
+        .stats(move || pool.stats(None))
         .start()
         .map_err(|e| e.to_string())?;
     let (stream, _) = listener.accept().map_err(|e| format!("accept: {e}"))?;
@@ -639,7 +733,7 @@ mod tests {
                 Mib(full)
             );
             assert_eq!(pool.size(), 16 * MIB);
-            assert_eq!(pool.stats().evictions, 24);
+            assert_eq!(pool.stats(None).evictions, 24);
         }
     }
 
@@ -649,7 +743,46 @@ mod tests {
         pool.lookup(MIB);
         pool.lookup(3 * MIB);
         pool.lookup(4 * MIB + 5);
-        let stats = pool.stats();
+        let stats = pool.stats(None);
         assert_eq!((stats.hits, stats.misses), (2, 1));
+    }
+
+    #[test]
+    fn uniform_lookups_give_a_curve_falling_as_the_pool_grows() {
+        let pool = Pool::new(2 * MIB, 64 * MIB, 2 * MIB, false).unwrap();
+        let curve = Curve::new(Duration::ZERO, 64 * MIB, 4096);
+        assert!(pool.stats(Some(&curve)).curve.is_none(), "no window yet");
+        curve.sample(&[]);
+        assert!(
+            pool.stats(Some(&curve)).curve.is_none(),
+            "the first window only warms the stack"
+        );
+        let mut key: u64 = 1;
+        // Twenty passes' worth of uniform lookups over the 16,384 pages, in bursts (each its
+        // own window: the window is zero).
+        for _ in 0..40 {
+            let burst: Vec<u64> = (0..8192)
+                .map(|_| {
+                    key ^= key << 13;
+                    key ^= key >> 7;
+                    key ^= key << 17;
+                    pool.lookup(key)
+                })
+                .collect();
+            curve.sample(&burst);
+        }
+        let points = pool.stats(Some(&curve)).curve.expect("a window ended");
+        assert_eq!(points.len(), 16);
+        assert_eq!(points[15].pool_bytes, 64 * MIB);
+        // Uniform over the pool's largest size: 1 - size / max, within sampling error.
+        for (k, p) in points.iter().enumerate() {
+            let expected = 1.0 - (k + 1) as f64 / 16.0;
+            assert!(
+                (p.miss_ratio() - expected).abs() < 0.05,
+                "at {} MiB: {} against {expected}",
+                p.pool_bytes / MIB,
+                p.miss_ratio()
+            );
+        }
     }
 }

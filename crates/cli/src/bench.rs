@@ -1,4 +1,4 @@
-//! `memtide bench`: measures a policy step for 10,000 tenants, simulated page accesses per second, a 16-VM hour end to end, the page-sharing scanner's hashing against memcpy, a 10-VM hour with page sharing on, and the cache simulator's single-size LRU replay, exact one-pass curve, SHARDS at 1% with the trace's decoding and Gemini's partition search over four tenants.
+//! `memtide bench`: measures a policy step for 10,000 tenants, simulated page accesses per second, a 16-VM hour end to end, the page-sharing scanner's hashing against memcpy, a 10-VM hour with page sharing on, and the cache simulator's single-size LRU replay, exact one-pass curve, SHARDS at 1% with the trace's decoding Gemini's partition search over four tenants, and the controller's cache-quota search.
 
 use crate::output::summary::Accumulator;
 use crate::progress::Progress;
@@ -299,6 +299,7 @@ fn cache_figures(quick: bool) -> anyhow::Result<Vec<Figure>> {
     let millions = if quick { "1 M" } else { "10 M" };
     Ok(vec![
         search,
+        quota_search(quick),
         Figure {
             name: "cache: single-size LRU replay, 65,536 blocks, TPC-W-like trace",
             value: format!("{replay:.1} M requests/s ({millions} requests)"),
@@ -395,6 +396,68 @@ fn partition_search() -> anyhow::Result<Figure> {
         target: "within 2% of IDEAL in < 5 s",
         met: short <= 0.02 && elapsed < Duration::from_secs(5),
     })
+}
+
+/// The controller's cache-quota search (`policy::cache`), as each tick runs it: 4 and 64 SLO
+/// tenants (half strict) with 16-point curves dividing a 1 GiB budget in 64 steps. Medians of
+/// single searches, as for the policy step.
+fn quota_search(quick: bool) -> Figure {
+    use memtide_model::{MissCurve, Slo};
+    use memtide_policy::{QuotaSettings, QuotaTenant, Quotas};
+    let tenants = |n: u64| -> Vec<QuotaTenant> {
+        (0..n)
+            .map(|i| {
+                // Convex curves of different reach: miss ratio (1 - s/reach)^2 up to `reach`.
+                let reach = Pages::from_mib(128 + 64 * (i % 8));
+                let points = (1..=16u64).map(|k| {
+                    let s = Pages(reach.0 * k / 16);
+                    (s, (1.0 - k as f64 / 16.0).powi(2))
+                });
+                QuotaTenant {
+                    slo: if i % 2 == 0 {
+                        Slo::Strict {
+                            target_us: 500.0 + 100.0 * (i % 4) as f64,
+                            slack: 0.1,
+                        }
+                    } else {
+                        Slo::BestEffort
+                    },
+                    curve: MissCurve::new(points).expect("a falling curve"),
+                    min: Pages::ZERO,
+                    max: Pages::from_mib(1024),
+                    requests: 1000 * (i + 1),
+                }
+            })
+            .collect()
+    };
+    let settings = QuotaSettings::new(Pages::from_mib(1024));
+    let iterations = if quick { 51 } else { 501 };
+    let median = |n: u64| {
+        let t = tenants(n);
+        let mut q = Quotas::default();
+        q.search(&t, &settings);
+        let mut times: Vec<Duration> = (0..iterations)
+            .map(|_| {
+                let start = Instant::now();
+                q.search(std::hint::black_box(&t), &settings);
+                std::hint::black_box(&q);
+                start.elapsed()
+            })
+            .collect();
+        times.sort_unstable();
+        times[times.len() / 2]
+    };
+    let (four, many) = (median(4), median(64));
+    Figure {
+        name: "cache quotas: the controller's exact search, 64 steps (median)",
+        value: format!(
+            "{:.1} µs for 4 tenants, {:.0} µs for 64",
+            four.as_secs_f64() * 1e6,
+            many.as_secs_f64() * 1e6
+        ),
+        target: "< 1 ms for 64 tenants (a tick's share)",
+        met: many < Duration::from_millis(1),
+    }
 }
 
 fn markdown(figures: &[Figure], quick: bool) -> String {

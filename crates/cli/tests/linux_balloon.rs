@@ -151,3 +151,131 @@ fn c_the_daemon_asks_the_application_first_and_the_limit_follows() {
         Sdk::C,
     );
 }
+
+/// Gemini's cache quotas on the real host: two Rust sample pools of 256 MiB, each looking up
+/// keys uniform over its 256 MiB and reporting its SHARDS curve every 2 s (`--curve`), share
+/// `[cache] budget = "320M"`. The strict one (500 µs + 10%, a miss costing 3500 µs) needs a miss
+/// ratio of at most 15.7%, so 216 MiB of its uniform keys; the best-effort one gets the rest.
+/// Each is asked through its agent, and each pool really goes to its quota.
+#[test]
+fn rust_cache_quotas_size_two_pools_by_their_curves_and_slos() {
+    let test = "rust_cache_quotas_size_two_pools_by_their_curves_and_slos";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let Some(sample) = Sdk::Rust.build(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let socket = tmp.path().join("balloon.sock");
+    let cgroups = [linux.cgroup("gold"), linux.cgroup("bronze")];
+    let _pools: Vec<_> = cgroups
+        .iter()
+        .map(|cg| {
+            let procs = cg.dir().join("cgroup.procs");
+            sample.start_with(
+                ("256M", "16M", "256M"),
+                &socket,
+                Some(&procs),
+                &["--curve", "2", "--lookups", "50000"],
+            )
+        })
+        .collect();
+    let start = Instant::now();
+    while cgroups.iter().any(|cg| cg.sample().usage.0 < 250 * MIB) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the pools never filled"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let config = format!(
+        r#"
+[daemon]
+tick = "250ms"
+listen = "{{listen}}"
+state_file = "{{state}}"
+
+[host]
+parent = "self"
+budget = "2G"
+
+[cache]
+budget = "320M"
+
+[[tenant]]
+name = "gold"
+cgroup = "{}"
+min = "16M"
+max = "1G"
+slo = {{ kind = "strict", target_us = 500, slack = 0.1 }}
+
+[[tenant]]
+name = "bronze"
+cgroup = "{}"
+min = "16M"
+max = "1G"
+slo = {{ kind = "best-effort" }}
+"#,
+        cgroups[0].path, cgroups[1].path
+    );
+    let started = Instant::now();
+    let mut daemon = Daemon::start(tmp.path(), &config, &[]);
+    let pool = |s: &memtide_api::Snapshot, name: &str| {
+        s.tenants
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.app.as_ref())
+            .map_or(0, |a| a.pool_bytes)
+    };
+    // The latency the strict pool's curve predicts at its quota, from its reason.
+    let predicted = |s: &memtide_api::Snapshot| {
+        let t = s.tenants.iter().find(|t| t.name == "gold")?;
+        t.reason
+            .split(": ")
+            .last()?
+            .split(" µs predicted")
+            .next()?
+            .parse::<f64>()
+            .ok()
+    };
+    // The curves come from the second window on (4 s), and settle as samples add up.
+    let s = daemon.wait_until(
+        "the pools reach their quotas",
+        Duration::from_secs(90),
+        |s| {
+            (200 * MIB..=240 * MIB).contains(&pool(s, "gold"))
+                && (80 * MIB..=120 * MIB).contains(&pool(s, "bronze"))
+                && predicted(s).is_some_and(|p| p <= 550.0)
+        },
+    );
+    eprintln!(
+        "quotas reached {:.1} s after the daemon started: gold {} MiB ({:.0} µs predicted), bronze {} MiB",
+        started.elapsed().as_secs_f64(),
+        pool(&s, "gold") / MIB,
+        predicted(&s).unwrap_or(f64::NAN),
+        pool(&s, "bronze") / MIB
+    );
+    assert!(pool(&s, "gold") + pool(&s, "bronze") <= 320 * MIB);
+    for (name, slo) in [("gold", "SLO 500 µs (+10%)"), ("bronze", "best effort")] {
+        let t = daemon.tenant(name);
+        assert!(
+            t.reason.contains("cache quota") && t.reason.contains(slo),
+            "{name}: {}",
+            t.reason
+        );
+    }
+    // The pools' memory really went back: each cgroup holds about its pool.
+    for (cg, name) in cgroups.iter().zip(["gold", "bronze"]) {
+        let usage = cg.sample().usage.0;
+        let held = pool(&daemon.status(), name);
+        assert!(
+            usage < held + 32 * MIB,
+            "{name}: usage {} MiB for a pool of {} MiB",
+            usage / MIB,
+            held / MIB
+        );
+    }
+    let status = daemon.signal_and_wait(libc::SIGTERM);
+    assert!(status.success(), "daemon exit {status}");
+}

@@ -3,7 +3,7 @@
 use crate::config::{ConfigError, ControllerConfig};
 use crate::host::Host;
 use memtide_model::{
-    CacheNote, Decision, HostObservation, Pages, ReclamationState, Resource, ResourceState, Slo,
+    CacheNote, Decision, HostObservation, Pages, ReclamationState, Resource, ResourceState,
     TaxRate, TenantAction, TenantId, TenantSpec,
 };
 use memtide_policy::mechanism::{self, ScanCost};
@@ -41,7 +41,6 @@ pub enum ControllerError {
 struct TenantState {
     id: TenantId,
     cap_at_estimate: bool,
-    slo: Option<Slo>,
     min: Pages,
     max: Pages,
     shares: u64,
@@ -54,7 +53,6 @@ impl TenantState {
         TenantState {
             id: spec.id,
             cap_at_estimate: spec.cap_at_estimate,
-            slo: spec.slo,
             min: spec.min,
             max: spec.max,
             shares: spec.shares,
@@ -508,19 +506,20 @@ impl Controller {
             if next == self.tenants.len() || self.tenants[next].id != t.id {
                 continue;
             }
+            // The SLO from the spec: the first pass's `TenantState` stays small without it.
             let s = &self.tenants[next];
-            let (Some(slo), Some(lever)) = (s.slo, &t.levers.app_balloon) else {
+            let (Some(slo), Some(lever)) = (self.specs[next].slo, &t.levers.app_balloon) else {
                 memory = memory.saturating_sub(s.min);
                 continue;
             };
-            match (lever.curve, lever.outside()) {
+            match (&lever.curve, lever.outside()) {
                 (Some(curve), Some(outside)) => {
                     memory = memory.saturating_sub(outside);
                     cache.at[next] = cache.tenants.len() as u32;
                     cache.outside.push(outside);
                     cache.tenants.push(QuotaTenant {
                         slo,
-                        curve,
+                        curve: **curve,
                         min: lever.min.max(s.min.saturating_sub(outside)),
                         max: lever.max.min(s.max.saturating_sub(outside)),
                         requests: lever.hits.unwrap_or(0) + lever.misses.unwrap_or(0),
@@ -560,7 +559,9 @@ fn view<'a>(spec: &'a TenantSpec, s: &TenantState) -> TenantView<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memtide_model::{EstimatorConfig, LimitLever, LimitRail, Mechanism, TenantObservation};
+    use memtide_model::{
+        EstimatorConfig, LimitLever, LimitRail, Mechanism, Slo, TenantObservation,
+    };
 
     fn mib(m: u64) -> Pages {
         Pages::from_mib(m)
@@ -765,7 +766,7 @@ mod tests {
                     used: mib(600),
                     hits: Some(900),
                     misses: Some(100),
-                    curve,
+                    curve: curve.map(Box::new),
                     answer: None,
                     silent_for: Duration::ZERO,
                     dead_after: Duration::from_secs(5),

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// A tenant's levers (see the module docs).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Levers {
     /// A guest balloon (ESX): pages the guest OS gave back through its driver.
     pub balloon: Option<BalloonLever>,
@@ -90,7 +90,7 @@ pub struct BalloonDriverInfo {
 /// An application's own balloon (ALB): an agent linked into the application (a database's
 /// buffer pool, a JVM heap) resizes the pool on request over the balloon protocol
 /// (docs/balloon-protocol.md). A world fills it in while the tenant has a registered agent.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppBalloonLever {
     /// The agent's session: an agent that registers again starts a new one.
     pub session: u64,
@@ -115,8 +115,10 @@ pub struct AppBalloonLever {
     pub hits: Option<u64>,
     pub misses: Option<u64>,
     /// The pool's miss-ratio curve as the agent last sampled it (`None` while the agent has
-    /// reported none: an agent that cannot see its pool's requests never does).
-    pub curve: Option<MissCurve>,
+    /// reported none: an agent that cannot see its pool's requests never does). Boxed: a
+    /// step reads 10,000 tenants' observations, and an unboxed curve made each 43% larger
+    /// and the step 15-20% slower (criterion `controller_step/10000`).
+    pub curve: Option<Box<MissCurve>>,
     /// The latest target sent to the agent and its answer so far (`None` before the first).
     pub answer: Option<AppAnswer>,
     /// Time since the agent's last statistics.

@@ -190,6 +190,7 @@ fn the_agent_registers_its_pool_and_reports_its_statistics() {
     let lever = obs.tenants[0]
         .levers
         .app_balloon
+        .clone()
         .expect("a registered agent");
     assert_eq!(
         (lever.pool, lever.min, lever.max),
@@ -274,8 +275,14 @@ fn a_stuck_agent_is_taken_over_at_its_deadline_and_trusted_afresh_when_it_comes_
         last.reason
     );
     // Closed, the agent connected again after its back-off: a new session, not taken over.
-    let lever = world.observe().unwrap().tenants[0].levers.app_balloon;
-    assert!(lever.is_some_and(|l| l.session > 1 << 32), "{lever:?}");
+    let lever = world.observe().unwrap().tenants[0]
+        .levers
+        .app_balloon
+        .clone();
+    assert!(
+        lever.as_ref().is_some_and(|l| l.session > 1 << 32),
+        "{lever:?}"
+    );
     assert!(
         decisions[at + 1..]
             .iter()

@@ -183,9 +183,20 @@ impl Sample {
     /// discarded; the child is the sample itself (the shell that joins the cgroup execs it).
     pub fn start(
         &self,
+        sizes: (&str, &str, &str),
+        socket: &Path,
+        cgroup_procs: Option<&Path>,
+    ) -> Running {
+        self.start_with(sizes, socket, cgroup_procs, &[])
+    }
+
+    /// [`Sample::start`] with `extra` arguments after the others.
+    pub fn start_with(
+        &self,
         (pool, min, max): (&str, &str, &str),
         socket: &Path,
         cgroup_procs: Option<&Path>,
+        extra: &[&str],
     ) -> Running {
         let mut cmd = match cgroup_procs {
             Some(procs) => {
@@ -211,6 +222,7 @@ impl Sample {
                 "--socket",
             ])
             .arg(socket)
+            .args(extra)
             .current_dir(repo())
             .env("PATH", path_env())
             .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))

@@ -206,6 +206,7 @@ pub fn bounds(
     let giveable = t
         .levers
         .app_balloon
+        .as_ref()
         .map_or(Pages::ZERO, |app| app.pool.saturating_sub(app.min));
     let unreclaimable = lever.unreclaimable.saturating_sub(giveable);
     let floor = min.max(unreclaimable + rails.floor_margin).min(max);

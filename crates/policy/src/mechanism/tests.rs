@@ -489,7 +489,14 @@ fn shrinking_asks_the_application_first_and_lowers_the_fence_only_at_done() {
         target: mib(130),
         status: AppStatus::Working,
     });
-    let p = run_with(&vm_with_agent(256, working), Soft, 180, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(256, working.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     assert!(
         matches!(app_step(&p), AppStep::Asks { waited, .. } if waited == Duration::from_secs(1))
     );
@@ -501,7 +508,14 @@ fn shrinking_asks_the_application_first_and_lowers_the_fence_only_at_done() {
         target: mib(130),
         status: AppStatus::Done,
     });
-    let p = run_with(&vm_with_agent(256, done), Soft, 180, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(256, done.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     assert_eq!(app_step(&p), AppStep::Done { released: mib(70) });
     assert_eq!(p.note.moves().balloon, Some(mib(76)));
     assert!(p
@@ -509,7 +523,14 @@ fn shrinking_asks_the_application_first_and_lowers_the_fence_only_at_done() {
         .to_string()
         .contains("app pool done at 130.0 MiB (released 70.0 MiB)"));
     // ... and then holds: the pool is where it should be.
-    let p = run_with(&vm_with_agent(256, done), Soft, 180, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(256, done.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     assert_eq!(app_step(&p), AppStep::Holds);
     assert_eq!(p.note.moves().app_balloon, None);
 }
@@ -522,7 +543,7 @@ fn what_lies_beyond_the_applications_min_is_the_os_levers_at_once() {
         min: mib(170),
         ..agent(200, 50)
     };
-    let p = run(&vm_with_agent(256, lever), Soft, 180, 100);
+    let p = run(&vm_with_agent(256, lever.clone()), Soft, 180, 100);
     assert!(matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(170)));
     assert_eq!(p.note.moves().balloon, Some(mib(46)));
 }
@@ -559,7 +580,14 @@ fn growing_raises_the_fence_first_then_asks_the_application() {
 fn an_agent_not_done_by_its_deadline_is_taken_over_by_the_os() {
     let mut memory = PlanMemory::default();
     let mut lever = agent(200, 50);
-    let first = run_with(&vm_with_agent(256, lever), Soft, 180, 100, &mut memory, 3);
+    let first = run_with(
+        &vm_with_agent(256, lever.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     let AppStep::Asks { deadline, .. } = app_step(&first) else {
         panic!("{first:?}");
     };
@@ -569,10 +597,24 @@ fn an_agent_not_done_by_its_deadline_is_taken_over_by_the_os() {
     });
     let ticks = deadline.as_secs_f64().ceil() as u32;
     for tick in 1..ticks {
-        let p = run_with(&vm_with_agent(256, lever), Soft, 180, 100, &mut memory, 3);
+        let p = run_with(
+            &vm_with_agent(256, lever.clone()),
+            Soft,
+            180,
+            100,
+            &mut memory,
+            3,
+        );
         assert!(matches!(app_step(&p), AppStep::Asks { .. }), "tick {tick}");
     }
-    let p = run_with(&vm_with_agent(256, lever), Soft, 180, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(256, lever.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     assert_eq!(
         app_step(&p),
         AppStep::TakenOver(Takeover::Stuck { deadline })
@@ -585,14 +627,28 @@ fn an_agent_not_done_by_its_deadline_is_taken_over_by_the_os() {
     assert_eq!(p.note.moves().balloon, Some(mib(76)));
     assert!(p.note.to_string().contains("app agent stuck"), "{}", p.note);
     // And keep it while that session lasts.
-    let p = run_with(&vm_with_agent(256, lever), Soft, 180, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(256, lever.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     assert!(matches!(app_step(&p), AppStep::TakenOver(_)));
     // An agent that registers again is asked afresh.
     let again = AppBalloonLever {
         session: 2,
         ..agent(200, 50)
     };
-    let p = run_with(&vm_with_agent(256, again), Soft, 180, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(256, again.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     assert!(matches!(app_step(&p), AppStep::Asks { .. }), "{p:?}");
 }
 
@@ -618,7 +674,14 @@ fn an_agent_that_says_done_while_memory_did_not_fall_is_taken_over() {
         }),
         ..agent(200, 50)
     };
-    let p = run_with(&vm_with_agent(256, lie), Soft, 180, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(256, lie.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     assert_eq!(
         app_step(&p),
         AppStep::TakenOver(Takeover::Dishonest {
@@ -639,7 +702,14 @@ fn a_pool_that_gives_back_memory_it_never_used_is_honest() {
         used: mib(70),
         ..agent(200, 50)
     };
-    run_with(&vm_with_agent(70, empty), Soft, 180, 100, &mut memory, 3);
+    run_with(
+        &vm_with_agent(70, empty.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     let done = AppBalloonLever {
         pool: mib(130),
         pool_used: Some(Pages::ZERO),
@@ -650,7 +720,14 @@ fn a_pool_that_gives_back_memory_it_never_used_is_honest() {
         }),
         ..agent(200, 50)
     };
-    let p = run_with(&vm_with_agent(70, done), Soft, 180, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(70, done.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     assert_eq!(app_step(&p), AppStep::Done { released: mib(70) });
 }
 
@@ -664,10 +741,10 @@ fn nothing_is_asked_before_the_agents_first_statistics() {
         misses: None,
         ..agent(200, 50)
     };
-    let p = run(&vm_with_agent(256, lever), Soft, 180, 100);
+    let p = run(&vm_with_agent(256, lever.clone()), Soft, 180, 100);
     assert_eq!(app_step(&p), AppStep::Holds);
     assert_eq!(p.note.moves().balloon, Some(mib(76)));
-    assert_eq!(active(&vm_with_agent(256, lever), mib(99)), mib(99));
+    assert_eq!(active(&vm_with_agent(256, lever.clone()), mib(99)), mib(99));
 }
 
 #[test]
@@ -695,7 +772,7 @@ fn a_silent_agent_is_dead_and_taken_over() {
         silent_for: Duration::from_secs(5),
         ..agent(200, 50)
     };
-    let p = run(&vm_with_agent(256, lever), Soft, 180, 100);
+    let p = run(&vm_with_agent(256, lever.clone()), Soft, 180, 100);
     assert_eq!(
         app_step(&p),
         AppStep::TakenOver(Takeover::Dead {
@@ -723,13 +800,34 @@ fn a_failed_target_goes_to_the_os_and_is_not_asked_again() {
         }),
         ..agent(200, 50)
     };
-    let p = run_with(&vm_with_agent(256, refused), Soft, 180, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(256, refused.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     assert_eq!(app_step(&p), AppStep::Failed { pool: mib(130) });
     assert_eq!(p.note.moves().balloon, Some(mib(76)));
-    let p = run_with(&vm_with_agent(256, refused), Soft, 180, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(256, refused.clone()),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
     assert_eq!(app_step(&p), AppStep::Holds);
     // A different target is asked.
-    let p = run_with(&vm_with_agent(256, refused), Soft, 150, 100, &mut memory, 3);
+    let p = run_with(
+        &vm_with_agent(256, refused.clone()),
+        Soft,
+        150,
+        100,
+        &mut memory,
+        3,
+    );
     assert!(matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(100)));
 }
 

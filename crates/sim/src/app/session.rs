@@ -135,7 +135,8 @@ impl Session {
             curve: self
                 .stats
                 .as_ref()
-                .and_then(|s| MissCurve::of_bytes(s.curve_points())),
+                .and_then(|s| MissCurve::of_bytes(s.curve_points()))
+                .map(Box::new),
             answer: self.sent.as_ref().map(|(t, status)| AppAnswer {
                 target: pages(t.pool_bytes),
                 status: *status,
