@@ -163,6 +163,35 @@ pub struct TenantSnapshot {
     /// negative), when page sharing is on.
     #[serde(default)]
     pub sharing_profit_bytes: Option<i64>,
+    /// The tenant's cache quota, when its application pool is sized by an SLO (`[cache]`);
+    /// `None` otherwise.
+    #[serde(default)]
+    pub cache: Option<CacheSnapshot>,
+}
+
+/// A tenant's cache quota (Gemini, the daemon's `[cache]`): its SLO, its share of the pools'
+/// budget, and the mean latency its pool's miss-ratio curve predicts there.
+///
+/// ```json
+#[doc = include_str!("../json/cache.json")]
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CacheSnapshot {
+    /// `strict` or `best_effort`.
+    pub slo: String,
+    /// A strict SLO's target and slack (0.1: 10% over still counts as met); `None` for best
+    /// effort.
+    pub target_us: Option<f64>,
+    pub slack: Option<f64>,
+    /// The pool the quota gives it.
+    pub quota_bytes: u64,
+    /// The budget the SLO tenants' pools share this tick.
+    pub budget_bytes: u64,
+    /// The mean latency its curve predicts at the quota, in µs.
+    pub predicted_latency_us: f64,
+    /// What that latency is worth under its SLO (the paper's utilities: 0 when a strict SLO
+    /// is met, down to -100; up to 100 for best effort).
+    pub utility: f64,
 }
 
 /// A tenant's application pool (a buffer pool, a heap, a cache) as its balloon agent reports

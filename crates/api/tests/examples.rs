@@ -5,14 +5,15 @@ use serde::Serialize;
 use serde_json::Value;
 
 use memtide_api::{
-    AppSnapshot, Applied, Counters, DecisionRecord, ErrorBody, HostSnapshot, Size, Snapshot,
-    TaxRate, TenantPatch, TenantSnapshot, API_VERSION,
+    AppSnapshot, Applied, CacheSnapshot, Counters, DecisionRecord, ErrorBody, HostSnapshot, Size,
+    Snapshot, TaxRate, TenantPatch, TenantSnapshot, API_VERSION,
 };
 
 const SNAPSHOT: &str = include_str!("../json/snapshot.json");
 const HOST: &str = include_str!("../json/host.json");
 const TENANT: &str = include_str!("../json/tenant.json");
 const APP: &str = include_str!("../json/app.json");
+const CACHE: &str = include_str!("../json/cache.json");
 const DECISION: &str = include_str!("../json/decision.json");
 const COUNTERS: &str = include_str!("../json/counters.json");
 const TENANT_PATCH: &str = include_str!("../json/tenant-patch.json");
@@ -75,6 +76,15 @@ fn the_snapshot_examples_round_trip_and_agree() {
         "app.json is a snapshot tenant's app"
     );
     assert!(snapshot.tenants.iter().any(|t| t.app.is_none()));
+    let cache: CacheSnapshot = round_trip_pretty("cache.json", CACHE);
+    assert!(
+        snapshot
+            .tenants
+            .iter()
+            .any(|t| t.cache.as_ref() == Some(&cache)),
+        "cache.json is a snapshot tenant's cache"
+    );
+    assert!(snapshot.tenants.iter().any(|t| t.cache.is_none()));
 }
 
 #[test]

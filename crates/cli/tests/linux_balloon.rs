@@ -228,16 +228,10 @@ slo = {{ kind = "best-effort" }}
             .and_then(|t| t.app.as_ref())
             .map_or(0, |a| a.pool_bytes)
     };
-    // The latency the strict pool's curve predicts at its quota, from its reason.
+    // The latency the strict pool's curve predicts at its quota.
     let predicted = |s: &memtide_api::Snapshot| {
         let t = s.tenants.iter().find(|t| t.name == "gold")?;
-        t.reason
-            .split(": ")
-            .last()?
-            .split(" µs predicted")
-            .next()?
-            .parse::<f64>()
-            .ok()
+        t.cache.as_ref().map(|c| c.predicted_latency_us)
     };
     // The curves come from the second window on (4 s), and settle as samples add up.
     let s = daemon.wait_until(
@@ -257,12 +251,26 @@ slo = {{ kind = "best-effort" }}
         pool(&s, "bronze") / MIB
     );
     assert!(pool(&s, "gold") + pool(&s, "bronze") <= 320 * MIB);
-    for (name, slo) in [("gold", "SLO 500 µs (+10%)"), ("bronze", "best effort")] {
+    for (name, slo, kind) in [
+        ("gold", "SLO 500 µs (+10%)", "strict"),
+        ("bronze", "best effort", "best_effort"),
+    ] {
         let t = daemon.tenant(name);
         assert!(
             t.reason.contains("cache quota") && t.reason.contains(slo),
             "{name}: {}",
             t.reason
+        );
+        let cache = t.cache.expect("a quota in the API");
+        assert_eq!(cache.slo, kind);
+        assert_eq!(cache.budget_bytes, 320 * MIB);
+        // The agent was asked for its quota and the pool is there (within two 5 MiB steps:
+        // a later window's curve may move the quota while the pool follows).
+        let pool = t.app.map_or(0, |a| a.pool_bytes);
+        assert!(
+            pool.abs_diff(cache.quota_bytes) <= 10 * MIB,
+            "{name}: pool {pool}, quota {}",
+            cache.quota_bytes
         );
     }
     // The pools' memory really went back: each cgroup holds about its pool.

@@ -162,6 +162,20 @@ pub fn render(s: &Snapshot) -> String {
             }
         }
     }
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_cache_quota_bytes",
+        "The pool the tenant's cache quota gives it (its SLO under [cache]), in bytes.",
+        |t| t.cache.as_ref().map(|c| c.quota_bytes as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_cache_predicted_latency_seconds",
+        "The mean latency the tenant's pool curve predicts at its cache quota, in seconds.",
+        |t| t.cache.as_ref().map(|c| c.predicted_latency_us / 1e6),
+    );
     family(
         &mut out,
         "memtide_tenant_refaults_total",
@@ -487,6 +501,15 @@ mod tests {
                     reason: None,
                 }),
             }),
+            cache: Some(memtide_api::CacheSnapshot {
+                slo: "strict".into(),
+                target_us: Some(500.0),
+                slack: Some(0.1),
+                quota_bytes: 192 << 20,
+                budget_bytes: 512 << 20,
+                predicted_latency_us: 481.5,
+                utility: 0.0,
+            }),
             ..Default::default()
         }
     }
@@ -684,6 +707,12 @@ memtide_app_last_resize_seconds{tenant="db"} 0.5
 # TYPE memtide_app_held_by gauge
 memtide_app_held_by{tenant="db",by="app"} 1
 memtide_app_held_by{tenant="db",by="os"} 0
+# HELP memtide_tenant_cache_quota_bytes The pool the tenant's cache quota gives it (its SLO under [cache]), in bytes.
+# TYPE memtide_tenant_cache_quota_bytes gauge
+memtide_tenant_cache_quota_bytes{tenant="db"} 201326592
+# HELP memtide_tenant_cache_predicted_latency_seconds The mean latency the tenant's pool curve predicts at its cache quota, in seconds.
+# TYPE memtide_tenant_cache_predicted_latency_seconds gauge
+memtide_tenant_cache_predicted_latency_seconds{tenant="db"} 0.0004815
 # HELP memtide_tenant_refaults_total Refaults (anon + file) since memtide started watching the tenant.
 # TYPE memtide_tenant_refaults_total counter
 memtide_tenant_refaults_total{tenant="db"} 12

@@ -331,6 +331,7 @@ impl Publisher {
                 }),
                 shared_bytes: row.and_then(|r| r.shared).map(|b| b.0),
                 sharing_profit_bytes: row.and_then(|r| r.sharing_profit),
+                cache: row.and_then(|r| r.reason.cache).map(cache_snapshot),
             });
             if self.dry_run {
                 if let Some(r) = row {
@@ -567,6 +568,23 @@ fn add(total: Option<u64>, delta: Option<u64>) -> Option<u64> {
     match (total, delta) {
         (t, Some(d)) => Some(t.unwrap_or(0).saturating_add(d)),
         (t, None) => t,
+    }
+}
+
+/// A tenant's cache quota as the API shows it, from its decision's note.
+fn cache_snapshot(c: memtide_model::CacheNote) -> memtide_api::CacheSnapshot {
+    let (slo, target_us, slack) = match c.slo {
+        memtide_model::Slo::Strict { target_us, slack } => ("strict", Some(target_us), Some(slack)),
+        memtide_model::Slo::BestEffort => ("best_effort", None, None),
+    };
+    memtide_api::CacheSnapshot {
+        slo: slo.to_string(),
+        target_us,
+        slack,
+        quota_bytes: c.quota.to_bytes().0,
+        budget_bytes: c.budget.to_bytes().0,
+        predicted_latency_us: f64::from(c.latency_us),
+        utility: f64::from(c.utility),
     }
 }
 

@@ -87,6 +87,7 @@ fn tenant(name: &str, (min, max, shares): Settings) -> TenantSnapshot {
         app: None,
         shared_bytes: None,
         sharing_profit_bytes: None,
+        cache: None,
     }
 }
 
