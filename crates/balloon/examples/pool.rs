@@ -16,8 +16,9 @@
 //! times fewer pages. `--small-pages` keeps 4 KiB pages.
 //!
 //! `--curve SECONDS` makes it report its miss-ratio curve, so that memtide can size it by an SLO
-//! (`[cache]`, docs/cache.md): every lookup's page goes through SHARDS (`memtide_cache::Shards`,
-//! fixed size: at most 8192 sampled pages whatever the pool), and each `stats` carries the
+//! (`[cache]`, docs/cache.md): every lookup's page goes through SHARDS
+//! (`memtide_cache::WindowedShards`: at most 8192 sampled pages whatever the pool), and each
+//! `stats` carries the
 //! curve of the last full window of that many seconds, at 16 sizes up to `--max`, from the
 //! second window on (the first only fills the sample's stack: its pages' first lookups would be
 //! misses at every size). The lookups are uniform over `--max`, so the curve is close to
@@ -38,7 +39,7 @@ use memtide_balloon::protocol::{
     check_curve, AgentMessage, CurvePoint, MemtideMessage, PoolInfo, PoolKind, ProgressStatus,
     Target, Welcome,
 };
-use memtide_cache::Shards;
+use memtide_cache::WindowedShards;
 
 const MIB: u64 = 1 << 20;
 
@@ -358,11 +359,9 @@ struct Curve {
 }
 
 struct CurveState {
-    shards: Shards,
+    shards: WindowedShards,
     since: Instant,
     last: Option<Vec<CurvePoint>>,
-    /// A window has ended: the sample's stack is warm.
-    warm: bool,
 }
 
 impl Curve {
@@ -372,31 +371,28 @@ impl Curve {
             max,
             page,
             state: Mutex::new(CurveState {
-                shards: Shards::fixed_size(8192),
+                shards: WindowedShards::new(),
                 since: Instant::now(),
                 last: None,
-                warm: false,
             }),
         }
     }
 
-    /// Samples the lookups of `keys` (taken together: one lock for a burst).
+    /// Samples the lookups at `offsets` (a burst under one lock), and ends the window when
+    /// it is due.
     fn sample(&self, offsets: &[u64]) {
         let mut s = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         for &offset in offsets {
             s.shards.access(offset / self.page);
         }
         if s.since.elapsed() >= self.window {
-            let curve = s.shards.take_curve();
             s.since = Instant::now();
-            if !std::mem::replace(&mut s.warm, true) {
+            let Some(points) = s.shards.end_window(self.max / self.page, 16) else {
                 return;
-            }
-            let pages = self.max / self.page;
-            let points: Vec<CurvePoint> = (1..=16u64)
-                .map(|k| pages * k / 16)
-                .filter(|&p| p > 0)
-                .map(|p| CurvePoint::new(p * self.page, curve.miss_ratio(p)))
+            };
+            let points: Vec<CurvePoint> = points
+                .into_iter()
+                .map(|(p, m)| CurvePoint::new(p * self.page, m))
                 .collect();
             s.last = check_curve(&points).is_ok().then_some(points);
         }

@@ -17,7 +17,7 @@ pub mod twolevel;
 pub use gen::{Generator, Pattern};
 pub use lru::Lru;
 pub use mrc::{at_size, MissRatioCurve, StackDistances};
-pub use shards::Shards;
+pub use shards::{Shards, WindowedShards};
 pub use surface::Surface;
 pub use trace::{Op, Request, TraceError, TraceReader, TraceWriter};
 pub use twolevel::{Counts, Latencies, Policy, Served, TwoLevel};

@@ -85,7 +85,7 @@ pub struct QuotasDoc {
 
 /// The table's values, checked.
 #[derive(Copy, Clone, Debug, PartialEq)]
-pub struct Quotas {
+pub struct QuotaTable {
     pub budget: Pages,
     pub hit_us: f64,
     pub miss_us: f64,
@@ -95,7 +95,7 @@ pub struct Quotas {
 impl QuotasDoc {
     /// The quotas (`None`: disabled), fields left out taken from `memtide_model::curve`'s
     /// defaults; `at` is the table's path in `doc`.
-    pub fn build(&self, doc: &Document, at: &FieldPath) -> Result<Option<Quotas>, ConfigError> {
+    pub fn build(&self, doc: &Document, at: &FieldPath) -> Result<Option<QuotaTable>, ConfigError> {
         if self.budget.bytes() == 0 {
             return Err(doc.error(&at.key("budget"), "must be more than 0"));
         }
@@ -114,7 +114,7 @@ impl QuotasDoc {
         if !(2..=1024).contains(&steps) {
             return Err(doc.error(&at.key("steps"), "must be between 2 and 1024"));
         }
-        Ok(self.enabled.unwrap_or(true).then_some(Quotas {
+        Ok(self.enabled.unwrap_or(true).then_some(QuotaTable {
             budget: self.budget.to_pages(),
             hit_us,
             miss_us,
@@ -123,7 +123,7 @@ impl QuotasDoc {
     }
 
     /// The table that builds `q` (enabled).
-    pub fn of(q: &Quotas) -> QuotasDoc {
+    pub fn of(q: &QuotaTable) -> QuotasDoc {
         QuotasDoc {
             enabled: None,
             budget: Size(q.budget.to_bytes().0),
@@ -145,7 +145,7 @@ mod tests {
         cache: QuotasDoc,
     }
 
-    fn built(text: &str) -> Result<(Slo, Option<Quotas>), String> {
+    fn built(text: &str) -> Result<(Slo, Option<QuotaTable>), String> {
         let doc = Document::parse(Path::new("c.toml"), text).map_err(|e| e.to_string())?;
         let f: File = doc.read(&FieldPath::root()).map_err(|e| e.to_string())?;
         let root = FieldPath::root();

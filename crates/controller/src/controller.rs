@@ -383,11 +383,12 @@ impl Controller {
             // first), within its min and max.
             let quota = cache.at.get(next).copied().filter(|&q| q != NO_QUOTA);
             let note = quota.map(|q| {
-                let (quota, t) = (&cache.quotas.quotas[q as usize], &cache.tenants[q as usize]);
-                let memory = (quota.pool + cache.outside[q as usize]).clamp(s.min, s.max);
+                let q = q as usize;
+                let quota = &cache.quotas.quotas[q];
+                let memory = (quota.pool + cache.outside[q]).clamp(s.min, s.max);
                 (min, ceiling) = (memory, memory);
                 CacheNote {
-                    slo: t.slo,
+                    slo: cache.tenants[q].slo,
                     quota: quota.pool,
                     budget: cache.budget,
                     latency_us: quota.latency_us as f32,

@@ -29,7 +29,7 @@ pub struct DaemonConfig {
     pub sharing: SharingSection,
     /// `[cache]`: Gemini's quotas for the pools of tenants with an `slo` (docs/cache.md);
     /// `None`: absent or `enabled = false`.
-    pub cache: Option<memtide_config::quotas::Quotas>,
+    pub cache: Option<memtide_config::quotas::QuotaTable>,
     /// In file order; names are unique.
     pub tenants: Vec<TenantConfig>,
 }

@@ -732,10 +732,7 @@ impl Daemon {
         runner
             .controller_mut()
             .set_reclaim_always(new.policy.reclaim == Reclaim::Always);
-        runner.controller_mut().set_cache(
-            new.cache
-                .map(|q| QuotaSettings::of(q.budget, q.hit_us, q.miss_us, q.steps)),
-        );
+        runner.controller_mut().set_cache(cache(new.cache.as_ref()));
         *service.changes_mut() = ApiChanges::default();
 
         // Tenants no longer configured, or whose identity changed, are let go.
@@ -1061,9 +1058,7 @@ fn controller_for(
         reclaim_always: config.policy.reclaim == Reclaim::Always,
         backing: memtide_policy::Backing::OutsideBudget,
         sharing: config.sharing.enabled.then(|| config.sharing.settings()),
-        cache: config
-            .cache
-            .map(|q| QuotaSettings::of(q.budget, q.hit_us, q.miss_us, q.steps)),
+        cache: cache(config.cache.as_ref()),
     };
     // Admission on Linux: mins must fit in the budget; what lies above min is backed by the
     // rest of the host's memory and its swap.
@@ -1084,6 +1079,11 @@ pub fn check_admission(config: &DaemonConfig, machine: Bytes, swap: Bytes) -> Re
             .map_err(|e| e.to_string())?;
     }
     Ok(())
+}
+
+/// The controller's cache quotas from `[cache]`.
+fn cache(c: Option<&memtide_config::quotas::QuotaTable>) -> Option<QuotaSettings> {
+    c.map(|q| QuotaSettings::of(q.budget, q.hit_us, q.miss_us, q.steps))
 }
 
 fn rails(r: &RailsSection) -> LimitRails {

@@ -7,7 +7,7 @@
 //! curve lies above it, so a curve read this way promises no more hits than the sample saw.
 //! Above the last point the miss ratio stays at the last one's.
 //!
-//! Fixed-size and `Copy`: at most [`MissCurve::POINTS`] points, 193 bytes. A lever holds it
+//! Fixed-size and `Copy`: at most [`MissCurve::POINTS`] points, 200 bytes. A lever holds it
 //! boxed, so the observation of a tenant without one (most of them) grows by a pointer only.
 
 use crate::units::{Bytes, Pages};

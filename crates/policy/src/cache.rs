@@ -150,6 +150,8 @@ pub struct QuotaTenant {
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct Quota {
     pub pool: Pages,
+    /// The miss ratio its curve gives at `pool`.
+    pub miss_ratio: f64,
     /// The mean latency its curve predicts at `pool`.
     pub latency_us: f64,
     pub utility: f64,
@@ -234,18 +236,17 @@ impl Quotas {
             (lo, hi)
         };
         let value = |t: &QuotaTenant, k: usize| {
-            let m = t.curve.miss_ratio(Pages(step.0 * k as u64));
-            let u = utility(t.slo, settings.latencies.mean_us(m), &settings.scale);
-            let misses = m * t.requests.max(1) as f64;
+            let q = quota(t, Pages(step.0 * k as u64), settings);
+            let misses = q.miss_ratio * t.requests.max(1) as f64;
             match t.slo {
                 Slo::Strict { .. } => Score {
-                    strict: u,
+                    strict: q.utility,
                     best_effort: 0.0,
                     misses,
                 },
                 Slo::BestEffort => Score {
                     strict: 0.0,
-                    best_effort: u,
+                    best_effort: q.utility,
                     misses,
                 },
             }
@@ -293,26 +294,24 @@ impl Quotas {
                 used = j;
             }
         }
-        self.quotas.resize(
-            n,
-            Quota {
-                pool: Pages::ZERO,
-                latency_us: 0.0,
-                utility: 0.0,
-            },
-        );
+        // Walked back from the last tenant, then put in the tenants' order.
         for i in (0..n).rev() {
             let k = self.choice[i * (steps + 1) + used] as usize;
-            self.quotas[i] = quota(&tenants[i], Pages(step.0 * k as u64), settings);
+            self.quotas
+                .push(quota(&tenants[i], Pages(step.0 * k as u64), settings));
             used -= k;
         }
+        self.quotas.reverse();
     }
 }
 
+/// What `pool` gives `t`: its miss ratio, latency and utility.
 fn quota(t: &QuotaTenant, pool: Pages, settings: &QuotaSettings) -> Quota {
-    let latency_us = settings.latencies.mean_us(t.curve.miss_ratio(pool));
+    let miss_ratio = t.curve.miss_ratio(pool);
+    let latency_us = settings.latencies.mean_us(miss_ratio);
     Quota {
         pool,
+        miss_ratio,
         latency_us,
         utility: utility(t.slo, latency_us, &settings.scale),
     }

@@ -431,7 +431,7 @@ fn a_full_file_reads_every_key() {
             pressed_rate: 40_000,
             cpu_budget: 0.3,
         },
-        cache: Some(memtide_config::quotas::Quotas {
+        cache: Some(memtide_config::quotas::QuotaTable {
             budget: memtide_model::Pages::from_mib(512),
             hit_us: 5.0,
             miss_us: 4000.0,

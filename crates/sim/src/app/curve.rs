@@ -1,26 +1,23 @@
 //! The miss-ratio curve an application's agent samples from its pool's requests, for Gemini's cache quotas: SHARDS (fixed size, `memtide_cache::Shards`) over the pages the pool is asked for, one curve per window, reported in the agent's statistics.
 //!
 //! The agent sees every request to its pool (it is linked into the application), hashes each
-//! page and keeps the distances of a sample of at most [`SAMPLE_BLOCKS`] of them: a few
-//! hundred kilobytes whatever the pool's size. At the end of each `window` the curve of the
+//! page and keeps the distances of a sample of at most
+//! [`WindowedShards::SAMPLE_BLOCKS`] of them: a few hundred kilobytes whatever the pool's
+//! size. At the end of each `window` the curve of the
 //! window's requests becomes the one reported, read at [`MissCurve::POINTS`] sizes evenly up
 //! to the pool's largest; the sample's blocks and their stack carry over, so a page asked for
 //! in the window before keeps its distance. The first window only fills the stack: every
 //! page's first request in it is a miss at every size, which says nothing of the pool's size,
 //! so no curve is reported until the second window ends.
 
-use memtide_cache::Shards;
+use memtide_cache::WindowedShards;
 use memtide_model::{MissCurve, Pages};
 use std::time::Duration;
-
-/// Most blocks the sample keeps (SHARDS' s_max; the SHARDS paper's 8K gives a mean absolute
-/// error below 0.01 on its traces).
-pub const SAMPLE_BLOCKS: usize = 8192;
 
 /// A pool's sampled curve (see the module docs).
 #[derive(Clone, Debug)]
 pub struct CurveSampler {
-    shards: Shards,
+    shards: WindowedShards,
     window: Duration,
     /// When the window under way began (`None` before the first report).
     since: Option<Duration>,
@@ -28,20 +25,17 @@ pub struct CurveSampler {
     pages: u32,
     /// The last full window's curve.
     last: Option<MissCurve>,
-    /// A window has ended: the stack is warm.
-    warm: bool,
 }
 
 impl CurveSampler {
     /// A sampler reporting the curve of each `window` for a pool of at most `pages`.
     pub fn new(window: Duration, pages: u32) -> CurveSampler {
         CurveSampler {
-            shards: Shards::fixed_size(SAMPLE_BLOCKS),
+            shards: WindowedShards::new(),
             window,
             since: None,
             pages,
             last: None,
-            warm: false,
         }
     }
 
@@ -57,22 +51,12 @@ impl CurveSampler {
         let since = *self.since.get_or_insert(now);
         if now.saturating_sub(since) >= self.window {
             self.since = Some(now);
-            let curve = self.shards.take_curve();
-            let warm = std::mem::replace(&mut self.warm, true);
-            self.last = (warm && curve.requests() > 0.0)
-                .then(|| {
-                    let n = MissCurve::POINTS as u64;
-                    let sizes = (1..=n)
-                        .map(|k| u64::from(self.pages) * k / n)
-                        .filter(|&s| s > 0);
-                    let mut previous = 0;
-                    let points: Vec<(Pages, f64)> = sizes
-                        .filter(|&s| std::mem::replace(&mut previous, s) < s)
-                        .map(|s| (Pages(s), curve.miss_ratio(s)))
-                        .collect();
-                    MissCurve::new(points).ok()
-                })
-                .flatten();
+            self.last = self
+                .shards
+                .end_window(u64::from(self.pages), MissCurve::POINTS as u64)
+                .and_then(|points| {
+                    MissCurve::new(points.into_iter().map(|(s, m)| (Pages(s), m))).ok()
+                });
         }
         self.last
     }
