@@ -3,6 +3,8 @@
 //! Every reader takes the root it reads under, so tests run against fake trees in a temp dir.
 //! Counters a kernel does not expose are `None`, never zero.
 
+pub mod block;
 pub mod cgroup;
 pub mod fs;
 pub mod host;
+pub mod io_cgroup;

@@ -7,10 +7,12 @@
 //! `FsError::Missing`; a malformed value is `FsError::Parse`; a cgroup directory that is gone is
 //! `FsError::Vanished`.
 
+pub mod blkio;
 pub mod cgroup_v1;
 pub mod cgroup_v2;
 pub mod error;
 pub mod hierarchy;
+pub mod io_v2;
 pub mod kept;
 pub mod keyed;
 pub mod ksm;
