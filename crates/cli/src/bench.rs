@@ -100,6 +100,7 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
             tick: Duration::from_secs(1),
             sharing: None,
             io_remap: None,
+            disk: None,
         },
         CostModel::default(),
         7,
@@ -129,6 +130,7 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
                 max_accesses_per_s: None,
             },
             io: None,
+            disk: None,
         },
     )?;
     // Warm up until the working set is resident.

@@ -4,6 +4,7 @@
 
 pub mod curve;
 pub mod decision;
+pub mod disk;
 pub mod estimator_config;
 pub mod event;
 pub mod lever;
@@ -19,6 +20,7 @@ pub use curve::{CurveError, MissCurve, Slo, SloError};
 pub use decision::{
     AppMove, Decision, Mechanism, Mechanisms, Moves, ReclamationState, TenantAction,
 };
+pub use disk::DiskIo;
 pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
 pub use event::WorldEvent;
 pub use lever::{

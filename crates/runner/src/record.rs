@@ -2,7 +2,8 @@
 
 use crate::sink::TickView;
 use memtide_model::{
-    Bytes, HostSharing, IoRemapping, Mechanisms, Reason, ReclamationState, ScanRate, TenantId,
+    Bytes, DiskIo, HostSharing, IoRemapping, Mechanisms, Reason, ReclamationState, ScanRate,
+    TenantId,
 };
 
 /// One tick: the decision taken at `time_s` and what the world measured over the tick.
@@ -64,6 +65,8 @@ pub struct TenantRow {
     pub major_faults: Option<u64>,
     /// The tenant's own memory pressure (PSI "some" avg10, percent), where known.
     pub pressure: Option<f64>,
+    /// Its disk I/O over the tick, where the world shares a disk among tenants.
+    pub disk: Option<DiskIo>,
     /// The mechanisms that act this tick, in the order they were chosen.
     pub mechanisms: Mechanisms,
     /// Why, kept as data: formatted only when written.
@@ -108,6 +111,7 @@ impl TickRecord {
                     limit: limit.filter(|l| !l.unlimited).map(|l| l.limit.to_bytes()),
                     major_faults: limit.and_then(|l| l.major_faults),
                     pressure: limit.and_then(|l| l.pressure),
+                    disk: None,
                     mechanisms: action.mechanisms,
                     reason: action.reason,
                 })

@@ -30,6 +30,7 @@ pub(crate) struct ScenarioDoc {
     pub(crate) cost: Option<CostModel>,
     pub(crate) sharing: Option<SharingDoc>,
     pub(crate) io_remap: Option<IoRemapDoc>,
+    pub(crate) disk: Option<DiskDoc>,
     #[serde(default)]
     pub(crate) tenants: Vec<TenantDoc>,
     /// Each read by its `kind`: [`SetTaxRateDoc`], [`SetWorkloadDoc`], [`StopTenantDoc`],
@@ -74,6 +75,70 @@ pub(crate) struct IoRemapDoc {
     pub(crate) threshold: Option<u32>,
     /// `false`: count copies, never remap (the paper's "before").
     pub(crate) remap: Option<bool>,
+}
+
+/// The host's one shared disk (Lai et al.): its timing, write cache and queue depth.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "the [disk] table")]
+pub(crate) struct DiskDoc {
+    pub(crate) seek_us: Option<f64>,
+    pub(crate) near_us: Option<f64>,
+    pub(crate) transfer_mb_s: Option<f64>,
+    pub(crate) command_us: Option<f64>,
+    pub(crate) flush_us: Option<f64>,
+    pub(crate) cache: Option<Size>,
+    pub(crate) queue_depth: Option<u32>,
+}
+
+/// A tenant's n-tier application on the disk (`kind = "ntier"`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a tenant's disk table of kind ntier")]
+pub(crate) struct NtierDoc {
+    pub(crate) weight: Option<u32>,
+    pub(crate) cap_iops: Option<u32>,
+    pub(crate) users: u32,
+    pub(crate) growth: Option<GrowthDoc>,
+    pub(crate) think: Option<Duration>,
+    pub(crate) cpu: Option<Duration>,
+    pub(crate) reads_per_request: f64,
+    pub(crate) read_size: Option<Size>,
+    pub(crate) write_share: Option<f64>,
+    pub(crate) db: Option<DbDoc>,
+}
+
+/// Users joining an n-tier application over time.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a growth table")]
+pub(crate) struct GrowthDoc {
+    pub(crate) add: u32,
+    pub(crate) every: Duration,
+    pub(crate) until: u32,
+}
+
+/// The database settings that shape its I/O (MySQL/InnoDB names).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a db table")]
+pub(crate) struct DbDoc {
+    pub(crate) log_buffer: Option<Size>,
+    pub(crate) redo: Option<Size>,
+    pub(crate) sync_binlog: Option<u32>,
+    pub(crate) binlog: Option<Size>,
+    pub(crate) pages_dirtied: Option<f64>,
+    pub(crate) page_size: Option<Size>,
+    pub(crate) io_capacity: Option<u32>,
+    pub(crate) write_io_threads: Option<u16>,
+}
+
+/// Filebench-like writer threads on the disk (`kind = "fsync"`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a tenant's disk table of kind fsync")]
+pub(crate) struct FsyncDoc {
+    pub(crate) weight: Option<u32>,
+    pub(crate) cap_iops: Option<u32>,
+    pub(crate) threads: u16,
+    pub(crate) write: Size,
+    pub(crate) gap: Option<Duration>,
+    pub(crate) stagger: Option<Duration>,
 }
 
 /// A tenant's I/O: its buffer pages and how often it transfers from them.
@@ -142,6 +207,8 @@ pub(crate) struct TenantDoc {
     pub(crate) balloon: Option<BalloonDoc>,
     pub(crate) content: Option<ContentDoc>,
     pub(crate) io: Option<IoDoc>,
+    /// Read by its `kind`: [`NtierDoc`], [`FsyncDoc`].
+    pub(crate) disk: Option<toml::Value>,
     /// Read by its `kind`: [`IdleDoc`], [`ToucherDoc`], [`FileServerDoc`], [`CpuJobDoc`],
     /// [`OltpDoc`], [`WebDoc`], [`CacheDoc`], [`DatabaseDoc`], [`JvmDoc`].
     pub(crate) workload: toml::Value,

@@ -20,6 +20,7 @@ fn resident_vm(working_set_mb: f64, skew: Skew) -> (SimWorld, u64) {
             tick: Duration::from_millis(10),
             sharing: None,
             io_remap: None,
+            disk: None,
         },
         CostModel::default(),
         7,
@@ -47,6 +48,7 @@ fn resident_vm(working_set_mb: f64, skew: Skew) -> (SimWorld, u64) {
         },
         content: Default::default(),
         io: None,
+        disk: None,
     };
     world.power_on(id, vm).expect("the bench VM fits");
     // Warm up until every page of the working set has been touched.

@@ -1,5 +1,6 @@
 //! Plain parameters of the simulated host and its VMs, as built from a scenario.
 
+use crate::disk::{DiskConfig, TenantDiskConfig};
 use crate::remap::{IoRemapConfig, VmIoConfig};
 use crate::sharing::{ContentMix, SharingConfig};
 use crate::workload::WorkloadConfig;
@@ -19,6 +20,8 @@ pub struct HostConfig {
     pub sharing: Option<SharingConfig>,
     /// Hot I/O page remapping between low and high memory, where the host models it.
     pub io_remap: Option<IoRemapConfig>,
+    /// The one disk the tenants share, where the host models it.
+    pub disk: Option<DiskConfig>,
 }
 
 /// A VM's balloon driver.
@@ -78,4 +81,6 @@ pub struct VmConfig {
     pub content: ContentMix,
     /// Its I/O buffer pages and transfer rate, for I/O page remapping (none unless declared).
     pub io: Option<VmIoConfig>,
+    /// What it does on the host's disk (nothing unless declared).
+    pub disk: Option<TenantDiskConfig>,
 }

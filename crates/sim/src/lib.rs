@@ -6,6 +6,7 @@ pub mod app;
 pub mod balloon;
 pub mod config;
 pub mod cost;
+pub mod disk;
 pub mod guest;
 pub mod machine;
 pub mod paging;

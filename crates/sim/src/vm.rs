@@ -794,6 +794,7 @@ mod tests {
                 tick: Duration::from_secs(1),
                 sharing: None,
                 io_remap: None,
+                disk: None,
             },
             CostModel::default(),
             1,
@@ -820,6 +821,7 @@ mod tests {
                 max_accesses_per_s: rate,
             },
             io: None,
+            disk: None,
         };
         w.power_on(ID, vm).unwrap();
         w

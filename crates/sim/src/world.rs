@@ -6,6 +6,8 @@
 use crate::balloon::Balloon;
 use crate::config::{HostConfig, TenantKind, VmConfig};
 use crate::cost::CostModel;
+use crate::disk::load::DiskTick;
+use crate::disk::Disk;
 use crate::guest::{Guest, GuestLayout};
 use crate::machine::{Machine, MAX_FRAMES};
 use crate::paging::HostMemory;
@@ -25,6 +27,7 @@ use std::time::Duration;
 const STREAM_WORKLOAD: u64 = 0;
 const STREAM_HOST: u64 = 1;
 const STREAM_SAMPLER: u64 = 2;
+const STREAM_DISK: u64 = 3;
 /// The page-sharing scanner's stream, forked from the world's seed beyond every tenant id.
 const STREAM_SHARING: u64 = 1 << 40;
 /// I/O page remapping's stream (buffer placement and which buffer each transfer uses).
@@ -65,6 +68,16 @@ pub enum SimError {
     },
 }
 
+/// A tenant's figures on the shared disk for the last tick.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct DiskFigures {
+    pub tick: DiskTick,
+    pub weight: u32,
+    pub cap_iops: Option<u32>,
+    /// Its workload answers requests (an n-tier application): `tick` has their response times.
+    pub requests: bool,
+}
+
 /// The simulated host.
 #[derive(Clone, Debug)]
 pub struct SimWorld {
@@ -80,6 +93,8 @@ pub struct SimWorld {
     scan_rate: ScanRate,
     /// Hot I/O page remapping, where the host models it; `remap`'s VMs are `vms`' order.
     remap: Option<IoRemap>,
+    /// The shared disk, where the host models one.
+    disk: Option<Disk>,
 }
 
 impl SimWorld {
@@ -96,9 +111,11 @@ impl SimWorld {
             .io_remap
             .as_ref()
             .map(|c| IoRemap::new(c.clone(), rng.fork(STREAM_REMAP)));
+        let disk = host.disk.as_ref().map(|c| Disk::new(c, 0));
         SimWorld {
             scan_rate: ScanRate::default(),
             remap,
+            disk,
             host: memory,
             config: host,
             costs: Costs::new(&cost),
@@ -127,6 +144,14 @@ impl SimWorld {
             Err(at) => at,
         };
         let layout = validate(id, &vm)?;
+        if vm.disk.is_some() && self.disk.is_none() {
+            return Err(SimError::InvalidVm {
+                tenant: id,
+                field: "disk",
+                value: "a disk workload".to_string(),
+                rule: "absent unless the host has a [disk]".to_string(),
+            });
+        }
         let workload = Workload::new(&vm.workload, &self.cost)
             .map_err(|source| SimError::Workload { tenant: id, source })?;
         let layout = GuestLayout {
@@ -208,6 +233,9 @@ impl SimWorld {
             ..Totals::default()
         };
         self.vms.insert(at, Vm::new(parts, totals));
+        if let (Some(disk), Some(config)) = (&mut self.disk, &vm.disk) {
+            disk.insert(id, config, streams.fork(STREAM_DISK));
+        }
         if let Some(r) = &mut self.remap {
             r.insert(at, vm.io.as_ref(), &self.host.machine);
         }
@@ -219,6 +247,9 @@ impl SimWorld {
         let at = self.running(id)?;
         let vm = self.vms.remove(at);
         self.host.remove(at);
+        if let Some(d) = &mut self.disk {
+            d.remove(id);
+        }
         if let Some(r) = &mut self.remap {
             r.remove(at);
         }
@@ -255,6 +286,9 @@ impl SimWorld {
             r.run(tick.as_secs_f64(), &self.host.machine);
         }
         self.now += tick;
+        if let Some(d) = &mut self.disk {
+            d.run(self.now.as_micros() as u64);
+        }
         for (i, vm) in self.vms.iter_mut().enumerate() {
             vm.roll_sampler(self.now, &mut self.host, i);
         }
@@ -267,6 +301,18 @@ impl SimWorld {
     }
 
     /// Running tenants in ascending order.
+    /// What `id` did on the shared disk in the last tick.
+    pub fn disk_tick(&self, id: TenantId) -> Option<DiskFigures> {
+        let d = self.disk.as_ref()?;
+        let (weight, cap_iops) = d.share(id)?;
+        Some(DiskFigures {
+            tick: *d.last(id)?,
+            weight,
+            cap_iops,
+            requests: d.answers_requests(id),
+        })
+    }
+
     pub fn tenant_ids(&self) -> Vec<TenantId> {
         self.vms.iter().map(Vm::id).collect()
     }
@@ -491,6 +537,7 @@ mod tests {
                 tick: Duration::from_secs(1),
                 sharing: None,
                 io_remap: None,
+                disk: None,
             },
             CostModel::default(),
             3,
@@ -520,6 +567,7 @@ mod tests {
                 max_accesses_per_s: None,
             },
             io: None,
+            disk: None,
         }
     }
 

@@ -56,6 +56,7 @@ fn cache_vm(agent: Option<AgentConfig>) -> VmConfig {
             max_accesses_per_s: None,
         },
         io: None,
+        disk: None,
     }
 }
 
@@ -72,6 +73,7 @@ fn setup(vm: VmConfig, budget: Pages) -> (SimWorld, Controller) {
             tick: Duration::from_secs(1),
             sharing: None,
             io_remap: None,
+            disk: None,
         },
         cost,
         7,

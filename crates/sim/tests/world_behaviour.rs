@@ -34,6 +34,7 @@ fn world(machine_mib: u64, swap_mib: u64, seed: u64) -> SimWorld {
             tick: Duration::from_secs(1),
             sharing: None,
             io_remap: None,
+            disk: None,
         },
         cost,
         seed,
@@ -92,6 +93,7 @@ fn vm(max_mib: u64, guest_swap_mib: u64, workload: WorkloadConfig) -> VmConfig {
         content: Default::default(),
         workload,
         io: None,
+        disk: None,
     }
 }
 

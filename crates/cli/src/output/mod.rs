@@ -283,6 +283,7 @@ pub(crate) mod test_record {
             limit: None,
             major_faults: None,
             pressure: None,
+            disk: None,
             mechanisms: Mechanisms::new(),
             reason: reason(),
         }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 
 /// The header line (without the newline).
-pub const HEADER: &str = "time_s,tenant,allocated_mb,target_mb,active_estimate_mb,working_set_mb,balloon_mb,host_swapped_mb,throughput,latency_ms,state,swap_ins,refaults,host_swap_ins,blocked,shared_mb,reason";
+pub const HEADER: &str = "time_s,tenant,allocated_mb,target_mb,active_estimate_mb,working_set_mb,balloon_mb,host_swapped_mb,throughput,latency_ms,state,swap_ins,refaults,host_swap_ins,blocked,shared_mb,ios,fsync_ms,reason";
 
 /// The timeline written tick by tick to `W`.
 pub struct TimelineWriter<W: Write> {
@@ -72,6 +72,16 @@ impl<W: Write> TimelineWriter<W> {
             // Empty where the world shares no pages (not 0: nothing was measured).
             if let Some(shared) = row.shared {
                 push_fixed3(line, shared.as_mib_f64());
+            }
+            // Disk operations in the tick and the mean fsync latency: empty where the tenant
+            // has no disk work, or made no fsync.
+            line.push(',');
+            if let Some(d) = &row.disk {
+                line.push_str(&d.ops.to_string());
+            }
+            line.push(',');
+            if let Some(us) = row.disk.and_then(|d| d.sync_latency_us) {
+                push_fixed3(line, us / 1000.0);
             }
             line.push(',');
             line.push_str(&csv_field(&row.reason.to_string()));
