@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+pub mod disk;
 pub mod mariadb;
 pub mod redis;
 pub mod samples;
