@@ -1,4 +1,4 @@
-//! Disk I/O on this machine's real kernel (issue 14, Lai et al.): two tenants' blkio cgroups on a loop device under BFQ, running fio, with memtide's `IoCgroup` writing the weights and caps. A busy tenant beside an idle one loses throughput and p95 latency to an IOPS cap that BFQ's weights (work-conserving) do not cost it; with both busy, the split follows the weights; and afterwards the weights and caps, the scheduler, the loop device and the cgroups are all given back.
+//! Disk I/O on this machine's real kernel (issue 14, Lai et al.): two tenants' blkio cgroups on a loop device under BFQ, running fio, with memtide's `IoCgroup` writing the weights and caps. A busy tenant beside an idle one loses throughput and latency (the mean, and the tail of the direction held back) to an IOPS cap that BFQ's weights (work-conserving) do not cost it; with both busy, the split follows the weights; and afterwards the weights and caps, the scheduler, the loop device and the cgroups are all given back.
 
 mod linux_host;
 
@@ -106,33 +106,39 @@ fn an_iops_cap_costs_a_busy_tenant_what_weights_do_not_and_bfq_splits_the_disk_b
                 ),
                 &capped,
             );
-            // Both jobs write, and the write cap binds hardest (blk-throttle counts each flush
-            // as a write): the writes' latency is compared. The throttle lets a slice's worth of
-            // I/O through at once and holds the rest to the next 100 ms slice, so the cap shows
-            // in the mean and the tail (p99) surely, at p95 only sometimes: p95 is reported.
-            let (w, cw) = (weighted.write, capped.write);
+            // Latency over all the job's I/O, and the worst tail of either direction: the
+            // throttle lets a slice's worth of I/O through at once and holds the rest to the next
+            // 100 ms slice, so a few operations wait long, in whichever direction hit its cap
+            // first (the mixed job's reads in one run, its writes in the next). The cap shows
+            // surely in the mean and in that direction's p99, at p95 only sometimes: p95 is
+            // reported, not asserted.
             let throughput = capped.iops() / weighted.iops();
-            let mean = ratio(cw.mean_us, w.mean_us);
-            let p95 = ratio(cw.p95_us, w.p95_us);
-            let p99 = ratio(cw.p99_us, w.p99_us);
-            println!(
-                "  {label}: capped/weights throughput {throughput:.2}; write latency mean {mean:.2}, p95 {p95:.2}, p99 {p99:.2}"
-            );
-            if capped.read.ios > 0 {
-                println!(
-                    "  {label}: capped/weights read latency mean {:.2}, p95 {:.2}, p99 {:.2}",
-                    ratio(capped.read.mean_us, weighted.read.mean_us),
-                    ratio(capped.read.p95_us, weighted.read.p95_us),
-                    ratio(capped.read.p99_us, weighted.read.p99_us)
-                );
+            let mean = ratio(capped.mean_us(), weighted.mean_us());
+            let mut p99 = 0.0f64;
+            for (direction, c, w) in [
+                ("read", capped.read, weighted.read),
+                ("write", capped.write, weighted.write),
+            ] {
+                if c.ios > 0 && w.ios > 0 {
+                    let d99 = ratio(c.p99_us, w.p99_us);
+                    p99 = p99.max(d99);
+                    println!(
+                        "  {label}: capped/weights {direction} latency mean {:.2}, p95 {:.2}, p99 {d99:.2}",
+                        ratio(c.mean_us, w.mean_us),
+                        ratio(c.p95_us, w.p95_us),
+                    );
+                }
             }
+            println!(
+                "  {label}: capped/weights throughput {throughput:.2}, mean latency {mean:.2}, worst p99 {p99:.2}"
+            );
             assert!(
                 throughput < 0.7,
                 "{label}: the cap should cost throughput: {throughput:.2} of the weighted run"
             );
             assert!(
                 mean > 1.3 && p99 > 2.0,
-                "{label}: the cap should raise write latency: mean {mean:.2}, p99 {p99:.2} times the weighted run's"
+                "{label}: the cap should raise latency: mean {mean:.2}, worst p99 {p99:.2} times the weighted run's"
             );
         }
 

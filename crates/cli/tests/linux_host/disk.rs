@@ -307,6 +307,17 @@ impl FioResult {
     pub fn iops(&self) -> f64 {
         self.read.iops + self.write.iops
     }
+
+    /// The mean completion latency of all its I/O, µs (each direction's mean weighed by its
+    /// operations); `None` without I/O.
+    pub fn mean_us(&self) -> Option<f64> {
+        let ios = (self.read.ios + self.write.ios) as f64;
+        let sum: f64 = [self.read, self.write]
+            .iter()
+            .filter_map(|d| d.mean_us.map(|m| m * d.ios as f64))
+            .sum();
+        (ios > 0.0).then(|| sum / ios)
+    }
 }
 
 impl Fio {
