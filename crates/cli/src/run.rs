@@ -8,14 +8,14 @@ use crate::progress::Progress;
 use crate::record::{BaselineFigures, EventRecord, Refusal, Run, RunRecord, TenantMeta, Ticks};
 use crate::settings::{EstimatorSettings, PolicySettings};
 use memtide_controller::Controller;
-use memtide_model::{Bytes, DiskIo, Pages, TenantId};
+use memtide_model::{Pages, TenantId};
 use memtide_runner::state_file::StateError;
 use memtide_runner::{
     Change, Driver, Outcome, Runner, Script, Service, Sink, TickRecord, TickView, VirtualClock,
 };
 use memtide_scenario::{Event, Scenario, ScenarioTenant};
 use memtide_sim::workload::WorkloadConfig;
-use memtide_sim::world::{DiskFigures, SimError, SimWorld};
+use memtide_sim::world::{SimError, SimWorld};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -321,33 +321,16 @@ fn tick_record(t: &TickView<'_, SimWorld>) -> TickRecord {
         row.swap_ins = Some(stats.swap_ins);
         row.refaults = Some(stats.refaults);
         row.host_swap_ins = Some(stats.host_swap_ins);
-        if let Some(d) = t.world.disk_tick(row.tenant) {
-            disk_figures(row, &d);
+        // An n-tier application's requests are its throughput and its mean response time
+        // its latency (the figures Lai et al. plot), in place of the memory workload's.
+        if let Some(r) = t.world.requests(row.tenant) {
+            row.throughput = Some(r.answered as f64);
+            row.latency_ms =
+                (r.answered > 0).then(|| r.response_us as f64 / r.answered as f64 / 1000.0);
         }
         true
     });
     record
-}
-
-/// A tenant with work on the shared disk: its I/O, and, for an n-tier application, its
-/// requests as the row's throughput and their mean response time as its latency (the figures
-/// Lai et al. plot) in place of the memory workload's.
-fn disk_figures(row: &mut memtide_runner::record::TenantRow, figures: &DiskFigures) {
-    let d = &figures.tick;
-    let mean = |sum: u64, n: u64| (n > 0).then(|| sum as f64 / n as f64);
-    row.disk = Some(DiskIo {
-        weight: Some(figures.weight),
-        cap_iops: figures.cap_iops,
-        ops: d.ios,
-        bytes: Bytes(d.bytes),
-        latency_us: mean(d.io_us, d.ios),
-        syncs: Some(d.syncs),
-        sync_latency_us: mean(d.sync_us, d.syncs),
-    });
-    if figures.requests {
-        row.throughput = Some(d.requests as f64);
-        row.latency_ms = mean(d.response_us, d.requests).map(|us| us / 1000.0);
-    }
 }
 
 /// For tests: runs a scenario with no progress bar, every tick kept in memory.

@@ -149,6 +149,7 @@ mod tests {
     #[test]
     fn estimator_settings_are_tagged_by_name_with_seconds() {
         let spec = TenantSpec {
+            disk: None,
             id: TenantId(1),
             name: "a".into(),
             min: Pages::from_mib(64),

@@ -92,7 +92,7 @@ fn sharing_beats_every_iops_cap_for_both_systems() {
 
 #[test]
 fn the_constant_system_slows_many_fold_as_its_neighbour_grows() {
-    for (seed, r) in run_seeds("lai-growth.toml", None, &[], &SEEDS) {
+    for (seed, r) in run_seeds("lai-growth.toml", Some("paper"), &[], &SEEDS) {
         let rt = levels(&r, "sys-const");
         let rise = rt[LEVELS - 1] / rt[0];
         let fall = 1.0 - throughput(&r, "sys-const", LEVELS - 1) / throughput(&r, "sys-const", 0);
@@ -149,5 +149,45 @@ fn fewer_binlog_syncs_and_fewer_write_threads_lessen_the_interference() {
         );
         assert!(binlog > 4.0, "seed {seed}: {binlog:.1}x");
         assert!(threads > 0.4, "seed {seed}: -{:.0}%", 100.0 * threads);
+    }
+}
+
+#[test]
+fn a_latency_target_raises_the_constant_systems_weight_and_holds_its_response_time() {
+    let paper = run_seeds("lai-growth.toml", Some("paper"), &[], &SEEDS);
+    let target = run_seeds("lai-growth.toml", Some("target"), &[], &SEEDS);
+    for ((seed, p), (_, t)) in paper.iter().zip(target.iter()) {
+        let (without, with) = (levels(p, "sys-const"), levels(t, "sys-const"));
+        println!(
+            "seed {seed}: sys-const {} ms; with a 20 ms target {} ms",
+            shown(&without),
+            shown(&with)
+        );
+        // From 2,000 users on the disk is contended: the target's weight holds Sys_Const's
+        // response time to a fraction of what equal weights give it.
+        for l in 5..LEVELS {
+            assert!(
+                with[l] < without[l] / 2.0,
+                "seed {seed} at {} users: {:.0} against {:.0} ms",
+                users(l),
+                with[l],
+                without[l]
+            );
+        }
+        // The weight is raised (8x) once Sys_Inc's load makes Sys_Const miss its target, and
+        // the reason says so.
+        let late = rows(t, "sys-const", 500.0, 540.0);
+        assert!(
+            late.iter()
+                .all(|(_, row)| row.reason.disk.is_some_and(|d| d.weight == 800)),
+            "seed {seed}"
+        );
+        let early = rows(p, "sys-const", 500.0, 540.0);
+        assert!(
+            early
+                .iter()
+                .all(|(_, row)| row.reason.disk.is_some_and(|d| d.weight == 100)),
+            "seed {seed}"
+        );
     }
 }

@@ -6,6 +6,7 @@ use memtide_model::{
     CacheNote, Decision, HostObservation, Pages, ReclamationState, Resource, ResourceState,
     TaxRate, TenantAction, TenantId, TenantSpec,
 };
+use memtide_policy::disk;
 use memtide_policy::mechanism::{self, ScanCost};
 use memtide_policy::{
     ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest, Allocator,
@@ -450,13 +451,19 @@ impl Controller {
                 elapsed,
             };
             action.target = target;
+            let plans = &mut self.plans[p.at];
             mechanism::plan(
                 &input,
                 &settings,
-                &mut self.plans[p.at],
+                plans,
                 &mut action.mechanisms,
                 &mut action.reason.mechanism,
             );
+            // A tenant on a shared disk: its weight (Lai et al.), read from its spec only then.
+            action.reason.disk = input.tenant.levers.disk.and_then(|io| {
+                let spec = self.specs[p.at].disk?;
+                Some(disk::plan(&spec, &io, &mut plans.disk))
+            });
         }
         if budget_bound {
             // Only the plans of tenants whose memory counts against the budget are fitted to
@@ -570,6 +577,7 @@ mod tests {
 
     fn spec(id: u32) -> TenantSpec {
         TenantSpec {
+            disk: None,
             id: TenantId(id),
             name: format!("t{id}"),
             min: mib(64),

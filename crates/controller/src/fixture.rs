@@ -23,6 +23,7 @@ pub fn overcommitted_vms(n: u32) -> (Controller, HostObservation) {
     let mut tenants = Vec::with_capacity(n as usize);
     for i in 0..n {
         let spec = TenantSpec {
+            disk: None,
             id: TenantId(i),
             name: format!("t{i}"),
             min: Pages::from_mib(64),

@@ -1219,6 +1219,7 @@ fn apply_change_to_config(config: &mut TenantConfig, change: &TenantChange) {
 fn spec(slot: &Slot, config: &DaemonConfig) -> TenantSpec {
     let t = &slot.config;
     TenantSpec {
+        disk: None,
         id: slot.id,
         name: t.name.clone(),
         min: Bytes(t.min_bytes).to_pages_ceil(),

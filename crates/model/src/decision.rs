@@ -200,6 +200,8 @@ pub struct Moves {
     pub blocked: bool,
     /// The limit to set.
     pub limit: Option<Pages>,
+    /// The disk weight to set.
+    pub disk_weight: Option<u32>,
 }
 
 /// What memtide tells a tenant's application balloon agent this tick.
@@ -217,7 +219,10 @@ pub enum AppMove {
 impl TenantAction {
     /// What each of the tenant's levers does this tick.
     pub fn moves(&self) -> Moves {
-        self.reason.mechanism.moves()
+        Moves {
+            disk_weight: self.reason.disk.and_then(|d| d.new_weight()),
+            ..self.reason.mechanism.moves()
+        }
     }
 
     /// No action: nothing moves, for a tenant in reclamation state `state`.
@@ -234,6 +239,7 @@ impl TenantAction {
                     known: false,
                 },
                 cache: None,
+                disk: None,
             },
         }
     }

@@ -9,6 +9,7 @@
 
 use crate::curve::MissCurve;
 use crate::decision::{Mechanism, Mechanisms};
+use crate::disk::DiskIo;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -27,6 +28,9 @@ pub struct Levers {
     pub host_swap: Option<HostSwapLever>,
     /// A limit the host enforces (a Linux cgroup): the kernel reclaims within it.
     pub limit: Option<LimitLever>,
+    /// A share of a disk the tenants share (a BFQ or `io.weight` weight; the simulator's
+    /// fair queue), with what the tenant did on it since the last observation.
+    pub disk: Option<DiskIo>,
 }
 
 impl Levers {
@@ -207,6 +211,7 @@ mod tests {
     fn capabilities_are_the_levers_present_in_the_order_policy_tries_them() {
         assert!(Levers::default().capabilities().is_empty());
         let all = Levers {
+            disk: None,
             balloon: Some(BalloonLever {
                 memory: Pages(8),
                 size: Pages(1),

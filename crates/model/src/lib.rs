@@ -20,7 +20,7 @@ pub use curve::{CurveError, MissCurve, Slo, SloError};
 pub use decision::{
     AppMove, Decision, Mechanism, Mechanisms, Moves, ReclamationState, TenantAction,
 };
-pub use disk::DiskIo;
+pub use disk::{DiskIo, DiskNote, DiskSpec};
 pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
 pub use event::WorldEvent;
 pub use lever::{

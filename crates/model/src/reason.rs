@@ -2,6 +2,7 @@
 
 use crate::curve::Slo;
 use crate::decision::{AppMove, Moves, ReclamationState};
+use crate::disk::DiskNote;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -14,6 +15,8 @@ pub struct Reason {
     pub estimate: EstimateNote,
     /// The tenant's cache quota, where its pool's size is chosen by its SLO (Gemini).
     pub cache: Option<CacheNote>,
+    /// Its weight on the shared disk, where memtide shares one (Lai et al.).
+    pub disk: Option<DiskNote>,
 }
 
 /// A tenant's cache quota (Gemini): its share of the pools' budget, chosen for the summed
@@ -80,6 +83,7 @@ impl MechanismNote {
     /// The moves the planners chose, as their notes record them.
     pub fn moves(&self) -> Moves {
         Moves {
+            disk_weight: None,
             balloon: self.balloon.and_then(|b| b.target),
             app_balloon: self.app_balloon.and_then(|a| a.app_move()),
             share: self.sharing.map_or(Pages::ZERO, |s| s.merge),
@@ -379,6 +383,9 @@ impl fmt::Display for Reason {
         if let Some(c) = &self.cache {
             write!(f, "; {c}")?;
         }
+        if let Some(d) = &self.disk {
+            write!(f, "; {d}")?;
+        }
         Ok(())
     }
 }
@@ -560,6 +567,7 @@ mod tests {
     #[test]
     fn reason_reads_as_one_line_with_mechanism_and_estimate() {
         let r = Reason {
+            disk: None,
             mechanism: note(ReclamationState::Soft),
             estimate: EstimateNote::WorkingSet {
                 wss: Pages::from_mib(300),
@@ -580,6 +588,7 @@ mod tests {
     #[test]
     fn a_cache_quota_reads_after_the_estimate() {
         let r = Reason {
+            disk: None,
             mechanism: MechanismNote::new(
                 ReclamationState::High,
                 Pages::from_mib(512),
@@ -798,6 +807,7 @@ mod tests {
             Some(Pages::from_mib(76))
         );
         let moves = Moves {
+            disk_weight: None,
             balloon: Some(Pages(1)),
             app_balloon: Some(AppMove::Target {
                 pool: Pages(2),

@@ -1,6 +1,7 @@
 //! Tenant identity and allocation parameters (min / max / shares), and the idle memory tax rate.
 
 use crate::curve::Slo;
+use crate::disk::DiskSpec;
 use crate::estimator_config::EstimatorConfig;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
@@ -39,6 +40,10 @@ pub struct TenantSpec {
     /// by its utility (Gemini; `None`: the pool is sized by memory alone).
     #[serde(default)]
     pub slo: Option<Slo>,
+    /// Its weight on a shared disk and the I/O latency it should see, where memtide shares a
+    /// disk among the tenants (Lai et al.).
+    #[serde(default)]
+    pub disk: Option<DiskSpec>,
 }
 
 /// The idle memory tax rate tau, 0 <= tau < 1. `k = 1 / (1 - tau)` is the cost of an idle page.

@@ -140,6 +140,7 @@ mod tests {
 
     fn spec(name: &str, min_mib: u64, max_mib: u64, overhead_mib: u64) -> TenantSpec {
         TenantSpec {
+            disk: None,
             id: TenantId(0),
             name: name.to_string(),
             min: Pages::from_mib(min_mib),

@@ -7,6 +7,7 @@
 pub mod admission;
 pub mod allocation;
 pub mod cache;
+pub mod disk;
 pub mod estimator;
 pub mod mechanism;
 pub mod reclamation;

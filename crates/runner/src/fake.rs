@@ -141,6 +141,7 @@ impl Sink<FakeWorld> for Lines {
 
 pub(crate) fn spec(id: u32, min_mib: u64) -> TenantSpec {
     TenantSpec {
+        disk: None,
         id: TenantId(id),
         name: format!("t{id}"),
         min: Pages::from_mib(min_mib),

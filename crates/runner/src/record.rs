@@ -111,7 +111,7 @@ impl TickRecord {
                     limit: limit.filter(|l| !l.unlimited).map(|l| l.limit.to_bytes()),
                     major_faults: limit.and_then(|l| l.major_faults),
                     pressure: limit.and_then(|l| l.pressure),
-                    disk: None,
+                    disk: o.levers.disk,
                     mechanisms: action.mechanisms,
                     reason: action.reason,
                 })

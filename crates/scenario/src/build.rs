@@ -11,8 +11,8 @@ use memtide_config::quotas::{QuotasDoc, SloDoc};
 use memtide_config::{field_names, ConfigError, Document, FieldPath, Override, Size};
 use memtide_controller::ControllerConfig;
 use memtide_model::{
-    EstimatorConfig, Pages, SamplingConfig, SharingSettings, Slo, TaxRate, TenantId, TenantSpec,
-    WorkingSetConfig,
+    DiskSpec, EstimatorConfig, Pages, SamplingConfig, SharingSettings, Slo, TaxRate, TenantId,
+    TenantSpec, WorkingSetConfig,
 };
 use memtide_policy::{QuotaSettings, ReclamationThresholds};
 use memtide_sim::app::{AgentConfig, DEFAULT_GRANULE};
@@ -367,13 +367,18 @@ impl Build<'_> {
         })
     }
 
-    /// A tenant's disk table, read by its kind: `ntier` or `fsync`.
-    fn tenant_disk(&self, at: &FieldPath, value: &toml::Value) -> Result<TenantDiskConfig> {
+    /// A tenant's disk table, read by its kind (`ntier` or `fsync`): its workload, and what the
+    /// controller gives it (its weight, a latency target).
+    fn tenant_disk(
+        &self,
+        at: &FieldPath,
+        value: &toml::Value,
+    ) -> Result<(TenantDiskConfig, DiskSpec)> {
         let (kind, rest) = self.doc.kind(at, value, None)?;
         let micros = |d: Option<memtide_config::Duration>, default_us: u64| {
             d.map_or(default_us, |d| d.get().as_micros() as u64)
         };
-        let (load, weight, cap_iops) = match kind.as_str() {
+        let (load, weight, cap_iops, target) = match kind.as_str() {
             "ntier" => {
                 let d: NtierDoc = self.read(at, rest)?;
                 let growth = match d.growth {
@@ -416,7 +421,7 @@ impl Build<'_> {
                     write_share,
                     db,
                 });
-                (load, d.weight, d.cap_iops)
+                (load, d.weight, d.cap_iops, d.latency_target)
             }
             "fsync" => {
                 let d: FsyncDoc = self.read(at, rest)?;
@@ -429,7 +434,7 @@ impl Build<'_> {
                     gap_us: micros(d.gap, 1000),
                     stagger_us: micros(d.stagger, 100),
                 });
-                (load, d.weight, d.cap_iops)
+                (load, d.weight, d.cap_iops, d.latency_target)
             }
             _ => {
                 return Err(self.err(
@@ -439,17 +444,36 @@ impl Build<'_> {
             }
         };
         let weight = weight.unwrap_or(100);
-        if !(1..=10_000).contains(&weight) {
-            return Err(self.err(&at.key("weight"), "must be between 1 and 10000"));
+        if !DiskSpec::WEIGHTS.contains(&weight) {
+            return Err(self.err(&at.key("weight"), "must be between 1 and 1000"));
         }
         if cap_iops == Some(0) {
             return Err(self.err(&at.key("cap_iops"), "must be >= 1"));
         }
-        Ok(TenantDiskConfig {
-            load,
-            cap_iops,
-            weight,
-        })
+        let latency_target_us = target
+            .map(|d| {
+                let us = d.get().as_micros();
+                if us == 0 || us > u128::from(u32::MAX) {
+                    Err(self.err(
+                        &at.key("latency_target"),
+                        "must be between 1 µs and 71 minutes",
+                    ))
+                } else {
+                    Ok(us as u32)
+                }
+            })
+            .transpose()?;
+        Ok((
+            TenantDiskConfig {
+                load,
+                cap_iops,
+                weight,
+            },
+            DiskSpec {
+                weight,
+                latency_target_us,
+            },
+        ))
     }
 
     /// A database's settings: the paper's MySQL 5.5 unless given.
@@ -814,8 +838,14 @@ impl Build<'_> {
             .slo
             .map(|s| self.slo(&at.key("slo"), s, &workload))
             .transpose()?;
+        let disk = t
+            .disk
+            .as_ref()
+            .map(|d| self.tenant_disk(&at.key("disk"), d))
+            .transpose()?;
         let tenant = ScenarioTenant {
             spec: TenantSpec {
+                disk: disk.as_ref().map(|(_, spec)| *spec),
                 id: TenantId(i as u32),
                 name: t.name.clone(),
                 min: min.to_pages(),
@@ -842,11 +872,7 @@ impl Build<'_> {
                 workload,
                 content: self.content(&at.key("content"), t.content)?,
                 io: self.io(&at.key("io"), t.io)?,
-                disk: t
-                    .disk
-                    .as_ref()
-                    .map(|d| self.tenant_disk(&at.key("disk"), d))
-                    .transpose()?,
+                disk: disk.map(|(config, _)| config),
             },
             start,
             stop,

@@ -96,6 +96,7 @@ pub(crate) struct DiskDoc {
 pub(crate) struct NtierDoc {
     pub(crate) weight: Option<u32>,
     pub(crate) cap_iops: Option<u32>,
+    pub(crate) latency_target: Option<Duration>,
     pub(crate) users: u32,
     pub(crate) growth: Option<GrowthDoc>,
     pub(crate) think: Option<Duration>,
@@ -135,6 +136,7 @@ pub(crate) struct DbDoc {
 pub(crate) struct FsyncDoc {
     pub(crate) weight: Option<u32>,
     pub(crate) cap_iops: Option<u32>,
+    pub(crate) latency_target: Option<Duration>,
     pub(crate) threads: u16,
     pub(crate) write: Size,
     pub(crate) gap: Option<Duration>,

@@ -6,7 +6,6 @@
 use crate::balloon::Balloon;
 use crate::config::{HostConfig, TenantKind, VmConfig};
 use crate::cost::CostModel;
-use crate::disk::load::DiskTick;
 use crate::disk::Disk;
 use crate::guest::{Guest, GuestLayout};
 use crate::machine::{Machine, MAX_FRAMES};
@@ -68,14 +67,12 @@ pub enum SimError {
     },
 }
 
-/// A tenant's figures on the shared disk for the last tick.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub struct DiskFigures {
-    pub tick: DiskTick,
-    pub weight: u32,
-    pub cap_iops: Option<u32>,
-    /// Its workload answers requests (an n-tier application): `tick` has their response times.
-    pub requests: bool,
+/// An n-tier application's requests in the last tick.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Requests {
+    pub answered: u64,
+    /// Their response times summed.
+    pub response_us: u64,
 }
 
 /// The simulated host.
@@ -301,15 +298,13 @@ impl SimWorld {
     }
 
     /// Running tenants in ascending order.
-    /// What `id` did on the shared disk in the last tick.
-    pub fn disk_tick(&self, id: TenantId) -> Option<DiskFigures> {
+    /// What `id`'s n-tier application answered in the last tick, where it runs one.
+    pub fn requests(&self, id: TenantId) -> Option<Requests> {
         let d = self.disk.as_ref()?;
-        let (weight, cap_iops) = d.share(id)?;
-        Some(DiskFigures {
-            tick: *d.last(id)?,
-            weight,
-            cap_iops,
-            requests: d.answers_requests(id),
+        let t = d.last(id).filter(|_| d.answers_requests(id))?;
+        Some(Requests {
+            answered: t.requests,
+            response_us: t.response_us,
         })
     }
 
@@ -474,7 +469,11 @@ impl Host for SimWorld {
             .vms
             .iter_mut()
             .enumerate()
-            .map(|(i, vm)| vm.observe(&self.host, i, self.config.tick))
+            .map(|(i, vm)| {
+                let mut o = vm.observe(&self.host, i, self.config.tick);
+                o.levers.disk = self.disk.as_ref().and_then(|d| d.io(o.id));
+                o
+            })
             .collect();
         let m = &self.host.machine;
         Ok(HostObservation {
@@ -515,6 +514,9 @@ impl Host for SimWorld {
             let vm = &mut self.vms[i];
             let moves = a.moves();
             vm.control(Some(&moves));
+            if let (Some(d), Some(w)) = (&mut self.disk, moves.disk_weight) {
+                d.set_weight(a.id, w);
+            }
             if moves.host_swap_out > Pages::ZERO {
                 vm.host_swap_out(i, moves.host_swap_out, &mut self.host, &self.costs);
             }

@@ -91,6 +91,7 @@ fn setup(vm: VmConfig, budget: Pages) -> (SimWorld, Controller) {
     .unwrap();
     controller
         .admit(TenantSpec {
+            disk: None,
             id: ID,
             name: "cache".to_string(),
             min: Pages::ZERO,

@@ -233,6 +233,7 @@ pub(crate) mod test_record {
     /// The reason every hand-made row carries: a balloon inflating toward a lower target.
     pub(crate) fn reason() -> Reason {
         Reason {
+            disk: None,
             mechanism: MechanismNote {
                 balloon: Some(BalloonNote {
                     size: Pages::from_mib(156),

@@ -79,6 +79,8 @@ pub struct PlanSettings<'a> {
 pub struct PlanMemory {
     pub balloon: BalloonWatch,
     pub app: AppWatch,
+    /// The disk planner's (`crate::disk`), for a tenant on a shared disk.
+    pub disk: crate::disk::DiskWatch,
 }
 
 /// Where the planners stand while the chooser runs them.

@@ -87,6 +87,7 @@ fn run_with(
     let mut out = Plan {
         mechanisms: [Mechanism::Limit, Mechanism::Sharing].into_iter().collect(),
         note: MechanismNote::new(ReclamationState::Low, mib(999), mib(1)).with_moves(Moves {
+            disk_weight: None,
             balloon: Some(mib(7)),
             app_balloon: Some(AppMove::Target {
                 pool: mib(7),

@@ -19,7 +19,7 @@ pub mod sched;
 use crate::rng::SimRng;
 use device::{Device, DeviceConfig, Request, Us};
 use load::{DiskTick, Load, LoadConfig, Out, Timer, Waiter};
-use memtide_model::TenantId;
+use memtide_model::{Bytes, DiskIo, TenantId};
 use sched::{FairQueue, Pick, Share};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -169,11 +169,20 @@ impl Disk {
         }
     }
 
-    /// `id`'s weight and cap.
-    pub fn share(&self, id: TenantId) -> Option<(u32, Option<u32>)> {
-        self.index(id).map(|i| {
-            let s = &self.tenants[i].share;
-            (s.weight, s.cap.as_ref().map(sched::TokenBucket::iops))
+    /// What `id` did on the disk in the last tick, with its weight and cap, as the controller
+    /// sees it.
+    pub fn io(&self, id: TenantId) -> Option<DiskIo> {
+        let t = &self.tenants[self.index(id)?];
+        let d = &t.last;
+        let mean = |sum: u64, n: u64| (n > 0).then(|| sum as f64 / n as f64);
+        Some(DiskIo {
+            weight: Some(t.share.weight),
+            cap_iops: t.share.cap.as_ref().map(sched::TokenBucket::iops),
+            ops: d.ios,
+            bytes: Bytes(d.bytes),
+            latency_us: mean(d.io_us, d.ios),
+            syncs: Some(d.syncs),
+            sync_latency_us: mean(d.sync_us, d.syncs),
         })
     }
 
