@@ -313,6 +313,56 @@ set = ["tenants.*.estimator.kind=tws"]
     }
 
     #[test]
+    fn a_disk_tenant_needs_the_hosts_disk_and_sane_settings() {
+        let text = include_str!("../../../scenarios/lai-growth.toml");
+        let s = parse_str(text, Path::new("l.toml"), &[]).unwrap();
+        let spec = s.tenants[0].spec.disk.unwrap();
+        assert_eq!((spec.weight, spec.latency_target_us), (100, None));
+        let s = parse_str(
+            text,
+            Path::new("l.toml"),
+            &["tenants.0.disk.latency_target=20ms".to_string()],
+        )
+        .unwrap();
+        assert_eq!(
+            s.tenants[0].spec.disk.unwrap().latency_target_us,
+            Some(20_000)
+        );
+        let without = text.replacen("[disk]\n", "[unused]\n", 1);
+        let e = error_of(&without, &[]);
+        assert!(e.contains("unknown field `unused`"), "{e}");
+        let i = text.find("[disk]").unwrap();
+        let j = text.find("[[tenants]]").unwrap();
+        let e = error_of(&format!("{}{}", &text[..i], &text[j..]), &[]);
+        assert!(
+            e.contains("tenants[0].disk: needs the host's [disk] table"),
+            "{e}"
+        );
+        for (set, says) in [
+            (
+                "tenants.0.disk.db.sync_binlog=0",
+                "tenants[0].disk.db.sync_binlog = 0: must be >= 1",
+            ),
+            (
+                "tenants.0.disk.write_share=1.5",
+                "tenants[0].disk.write_share = 1.5: must be between 0 and 1",
+            ),
+            (
+                "tenants.1.disk.growth.until=10",
+                "tenants[1].disk.growth.until = 10: must be at least users = 1000",
+            ),
+            (
+                "tenants.0.disk.cap_iops=0",
+                "tenants[0].disk.cap_iops = 0: must be >= 1",
+            ),
+            ("disk.seek_us=-1", "disk.seek_us = -1"),
+        ] {
+            let e = error_of(text, &[set]);
+            assert!(e.contains(says), "{set}: {e}");
+        }
+    }
+
+    #[test]
     fn set_override_errors_name_the_override_or_the_field_it_wrote() {
         assert_eq!(
             error_of(TEXT, &["tenants.c.shares=3000"]),
