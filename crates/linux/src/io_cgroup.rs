@@ -1,15 +1,19 @@
-//! One cgroup's disk I/O as the Linux host sees it, over v1 blkio or v2 io: per-device counters, a proportional weight (BFQ's on v1), per-device caps, and the weight and caps it had before memtide changed them, given back by `restore`.
+//! One cgroup's disk I/O as the Linux host sees it, over v1 blkio or v2 io: per-device counters, a proportional weight (BFQ's, or v2's blk-iocost), per-device caps, and the weight and caps it had before memtide changed them, given back by `restore`.
 //!
 //! v1: weight `blkio.bfq.weight` (1..=1000), caps the four `blkio.throttle.*_device` files
 //! (`MAJ:MIN N`; `MAJ:MIN 0` removes one), counters BFQ's stat files where BFQ lists the
-//! device, else the throttle's. v2: weight `io.weight` as `default N` (1..=10000), caps one
-//! `io.max` line per device, counters `io.stat`, and `io.pressure`. Every write is bounded
-//! (`fs::write_bounded`).
+//! device, else the throttle's. v2: the weight is BFQ's `io.bfq.weight` (`default N`,
+//! 1..=1000) on a device BFQ schedules, and blk-iocost's `io.weight` (`default N`, 1..=10000)
+//! otherwise, which acts only where iocost is enabled (`io.cost.qos`); caps one `io.max` line
+//! per device, counters `io.stat`, and `io.pressure`. [`IoInterface`] says which. Every write
+//! is bounded (`fs::write_bounded`).
 
 use crate::fs::blkio::{self, BlkioStats, ThrottleFile, BFQ_WEIGHTS};
 use crate::fs::io_v2::{self, IO_WEIGHTS};
+use crate::fs::read::{parse_u64, read_optional_cgroup_file};
 use crate::fs::{write_bounded, FsError};
 use memtide_model::Bytes;
+use serde::{Deserialize, Serialize};
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -77,49 +81,123 @@ impl IoSample {
     }
 }
 
+/// Which files a cgroup's I/O weight lives in.
+#[derive(Serialize, Deserialize, Copy, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum IoInterface {
+    /// v1 blkio under BFQ: `blkio.bfq.weight`, a plain number.
+    V1Bfq,
+    /// v2 io on a device BFQ schedules: `io.bfq.weight`, `default N`.
+    V2Bfq,
+    /// v2 io on any other device: blk-iocost's `io.weight`, `default N`.
+    V2IoCost,
+}
+
+impl IoInterface {
+    /// The interface for a cgroup of `version` on a device that BFQ schedules (`bfq`) or not.
+    /// v1 has BFQ's weight only.
+    pub fn of(version: CgroupVersion, bfq: bool) -> IoInterface {
+        match (version, bfq) {
+            (CgroupVersion::V1, _) => IoInterface::V1Bfq,
+            (CgroupVersion::V2, true) => IoInterface::V2Bfq,
+            (CgroupVersion::V2, false) => IoInterface::V2IoCost,
+        }
+    }
+
+    pub fn version(self) -> CgroupVersion {
+        match self {
+            IoInterface::V1Bfq => CgroupVersion::V1,
+            IoInterface::V2Bfq | IoInterface::V2IoCost => CgroupVersion::V2,
+        }
+    }
+
+    /// The file the weight lives in.
+    pub fn weight_file(self) -> &'static str {
+        match self {
+            IoInterface::V1Bfq => V1_WEIGHT,
+            IoInterface::V2Bfq => V2_BFQ_WEIGHT,
+            IoInterface::V2IoCost => V2_WEIGHT,
+        }
+    }
+}
+
+/// What a cgroup had before memtide's first change: its weight and each device's caps. The
+/// state file keeps it, so a daemon restarted after a crash gives back these, not what the
+/// crashed one wrote.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+pub struct IoOriginals {
+    /// The weight before memtide's first `set_weight`; `None` while memtide has not changed it.
+    pub weight: Option<u64>,
+    /// Each device's caps before memtide's first change to them.
+    pub caps: Vec<(DevNum, IoCap)>,
+}
+
+impl IoOriginals {
+    /// Nothing changed, nothing to give back.
+    pub fn is_empty(&self) -> bool {
+        self.weight.is_none() && self.caps.is_empty()
+    }
+}
+
 /// A blkio (v1) or io (v2) cgroup directory, and what it had before memtide's first change.
 #[derive(Debug)]
 pub struct IoCgroup {
-    version: CgroupVersion,
+    interface: IoInterface,
     dir: PathBuf,
-    /// The weight before memtide's first `set_weight`, until restored.
-    original_weight: Option<u64>,
-    /// Each device's caps before memtide's first change to them, until restored.
-    original_caps: Vec<(DevNum, IoCap)>,
+    /// What to give back, until restored.
+    original: IoOriginals,
 }
 
 const V1_WEIGHT: &str = "blkio.bfq.weight";
+const V2_BFQ_WEIGHT: &str = "io.bfq.weight";
 const V2_WEIGHT: &str = "io.weight";
 const V2_MAX: &str = "io.max";
 
 impl IoCgroup {
-    pub fn new(version: CgroupVersion, dir: PathBuf) -> IoCgroup {
+    pub fn new(interface: IoInterface, dir: PathBuf) -> IoCgroup {
         IoCgroup {
-            version,
+            interface,
             dir,
-            original_weight: None,
-            original_caps: Vec::new(),
+            original: IoOriginals::default(),
         }
+    }
+
+    /// Takes `original` as what to give back (a state file's record, after a crash): memtide's
+    /// first changes from now on find it already recorded.
+    pub fn with_originals(mut self, original: IoOriginals) -> IoCgroup {
+        self.original = original;
+        self
     }
 
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    pub fn interface(&self) -> IoInterface {
+        self.interface
+    }
+
+    /// What `restore` would give back.
+    pub fn originals(&self) -> &IoOriginals {
+        &self.original
+    }
+
     /// The weights this interface takes.
     pub fn weights(&self) -> RangeInclusive<u64> {
-        match self.version {
-            CgroupVersion::V1 => BFQ_WEIGHTS,
-            CgroupVersion::V2 => IO_WEIGHTS,
+        match self.interface {
+            IoInterface::V1Bfq | IoInterface::V2Bfq => BFQ_WEIGHTS,
+            IoInterface::V2IoCost => IO_WEIGHTS,
         }
     }
 
-    /// The weight in force: v1 blkio.bfq.weight, v2 io.weight's default. `None` when the
-    /// cgroup has no such file (no BFQ on v1, the root cgroup, v2 without the io controller).
+    /// The weight in force: v1 blkio.bfq.weight, v2 io.bfq.weight's or io.weight's default.
+    /// `None` when the cgroup has no such file (no BFQ in the kernel, the root cgroup, v2
+    /// without the io controller).
     pub fn weight(&self) -> Result<Option<u64>, IoError> {
-        Ok(match self.version {
-            CgroupVersion::V1 => blkio::read_bfq_weight(&self.dir)?,
-            CgroupVersion::V2 => io_v2::read_io_weight(&self.dir)?.map(|w| w.default),
+        Ok(match self.interface {
+            IoInterface::V1Bfq => blkio::read_bfq_weight(&self.dir)?,
+            IoInterface::V2Bfq => read_v2_bfq_weight(&self.dir)?,
+            IoInterface::V2IoCost => io_v2::read_io_weight(&self.dir)?.map(|w| w.default),
         })
     }
 
@@ -134,25 +212,26 @@ impl IoCgroup {
             });
         }
         let now = self.require_weight()?;
-        self.original_weight.get_or_insert(now);
+        self.original.weight.get_or_insert(now);
         self.write_weight(now, weight, timeout)
     }
 
     /// The weight in force, which must exist to be changed.
     fn require_weight(&self) -> Result<u64, IoError> {
         self.weight()?.ok_or_else(|| {
-            let (name, why) = match self.version {
-                CgroupVersion::V1 => (
-                    V1_WEIGHT,
-                    "no BFQ in this kernel, or the root cgroup, which has no weight",
-                ),
-                CgroupVersion::V2 => (
-                    V2_WEIGHT,
-                    "the io controller is not enabled for this cgroup, or it is the root",
-                ),
+            let why = match self.interface {
+                IoInterface::V1Bfq => {
+                    "no BFQ in this kernel, or the root cgroup, which has no weight"
+                }
+                IoInterface::V2Bfq => {
+                    "no BFQ in this kernel, the io controller is not enabled for this cgroup, or it is the root"
+                }
+                IoInterface::V2IoCost => {
+                    "the io controller is not enabled for this cgroup, or it is the root"
+                }
             };
             IoError::Unsupported {
-                path: self.dir.join(name),
+                path: self.dir.join(self.interface.weight_file()),
                 why,
             }
         })
@@ -162,15 +241,18 @@ impl IoCgroup {
         if now == weight {
             return Ok(());
         }
-        match self.version {
-            CgroupVersion::V1 => self.write(V1_WEIGHT, &weight.to_string(), timeout),
-            CgroupVersion::V2 => self.write(V2_WEIGHT, &format!("default {weight}"), timeout),
+        let file = self.interface.weight_file();
+        match self.interface {
+            IoInterface::V1Bfq => self.write(file, &weight.to_string(), timeout),
+            IoInterface::V2Bfq | IoInterface::V2IoCost => {
+                self.write(file, &format!("default {weight}"), timeout)
+            }
         }
     }
 
     /// The caps in force on `device` (`IoCap::NONE` when it has none).
     pub fn cap(&self, device: DevNum) -> Result<IoCap, IoError> {
-        match self.version {
+        match self.interface.version() {
             CgroupVersion::V1 => {
                 let mut cap = IoCap::NONE;
                 for file in ThrottleFile::ALL {
@@ -228,8 +310,8 @@ impl IoCgroup {
             });
         }
         let now = self.cap(device)?;
-        if !self.original_caps.iter().any(|(d, _)| *d == device) {
-            self.original_caps.push((device, now));
+        if !self.original.caps.iter().any(|(d, _)| *d == device) {
+            self.original.caps.push((device, now));
         }
         self.write_cap(device, now, cap, timeout)
     }
@@ -249,7 +331,7 @@ impl IoCgroup {
         if now == cap {
             return Ok(());
         }
-        match self.version {
+        match self.interface.version() {
             CgroupVersion::V1 => {
                 let pairs = [
                     (
@@ -282,7 +364,7 @@ impl IoCgroup {
     /// a device BFQ lists and takes the throttle's for the others (each `DeviceIo` says
     /// which). `None` when the kernel has no counters for the cgroup.
     pub fn sample(&self) -> Result<Option<IoSample>, IoError> {
-        match self.version {
+        match self.interface.version() {
             CgroupVersion::V1 => {
                 let bfq = blkio::read_io(&self.dir, BlkioStats::Bfq)?;
                 let throttle = blkio::read_io(&self.dir, BlkioStats::Throttle)?;
@@ -316,15 +398,15 @@ impl IoCgroup {
     /// change, writing only what differs from what is in force. What was given back is
     /// forgotten; after an error the rest is kept for the next call.
     pub fn restore(&mut self, timeout: Duration) -> Result<(), IoError> {
-        if let Some(weight) = self.original_weight {
+        if let Some(weight) = self.original.weight {
             let now = self.require_weight()?;
             self.write_weight(now, weight, timeout)?;
-            self.original_weight = None;
+            self.original.weight = None;
         }
-        while let Some(&(device, cap)) = self.original_caps.first() {
+        while let Some(&(device, cap)) = self.original.caps.first() {
             let now = self.cap(device)?;
             self.write_cap(device, now, cap, timeout)?;
-            self.original_caps.remove(0);
+            self.original.caps.remove(0);
         }
         Ok(())
     }
@@ -332,6 +414,32 @@ impl IoCgroup {
     fn write(&self, name: &str, value: &str, timeout: Duration) -> Result<(), IoError> {
         Ok(write_bounded(&self.dir.join(name), value, timeout)?)
     }
+}
+
+/// v2 io.bfq.weight's `default N` (its `MAJ:MIN N` lines are devices with a weight of their
+/// own); `None` when the file is absent.
+fn read_v2_bfq_weight(dir: &Path) -> Result<Option<u64>, FsError> {
+    let path = dir.join(V2_BFQ_WEIGHT);
+    let Some(text) = read_optional_cgroup_file(&path)? else {
+        return Ok(None);
+    };
+    let line = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("default "))
+        .ok_or_else(|| FsError::Missing {
+            path: path.clone(),
+            field: "default".to_string(),
+        })?;
+    let weight = parse_u64(&path, "default", line)?;
+    if !BFQ_WEIGHTS.contains(&weight) {
+        return Err(FsError::Parse {
+            path,
+            field: "default".to_string(),
+            value: weight.to_string(),
+            expected: "a weight in 1..=1000",
+        });
+    }
+    Ok(Some(weight))
 }
 
 #[cfg(test)]
@@ -356,7 +464,7 @@ mod tests {
     fn v1_weight_is_written_and_the_original_given_back() {
         let tmp = tempfile::tempdir().unwrap();
         fake_blkio(tmp.path());
-        let mut cg = IoCgroup::new(CgroupVersion::V1, tmp.path().to_path_buf());
+        let mut cg = IoCgroup::new(IoInterface::V1Bfq, tmp.path().to_path_buf());
         assert_eq!(cg.weight().unwrap(), Some(100));
         cg.set_weight(400, TIMEOUT).unwrap();
         assert_eq!(read(tmp.path(), "blkio.bfq.weight"), "400");
@@ -366,10 +474,58 @@ mod tests {
     }
 
     #[test]
+    fn v2_under_bfq_writes_io_bfq_weight_and_leaves_iocost_s_io_weight_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        fake_io(d);
+        fs::write(d.join("io.bfq.weight"), "default 100\n7:0 300\n").unwrap();
+        assert_eq!(IoInterface::of(CgroupVersion::V2, true), IoInterface::V2Bfq);
+        let mut cg = IoCgroup::new(IoInterface::V2Bfq, d.to_path_buf());
+        assert_eq!(cg.weights(), 1..=1000);
+        assert_eq!(cg.weight().unwrap(), Some(100));
+        cg.set_weight(800, TIMEOUT).unwrap();
+        assert_eq!(read(d, "io.bfq.weight"), "default 800");
+        assert_eq!(
+            read(d, "io.weight"),
+            "default 100\n",
+            "iocost's weight untouched"
+        );
+        cg.restore(TIMEOUT).unwrap();
+        assert_eq!(read(d, "io.bfq.weight"), "default 100");
+        let msg = IoCgroup::new(IoInterface::V2Bfq, d.to_path_buf())
+            .set_weight(2000, TIMEOUT)
+            .unwrap_err()
+            .to_string();
+        assert!(msg.ends_with("must be 1..=1000"), "{msg}");
+    }
+
+    #[test]
+    fn originals_from_a_record_are_given_back_not_what_is_in_force() {
+        let tmp = tempfile::tempdir().unwrap();
+        let d = tmp.path();
+        fake_blkio(d);
+        // A crashed memtide left weight 800 and a cap; the record says 100 and no cap.
+        fs::write(d.join("blkio.bfq.weight"), "800\n").unwrap();
+        fs::write(d.join("blkio.throttle.write_iops_device"), "7:0 50\n").unwrap();
+        let record = IoOriginals {
+            weight: Some(100),
+            caps: vec![(LOOP0, IoCap::NONE)],
+        };
+        let mut cg =
+            IoCgroup::new(IoInterface::V1Bfq, d.to_path_buf()).with_originals(record.clone());
+        cg.set_weight(400, TIMEOUT).unwrap();
+        assert_eq!(cg.originals(), &record, "the record stays the original");
+        cg.restore(TIMEOUT).unwrap();
+        assert_eq!(read(d, "blkio.bfq.weight"), "100");
+        assert_eq!(read(d, "blkio.throttle.write_iops_device"), "7:0 0");
+        assert!(cg.originals().is_empty());
+    }
+
+    #[test]
     fn v2_weight_is_written_as_default() {
         let tmp = tempfile::tempdir().unwrap();
         fake_io(tmp.path());
-        let mut cg = IoCgroup::new(CgroupVersion::V2, tmp.path().to_path_buf());
+        let mut cg = IoCgroup::new(IoInterface::V2IoCost, tmp.path().to_path_buf());
         cg.set_weight(5000, TIMEOUT).unwrap();
         assert_eq!(read(tmp.path(), "io.weight"), "default 5000");
         cg.restore(TIMEOUT).unwrap();
@@ -380,11 +536,11 @@ mod tests {
     fn a_weight_out_of_range_names_the_cgroup_the_value_and_the_range() {
         let tmp = tempfile::tempdir().unwrap();
         fake_blkio(tmp.path());
-        let mut v1 = IoCgroup::new(CgroupVersion::V1, tmp.path().to_path_buf());
+        let mut v1 = IoCgroup::new(IoInterface::V1Bfq, tmp.path().to_path_buf());
         let msg = v1.set_weight(1200, TIMEOUT).unwrap_err().to_string();
         let want = format!("weight 1200 for {}: must be 1..=1000", tmp.path().display());
         assert_eq!(msg, want);
-        let mut v2 = IoCgroup::new(CgroupVersion::V2, tmp.path().to_path_buf());
+        let mut v2 = IoCgroup::new(IoInterface::V2IoCost, tmp.path().to_path_buf());
         let msg = v2.set_weight(0, TIMEOUT).unwrap_err().to_string();
         assert!(msg.ends_with("must be 1..=10000"), "{msg}");
         assert_eq!(read(tmp.path(), "blkio.bfq.weight"), "100\n");
@@ -393,7 +549,7 @@ mod tests {
     #[test]
     fn a_cgroup_without_a_weight_file_cannot_be_weighted() {
         let tmp = tempfile::tempdir().unwrap();
-        let mut cg = IoCgroup::new(CgroupVersion::V1, tmp.path().to_path_buf());
+        let mut cg = IoCgroup::new(IoInterface::V1Bfq, tmp.path().to_path_buf());
         let msg = cg.set_weight(200, TIMEOUT).unwrap_err().to_string();
         assert!(msg.contains("blkio.bfq.weight is absent"), "{msg}");
         assert_eq!(cg.weight().unwrap(), None);
@@ -405,7 +561,7 @@ mod tests {
         let d = tmp.path();
         fake_blkio(d);
         fs::write(d.join("blkio.throttle.read_bps_device"), "254:0 1048576\n").unwrap();
-        let mut cg = IoCgroup::new(CgroupVersion::V1, d.to_path_buf());
+        let mut cg = IoCgroup::new(IoInterface::V1Bfq, d.to_path_buf());
         let cap = IoCap {
             write_iops: Some(400),
             ..IoCap::NONE
@@ -437,7 +593,7 @@ mod tests {
         fake_io(d);
         let original = "7:0 rbps=max wbps=max riops=2000 wiops=max\n";
         fs::write(d.join("io.max"), original).unwrap();
-        let mut cg = IoCgroup::new(CgroupVersion::V2, d.to_path_buf());
+        let mut cg = IoCgroup::new(IoInterface::V2IoCost, d.to_path_buf());
         let cap = IoCap {
             read_iops: Some(400),
             write_iops: Some(550),
@@ -459,7 +615,7 @@ mod tests {
     fn a_zero_cap_is_refused_naming_the_direction_and_device() {
         let tmp = tempfile::tempdir().unwrap();
         fake_blkio(tmp.path());
-        let mut cg = IoCgroup::new(CgroupVersion::V1, tmp.path().to_path_buf());
+        let mut cg = IoCgroup::new(IoInterface::V1Bfq, tmp.path().to_path_buf());
         let cap = IoCap {
             write_bps: Some(Bytes(0)),
             ..IoCap::NONE
@@ -483,7 +639,7 @@ mod tests {
             "7:0 Read 0\n7:0 Write 67735552\n254:0 Read 12288\n254:0 Write 0\nTotal 67747840\n",
         )
         .unwrap();
-        let cg = IoCgroup::new(CgroupVersion::V1, d.to_path_buf());
+        let cg = IoCgroup::new(IoInterface::V1Bfq, d.to_path_buf());
         let s = cg.sample().unwrap().unwrap();
         let loop0 = s.device(LOOP0).unwrap();
         assert_eq!((loop0.source, loop0.write_ios), (CounterSource::Bfq, 16537));
@@ -499,7 +655,7 @@ mod tests {
     fn v2_sample_reads_io_stat_and_pressure() {
         let tmp = tempfile::tempdir().unwrap();
         fake_io(tmp.path());
-        let cg = IoCgroup::new(CgroupVersion::V2, tmp.path().to_path_buf());
+        let cg = IoCgroup::new(IoInterface::V2IoCost, tmp.path().to_path_buf());
         let s = cg.sample().unwrap().unwrap();
         assert_eq!(s.device(LOOP0).unwrap().write_ios, 16537);
         assert_eq!(s.pressure.unwrap().some.total_stall_us, 1200);
@@ -508,10 +664,10 @@ mod tests {
     #[test]
     fn a_cgroup_without_counters_samples_none_and_a_gone_one_is_vanished() {
         let tmp = tempfile::tempdir().unwrap();
-        for version in [CgroupVersion::V1, CgroupVersion::V2] {
-            let cg = IoCgroup::new(version, tmp.path().to_path_buf());
+        for interface in [IoInterface::V1Bfq, IoInterface::V2IoCost] {
+            let cg = IoCgroup::new(interface, tmp.path().to_path_buf());
             assert_eq!(cg.sample().unwrap(), None);
-            let gone = IoCgroup::new(version, tmp.path().join("gone"));
+            let gone = IoCgroup::new(interface, tmp.path().join("gone"));
             match gone.sample().unwrap_err() {
                 IoError::Fs(e) => assert!(e.is_vanished(), "{e}"),
                 other => panic!("{other}"),

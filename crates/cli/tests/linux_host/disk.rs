@@ -4,7 +4,7 @@ use super::redis::find_program;
 use super::{remove_tree, skip_or_fail};
 use memtide_linux::block::{BlockDevice, SchedulerGuard};
 use memtide_linux::fs::hierarchy::parse_mountinfo;
-use memtide_linux::io_cgroup::{CgroupVersion, IoCgroup};
+use memtide_linux::io_cgroup::{IoCgroup, IoInterface};
 use serde_json::Value;
 use std::ffi::CString;
 use std::io::Write;
@@ -197,7 +197,7 @@ impl Disk {
         std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
         Tenant {
             name: name.to_string(),
-            io: IoCgroup::new(CgroupVersion::V1, dir),
+            io: IoCgroup::new(IoInterface::V1Bfq, dir),
             disk: self,
         }
     }

@@ -10,6 +10,7 @@
 pub mod blkio;
 pub mod cgroup_v1;
 pub mod cgroup_v2;
+pub mod diskstat;
 pub mod error;
 pub mod hierarchy;
 pub mod io_v2;
