@@ -57,7 +57,7 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Measure memtide's speed (policy step, simulated accesses, a 16-VM hour, page hashing, a 10-VM hour with sharing, the cache simulator).
+    /// Measure memtide's speed (policy step, simulated accesses, a 16-VM hour, page hashing, a 10-VM hour with sharing, the shared disk, the cache simulator).
     Bench {
         /// Shorter runs, for a quick look.
         #[arg(long)]
