@@ -5,6 +5,7 @@
 pub mod curve;
 pub mod decision;
 pub mod disk;
+pub mod durability;
 pub mod estimator_config;
 pub mod event;
 pub mod lever;
@@ -21,6 +22,7 @@ pub use decision::{
     AppMove, Decision, Mechanism, Mechanisms, Moves, ReclamationState, TenantAction,
 };
 pub use disk::{DiskIo, DiskNote, DiskSpec};
+pub use durability::{Durability, PerSecond};
 pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
 pub use event::WorldEvent;
 pub use lever::{
