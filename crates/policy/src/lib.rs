@@ -5,6 +5,7 @@
 //! of reclamation mechanism, and the active-memory estimators.
 
 pub mod admission;
+pub mod advice;
 pub mod allocation;
 pub mod cache;
 pub mod disk;
