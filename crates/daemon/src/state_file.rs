@@ -34,6 +34,7 @@ mod tests {
                 },
                 oom_kill_disable: Some(false),
                 oom_guard: true,
+                io: None,
             }],
             estimates: BTreeMap::from([("db".to_string(), 300 << 20)]),
             changes: ApiChanges {

@@ -2,6 +2,7 @@
 
 use crate::fs::FsError;
 use crate::host::lock::LockError;
+use crate::io_cgroup::IoError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LinuxError {
@@ -29,4 +30,28 @@ pub enum LinuxError {
     NoKsm { dir: String },
     #[error("KSM's original settings in {path}: {error}")]
     KsmSaved { path: String, error: String },
+    #[error(transparent)]
+    Io(#[from] IoError),
+    #[error(
+        "disk I/O on cgroup v1 needs the blkio controller, and {mountinfo} lists no blkio mount"
+    )]
+    NoBlkio { mountinfo: String },
+    #[error("disk I/O on cgroup v2 needs the io controller, and {path} does not list it")]
+    NoIoController { path: String },
+    #[error("device {device} runs the {scheduler} scheduler, and cgroup v1's blkio weights act only under BFQ; set [io] scheduler = \"bfq\"")]
+    IoNeedsBfq { device: String, scheduler: String },
+    #[error("the device's original scheduler in {path}: {error}")]
+    IoSaved { path: String, error: String },
+    #[error("there is no {what} cgroup at {dir}")]
+    NoIoCgroup { dir: String, what: &'static str },
+}
+
+impl LinuxError {
+    /// True when the cgroup (or a file of it) is gone.
+    pub fn is_vanished(&self) -> bool {
+        match self {
+            LinuxError::Fs(e) | LinuxError::Io(IoError::Fs(e)) => e.is_vanished(),
+            _ => false,
+        }
+    }
 }

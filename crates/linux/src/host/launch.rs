@@ -1,4 +1,4 @@
-//! Launching a tenant's command inside a new cgroup: the child joins the cgroup before it executes, so none of its memory is charged elsewhere; stopping it again.
+//! Launching a tenant's command inside a new cgroup: the child joins the cgroup (and, on cgroup v1 with disk I/O managed, its blkio cgroup) before it executes, so none of its memory or I/O is charged elsewhere; stopping it again.
 
 use super::error::LinuxError;
 use std::ffi::CString;
@@ -9,13 +9,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Starts `argv` with its process placed in the cgroup at `dir` (a directory that already
-/// exists). Output goes to `log` when given (appended), else to /dev/null. With `merge`, the
+/// exists) and, when given, in the cgroup at `also` of another v1 hierarchy (the tenant's
+/// blkio cgroup). Output goes to `log` when given (appended), else to /dev/null. With `merge`, the
 /// process asks the kernel to merge all its memory's identical pages
 /// (`prctl(PR_SET_MEMORY_MERGE)`, Linux 6.4+: kept across fork and, since 6.7, exec).
 pub fn spawn_in_cgroup(
     tenant: &str,
     argv: &[String],
     dir: &Path,
+    also: Option<&Path>,
     log: Option<&Path>,
     merge: bool,
 ) -> Result<Child, LinuxError> {
@@ -27,8 +29,12 @@ pub fn spawn_in_cgroup(
     let (program, args) = argv
         .split_first()
         .ok_or_else(|| launch_error(std::io::Error::other("empty command")))?;
-    let procs = CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
-        .map_err(|e| launch_error(std::io::Error::other(e)))?;
+    let procs_of = |dir: &Path| {
+        CString::new(dir.join("cgroup.procs").as_os_str().as_bytes())
+            .map_err(|e| launch_error(std::io::Error::other(e)))
+    };
+    let procs = procs_of(dir)?;
+    let also = also.map(procs_of).transpose()?;
     let mut command = Command::new(program);
     command.args(args).stdin(Stdio::null());
     match log {
@@ -53,16 +59,18 @@ pub fn spawn_in_cgroup(
     // close) on memory prepared before the fork; it allocates nothing and takes no locks.
     unsafe {
         command.pre_exec(move || {
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            // "0" moves the writing process itself.
-            let written = libc::write(fd, b"0\n".as_ptr().cast(), 2);
-            let err = std::io::Error::last_os_error();
-            libc::close(fd);
-            if written < 0 {
-                return Err(err);
+            for procs in std::iter::once(&procs).chain(also.as_ref()) {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // "0" moves the writing process itself.
+                let written = libc::write(fd, b"0\n".as_ptr().cast(), 2);
+                let err = std::io::Error::last_os_error();
+                libc::close(fd);
+                if written < 0 {
+                    return Err(err);
+                }
             }
             if merge && libc::prctl(super::ksm::PR_SET_MEMORY_MERGE, 1, 0, 0, 0) < 0 {
                 return Err(std::io::Error::last_os_error());
@@ -122,8 +130,15 @@ mod tests {
     fn a_launch_into_a_missing_cgroup_fails_naming_the_tenant_and_program() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nope");
-        let err = spawn_in_cgroup("db", &["/bin/true".to_string()], &missing, None, false)
-            .expect_err("no cgroup.procs to join");
+        let err = spawn_in_cgroup(
+            "db",
+            &["/bin/true".to_string()],
+            &missing,
+            None,
+            None,
+            false,
+        )
+        .expect_err("no cgroup.procs to join");
         let msg = err.to_string();
         assert!(msg.contains("\"db\"") && msg.contains("/bin/true"), "{msg}");
     }
@@ -133,17 +148,43 @@ mod tests {
         // A plain directory stands in for the cgroup: the child's write lands in a file.
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("cgroup.procs"), "").unwrap();
-        let mut child =
-            spawn_in_cgroup("t", &["/bin/true".to_string()], dir.path(), None, false).unwrap();
+        let mut child = spawn_in_cgroup(
+            "t",
+            &["/bin/true".to_string()],
+            dir.path(),
+            None,
+            None,
+            false,
+        )
+        .unwrap();
         assert!(child.wait().unwrap().success());
         let written = std::fs::read_to_string(dir.path().join("cgroup.procs")).unwrap();
         assert_eq!(written, "0\n");
     }
 
     #[test]
+    fn the_child_joins_a_second_hierarchy_s_cgroup_too() {
+        let memory = tempfile::tempdir().unwrap();
+        let blkio = tempfile::tempdir().unwrap();
+        for d in [memory.path(), blkio.path()] {
+            std::fs::write(d.join("cgroup.procs"), "").unwrap();
+        }
+        let argv = ["/bin/true".to_string()];
+        let mut child =
+            spawn_in_cgroup("t", &argv, memory.path(), Some(blkio.path()), None, false).unwrap();
+        assert!(child.wait().unwrap().success());
+        for d in [memory.path(), blkio.path()] {
+            let written = std::fs::read_to_string(d.join("cgroup.procs")).unwrap();
+            assert_eq!(written, "0\n", "{}", d.display());
+        }
+        let missing = blkio.path().join("gone");
+        assert!(spawn_in_cgroup("t", &argv, memory.path(), Some(&missing), None, false).is_err());
+    }
+
+    #[test]
     fn an_empty_command_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(spawn_in_cgroup("t", &[], dir.path(), None, false).is_err());
+        assert!(spawn_in_cgroup("t", &[], dir.path(), None, None, false).is_err());
     }
 
     #[test]

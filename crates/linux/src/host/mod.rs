@@ -1,8 +1,9 @@
-//! The Linux `Host`: tenants are memory cgroups (adopted or launched); observation reads cgroupfs and procfs, actuation writes limits within bounded time, and every write passes a last floor check.
+//! The Linux `Host`: tenants are memory cgroups (adopted or launched); observation reads cgroupfs and procfs, actuation writes limits within bounded time, and every write passes a last floor check; with disk I/O enabled, a shared block device and the tenants' blkio or io cgroups too (`io.rs`).
 
 mod adapter;
 mod agents;
 mod error;
+mod io;
 pub mod ksm;
 pub mod launch;
 pub mod lock;
@@ -13,6 +14,7 @@ mod world;
 
 pub use agents::CgroupTenants;
 pub use error::LinuxError;
+pub use io::{IoFailure, IoHost, IoOptions, IoRecord};
 use tenant::OomState;
 pub use tenant::{ManagedTenant, Origin, TenantRecord};
 pub use world::Placement;
@@ -78,6 +80,8 @@ pub struct LinuxHost {
     agents: Option<memtide_agents::hub::Hub>,
     /// Page sharing, when memtide drives the kernel's KSM (`enable_sharing`).
     ksm: Option<ksm::KsmDriver>,
+    /// The disk the tenants share, when memtide manages their I/O (`enable_io`).
+    io: Option<io::IoHost>,
 }
 
 impl LinuxHost {
@@ -102,6 +106,7 @@ impl LinuxHost {
             members: agents::Members::default(),
             agents: None,
             ksm: None,
+            io: None,
         })
     }
 
@@ -131,6 +136,91 @@ impl LinuxHost {
             self.options.dry_run,
         )?);
         Ok(())
+    }
+
+    /// Manages the tenants' disk I/O on one device from now on (see `io.rs`): the device's
+    /// scheduler set to BFQ when `options.bfq` (the one in force kept in `options.saved`, or
+    /// taken from there when a crashed run left it), given back by `release_all`. Tenants
+    /// attached with a `disk` in their spec get their blkio or io cgroup managed.
+    pub fn enable_io(&mut self, options: &IoOptions) -> Result<(), LinuxError> {
+        self.io = Some(io::IoHost::take_over(
+            &self.options.proc_root,
+            &self.hierarchy,
+            options,
+            self.options.write_timeout,
+            self.options.dry_run,
+        )?);
+        Ok(())
+    }
+
+    /// The shared disk, when memtide manages the tenants' I/O.
+    pub fn io(&self) -> Option<&io::IoHost> {
+        self.io.as_ref()
+    }
+
+    /// The caps `id`'s configuration gives it on the shared disk (`None`: none, and any cap
+    /// memtide wrote before is given back): kept for its attach, and written now when it runs
+    /// (not in a dry run).
+    pub fn set_io_cap(
+        &mut self,
+        id: TenantId,
+        cap: Option<crate::io_cgroup::IoCap>,
+    ) -> Result<(), LinuxError> {
+        let Some(host) = &mut self.io else {
+            return Ok(());
+        };
+        host.configure_cap(id, cap);
+        let Some(t) = self.tenants.get_mut(&id) else {
+            return Ok(());
+        };
+        let Some(io) = &mut t.io else {
+            return Ok(());
+        };
+        let result = io.apply_cap(host.device().dev(), cap, host.timeout(), host.dry_run());
+        t.record.io = Some(io.record());
+        Ok(result?)
+    }
+
+    /// Manages `id`'s disk I/O: its blkio (v1) or io (v2) cgroup, resuming `record`'s
+    /// originals, with its configured caps. Never fails the tenant: one whose I/O cannot be
+    /// managed runs without, and `IoHost::unmanaged` says why.
+    fn attach_io(&mut self, id: TenantId, record: Option<&IoRecord>, created: Vec<PathBuf>) {
+        let (Some(host), Some(t)) = (&mut self.io, self.tenants.get_mut(&id)) else {
+            return;
+        };
+        let dir = host.dir_of(&t.record.cgroup, t.cgroup.dir());
+        match host.open(id, dir, record, created) {
+            Ok(io) => {
+                t.record.io = Some(io.record());
+                t.io = Some(io);
+            }
+            Err(e) => host.not_managed(id, e.to_string()),
+        }
+    }
+
+    /// A tenant launched anew into the blkio cgroup a crashed run launched it in: the
+    /// directories that run created are removed with it.
+    fn inherit_io_dirs(&mut self, id: TenantId, record: &IoRecord) {
+        let (Some(host), Some(t)) = (&mut self.io, self.tenants.get_mut(&id)) else {
+            return;
+        };
+        if let Some(io) = &mut t.io {
+            io.inherit(&record.created);
+            host.keep_created(&record.created);
+            t.record.io = Some(io.record());
+        }
+    }
+
+    /// Gives back the weight and caps a record holds for a tenant whose I/O is no longer
+    /// managed (not in a dry run).
+    fn give_back_io_record(&mut self, record: &IoRecord) -> Result<(), LinuxError> {
+        if self.options.dry_run {
+            return Ok(());
+        }
+        match io::TenantIo::of_record(record).restore(self.options.write_timeout) {
+            Err(crate::io_cgroup::IoError::Fs(e)) if e.is_vanished() => Ok(()),
+            other => Ok(other?),
+        }
     }
 
     /// KSM as memtide drives it, when page sharing is on.
@@ -249,7 +339,8 @@ impl LinuxHost {
     }
 
     /// Creates `<cgroup_path>` (which must not hold processes), bounds it by `initial_limit`
-    /// and starts `argv` inside it.
+    /// and starts `argv` inside it; with `io` (and disk I/O enabled), in its blkio cgroup too,
+    /// which on v1 is created first.
     pub fn launch(
         &mut self,
         id: TenantId,
@@ -257,7 +348,7 @@ impl LinuxHost {
         cgroup_path: &str,
         argv: &[String],
         initial_limit: Pages,
-        merge: bool,
+        (merge, io): (bool, bool),
     ) -> Result<&ManagedTenant, LinuxError> {
         if self.tenants.contains_key(&id) {
             return Err(LinuxError::Duplicate(name.to_string()));
@@ -284,14 +375,23 @@ impl LinuxHost {
             .as_ref()
             .map(|d| d.join(format!("{name}.log")));
         let merge = merge && self.ksm.as_ref().is_some_and(ksm::KsmDriver::merge_any);
-        let child = match launch::spawn_in_cgroup(name, argv, cgroup.dir(), log.as_deref(), merge) {
-            Ok(child) => child,
-            Err(e) => {
-                let _ = std::fs::remove_dir(cgroup.dir());
-                return Err(e);
-            }
+        let blkio = match (&mut self.io, io) {
+            (Some(host), true) => host.create_for_launch(cgroup_path)?,
+            _ => None,
         };
-        Ok(self.insert(
+        let also = blkio.as_ref().map(|(dir, _)| dir.as_path());
+        let child =
+            match launch::spawn_in_cgroup(name, argv, cgroup.dir(), also, log.as_deref(), merge) {
+                Ok(child) => child,
+                Err(e) => {
+                    let _ = std::fs::remove_dir(cgroup.dir());
+                    for dir in blkio.iter().flat_map(|(_, created)| created.iter().rev()) {
+                        let _ = std::fs::remove_dir(dir);
+                    }
+                    return Err(e);
+                }
+            };
+        self.insert(
             Inserted {
                 id,
                 name,
@@ -303,7 +403,15 @@ impl LinuxHost {
                 lock,
             },
             false,
-        ))
+        );
+        if io {
+            self.attach_io(
+                id,
+                None,
+                blkio.map(|(_, created)| created).unwrap_or_default(),
+            );
+        }
+        Ok(&self.tenants[&id])
     }
 
     fn insert(&mut self, new: Inserted<'_>, oom_guard: bool) -> &ManagedTenant {
@@ -337,6 +445,7 @@ impl LinuxHost {
                 original: original.settings,
                 oom_kill_disable: original.oom_kill_disable,
                 oom_guard,
+                io: None,
             },
             reader: CgroupReader::new(&cgroup),
             pids: Vec::new(),
@@ -352,6 +461,7 @@ impl LinuxHost {
             max: None,
             isolated: false,
             warned_merged: false,
+            io: None,
             _lock: lock,
         };
         self.members
@@ -479,28 +589,42 @@ impl LinuxHost {
         if let Some(hub) = &self.agents {
             hub.forget(id);
         }
+        if let Some(io) = &mut self.io {
+            io.forget(id);
+        }
         match t.record.origin {
             Origin::Adopted => match self.give_back(&mut t) {
                 Ok(()) => {}
                 Err(e) if e.is_vanished() => {}
                 Err(e) => {
                     self.unrestored.push(t);
-                    return Err(e.into());
+                    return Err(e);
                 }
             },
-            Origin::Launched => stop_launched(&mut t),
+            Origin::Launched => stop_launched(&mut t, self.options.write_timeout),
         }
         Ok(Some(t.record))
     }
 
-    /// Writes back what memtide changed on an adopted cgroup: the recorded limits and, on v1,
-    /// the OOM killer switch (compared with the kernel's, so a guard a crashed memtide left on
-    /// is switched off too). Nothing in a dry run or when the cgroup is gone.
-    fn give_back(&self, t: &mut ManagedTenant) -> Result<(), FsError> {
-        if self.options.dry_run || !t.cgroup.exists() {
+    /// Writes back what memtide changed on an adopted cgroup: its disk weight and caps, the
+    /// recorded limits and, on v1, the OOM killer switch (compared with the kernel's, so a
+    /// guard a crashed memtide left on is switched off too). Nothing in a dry run or when the
+    /// cgroup is gone.
+    fn give_back(&self, t: &mut ManagedTenant) -> Result<(), LinuxError> {
+        if self.options.dry_run {
             return Ok(());
         }
         let timeout = self.options.write_timeout;
+        if let Some(io) = &mut t.io {
+            match io.restore(timeout) {
+                Err(crate::io_cgroup::IoError::Fs(e)) if e.is_vanished() => {}
+                other => other?,
+            }
+            t.record.io = Some(io.record());
+        }
+        if !t.cgroup.exists() {
+            return Ok(());
+        }
         t.cgroup.restore(&t.record.original, timeout)?;
         // The guard goes off below (or was never on): no more OOM signals wanted.
         t.oom = OomState::default();
@@ -556,6 +680,11 @@ impl LinuxHost {
                 errors.push(("ksm".to_string(), e.into()));
             }
         }
+        if let Some(io) = &mut self.io {
+            if let Err(e) = io.finish() {
+                errors.push(("io".to_string(), e));
+            }
+        }
         if let Some(dir) = self.created_parent.take() {
             let _ = std::fs::remove_dir(dir);
         }
@@ -583,9 +712,12 @@ impl LinuxHost {
         }
         let name = t.name.clone();
         let may_return = t.record.origin == Origin::Adopted;
+        if let Some(io) = &mut self.io {
+            io.forget(id);
+        }
         let restored = match t.record.origin {
             Origin::Launched => {
-                stop_launched(&mut t);
+                stop_launched(&mut t, self.options.write_timeout);
                 false
             }
             Origin::Adopted => match self.give_back(&mut t) {
@@ -710,6 +842,22 @@ impl LinuxHost {
             .agents
             .as_ref()
             .and_then(|hub| hub.lever(id, used, hub.now()));
+        let disk = match (&mut t.io, &mut self.io) {
+            (Some(io), Some(host)) => match io.observe(host.device().dev(), host.await_us()) {
+                Ok(disk) => disk,
+                Err(e) => {
+                    if matches!(&e, crate::io_cgroup::IoError::Fs(f) if f.is_vanished()) {
+                        // Its blkio cgroup went away (v1: apart from its memory cgroup).
+                        host.not_managed(id, e.to_string());
+                        t.io = None;
+                        t.record.io = None;
+                    }
+                    host.fail(Some(id), e);
+                    None
+                }
+            },
+            _ => None,
+        };
         let obs = TenantObservation {
             anon: sample.anon.map(Bytes::to_pages_floor),
             file: sample.file.map(Bytes::to_pages_floor),
@@ -728,6 +876,7 @@ impl LinuxHost {
                     pressure: sample.pressure.as_ref().map(|p| p.some.avg10_pct),
                 }),
                 sharing,
+                disk,
                 ..Levers::default()
             },
             ..TenantObservation::new(id, usage)
@@ -820,6 +969,26 @@ impl LinuxHost {
                 error: e.to_string(),
             }),
         }
+    }
+}
+
+impl LinuxHost {
+    /// Writes `id`'s disk weight (not in a dry run); the state file's record keeps the weight
+    /// it had before memtide's first.
+    fn apply_disk_weight(&mut self, id: TenantId, weight: u32) {
+        let (Some(host), Some(t)) = (&mut self.io, self.tenants.get_mut(&id)) else {
+            return;
+        };
+        let Some(io) = &mut t.io else {
+            return;
+        };
+        if self.options.dry_run {
+            return;
+        }
+        if let Err(e) = io.set_weight(weight, host.timeout()) {
+            host.fail(Some(id), e);
+        }
+        t.record.io = Some(io.record());
     }
 }
 
@@ -934,7 +1103,10 @@ pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool
     anon.saturating_sub(swap_room) + unevictable
 }
 
-fn stop_launched(t: &mut ManagedTenant) {
+/// Stops a launched tenant's processes and removes its cgroup, and with them its blkio cgroup
+/// and what memtide created to hold it (its weight and caps given back first, should the
+/// directory stay).
+fn stop_launched(t: &mut ManagedTenant, timeout: Duration) {
     let cgroup = t.cgroup.clone();
     let child = &mut t.child;
     launch::stop_processes(
@@ -951,6 +1123,10 @@ fn stop_launched(t: &mut ManagedTenant) {
     }
     // The kernel refuses to remove a cgroup that still holds processes; nothing else to do then.
     let _ = std::fs::remove_dir(cgroup.dir());
+    if let Some(io) = &mut t.io {
+        let _ = io.restore(timeout);
+        io.remove_created();
+    }
 }
 
 impl Host for LinuxHost {
@@ -983,6 +1159,11 @@ impl Host for LinuxHost {
             None => None,
         };
 
+        if let Some(io) = &mut self.io {
+            if let Err(e) = io.observe_device() {
+                io.fail(None, e);
+            }
+        }
         self.retry_unrestored();
         let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
         let mut tenants = Vec::with_capacity(ids.len());
@@ -1026,6 +1207,9 @@ impl Host for LinuxHost {
                 (&self.agents, moves.app_balloon, self.options.dry_run)
             {
                 hub.apply(action.id, app_move);
+            }
+            if let Some(weight) = moves.disk_weight {
+                self.apply_disk_weight(action.id, weight);
             }
         }
         if let (Some(k), Some(rate)) = (&mut self.ksm, decision.sharing) {

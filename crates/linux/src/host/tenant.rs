@@ -1,4 +1,4 @@
-//! One managed tenant of the Linux host: its cgroup, where it came from, the settings found before memtide touched it, and the counters kept between ticks.
+//! One managed tenant of the Linux host: its cgroup, where it came from, the settings found before memtide touched it (its memory limits and, with disk I/O managed, its weight and caps), and the counters kept between ticks.
 
 use crate::cgroup::{CgroupReader, CgroupSample, LimitSettings, MemoryCgroup};
 use crate::fs::oom_events::OomWatch;
@@ -44,6 +44,10 @@ pub struct TenantRecord {
     /// restarted after a crash knows what the crashed one changed.
     #[serde(default)]
     pub oom_guard: bool,
+    /// Its disk I/O, when memtide manages it: the blkio or io cgroup and the weight and caps
+    /// found before memtide changed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io: Option<super::io::IoRecord>,
 }
 
 /// Cumulative kernel counters read at the previous tick.
@@ -139,6 +143,8 @@ pub struct ManagedTenant {
     /// tenants is a side channel); `warned_merged` once its processes were seen merging anyway.
     pub(crate) isolated: bool,
     pub(crate) warned_merged: bool,
+    /// Its disk I/O, when memtide manages it.
+    pub(crate) io: Option<super::io::TenantIo>,
     /// Held while memtide manages the cgroup (not in a dry run): no second memtide can adopt it.
     pub(crate) _lock: Option<super::lock::CgroupLock>,
 }

@@ -1,4 +1,4 @@
-//! The Linux host over a tenant's life, as the runner drives every world: attach adopts a cgroup (waiting while it is missing or empty) or launches a command in one, detach gives back what memtide changed.
+//! The Linux host over a tenant's life, as the runner drives every world: attach adopts a cgroup (waiting while it is missing or empty) or launches a command in one, with its disk I/O when its spec shares the disk, detach gives back what memtide changed.
 
 use super::{LinuxError, LinuxHost, Origin, Original, TenantRecord};
 use crate::cgroup::MemoryCgroup;
@@ -39,9 +39,11 @@ impl World for LinuxHost {
 
     /// Adopts the placement's cgroup (re-adopting under `record`'s original after a crash), or
     /// launches its command, and sets up what policy needs: the tenant's max for the OOM guard,
-    /// and the access sampler when its estimator samples. An adopted cgroup that does not exist
-    /// or holds no process yet waits (its record is kept for when it comes). A launched tenant
-    /// whose command still runs from a previous run is re-adopted, not launched twice.
+    /// the access sampler when its estimator samples, and its blkio or io cgroup when its spec
+    /// shares the disk (with disk I/O enabled; a record's I/O originals are given back when it
+    /// no longer does). An adopted cgroup that does not exist or holds no process yet waits
+    /// (its record is kept for when it comes). A launched tenant whose command still runs from
+    /// a previous run is re-adopted, not launched twice.
     fn attach(
         &mut self,
         id: TenantId,
@@ -51,6 +53,7 @@ impl World for LinuxHost {
     ) -> Result<Attach, LinuxError> {
         let record = record.filter(|r| r.cgroup == placement.cgroup);
         let cgroup = &placement.cgroup;
+        let io = spec.disk.is_some() && self.io.is_some();
         let has_procs = self.has_processes(cgroup);
         let how = match &placement.launch {
             None => {
@@ -89,11 +92,27 @@ impl World for LinuxHost {
                     )?;
                     "readopted"
                 } else {
-                    self.launch(id, &spec.name, cgroup, argv, spec.max, !placement.isolated)?;
+                    let flags = (!placement.isolated, io);
+                    self.launch(id, &spec.name, cgroup, argv, spec.max, flags)?;
                     "launched"
                 }
             }
         };
+        let io_record = record.and_then(|r| r.io.as_ref());
+        // A launched tenant's I/O was set up as it launched.
+        let launched = how == "launched";
+        if io && !launched {
+            self.attach_io(id, io_record, Vec::new());
+        } else if let (true, Some(r)) = (io, io_record) {
+            self.inherit_io_dirs(id, r);
+        } else if let (false, Some(r)) = (io, io_record) {
+            if let Err(e) = self.give_back_io_record(r) {
+                self.events.push(WorldEvent::RestoreFailed {
+                    name: spec.name.clone(),
+                    error: e.to_string(),
+                });
+            }
+        }
         self.set_max(id, spec.max);
         self.set_isolated(id, placement.isolated);
         self.set_adapter(id, placement.adapter.clone());
@@ -148,6 +167,10 @@ impl World for LinuxHost {
             Some(Original::of(record)),
             record.origin,
         )?;
+        if let (Some(r), Some(t)) = (&record.io, self.tenants.get_mut(&id)) {
+            t.io = Some(super::io::TenantIo::of_record(r));
+            t.record.io = Some(r.clone());
+        }
         self.release(id).map(|_| ())
     }
 
