@@ -167,6 +167,40 @@ pub struct TenantSnapshot {
     /// `None` otherwise.
     #[serde(default)]
     pub cache: Option<CacheSnapshot>,
+    /// The tenant's share of the disk memtide manages (`[io]` and its `[tenant.io]`); `None`
+    /// for a tenant whose I/O it does not manage.
+    #[serde(default)]
+    pub disk: Option<DiskSnapshot>,
+}
+
+/// A tenant's share of the disk the tenants share (Lai et al., the daemon's `[io]`): its
+/// weight, why it is what it is, and what it did over the last tick.
+///
+/// ```json
+#[doc = include_str!("../json/disk.json")]
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DiskSnapshot {
+    /// The weight memtide set this tick (in a dry run: would set); the one read from the
+    /// cgroup where the planner said nothing.
+    pub weight: Option<u32>,
+    /// The configured weight, and the factor the latency target raised it by (1, 2, 4 or 8):
+    /// weight = base_weight x boost, within 1..=1000.
+    pub base_weight: Option<u32>,
+    pub boost: Option<u32>,
+    /// Its read and write IOPS caps together, where its configuration gives any.
+    pub cap_iops: Option<u32>,
+    /// Operations and bytes a second on the device over the last tick.
+    pub ops_per_s: Option<f64>,
+    pub bytes_per_s: Option<f64>,
+    /// The I/O latency seen over the last tick, in ms, when it did I/O (on Linux the device's
+    /// mean await: cgroup v1 has no per-cgroup latency).
+    pub latency_ms: Option<f64>,
+    /// Its configured latency target, in ms.
+    pub target_ms: Option<f64>,
+    /// Operations and bytes since memtide started watching it.
+    pub ops_total: u64,
+    pub bytes_total: u64,
 }
 
 /// A tenant's cache quota (Gemini, the daemon's `[cache]`): its SLO, its share of the pools'

@@ -5,8 +5,8 @@ use serde::Serialize;
 use serde_json::Value;
 
 use memtide_api::{
-    AppSnapshot, Applied, CacheSnapshot, Counters, DecisionRecord, ErrorBody, HostSnapshot, Size,
-    Snapshot, TaxRate, TenantPatch, TenantSnapshot, API_VERSION,
+    AppSnapshot, Applied, CacheSnapshot, Counters, DecisionRecord, DiskSnapshot, ErrorBody,
+    HostSnapshot, Size, Snapshot, TaxRate, TenantPatch, TenantSnapshot, API_VERSION,
 };
 
 const SNAPSHOT: &str = include_str!("../json/snapshot.json");
@@ -14,6 +14,7 @@ const HOST: &str = include_str!("../json/host.json");
 const TENANT: &str = include_str!("../json/tenant.json");
 const APP: &str = include_str!("../json/app.json");
 const CACHE: &str = include_str!("../json/cache.json");
+const DISK: &str = include_str!("../json/disk.json");
 const DECISION: &str = include_str!("../json/decision.json");
 const COUNTERS: &str = include_str!("../json/counters.json");
 const TENANT_PATCH: &str = include_str!("../json/tenant-patch.json");
@@ -85,6 +86,15 @@ fn the_snapshot_examples_round_trip_and_agree() {
         "cache.json is a snapshot tenant's cache"
     );
     assert!(snapshot.tenants.iter().any(|t| t.cache.is_none()));
+    let disk: DiskSnapshot = round_trip_pretty("disk.json", DISK);
+    assert!(
+        snapshot
+            .tenants
+            .iter()
+            .any(|t| t.disk.as_ref() == Some(&disk)),
+        "disk.json is a snapshot tenant's disk"
+    );
+    assert!(snapshot.tenants.iter().any(|t| t.disk.is_none()));
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `memtide status`'s table: the human summary of a daemon's `Snapshot` (the client that fetches it is `memtide_api::client`).
 
-use memtide_api::{AppSnapshot, DecisionRecord, Snapshot, TenantSnapshot};
+use memtide_api::{AppSnapshot, DecisionRecord, DiskSnapshot, Snapshot, TenantSnapshot};
 
 /// How many recent decisions `render_table` shows.
 const DECISIONS_SHOWN: usize = 5;
@@ -74,7 +74,9 @@ pub fn render_table(s: &Snapshot) -> String {
     if s.tenants.is_empty() {
         out.push_str("no tenants\n");
     } else {
-        let header = [
+        // The disk column only when some tenant's I/O is managed.
+        let disk = s.tenants.iter().any(|t| t.disk.is_some());
+        let mut header = vec![
             "TENANT",
             "ALLOCATED",
             "TARGET",
@@ -83,13 +85,16 @@ pub fn render_table(s: &Snapshot) -> String {
             "FLOOR",
             "SWAP",
             "REFAULTS/S",
-            "ESTIMATOR",
         ];
+        if disk {
+            header.push("DISK");
+        }
+        header.push("ESTIMATOR");
         let rows: Vec<Vec<String>> = s
             .tenants
             .iter()
             .map(|t| {
-                vec![
+                let mut row = vec![
                     t.name.clone(),
                     human_bytes(t.allocated_bytes),
                     human_bytes(t.target_bytes),
@@ -99,12 +104,16 @@ pub fn render_table(s: &Snapshot) -> String {
                     opt_bytes(t.swap_bytes, "-"),
                     t.refaults_per_s
                         .map_or_else(|| "-".to_string(), |r| format!("{r:.1}")),
-                    if t.estimator.is_empty() {
-                        "-".to_string()
-                    } else {
-                        t.estimator.clone()
-                    },
-                ]
+                ];
+                if disk {
+                    row.push(t.disk.as_ref().map_or_else(|| "-".to_string(), disk_cell));
+                }
+                row.push(if t.estimator.is_empty() {
+                    "-".to_string()
+                } else {
+                    t.estimator.clone()
+                });
+                row
             })
             .collect();
         let widths: Vec<usize> = (0..header.len())
@@ -201,6 +210,16 @@ pub fn render_table(s: &Snapshot) -> String {
         }
     }
     out
+}
+
+/// A tenant's disk in the table: its weight and the latency it saw, e.g. `w400 12.3ms`
+/// (`w100 -` when it did no I/O in the last tick).
+fn disk_cell(d: &DiskSnapshot) -> String {
+    let weight = d.weight.map_or_else(|| "-".to_string(), |w| w.to_string());
+    let latency = d
+        .latency_ms
+        .map_or_else(|| "-".to_string(), |ms| format!("{ms:.1}ms"));
+    format!("w{weight} {latency}")
 }
 
 /// Page sharing's host line, e.g. `sharing: shared 512.0 MiB · reclaimed 384.0 MiB (zeros
@@ -393,6 +412,47 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("app: web"), "{text}");
+    }
+
+    #[test]
+    fn tenants_with_managed_io_show_weight_and_latency_in_a_disk_column() {
+        let mut s = Snapshot::default();
+        s.tenants.push(TenantSnapshot {
+            name: "db".into(),
+            estimator: "tws".into(),
+            disk: Some(DiskSnapshot {
+                weight: Some(400),
+                latency_ms: Some(12.34),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        s.tenants.push(TenantSnapshot {
+            name: "idle".into(),
+            estimator: "tws".into(),
+            disk: Some(DiskSnapshot {
+                weight: Some(100),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        s.tenants.push(TenantSnapshot {
+            name: "web".into(),
+            estimator: "tws".into(),
+            ..Default::default()
+        });
+        let text = render_table(&s);
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines.iter().position(|l| l.starts_with("TENANT")).unwrap();
+        assert!(
+            lines[header].ends_with("REFAULTS/S         DISK  ESTIMATOR"),
+            "{text}"
+        );
+        assert!(lines[header + 1].ends_with("w400 12.3ms  tws"), "{text}");
+        assert!(lines[header + 2].ends_with("     w100 -  tws"), "{text}");
+        assert!(lines[header + 3].ends_with("           -  tws"), "{text}");
+        s.tenants.retain(|t| t.disk.is_none());
+        assert!(!render_table(&s).contains("DISK"), "no column without I/O");
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The daemon's configuration file (TOML): host, policy, safety rails and tenants, validated at load into typed values.
+//! The daemon's configuration file (TOML): host, policy, safety rails, page sharing, cache quotas, the shared disk and tenants, validated at load into typed values.
 //!
 //! The loader (`DaemonConfig::load` / `DaemonConfig::parse`, on `memtide_config`) rejects unknown
 //! fields, wrong types, out-of-range values and inconsistent tenants with one line naming
@@ -30,6 +30,8 @@ pub struct DaemonConfig {
     /// `[cache]`: Gemini's quotas for the pools of tenants with an `slo` (docs/cache.md);
     /// `None`: absent or `enabled = false`.
     pub cache: Option<memtide_config::quotas::QuotaTable>,
+    /// `[io]`: the disk the tenants share (docs/io.md).
+    pub io: IoSection,
     /// In file order; names are unique.
     pub tenants: Vec<TenantConfig>,
 }
@@ -188,6 +190,71 @@ impl Default for SharingSection {
     }
 }
 
+/// `[io]`: the block device the tenants share, divided by weights (docs/io.md).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IoSection {
+    /// `enabled = false`: manage the I/O of tenants with a `[tenant.io]` table.
+    pub enabled: bool,
+    /// `device = "/dev/vdb"`: the shared device, a path to its node or its name under
+    /// `/sys/block`; required when enabled, and checked to be a whole block device at load.
+    pub device: Option<String>,
+    /// `scheduler = "bfq"`: make BFQ the device's scheduler while memtide runs (the previous
+    /// one is given back at exit), or `"keep"` the one in force.
+    pub scheduler: IoScheduler,
+}
+
+/// `[io] scheduler`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IoScheduler {
+    /// BFQ while memtide runs: v1's blkio weights act only under BFQ.
+    #[default]
+    Bfq,
+    /// The scheduler in force (on cgroup v1 it must be BFQ already).
+    Keep,
+}
+
+/// `[tenant.io]`: a tenant's share of the disk, and caps where it asks for them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TenantIoConfig {
+    /// `weight = 100`: its proportional share while tenants contend (1..=1000).
+    pub weight: u32,
+    /// `latency_target = "20ms"`: the mean I/O latency it should see; while it sees more, its
+    /// weight is raised (up to 8x). None: its weight stays the configured one.
+    pub latency_target: Option<Duration>,
+    /// `read_iops`, `write_iops` (operations a second) and `read_bps`, `write_bps` (bytes a
+    /// second, sizes such as `"10M"`): hard caps, written as configured and never by policy.
+    pub caps: IoCaps,
+}
+
+/// A tenant's configured caps; `None` is no cap in that direction.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct IoCaps {
+    pub read_iops: Option<u64>,
+    pub write_iops: Option<u64>,
+    pub read_bps: Option<u64>,
+    pub write_bps: Option<u64>,
+}
+
+impl IoCaps {
+    /// No cap in any direction.
+    pub fn is_none(&self) -> bool {
+        *self == IoCaps::default()
+    }
+}
+
+impl TenantIoConfig {
+    /// The spec's disk: the weight and the target in µs.
+    pub fn disk_spec(&self) -> memtide_model::DiskSpec {
+        memtide_model::DiskSpec {
+            weight: self.weight,
+            latency_target_us: self
+                .latency_target
+                .map(|d| u32::try_from(d.as_micros()).unwrap_or(u32::MAX)),
+        }
+    }
+}
+
 /// Which active-memory estimator a tenant uses.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -232,6 +299,8 @@ pub struct TenantConfig {
     /// `isolated = false`: never ask this tenant to merge pages with others (page sharing
     /// across tenants is a timing side channel; docs/sharing.md).
     pub isolated: bool,
+    /// `[tenant.io]`: its share of the disk `[io]` manages (needs `[io] enabled = true`).
+    pub io: Option<TenantIoConfig>,
 }
 
 /// Which server an adapter speaks to: `kind = "redis" | "mariadb" | "memcached" | "jvm"`.
@@ -397,6 +466,7 @@ impl Default for DaemonConfig {
             balloon: BalloonSection::default(),
             sharing: SharingSection::default(),
             cache: None,
+            io: IoSection::default(),
             tenants: Vec::new(),
         }
     }

@@ -176,6 +176,52 @@ pub fn render(s: &Snapshot) -> String {
         "The mean latency the tenant's pool curve predicts at its cache quota, in seconds.",
         |t| t.cache.as_ref().map(|c| c.predicted_latency_us / 1e6),
     );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_disk_weight",
+        "The tenant's weight on the disk [io] manages (BFQ's, 1-1000).",
+        |t| t.disk.as_ref().and_then(|d| d.weight).map(f64::from),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_disk_latency_seconds",
+        "The I/O latency the tenant saw over the last tick, in seconds (on Linux the device's mean await); no series when it did no I/O.",
+        |t| t.disk.as_ref().and_then(|d| d.latency_ms).map(|ms| ms / 1e3),
+    );
+    family(
+        &mut out,
+        "memtide_tenant_disk_ops_total",
+        "counter",
+        "Operations the tenant completed on the disk [io] manages since memtide started watching it.",
+    );
+    for t in &s.tenants {
+        if let Some(d) = &t.disk {
+            sample(
+                &mut out,
+                "memtide_tenant_disk_ops_total",
+                &[("tenant", &t.name)],
+                d.ops_total as f64,
+            );
+        }
+    }
+    family(
+        &mut out,
+        "memtide_tenant_disk_bytes_total",
+        "counter",
+        "Bytes the tenant read and wrote on the disk [io] manages since memtide started watching it.",
+    );
+    for t in &s.tenants {
+        if let Some(d) = &t.disk {
+            sample(
+                &mut out,
+                "memtide_tenant_disk_bytes_total",
+                &[("tenant", &t.name)],
+                d.bytes_total as f64,
+            );
+        }
+    }
     family(
         &mut out,
         "memtide_tenant_refaults_total",
@@ -510,6 +556,16 @@ mod tests {
                 predicted_latency_us: 481.5,
                 utility: 0.0,
             }),
+            disk: Some(memtide_api::DiskSnapshot {
+                weight: Some(400),
+                base_weight: Some(100),
+                boost: Some(4),
+                latency_ms: Some(12.5),
+                target_ms: Some(5.0),
+                ops_total: 6000,
+                bytes_total: 24 << 20,
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
@@ -619,6 +675,9 @@ mod tests {
         t.swap_bytes = None;
         t.refaults_total = None;
         t.major_faults_total = None;
+        if let Some(d) = &mut t.disk {
+            d.latency_ms = None;
+        }
         s.host.pressure_some_avg10 = None;
         let (samples, _, _) = names(&render(&s));
         for gone in [
@@ -630,6 +689,7 @@ mod tests {
             "memtide_tenant_major_faults_total",
             "memtide_tenant_pressure_some_avg10",
             "memtide_host_pressure_some_avg10",
+            "memtide_tenant_disk_latency_seconds",
         ] {
             assert!(
                 !samples.iter().any(|n| n == gone),
@@ -713,6 +773,18 @@ memtide_tenant_cache_quota_bytes{tenant="db"} 201326592
 # HELP memtide_tenant_cache_predicted_latency_seconds The mean latency the tenant's pool curve predicts at its cache quota, in seconds.
 # TYPE memtide_tenant_cache_predicted_latency_seconds gauge
 memtide_tenant_cache_predicted_latency_seconds{tenant="db"} 0.0004815
+# HELP memtide_tenant_disk_weight The tenant's weight on the disk [io] manages (BFQ's, 1-1000).
+# TYPE memtide_tenant_disk_weight gauge
+memtide_tenant_disk_weight{tenant="db"} 400
+# HELP memtide_tenant_disk_latency_seconds The I/O latency the tenant saw over the last tick, in seconds (on Linux the device's mean await); no series when it did no I/O.
+# TYPE memtide_tenant_disk_latency_seconds gauge
+memtide_tenant_disk_latency_seconds{tenant="db"} 0.0125
+# HELP memtide_tenant_disk_ops_total Operations the tenant completed on the disk [io] manages since memtide started watching it.
+# TYPE memtide_tenant_disk_ops_total counter
+memtide_tenant_disk_ops_total{tenant="db"} 6000
+# HELP memtide_tenant_disk_bytes_total Bytes the tenant read and wrote on the disk [io] manages since memtide started watching it.
+# TYPE memtide_tenant_disk_bytes_total counter
+memtide_tenant_disk_bytes_total{tenant="db"} 25165824
 # HELP memtide_tenant_refaults_total Refaults (anon + file) since memtide started watching the tenant.
 # TYPE memtide_tenant_refaults_total counter
 memtide_tenant_refaults_total{tenant="db"} 12

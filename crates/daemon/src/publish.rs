@@ -3,7 +3,8 @@
 //! It reads the tick's `TickRecord` (the record every world writes, the one the simulator's
 //! timeline comes from), the world's events and the controller's view of each tenant, never
 //! the Linux host's own state: what a world reports is all it publishes. Lifetime fault totals
-//! are the sums of the records' per-tick counts since the tenant was adopted.
+//! are the sums of the records' per-tick counts since the tenant was adopted, and so are the
+//! disk operations and bytes of a tenant whose I/O `[io]` manages.
 //!
 //! Per tick it formats only what changed: a tenant's reason line is formatted again only when
 //! its figures changed, and the published decisions take the records added since the last tick
@@ -12,8 +13,8 @@
 use crate::config::DaemonConfig;
 use crate::log::{now_ms, Logger};
 use memtide_api::{
-    AppSnapshot, Counters, DecisionRecord, HostSnapshot, ResizeSnapshot, SharingSnapshot, Snapshot,
-    TenantSnapshot,
+    AppSnapshot, Counters, DecisionRecord, DiskSnapshot, HostSnapshot, ResizeSnapshot,
+    SharingSnapshot, Snapshot, TenantSnapshot,
 };
 use memtide_controller::Controller;
 use memtide_model::{LimitRail, Pages, Reason, TenantId, WorldEvent};
@@ -50,6 +51,8 @@ pub struct Publisher {
     /// Each tenant's application pool, from its agent's events (the pool's figures are the
     /// tick's note's when the planner wrote one).
     apps: BTreeMap<TenantId, AppSnapshot>,
+    /// Each I/O tenant's disk operations and bytes since it was adopted.
+    disk_totals: BTreeMap<TenantId, (u64, u64)>,
 }
 
 /// A tenant the daemon manages, as the publisher names it.
@@ -95,6 +98,7 @@ impl Publisher {
             reasons: BTreeMap::new(),
             unpublished: 0,
             apps: BTreeMap::new(),
+            disk_totals: BTreeMap::new(),
         }
     }
 
@@ -275,6 +279,8 @@ impl Publisher {
             .retain(|id, _| managed.iter().any(|m| m.id == *id));
         self.apps
             .retain(|id, _| managed.iter().any(|m| m.id == *id));
+        self.disk_totals
+            .retain(|id, _| managed.iter().any(|m| m.id == *id));
         let mut tenants = Vec::with_capacity(managed.len());
         for Managed {
             id,
@@ -295,6 +301,13 @@ impl Publisher {
             totals.0 = add(totals.0, refaults);
             totals.1 = add(totals.1, row.and_then(|r| r.major_faults));
             let (refaults_total, major_faults_total) = *totals;
+            let disk = row.and_then(|r| {
+                let io = r.disk?;
+                let totals = self.disk_totals.entry(*id).or_default();
+                totals.0 = totals.0.saturating_add(io.ops);
+                totals.1 = totals.1.saturating_add(io.bytes.0);
+                Some(disk_snapshot(io, r.reason.disk, *totals, elapsed_s))
+            });
             tenants.push(TenantSnapshot {
                 name: name.clone(),
                 cgroup: cgroup.clone(),
@@ -332,6 +345,7 @@ impl Publisher {
                 shared_bytes: row.and_then(|r| r.shared).map(|b| b.0),
                 sharing_profit_bytes: row.and_then(|r| r.sharing_profit),
                 cache: row.and_then(|r| r.reason.cache).map(cache_snapshot),
+                disk,
             });
             if self.dry_run {
                 if let Some(r) = row {
@@ -588,9 +602,67 @@ fn cache_snapshot(c: memtide_model::CacheNote) -> memtide_api::CacheSnapshot {
     }
 }
 
+/// A tenant's share of the disk as the API shows it: the tick's I/O (`io`), the planner's note
+/// (`None` for a tenant without a disk spec), its totals (operations, bytes) and the tick's
+/// length in seconds.
+fn disk_snapshot(
+    io: memtide_model::DiskIo,
+    note: Option<memtide_model::DiskNote>,
+    (ops_total, bytes_total): (u64, u64),
+    elapsed_s: Option<f64>,
+) -> DiskSnapshot {
+    DiskSnapshot {
+        weight: note.map(|n| n.weight).or(io.weight),
+        base_weight: note.map(|n| n.base),
+        boost: note.map(|n| 1u32 << n.boost),
+        cap_iops: io.cap_iops,
+        ops_per_s: elapsed_s.map(|s| io.ops as f64 / s),
+        bytes_per_s: elapsed_s.map(|s| io.bytes.0 as f64 / s),
+        latency_ms: io.latency_us.map(|us| us / 1000.0),
+        target_ms: note
+            .and_then(|n| n.target_us)
+            .map(|us| f64::from(us) / 1000.0),
+        ops_total,
+        bytes_total,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_disk_tenant_shows_the_planned_weight_its_rates_and_the_latency_against_its_target() {
+        let io = memtide_model::DiskIo {
+            weight: Some(200),
+            ops: 500,
+            bytes: memtide_model::Bytes(2 << 20),
+            latency_us: Some(12_300.0),
+            ..memtide_model::DiskIo::default()
+        };
+        let note = memtide_model::DiskNote {
+            weight: 400,
+            was: Some(200),
+            base: 100,
+            boost: 2,
+            latency_us: Some(12_300.0),
+            target_us: Some(5000),
+        };
+        let d = disk_snapshot(io, Some(note), (1500, 6 << 20), Some(0.5));
+        assert_eq!(
+            (d.weight, d.base_weight, d.boost),
+            (Some(400), Some(100), Some(4))
+        );
+        assert_eq!(
+            (d.ops_per_s, d.bytes_per_s),
+            (Some(1000.0), Some(4194304.0))
+        );
+        assert_eq!((d.latency_ms, d.target_ms), (Some(12.3), Some(5.0)));
+        assert_eq!((d.ops_total, d.bytes_total), (1500, 6 << 20));
+        // Without a note, the weight read; without a tick before, no rates.
+        let d = disk_snapshot(io, None, (0, 0), None);
+        assert_eq!((d.weight, d.boost, d.ops_per_s), (Some(200), None, None));
+    }
 
     fn publisher(kept: usize) -> Publisher {
         let mut config = DaemonConfig::default();

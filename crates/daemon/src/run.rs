@@ -13,7 +13,8 @@
 
 use crate::command::{Change, Refusal};
 use crate::config::{
-    DaemonConfig, EstimatorChoice, ParentCgroup, RailsSection, Reclaim, TenantConfig, TenantOrigin,
+    DaemonConfig, EstimatorChoice, IoScheduler, ParentCgroup, RailsSection, Reclaim, TenantConfig,
+    TenantOrigin,
 };
 use crate::log::Logger;
 use crate::publish::{Managed, Publisher};
@@ -21,8 +22,10 @@ use crate::state_file::{self, ApiChanges, StateError, StateFile, TenantChange};
 use memtide_controller::{Controller, ControllerConfig, World};
 use memtide_linux::fs::hierarchy;
 use memtide_linux::host::{
-    launched_cgroup_path, paths, HostOptions, LinuxError, LinuxHost, Placement, TenantRecord,
+    launched_cgroup_path, paths, HostOptions, IoOptions, LinuxError, LinuxHost, Placement,
+    TenantRecord,
 };
+use memtide_linux::io_cgroup::IoCap;
 use memtide_model::{
     Bytes, EstimatorConfig, Pages, SamplingConfig, TaxRate, TenantId, TenantSpec, WorkingSetConfig,
     WorldEvent,
@@ -56,7 +59,8 @@ pub enum DaemonError {
 
 impl DaemonError {
     /// True for errors in what the user gave (config, cgroup names, a cgroup another memtide
-    /// holds, every tenant refused): exit status 2.
+    /// holds, every tenant refused, a disk this host cannot divide as `[io]` asks): exit
+    /// status 2.
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
@@ -65,6 +69,9 @@ impl DaemonError {
                     LinuxError::UnknownCgroup { .. }
                         | LinuxError::OutsideParent { .. }
                         | LinuxError::Lock { .. }
+                        | LinuxError::IoNeedsBfq { .. }
+                        | LinuxError::NoBlkio { .. }
+                        | LinuxError::NoIoController { .. }
                 )
                 | DaemonError::State(state_file::StateError::InUse { .. })
                 | DaemonError::Balloon(
@@ -148,6 +155,8 @@ struct Daemon {
     started: Vec<(TenantId, Outcome)>,
     /// Set once `shutdown` ran.
     shut_down: bool,
+    /// The number of the next disk I/O failure to log (`IoFailure::seq`).
+    io_seen: u64,
 }
 
 impl Running {
@@ -227,6 +236,10 @@ impl Running {
                 );
             }
         }
+        // So is the device's scheduler, when memtide divides a disk.
+        if config.io.enabled {
+            host.enable_io(&io_options(&config, &state_path))?;
+        }
         let mut runner = Runner::new(host, controller, config.daemon.tick);
         for s in &slots {
             declare(&mut runner, s, &config);
@@ -255,6 +268,7 @@ impl Running {
                 observed: false,
                 started: Vec::new(),
                 shut_down: false,
+                io_seen: 0,
                 config,
             },
         })
@@ -451,6 +465,25 @@ impl Daemon {
                 ("readopting", json!(readopting)),
             ],
         );
+        if let Some(io) = service.runner().world().io() {
+            let device = io.device();
+            self.log.info(
+                "io",
+                &[
+                    ("device", json!(device.name())),
+                    ("dev", json!(device.dev().to_string())),
+                    ("weights", json!(io.interface().weight_file())),
+                    (
+                        "scheduler",
+                        json!(device
+                            .scheduler()
+                            .ok()
+                            .and_then(|s| s.active)
+                            .unwrap_or_else(|| "none".to_string())),
+                    ),
+                ],
+            );
+        }
         for i in 0..self.slots.len() {
             let name = self.slots[i].config.name.clone();
             if let Some(change) = service.changes().tenants.get(&name).cloned() {
@@ -602,6 +635,16 @@ impl Daemon {
                     "admitted",
                     &format!("{how} {}", slot.cgroup),
                 );
+                if let Some(why) = runner.world().io().and_then(|io| io.unmanaged(id)) {
+                    self.log.warn(
+                        "io_unmanaged",
+                        &[
+                            ("tenant", json!(slot.config.name)),
+                            ("why", json!(why)),
+                            ("memory", json!("managed")),
+                        ],
+                    );
+                }
             }
             Outcome::Waiting(why) => {
                 if slot.waiting.as_deref() != Some(why) {
@@ -700,12 +743,14 @@ impl Daemon {
         );
         keep(new.host != old.host, "host");
         keep(new.sharing != old.sharing, "sharing");
+        keep(new.io != old.io, "io");
         new.daemon = crate::config::DaemonSection {
             tick: new.daemon.tick,
             ..old.daemon.clone()
         };
         new.host = old.host.clone();
         new.sharing = old.sharing.clone();
+        new.io = old.io.clone();
         // Tenants outside the parent cannot be managed; they are skipped, the rest applies.
         let mut slots_ok = Vec::new();
         for t in &new.tenants {
@@ -743,6 +788,7 @@ impl Daemon {
                     && t.estimator == slot.config.estimator
                     && t.cap_at_estimate == slot.config.cap_at_estimate
                     && t.slo == slot.config.slo
+                    && disk_spec(t) == disk_spec(&slot.config)
             });
             if same && new.policy.sampling_period == self.config.policy.sampling_period {
                 kept_slots.push(slot);
@@ -827,8 +873,32 @@ impl Daemon {
 
     /// Changes a kept tenant's min, max and shares to the reloaded file's: through the
     /// controller when it runs (a refused change keeps the old ones), in its declaration
-    /// otherwise (a tenant refused before is tried again).
+    /// otherwise (a tenant refused before is tried again); then its disk caps, written at
+    /// once when it runs.
     fn retune(&mut self, service: &mut Service<LinuxHost>, slot: &mut Slot, t: &TenantConfig) {
+        let before = io_cap(&slot.config);
+        self.retune_memory(service, slot, t);
+        let cap = io_cap(t);
+        if slot.config == *t && cap != before {
+            match service.runner_mut().world_mut().set_io_cap(slot.id, cap) {
+                Ok(()) => self.log.info(
+                    "io_caps",
+                    &[("tenant", json!(t.name)), ("caps", json!(cap))],
+                ),
+                Err(e) => self.log.warn(
+                    "io_failed",
+                    &[("tenant", json!(t.name)), ("error", json!(e.to_string()))],
+                ),
+            }
+        }
+    }
+
+    fn retune_memory(
+        &mut self,
+        service: &mut Service<LinuxHost>,
+        slot: &mut Slot,
+        t: &TenantConfig,
+    ) {
         let running = service
             .runner()
             .tenant(slot.id)
@@ -888,6 +958,21 @@ impl Sink<LinuxHost> for Daemon {
         self.observed = true;
         if let Some(hub) = self.balloon.as_ref().map(|b| b.hub.clone()) {
             self.log_agent_events(&hub);
+        }
+        if let Some(io) = t.world.io() {
+            for f in io.failures_since(self.io_seen) {
+                let tenant = f.id.and_then(|id| {
+                    self.slots
+                        .iter()
+                        .find(|s| s.id == id)
+                        .map(|s| s.config.name.clone())
+                });
+                self.log.warn(
+                    "io_failed",
+                    &[("tenant", json!(tenant)), ("error", json!(f.error))],
+                );
+                self.io_seen = f.seq + 1;
+            }
         }
         let managed = std::mem::take(&mut self.managed);
         self.publisher.tick(
@@ -1137,6 +1222,8 @@ fn declare(runner: &mut Runner<LinuxHost>, s: &Slot, config: &DaemonConfig) {
     if launch.is_some() && config.daemon.dry_run {
         return;
     }
+    // Its caps, written as it attaches (a declaration changes nothing on the host).
+    let _ = runner.world_mut().set_io_cap(s.id, io_cap(&s.config));
     // An adapter needs the balloon socket, and starts nothing in a dry run.
     let adapter = s
         .config
@@ -1216,10 +1303,37 @@ fn apply_change_to_config(config: &mut TenantConfig, change: &TenantChange) {
     }
 }
 
+/// How memtide hands `config`'s `[io]` to the host: the device, BFQ or not, and where the
+/// scheduler in force is kept (beside the state file).
+fn io_options(config: &DaemonConfig, state_path: &Path) -> IoOptions {
+    IoOptions {
+        device: config.io.device.clone().unwrap_or_default(),
+        bfq: config.io.scheduler == IoScheduler::Bfq,
+        saved: state_path.parent().map(|d| d.join("io.json")),
+    }
+}
+
+/// A tenant's weight and latency target on the shared disk, from its `[tenant.io]`.
+fn disk_spec(t: &TenantConfig) -> Option<memtide_model::DiskSpec> {
+    t.io.as_ref().map(crate::config::TenantIoConfig::disk_spec)
+}
+
+/// A tenant's configured caps on the shared disk; `None` without any.
+fn io_cap(t: &TenantConfig) -> Option<IoCap> {
+    let caps = t.io.as_ref()?.caps;
+    (!caps.is_none()).then_some(IoCap {
+        read_iops: caps.read_iops,
+        write_iops: caps.write_iops,
+        read_bps: caps.read_bps.map(Bytes),
+        write_bps: caps.write_bps.map(Bytes),
+    })
+}
+
 fn spec(slot: &Slot, config: &DaemonConfig) -> TenantSpec {
     let t = &slot.config;
     TenantSpec {
-        disk: None,
+        // A tenant's disk is shared only when memtide manages the disk.
+        disk: disk_spec(t).filter(|_| config.io.enabled),
         id: slot.id,
         name: t.name.clone(),
         min: Bytes(t.min_bytes).to_pages_ceil(),

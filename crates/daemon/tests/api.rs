@@ -88,6 +88,7 @@ fn tenant(name: &str, (min, max, shares): Settings) -> TenantSnapshot {
         shared_bytes: None,
         sharing_profit_bytes: None,
         cache: None,
+        disk: None,
     }
 }
 

@@ -1,12 +1,13 @@
-//! Builds a [`DaemonConfig`] from the file as read (`schema.rs`): defaults filled in, then the checks serde cannot make, each error pointing at the field it names (ranges, addresses, cgroup paths, tenant names, the budget against the mins, cgroups that nest).
+//! Builds a [`DaemonConfig`] from the file as read (`schema.rs`): defaults filled in, then the checks serde cannot make, each error pointing at the field it names (ranges, addresses, cgroup paths, tenant names, the budget against the mins, cgroups that nest, the shared disk's device on this host).
 
 use super::schema::{
-    BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, SharingDoc, TenantDoc,
+    BalloonDoc, DaemonDoc, FileDoc, HostDoc, IoDoc, PolicyDoc, RailsDoc, SharingDoc, TenantDoc,
+    TenantIoDoc,
 };
 use super::{
-    cgroup_is_strictly_under, BalloonSection, DaemonConfig, DaemonSection, HostSection,
-    ParentCgroup, PolicySection, RailsSection, SharingSection, TenantConfig, TenantOrigin,
-    DEFAULT_SHARES,
+    cgroup_is_strictly_under, BalloonSection, DaemonConfig, DaemonSection, HostSection, IoCaps,
+    IoSection, ParentCgroup, PolicySection, RailsSection, SharingSection, TenantConfig,
+    TenantIoConfig, TenantOrigin, DEFAULT_SHARES,
 };
 use memtide_config::{ConfigError, Document, FieldPath};
 use memtide_model::written::format_size;
@@ -29,6 +30,10 @@ pub(crate) const MAX_SAMPLING_PERIOD: Duration = Duration::from_secs(3600);
 pub(crate) const MAX_DECISIONS_KEPT: u64 = 100_000;
 /// The fastest scan rate `[sharing]` takes, pages a second (40 GB/s of 4 KiB pages).
 pub(crate) const MAX_SCAN_RATE: u64 = 10_000_000;
+/// A tenant's disk weight when it does not say: BFQ's and iocost's default.
+pub(crate) const DEFAULT_IO_WEIGHT: u32 = 100;
+pub(crate) const MIN_LATENCY_TARGET: Duration = Duration::from_micros(100);
+pub(crate) const MAX_LATENCY_TARGET: Duration = Duration::from_secs(60);
 
 fn root() -> FieldPath {
     FieldPath::root()
@@ -42,6 +47,7 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
     let rails = rails(doc, file.rails.unwrap_or_default())?;
     let balloon = balloon(doc, file.balloon.unwrap_or_default(), &daemon)?;
     let sharing = sharing(doc, file.sharing.unwrap_or_default())?;
+    let io = io(doc, file.io.unwrap_or_default(), &host)?;
     let cache_given = file.cache.is_some();
     let cache = match file.cache {
         Some(c) => c.build(doc, &root().key("cache"))?,
@@ -56,6 +62,14 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
             ));
         }
     }
+    if !io.enabled {
+        if let Some(i) = tenants.iter().position(|t| t.io.is_some()) {
+            return Err(doc.error(
+                &root().key("tenant").index(i).key("io"),
+                "needs [io] enabled = true and the device the tenants share",
+            ));
+        }
+    }
     Ok(DaemonConfig {
         daemon,
         host,
@@ -64,7 +78,111 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
         balloon,
         sharing,
         cache,
+        io,
         tenants,
+    })
+}
+
+/// `[io]`: when enabled, a device that is a whole block device on this host (its node, or its
+/// name under `<proc_root>/sys/block`).
+fn io(doc: &Document, t: IoDoc, host: &HostSection) -> Result<IoSection> {
+    let at = root().key("io");
+    let d = IoSection::default();
+    let enabled = t.enabled.unwrap_or(d.enabled);
+    let device = match t.device {
+        Some(text) if text.is_empty() || text.contains('\0') => {
+            return Err(doc.error(
+                &at.key("device"),
+                "is not a device; expected a path such as \"/dev/vdb\" or a name under /sys/block such as \"vdb\"",
+            ))
+        }
+        other => other,
+    };
+    match &device {
+        Some(text) if enabled => {
+            if let Err(why) = block_device(&host.proc_root.join("sys"), text) {
+                return Err(doc.error(
+                    &at.key("device"),
+                    format!("is not a whole block device on this host: {why}"),
+                ));
+            }
+        }
+        Some(_) => {}
+        None if enabled => {
+            return Err(doc.error(
+                &at,
+                "has enabled = true and no device; name the block device the tenants share, \
+                 such as device = \"/dev/vdb\"",
+            ))
+        }
+        None => {}
+    }
+    Ok(IoSection {
+        enabled,
+        device,
+        scheduler: t.scheduler.unwrap_or(d.scheduler),
+    })
+}
+
+/// Whether `text` names a whole block device: a path to a block device node (or a link to
+/// one) whose name is under `<sysfs>/block`, or such a name. The error says what is wrong.
+fn block_device(sysfs: &std::path::Path, text: &str) -> std::result::Result<(), String> {
+    use memtide_linux::block::BlockDevice;
+    use std::os::unix::fs::FileTypeExt;
+    if !text.contains('/') {
+        return BlockDevice::by_name(sysfs, text)
+            .map(|_| ())
+            .map_err(|e| e.to_string());
+    }
+    let path = std::path::Path::new(text);
+    let meta = std::fs::metadata(path).map_err(|e| format!("{text}: {e}"))?;
+    if !meta.file_type().is_block_device() {
+        return Err(format!("{text} is not a block device node"));
+    }
+    BlockDevice::by_path(sysfs, path).map(|_| ()).map_err(|e| {
+        format!(
+            "{e} (a partition or another node: weights and schedulers belong to the whole disk)"
+        )
+    })
+}
+
+/// `[tenant.io]`: a weight BFQ takes, a target within reach, caps of at least 1.
+fn tenant_io(doc: &Document, at: &FieldPath, t: TenantIoDoc) -> Result<TenantIoConfig> {
+    let weights = memtide_model::DiskSpec::WEIGHTS;
+    let weight = match t.weight {
+        None => DEFAULT_IO_WEIGHT,
+        Some(w) if w >= u64::from(*weights.start()) && w <= u64::from(*weights.end()) => w as u32,
+        Some(_) => {
+            return Err(doc.error(
+                &at.key("weight"),
+                format!(
+                    "must be between {} and {} (BFQ's weights)",
+                    weights.start(),
+                    weights.end()
+                ),
+            ))
+        }
+    };
+    let latency_target = duration_in(
+        doc,
+        at.key("latency_target"),
+        t.latency_target,
+        (MIN_LATENCY_TARGET, MAX_LATENCY_TARGET),
+        "0.1ms and 60s",
+    )?;
+    let at_least_one = |key: &str, v: Option<u64>| match v {
+        Some(0) => Err(doc.error(&at.key(key), "must be at least 1; leave it out for no cap")),
+        other => Ok(other),
+    };
+    Ok(TenantIoConfig {
+        weight,
+        latency_target,
+        caps: IoCaps {
+            read_iops: at_least_one("read_iops", t.read_iops)?,
+            write_iops: at_least_one("write_iops", t.write_iops)?,
+            read_bps: at_least_one("read_bps", t.read_bps.map(|s| s.bytes()))?,
+            write_bps: at_least_one("write_bps", t.write_bps.map(|s| s.bytes()))?,
+        },
     })
 }
 
@@ -479,6 +597,10 @@ fn tenant(
         app,
         isolated: t.isolated.unwrap_or(false),
         slo: t.slo.map(|s| s.build(doc, &at.key("slo"))).transpose()?,
+        io: t
+            .io
+            .map(|io| tenant_io(doc, &at.key("io"), io))
+            .transpose()?,
     })
 }
 

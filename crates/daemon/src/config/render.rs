@@ -1,7 +1,8 @@
 //! Writes a [`DaemonConfig`] back as a configuration file, every default spelled out, through the same serde structs the file is read with (so sizes and durations are written the one way they are read).
 
 use super::schema::{
-    AppDoc, BalloonDoc, DaemonDoc, FileDoc, HostDoc, PolicyDoc, RailsDoc, SharingDoc, TenantDoc,
+    AppDoc, BalloonDoc, DaemonDoc, FileDoc, HostDoc, IoDoc, PolicyDoc, RailsDoc, SharingDoc,
+    TenantDoc, TenantIoDoc,
 };
 use super::{AppServer, DaemonConfig, TenantOrigin};
 use memtide_config::quotas::{QuotasDoc, SloDoc};
@@ -55,6 +56,11 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
             cpu_budget: Some(c.sharing.cpu_budget),
         }),
         cache: c.cache.as_ref().map(QuotasDoc::of),
+        io: Some(IoDoc {
+            enabled: Some(c.io.enabled),
+            device: c.io.device.clone(),
+            scheduler: Some(c.io.scheduler),
+        }),
         tenant: c
             .tenants
             .iter()
@@ -72,6 +78,14 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
                 cap_at_estimate: Some(t.cap_at_estimate),
                 isolated: Some(t.isolated),
                 slo: t.slo.map(SloDoc::of),
+                io: t.io.as_ref().map(|io| TenantIoDoc {
+                    weight: Some(u64::from(io.weight)),
+                    latency_target: io.latency_target.map(Duration),
+                    read_iops: io.caps.read_iops,
+                    write_iops: io.caps.write_iops,
+                    read_bps: io.caps.read_bps.map(Size),
+                    write_bps: io.caps.write_bps.map(Size),
+                }),
                 app: t.app.as_ref().map(|a| {
                     let path =
                         |p: &Option<PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());

@@ -1,6 +1,6 @@
 //! The daemon's configuration file as written: one serde struct per table, unknown keys refused, sizes and durations in their one syntax (`memtide_config::{Size, Duration}`); `build.rs` checks and converts it, `render.rs` writes a config back through the same structs.
 
-use super::{EstimatorChoice, LogFormat, Reclaim};
+use super::{EstimatorChoice, IoScheduler, LogFormat, Reclaim};
 use memtide_config::quotas::{QuotasDoc, SloDoc};
 use memtide_config::{Duration, Size};
 use serde::{Deserialize, Serialize};
@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a table of [daemon], [host], [policy], [rails], [balloon], [sharing], [cache] and [[tenant]]"
+    expecting = "a table of [daemon], [host], [policy], [rails], [balloon], [sharing], [cache], [io] and [[tenant]]"
 )]
 pub(super) struct FileDoc {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -26,6 +26,8 @@ pub(super) struct FileDoc {
     pub(super) sharing: Option<SharingDoc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) cache: Option<QuotasDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) io: Option<IoDoc>,
     /// `[[tenant]]`, one table per tenant.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(super) tenant: Vec<TenantDoc>,
@@ -92,6 +94,15 @@ pub(super) struct SharingDoc {
     pub(super) cpu_budget: Option<f64>,
 }
 
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "the [io] table")]
+pub(super) struct IoDoc {
+    pub(super) enabled: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) device: Option<String>,
+    pub(super) scheduler: Option<IoScheduler>,
+}
+
 #[derive(Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "a [[tenant]] table")]
 pub(super) struct TenantDoc {
@@ -111,6 +122,25 @@ pub(super) struct TenantDoc {
     pub(super) app: Option<AppDoc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) slo: Option<SloDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) io: Option<TenantIoDoc>,
+}
+
+/// `[tenant.io]`: the tenant's weight on the shared disk, its latency target and its caps.
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "a [tenant.io] table")]
+pub(super) struct TenantIoDoc {
+    pub(super) weight: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) latency_target: Option<Duration>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) read_iops: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) write_iops: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) read_bps: Option<Size>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) write_bps: Option<Size>,
 }
 
 /// `[tenant.app]`: the tenant's server, reached through `memtide-adapter`.

@@ -134,6 +134,24 @@ const BAD: &[(&str, &str, &str, &str)] = &[
     ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nslo = { kind = \"best-effort\" }\n", "tenant[0].slo", "", "needs [cache]"),
     ("[cache]\nbudget = \"1G\"\n[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nslo = { kind = \"strict\", target_us = 0 }\n", "tenant[0].slo.target_us", "0", "must be more than 0"),
     ("[cache]\nbudget = \"1G\"\nsteps = 5000\n", "cache.steps", "5000", "must be between 2 and 1024"),
+    // [io] and [tenant.io]
+    ("[io]\nscheduler = \"cfq\"\n", "io.scheduler", "\"cfq\"", "unknown variant `cfq`, expected `bfq` or `keep`"),
+    ("[io]\nenabled = true\n", "io", "", "has enabled = true and no device"),
+    ("[io]\nenabled = true\ndevice = \"/dev/memtide-no-such-disk\"\n", "io.device", "\"/dev/memtide-no-such-disk\"", "is not a whole block device on this host: /dev/memtide-no-such-disk: No such file"),
+    ("[io]\nenabled = true\ndevice = \"/etc/hostname\"\n", "io.device", "\"/etc/hostname\"", "/etc/hostname is not a block device node"),
+    ("[io]\nenabled = true\ndevice = \"memtide-no-such-disk\"\n", "io.device", "\"memtide-no-such-disk\"", "no block device \"memtide-no-such-disk\" at /sys/block/memtide-no-such-disk"),
+    ("[io]\ndevice = \"\"\n", "io.device", "\"\"", "is not a device"),
+    ("[io]\nenable = true\n", "io.enable", "true", "unknown field `enable`, expected one of `enabled`, `device`, `scheduler`"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[tenant.io]\nweight = 200\n", "tenant[0].io", "", "needs [io] enabled = true"),
+    ("[io]\nenabled = false\n[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\nio = {}\n", "tenant[0].io", "", "needs [io] enabled = true"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[tenant.io]\nweight = 0\n", "tenant[0].io.weight", "0", "must be between 1 and 1000"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[tenant.io]\nweight = 1001\n", "tenant[0].io.weight", "1001", "must be between 1 and 1000"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[tenant.io]\nlatency_target = \"2m\"\n", "tenant[0].io.latency_target", "\"2m\"", "between 0.1ms and 60s"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[tenant.io]\nlatency_target = 20\n", "tenant[0].io.latency_target", "20", "expected a duration"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[tenant.io]\nwrite_iops = 0\n", "tenant[0].io.write_iops", "0", "must be at least 1; leave it out for no cap"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[tenant.io]\nread_bps = \"0\"\n", "tenant[0].io.read_bps", "\"0\"", "must be at least 1"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[tenant.io]\nwrite_bps = \"10X\"\n", "tenant[0].io.write_bps", "\"10X\"", "unknown unit"),
+    ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[tenant.io]\niops = 5\n", "tenant[0].io.iops", "5", "unknown field `iops`, expected one of `weight`"),
     // across sections
     ("[host]\nbudget = \"100M\"\n[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmin = \"64M\"\nmax = \"1G\"\n[[tenant]]\nname = \"b\"\ncgroup = \"/b\"\nmin = \"64M\"\nmax = \"1G\"\n",
         "host.budget", "\"100M\"", "is less than the sum of the tenants' min (128M)"),
@@ -437,6 +455,7 @@ fn a_full_file_reads_every_key() {
             miss_us: 4000.0,
             steps: 32,
         }),
+        io: IoSection::default(),
         tenants: vec![
             TenantConfig {
                 name: "db".into(),
@@ -462,6 +481,7 @@ fn a_full_file_reads_every_key() {
                     target_us: 400.0,
                     slack: 0.1,
                 }),
+                io: None,
             },
             TenantConfig {
                 name: "web.1".into(),
@@ -476,6 +496,7 @@ fn a_full_file_reads_every_key() {
                 app: None,
                 isolated: true,
                 slo: Some(memtide_model::Slo::BestEffort),
+                io: None,
             },
         ],
     };
@@ -489,6 +510,86 @@ fn a_full_file_reads_every_key() {
         Some("/memtide/db")
     );
     assert!(c.tenant("nope").is_none());
+}
+
+/// A host root with one block device, `loop7`, in its sysfs.
+fn fake_disk() -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let dev = tmp.path().join("sys/block/loop7");
+    std::fs::create_dir_all(&dev).unwrap();
+    std::fs::write(dev.join("dev"), "7:7\n").unwrap();
+    tmp
+}
+
+fn io_file(root: &Path) -> String {
+    format!(
+        "[host]\nproc_root = \"{}\"\n[io]\nenabled = true\ndevice = \"loop7\"\nscheduler = \"keep\"\n\
+         {ADOPT_A}[tenant.io]\nweight = 400\nlatency_target = \"20ms\"\nwrite_iops = 500\nread_bps = \"10M\"\n\
+         [[tenant]]\nname = \"b\"\ncgroup = \"/memtide/b\"\nmax = \"1G\"\nio = {{}}\n\
+         [[tenant]]\nname = \"c\"\ncgroup = \"/memtide/c\"\nmax = \"1G\"\n",
+        root.display()
+    )
+}
+
+#[test]
+fn io_reads_the_device_and_each_tenant_s_weight_target_and_caps() {
+    let root = fake_disk();
+    let c = parse_ok(&io_file(root.path()));
+    assert_eq!(
+        c.io,
+        IoSection {
+            enabled: true,
+            device: Some("loop7".into()),
+            scheduler: IoScheduler::Keep,
+        }
+    );
+    let a = c.tenants[0].io.as_ref().unwrap();
+    assert_eq!(a.weight, 400);
+    assert_eq!(a.latency_target, Some(Duration::from_millis(20)));
+    assert_eq!(
+        a.caps,
+        IoCaps {
+            write_iops: Some(500),
+            read_bps: Some(10 * MIB),
+            ..IoCaps::default()
+        }
+    );
+    assert_eq!(
+        a.disk_spec(),
+        memtide_model::DiskSpec {
+            weight: 400,
+            latency_target_us: Some(20_000)
+        }
+    );
+    let b = c.tenants[1].io.as_ref().unwrap();
+    assert_eq!((b.weight, b.latency_target), (100, None), "defaults");
+    assert!(b.caps.is_none());
+    assert_eq!(
+        c.tenants[2].io, None,
+        "a tenant without [tenant.io] is not managed"
+    );
+    assert_eq!(parse_ok(&c.to_toml()), c, "{}", c.to_toml());
+    // The default: disabled, BFQ when enabled.
+    let d = parse_ok("");
+    assert_eq!((d.io.enabled, d.io.scheduler), (false, IoScheduler::Bfq));
+}
+
+#[test]
+fn a_device_path_must_be_a_block_device_node() {
+    let root = fake_disk();
+    let node = root.path().join("loop7");
+    std::fs::write(&node, "").unwrap();
+    let text = format!(
+        "[host]\nproc_root = \"{}\"\n[io]\nenabled = true\ndevice = \"{}\"\n",
+        root.path().display(),
+        node.display()
+    );
+    let msg = parse(&text).unwrap_err().to_string();
+    assert!(
+        msg.contains("io.device") && msg.contains("is not a block device node"),
+        "{msg}"
+    );
+    assert!(!msg.contains('\n'), "{msg}");
 }
 
 #[test]
