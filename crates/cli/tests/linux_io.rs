@@ -1,10 +1,16 @@
-//! Disk I/O on this machine's real kernel (issue 14, Lai et al.): two tenants' blkio cgroups on a loop device under BFQ, running fio, with memtide's `IoCgroup` writing the weights and caps. A busy tenant beside an idle one loses throughput and latency (the mean, and the tail of the direction held back) to an IOPS cap that BFQ's weights (work-conserving) do not cost it; with both busy, the split follows the weights; and afterwards the weights and caps, the scheduler, the loop device and the cgroups are all given back.
+//! Disk I/O on this machine's real kernel (issue 14, Lai et al.), on a loop device. First memtide's `IoCgroup` alone: two tenants' blkio cgroups under BFQ running fio; a busy tenant beside an idle one loses throughput and latency (the mean, and the tail of the direction held back) to an IOPS cap that BFQ's weights (work-conserving) do not cost it; with both busy, the split follows the weights; and afterwards the weights and caps, the scheduler, the loop device and the cgroups are all given back. Then `memtide daemon` with `[io]`: it sets BFQ, reports each tenant's I/O in the API, raises the weight of a launched fio tenant that misses its latency target (its share of the disk rises), writes an adopted tenant's configured cap, and after SIGTERM the scheduler, weights and caps are back; configurations it cannot run exit 2 with one line and change nothing.
 
 mod linux_host;
 
-use linux_host::disk::{disk, FioResult, Tenant, TIMEOUT};
+use linux_host::disk::{
+    blkio_dir, disk, disk_without_bfq, BlkioCgroup, FioResult, Tenant, TIMEOUT,
+};
+use linux_host::{daemon_to_exit, linux, Daemon, Toucher};
+use memtide_api::Snapshot;
 use memtide_linux::io_cgroup::{DevNum, IoCap};
-use std::time::Instant;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// Database-like commits: 8 connections each writing 4 KiB at random and flushing it.
 const COMMIT: &[&str] = &[
@@ -209,4 +215,332 @@ fn an_iops_cap_costs_a_busy_tenant_what_weights_do_not_and_bfq_splits_the_disk_b
         scheduler_before.as_deref().unwrap_or("none"),
         started.elapsed().as_secs_f64()
     );
+}
+
+/// The launched tenants' fio job: the mixed job above, on and on (the daemon stops it).
+fn fio_command(name: &str, node: &str) -> String {
+    let args = [
+        "fio".to_string(),
+        format!("--name={name}"),
+        format!("--filename={node}"),
+        "--bs=4k".into(),
+        "--direct=1".into(),
+        "--rw=randrw".into(),
+        "--rwmixread=70".into(),
+        "--ioengine=libaio".into(),
+        "--iodepth=16".into(),
+        "--time_based".into(),
+        "--runtime=600".into(),
+        "--randrepeat=0".into(),
+    ];
+    let quoted: Vec<String> = args.iter().map(|a| format!("{a:?}")).collect();
+    format!("[{}]", quoted.join(", "))
+}
+
+/// The daemon's config: two launched fio tenants at weight 100 ("target" with `target`'s
+/// latency target, if any) and the adopted tenant at `capped` (weight 500, writes capped at
+/// `write_iops`).
+fn io_config(node: &str, target: Option<&str>, capped: &str, write_iops: u64) -> String {
+    let latency = target.map_or(String::new(), |t| format!("latency_target = \"{t}\"\n"));
+    format!(
+        r#"
+[daemon]
+tick = "1s"
+listen = "{{listen}}"
+state_file = "{{state}}"
+
+[host]
+parent = "self"
+budget = "4G"
+
+[io]
+enabled = true
+device = "{node}"
+
+[[tenant]]
+name = "target"
+command = {target_cmd}
+min = "16M"
+max = "1G"
+[tenant.io]
+weight = 100
+{latency}
+[[tenant]]
+name = "other"
+command = {other_cmd}
+min = "16M"
+max = "1G"
+[tenant.io]
+weight = 100
+
+[[tenant]]
+name = "capped"
+cgroup = "{capped}"
+min = "16M"
+max = "1G"
+[tenant.io]
+weight = 500
+write_iops = {write_iops}
+"#,
+        target_cmd = fio_command("target", node),
+        other_cmd = fio_command("other", node),
+    )
+}
+
+/// Tenant `name`'s disk in `s`.
+fn disk_of(s: &Snapshot, name: &str) -> Option<memtide_api::DiskSnapshot> {
+    s.tenants.iter().find(|t| t.name == name)?.disk.clone()
+}
+
+/// The operations "target" and "other" completed over `secs` seconds, from the API's
+/// totals, and the latency the API reported for "target" each second (ms).
+fn window(daemon: &mut Daemon, secs: u64) -> (u64, u64, Vec<f64>) {
+    let total = |s: &Snapshot, n: &str| disk_of(s, n).map_or(0, |d| d.ops_total);
+    let first = daemon.status();
+    let mut latencies = Vec::new();
+    let mut last = first.clone();
+    for _ in 0..secs {
+        std::thread::sleep(Duration::from_secs(1));
+        last = daemon.status();
+        if let Some(ms) = disk_of(&last, "target").and_then(|d| d.latency_ms) {
+            latencies.push(ms);
+        }
+    }
+    (
+        total(&last, "target") - total(&first, "target"),
+        total(&last, "other") - total(&first, "other"),
+        latencies,
+    )
+}
+
+fn mean(v: &[f64]) -> f64 {
+    v.iter().sum::<f64>() / v.len().max(1) as f64
+}
+
+fn read_trim(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|e| format!("({e})"))
+}
+
+#[test]
+fn the_daemon_raises_a_tenant_missing_its_latency_target_caps_as_configured_and_gives_everything_back(
+) {
+    let test = "the_daemon_raises_a_tenant_missing_its_latency_target_caps_as_configured_and_gives_everything_back";
+    let started = Instant::now();
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let Some(disk) = disk_without_bfq(test) else {
+        return;
+    };
+    let node = disk.node().display().to_string();
+    let dev = disk.device().dev();
+    let device = disk.device().clone();
+    let scheduler_before = disk.scheduler_before.clone();
+    assert_ne!(
+        scheduler_before.as_deref(),
+        Some("bfq"),
+        "the daemon is to set BFQ itself"
+    );
+
+    // The adopted tenant: its own weight 250, no cap, a process that does no I/O.
+    let capped = linux.cgroup("capped");
+    let capped_blkio = BlkioCgroup::at(&capped.path);
+    let weight_file = capped_blkio.dir.join("blkio.bfq.weight");
+    let cap_file = capped_blkio.dir.join("blkio.throttle.write_iops_device");
+    std::fs::write(&weight_file, "250").expect("weigh the adopted tenant 250");
+    let child = Command::new("sh")
+        .arg("-c")
+        .arg("echo $$ > \"$0\"/cgroup.procs && echo $$ > \"$1\"/cgroup.procs && exec sleep 600")
+        .arg(capped.dir())
+        .arg(&capped_blkio.dir)
+        .stdin(Stdio::null())
+        .spawn()
+        .expect("start sleep");
+    let _sleeper = Toucher(child);
+    let until = Instant::now() + Duration::from_secs(5);
+    while capped.cgroup.pids().map_or(true, |p| p.is_empty()) {
+        assert!(Instant::now() < until, "the sleeper never joined");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let own = linux.hierarchy.own_cgroup.trim_end_matches('/').to_string();
+    let launched_blkio: Vec<_> = ["target", "other"]
+        .iter()
+        .map(|n| blkio_dir(&format!("{own}/{n}")))
+        .collect();
+
+    // 1. Equal weights, no target: the API reports both tenants' I/O and weights.
+    let dir = tempfile::tempdir().unwrap();
+    let mut daemon = Daemon::start(dir.path(), &io_config(&node, None, &capped.path, 1000), &[]);
+    let io_json = dir.path().join("io.json");
+    daemon.wait_until(
+        "both fio tenants' I/O in the API",
+        Duration::from_secs(30),
+        |s| {
+            ["target", "other"]
+                .iter()
+                .all(|n| disk_of(s, n).is_some_and(|d| d.ops_total > 0 && d.latency_ms.is_some()))
+        },
+    );
+    assert_eq!(
+        device.scheduler().unwrap().active.as_deref(),
+        Some("bfq"),
+        "the daemon set BFQ"
+    );
+    assert!(
+        io_json.is_file(),
+        "the scheduler before is kept beside the state file"
+    );
+    for d in &launched_blkio {
+        assert!(d.is_dir(), "{} made for its launched tenant", d.display());
+    }
+    let s = daemon.wait_until(
+        "the adopted tenant weighed 500",
+        Duration::from_secs(10),
+        |s| disk_of(s, "capped").and_then(|d| d.weight) == Some(500),
+    );
+    let capped_disk = disk_of(&s, "capped").unwrap();
+    assert_eq!(read_trim(&weight_file), "500");
+    assert_eq!(
+        read_trim(&cap_file),
+        format!("{dev} 1000"),
+        "the configured cap"
+    );
+    assert_eq!(capped_disk.cap_iops, Some(1000));
+    std::thread::sleep(Duration::from_secs(2));
+    let (a_target, a_other, a_lat) = window(&mut daemon, 8);
+    let s = daemon.status();
+    let target = disk_of(&s, "target").unwrap();
+    assert_eq!(target.weight, Some(100));
+    assert!(target.ops_per_s.is_some_and(|r| r > 0.0), "{target:?}");
+    let share_a = a_target as f64 / (a_target + a_other).max(1) as f64;
+    let lat_a = mean(&a_lat);
+    println!(
+        "daemon 1. weights 100:100: target {:.0} IOPS, other {:.0} IOPS, target's share {share_a:.3}; device await {lat_a:.2} ms (each second: {a_lat:.2?})",
+        a_target as f64 / 8.0,
+        a_other as f64 / 8.0,
+    );
+    assert!(
+        a_target > 0 && a_other > 0,
+        "both did I/O: {a_target}, {a_other}"
+    );
+
+    // 2. A target half the contended disk's await, and the cap raised, by SIGHUP: the target
+    //    tenant is started again under its new spec; its weight doubles to 800.
+    let target_ms = (lat_a / 2.0).max(0.1);
+    let target_text = format!("{target_ms:.1}ms");
+    std::fs::write(
+        &daemon.config,
+        io_config(&node, Some(&target_text), &capped.path, 2000)
+            .replace("{listen}", &daemon.addr.to_string())
+            .replace("{state}", &daemon.state.display().to_string()),
+    )
+    .unwrap();
+    let reload_at = Instant::now();
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(daemon.pid() as i32, libc::SIGHUP);
+    }
+    daemon.wait_for_log(&["reloaded"], Duration::from_secs(10));
+    let s = daemon.wait_until(
+        "the target's weight raised to 800",
+        Duration::from_secs(30),
+        |s| disk_of(s, "target").and_then(|d| d.weight) == Some(800),
+    );
+    let raised_in = reload_at.elapsed();
+    let reason = s
+        .tenants
+        .iter()
+        .find(|t| t.name == "target")
+        .map(|t| t.reason.clone())
+        .unwrap();
+    println!(
+        "daemon 2. target {target_text}: weight 800 {:.1} s after SIGHUP; reason: {reason}",
+        raised_in.as_secs_f64()
+    );
+    assert!(
+        reason.contains("disk weight 800 (100 x8: ") && reason.contains(" > target "),
+        "the reason says why: {reason}"
+    );
+    assert_eq!(
+        read_trim(&cap_file),
+        format!("{dev} 2000"),
+        "the cap rewritten on reload"
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let (b_target, b_other, b_lat) = window(&mut daemon, 8);
+    let share_b = b_target as f64 / (b_target + b_other).max(1) as f64;
+    let lat_b = mean(&b_lat);
+    let s = daemon.status();
+    let weights = (
+        disk_of(&s, "target").and_then(|d| d.weight),
+        disk_of(&s, "other").and_then(|d| d.weight),
+    );
+    println!(
+        "daemon 3. weights {weights:?}: target {:.0} IOPS, other {:.0} IOPS, target's share {share_b:.3} ({:.2}x of 1.); device await {lat_b:.2} ms (each second: {b_lat:.2?}); b/a split target/other {:.2} before, {:.2} after",
+        b_target as f64 / 8.0,
+        b_other as f64 / 8.0,
+        share_b / share_a,
+        a_target as f64 / a_other.max(1) as f64,
+        b_target as f64 / b_other.max(1) as f64,
+    );
+    assert_eq!(weights, (Some(800), Some(100)));
+    assert!(
+        share_b > share_a * 1.3 && share_b > 0.6,
+        "the raised tenant's share should rise: {share_a:.3} -> {share_b:.3}"
+    );
+
+    // 3. SIGTERM: everything memtide changed is given back.
+    assert!(daemon.signal_and_wait(libc::SIGTERM).success());
+    assert_eq!(
+        device.scheduler().unwrap().active,
+        scheduler_before,
+        "the scheduler is back"
+    );
+    assert_eq!(
+        read_trim(&weight_file),
+        "250",
+        "the adopted tenant's weight is back"
+    );
+    assert_eq!(read_trim(&cap_file), "", "the cap is gone");
+    for d in &launched_blkio {
+        assert!(!d.exists(), "{} is left", d.display());
+    }
+    assert!(!io_json.exists(), "the kept scheduler is removed");
+    assert!(!daemon.state.exists(), "the state file is removed");
+    let log = daemon.log_text();
+    println!(
+        "daemon 4. after SIGTERM: scheduler {:?}, adopted weight 250, no cap, launched blkio cgroups removed; {} io_failed lines",
+        scheduler_before.as_deref().unwrap_or("none"),
+        log.lines().filter(|l| l.contains("io_failed")).count()
+    );
+
+    // 4. Configurations it cannot run: exit 2, one line, nothing changed.
+    let no_io = format!(
+        "[daemon]\nlisten = \"{{listen}}\"\nstate_file = \"{{state}}\"\n[host]\nparent = \"self\"\n\
+         [[tenant]]\nname = \"capped\"\ncgroup = \"{}\"\nmax = \"1G\"\n[tenant.io]\nweight = 200\n",
+        capped.path
+    );
+    let no_device = format!(
+        "[daemon]\nlisten = \"{{listen}}\"\nstate_file = \"{{state}}\"\n[host]\nparent = \"self\"\n\
+         [io]\nenabled = true\ndevice = \"/dev/memtide-no-such-disk\"\n\
+         [[tenant]]\nname = \"capped\"\ncgroup = \"{}\"\nmax = \"1G\"\n[tenant.io]\nweight = 200\n",
+        capped.path
+    );
+    for (config, field, what) in [
+        (no_io, "tenant[0].io", "needs [io] enabled = true"),
+        (no_device, "io.device", "is not a whole block device"),
+    ] {
+        let tmp = tempfile::tempdir().unwrap();
+        let (code, stderr, state) = daemon_to_exit(tmp.path(), &config);
+        println!("daemon 5. {field}: exit {code}: {}", stderr.trim());
+        assert_eq!(code, 2, "{stderr}");
+        assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
+        assert!(stderr.contains(field) && stderr.contains(what), "{stderr}");
+        assert!(!state.exists() && !tmp.path().join("io.json").exists());
+        assert_eq!(device.scheduler().unwrap().active, scheduler_before);
+        assert_eq!(read_trim(&weight_file), "250");
+    }
+    println!("daemon test: {:.0} s", started.elapsed().as_secs_f64());
 }

@@ -1,4 +1,4 @@
-//! A disk for the I/O tests: a loop device over a file on a real disk filesystem (direct I/O, under BFQ through `memtide_linux::block`), blkio test cgroups under our own, and fio runs inside them; everything — fio, cgroups, scheduler, loop device, file — is removed on drop, also after a panic.
+//! A disk for the I/O tests: a loop device over a file on a real disk filesystem (direct I/O, under BFQ through `memtide_linux::block`, or left on its own scheduler for the daemon to change), blkio test cgroups under our own or at a memory cgroup's path, and fio runs inside them; everything — fio, cgroups, scheduler, loop device, file — is removed on drop, also after a panic.
 
 use super::redis::find_program;
 use super::{remove_tree, skip_or_fail};
@@ -35,9 +35,20 @@ pub struct Disk {
     pub out: tempfile::TempDir,
 }
 
-/// A disk for `test`, or `None` after skipping (or failing under `MEMTIDE_REQUIRE_LINUX=1`)
-/// when root, blkio v1, a real disk filesystem for the file, losetup, fio or BFQ is missing.
+/// A disk under BFQ for `test`, or `None` after skipping (or failing under
+/// `MEMTIDE_REQUIRE_LINUX=1`) when root, blkio v1, a real disk filesystem for the file,
+/// losetup, fio or BFQ is missing.
 pub fn disk(test: &str) -> Option<Disk> {
+    disk_with(test, true)
+}
+
+/// A disk on the scheduler the kernel gave it (BFQ checked to be available, then given
+/// back), for a test where memtide sets BFQ itself.
+pub fn disk_without_bfq(test: &str) -> Option<Disk> {
+    disk_with(test, false)
+}
+
+fn disk_with(test: &str, bfq: bool) -> Option<Disk> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         skip_or_fail(test, "needs root for loop devices and blkio cgroups");
@@ -104,7 +115,8 @@ pub fn disk(test: &str) -> Option<Disk> {
     let device = BlockDevice::by_path(Path::new("/sys"), &node).expect("the loop device in sysfs");
     disk.scheduler_before = device.scheduler().expect("read its scheduler").active;
     match device.use_bfq(TIMEOUT) {
-        Ok(guard) => disk.scheduler = Some(guard),
+        Ok(guard) if bfq => disk.scheduler = Some(guard),
+        Ok(mut guard) => guard.restore().expect("give the scheduler back"),
         Err(e) => {
             skip_or_fail(test, &format!("BFQ on {}: {e}", node.display()));
             return None;
@@ -113,26 +125,73 @@ pub fn disk(test: &str) -> Option<Disk> {
     let dio = std::fs::read_to_string(format!("/sys/block/{}/loop/dio", device.name()))
         .unwrap_or_default();
     println!(
-        "disk: {} ({}) over {} ({} MiB), direct I/O {}, scheduler {:?} -> bfq",
+        "disk: {} ({}) over {} ({} MiB), direct I/O {}, scheduler {:?}{}",
         node.display(),
         device.dev(),
         disk.backing.display(),
         SIZE >> 20,
         dio.trim(),
         disk.scheduler_before.as_deref().unwrap_or("none"),
+        if bfq { " -> bfq" } else { "" },
     );
     disk.device = Some(device);
     Some(disk)
 }
 
-/// Our own cgroup's directory in the v1 blkio hierarchy, from mountinfo and /proc/self/cgroup.
-fn own_blkio_cgroup() -> Option<PathBuf> {
+/// The v1 blkio hierarchy's mount, from mountinfo.
+fn blkio_mount() -> Option<memtide_linux::fs::hierarchy::Mount> {
     let mountinfo = Path::new("/proc/self/mountinfo");
     let text = std::fs::read_to_string(mountinfo).ok()?;
-    let mount = parse_mountinfo(mountinfo, &text)
+    parse_mountinfo(mountinfo, &text)
         .ok()?
         .into_iter()
-        .find(|m| m.fstype == "cgroup" && m.super_options.iter().any(|o| o == "blkio"))?;
+        .find(|m| m.fstype == "cgroup" && m.super_options.iter().any(|o| o == "blkio"))
+}
+
+/// The directory of the blkio cgroup at `path` (a cgroup path, as the memory hierarchy names
+/// one): where memtide's `[io]` finds an adopted tenant's blkio cgroup.
+pub fn blkio_dir(path: &str) -> PathBuf {
+    let mount = blkio_mount().expect("a blkio hierarchy");
+    let below = path
+        .strip_prefix(mount.root.trim_end_matches('/'))
+        .unwrap_or(path);
+    mount.mount_point.join(below.trim_start_matches('/'))
+}
+
+/// A blkio cgroup the test made at a memory cgroup's path, and the parents it had to make;
+/// removed (with anything in it) on drop.
+pub struct BlkioCgroup {
+    pub dir: PathBuf,
+    created: Vec<PathBuf>,
+}
+
+impl BlkioCgroup {
+    /// Makes the blkio cgroup at cgroup path `path`, and what leads to it.
+    pub fn at(path: &str) -> BlkioCgroup {
+        let dir = blkio_dir(path);
+        let mut created = Vec::new();
+        let mut at = dir.clone();
+        while !at.exists() {
+            created.push(at.clone());
+            at = at.parent().expect("under the mount").to_path_buf();
+        }
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}", dir.display()));
+        BlkioCgroup { dir, created }
+    }
+}
+
+impl Drop for BlkioCgroup {
+    fn drop(&mut self) {
+        // Deepest first: `created` runs from the cgroup up.
+        for d in &self.created {
+            remove_tree(d);
+        }
+    }
+}
+
+/// Our own cgroup's directory in the v1 blkio hierarchy, from mountinfo and /proc/self/cgroup.
+fn own_blkio_cgroup() -> Option<PathBuf> {
+    let mount = blkio_mount()?;
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let path = own.lines().find_map(|line| {
         let mut parts = line.splitn(3, ':');
