@@ -132,13 +132,6 @@ pub struct IoOriginals {
     pub caps: Vec<(DevNum, IoCap)>,
 }
 
-impl IoOriginals {
-    /// Nothing changed, nothing to give back.
-    pub fn is_empty(&self) -> bool {
-        self.weight.is_none() && self.caps.is_empty()
-    }
-}
-
 /// A blkio (v1) or io (v2) cgroup directory, and what it had before memtide's first change.
 #[derive(Debug)]
 pub struct IoCgroup {
@@ -518,7 +511,11 @@ mod tests {
         cg.restore(TIMEOUT).unwrap();
         assert_eq!(read(d, "blkio.bfq.weight"), "100");
         assert_eq!(read(d, "blkio.throttle.write_iops_device"), "7:0 0");
-        assert!(cg.originals().is_empty());
+        assert_eq!(
+            cg.originals(),
+            &IoOriginals::default(),
+            "nothing left to give back"
+        );
     }
 
     #[test]
