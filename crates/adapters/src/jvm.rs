@@ -777,6 +777,7 @@ impl Pool for JvmPool {
             evictions: 0,
             dirty_bytes: 0,
             curve: None,
+            durability: None,
         })
     }
 

@@ -34,6 +34,15 @@
 //!   only the latter); dirty_bytes = `Innodb_buffer_pool_pages_dirty` × page size. A missing
 //!   counter is a refusal naming it, never 0 — except evictions, which are 0 on a server that
 //!   has neither LRU counter.
+//! - **Durability.** With each reading, the settings that decide what a commit costs the disk
+//!   (`SHOW GLOBAL VARIABLES WHERE Variable_name IN (...)`: `innodb_flush_log_at_trx_commit`,
+//!   `sync_binlog`, `innodb_log_buffer_size`, `innodb_write_io_threads`) and the sync counters
+//!   (`Innodb_data_fsyncs`, `Innodb_os_log_fsyncs`, `Innodb_log_waits`, `Binlog_commits`,
+//!   `Binlog_group_commits`, in the same `SHOW GLOBAL STATUS`), sent as `stats.durability`: a
+//!   figure the server lacks is left out, never 0 (MariaDB 10.8 and later have no
+//!   `Innodb_os_log_fsyncs`: their `Innodb_data_fsyncs` counts the redo log's fsyncs too). memtide
+//!   advises on them (Lai et al.); the adapter never changes them. Reading them needs no
+//!   privilege.
 //! - **Time-outs.** Connect, read and write: 5 s ([`IO_TIMEOUT`]). The `SET` runs on a
 //!   connection of its own whose read time-out is the resize deadline, since the in-place engine
 //!   holds the statement until the resize is over.
@@ -51,6 +60,7 @@
 
 use crate::server::Pool;
 use memtide_balloon::agent::{PoolStats, Refusal};
+use memtide_balloon::protocol::Durability;
 use mysql::prelude::Queryable;
 use mysql::{Conn, Opts, OptsBuilder};
 use std::collections::BTreeMap;
@@ -328,8 +338,58 @@ fn number(map: &BTreeMap<String, String>, key: &str) -> Result<u64, Refusal> {
         .map_err(|_| Refusal::new(format!("mariadb: {key} = {v:?} is not a number")))
 }
 
-/// The pool's statistics from `SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_%'`.
-fn stats_of(status: &BTreeMap<String, String>, page: u64) -> Result<PoolStats, Refusal> {
+/// The pool's counters and the sync counters, in one reading.
+const STATUS: &str = "SHOW GLOBAL STATUS WHERE Variable_name LIKE 'Innodb_buffer_pool_%' OR \
+                      Variable_name IN ('Innodb_data_fsyncs', 'Innodb_os_log_fsyncs', \
+                      'Innodb_log_waits', 'Binlog_commits', 'Binlog_group_commits')";
+
+/// The durability settings.
+const DURABILITY_SETTINGS: &str = "SHOW GLOBAL VARIABLES WHERE Variable_name IN \
+                                   ('innodb_flush_log_at_trx_commit', 'sync_binlog', \
+                                   'innodb_log_buffer_size', 'innodb_write_io_threads')";
+
+/// A figure the server may not have: `None` when it has not (never 0), a refusal naming it
+/// when it is not a number of `T`'s range.
+fn optional<T: TryFrom<u64>>(
+    map: &BTreeMap<String, String>,
+    key: &str,
+) -> Result<Option<T>, Refusal> {
+    if !map.contains_key(key) {
+        return Ok(None);
+    }
+    let n = number(map, key)?;
+    T::try_from(n)
+        .map(Some)
+        .map_err(|_| Refusal::new(format!("mariadb: {key} = {n} is out of range")))
+}
+
+/// The durability settings (`vars`) and sync counters (`status`) the server has; `None` when
+/// it has none of them.
+fn durability_of(
+    vars: &BTreeMap<String, String>,
+    status: &BTreeMap<String, String>,
+) -> Result<Option<Durability>, Refusal> {
+    let d = Durability {
+        flush_log_at_trx_commit: optional(vars, "innodb_flush_log_at_trx_commit")?,
+        sync_binlog: optional(vars, "sync_binlog")?,
+        log_buffer_bytes: optional(vars, "innodb_log_buffer_size")?,
+        write_io_threads: optional(vars, "innodb_write_io_threads")?,
+        data_fsyncs: optional(status, "innodb_data_fsyncs")?,
+        log_fsyncs: optional(status, "innodb_os_log_fsyncs")?,
+        log_waits: optional(status, "innodb_log_waits")?,
+        binlog_commits: optional(status, "binlog_commits")?,
+        binlog_group_commits: optional(status, "binlog_group_commits")?,
+    };
+    Ok(Some(d).filter(|d| *d != Durability::default()))
+}
+
+/// The pool's statistics from [`STATUS`], with the durability figures of `vars`
+/// ([`DURABILITY_SETTINGS`]) and `status`.
+fn stats_of(
+    status: &BTreeMap<String, String>,
+    vars: &BTreeMap<String, String>,
+    page: u64,
+) -> Result<PoolStats, Refusal> {
     let data = number(status, "innodb_buffer_pool_pages_data")?;
     let dirty = number(status, "innodb_buffer_pool_pages_dirty")?;
     let requests = number(status, "innodb_buffer_pool_read_requests")?;
@@ -349,6 +409,7 @@ fn stats_of(status: &BTreeMap<String, String>, page: u64) -> Result<PoolStats, R
         evictions: freed.unwrap_or(0).saturating_add(flushed.unwrap_or(0)),
         dirty_bytes: dirty.saturating_mul(page),
         curve: None,
+        durability: durability_of(vars, status)?,
     })
 }
 
@@ -431,13 +492,12 @@ impl Pool for MariadbPool {
     }
 
     /// Pages holding data and dirty pages (× `innodb_page_size`), logical reads served from
-    /// the pool and those that went to disk, pages the LRU evicted.
+    /// the pool and those that went to disk, pages the LRU evicted; the durability settings
+    /// and sync counters.
     fn stats(&mut self) -> Result<PoolStats, Refusal> {
-        let s = show(
-            &mut self.conn,
-            "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_%'",
-        )?;
-        stats_of(&s, self.geometry.page)
+        let status = show(&mut self.conn, STATUS)?;
+        let vars = show(&mut self.conn, DURABILITY_SETTINGS)?;
+        stats_of(&status, &vars, self.geometry.page)
     }
 }
 
@@ -669,7 +729,7 @@ mod tests {
             ("Innodb_buffer_pool_pages_lru_freed", "7"),
             ("Innodb_buffer_pool_pages_LRU_flushed", "3"),
         ]);
-        let st = stats_of(&s, 16384).unwrap();
+        let st = stats_of(&s, &map(&[]), 16384).unwrap();
         assert_eq!(st.used_bytes, 1000 * 16384);
         assert_eq!(st.dirty_bytes, 10 * 16384);
         assert_eq!((st.hits, st.misses, st.evictions), (480, 20, 10));
@@ -682,17 +742,68 @@ mod tests {
             ("Innodb_buffer_pool_pages_dirty", "10"),
             ("Innodb_buffer_pool_read_requests", "500"),
         ]);
-        let r = stats_of(&s, 16384).unwrap_err();
+        let r = stats_of(&s, &map(&[]), 16384).unwrap_err();
         assert!(
             r.reason.contains("innodb_buffer_pool_reads"),
             "{}",
             r.reason
         );
         s.insert("innodb_buffer_pool_reads".into(), "20".into());
-        assert_eq!(stats_of(&s, 16384).unwrap().evictions, 0);
+        assert_eq!(stats_of(&s, &map(&[]), 16384).unwrap().evictions, 0);
         s.insert("innodb_buffer_pool_pages_data".into(), "lots".into());
-        let r = stats_of(&s, 16384).unwrap_err();
+        let r = stats_of(&s, &map(&[]), 16384).unwrap_err();
         assert!(r.reason.contains("not a number"), "{}", r.reason);
+    }
+
+    #[test]
+    fn durability_is_the_settings_and_sync_counters_the_server_has() {
+        // What MariaDB 10.11.19 answers: no Innodb_os_log_fsyncs.
+        let vars = map(&[
+            ("innodb_flush_log_at_trx_commit", "1"),
+            ("sync_binlog", "1"),
+            ("innodb_log_buffer_size", "16777216"),
+            ("innodb_write_io_threads", "4"),
+        ]);
+        let status = map(&[
+            ("Innodb_data_fsyncs", "506"),
+            ("Innodb_log_waits", "0"),
+            ("Binlog_commits", "500"),
+            ("Binlog_group_commits", "480"),
+        ]);
+        assert_eq!(
+            durability_of(&vars, &status).unwrap(),
+            Some(Durability {
+                flush_log_at_trx_commit: Some(1),
+                sync_binlog: Some(1),
+                log_buffer_bytes: Some(16 << 20),
+                write_io_threads: Some(4),
+                data_fsyncs: Some(506),
+                log_fsyncs: None,
+                log_waits: Some(0),
+                binlog_commits: Some(500),
+                binlog_group_commits: Some(480),
+            })
+        );
+        assert_eq!(
+            durability_of(&map(&[]), &map(&[])).unwrap(),
+            None,
+            "a server with none of them"
+        );
+    }
+
+    #[test]
+    fn a_durability_figure_that_is_no_number_of_its_range_is_a_refusal_naming_it() {
+        let r = durability_of(&map(&[("sync_binlog", "often")]), &map(&[])).unwrap_err();
+        assert!(r.reason.contains("sync_binlog"), "{}", r.reason);
+        let r = durability_of(
+            &map(&[("innodb_flush_log_at_trx_commit", "300")]),
+            &map(&[]),
+        )
+        .unwrap_err();
+        assert_eq!(
+            r.reason,
+            "mariadb: innodb_flush_log_at_trx_commit = 300 is out of range"
+        );
     }
 
     #[test]

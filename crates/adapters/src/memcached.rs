@@ -371,6 +371,7 @@ impl Pool for MemcachedPool {
             evictions: number(&stats, "stats", "evictions")?,
             dirty_bytes: 0,
             curve: None,
+            durability: None,
         })
     }
 }

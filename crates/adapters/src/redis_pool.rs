@@ -144,6 +144,7 @@ impl Pool for RedisPool {
             evictions: Self::number(&stats, "evicted_keys")?,
             dirty_bytes: 0,
             curve: None,
+            durability: None,
         })
     }
 }

@@ -345,6 +345,7 @@ impl Pool {
             evictions: self.evictions.load(Ordering::Relaxed),
             dirty_bytes: 0,
             curve: curve.and_then(Curve::last),
+            durability: None,
         }
     }
 }

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use memtide_balloon::agent::{Agent, AgentError, AgentState, PoolStats, Refusal, StartError};
-use memtide_balloon::protocol::{CurvePoint, ErrorCode, PoolInfo, PoolKind, MAX_LINE_BYTES};
+use memtide_balloon::protocol::{
+    CurvePoint, Durability, ErrorCode, PoolInfo, PoolKind, MAX_LINE_BYTES,
+};
 use memtide_balloon::vectors::{App, Player, Step};
 use serde_json::{json, Map, Value};
 
@@ -204,6 +206,98 @@ fn a_curve_that_breaks_the_rules_is_left_out_and_recorded_and_the_stats_are_sent
         agent.last_error().unwrap().to_string(),
         "the application's miss-ratio curve is not sent: bad_field: stats.curve[1][1] = 0.5: above the previous point's 0.4: an LRU pool never misses more when larger"
     );
+    agent.stop();
+}
+
+/// An agent whose stats callback reports `durability`.
+fn agent_with_durability(memtide: &Memtide, durability: Durability) -> Agent {
+    Agent::builder(pool())
+        .socket(&memtide.path)
+        .on_shrink(|_| Ok(()))
+        .on_grow(|_| Ok(()))
+        .stats(move || PoolStats {
+            hits: 10,
+            durability: Some(durability),
+            ..PoolStats::default()
+        })
+        .start()
+        .unwrap()
+}
+
+#[test]
+fn the_application_s_durability_figures_are_sent_with_its_stats() {
+    let memtide = Memtide::listen();
+    let agent = agent_with_durability(
+        &memtide,
+        Durability {
+            flush_log_at_trx_commit: Some(1),
+            sync_binlog: Some(1),
+            log_buffer_bytes: Some(16 << 20),
+            binlog_commits: Some(500),
+            ..Durability::default()
+        },
+    );
+    let (stats, _player) = first_stats(&memtide);
+    assert_eq!(
+        stats["durability"],
+        json!({"flush_log_at_trx_commit": 1, "sync_binlog": 1,
+               "log_buffer_bytes": 16 << 20, "binlog_commits": 500})
+    );
+    assert!(agent.last_error().is_none());
+    agent.stop();
+}
+
+#[test]
+fn durability_that_breaks_the_rules_is_left_out_and_recorded_and_the_stats_are_sent() {
+    let memtide = Memtide::listen();
+    let agent = agent_with_durability(
+        &memtide,
+        Durability {
+            write_io_threads: Some(0),
+            ..Durability::default()
+        },
+    );
+    let (stats, _player) = first_stats(&memtide);
+    assert!(!stats.contains_key("durability"), "{stats:?}");
+    assert_eq!(stats["hits"], 10);
+    assert_eq!(
+        agent.last_error().unwrap().to_string(),
+        "the application's durability figures are not sent: bad_field: stats.durability.write_io_threads = 0 is not an integer in [1, 64]"
+    );
+    agent.stop();
+}
+
+#[test]
+fn durability_counters_that_fall_back_after_a_server_restart_are_sent_as_they_are() {
+    let memtide = Memtide::listen();
+    let calls = Arc::new(AtomicU64::new(0));
+    let agent = Agent::builder(pool())
+        .socket(&memtide.path)
+        .on_shrink(|_| Ok(()))
+        .on_grow(|_| Ok(()))
+        .stats(move || PoolStats {
+            durability: Some(Durability {
+                data_fsyncs: Some(if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    1000
+                } else {
+                    5
+                }),
+                ..Durability::default()
+            }),
+            ..PoolStats::default()
+        })
+        .start()
+        .unwrap();
+    let mut player = memtide.accept();
+    player
+        .play(&[
+            expect(json!({"type": "hello"})),
+            welcome(50),
+            expect(json!({"type": "stats", "durability": {"data_fsyncs": 1000}})),
+            expect(json!({"type": "stats", "durability": {"data_fsyncs": 5}})),
+        ])
+        .unwrap();
+    assert!(agent.last_error().is_none());
     agent.stop();
 }
 

@@ -10,6 +10,7 @@
 use crate::curve::MissCurve;
 use crate::decision::{Mechanism, Mechanisms};
 use crate::disk::DiskIo;
+use crate::durability::Durability;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -124,6 +125,11 @@ pub struct AppBalloonLever {
     /// and the step about 18% slower than before the curve existed (criterion
     /// `controller_step/10000`, the fastest of four alternating runs; 4% boxed).
     pub curve: Option<Box<MissCurve>>,
+    /// A database's durability settings and its fsync, log-wait and commit rates, as its
+    /// agent last reported them (`None` from an agent that reports none: only a database's
+    /// does). What `memtide_policy::advice` advises on; never moved. Boxed as the curve is:
+    /// most tenants have none, and an observation is read for every tenant each step.
+    pub durability: Option<Box<Durability>>,
     /// The latest target sent to the agent and its answer so far (`None` before the first).
     pub answer: Option<AppAnswer>,
     /// Time since the agent's last statistics.
@@ -231,6 +237,7 @@ mod tests {
                 hits: None,
                 misses: None,
                 curve: None,
+                durability: None,
                 answer: None,
                 silent_for: Duration::ZERO,
                 dead_after: Duration::from_secs(5),

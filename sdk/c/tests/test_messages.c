@@ -187,9 +187,12 @@ void message_vector_tests(void)
         const char *direction = jt_string(vector, "direction");
         if (direction != NULL && strcmp(direction, "to_memtide") == 0 && !jt_bool(vector, "valid"))
             continue;
-        /* The library sends no miss-ratio curve (stats.curve is optional): it cannot build one. */
+        /* The library sends no miss-ratio curve (stats.curve is optional): it cannot build one.
+         * Nor durability figures (stats.durability is optional): only a database has them, and
+         * memtide-adapter sends a MariaDB's. */
         if (direction != NULL && strcmp(direction, "to_memtide") == 0 &&
-            jt_get(jt_get(vector, "message"), "curve") != NULL)
+            (jt_get(jt_get(vector, "message"), "curve") != NULL ||
+             jt_get(jt_get(vector, "message"), "durability") != NULL))
             continue;
         snprintf(name, sizeof name, "messages.json %s: %s", direction ? direction : "?",
                  jt_string(vector, "name") ? jt_string(vector, "name") : "?");

@@ -38,6 +38,8 @@ pub fn free_port() -> u16 {
 pub struct Mariadbd {
     child: Option<Child>,
     pool: String,
+    /// Options after the test defaults (the later of two wins).
+    args: Vec<String>,
     pub port: u16,
     /// The memory cgroup the server runs in (its `cgroup.procs`), when given one.
     cgroup: Option<PathBuf>,
@@ -54,6 +56,12 @@ impl Mariadbd {
     /// As [`Mariadbd::start`], the server in the memory cgroup `cg` (so that what it uses, and
     /// nothing else, is that cgroup's usage).
     pub fn start_in(pool: &str, cg: Option<&super::TestCgroup>) -> Mariadbd {
+        Mariadbd::start_with(pool, cg, &[])
+    }
+
+    /// As [`Mariadbd::start_in`], with `args` after the test's own options (`--log-bin`,
+    /// `--sync-binlog=1`: the later of two wins).
+    pub fn start_with(pool: &str, cg: Option<&super::TestCgroup>, args: &[&str]) -> Mariadbd {
         let dir = tempfile::Builder::new().prefix("mdb").tempdir().unwrap();
         let data = dir.path().join("data");
         // Its own temporary directory: bootstraps running at once in a shared /tmp collide on
@@ -79,6 +87,7 @@ impl Mariadbd {
         let mut m = Mariadbd {
             child: None,
             pool: pool.to_string(),
+            args: args.iter().map(|a| a.to_string()).collect(),
             port: free_port(),
             cgroup: cg.map(|c| c.dir.join("cgroup.procs")),
             dir,
@@ -135,6 +144,7 @@ impl Mariadbd {
                 "--innodb-buffer-pool-load-at-startup=0",
                 "--innodb-buffer-pool-dump-at-shutdown=0",
             ])
+            .args(&self.args)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

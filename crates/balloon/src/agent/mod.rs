@@ -66,7 +66,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use crate::protocol::{CurvePoint, ErrorMessage, PoolInfo, ProtocolError};
+use crate::protocol::{CurvePoint, Durability, ErrorMessage, PoolInfo, ProtocolError};
 
 /// The environment variable that names the balloon socket.
 pub const SOCKET_ENV: &str = "MEMTIDE_BALLOON_SOCKET";
@@ -79,7 +79,8 @@ pub const DEFAULT_SOCKET: &str = "/run/memtide/balloon.sock";
 /// The agent keeps what it sends valid: `used_bytes` and `dirty_bytes` at most the pool's size,
 /// every figure at most 2^53 − 1, the counters never lower than they were last sent, and a
 /// curve that breaks the protocol's rules ([`check_curve`](crate::protocol::check_curve)) left out (and recorded as
-/// [`AgentError::Curve`]) while the rest is sent.
+/// [`AgentError::Curve`]) while the rest is sent; likewise durability figures
+/// ([`check_durability`](crate::protocol::check_durability), [`AgentError::Durability`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PoolStats {
     /// The part of the pool holding data.
@@ -99,6 +100,11 @@ pub struct PoolStats {
     /// ([`CurvePoint::new`] makes a point of a ratio). memtide chooses cache sizes by it when
     /// the tenant has a latency objective. `None` (the default) sends no curve.
     pub curve: Option<Vec<CurvePoint>>,
+    /// A database's durability settings and sync counters ([`Durability`]: each figure the
+    /// server has, the counters since it started, which may fall back when it restarts):
+    /// memtide reports them with advice on the settings (Lai et al.), and never changes them.
+    /// `None` (the default) sends none.
+    pub durability: Option<Durability>,
 }
 
 /// A shrink or grow callback's answer when it did not reach the target.
@@ -210,6 +216,9 @@ pub enum AgentError {
 
     #[error("the application's miss-ratio curve is not sent: {0}")]
     Curve(ProtocolError),
+
+    #[error("the application's durability figures are not sent: {0}")]
+    Durability(ProtocolError),
 }
 
 /// Why an agent did not start.

@@ -16,8 +16,8 @@ use super::resize::{Job, Resizer};
 use super::{AgentError, AgentState, PoolStats, Refusal, ResizeFn, Shared, StatsFn};
 use crate::line::{Line, LineReader, MAX_LINE_BYTES};
 use crate::protocol::{
-    check_curve, truncate_to, AgentMessage, Bye, ErrorCode, ErrorMessage, Hello, MemtideMessage,
-    PoolInfo, Progress, ProgressStatus, ProtocolError, Stats, Target, MAX_INTEGER,
+    check_curve, check_durability, truncate_to, AgentMessage, Bye, ErrorCode, ErrorMessage, Hello,
+    MemtideMessage, PoolInfo, Progress, ProgressStatus, ProtocolError, Stats, Target, MAX_INTEGER,
     MAX_REASON_BYTES,
 };
 
@@ -535,11 +535,21 @@ impl Runner {
             evictions: counter(app.evictions, self.sent.evictions),
             dirty_bytes: app.dirty_bytes.min(pool),
             curve: None,
+            durability: None,
         };
         let curve = app.curve.filter(|curve| match check_curve(curve) {
             Ok(()) => true,
             Err(e) => {
                 self.shared.record(AgentError::Curve(e));
+                false
+            }
+        });
+        // The server's own counters: they may fall back (a restart), so they are not held up
+        // as the pool's are.
+        let durability = app.durability.filter(|d| match check_durability(d) {
+            Ok(()) => true,
+            Err(e) => {
+                self.shared.record(AgentError::Durability(e));
                 false
             }
         });
@@ -550,6 +560,7 @@ impl Runner {
             misses: self.sent.misses,
             evictions: self.sent.evictions,
             dirty_bytes: self.sent.dirty_bytes,
+            durability,
             curve,
         });
         send(session, &stats)

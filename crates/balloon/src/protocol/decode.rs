@@ -3,9 +3,10 @@
 use serde_json::{Map, Value};
 
 use super::{
-    AgentMessage, Bye, CurvePoint, ErrorCode, ErrorMessage, Hello, MemtideMessage, PoolInfo,
-    PoolKind, Progress, ProgressStatus, ProtocolError, Stats, Target, Welcome, MAX_APP_BYTES,
-    MAX_CURVE_POINTS, MAX_INTEGER, MAX_LINE_BYTES, MAX_REASON_BYTES, PROTOCOL_VERSION,
+    AgentMessage, Bye, CurvePoint, Durability, ErrorCode, ErrorMessage, Hello, MemtideMessage,
+    PoolInfo, PoolKind, Progress, ProgressStatus, ProtocolError, Stats, Target, Welcome,
+    MAX_APP_BYTES, MAX_CURVE_POINTS, MAX_INTEGER, MAX_LINE_BYTES, MAX_REASON_BYTES,
+    PROTOCOL_VERSION,
 };
 
 /// The longest rendering of a value quoted in an error message, so that the error's own line
@@ -250,6 +251,7 @@ fn stats(fields: &Fields) -> Result<Stats, ProtocolError> {
         misses: fields.integer("misses", 0)?,
         evictions: fields.integer("evictions", 0)?,
         dirty_bytes: fields.integer("dirty_bytes", 0)?,
+        durability: durability(fields)?,
         curve: curve(fields)?,
     };
     for (field, value) in [
@@ -264,6 +266,59 @@ fn stats(fields: &Fields) -> Result<Stats, ProtocolError> {
         }
     }
     Ok(stats)
+}
+
+/// The optional `stats.durability`: an object whose fields are each optional, each an integer
+/// of the wire within its own range ([`Durability::FIELDS`]); fields it does not know are
+/// ignored.
+fn durability(fields: &Fields) -> Result<Option<Durability>, ProtocolError> {
+    let Some(value) = fields.object.get("durability") else {
+        return Ok(None);
+    };
+    let Value::Object(object) = value else {
+        return Err(fields.bad(
+            "durability",
+            format!(
+                "= {}: not an object of durability settings and counters",
+                quote(value)
+            ),
+        ));
+    };
+    let mut values = [None; 9];
+    for (slot, (name, least, most)) in values.iter_mut().zip(Durability::FIELDS) {
+        if let Some(value) = object.get(name) {
+            let field = format!("durability.{name}");
+            *slot = Some(fields.integer_in(&field, value, least, most)?);
+        }
+    }
+    let [flush, sync, buffer, threads, data_fsyncs, log_fsyncs, log_waits, commits, groups] =
+        values;
+    // Each value is within its field's range (above), so every conversion holds.
+    Ok(Some(Durability {
+        flush_log_at_trx_commit: flush.and_then(|v| u8::try_from(v).ok()),
+        sync_binlog: sync.and_then(|v| u32::try_from(v).ok()),
+        log_buffer_bytes: buffer,
+        write_io_threads: threads.and_then(|v| u32::try_from(v).ok()),
+        data_fsyncs,
+        log_fsyncs,
+        log_waits,
+        binlog_commits: commits,
+        binlog_group_commits: groups,
+    }))
+}
+
+/// The rules of durability figures built in code ([`super::check_durability`]): each value
+/// within its field's range, named as the decoder names it.
+pub(super) fn check_durability(durability: &Durability) -> Result<(), ProtocolError> {
+    for (value, (name, least, most)) in durability.values().into_iter().zip(Durability::FIELDS) {
+        if let Some(value) = value.filter(|v| !(least..=most).contains(v)) {
+            return Err(ProtocolError::new(
+                ErrorCode::BadField,
+                format!("stats.durability.{name} = {value} is not an integer in [{least}, {most}]"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The optional `stats.curve`: an array of 1 to 16 `[pool_bytes, miss_ratio]` pairs, each
@@ -415,10 +470,22 @@ impl Fields<'_> {
     /// `value`, named `field` in errors, as an integer in `[least, 2^53 − 1]` written without
     /// fraction or exponent.
     fn integer_value(&self, field: &str, value: &Value, least: u64) -> Result<u64, ProtocolError> {
-        let range = || format!("in [{least}, {MAX_INTEGER}]");
+        self.integer_in(field, value, least, MAX_INTEGER)
+    }
+
+    /// `value`, named `field` in errors, as an integer in `[least, most]` (`most` at most
+    /// 2^53 − 1) written without fraction or exponent.
+    fn integer_in(
+        &self,
+        field: &str,
+        value: &Value,
+        least: u64,
+        most: u64,
+    ) -> Result<u64, ProtocolError> {
+        let range = || format!("in [{least}, {most}]");
         match value {
             Value::Number(number) => match number.as_u64() {
-                Some(n) if (least..=MAX_INTEGER).contains(&n) => Ok(n),
+                Some(n) if (least..=most).contains(&n) => Ok(n),
                 Some(n) => Err(self.bad(field, format!("= {n} is not an integer {}", range()))),
                 // serde_json reads `-0` as a float: with the negative integers it is out of
                 // range rather than fractional.
@@ -962,6 +1029,193 @@ mod tests {
                 "{ratio}: {}",
                 error.message
             );
+        }
+    }
+
+    const DURABILITY: &str = r#"{"flush_log_at_trx_commit":1,"sync_binlog":1,"log_buffer_bytes":16777216,"write_io_threads":4,"data_fsyncs":50612,"log_waits":0,"binlog_commits":50000,"binlog_group_commits":41000}"#;
+
+    fn stats_with_durability(durability: &str) -> Result<AgentMessage, ProtocolError> {
+        agent(&format!(r#"{STATS},"durability":{durability}}}"#))
+    }
+
+    fn durability_of(message: AgentMessage) -> Option<Durability> {
+        match message {
+            AgentMessage::Stats(stats) => stats.durability,
+            other => panic!("not a stats: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn stats_without_durability_have_none() {
+        assert_eq!(durability_of(agent(&format!("{STATS}}}")).unwrap()), None);
+    }
+
+    #[test]
+    fn durability_decodes_each_field_and_leaves_the_missing_ones_none() {
+        let d = durability_of(stats_with_durability(DURABILITY).unwrap()).unwrap();
+        assert_eq!(
+            d,
+            Durability {
+                flush_log_at_trx_commit: Some(1),
+                sync_binlog: Some(1),
+                log_buffer_bytes: Some(16 << 20),
+                write_io_threads: Some(4),
+                data_fsyncs: Some(50612),
+                log_fsyncs: None,
+                log_waits: Some(0),
+                binlog_commits: Some(50000),
+                binlog_group_commits: Some(41000),
+            }
+        );
+    }
+
+    #[test]
+    fn durability_may_be_empty_and_its_unknown_fields_are_ignored() {
+        let empty = durability_of(stats_with_durability("{}").unwrap());
+        assert_eq!(empty, Some(Durability::default()));
+        let other = durability_of(
+            stats_with_durability(r#"{"sync_binlog":100,"innodb_doublewrite":"ON"}"#).unwrap(),
+        );
+        assert_eq!(
+            other,
+            Some(Durability {
+                sync_binlog: Some(100),
+                ..Durability::default()
+            })
+        );
+    }
+
+    #[test]
+    fn durability_settings_are_within_their_ranges() {
+        let highest = r#"{"flush_log_at_trx_commit":3,"sync_binlog":4294967295,"log_buffer_bytes":9007199254740991,"write_io_threads":64,"log_fsyncs":9007199254740991}"#;
+        let d = durability_of(stats_with_durability(highest).unwrap()).unwrap();
+        assert_eq!(
+            (
+                d.flush_log_at_trx_commit,
+                d.sync_binlog,
+                d.write_io_threads,
+                d.log_fsyncs
+            ),
+            (Some(3), Some(u32::MAX), Some(64), Some(MAX_INTEGER))
+        );
+        let cases = [
+            (
+                r#"{"flush_log_at_trx_commit":4}"#,
+                "stats.durability.flush_log_at_trx_commit = 4 is not an integer in [0, 3]",
+            ),
+            (
+                r#"{"sync_binlog":4294967296}"#,
+                "stats.durability.sync_binlog = 4294967296 is not an integer in [0, 4294967295]",
+            ),
+            (
+                r#"{"log_buffer_bytes":0}"#,
+                "stats.durability.log_buffer_bytes = 0 is not an integer in [1, 9007199254740991]",
+            ),
+            (
+                r#"{"write_io_threads":0}"#,
+                "stats.durability.write_io_threads = 0 is not an integer in [1, 64]",
+            ),
+            (
+                r#"{"write_io_threads":65}"#,
+                "stats.durability.write_io_threads = 65 is not an integer in [1, 64]",
+            ),
+        ];
+        for (durability, message) in cases {
+            let error = stats_with_durability(durability).unwrap_err();
+            assert_eq!(error.code, ErrorCode::BadField, "{durability}");
+            assert_eq!(error.message, message);
+        }
+    }
+
+    #[test]
+    fn durability_counters_follow_the_integer_rules() {
+        let cases = [
+            (
+                r#"{"data_fsyncs":-1}"#,
+                "stats.durability.data_fsyncs = -1 is not an integer in [0, 9007199254740991]",
+            ),
+            (
+                r#"{"log_waits":1.5}"#,
+                "stats.durability.log_waits = 1.5 is not an integer (a fraction or an exponent)",
+            ),
+            (
+                r#"{"binlog_commits":"12"}"#,
+                r#"stats.durability.binlog_commits = "12" is not an integer"#,
+            ),
+            (
+                r#"{"binlog_group_commits":null}"#,
+                "stats.durability.binlog_group_commits = null is not an integer",
+            ),
+            (
+                r#"{"log_fsyncs":9007199254740992}"#,
+                "stats.durability.log_fsyncs = 9007199254740992 is not an integer in [0, 9007199254740991]",
+            ),
+        ];
+        for (durability, message) in cases {
+            let error = stats_with_durability(durability).unwrap_err();
+            assert_eq!(error.code, ErrorCode::BadField, "{durability}");
+            assert_eq!(error.message, message);
+        }
+    }
+
+    #[test]
+    fn durability_that_is_not_an_object_is_a_bad_field() {
+        for (value, message) in [
+            (
+                "[1,2]",
+                "stats.durability = [1,2]: not an object of durability settings and counters",
+            ),
+            (
+                "null",
+                "stats.durability = null: not an object of durability settings and counters",
+            ),
+        ] {
+            let error = stats_with_durability(value).unwrap_err();
+            assert_eq!(error.code, ErrorCode::BadField);
+            assert_eq!(error.message, message);
+        }
+    }
+
+    #[test]
+    fn the_durability_rules_hold_for_figures_built_in_code() {
+        use super::super::check_durability;
+        assert_eq!(check_durability(&Durability::default()), Ok(()));
+        let good = durability_of(stats_with_durability(DURABILITY).unwrap()).unwrap();
+        assert_eq!(check_durability(&good), Ok(()));
+        let cases = [
+            (
+                Durability {
+                    flush_log_at_trx_commit: Some(7),
+                    ..good
+                },
+                "stats.durability.flush_log_at_trx_commit = 7 is not an integer in [0, 3]",
+            ),
+            (
+                Durability {
+                    write_io_threads: Some(0),
+                    ..good
+                },
+                "stats.durability.write_io_threads = 0 is not an integer in [1, 64]",
+            ),
+            (
+                Durability {
+                    log_buffer_bytes: Some(0),
+                    ..good
+                },
+                "stats.durability.log_buffer_bytes = 0 is not an integer in [1, 9007199254740991]",
+            ),
+            (
+                Durability {
+                    data_fsyncs: Some(MAX_INTEGER + 1),
+                    ..good
+                },
+                "stats.durability.data_fsyncs = 9007199254740992 is not an integer in [0, 9007199254740991]",
+            ),
+        ];
+        for (durability, message) in cases {
+            let error = check_durability(&durability).unwrap_err();
+            assert_eq!(error.code, ErrorCode::BadField);
+            assert_eq!(error.message, message);
         }
     }
 

@@ -3,7 +3,9 @@
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
-use super::{AgentMessage, Bye, ErrorMessage, MemtideMessage, Progress, Stats, PROTOCOL_VERSION};
+use super::{
+    AgentMessage, Bye, Durability, ErrorMessage, MemtideMessage, Progress, Stats, PROTOCOL_VERSION,
+};
 
 pub(super) fn to_line(message: &impl Serialize) -> String {
     // The messages hold only strings, integers, booleans and finite numbers (a curve's miss
@@ -79,6 +81,9 @@ fn stats_entries<M: SerializeMap>(map: &mut M, stats: &Stats) -> Result<(), M::E
     map.serialize_entry("misses", &stats.misses)?;
     map.serialize_entry("evictions", &stats.evictions)?;
     map.serialize_entry("dirty_bytes", &stats.dirty_bytes)?;
+    if let Some(durability) = &stats.durability {
+        map.serialize_entry("durability", &DurabilityFields(durability))?;
+    }
     if let Some(curve) = &stats.curve {
         let pairs: Vec<(u64, f64)> = curve
             .iter()
@@ -87,6 +92,21 @@ fn stats_entries<M: SerializeMap>(map: &mut M, stats: &Stats) -> Result<(), M::E
         map.serialize_entry("curve", &pairs)?;
     }
     Ok(())
+}
+
+/// `stats.durability`: the fields present, in the order of the doc.
+struct DurabilityFields<'a>(&'a Durability);
+
+impl Serialize for DurabilityFields<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(None)?;
+        for (value, (name, ..)) in self.0.values().into_iter().zip(Durability::FIELDS) {
+            if let Some(value) = value {
+                map.serialize_entry(name, &value)?;
+            }
+        }
+        map.end()
+    }
 }
 
 fn bye_entries<M: SerializeMap>(map: &mut M, bye: &Bye) -> Result<(), M::Error> {
@@ -155,6 +175,7 @@ mod tests {
                     misses: 2345,
                     evictions: 1200,
                     dirty_bytes: 52428800,
+                    durability: None,
                     curve: None,
                 }),
                 r#"{"type":"stats","pool_bytes":6442450944,"used_bytes":6000000000,"hits":912345,"misses":2345,"evictions":1200,"dirty_bytes":52428800}"#,
@@ -211,6 +232,7 @@ mod tests {
             misses: 2345,
             evictions: 1200,
             dirty_bytes: 0,
+            durability: None,
             curve,
         })
     }
@@ -253,6 +275,39 @@ mod tests {
             "{line}"
         );
         assert_eq!(AgentMessage::decode(line.as_bytes()), Ok(stats));
+    }
+
+    /// The doc's example of a stats with durability figures, built from the types.
+    #[test]
+    fn durability_is_written_before_the_curve_its_missing_fields_left_out() {
+        let AgentMessage::Stats(stats) = stats_with(Some(vec![CurvePoint::new(4096, 0.5)])) else {
+            unreachable!("built as a stats")
+        };
+        let stats = AgentMessage::Stats(Stats {
+            durability: Some(Durability {
+                flush_log_at_trx_commit: Some(1),
+                sync_binlog: Some(1),
+                log_buffer_bytes: Some(16777216),
+                write_io_threads: Some(4),
+                data_fsyncs: Some(50612),
+                log_fsyncs: None,
+                log_waits: Some(0),
+                binlog_commits: Some(50000),
+                binlog_group_commits: Some(41000),
+            }),
+            ..stats
+        });
+        let line = stats.encode();
+        assert!(
+            line.ends_with(r#","dirty_bytes":0,"durability":{"flush_log_at_trx_commit":1,"sync_binlog":1,"log_buffer_bytes":16777216,"write_io_threads":4,"data_fsyncs":50612,"log_waits":0,"binlog_commits":50000,"binlog_group_commits":41000},"curve":[[4096,0.5]]}"#),
+            "{line}"
+        );
+        assert_eq!(AgentMessage::decode(line.as_bytes()), Ok(stats));
+    }
+
+    #[test]
+    fn stats_without_durability_have_no_durability_field() {
+        assert!(!stats_with(None).encode().contains("durability"));
     }
 
     #[test]

@@ -10,12 +10,13 @@
 //! Decoding checks what one line can show: the framing (length, UTF-8, one JSON object), the
 //! type, each field's presence, type and range (integers in `[0, 2^53 − 1]`, sequence numbers
 //! from 1, no fraction or exponent; a `stats.curve`'s miss ratios, the one fraction, in
-//! `[0, 1]`), the rules between fields of one message (`min_bytes ≤ pool_bytes ≤ max_bytes`,
-//! `used_bytes ≤ pool_bytes`, a curve ascending by size with ratios never rising, ...), and the
-//! version. Fields it does not know are ignored. What needs a session — a `progress` for an
-//! unknown `seq`, a message before the `welcome`, counters that go down — is the reader's to
-//! check, not this module's. Encoding does not check: build messages from checked values
-//! ([`PoolInfo::check`] does it for what an agent registers, [`check_curve`] for a curve).
+//! `[0, 1]`; a `stats.durability`'s settings in their own ranges), the rules between fields of
+//! one message (`min_bytes ≤ pool_bytes ≤ max_bytes`, `used_bytes ≤ pool_bytes`, a curve
+//! ascending by size with ratios never rising, ...), and the version. Fields it does not know
+//! are ignored. What needs a session — a `progress` for an unknown `seq`, a message before the
+//! `welcome`, counters that go down — is the reader's to check, not this module's. Encoding
+//! does not check: build messages from checked values ([`PoolInfo::check`] does it for what an
+//! agent registers, [`check_curve`] for a curve, [`check_durability`] for durability figures).
 
 mod decode;
 mod encode;
@@ -41,6 +42,9 @@ pub const MAX_CURVE_POINTS: usize = 16;
 
 /// A miss ratio of 1 in parts per million (see [`CurvePoint`]).
 pub const MISS_PPM_ONE: u32 = 1_000_000;
+
+/// The most write I/O threads `stats.durability.write_io_threads` names (InnoDB's limit).
+pub const MAX_WRITE_IO_THREADS: u32 = 64;
 
 /// Declares an enum whose variants travel as fixed strings, with `as_str`, `from_wire`, `ALL`
 /// and `Display` (the wire string).
@@ -289,6 +293,9 @@ pub struct Stats {
     pub evictions: u64,
     /// Pool memory not yet written back, at most `pool_bytes`.
     pub dirty_bytes: u64,
+    /// A database's durability settings and sync counters, when the agent reports them
+    /// ([`Durability`]). Sent before the curve, and only when present.
+    pub durability: Option<Durability>,
     /// The pool's sampled LRU miss-ratio curve (SHARDS), when the agent reports one: 1 to
     /// [`MAX_CURVE_POINTS`] points, sizes strictly ascending from 1 byte, miss ratios in
     /// [0, 1] never rising ([`check_curve`]). Sent last, and only when present.
@@ -353,6 +360,74 @@ pub fn check_curve(points: &[CurvePoint]) -> Result<(), ProtocolError> {
         points.len(),
         points.iter().map(|p| (p.pool_bytes, p.miss_ratio())),
     )
+}
+
+/// `stats.durability`: a database's durability settings and its sync counters (Lai et al.: the
+/// fsyncs of co-located databases are what they contend for on a shared disk), under InnoDB's
+/// and MariaDB's names. Every field is optional: a server that lacks a figure leaves it out,
+/// never 0. memtide reports them and advises; it never changes them.
+///
+/// The counters count since the server started: unlike `hits` they fall back when the server
+/// restarts (an adapter outlives its server), and memtide then has no rate for that interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Durability {
+    /// `innodb_flush_log_at_trx_commit`: 0, 1, 2 or 3 (MariaDB's; as 1).
+    pub flush_log_at_trx_commit: Option<u8>,
+    /// `sync_binlog`: the binary log is fsynced every this many group commits; 0: never by
+    /// the server.
+    pub sync_binlog: Option<u32>,
+    /// `innodb_log_buffer_size`, at least 1.
+    pub log_buffer_bytes: Option<u64>,
+    /// `innodb_write_io_threads`: 1 to [`MAX_WRITE_IO_THREADS`].
+    pub write_io_threads: Option<u32>,
+    /// `Innodb_data_fsyncs`: InnoDB's fsyncs (on MariaDB 10.8 and later the redo log's too).
+    pub data_fsyncs: Option<u64>,
+    /// `Innodb_os_log_fsyncs`: redo log fsyncs, where the server counts them apart.
+    pub log_fsyncs: Option<u64>,
+    /// `Innodb_log_waits`: redo records that waited for room in the log buffer.
+    pub log_waits: Option<u64>,
+    /// `Binlog_commits`: transactions written to the binary log.
+    pub binlog_commits: Option<u64>,
+    /// `Binlog_group_commits`: the binary log's group commits.
+    pub binlog_group_commits: Option<u64>,
+}
+
+impl Durability {
+    /// Each field's name on the wire and the integers it takes, in the order of the doc.
+    pub(crate) const FIELDS: [(&'static str, u64, u64); 9] = [
+        ("flush_log_at_trx_commit", 0, 3),
+        ("sync_binlog", 0, u32::MAX as u64),
+        ("log_buffer_bytes", 1, MAX_INTEGER),
+        ("write_io_threads", 1, MAX_WRITE_IO_THREADS as u64),
+        ("data_fsyncs", 0, MAX_INTEGER),
+        ("log_fsyncs", 0, MAX_INTEGER),
+        ("log_waits", 0, MAX_INTEGER),
+        ("binlog_commits", 0, MAX_INTEGER),
+        ("binlog_group_commits", 0, MAX_INTEGER),
+    ];
+
+    /// The fields' values in the order of [`Durability::FIELDS`].
+    pub(crate) fn values(&self) -> [Option<u64>; 9] {
+        [
+            self.flush_log_at_trx_commit.map(u64::from),
+            self.sync_binlog.map(u64::from),
+            self.log_buffer_bytes,
+            self.write_io_threads.map(u64::from),
+            self.data_fsyncs,
+            self.log_fsyncs,
+            self.log_waits,
+            self.binlog_commits,
+            self.binlog_group_commits,
+        ]
+    }
+}
+
+/// Checks durability figures built in code against the rules `stats.durability` is decoded
+/// with: `flush_log_at_trx_commit` 0 to 3, `log_buffer_bytes` from 1, `write_io_threads` 1 to
+/// [`MAX_WRITE_IO_THREADS`], every figure at most 2^53 − 1. The error is `bad_field`, naming
+/// `stats.durability.FIELD` and the value.
+pub fn check_durability(durability: &Durability) -> Result<(), ProtocolError> {
+    decode::check_durability(durability)
 }
 
 /// `bye`: the sender closes the connection after it.

@@ -379,6 +379,7 @@ fn agent(pool: u64, outside: u64) -> AppBalloonLever {
         hits: Some(100),
         misses: Some(0),
         curve: None,
+        durability: None,
         answer: None,
         silent_for: Duration::ZERO,
         dead_after: Duration::from_secs(5),

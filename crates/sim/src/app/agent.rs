@@ -195,6 +195,7 @@ impl Agent {
             misses: c.misses,
             evictions: c.evictions,
             dirty_bytes: bytes(c.dirty.min(size)),
+            durability: None,
             curve,
         }));
     }

@@ -137,6 +137,7 @@ impl Session {
                 .as_ref()
                 .and_then(|s| MissCurve::of_bytes(s.curve_points()))
                 .map(Box::new),
+            durability: None,
             answer: self.sent.as_ref().map(|(t, status)| AppAnswer {
                 target: pages(t.pool_bytes),
                 status: *status,
