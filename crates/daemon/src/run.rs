@@ -788,7 +788,8 @@ impl Daemon {
                     && t.estimator == slot.config.estimator
                     && t.cap_at_estimate == slot.config.cap_at_estimate
                     && t.slo == slot.config.slo
-                    && disk_spec(t) == disk_spec(&slot.config)
+                    // The disk spec is the controller's only while memtide manages the disk.
+                    && (!new.io.enabled || disk_spec(t) == disk_spec(&slot.config))
             });
             if same && new.policy.sampling_period == self.config.policy.sampling_period {
                 kept_slots.push(slot);
@@ -1387,4 +1388,72 @@ fn waiting_view(slots: &[Slot], runner: &Runner<LinuxHost>) -> Vec<(String, Stri
             _ => None,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A configuration with `[io]` over a fake `loop7` (`enabled` as given), tenant "a" with
+    /// `[tenant.io]` (`io` as given) and tenant "b" without.
+    fn config(enabled: bool, io: &str) -> (tempfile::TempDir, DaemonConfig) {
+        let root = tempfile::tempdir().unwrap();
+        let dev = root.path().join("sys/block/loop7");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("dev"), "7:7\n").unwrap();
+        let text = format!(
+            "[host]\nproc_root = \"{}\"\n[io]\nenabled = {enabled}\ndevice = \"loop7\"\n\
+             [[tenant]]\nname = \"a\"\ncgroup = \"/m/a\"\nmax = \"1G\"\n[tenant.io]\n{io}\n\
+             [[tenant]]\nname = \"b\"\ncgroup = \"/m/b\"\nmax = \"1G\"\n",
+            root.path().display()
+        );
+        let parsed = DaemonConfig::parse(&text, Path::new("t.toml"));
+        let config = parsed.unwrap_or_else(|e| panic!("{e}"));
+        (root, config)
+    }
+
+    fn spec_of(config: &DaemonConfig, i: usize) -> TenantSpec {
+        let s = slot(&config.tenants[i], TenantId(i as u32), "/m").unwrap();
+        spec(&s, config)
+    }
+
+    #[test]
+    fn a_tenant_s_disk_is_in_its_spec_when_it_has_io_and_memtide_manages_the_disk() {
+        let (_root, c) = config(true, "weight = 300\nlatency_target = \"5ms\"");
+        assert_eq!(
+            spec_of(&c, 0).disk,
+            Some(memtide_model::DiskSpec {
+                weight: 300,
+                latency_target_us: Some(5000),
+            })
+        );
+        assert_eq!(spec_of(&c, 1).disk, None, "no [tenant.io]");
+        let mut off = c.clone();
+        off.io.enabled = false;
+        assert_eq!(
+            spec_of(&off, 0).disk,
+            None,
+            "[io] off (a reload kept it off)"
+        );
+        assert_eq!(
+            io_options(&c, Path::new("/run/memtide/state.json")).saved,
+            Some(PathBuf::from("/run/memtide/io.json"))
+        );
+    }
+
+    #[test]
+    fn configured_caps_become_the_host_s_cap_and_no_caps_none() {
+        let (_root, c) = config(true, "write_iops = 500\nread_bps = \"10M\"");
+        assert_eq!(
+            io_cap(&c.tenants[0]),
+            Some(IoCap {
+                write_iops: Some(500),
+                read_bps: Some(Bytes(10 << 20)),
+                ..IoCap::NONE
+            })
+        );
+        assert_eq!(io_cap(&c.tenants[1]), None, "no [tenant.io]");
+        let (_root, c) = config(true, "weight = 200");
+        assert_eq!(io_cap(&c.tenants[0]), None, "a weight alone caps nothing");
+    }
 }
