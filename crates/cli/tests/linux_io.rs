@@ -491,7 +491,48 @@ fn the_daemon_raises_a_tenant_missing_its_latency_target_caps_as_configured_and_
         "the raised tenant's share should rise: {share_a:.3} -> {share_b:.3}"
     );
 
-    // 3. SIGTERM: everything memtide changed is given back.
+    // 3. SIGKILL: what memtide changed stays, with the originals beside it; a daemon started
+    //    again re-adopts the tenants under the state file's records and takes the scheduler
+    //    it keeps for the original.
+    daemon.signal_and_wait(libc::SIGKILL);
+    let kept = read_trim(&io_json)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    assert!(
+        kept.contains(&format!(
+            "\"{}\"",
+            scheduler_before.as_deref().unwrap_or("none")
+        )),
+        "{kept}"
+    );
+    assert_eq!(device.scheduler().unwrap().active.as_deref(), Some("bfq"));
+    assert_eq!(read_trim(&weight_file), "500");
+    let record = read_trim(&daemon.state);
+    assert!(record.contains("\"originals\""), "{record}");
+    let restart = Instant::now();
+    daemon.spawn(&[]);
+    let s = daemon.wait_until("the tenants re-adopted", Duration::from_secs(30), |s| {
+        ["target", "other", "capped"]
+            .iter()
+            .all(|n| disk_of(s, n).is_some_and(|d| d.weight.is_some()))
+    });
+    let readopted = daemon
+        .log_text()
+        .lines()
+        .filter(|l| l.contains("readopted"))
+        .count();
+    println!(
+        "daemon 4. SIGKILL, started again: {readopted} tenants readopted in {:.1} s, weights target {:?} other {:?} capped {:?}; kept scheduler {kept}",
+        restart.elapsed().as_secs_f64(),
+        disk_of(&s, "target").and_then(|d| d.weight),
+        disk_of(&s, "other").and_then(|d| d.weight),
+        disk_of(&s, "capped").and_then(|d| d.weight),
+    );
+    assert_eq!(readopted, 3, "{}", daemon.log_text());
+    assert_eq!(device.scheduler().unwrap().active.as_deref(), Some("bfq"));
+
+    // 4. SIGTERM: everything memtide changed is given back, the killed run's changes too.
     assert!(daemon.signal_and_wait(libc::SIGTERM).success());
     assert_eq!(
         device.scheduler().unwrap().active,
@@ -511,12 +552,12 @@ fn the_daemon_raises_a_tenant_missing_its_latency_target_caps_as_configured_and_
     assert!(!daemon.state.exists(), "the state file is removed");
     let log = daemon.log_text();
     println!(
-        "daemon 4. after SIGTERM: scheduler {:?}, adopted weight 250, no cap, launched blkio cgroups removed; {} io_failed lines",
+        "daemon 5. after SIGTERM: scheduler {:?}, adopted weight 250, no cap, launched blkio cgroups removed; {} io_failed lines",
         scheduler_before.as_deref().unwrap_or("none"),
         log.lines().filter(|l| l.contains("io_failed")).count()
     );
 
-    // 4. Configurations it cannot run: exit 2, one line, nothing changed.
+    // 5. Configurations it cannot run: exit 2, one line, nothing changed.
     let no_io = format!(
         "[daemon]\nlisten = \"{{listen}}\"\nstate_file = \"{{state}}\"\n[host]\nparent = \"self\"\n\
          [[tenant]]\nname = \"capped\"\ncgroup = \"{}\"\nmax = \"1G\"\n[tenant.io]\nweight = 200\n",
@@ -534,7 +575,7 @@ fn the_daemon_raises_a_tenant_missing_its_latency_target_caps_as_configured_and_
     ] {
         let tmp = tempfile::tempdir().unwrap();
         let (code, stderr, state) = daemon_to_exit(tmp.path(), &config);
-        println!("daemon 5. {field}: exit {code}: {}", stderr.trim());
+        println!("daemon 6. {field}: exit {code}: {}", stderr.trim());
         assert_eq!(code, 2, "{stderr}");
         assert_eq!(stderr.trim().lines().count(), 1, "one line: {stderr}");
         assert!(stderr.contains(field) && stderr.contains(what), "{stderr}");
