@@ -2,7 +2,7 @@
 
 use crate::sink::TickView;
 use memtide_model::{
-    Bytes, DiskIo, HostSharing, IoRemapping, Mechanisms, Reason, ReclamationState, ScanRate,
+    Bytes, DiskIo, Durability, HostSharing, IoRemapping, Mechanisms, Reason, ReclamationState, ScanRate,
     TenantId,
 };
 
@@ -67,6 +67,9 @@ pub struct TenantRow {
     pub pressure: Option<f64>,
     /// Its disk I/O over the tick, where the world shares a disk among tenants.
     pub disk: Option<DiskIo>,
+    /// Its database's durability settings and fsync rates, where its agent reports them
+    /// (boxed: most tenants have none).
+    pub durability: Option<Box<Durability>>,
     /// The mechanisms that act this tick, in the order they were chosen.
     pub mechanisms: Mechanisms,
     /// Why, kept as data: formatted only when written.
@@ -112,6 +115,7 @@ impl TickRecord {
                     major_faults: limit.and_then(|l| l.major_faults),
                     pressure: limit.and_then(|l| l.pressure),
                     disk: o.levers.disk,
+                    durability: o.levers.app_balloon.as_ref().and_then(|a| a.durability.clone()),
                     mechanisms: action.mechanisms,
                     reason: action.reason,
                 })

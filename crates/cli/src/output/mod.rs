@@ -285,6 +285,7 @@ pub(crate) mod test_record {
             major_faults: None,
             pressure: None,
             disk: None,
+            durability: None,
             mechanisms: Mechanisms::new(),
             reason: reason(),
         }
