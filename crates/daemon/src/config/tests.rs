@@ -749,6 +749,7 @@ fn the_documented_example_parses() {
     assert_eq!(c.rails, defaults.rails);
     assert_eq!(c.balloon, defaults.balloon);
     assert_eq!(c.sharing, defaults.sharing);
+    assert_eq!(c.io, defaults.io);
 }
 
 #[test]
