@@ -3,8 +3,8 @@
 use crate::config::{ConfigError, ControllerConfig};
 use crate::host::Host;
 use memtide_model::{
-    CacheNote, Decision, HostObservation, Pages, ReclamationState, Resource, ResourceState,
-    TaxRate, TenantAction, TenantId, TenantSpec,
+    CacheNote, Decision, DiskSpec, HostObservation, Pages, ReclamationState, Resource,
+    ResourceState, TaxRate, TenantAction, TenantId, TenantSpec,
 };
 use memtide_policy::disk;
 use memtide_policy::mechanism::{self, ScanCost};
@@ -278,6 +278,20 @@ impl Controller {
         let state = &mut self.tenants[at];
         (state.min, state.max, state.shares) = (min, max, shares);
         *spec = updated;
+        Ok(())
+    }
+
+    /// Changes a tenant's disk weight and latency target at run time (a reload); its planner
+    /// keeps the boost it has reached.
+    pub fn set_disk(
+        &mut self,
+        id: TenantId,
+        disk: Option<DiskSpec>,
+    ) -> Result<(), ControllerError> {
+        let at = self
+            .position(id)
+            .map_err(|_| ControllerError::Unknown(id))?;
+        self.specs[at].disk = disk;
         Ok(())
     }
 

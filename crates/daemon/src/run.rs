@@ -788,8 +788,6 @@ impl Daemon {
                     && t.estimator == slot.config.estimator
                     && t.cap_at_estimate == slot.config.cap_at_estimate
                     && t.slo == slot.config.slo
-                    // The disk spec is the controller's only while memtide manages the disk.
-                    && (!new.io.enabled || disk_spec(t) == disk_spec(&slot.config))
             });
             if same && new.policy.sampling_period == self.config.policy.sampling_period {
                 kept_slots.push(slot);
@@ -878,8 +876,26 @@ impl Daemon {
     /// once when it runs.
     fn retune(&mut self, service: &mut Service<LinuxHost>, slot: &mut Slot, t: &TenantConfig) {
         let before = io_cap(&slot.config);
+        let disk_before = disk_spec(&slot.config);
         self.retune_memory(service, slot, t);
         let cap = io_cap(t);
+        // The disk spec is the controller's only while memtide manages the disk; a running
+        // tenant keeps running with its new weight and target.
+        let disk = disk_spec(t).filter(|_| self.config.io.enabled);
+        if slot.config == *t && disk != disk_before.filter(|_| self.config.io.enabled) {
+            service.runner_mut().set_disk(slot.id, disk);
+            self.log.info(
+                "io_retuned",
+                &[
+                    ("tenant", json!(t.name)),
+                    ("weight", json!(disk.map(|d| d.weight))),
+                    (
+                        "latency_target_us",
+                        json!(disk.and_then(|d| d.latency_target_us)),
+                    ),
+                ],
+            );
+        }
         if slot.config == *t && cap != before {
             match service.runner_mut().world_mut().set_io_cap(slot.id, cap) {
                 Ok(()) => self.log.info(

@@ -3,7 +3,7 @@
 use crate::change::{Change, Outcome};
 use crate::sink::{Sink, TickView};
 use memtide_controller::{Attach, Controller, ControllerError, World};
-use memtide_model::{Decision, Pages, TenantId, TenantSpec, WorldEvent};
+use memtide_model::{Decision, DiskSpec, Pages, TenantId, TenantSpec, WorldEvent};
 use std::time::Duration;
 
 /// Where a declared tenant stands.
@@ -288,6 +288,21 @@ impl<W: World> Runner<W> {
             t.status = Status::Declared;
         }
         t.spec = spec;
+        true
+    }
+
+    /// Changes tenant `id`'s disk weight and latency target, in the controller too when it
+    /// runs; false for a tenant not declared.
+    pub fn set_disk(&mut self, id: TenantId, disk: Option<DiskSpec>) -> bool {
+        let Some(i) = self.index(id) else {
+            return false;
+        };
+        let t = &mut self.tenants[i];
+        t.spec.disk = disk;
+        if t.status == Status::Running {
+            // Running means admitted: the controller knows it.
+            let _ = self.controller.set_disk(id, disk);
+        }
         true
     }
 
