@@ -39,8 +39,8 @@ pub mod snapshot;
 pub use body::{Applied, DecisionQuery, ErrorBody, Size, TaxRate, TenantPatch};
 pub use client::{fetch, request, Client, ClientError};
 pub use snapshot::{
-    AppSnapshot, CacheSnapshot, Counters, DecisionRecord, DiskSnapshot, HostSnapshot,
-    ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot,
+    AdviceSnapshot, AppSnapshot, CacheSnapshot, Counters, DecisionRecord, DiskSnapshot,
+    HostSnapshot, ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot,
 };
 
 /// The version of the API's wire format: the `1` of the `/v1/...` paths, and the snapshot's

@@ -171,6 +171,34 @@ pub struct TenantSnapshot {
     /// for a tenant whose I/O it does not manage.
     #[serde(default)]
     pub disk: Option<DiskSnapshot>,
+    /// Lai et al.'s mitigations its database's own figures call for (a MariaDB tenant whose
+    /// adapter reports its durability settings and fsync rates): advice to its operator, never
+    /// applied by memtide. Empty for a tenant that has none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub advice: Vec<AdviceSnapshot>,
+}
+
+/// One piece of advice on a database's durability settings (Lai et al.), with the figures
+/// that call for it.
+///
+/// ```json
+/// {
+///   "setting": "sync_binlog",
+///   "value": 1,
+///   "suggested": 100,
+///   "line": "sync_binlog 1 -> 100: 240 commits/s, 240 binlog fsyncs/s (Lai et al.: response time >400% lower at 100 than at 1)"
+/// }
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AdviceSnapshot {
+    /// The server's setting: `sync_binlog`, `innodb_log_buffer_size` or
+    /// `innodb_write_io_threads`.
+    pub setting: String,
+    /// Its value now and the value suggested (bytes for the log buffer).
+    pub value: u64,
+    pub suggested: u64,
+    /// The advice in one line: the change, the measured evidence, the paper's effect.
+    pub line: String,
 }
 
 /// A tenant's share of the disk the tenants share (Lai et al., the daemon's `[io]`): its

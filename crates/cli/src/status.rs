@@ -177,6 +177,19 @@ pub fn render_table(s: &Snapshot) -> String {
         }
     }
 
+    // Lai et al.'s mitigations a database's own figures call for: advice, never applied.
+    let advice: Vec<(&str, &str)> = s
+        .tenants
+        .iter()
+        .flat_map(|t| t.advice.iter().map(|a| (t.name.as_str(), a.line.as_str())))
+        .collect();
+    if !advice.is_empty() {
+        out.push('\n');
+        for (name, line) in advice {
+            out.push_str(&format!("advice: {name}: {line}\n"));
+        }
+    }
+
     out.push('\n');
     let recent = &s.decisions[s.decisions.len().saturating_sub(DECISIONS_SHOWN)..];
     if recent.is_empty() {
@@ -453,6 +466,28 @@ mod tests {
         assert!(lines[header + 3].ends_with("           -  tws"), "{text}");
         s.tenants.retain(|t| t.disk.is_none());
         assert!(!render_table(&s).contains("DISK"), "no column without I/O");
+    }
+
+    #[test]
+    fn a_databases_advice_is_listed_under_the_table_one_line_each() {
+        let mut s = Snapshot::default();
+        s.tenants.push(TenantSnapshot {
+            name: "db".into(),
+            advice: vec![memtide_api::AdviceSnapshot {
+                setting: "sync_binlog".into(),
+                value: 1,
+                suggested: 100,
+                line: "sync_binlog 1 -> 100: 240 commits/s".into(),
+            }],
+            ..Default::default()
+        });
+        let text = render_table(&s);
+        assert!(
+            text.contains("\nadvice: db: sync_binlog 1 -> 100: 240 commits/s\n"),
+            "{text}"
+        );
+        s.tenants[0].advice.clear();
+        assert!(!render_table(&s).contains("advice:"), "none without advice");
     }
 
     #[test]

@@ -13,12 +13,12 @@
 use crate::config::DaemonConfig;
 use crate::log::{now_ms, Logger};
 use memtide_api::{
-    AppSnapshot, Counters, DecisionRecord, DiskSnapshot, HostSnapshot, ResizeSnapshot,
-    SharingSnapshot, Snapshot, TenantSnapshot,
+    AdviceSnapshot, AppSnapshot, Counters, DecisionRecord, DiskSnapshot, HostSnapshot,
+    ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot,
 };
 use memtide_controller::Controller;
 use memtide_model::{LimitRail, Pages, Reason, TenantId, WorldEvent};
-use memtide_runner::TickRecord;
+use memtide_runner::{TenantRow, TickRecord};
 use serde_json::json;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
@@ -346,6 +346,7 @@ impl Publisher {
                 sharing_profit_bytes: row.and_then(|r| r.sharing_profit),
                 cache: row.and_then(|r| r.reason.cache).map(cache_snapshot),
                 disk,
+                advice: row.map_or_else(Vec::new, advice),
             });
             if self.dry_run {
                 if let Some(r) = row {
@@ -600,6 +601,23 @@ fn cache_snapshot(c: memtide_model::CacheNote) -> memtide_api::CacheSnapshot {
         predicted_latency_us: f64::from(c.latency_us),
         utility: f64::from(c.utility),
     }
+}
+
+/// Lai et al.'s mitigations its database's figures call for, with the evidence (none without
+/// durability figures from its agent).
+fn advice(row: &TenantRow) -> Vec<AdviceSnapshot> {
+    let Some(d) = row.durability.as_deref() else {
+        return Vec::new();
+    };
+    memtide_policy::advice::advise(d, row.disk.as_ref())
+        .iter()
+        .map(|a| AdviceSnapshot {
+            setting: a.setting.name().to_string(),
+            value: a.value,
+            suggested: a.suggested,
+            line: a.to_string(),
+        })
+        .collect()
 }
 
 /// A tenant's share of the disk as the API shows it: the tick's I/O (`io`), the planner's note
