@@ -2,7 +2,7 @@
 
 mod linux_host;
 
-use linux_host::samples::run;
+use linux_host::samples::build_adapter;
 use linux_host::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -20,11 +20,7 @@ fn prerequisites(test: &str) -> Option<Linux> {
         skip_or_fail(test, "redis-server is not installed");
         return None;
     }
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(
-        "cargo build memtide-adapter",
-        Command::new(cargo).args(["build", "--release", "-p", "memtide-adapter"]),
-    );
+    build_adapter();
     Some(linux)
 }
 

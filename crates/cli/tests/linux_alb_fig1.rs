@@ -4,7 +4,7 @@ mod linux_host;
 
 use linux_host::mariadb::{self, DataDir, Mariadbd, Sysbench, Tables};
 use linux_host::redis::{self, find_program, Bench, GetSpec, RedisServer};
-use linux_host::samples::run;
+use linux_host::samples::build_adapter;
 use linux_host::*;
 use memtide_linux::fs::hierarchy::CgroupVersion;
 use std::path::Path;
@@ -167,15 +167,6 @@ fn is_done(line: &str) -> bool {
 
 fn daemon_done(log: &str) -> bool {
     log.lines().any(is_done)
-}
-
-fn build_adapter() {
-    // The daemon runs the adapter from beside its own binary.
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    run(
-        "cargo build memtide-adapter",
-        Command::new(cargo).args(["build", "--release", "-p", "memtide-adapter"]),
-    );
 }
 
 fn ratio(x: f64, of: f64) -> f64 {

@@ -184,6 +184,17 @@ impl Mariadbd {
     /// Starts the server with a buffer pool of `pool` (`"1G"`), inside `cg` when given (a
     /// shell joins the cgroup and then becomes the server), and waits until it answers.
     pub fn start(data: &DataDir, pool: &str, cg: Option<&TestCgroup>) -> Result<Mariadbd, String> {
+        Mariadbd::start_with(data, pool, cg, &[])
+    }
+
+    /// [`Mariadbd::start`] with `extra` server options after the usual ones (a later option
+    /// wins).
+    pub fn start_with(
+        data: &DataDir,
+        pool: &str,
+        cg: Option<&TestCgroup>,
+        extra: &[String],
+    ) -> Result<Mariadbd, String> {
         let d = data.path();
         let socket = d.join("sock");
         let err_log = d.join("err.log");
@@ -209,6 +220,7 @@ impl Mariadbd {
                 "--innodb-buffer-pool-dump-at-shutdown=0",
                 "--max-connections=64",
             ])
+            .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())

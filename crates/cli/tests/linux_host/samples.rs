@@ -27,6 +27,15 @@ pub fn have(test: &str, tool: &str) -> bool {
     ok
 }
 
+/// Builds `memtide-adapter` (the daemon runs the one beside its own binary).
+pub fn build_adapter() {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    run(
+        "cargo build memtide-adapter",
+        Command::new(cargo).args(["build", "--release", "-p", "memtide-adapter"]),
+    );
+}
+
 /// Runs a command in the repository, failing with its output if it fails.
 pub fn run(what: &str, cmd: &mut Command) {
     let out = cmd
