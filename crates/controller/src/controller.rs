@@ -474,9 +474,9 @@ impl Controller {
                 &mut action.reason.mechanism,
             );
             // A tenant on a shared disk: its weight (Lai et al.), read from its spec only then.
-            action.reason.disk = input.tenant.levers.disk.and_then(|io| {
+            action.reason.disk = input.tenant.levers.disk.as_deref().and_then(|io| {
                 let spec = self.specs[p.at].disk?;
-                Some(disk::plan(&spec, &io, &mut plans.disk))
+                Some(disk::plan(&spec, io, &mut plans.disk))
             });
         }
         if budget_bound {

@@ -114,7 +114,7 @@ impl TickRecord {
                     limit: limit.filter(|l| !l.unlimited).map(|l| l.limit.to_bytes()),
                     major_faults: limit.and_then(|l| l.major_faults),
                     pressure: limit.and_then(|l| l.pressure),
-                    disk: o.levers.disk,
+                    disk: o.levers.disk.as_deref().copied(),
                     durability: o.levers.app_balloon.as_ref().and_then(|a| a.durability.clone()),
                     mechanisms: action.mechanisms,
                     reason: action.reason,

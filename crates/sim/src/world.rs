@@ -471,7 +471,7 @@ impl Host for SimWorld {
             .enumerate()
             .map(|(i, vm)| {
                 let mut o = vm.observe(&self.host, i, self.config.tick);
-                o.levers.disk = self.disk.as_ref().and_then(|d| d.io(o.id));
+                o.levers.disk = self.disk.as_ref().and_then(|d| d.io(o.id)).map(Box::new);
                 o
             })
             .collect();

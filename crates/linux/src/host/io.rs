@@ -775,7 +775,7 @@ mod tests {
 
     fn disk(host: &mut LinuxHost) -> Option<DiskIo> {
         let obs = host.observe().unwrap();
-        obs.tenants[0].levers.disk
+        obs.tenants[0].levers.disk.as_deref().copied()
     }
 
     fn read(path: PathBuf) -> String {

@@ -876,7 +876,7 @@ impl LinuxHost {
                     pressure: sample.pressure.as_ref().map(|p| p.some.avg10_pct),
                 }),
                 sharing,
-                disk,
+                disk: disk.map(Box::new),
                 ..Levers::default()
             },
             ..TenantObservation::new(id, usage)
