@@ -2,8 +2,8 @@
 
 use crate::sink::TickView;
 use memtide_model::{
-    Bytes, DiskIo, Durability, HostSharing, IoRemapping, Mechanisms, Reason, ReclamationState, ScanRate,
-    TenantId,
+    Bytes, DiskIo, Durability, HostSharing, IoRemapping, Mechanisms, Reason, ReclamationState,
+    ScanRate, TenantId,
 };
 
 /// One tick: the decision taken at `time_s` and what the world measured over the tick.
@@ -115,7 +115,11 @@ impl TickRecord {
                     major_faults: limit.and_then(|l| l.major_faults),
                     pressure: limit.and_then(|l| l.pressure),
                     disk: o.levers.disk.as_deref().copied(),
-                    durability: o.levers.app_balloon.as_ref().and_then(|a| a.durability.clone()),
+                    durability: o
+                        .levers
+                        .app_balloon
+                        .as_ref()
+                        .and_then(|a| a.durability.clone()),
                     mechanisms: action.mechanisms,
                     reason: action.reason,
                 })
