@@ -271,13 +271,13 @@ impl Disk {
     fn dispatch(&mut self) {
         let now = self.now;
         while self.handed.len() + usize::from(self.busy.is_some()) < self.depth {
-            let device = &self.device;
             let pick = self.fair.pick(
                 now,
-                self.tenants.iter_mut().enumerate().filter_map(|(i, t)| {
-                    let head = t.queue.front()?;
-                    Some((i, &mut t.share, device.estimate(&head.request)))
-                }),
+                self.tenants
+                    .iter_mut()
+                    .enumerate()
+                    .filter(|(_, t)| !t.queue.is_empty())
+                    .map(|(i, t)| (i, &mut t.share)),
             );
             match pick {
                 Pick::Serve(i) => {

@@ -100,15 +100,15 @@ pub enum Pick {
 }
 
 impl FairQueue {
-    /// Picks among `candidates` (index, its share, its head request's estimated cost in µs).
+    /// Picks among `candidates` (each tenant with work queued: its index and its share).
     pub fn pick<'a>(
         &self,
         now: Us,
-        candidates: impl Iterator<Item = (usize, &'a mut Share, f64)>,
+        candidates: impl Iterator<Item = (usize, &'a mut Share)>,
     ) -> Pick {
         let mut best: Option<(f64, usize)> = None;
         let mut wait: Option<Us> = None;
-        for (i, share, _) in candidates {
+        for (i, share) in candidates {
             if let Some(cap) = &mut share.cap {
                 let ready = cap.ready_at(now);
                 if ready > now {
@@ -149,10 +149,7 @@ mod tests {
         let mut got = vec![0; shares.len()];
         for step in 0..n {
             let now = step as Us * 1000;
-            let pick = q.pick(
-                now,
-                shares.iter_mut().enumerate().map(|(i, s)| (i, s, 1000.0)),
-            );
+            let pick = q.pick(now, shares.iter_mut().enumerate());
             let Pick::Serve(i) = pick else {
                 panic!("{pick:?}")
             };
@@ -171,26 +168,16 @@ mod tests {
     #[test]
     fn a_capped_tenant_waits_for_its_token_even_on_an_idle_disk() {
         let mut s = Share::new(100, Some(1000), 0);
-        let q = FairQueue::default();
+        let mut q = FairQueue::default();
         // 50 tokens to start with (50 ms worth), then one per ms.
         let mut now = 0;
-        let mut q = q;
         for _ in 0..50 {
-            assert_eq!(
-                q.pick(now, std::iter::once((0, &mut s, 10.0))),
-                Pick::Serve(0)
-            );
+            assert_eq!(q.pick(now, std::iter::once((0, &mut s))), Pick::Serve(0));
             q.charge(now, &mut s, 10.0);
         }
-        assert_eq!(
-            q.pick(now, std::iter::once((0, &mut s, 10.0))),
-            Pick::Wait(1000)
-        );
+        assert_eq!(q.pick(now, std::iter::once((0, &mut s))), Pick::Wait(1000));
         now = 1000;
-        assert_eq!(
-            q.pick(now, std::iter::once((0, &mut s, 10.0))),
-            Pick::Serve(0)
-        );
+        assert_eq!(q.pick(now, std::iter::once((0, &mut s))), Pick::Serve(0));
     }
 
     #[test]
@@ -204,10 +191,7 @@ mod tests {
         // b arrives late: it starts at the virtual time, not 100 requests ahead.
         let mut got = [0, 0];
         for step in 100..140 {
-            let pick = q.pick(
-                step * 1000,
-                [(0, &mut a, 1000.0), (1, &mut b, 1000.0)].into_iter(),
-            );
+            let pick = q.pick(step * 1000, [(0, &mut a), (1, &mut b)].into_iter());
             let Pick::Serve(i) = pick else { panic!() };
             let s = if i == 0 { &mut a } else { &mut b };
             q.charge(step * 1000, s, 1000.0);
