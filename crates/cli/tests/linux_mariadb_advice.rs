@@ -9,31 +9,14 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// One adopted tenant, `app`, running MariaDB through its adapter.
 fn config(cgroup: &str, socket: &str) -> String {
-    format!(
-        r#"
-[daemon]
-tick = "500ms"
-listen = "{{listen}}"
-state_file = "{{state}}"
-
-[host]
-parent = "self"
-budget = "8G"
-
-[[tenant]]
-name = "db"
-cgroup = "{cgroup}"
-min = "16M"
-max = "4G"
-
-[tenant.app]
-kind = "mariadb"
-url = "unix://{socket}"
-user = "root"
-min = "32M"
-max = "256M"
-"#
+    adopt_config(
+        cgroup,
+        "8G",
+        &format!(
+            "\n[tenant.app]\nkind = \"mariadb\"\nurl = \"unix://{socket}\"\nuser = \"root\"\nmin = \"32M\"\nmax = \"256M\"\n"
+        ),
     )
 }
 
@@ -107,7 +90,7 @@ fn a_database_syncing_its_binlog_at_every_commit_is_advised_to_sync_less_often()
         },
     );
     let advised_in = start.elapsed();
-    let tenant = s.tenants.iter().find(|t| t.name == "db").unwrap();
+    let tenant = s.tenants.iter().find(|t| t.name == "app").unwrap();
     let advice = tenant
         .advice
         .iter()
@@ -129,7 +112,7 @@ fn a_database_syncing_its_binlog_at_every_commit_is_advised_to_sync_less_often()
     let (code, out, err) = memtide(&["status", "--address", &daemon.addr.to_string()]);
     assert_eq!(code, 0, "memtide status: {err}");
     assert!(
-        out.contains("advice: db: sync_binlog 1 -> 100: "),
+        out.contains("advice: app: sync_binlog 1 -> 100: "),
         "memtide status lists it:\n{out}"
     );
 
