@@ -11,7 +11,17 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
+
+/// One disk at a time in a test binary: the loop device's backing file and the probe
+/// cgroup are named by the process, and two fio loads on one real disk would measure
+/// each other.
+static DISK: Mutex<()> = Mutex::new(());
+/// Disks made in this process so far: each one's file and probe cgroup are named apart, so a
+/// test checking that its file is gone never sees the next test's.
+static DISKS: AtomicU32 = AtomicU32::new(0);
 
 /// The backing file's size.
 const SIZE: u64 = 512 << 20;
@@ -33,6 +43,8 @@ pub struct Disk {
     blkio_parent: PathBuf,
     /// fio's JSON outputs.
     pub out: tempfile::TempDir,
+    /// Held while this disk exists (see [`DISK`]).
+    _serial: MutexGuard<'static, ()>,
 }
 
 /// A disk under BFQ for `test`, or `None` after skipping (or failing under
@@ -49,6 +61,12 @@ pub fn disk_without_bfq(test: &str) -> Option<Disk> {
 }
 
 fn disk_with(test: &str, bfq: bool) -> Option<Disk> {
+    let serial = DISK.lock().unwrap_or_else(|e| e.into_inner());
+    let tag = format!(
+        "{}-{}",
+        std::process::id(),
+        DISKS.fetch_add(1, Ordering::Relaxed)
+    );
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         skip_or_fail(test, "needs root for loop devices and blkio cgroups");
@@ -64,7 +82,7 @@ fn disk_with(test: &str, bfq: bool) -> Option<Disk> {
         skip_or_fail(test, "no cgroup v1 blkio hierarchy holds this process");
         return None;
     };
-    let probe = blkio_parent.join(format!("memtide-probe-{}", std::process::id()));
+    let probe = blkio_parent.join(format!("memtide-probe-{tag}"));
     if let Err(e) = std::fs::create_dir(&probe) {
         skip_or_fail(
             test,
@@ -85,13 +103,14 @@ fn disk_with(test: &str, bfq: bool) -> Option<Disk> {
     };
 
     let mut disk = Disk {
-        backing: dir.join(format!("memtide-disk-{}.img", std::process::id())),
+        backing: dir.join(format!("memtide-disk-{tag}.img")),
         node: None,
         device: None,
         scheduler_before: None,
         scheduler: None,
         blkio_parent,
         out: tempfile::tempdir().expect("a directory for fio's output"),
+        _serial: serial,
     };
     fill(&disk.backing);
     let attach = Command::new("losetup")
