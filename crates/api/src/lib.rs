@@ -40,7 +40,7 @@ pub use body::{Applied, DecisionQuery, ErrorBody, Size, TaxRate, TenantPatch};
 pub use client::{fetch, request, Client, ClientError};
 pub use snapshot::{
     AdviceSnapshot, AppSnapshot, CacheSnapshot, Counters, DecisionRecord, DiskSnapshot,
-    HostSnapshot, ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot,
+    HostSnapshot, ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot, VmSnapshot,
 };
 
 /// The version of the API's wire format: the `1` of the `/v1/...` paths, and the snapshot's

@@ -176,6 +176,38 @@ pub struct TenantSnapshot {
     /// applied by memtide. Empty for a tenant that has none.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub advice: Vec<AdviceSnapshot>,
+    /// A VM's balloon and host swap (a `[tenant.vm]`); `None` for a cgroup tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<VmSnapshot>,
+}
+
+/// A VM tenant's balloon and host swap (ESX's mechanisms on a QEMU VM): where its balloon
+/// stands and where the policy wants it, whether its driver moves, and what the host paged
+/// out through the VM's cgroup.
+///
+/// ```json
+#[doc = include_str!("../json/vm.json")]
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VmSnapshot {
+    /// The balloon's size now: guest memory the guest gave back.
+    pub balloon_bytes: u64,
+    /// The size the policy asked for this tick (`None`: the guest has no balloon driver).
+    pub balloon_target_bytes: Option<u64>,
+    /// The largest balloon memtide asks of this guest (its memory less what its kernel
+    /// needs), with a driver.
+    pub balloon_limit_bytes: Option<u64>,
+    /// The driver did not move toward a larger target for the configured ticks: what the
+    /// balloon cannot take goes to host swap.
+    pub stalled: bool,
+    /// The VM's memory in host swap (its cgroup's swap).
+    pub host_swapped_bytes: u64,
+    /// What the policy pages out this tick, through the VM's cgroup limit.
+    pub host_swap_out_bytes: u64,
+    /// memtide paused the VM until it is at its target (ESX's low state).
+    pub blocked: bool,
+    /// The guest's swap-ins per second over the last tick (its balloon statistics).
+    pub guest_swap_ins_per_s: Option<f64>,
 }
 
 /// One piece of advice on a database's durability settings (Lai et al.), with the figures

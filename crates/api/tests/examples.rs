@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use memtide_api::{
     AppSnapshot, Applied, CacheSnapshot, Counters, DecisionRecord, DiskSnapshot, ErrorBody,
-    HostSnapshot, Size, Snapshot, TaxRate, TenantPatch, TenantSnapshot, API_VERSION,
+    HostSnapshot, Size, Snapshot, TaxRate, TenantPatch, TenantSnapshot, VmSnapshot, API_VERSION,
 };
 
 const SNAPSHOT: &str = include_str!("../json/snapshot.json");
@@ -15,6 +15,7 @@ const TENANT: &str = include_str!("../json/tenant.json");
 const APP: &str = include_str!("../json/app.json");
 const CACHE: &str = include_str!("../json/cache.json");
 const DISK: &str = include_str!("../json/disk.json");
+const VM: &str = include_str!("../json/vm.json");
 const DECISION: &str = include_str!("../json/decision.json");
 const COUNTERS: &str = include_str!("../json/counters.json");
 const TENANT_PATCH: &str = include_str!("../json/tenant-patch.json");
@@ -95,6 +96,12 @@ fn the_snapshot_examples_round_trip_and_agree() {
         "disk.json is a snapshot tenant's disk"
     );
     assert!(snapshot.tenants.iter().any(|t| t.disk.is_none()));
+    let vm: VmSnapshot = round_trip_pretty("vm.json", VM);
+    assert!(
+        snapshot.tenants.iter().any(|t| t.vm.as_ref() == Some(&vm)),
+        "vm.json is a snapshot tenant's vm"
+    );
+    assert!(snapshot.tenants.iter().any(|t| t.vm.is_none()));
 }
 
 #[test]

@@ -273,6 +273,13 @@ pub enum TenantOrigin {
     /// `command = ["memtide-toucher", "--active", "400M"]`: memtide creates
     /// `<parent>/<name>`, starts the command in it, and stops it on exit.
     Launch { argv: Vec<String> },
+    /// `[tenant.vm]`: a QEMU VM, launched in `<parent>/<name>` (and stopped on exit), or
+    /// adopted by its QMP socket in the cgroup its QEMU process was found in (`cgroup`, read
+    /// as the file was loaded: an adopted VM must be running then).
+    Vm {
+        source: memtide_qemu::vm::VmSource,
+        cgroup: Option<String>,
+    },
 }
 
 /// `[[tenant]]`.
@@ -500,8 +507,12 @@ impl DaemonConfig {
     /// `tenant "db".cgroup "/x/y" is outside the daemon's cgroup "/system.slice/memtide.service"`.
     pub fn first_adopted_outside(&self, parent: &str) -> Option<&TenantConfig> {
         self.tenants.iter().find(|t| match &t.origin {
-            TenantOrigin::Adopt { cgroup } => !cgroup_is_strictly_under(cgroup, parent),
-            TenantOrigin::Launch { .. } => false,
+            TenantOrigin::Adopt { cgroup }
+            | TenantOrigin::Vm {
+                cgroup: Some(cgroup),
+                ..
+            } => !cgroup_is_strictly_under(cgroup, parent),
+            TenantOrigin::Launch { .. } | TenantOrigin::Vm { cgroup: None, .. } => false,
         })
     }
 }
@@ -539,20 +550,27 @@ impl TenantConfig {
     /// The cgroup of an adopted tenant.
     pub fn adopted_cgroup(&self) -> Option<&str> {
         match &self.origin {
-            TenantOrigin::Adopt { cgroup } => Some(cgroup),
-            TenantOrigin::Launch { .. } => None,
+            TenantOrigin::Adopt { cgroup }
+            | TenantOrigin::Vm {
+                cgroup: Some(cgroup),
+                ..
+            } => Some(cgroup),
+            TenantOrigin::Launch { .. } | TenantOrigin::Vm { cgroup: None, .. } => None,
         }
+    }
+
+    /// Whether memtide starts this tenant (a command or a VM) rather than adopting it.
+    pub fn launched(&self) -> bool {
+        self.adopted_cgroup().is_none()
     }
 
     /// The tenant's cgroup when the parent cgroup is `parent`: the adopted one, or
     /// `<parent>/<name>` for a launched tenant.
     pub fn cgroup_under(&self, parent: &str) -> String {
-        match &self.origin {
-            TenantOrigin::Adopt { cgroup } => cgroup.clone(),
-            TenantOrigin::Launch { .. } if parent.ends_with('/') => {
-                format!("{parent}{}", self.name)
-            }
-            TenantOrigin::Launch { .. } => format!("{parent}/{}", self.name),
+        match self.adopted_cgroup() {
+            Some(cgroup) => cgroup.to_string(),
+            None if parent.ends_with('/') => format!("{parent}{}", self.name),
+            None => format!("{parent}/{}", self.name),
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::config::DaemonConfig;
 use crate::log::{now_ms, Logger};
 use memtide_api::{
     AdviceSnapshot, AppSnapshot, Counters, DecisionRecord, DiskSnapshot, HostSnapshot,
-    ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot,
+    ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot, VmSnapshot,
 };
 use memtide_controller::Controller;
 use memtide_model::{LimitRail, Pages, Reason, TenantId, WorldEvent};
@@ -347,6 +347,7 @@ impl Publisher {
                 cache: row.and_then(|r| r.reason.cache).map(cache_snapshot),
                 disk,
                 advice: row.map_or_else(Vec::new, advice),
+                vm: row.and_then(|r| vm_snapshot(r, elapsed_s)),
             });
             if self.dry_run {
                 if let Some(r) = row {
@@ -572,6 +573,39 @@ impl Publisher {
                     ],
                 );
             }
+            WorldEvent::Balloon {
+                id,
+                from,
+                size,
+                written,
+            } => {
+                let reason = record
+                    .row(id)
+                    .map(|r| self.reason_line(id, &r.reason))
+                    .unwrap_or_default();
+                log.info(
+                    "balloon",
+                    &[
+                        ("tenant", json!(name_of(id))),
+                        ("from_bytes", json!(from.to_bytes().0)),
+                        ("to_bytes", json!(size.to_bytes().0)),
+                        ("written", json!(written)),
+                        ("reason", json!(reason)),
+                    ],
+                );
+            }
+            WorldEvent::Blocked { id, blocked } => {
+                log.warn(
+                    if blocked { "vm_paused" } else { "vm_resumed" },
+                    &[("tenant", json!(name_of(id)))],
+                );
+            }
+            WorldEvent::VmFailed { id, ref error } => {
+                log.warn(
+                    "vm_failed",
+                    &[("tenant", json!(name_of(id))), ("error", json!(error))],
+                );
+            }
             // The loop logs these itself.
             WorldEvent::Gone { .. } | WorldEvent::RestoreFailed { .. } => {}
         }
@@ -584,6 +618,26 @@ fn add(total: Option<u64>, delta: Option<u64>) -> Option<u64> {
         (t, Some(d)) => Some(t.unwrap_or(0).saturating_add(d)),
         (t, None) => t,
     }
+}
+
+/// A VM tenant's balloon and host swap as the API shows them, from its row and its
+/// decision's notes (`None` for a tenant without a balloon: not a VM).
+fn vm_snapshot(r: &TenantRow, elapsed_s: Option<f64>) -> Option<VmSnapshot> {
+    let b = r.reason.mechanism.balloon?;
+    Some(VmSnapshot {
+        balloon_bytes: b.size.to_bytes().0,
+        balloon_target_bytes: b.target.map(|t| t.to_bytes().0),
+        balloon_limit_bytes: b.limit.map(|l| l.to_bytes().0),
+        stalled: b.stalled,
+        host_swapped_bytes: r.host_swapped.0,
+        host_swap_out_bytes: r
+            .reason
+            .mechanism
+            .host_swap
+            .map_or(0, |h| h.out.to_bytes().0),
+        blocked: r.blocked,
+        guest_swap_ins_per_s: r.swap_ins.zip(elapsed_s).map(|(n, s)| n as f64 / s),
+    })
 }
 
 /// A tenant's cache quota as the API shows it, from its decision's note.

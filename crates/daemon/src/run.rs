@@ -23,7 +23,6 @@ use memtide_controller::{Controller, ControllerConfig, World};
 use memtide_linux::fs::hierarchy;
 use memtide_linux::host::{
     launched_cgroup_path, paths, HostOptions, IoOptions, LinuxError, LinuxHost, Placement,
-    TenantRecord,
 };
 use memtide_linux::io_cgroup::IoCap;
 use memtide_model::{
@@ -31,6 +30,7 @@ use memtide_model::{
     WorldEvent,
 };
 use memtide_policy::{LimitRails, QuotaSettings, ReclamationThresholds};
+use memtide_qemu::{QemuHost, QemuOptions, Record, VmPlacement};
 use memtide_runner::{
     Change as RunChange, Driver, Outcome, Runner, Service, Sink, StateSaver, Status, TickRecord,
     TickView, WallClock,
@@ -42,6 +42,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The longest wait for a VM's QMP answer.
+const QMP_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Why the daemon could not run. `is_usage` errors are the user's (exit status 2).
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -50,11 +53,23 @@ pub enum DaemonError {
     #[error(transparent)]
     Linux(#[from] LinuxError),
     #[error(transparent)]
+    Qemu(memtide_qemu::QemuError),
+    #[error(transparent)]
     State(#[from] state_file::StateError),
     #[error("{0}")]
     Api(String),
     #[error(transparent)]
     Balloon(#[from] memtide_agents::SocketError),
+}
+
+/// The QEMU world's errors, with the Linux host's kept as they are (their exit status too).
+impl From<memtide_qemu::QemuError> for DaemonError {
+    fn from(e: memtide_qemu::QemuError) -> DaemonError {
+        match e {
+            memtide_qemu::QemuError::Linux(l) => DaemonError::Linux(l),
+            other => DaemonError::Qemu(other),
+        }
+    }
 }
 
 impl DaemonError {
@@ -73,6 +88,7 @@ impl DaemonError {
                         | LinuxError::NoBlkio { .. }
                         | LinuxError::NoIoController { .. }
                 )
+                | DaemonError::Qemu(memtide_qemu::QemuError::Vm { .. })
                 | DaemonError::State(state_file::StateError::InUse { .. })
                 | DaemonError::Balloon(
                     memtide_agents::SocketError::InUse { .. }
@@ -127,7 +143,7 @@ pub fn run(
 /// The daemon and the service it drives: the Linux host's runner on the wall clock, with the
 /// API's requests and the state file.
 struct Running {
-    service: Service<LinuxHost>,
+    service: Service<QemuHost>,
     daemon: Daemon,
 }
 
@@ -240,6 +256,18 @@ impl Running {
         if config.io.enabled {
             host.enable_io(&io_options(&config, &state_path))?;
         }
+        let host = QemuHost::new(
+            host,
+            QemuOptions {
+                run_dir: state_path
+                    .parent()
+                    .map_or_else(std::env::temp_dir, |d| d.join("vms")),
+                qmp_timeout: QMP_TIMEOUT,
+                stats_interval: 1,
+                dry_run,
+                proc_root: proc_root.clone(),
+            },
+        );
         let mut runner = Runner::new(host, controller, config.daemon.tick);
         for s in &slots {
             declare(&mut runner, s, &config);
@@ -419,21 +447,22 @@ impl Daemon {
 
     /// Creates the parent if needed, adopts, re-adopts or launches every tenant, gives
     /// tenants the previous run managed and this one does not back what they had.
-    fn start(&mut self, service: &mut Service<LinuxHost>) -> Result<(), DaemonError> {
+    fn start(&mut self, service: &mut Service<QemuHost>) -> Result<(), DaemonError> {
         if !self.dry_run() {
             service
                 .runner_mut()
                 .world_mut()
+                .linux_mut()
                 .create_parent(&self.parent)?;
         }
         let readopting = self.previous.is_some();
-        let mut records: BTreeMap<String, TenantRecord> = BTreeMap::new();
+        let mut records: BTreeMap<String, Record> = BTreeMap::new();
         let mut estimates = BTreeMap::new();
         if let Some(prev) = self.previous.take() {
             records = prev
                 .tenants
                 .into_iter()
-                .map(|r| (r.name.clone(), r))
+                .map(|r| (r.linux.name.clone(), r))
                 .collect();
             estimates = prev.estimates;
             *service.changes_mut() = prev.changes;
@@ -465,7 +494,7 @@ impl Daemon {
                 ("readopting", json!(readopting)),
             ],
         );
-        if let Some(io) = service.runner().world().io() {
+        if let Some(io) = service.runner().world().linux().io() {
             let device = io.device();
             self.log.info(
                 "io",
@@ -521,7 +550,7 @@ impl Daemon {
 
     /// Releases every tenant, stops the API, removes the state file (kept when a restore
     /// failed) and the parent this daemon created. Runs once; `Drop` calls it on an unwind.
-    fn shutdown(&mut self, service: &mut Service<LinuxHost>) -> Result<(), DaemonError> {
+    fn shutdown(&mut self, service: &mut Service<QemuHost>) -> Result<(), DaemonError> {
         if self.shut_down {
             return Ok(());
         }
@@ -581,9 +610,9 @@ impl Daemon {
     /// A launched tenant is not launched in a dry run.
     fn start_tenant(
         &mut self,
-        runner: &mut Runner<LinuxHost>,
+        runner: &mut Runner<QemuHost>,
         i: usize,
-        record: Option<&TenantRecord>,
+        record: Option<&Record>,
         estimate: Option<Pages>,
     ) -> Result<(), DaemonError> {
         let id = self.slots[i].id;
@@ -605,7 +634,7 @@ impl Daemon {
     /// Logs and publishes what came of starting tenant `id`.
     fn started_or_not(
         &mut self,
-        runner: &Runner<LinuxHost>,
+        runner: &Runner<QemuHost>,
         id: TenantId,
         outcome: &Outcome,
         estimate: Option<Pages>,
@@ -635,7 +664,7 @@ impl Daemon {
                     "admitted",
                     &format!("{how} {}", slot.cgroup),
                 );
-                if let Some(why) = runner.world().io().and_then(|io| io.unmanaged(id)) {
+                if let Some(why) = runner.world().linux().io().and_then(|io| io.unmanaged(id)) {
                     self.log.warn(
                         "io_unmanaged",
                         &[
@@ -673,8 +702,8 @@ impl Daemon {
     }
 
     /// Gives a tenant the previous run managed, and this one does not, back what it had.
-    fn forget(&mut self, runner: &mut Runner<LinuxHost>, record: TenantRecord) {
-        let name = record.name.clone();
+    fn forget(&mut self, runner: &mut Runner<QemuHost>, record: Record) {
+        let name = record.linux.name.clone();
         match runner.world_mut().restore(&record) {
             Ok(()) => self.log.info(
                 "released",
@@ -692,7 +721,7 @@ impl Daemon {
 
     /// Writes the state file now (`force`) or when the service finds it due; a failure is
     /// logged.
-    fn save_state(&mut self, service: &mut Service<LinuxHost>, force: bool) {
+    fn save_state(&mut self, service: &mut Service<QemuHost>, force: bool) {
         if let Err(e) = service.save_state(force) {
             self.unsaved(e);
         }
@@ -701,7 +730,7 @@ impl Daemon {
     /// (tick, policy, rails, tenants added, removed or changed); settings that need a restart
     /// keep their running value and are named in a warning. A file that does not load changes
     /// nothing. The file replaces changes made through the API.
-    fn reload_file(&mut self, service: &mut Service<LinuxHost>, from: &ReloadFrom) {
+    fn reload_file(&mut self, service: &mut Service<QemuHost>, from: &ReloadFrom) {
         let mut new = match DaemonConfig::load(&from.path) {
             Ok(c) => c,
             Err(e) => {
@@ -874,7 +903,7 @@ impl Daemon {
     /// controller when it runs (a refused change keeps the old ones), in its declaration
     /// otherwise (a tenant refused before is tried again); then its disk caps, written at
     /// once when it runs.
-    fn retune(&mut self, service: &mut Service<LinuxHost>, slot: &mut Slot, t: &TenantConfig) {
+    fn retune(&mut self, service: &mut Service<QemuHost>, slot: &mut Slot, t: &TenantConfig) {
         let before = io_cap(&slot.config);
         let disk_before = disk_spec(&slot.config);
         self.retune_memory(service, slot, t);
@@ -897,7 +926,12 @@ impl Daemon {
             );
         }
         if slot.config == *t && cap != before {
-            match service.runner_mut().world_mut().set_io_cap(slot.id, cap) {
+            match service
+                .runner_mut()
+                .world_mut()
+                .linux_mut()
+                .set_io_cap(slot.id, cap)
+            {
                 Ok(()) => self.log.info(
                     "io_caps",
                     &[("tenant", json!(t.name)), ("caps", json!(cap))],
@@ -912,7 +946,7 @@ impl Daemon {
 
     fn retune_memory(
         &mut self,
-        service: &mut Service<LinuxHost>,
+        service: &mut Service<QemuHost>,
         slot: &mut Slot,
         t: &TenantConfig,
     ) {
@@ -948,7 +982,7 @@ impl Daemon {
     }
 
     /// Stops managing a slot's tenant (restoring it) and forgets it.
-    fn let_go(&mut self, runner: &mut Runner<LinuxHost>, slot: &Slot, why: &str) {
+    fn let_go(&mut self, runner: &mut Runner<QemuHost>, slot: &Slot, why: &str) {
         let running = runner
             .tenant(slot.id)
             .is_some_and(|t| t.status == Status::Running);
@@ -970,13 +1004,13 @@ impl Daemon {
 }
 
 /// The daemon publishes each tick as it happens, and keeps the starts tried again for after it.
-impl Sink<LinuxHost> for Daemon {
-    fn tick(&mut self, t: TickView<'_, LinuxHost>) {
+impl Sink<QemuHost> for Daemon {
+    fn tick(&mut self, t: TickView<'_, QemuHost>) {
         self.observed = true;
         if let Some(hub) = self.balloon.as_ref().map(|b| b.hub.clone()) {
             self.log_agent_events(&hub);
         }
-        if let Some(io) = t.world.io() {
+        if let Some(io) = t.world.linux().io() {
             for f in io.failures_since(self.io_seen) {
                 let tenant = f.id.and_then(|id| {
                     self.slots
@@ -1041,7 +1075,7 @@ impl Sink<LinuxHost> for Daemon {
 
 /// What the daemon plugs into the runner's loop: the signals, the reload of its configuration
 /// file, and the logs and publishing around each tick, between ticks and for each API change.
-impl Driver<LinuxHost> for Daemon {
+impl Driver<QemuHost> for Daemon {
     fn stop(&self) -> bool {
         self.signals.stop.load(Ordering::SeqCst)
     }
@@ -1050,7 +1084,7 @@ impl Driver<LinuxHost> for Daemon {
         self.signals.reload.load(Ordering::SeqCst)
     }
 
-    fn reload(&mut self, service: &mut Service<LinuxHost>) {
+    fn reload(&mut self, service: &mut Service<QemuHost>) {
         if !self.signals.reload.swap(false, Ordering::SeqCst) {
             return;
         }
@@ -1063,7 +1097,7 @@ impl Driver<LinuxHost> for Daemon {
         }
     }
 
-    fn ticking(&mut self, runner: &Runner<LinuxHost>) {
+    fn ticking(&mut self, runner: &Runner<QemuHost>) {
         self.managed = managed_view(&self.slots, runner);
         self.observed = false;
     }
@@ -1072,9 +1106,9 @@ impl Driver<LinuxHost> for Daemon {
     /// that wait.
     fn ticked(
         &mut self,
-        runner: &Runner<LinuxHost>,
-        result: Result<(), LinuxError>,
-    ) -> Result<(), LinuxError> {
+        runner: &Runner<QemuHost>,
+        result: Result<(), memtide_qemu::QemuError>,
+    ) -> Result<(), memtide_qemu::QemuError> {
         if let Err(e) = result {
             let what = if self.observed {
                 "apply_failed"
@@ -1090,7 +1124,7 @@ impl Driver<LinuxHost> for Daemon {
     }
 
     /// Limits raised between ticks for tenants stalled at their limit.
-    fn between(&mut self, runner: &Runner<LinuxHost>, events: Vec<WorldEvent>) {
+    fn between(&mut self, runner: &Runner<QemuHost>, events: Vec<WorldEvent>) {
         let managed = managed_view(&self.slots, runner);
         self.publisher.rescues(events, &managed, &self.log);
     }
@@ -1099,7 +1133,7 @@ impl Driver<LinuxHost> for Daemon {
     /// reload compares with the file.
     fn answered(
         &mut self,
-        runner: &Runner<LinuxHost>,
+        runner: &Runner<QemuHost>,
         change: &Change,
         result: &Result<(), Refusal>,
     ) {
@@ -1219,7 +1253,13 @@ fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot, DaemonErro
             }
             cgroup.clone()
         }
-        TenantOrigin::Launch { .. } => launched_cgroup_path(parent, &t.name),
+        TenantOrigin::Vm {
+            cgroup: Some(cgroup),
+            ..
+        } => cgroup.clone(),
+        TenantOrigin::Launch { .. } | TenantOrigin::Vm { cgroup: None, .. } => {
+            launched_cgroup_path(parent, &t.name)
+        }
     };
     Ok(Slot {
         id,
@@ -1231,32 +1271,41 @@ fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot, DaemonErro
 
 /// Declares slot `s` in the runner: its spec and where it lives. A launched tenant is not
 /// declared in a dry run, which launches nothing.
-fn declare(runner: &mut Runner<LinuxHost>, s: &Slot, config: &DaemonConfig) {
-    let launch = match &s.config.origin {
-        TenantOrigin::Adopt { .. } => None,
-        TenantOrigin::Launch { argv } => Some(argv.clone()),
-    };
-    if launch.is_some() && config.daemon.dry_run {
+fn declare(runner: &mut Runner<QemuHost>, s: &Slot, config: &DaemonConfig) {
+    if s.config.launched() && config.daemon.dry_run {
         return;
     }
     // Its caps, written as it attaches (a declaration changes nothing on the host).
-    let _ = runner.world_mut().set_io_cap(s.id, io_cap(&s.config));
-    // An adapter needs the balloon socket, and starts nothing in a dry run.
-    let adapter = s
-        .config
-        .app
-        .as_ref()
-        .filter(|_| config.balloon.enabled && !config.daemon.dry_run)
-        .map(|app| adapter_argv(&s.config.name, app, &config.balloon.socket));
-    runner.declare(
-        spec(s, config),
-        Placement {
+    let _ = runner
+        .world_mut()
+        .linux_mut()
+        .set_io_cap(s.id, io_cap(&s.config));
+    let placement = match &s.config.origin {
+        TenantOrigin::Vm { source, .. } => memtide_qemu::Placement::Vm(VmPlacement {
+            source: source.clone(),
             cgroup: s.cgroup.clone(),
-            launch,
-            adapter,
-            isolated: s.config.isolated,
-        },
-    );
+        }),
+        TenantOrigin::Adopt { .. } | TenantOrigin::Launch { .. } => {
+            let launch = match &s.config.origin {
+                TenantOrigin::Launch { argv } => Some(argv.clone()),
+                _ => None,
+            };
+            // An adapter needs the balloon socket, and starts nothing in a dry run.
+            let adapter = s
+                .config
+                .app
+                .as_ref()
+                .filter(|_| config.balloon.enabled && !config.daemon.dry_run)
+                .map(|app| adapter_argv(&s.config.name, app, &config.balloon.socket));
+            memtide_qemu::Placement::Cgroup(Placement {
+                cgroup: s.cgroup.clone(),
+                launch,
+                adapter,
+                isolated: s.config.isolated,
+            })
+        }
+    };
+    runner.declare(spec(s, config), placement);
 }
 
 /// `memtide-adapter`'s command line for a tenant's server: the program beside this one when
@@ -1375,7 +1424,7 @@ fn spec(slot: &Slot, config: &DaemonConfig) -> TenantSpec {
 }
 
 /// (id, name, cgroup) of the running tenants, in configuration order.
-fn managed_view(slots: &[Slot], runner: &Runner<LinuxHost>) -> Vec<Managed> {
+fn managed_view(slots: &[Slot], runner: &Runner<QemuHost>) -> Vec<Managed> {
     slots
         .iter()
         .filter(|s| {
@@ -1387,16 +1436,17 @@ fn managed_view(slots: &[Slot], runner: &Runner<LinuxHost>) -> Vec<Managed> {
             id: s.id,
             name: s.config.name.clone(),
             cgroup: s.cgroup.clone(),
-            origin: match s.config.origin {
-                TenantOrigin::Adopt { .. } => "adopted",
-                TenantOrigin::Launch { .. } => "launched",
+            origin: if s.config.launched() {
+                "launched"
+            } else {
+                "adopted"
             },
         })
         .collect()
 }
 
 /// (name, cgroup, why) of the tenants waiting for their cgroup.
-fn waiting_view(slots: &[Slot], runner: &Runner<LinuxHost>) -> Vec<(String, String, String)> {
+fn waiting_view(slots: &[Slot], runner: &Runner<QemuHost>) -> Vec<(String, String, String)> {
     slots
         .iter()
         .filter_map(|s| match &runner.tenant(s.id)?.status {

@@ -1,20 +1,21 @@
-//! The daemon's state file: the runner's state file holding the Linux host's tenant records (`TenantRecord`).
+//! The daemon's state file: the runner's state file holding the QEMU world's tenant records (`memtide_qemu::Record`: the Linux host's `TenantRecord` of each cgroup, and a VM's own part).
 
-use memtide_linux::host::TenantRecord;
+use memtide_qemu::Record;
 
 pub use memtide_runner::state_file::{
     check_not_in_use, load, remove, save, ApiChanges, StateError, TenantChange, FORMAT,
 };
 
 /// The state file as the daemon writes it.
-pub type StateFile = memtide_runner::state_file::StateFile<TenantRecord>;
+pub type StateFile = memtide_runner::state_file::StateFile<Record>;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use memtide_linux::cgroup::{Limit, LimitSettings};
-    use memtide_linux::host::Origin;
+    use memtide_linux::host::{Origin, TenantRecord};
     use memtide_model::Bytes;
+    use memtide_qemu::VmRecord;
     use std::collections::BTreeMap;
 
     fn state() -> StateFile {
@@ -22,19 +23,26 @@ mod tests {
             format: FORMAT,
             pid: 4242,
             hierarchy: "v1".to_string(),
-            tenants: vec![TenantRecord {
-                name: "db".to_string(),
-                cgroup: "/memtide/db".to_string(),
-                origin: Origin::Adopted,
-                original: LimitSettings::V1 {
-                    limit: Limit::Bytes(Bytes(1 << 30)),
-                    soft_limit: Limit::Max,
-                    memsw_limit: Some(Limit::Max),
-                    swappiness: Some(60),
+            tenants: vec![Record {
+                linux: TenantRecord {
+                    name: "db".to_string(),
+                    cgroup: "/memtide/db".to_string(),
+                    origin: Origin::Adopted,
+                    original: LimitSettings::V1 {
+                        limit: Limit::Bytes(Bytes(1 << 30)),
+                        soft_limit: Limit::Max,
+                        memsw_limit: Some(Limit::Max),
+                        swappiness: Some(60),
+                    },
+                    oom_kill_disable: Some(false),
+                    oom_guard: true,
+                    io: None,
                 },
-                oom_kill_disable: Some(false),
-                oom_guard: true,
-                io: None,
+                vm: Some(VmRecord {
+                    qmp: "/run/memtide/vms/db.qmp".into(),
+                    found: Bytes(1 << 30),
+                    paused: false,
+                }),
             }],
             estimates: BTreeMap::from([("db".to_string(), 300 << 20)]),
             changes: ApiChanges {
@@ -67,13 +75,16 @@ mod tests {
         let o = v.as_object_mut().unwrap();
         o.remove("estimates");
         o.remove("changes");
-        o["tenants"][0].as_object_mut().unwrap().remove("oom_guard");
+        let tenant = o["tenants"][0].as_object_mut().unwrap();
+        tenant.remove("oom_guard");
+        tenant.remove("vm");
         std::fs::write(&path, v.to_string()).unwrap();
         let loaded: StateFile = load(&path).unwrap().unwrap();
         assert!(loaded.estimates.is_empty() && loaded.changes.is_empty());
-        assert!(!loaded.tenants[0].oom_guard);
+        assert!(!loaded.tenants[0].linux.oom_guard);
+        assert_eq!(loaded.tenants[0].vm, None);
         std::fs::write(&path, v.to_string().replace("\"format\":1", "\"format\":9")).unwrap();
-        assert!(load::<TenantRecord>(&path)
+        assert!(load::<Record>(&path)
             .unwrap_err()
             .to_string()
             .contains("format 9"));

@@ -63,6 +63,7 @@ impl Harness {
 fn tenant(name: &str, (min, max, shares): Settings) -> TenantSnapshot {
     TenantSnapshot {
         advice: Vec::new(),
+        vm: None,
         name: name.to_string(),
         cgroup: format!("/memtide/{name}"),
         origin: "adopted".to_string(),

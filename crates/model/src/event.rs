@@ -58,4 +58,16 @@ pub enum WorldEvent {
         from: Pages,
         to: Pages,
     },
+    /// A VM's balloon was asked to reach `size` (or, in a dry run, would have been).
+    Balloon {
+        id: TenantId,
+        from: Pages,
+        size: Pages,
+        written: bool,
+    },
+    /// A VM was paused until it is at its target (ESX's low state), or let run again.
+    Blocked { id: TenantId, blocked: bool },
+    /// A VM's QMP socket could not be reached or answered an error: this tick it has no
+    /// balloon lever, only host swap.
+    VmFailed { id: TenantId, error: String },
 }

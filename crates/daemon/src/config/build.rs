@@ -2,7 +2,7 @@
 
 use super::schema::{
     BalloonDoc, DaemonDoc, FileDoc, HostDoc, IoDoc, PolicyDoc, RailsDoc, SharingDoc, TenantDoc,
-    TenantIoDoc,
+    TenantIoDoc, VmDoc,
 };
 use super::{
     cgroup_is_strictly_under, BalloonSection, DaemonConfig, DaemonSection, HostSection, IoCaps,
@@ -528,8 +528,16 @@ fn tenant(
         ParentCgroup::OwnCgroup => format!("<the daemon's cgroup>/{}", t.name),
         ParentCgroup::Path(p) => join(p, &t.name),
     };
-    let origin = match (t.cgroup, t.command) {
-        (Some(_), Some(_)) => {
+    let origin = match (t.cgroup, t.command, t.vm) {
+        (None, None, Some(vm_doc)) => vm(doc, &at.key("vm"), vm_doc, host)?,
+        (cgroup, command, Some(_)) if cgroup.is_some() || command.is_some() => {
+            return Err(doc.error(
+                &at.key("vm"),
+                "is a VM, which memtide launches or adopts by its QMP socket; give no cgroup or \
+                 command beside it",
+            ))
+        }
+        (Some(_), Some(_), _) => {
             return Err(doc.error(
                 at,
                 format!(
@@ -538,16 +546,16 @@ fn tenant(
                 ),
             ))
         }
-        (None, None) => {
+        (None, None, _) => {
             return Err(doc.error(
                 at,
                 format!(
-                    "has neither cgroup nor command; give cgroup to adopt an existing cgroup, \
+                    "has neither cgroup nor command (nor a [tenant.vm]); give cgroup to adopt an existing cgroup, \
                      or command to launch a program in a new cgroup {launched_into}"
                 ),
             ))
         }
-        (None, Some(argv)) => match argv.first() {
+        (None, Some(argv), _) => match argv.first() {
             None => {
                 return Err(doc.error(
                     &at.key("command"),
@@ -563,7 +571,7 @@ fn tenant(
             }
             Some(_) => TenantOrigin::Launch { argv },
         },
-        (Some(text), None) => TenantOrigin::Adopt {
+        (Some(text), None, _) => TenantOrigin::Adopt {
             cgroup: adopted_cgroup(doc, &at.key("cgroup"), &text, host)?,
         },
     };
@@ -601,6 +609,75 @@ fn tenant(
             .io
             .map(|io| tenant_io(doc, &at.key("io"), io))
             .transpose()?,
+    })
+}
+
+/// `[tenant.vm]`: adopted by `qmp` alone (the VM must run now: its QEMU process's cgroup is
+/// read through the socket), or launched, with what to boot present and its memory within
+/// the host's.
+fn vm(doc: &Document, at: &FieldPath, v: VmDoc, host: &HostSection) -> Result<TenantOrigin> {
+    use memtide_qemu::vm::{LaunchSpec, VmError, VmSource};
+    if let Some(qmp) = v.qmp {
+        let launch_field = [
+            ("qemu", v.qemu.is_some()),
+            ("kernel", v.kernel.is_some()),
+            ("initrd", v.initrd.is_some()),
+            ("disk", v.disk.is_some()),
+            ("memory", v.memory.is_some()),
+            ("cpus", v.cpus.is_some()),
+            ("append", v.append.is_some()),
+            ("args", v.args.is_some()),
+        ]
+        .into_iter()
+        .find(|(_, set)| *set);
+        if let Some((field, _)) = launch_field {
+            return Err(doc.error(
+                &at.key(field),
+                "is for a VM memtide launches; an adopted VM (qmp) runs as it was started",
+            ));
+        }
+        let hierarchy = memtide_linux::fs::hierarchy::detect(&host.proc_root)
+            .map_err(|e| doc.error(&at.key("qmp"), e.to_string()))?;
+        let socket = PathBuf::from(&qmp);
+        let cgroup = memtide_qemu::adopt::cgroup_of_socket(&socket, &hierarchy, &host.proc_root)
+            .map_err(|e| doc.error(&at.key("qmp"), e.to_string()))?;
+        return Ok(TenantOrigin::Vm {
+            source: VmSource::Adopt { qmp: socket },
+            cgroup: Some(cgroup),
+        });
+    }
+    let Some(memory) = v.memory else {
+        return Err(doc.error(
+            at,
+            "needs memory (the guest's, e.g. memory = \"1G\") to launch a VM, or qmp to adopt a running one",
+        ));
+    };
+    let spec = LaunchSpec {
+        qemu: v.qemu.unwrap_or_else(|| "qemu-system-x86_64".to_string()),
+        kernel: v.kernel.map(PathBuf::from),
+        initrd: v.initrd.map(PathBuf::from),
+        disk: v.disk.map(PathBuf::from),
+        memory: memtide_model::Bytes(memory.bytes()),
+        cpus: v.cpus.unwrap_or(1),
+        append: v.append,
+        args: v.args.unwrap_or_default(),
+    };
+    let machine = memtide_linux::fs::meminfo::read_meminfo(&host.proc_root)
+        .map_err(|e| doc.error(&at.key("memory"), e.to_string()))?
+        .mem_total;
+    spec.check(machine).map_err(|e| {
+        let field = match &e {
+            VmError::Missing { what, .. } => *what,
+            VmError::NothingToBoot => "kernel",
+            VmError::MoreThanHost { .. } | VmError::TooSmall { .. } => "memory",
+            VmError::Cpus(_) => "cpus",
+            VmError::NoQemu(_) => "qemu",
+        };
+        doc.error(&at.key(field), e.to_string())
+    })?;
+    Ok(TenantOrigin::Vm {
+        source: VmSource::Launch(spec),
+        cgroup: None,
     })
 }
 
@@ -796,10 +873,10 @@ fn check_cgroups(doc: &Document, host: &HostSection, tenants: &[TenantConfig]) -
     let paths: Vec<(usize, String)> = tenants
         .iter()
         .enumerate()
-        .filter_map(|(i, t)| match (&t.origin, &host.parent) {
-            (TenantOrigin::Adopt { cgroup }, _) => Some((i, cgroup.clone())),
-            (TenantOrigin::Launch { .. }, ParentCgroup::Path(p)) => Some((i, join(p, &t.name))),
-            (TenantOrigin::Launch { .. }, ParentCgroup::OwnCgroup) => None,
+        .filter_map(|(i, t)| match (t.adopted_cgroup(), &host.parent) {
+            (Some(cgroup), _) => Some((i, cgroup.to_string())),
+            (None, ParentCgroup::Path(p)) => Some((i, join(p, &t.name))),
+            (None, ParentCgroup::OwnCgroup) => None,
         })
         .collect();
     // Sorted by components, a cgroup comes right before the cgroups inside it (or one of
@@ -816,9 +893,10 @@ fn check_cgroups(doc: &Document, host: &HostSection, tenants: &[TenantConfig]) -
         }
         // Report at the tenant written later in the file.
         let (later, earlier) = if a.1 > b.1 { (a, b) } else { (b, a) };
-        let launched = match tenants[earlier.1].origin {
-            TenantOrigin::Adopt { .. } => "",
-            TenantOrigin::Launch { .. } => " (launched there)",
+        let launched = if tenants[earlier.1].launched() {
+            " (launched there)"
+        } else {
+            ""
         };
         let other = format!(
             "tenant \"{}\"'s cgroup \"{}\"{launched}",
@@ -838,7 +916,13 @@ fn check_cgroups(doc: &Document, host: &HostSection, tenants: &[TenantConfig]) -
         let at = root().key("tenant").index(later.1);
         return Err(match tenants[later.1].origin {
             TenantOrigin::Adopt { .. } => doc.error(&at.key("cgroup"), message),
-            TenantOrigin::Launch { .. } => doc.error(
+            TenantOrigin::Vm {
+                cgroup: Some(_), ..
+            } => doc.error(
+                &at.key("vm").key("qmp"),
+                format!("is a VM in cgroup \"{}\", which {message}", later.2),
+            ),
+            TenantOrigin::Launch { .. } | TenantOrigin::Vm { cgroup: None, .. } => doc.error(
                 &at,
                 format!("would be launched into \"{}\", which {message}", later.2),
             ),

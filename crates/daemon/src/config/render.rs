@@ -66,10 +66,17 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
             .iter()
             .map(|t| TenantDoc {
                 name: t.name.clone(),
-                cgroup: t.adopted_cgroup().map(String::from),
+                cgroup: match &t.origin {
+                    TenantOrigin::Adopt { cgroup } => Some(cgroup.clone()),
+                    _ => None,
+                },
                 command: match &t.origin {
                     TenantOrigin::Launch { argv } => Some(argv.clone()),
-                    TenantOrigin::Adopt { .. } => None,
+                    _ => None,
+                },
+                vm: match &t.origin {
+                    TenantOrigin::Vm { source, .. } => Some(vm_doc(source)),
+                    _ => None,
                 },
                 min: Some(Size(t.min_bytes)),
                 max: Size(t.max_bytes),
@@ -122,4 +129,28 @@ pub(crate) fn to_toml(c: &DaemonConfig) -> String {
     };
     // Tables of strings, numbers, booleans and arrays always serialize.
     toml::to_string(&file).unwrap_or_default()
+}
+
+/// A VM's `[tenant.vm]` as written.
+fn vm_doc(source: &memtide_qemu::vm::VmSource) -> super::schema::VmDoc {
+    use memtide_qemu::vm::VmSource;
+    let path =
+        |p: &Option<std::path::PathBuf>| p.as_ref().map(|p| p.to_string_lossy().into_owned());
+    match source {
+        VmSource::Adopt { qmp } => super::schema::VmDoc {
+            qmp: Some(qmp.to_string_lossy().into_owned()),
+            ..Default::default()
+        },
+        VmSource::Launch(l) => super::schema::VmDoc {
+            qmp: None,
+            qemu: Some(l.qemu.clone()),
+            kernel: path(&l.kernel),
+            initrd: path(&l.initrd),
+            disk: path(&l.disk),
+            memory: Some(Size(l.memory.0)),
+            cpus: Some(l.cpus),
+            append: l.append.clone(),
+            args: (!l.args.is_empty()).then(|| l.args.clone()),
+        },
+    }
 }

@@ -124,6 +124,33 @@ pub(super) struct TenantDoc {
     pub(super) slo: Option<SloDoc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) io: Option<TenantIoDoc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) vm: Option<VmDoc>,
+}
+
+/// `[tenant.vm]`: a QEMU VM memtide launches (kernel or disk, memory, …) or adopts by its QMP
+/// socket (`qmp`, and nothing else).
+#[derive(Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, expecting = "a [tenant.vm] table")]
+pub(super) struct VmDoc {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) qmp: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) qemu: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) kernel: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) initrd: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) disk: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) memory: Option<Size>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) cpus: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) append: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) args: Option<Vec<String>>,
 }
 
 /// `[tenant.io]`: the tenant's weight on the shared disk, its latency target and its caps.

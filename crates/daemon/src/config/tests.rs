@@ -718,7 +718,7 @@ fn the_two_touchers_example_launches_two_sampling_tenants() {
         .iter()
         .map(|t| match &t.origin {
             TenantOrigin::Launch { argv } => argv.clone(),
-            TenantOrigin::Adopt { cgroup } => panic!("adopts {cgroup}"),
+            other => panic!("not launched: {other:?}"),
         })
         .collect();
     assert_eq!(

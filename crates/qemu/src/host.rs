@@ -1,0 +1,703 @@
+//! `QemuHost`, the world of QEMU VMs beside the Linux host's cgroups: each VM runs in a memory cgroup of its own, which the Linux host manages (usage, host swap, ESX-style sampling of the QEMU process), while QMP moves its balloon, reads the guest's statistics and pauses it.
+//!
+//! A VM tenant's levers are the guest balloon and host swap, as ESX's: the balloon
+//! (`query-balloon` for where it stands, `balloon` to move it) goes first; what it cannot take
+//! (no driver, a driver that does not move: the policy's stall watch, or the guest's limit)
+//! the host pages out by lowering the VM's cgroup limit over swap, which the kernel meets by
+//! swapping QEMU's memory out, and that limit follows the tenant's target back up as it
+//! rises. ESX's low state pauses the VM (`stop`) until it is at its target. The guest's
+//! swap-ins and major faults (virtio-balloon statistics) are the working-set probe's signal.
+//! Plain cgroup tenants pass through to the Linux host unchanged.
+//!
+//! Costs per VM and tick: two QMP round trips (`query-balloon`, `qom-get guest-stats`) plus
+//! the Linux host's cgroup reads; a balloon command only when its target changed.
+
+use crate::qmp::{GuestStats, Qmp, QmpError};
+use crate::vm::{kvm_available, VmError, VmSource};
+use memtide_controller::{Attach, Host, World};
+use memtide_linux::host::{LinuxError, LinuxHost, TenantRecord};
+use memtide_model::{
+    BalloonDriverInfo, BalloonLever, Bytes, Decision, HostObservation, HostSwapLever, Pages,
+    TenantId, TenantObservation, TenantSpec, WorldEvent,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How the QEMU world talks to its VMs.
+#[derive(Clone, Debug)]
+pub struct QemuOptions {
+    /// Where launched VMs' QMP sockets and serial consoles go.
+    pub run_dir: PathBuf,
+    /// Longest wait for one QMP answer.
+    pub qmp_timeout: Duration,
+    /// How often the guest's balloon driver reports its statistics, in seconds.
+    pub stats_interval: u32,
+    /// Decide and report, move nothing.
+    pub dry_run: bool,
+    /// Root under which /proc is read.
+    pub proc_root: PathBuf,
+}
+
+/// Where a tenant lives: a cgroup of the Linux host, or a VM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Placement {
+    Cgroup(memtide_linux::host::Placement),
+    Vm(VmPlacement),
+}
+
+/// A VM tenant: how it joins, and the cgroup a launched VM runs in (an adopted VM's is the one
+/// its QEMU process is found in).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VmPlacement {
+    pub source: VmSource,
+    pub cgroup: String,
+}
+
+/// What the state file keeps per tenant: the Linux host's record of its cgroup and, for a VM,
+/// how to find it again and what its balloon was when memtide found it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    #[serde(flatten)]
+    pub linux: TenantRecord,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<VmRecord>,
+}
+
+/// A VM's part of its record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VmRecord {
+    /// Its QMP socket.
+    pub qmp: PathBuf,
+    /// What the guest held (`query-balloon`'s `actual`) when memtide first found it: given
+    /// back at exit.
+    pub found: Bytes,
+    /// memtide paused it (ESX's low state): it is let run at exit.
+    #[serde(default)]
+    pub paused: bool,
+}
+
+/// The errors of the QEMU world.
+#[derive(Debug, thiserror::Error)]
+pub enum QemuError {
+    #[error(transparent)]
+    Linux(#[from] LinuxError),
+    #[error(transparent)]
+    Qmp(#[from] QmpError),
+    #[error("tenant {tenant:?}: {error}")]
+    Vm { tenant: String, error: VmError },
+    #[error("tenant {tenant:?}: {error}")]
+    Adopt {
+        tenant: String,
+        error: crate::adopt::AdoptError,
+    },
+    #[error("tenant {tenant:?}: QEMU did not open its QMP socket {socket} within {secs} s (its console: {console})")]
+    NoSocket {
+        tenant: String,
+        socket: String,
+        secs: u64,
+        console: String,
+    },
+}
+
+/// The most a balloon driver moves in a second, as the policy plans it: what the guest's
+/// driver did here under TCG (docs/vms.md), rounded down.
+const DRIVER_RATE: Bytes = Bytes(256 << 20);
+/// What a guest keeps out of its balloon whatever the policy says: its kernel's own needs.
+/// (The guest's deflate-on-OOM is the second net.)
+const GUEST_FLOOR: Bytes = Bytes(64 << 20);
+/// How long a launched QEMU has to open its QMP socket.
+const SOCKET_WAIT: Duration = Duration::from_secs(10);
+
+/// One VM tenant.
+struct Vm {
+    name: String,
+    socket: PathBuf,
+    qmp: Option<Qmp>,
+    /// The guest's memory.
+    memory: Bytes,
+    /// The balloon device's QOM path (`None`: the VM has no balloon).
+    balloon: Option<String>,
+    record: VmRecord,
+    /// The guest's statistics at the previous observation, for the deltas.
+    stats: Option<GuestStats>,
+    /// The guest's driver has reported statistics at least once.
+    driver_seen: bool,
+    /// The `actual` last asked for.
+    asked: Option<Bytes>,
+    /// The balloon's size at the last observation.
+    size: Pages,
+    /// What the VM held at the last observation (its cgroup's usage).
+    allocated: Pages,
+    /// The limit host swap holds the VM at (`None`: host swap is not in force).
+    swap_limit: Option<Pages>,
+}
+
+impl Vm {
+    /// Connects to the VM's QMP and reads what the world needs once: memory, the balloon's
+    /// path, statistics polling.
+    fn connect(socket: &Path, timeout: Duration, interval: u32) -> Result<Connected, QmpError> {
+        let mut qmp = Qmp::connect(socket, timeout)?;
+        let memory = qmp.query_memory_size_summary()?.base;
+        let actual = qmp.query_balloon()?;
+        let balloon = match qmp.find_balloon() {
+            Ok(path) => Some(path),
+            Err(QmpError::NoBalloon { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(path) = &balloon {
+            qmp.set_stats_polling(path, interval)?;
+        }
+        Ok(Connected {
+            qmp,
+            memory,
+            actual,
+            balloon,
+        })
+    }
+}
+
+/// A fresh QMP connection and what it found.
+struct Connected {
+    qmp: Qmp,
+    memory: Bytes,
+    actual: Bytes,
+    balloon: Option<String>,
+}
+
+/// The QEMU world (see the module docs).
+pub struct QemuHost {
+    linux: LinuxHost,
+    options: QemuOptions,
+    vms: BTreeMap<TenantId, Vm>,
+    events: Vec<WorldEvent>,
+    kvm: bool,
+}
+
+impl QemuHost {
+    pub fn new(linux: LinuxHost, options: QemuOptions) -> QemuHost {
+        QemuHost {
+            linux,
+            options,
+            vms: BTreeMap::new(),
+            events: Vec::new(),
+            kvm: kvm_available(),
+        }
+    }
+
+    /// The Linux host underneath (its cgroups, disk, page sharing and agents).
+    pub fn linux(&self) -> &LinuxHost {
+        &self.linux
+    }
+
+    pub fn linux_mut(&mut self) -> &mut LinuxHost {
+        &mut self.linux
+    }
+
+    /// Whether tenant `id` is a VM.
+    pub fn is_vm(&self, id: TenantId) -> bool {
+        self.vms.contains_key(&id)
+    }
+
+    /// A launched VM's QMP socket and console.
+    fn files(&self, name: &str) -> (PathBuf, PathBuf) {
+        (
+            self.options.run_dir.join(format!("{name}.qmp")),
+            self.options.run_dir.join(format!("{name}.console")),
+        )
+    }
+
+    fn attach_vm(
+        &mut self,
+        id: TenantId,
+        spec: &TenantSpec,
+        placement: &VmPlacement,
+        record: Option<&Record>,
+    ) -> Result<Attach, QemuError> {
+        let name = &spec.name;
+        let vm_record = record.and_then(|r| r.vm.as_ref());
+        let (connected, socket, how) = match &placement.source {
+            VmSource::Adopt { qmp } => {
+                let c =
+                    match Vm::connect(qmp, self.options.qmp_timeout, self.options.stats_interval) {
+                        Ok(c) => c,
+                        Err(e) => return Ok(Attach::Waiting(e.to_string())),
+                    };
+                // The cgroup it was declared in, checked to be still its QEMU's alone.
+                let found = crate::adopt::cgroup_of(
+                    &c.qmp,
+                    qmp,
+                    self.linux.hierarchy(),
+                    &self.options.proc_root,
+                )
+                .map_err(|error| QemuError::Adopt {
+                    tenant: name.clone(),
+                    error,
+                })?;
+                if found != placement.cgroup {
+                    return Ok(Attach::Waiting(format!(
+                        "its QEMU now runs in cgroup {found:?}, not {:?}",
+                        placement.cgroup
+                    )));
+                }
+                let linux_record = record.map(|r| r.linux.clone());
+                let linux_placement = memtide_linux::host::Placement {
+                    cgroup: found,
+                    launch: None,
+                    adapter: None,
+                    isolated: true,
+                };
+                match self
+                    .linux
+                    .attach(id, spec, &linux_placement, linux_record.as_ref())?
+                {
+                    Attach::Attached(how) => (c, qmp.clone(), how),
+                    other => return Ok(other),
+                }
+            }
+            VmSource::Launch(launch) => {
+                let (socket, console) = self.files(name);
+                // A VM launched by a run that crashed still runs: re-adopted by its socket.
+                let running = vm_record.and_then(|r| {
+                    Vm::connect(
+                        &r.qmp,
+                        self.options.qmp_timeout,
+                        self.options.stats_interval,
+                    )
+                    .ok()
+                });
+                let linux_record = record.map(|r| r.linux.clone());
+                if running.is_none() {
+                    launch
+                        .check(self.linux.machine().to_bytes())
+                        .map_err(|error| QemuError::Vm {
+                            tenant: name.clone(),
+                            error,
+                        })?;
+                    std::fs::create_dir_all(&self.options.run_dir).map_err(|e| {
+                        QemuError::Linux(LinuxError::Launch {
+                            tenant: name.clone(),
+                            program: launch.qemu.clone(),
+                            error: e,
+                        })
+                    })?;
+                    let _ = std::fs::remove_file(&socket);
+                }
+                let linux_placement = memtide_linux::host::Placement {
+                    cgroup: placement.cgroup.clone(),
+                    launch: Some(launch.argv(&socket, &console, self.kvm)),
+                    adapter: None,
+                    isolated: true,
+                };
+                let how = match self.linux.attach(
+                    id,
+                    spec,
+                    &linux_placement,
+                    running.as_ref().and(linux_record.as_ref()),
+                )? {
+                    Attach::Attached(how) => how,
+                    other => return Ok(other),
+                };
+                let c = match running {
+                    Some(c) => c,
+                    None => match self.wait_for_socket(&socket) {
+                        Some(c) => c,
+                        None => {
+                            let _ = self.linux.release(id);
+                            return Err(QemuError::NoSocket {
+                                tenant: name.clone(),
+                                socket: socket.display().to_string(),
+                                secs: SOCKET_WAIT.as_secs(),
+                                console: console.display().to_string(),
+                            });
+                        }
+                    },
+                };
+                (c, socket, how)
+            }
+        };
+        let record = match vm_record {
+            Some(r) => r.clone(),
+            None => VmRecord {
+                qmp: socket.clone(),
+                found: connected.actual,
+                paused: false,
+            },
+        };
+        self.vms.insert(
+            id,
+            Vm {
+                name: name.clone(),
+                socket,
+                memory: connected.memory,
+                balloon: connected.balloon,
+                qmp: Some(connected.qmp),
+                record,
+                stats: None,
+                driver_seen: false,
+                asked: None,
+                size: Pages::ZERO,
+                allocated: Pages::ZERO,
+                swap_limit: None,
+            },
+        );
+        Ok(Attach::Attached(how))
+    }
+
+    /// Connects to a just-launched QEMU's socket, waiting for it to appear.
+    fn wait_for_socket(&self, socket: &Path) -> Option<Connected> {
+        let started = Instant::now();
+        loop {
+            if socket.exists() {
+                if let Ok(c) = Vm::connect(
+                    socket,
+                    self.options.qmp_timeout,
+                    self.options.stats_interval,
+                ) {
+                    return Some(c);
+                }
+            }
+            if started.elapsed() > SOCKET_WAIT {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Reads one VM's balloon and statistics into its observation, which the Linux host made
+    /// from the VM's cgroup: the cgroup's limit lever becomes the balloon and host swap.
+    fn observe_vm(&mut self, obs: &mut TenantObservation) {
+        let id = obs.id;
+        let Some(vm) = self.vms.get_mut(&id) else {
+            return;
+        };
+        let cgroup_swapped = obs.swapped.unwrap_or(Pages::ZERO);
+        let host_swap_ins = obs.swap_ins;
+        obs.levers.limit = None;
+        obs.levers.app_balloon = None;
+        // The guest's own swap is not reported through the balloon; the cgroup's swap is host
+        // swap.
+        obs.swapped = None;
+        obs.swap_ins = None;
+        obs.refaults = None;
+        obs.levers.host_swap = Some(HostSwapLever {
+            swapped: cgroup_swapped,
+            swap_ins: host_swap_ins,
+        });
+        vm.allocated = obs.allocated;
+        if vm.qmp.is_none() {
+            match Vm::connect(
+                &vm.socket,
+                self.options.qmp_timeout,
+                self.options.stats_interval,
+            ) {
+                Ok(c) => {
+                    vm.qmp = Some(c.qmp);
+                    vm.balloon = c.balloon;
+                    vm.memory = c.memory;
+                    vm.asked = None;
+                }
+                Err(e) => {
+                    self.events.push(WorldEvent::VmFailed {
+                        id,
+                        error: e.to_string(),
+                    });
+                    return;
+                }
+            }
+        }
+        let qmp = vm.qmp.as_mut().expect("connected above");
+        let read = |qmp: &mut Qmp| -> Result<(Bytes, Option<GuestStats>), QmpError> {
+            let actual = qmp.query_balloon()?;
+            let stats = match &vm.balloon {
+                Some(path) => Some(qmp.guest_stats(path)?),
+                None => None,
+            };
+            Ok((actual, stats))
+        };
+        let (actual, stats) = match read(qmp) {
+            Ok(r) => r,
+            Err(e) => {
+                if matches!(e, QmpError::Closed { .. }) {
+                    vm.qmp = None;
+                }
+                self.events.push(WorldEvent::VmFailed {
+                    id,
+                    error: e.to_string(),
+                });
+                return;
+            }
+        };
+        if let Some(s) = &stats {
+            vm.driver_seen |= s.last_update > 0;
+            let before = vm.stats.as_ref();
+            let swap_in = s.swap_in.map(Bytes::to_pages_floor);
+            let delta_swap = match (swap_in, before.and_then(|b| b.swap_in)) {
+                (Some(now), Some(then)) => Some(now.0.saturating_sub(then.to_pages_floor().0)),
+                _ => None,
+            };
+            let delta_major = match (s.major_faults, before.and_then(|b| b.major_faults)) {
+                (Some(now), Some(then)) => Some(now.saturating_sub(then)),
+                _ => None,
+            };
+            obs.swap_ins = delta_swap;
+            // Every swap-in is a major fault too; the rest read file pages back.
+            obs.refaults = delta_major.map(|m| m.saturating_sub(delta_swap.unwrap_or(0)));
+        }
+        vm.stats = stats;
+        let memory = vm.memory.to_pages_floor();
+        vm.size = memory.saturating_sub(actual.to_pages_floor());
+        let driver = (vm.balloon.is_some() && vm.driver_seen).then(|| BalloonDriverInfo {
+            rate_per_s: DRIVER_RATE.to_pages_floor(),
+            limit: memory.saturating_sub(GUEST_FLOOR.to_pages_floor()),
+        });
+        obs.levers.balloon = Some(BalloonLever {
+            memory,
+            size: vm.size,
+            driver,
+        });
+    }
+
+    /// Carries out the VM moves of `decision`: the balloon, host swap through the cgroup's
+    /// limit, pausing.
+    fn apply_vms(&mut self, decision: &Decision) {
+        let machine = self.linux.machine();
+        for action in &decision.actions {
+            let Some(vm) = self.vms.get_mut(&action.id) else {
+                continue;
+            };
+            let id = action.id;
+            let moves = action.moves();
+            if let (Some(size), Some(qmp)) = (moves.balloon, vm.qmp.as_mut()) {
+                let want = vm.memory.saturating_sub(size.to_bytes());
+                if vm.asked != Some(want) {
+                    let written = !self.options.dry_run;
+                    let result = if written { qmp.balloon(want) } else { Ok(()) };
+                    match result {
+                        Ok(()) => {
+                            vm.asked = Some(want);
+                            self.events.push(WorldEvent::Balloon {
+                                id,
+                                from: vm.size,
+                                size,
+                                written,
+                            });
+                        }
+                        Err(e) => self.events.push(WorldEvent::VmFailed {
+                            id,
+                            error: e.to_string(),
+                        }),
+                    }
+                }
+            }
+            // Host swap: the limit goes under what the VM holds by what the policy pages out,
+            // and follows the target back up; lifted once the target is the whole VM again.
+            let out = moves.host_swap_out;
+            let to = if out > Pages::ZERO {
+                Some(vm.allocated.saturating_sub(out))
+            } else {
+                match vm.swap_limit {
+                    Some(l) if action.target > l => Some(action.target),
+                    _ => None,
+                }
+            };
+            if let Some(to) = to {
+                let lift = to >= vm.memory.to_pages_ceil() + GUEST_FLOOR.to_pages_ceil();
+                let to = if lift { machine } else { to };
+                if vm.swap_limit != Some(to) && !(lift && vm.swap_limit.is_none()) {
+                    self.linux.set_limit(id, to);
+                    vm.swap_limit = (!lift).then_some(to);
+                }
+            }
+            if let Some(qmp) = vm.qmp.as_mut() {
+                if moves.blocked != vm.record.paused && !self.options.dry_run {
+                    let command = if moves.blocked { "stop" } else { "cont" };
+                    match qmp.execute(command, None) {
+                        Ok(_) => {
+                            vm.record.paused = moves.blocked;
+                            self.events.push(WorldEvent::Blocked {
+                                id,
+                                blocked: moves.blocked,
+                            });
+                        }
+                        Err(e) => self.events.push(WorldEvent::VmFailed {
+                            id,
+                            error: e.to_string(),
+                        }),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Gives a VM back what memtide changed through QMP: its balloon as found, running.
+    fn give_back_vm(
+        qmp: Option<&mut Qmp>,
+        socket: &Path,
+        record: &VmRecord,
+        timeout: Duration,
+    ) -> Result<(), QemuError> {
+        let mut own;
+        let qmp = match qmp {
+            Some(q) => q,
+            None => {
+                own = Qmp::connect(socket, timeout)?;
+                &mut own
+            }
+        };
+        qmp.balloon(record.found)?;
+        if record.paused {
+            qmp.execute("cont", None)?;
+        }
+        Ok(())
+    }
+
+    fn release_vm(&mut self, id: TenantId) -> Result<(), QemuError> {
+        let Some(mut vm) = self.vms.remove(&id) else {
+            return Ok(());
+        };
+        if self.options.dry_run {
+            return Ok(());
+        }
+        let launched = self
+            .linux
+            .tenant(id)
+            .is_some_and(|t| t.record.origin == memtide_linux::host::Origin::Launched);
+        if launched {
+            // A launched VM stops with its cgroup (the Linux host's release).
+            return Ok(());
+        }
+        match Self::give_back_vm(
+            vm.qmp.as_mut(),
+            &vm.socket,
+            &vm.record,
+            self.options.qmp_timeout,
+        ) {
+            // A VM that exited has nothing to give back.
+            Err(QemuError::Qmp(QmpError::Closed { .. } | QmpError::Connect { .. })) => Ok(()),
+            other => other,
+        }
+    }
+}
+
+impl Host for QemuHost {
+    type Error = QemuError;
+
+    fn observe(&mut self) -> Result<HostObservation, QemuError> {
+        let mut obs = self.linux.observe()?;
+        for t in &mut obs.tenants {
+            if self.vms.contains_key(&t.id) {
+                self.observe_vm(t);
+            }
+        }
+        Ok(obs)
+    }
+
+    fn apply(&mut self, decision: &Decision) -> Result<(), QemuError> {
+        self.linux.apply(decision)?;
+        self.apply_vms(decision);
+        Ok(())
+    }
+}
+
+impl World for QemuHost {
+    type Placement = Placement;
+    type Record = Record;
+    type Command = std::convert::Infallible;
+
+    fn attach(
+        &mut self,
+        id: TenantId,
+        spec: &TenantSpec,
+        placement: &Placement,
+        record: Option<&Record>,
+    ) -> Result<Attach, QemuError> {
+        match placement {
+            Placement::Cgroup(p) => Ok(self.linux.attach(id, spec, p, record.map(|r| &r.linux))?),
+            Placement::Vm(p) => self.attach_vm(id, spec, p, record),
+        }
+    }
+
+    fn detach(&mut self, id: TenantId) -> Result<(), QemuError> {
+        let vm = self.release_vm(id);
+        self.linux.detach(id)?;
+        vm
+    }
+
+    fn retune(&mut self, id: TenantId, spec: &TenantSpec) {
+        self.linux.retune(id, spec);
+    }
+
+    fn run(&mut self, tick: Duration) {
+        self.linux.run(tick);
+    }
+
+    fn between_ticks(&mut self) {
+        self.linux.between_ticks();
+    }
+
+    /// The Linux host's events, with a VM that left dropped here too.
+    fn drain_events(&mut self) -> Vec<WorldEvent> {
+        let mut events = self.linux.drain_events();
+        for e in &events {
+            if let WorldEvent::Gone { id, .. } = e {
+                self.vms.remove(id);
+            }
+        }
+        events.append(&mut self.events);
+        events
+    }
+
+    fn command(
+        &mut self,
+        _id: TenantId,
+        command: &std::convert::Infallible,
+    ) -> Result<String, QemuError> {
+        match *command {}
+    }
+
+    fn records(&self) -> Vec<Record> {
+        self.linux
+            .records()
+            .into_iter()
+            .map(|linux| {
+                let vm = self
+                    .vms
+                    .values()
+                    .find(|v| v.name == linux.name)
+                    .map(|v| v.record.clone());
+                Record { linux, vm }
+            })
+            .collect()
+    }
+
+    fn restore(&mut self, record: &Record) -> Result<(), QemuError> {
+        if let (Some(vm), memtide_linux::host::Origin::Adopted) = (&record.vm, record.linux.origin)
+        {
+            match Self::give_back_vm(None, &vm.qmp, vm, self.options.qmp_timeout) {
+                Err(QemuError::Qmp(QmpError::Closed { .. } | QmpError::Connect { .. })) => {}
+                other => other?,
+            }
+        }
+        Ok(self.linux.restore(&record.linux)?)
+    }
+
+    fn detach_all(&mut self) -> Vec<(String, QemuError)> {
+        let ids: Vec<TenantId> = self.vms.keys().copied().collect();
+        let mut errors: Vec<(String, QemuError)> = Vec::new();
+        for id in ids {
+            let name = self.vms[&id].name.clone();
+            if let Err(e) = self.release_vm(id) {
+                errors.push((name, e));
+            }
+        }
+        errors.extend(
+            self.linux
+                .detach_all()
+                .into_iter()
+                .map(|(n, e)| (n, QemuError::Linux(e))),
+        );
+        errors
+    }
+}
