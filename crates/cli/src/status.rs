@@ -76,6 +76,8 @@ pub fn render_table(s: &Snapshot) -> String {
     } else {
         // The disk column only when some tenant's I/O is managed.
         let disk = s.tenants.iter().any(|t| t.disk.is_some());
+        // The balloon column only when some tenant is a VM.
+        let vm = s.tenants.iter().any(|t| t.vm.is_some());
         let mut header = vec![
             "TENANT",
             "ALLOCATED",
@@ -86,6 +88,9 @@ pub fn render_table(s: &Snapshot) -> String {
             "SWAP",
             "REFAULTS/S",
         ];
+        if vm {
+            header.push("BALLOON");
+        }
         if disk {
             header.push("DISK");
         }
@@ -105,6 +110,9 @@ pub fn render_table(s: &Snapshot) -> String {
                     t.refaults_per_s
                         .map_or_else(|| "-".to_string(), |r| format!("{r:.1}")),
                 ];
+                if vm {
+                    row.push(t.vm.as_ref().map_or_else(|| "-".to_string(), balloon_cell));
+                }
                 if disk {
                     row.push(t.disk.as_ref().map_or_else(|| "-".to_string(), disk_cell));
                 }
@@ -226,6 +234,26 @@ pub fn render_table(s: &Snapshot) -> String {
 }
 
 /// A tenant's disk in the table: its weight and the latency it saw, e.g. `w400 12.3ms`
+/// A VM's balloon: its size, `->` the target when it moves, `stalled` or `paused` when so,
+/// `no driver` without one.
+fn balloon_cell(v: &memtide_api::VmSnapshot) -> String {
+    let mut cell = human_bytes(v.balloon_bytes);
+    match v.balloon_target_bytes {
+        None => cell.push_str(" no driver"),
+        Some(t) if t.abs_diff(v.balloon_bytes) >= 1 << 20 => {
+            cell.push_str(&format!("->{}", human_bytes(t)));
+        }
+        Some(_) => {}
+    }
+    if v.stalled {
+        cell.push_str(" stalled");
+    }
+    if v.blocked {
+        cell.push_str(" paused");
+    }
+    cell
+}
+
 /// (`w100 -` when it did no I/O in the last tick).
 fn disk_cell(d: &DiskSnapshot) -> String {
     let weight = d.weight.map_or_else(|| "-".to_string(), |w| w.to_string());
@@ -466,6 +494,53 @@ mod tests {
         assert!(lines[header + 3].ends_with("           -  tws"), "{text}");
         s.tenants.retain(|t| t.disk.is_none());
         assert!(!render_table(&s).contains("DISK"), "no column without I/O");
+    }
+
+    #[test]
+    fn vm_tenants_show_their_balloon_its_target_and_a_stall_in_a_balloon_column() {
+        let mut s = Snapshot::default();
+        let vm = |balloon: u64, target: Option<u64>, stalled: bool| memtide_api::VmSnapshot {
+            balloon_bytes: balloon << 20,
+            balloon_target_bytes: target.map(|t| t << 20),
+            stalled,
+            ..Default::default()
+        };
+        for (name, v) in [
+            ("moving", Some(vm(0, Some(512), false))),
+            ("stuck", Some(vm(0, Some(512), true))),
+            ("bare", Some(vm(0, None, false))),
+            ("box", None),
+        ] {
+            s.tenants.push(TenantSnapshot {
+                name: name.into(),
+                estimator: "tws".into(),
+                vm: v,
+                ..Default::default()
+            });
+        }
+        let text = render_table(&s);
+        let lines: Vec<&str> = text.lines().collect();
+        let header = lines.iter().position(|l| l.starts_with("TENANT")).unwrap();
+        assert!(lines[header].contains("REFAULTS/S"), "{text}");
+        assert!(lines[header].contains("BALLOON  ESTIMATOR"), "{text}");
+        assert!(
+            lines[header + 1].ends_with("0.0 MiB->512.0 MiB  tws"),
+            "{text}"
+        );
+        assert!(
+            lines[header + 2].ends_with("0.0 MiB->512.0 MiB stalled  tws"),
+            "{text}"
+        );
+        assert!(
+            lines[header + 3].ends_with("0.0 MiB no driver  tws"),
+            "{text}"
+        );
+        assert!(lines[header + 4].ends_with(" -  tws"), "{text}");
+        s.tenants.retain(|t| t.vm.is_none());
+        assert!(
+            !render_table(&s).contains("BALLOON"),
+            "no column without VMs"
+        );
     }
 
     #[test]
