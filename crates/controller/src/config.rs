@@ -23,6 +23,11 @@ pub struct ControllerConfig {
     /// Limit tenants: take memory above a tenant's estimate even while the budget has room
     /// (TWS as published, probing all the time). Default false: only once the budget runs short.
     pub reclaim_always: bool,
+    /// The tenants share a host with others (a Linux host, its VMs among them): the machine's
+    /// free memory says nothing of the budget, so every tenant's memory counts against the
+    /// budget's own reclamation state, not only that of tenants under a limit. False where
+    /// memtide owns the machine (the simulator's ESX host).
+    pub shared_host: bool,
     /// What backs max - min at admission, as refusals name it.
     pub backing: Backing,
     /// Page sharing's scan rates and CPU budget, where the world shares pages; `None`: no
@@ -56,6 +61,7 @@ impl Default for ControllerConfig {
             rails: LimitRails::default(),
             dry_run: false,
             reclaim_always: false,
+            shared_host: false,
             backing: Backing::HostSwap,
             sharing: None,
             cache: None,

@@ -333,7 +333,7 @@ impl Controller {
         let budget_held = self.config.budget.and_then(|budget| {
             obs.tenants
                 .iter()
-                .filter(|t| mechanism::counts_against_budget(t))
+                .filter(|t| mechanism::counts_against_budget(t, self.config.shared_host))
                 .map(|t| t.allocated)
                 .reduce(|a, b| a + b)
                 .map(|held| (held, budget))
@@ -382,7 +382,7 @@ impl Controller {
                 probe: mechanism::may_probe(t, wanted, config.dry_run),
             };
             let active = s.estimator.update(&input);
-            if mechanism::counts_against_budget(t) {
+            if mechanism::counts_against_budget(t, config.shared_host) {
                 budget_bound = true;
                 measured &= s.estimator.measured();
             }

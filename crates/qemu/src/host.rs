@@ -13,8 +13,9 @@
 //! the Linux host's cgroup reads; a balloon command only when its target changed.
 
 use crate::qmp::{GuestStats, Qmp, QmpError};
-use crate::vm::{kvm_available, VmError, VmSource};
+use crate::vm::{VmError, VmSource};
 use memtide_controller::{Attach, Host, World};
+use memtide_linux::fs::mapping::read_largest_mapping;
 use memtide_linux::host::{LinuxError, LinuxHost, TenantRecord};
 use memtide_model::{
     BalloonDriverInfo, BalloonLever, Bytes, Decision, HostObservation, HostSwapLever, Pages,
@@ -128,8 +129,10 @@ struct Vm {
     asked: Option<Bytes>,
     /// The balloon's size at the last observation.
     size: Pages,
-    /// What the VM held at the last observation (its cgroup's usage).
-    allocated: Pages,
+    /// What the VM's cgroup held at the last observation (QEMU's overhead included).
+    usage: Pages,
+    /// Its QEMU process (the QMP socket's peer).
+    pid: Option<u32>,
     /// The limit host swap holds the VM at (`None`: host swap is not in force).
     swap_limit: Option<Pages>,
 }
@@ -172,7 +175,6 @@ pub struct QemuHost {
     options: QemuOptions,
     vms: BTreeMap<TenantId, Vm>,
     events: Vec<WorldEvent>,
-    kvm: bool,
 }
 
 impl QemuHost {
@@ -182,7 +184,6 @@ impl QemuHost {
             options,
             vms: BTreeMap::new(),
             events: Vec::new(),
-            kvm: kvm_available(),
         }
     }
 
@@ -286,7 +287,7 @@ impl QemuHost {
                 }
                 let linux_placement = memtide_linux::host::Placement {
                     cgroup: placement.cgroup.clone(),
-                    launch: Some(launch.argv(&socket, &console, self.kvm)),
+                    launch: Some(launch.argv(&socket, &console)),
                     adapter: None,
                     isolated: true,
                 };
@@ -325,6 +326,7 @@ impl QemuHost {
                 paused: false,
             },
         };
+        let pid = connected.qmp.pid().and_then(|p| u32::try_from(p).ok());
         self.vms.insert(
             id,
             Vm {
@@ -338,7 +340,8 @@ impl QemuHost {
                 driver_seen: false,
                 asked: None,
                 size: Pages::ZERO,
-                allocated: Pages::ZERO,
+                usage: Pages::ZERO,
+                pid,
                 swap_limit: None,
             },
         );
@@ -381,11 +384,25 @@ impl QemuHost {
         obs.swapped = None;
         obs.swap_ins = None;
         obs.refaults = None;
+        vm.usage = obs.allocated;
+        // The guest's memory as QEMU holds it, apart from the emulator's own (ESX counts a
+        // VM's overhead apart too); the cgroup's figures when smaps cannot say.
+        let guest = vm.pid.and_then(|pid| {
+            read_largest_mapping(&self.options.proc_root, pid, vm.memory)
+                .ok()
+                .flatten()
+        });
+        let host_swapped = match guest {
+            Some(m) => {
+                obs.allocated = m.rss.to_pages_floor();
+                m.swap.to_pages_floor()
+            }
+            None => cgroup_swapped,
+        };
         obs.levers.host_swap = Some(HostSwapLever {
-            swapped: cgroup_swapped,
+            swapped: host_swapped,
             swap_ins: host_swap_ins,
         });
-        vm.allocated = obs.allocated;
         if vm.qmp.is_none() {
             match Vm::connect(
                 &vm.socket,
@@ -393,6 +410,7 @@ impl QemuHost {
                 self.options.stats_interval,
             ) {
                 Ok(c) => {
+                    vm.pid = c.qmp.pid().and_then(|p| u32::try_from(p).ok());
                     vm.qmp = Some(c.qmp);
                     vm.balloon = c.balloon;
                     vm.memory = c.memory;
@@ -495,7 +513,7 @@ impl QemuHost {
             // and follows the target back up; lifted once the target is the whole VM again.
             let out = moves.host_swap_out;
             let to = if out > Pages::ZERO {
-                Some(vm.allocated.saturating_sub(out))
+                Some(vm.usage.saturating_sub(out))
             } else {
                 match vm.swap_limit {
                     Some(l) if action.target > l => Some(action.target),

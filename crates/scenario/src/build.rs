@@ -641,6 +641,8 @@ impl Build<'_> {
             rails: Default::default(),
             dry_run: false,
             reclaim_always: false,
+            // The simulated host is memtide's alone: its free memory is the VMs' state.
+            shared_host: false,
             backing: Default::default(),
             sharing: None,
             cache: match p.cache {

@@ -627,6 +627,7 @@ fn vm(doc: &Document, at: &FieldPath, v: VmDoc, host: &HostSection) -> Result<Te
             ("cpus", v.cpus.is_some()),
             ("append", v.append.is_some()),
             ("args", v.args.is_some()),
+            ("kvm", v.kvm.is_some()),
         ]
         .into_iter()
         .find(|(_, set)| *set);
@@ -661,6 +662,7 @@ fn vm(doc: &Document, at: &FieldPath, v: VmDoc, host: &HostSection) -> Result<Te
         cpus: v.cpus.unwrap_or(1),
         append: v.append,
         args: v.args.unwrap_or_default(),
+        kvm: v.kvm.unwrap_or(false),
     };
     let machine = memtide_linux::fs::meminfo::read_meminfo(&host.proc_root)
         .map_err(|e| doc.error(&at.key("memory"), e.to_string()))?

@@ -151,6 +151,7 @@ fn vm_doc(source: &memtide_qemu::vm::VmSource) -> super::schema::VmDoc {
             cpus: Some(l.cpus),
             append: l.append.clone(),
             args: (!l.args.is_empty()).then(|| l.args.clone()),
+            kvm: Some(l.kvm),
         },
     }
 }

@@ -151,6 +151,8 @@ pub(super) struct VmDoc {
     pub(super) append: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(super) args: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) kvm: Option<bool>,
 }
 
 /// `[tenant.io]`: the tenant's weight on the shared disk, its latency target and its caps.

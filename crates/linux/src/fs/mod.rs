@@ -18,6 +18,7 @@ pub mod kept;
 pub mod keyed;
 pub mod ksm;
 pub mod limit;
+pub mod mapping;
 pub mod meminfo;
 pub mod oom_events;
 pub mod pressure;

@@ -192,11 +192,12 @@ fn fence_room(levers: &Levers) -> Option<Pages> {
 
 /// Whether a tenant's memory counts against the budget's own reclamation state: memory that
 /// a limit moves is what the tenants hold, which the budget bounds (the machine's free memory
-/// says little on a shared Linux host); a VM's is machine memory, which the host's state
-/// already follows.
+/// says little on a shared Linux host), and so is every tenant's on a `shared_host` (a VM on
+/// a Linux host too); on a machine memtide owns, a VM's is machine memory, which the host's
+/// state already follows.
 #[inline]
-pub fn counts_against_budget(t: &TenantObservation) -> bool {
-    t.levers.limit.is_some()
+pub fn counts_against_budget(t: &TenantObservation, shared_host: bool) -> bool {
+    shared_host || t.levers.limit.is_some()
 }
 
 /// Whether a tenant's estimator may probe (shrink it to find its working set). A tenant under
