@@ -6,6 +6,7 @@ pub mod disk;
 pub mod mariadb;
 pub mod redis;
 pub mod samples;
+pub mod vm;
 use memtide_api::{Snapshot, TenantSnapshot};
 use memtide_linux::cgroup::{CgroupSample, Limit, MemoryCgroup};
 use memtide_linux::fs::hierarchy::{self, MemoryHierarchy};

@@ -1,0 +1,224 @@
+//! Real VMs for the QEMU world's tests: the guest image scripts/guest-image.sh builds (found in `MEMTIDE_GUEST_DIR` or /var/cache/memtide/guest), daemon configs that launch VMs from it, their consoles, and a QEMU a test starts itself (in a test cgroup, killed on drop) for the daemon to adopt.
+
+use super::{skip_or_fail, TestCgroup};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The guest image: a kernel and its initramfs.
+pub struct Guest {
+    pub kernel: PathBuf,
+    pub initrd: PathBuf,
+}
+
+/// The guest image and QEMU, or `None` after skipping (failing under `MEMTIDE_REQUIRE_LINUX=1`)
+/// when root, qemu-system-x86_64 or the image is missing.
+pub fn guest(test: &str) -> Option<Guest> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        skip_or_fail(test, "needs root for the VMs' cgroups");
+        return None;
+    }
+    if super::redis::find_program("qemu-system-x86_64").is_none() {
+        skip_or_fail(
+            test,
+            "qemu-system-x86_64 is not installed (Debian: qemu-system-x86)",
+        );
+        return None;
+    }
+    let dir = std::env::var_os("MEMTIDE_GUEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/var/cache/memtide/guest"));
+    let g = Guest {
+        kernel: dir.join("vmlinuz"),
+        initrd: dir.join("initramfs.cpio.gz"),
+    };
+    if !g.kernel.is_file() || !g.initrd.is_file() {
+        skip_or_fail(
+            test,
+            &format!(
+                "no guest image in {} (run scripts/guest-image.sh)",
+                dir.display()
+            ),
+        );
+        return None;
+    }
+    Some(g)
+}
+
+impl Guest {
+    /// The kernel command line running `run` in the guest, with `extra` parameters
+    /// (scripts/guest-init.sh reads them).
+    pub fn append(&self, run: &str, extra: &str) -> String {
+        format!("console=ttyS0 quiet {extra} memtide.run=\"{run}\"")
+    }
+
+    /// A `[[tenant]]` launching a VM of `memory` from this image.
+    pub fn tenant(&self, name: &str, memory: &str, tenant: &str, run: &str, extra: &str) -> String {
+        format!(
+            r#"
+[[tenant]]
+name = "{name}"
+{tenant}
+[tenant.vm]
+memory = "{memory}"
+kernel = "{}"
+initrd = "{}"
+append = '{}'
+"#,
+            self.kernel.display(),
+            self.initrd.display(),
+            self.append(run, extra)
+        )
+    }
+
+    /// The QEMU command line of a VM a test starts itself (the daemon's own, less its cgroup).
+    pub fn qemu_argv(
+        &self,
+        memory_mib: u64,
+        run: &str,
+        extra: &str,
+        qmp: &Path,
+        console: &Path,
+    ) -> Vec<String> {
+        let spec = memtide_qemu::vm::LaunchSpec {
+            qemu: "qemu-system-x86_64".to_string(),
+            kernel: Some(self.kernel.clone()),
+            initrd: Some(self.initrd.clone()),
+            disk: None,
+            memory: memtide_model::Bytes(memory_mib << 20),
+            cpus: 1,
+            append: Some(self.append(run, extra)),
+            args: Vec::new(),
+            kvm: false,
+        };
+        spec.argv(qmp, console)
+    }
+}
+
+/// A daemon config (tick 1 s, the `{listen}` and `{state}` placeholders of `Daemon::start`)
+/// with `budget`, `policy` lines and `tenants`.
+pub fn vm_config(budget: &str, policy: &str, tenants: &str) -> String {
+    format!(
+        r#"
+[daemon]
+tick = "1s"
+listen = "{{listen}}"
+state_file = "{{state}}"
+
+[host]
+parent = "self"
+budget = "{budget}"
+
+[policy]
+{policy}
+{tenants}
+"#
+    )
+}
+
+/// A launched VM's console, as the daemon's QEMU writes it (`<state dir>/vms/NAME.console`).
+pub fn console(state_dir: &Path, name: &str) -> String {
+    let bytes =
+        std::fs::read(state_dir.join("vms").join(format!("{name}.console"))).unwrap_or_default();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// Whether a guest's console shows its OOM killer at work, or its workload ended.
+pub fn guest_trouble(console: &str) -> Option<String> {
+    console
+        .lines()
+        .find(|l| {
+            l.contains("Out of memory")
+                || l.contains("oom-kill")
+                || l.contains("Killed process")
+                || l.contains("workload exited")
+        })
+        .map(str::to_string)
+}
+
+/// Waits for `memtide-guest: ready` on a console file.
+pub fn wait_ready(console: impl Fn() -> String, timeout: Duration) -> Duration {
+    let start = Instant::now();
+    while !console().contains("memtide-guest: ready") {
+        assert!(
+            start.elapsed() < timeout,
+            "the guest was not ready within {timeout:?}; console:\n{}",
+            console()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    start.elapsed()
+}
+
+/// A QEMU a test started in a cgroup of its own, for the daemon to adopt by its QMP socket;
+/// killed on drop.
+pub struct OwnVm {
+    pub child: Option<Child>,
+    pub qmp: PathBuf,
+    pub console: PathBuf,
+    /// Its cgroup (dropped after the QEMU is gone).
+    pub cgroup: TestCgroup,
+}
+
+impl OwnVm {
+    /// Starts `argv` inside `cgroup` and waits for its QMP socket and the guest's `ready`.
+    pub fn start(argv: Vec<String>, cgroup: TestCgroup, qmp: PathBuf, console: PathBuf) -> OwnVm {
+        let procs = cgroup.dir().join("cgroup.procs");
+        let child = {
+            use std::os::unix::process::CommandExt;
+            let mut c = Command::new(&argv[0]);
+            c.args(&argv[1..])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            // SAFETY: the closure only writes to a file between fork and exec.
+            unsafe {
+                c.pre_exec(move || std::fs::write(&procs, b"0\n"));
+            }
+            c.spawn().expect("start qemu-system-x86_64")
+        };
+        let vm = OwnVm {
+            child: Some(child),
+            qmp,
+            console,
+            cgroup,
+        };
+        let c = vm.console.clone();
+        wait_ready(
+            move || String::from_utf8_lossy(&std::fs::read(&c).unwrap_or_default()).into_owned(),
+            Duration::from_secs(60),
+        );
+        vm
+    }
+
+    pub fn console_text(&self) -> String {
+        String::from_utf8_lossy(&std::fs::read(&self.console).unwrap_or_default()).into_owned()
+    }
+
+    /// A QMP connection of the test's own.
+    pub fn qmp(&self) -> memtide_qemu::qmp::Qmp {
+        memtide_qemu::qmp::Qmp::connect(&self.qmp, Duration::from_secs(5)).expect("QMP")
+    }
+
+    /// Whether the QEMU process still runs.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Kills the QEMU process now.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for OwnVm {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
