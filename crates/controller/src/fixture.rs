@@ -45,6 +45,7 @@ pub fn overcommitted_vms(n: u32) -> (Controller, HostObservation) {
                     rate_per_s: Pages::from_mib(128),
                     limit: Pages::from_mib(1000),
                 }),
+                free_unbacked: false,
             }),
             host_swap: Some(HostSwapLever {
                 swapped: Pages::ZERO,

@@ -83,6 +83,12 @@ pub struct BalloonLever {
     /// The guest's driver; without one the balloon holds what it has (pages ballooned at boot)
     /// and cannot move.
     pub driver: Option<BalloonDriverInfo>,
+    /// The host backs only the memory the guest uses (it reports its free pages, as a real
+    /// guest with free page reporting does): what the tenant holds falls short of what the
+    /// balloon leaves it by the guest's free memory, also while the guest pages. False where
+    /// a guest's free pages stay backed (the simulator's).
+    #[serde(default)]
+    pub free_unbacked: bool,
 }
 
 /// A tenant's balloon driver as the host knows it.
@@ -227,6 +233,7 @@ mod tests {
                     rate_per_s: Pages(1),
                     limit: Pages(1),
                 }),
+                free_unbacked: false,
             }),
             app_balloon: Some(AppBalloonLever {
                 session: 1,
@@ -282,6 +289,7 @@ mod tests {
                 memory: Pages(128),
                 size: Pages(64),
                 driver: None,
+                free_unbacked: false,
             }),
             ..Levers::default()
         };

@@ -108,6 +108,8 @@ const DRIVER_RATE: Bytes = Bytes(256 << 20);
 /// What a guest keeps out of its balloon whatever the policy says: its kernel's own needs.
 /// (The guest's deflate-on-OOM is the second net.)
 const GUEST_FLOOR: Bytes = Bytes(64 << 20);
+/// The smallest balloon move asked of a guest.
+const BALLOON_STEP: Bytes = Bytes(1 << 20);
 /// How long a launched QEMU has to open its QMP socket.
 const SOCKET_WAIT: Duration = Duration::from_secs(10);
 
@@ -474,6 +476,9 @@ impl QemuHost {
             memory,
             size: vm.size,
             driver,
+            // Launched with free page reporting; an adopted guest's free pages that were
+            // never touched are not backed either.
+            free_unbacked: true,
         });
     }
 
@@ -489,7 +494,12 @@ impl QemuHost {
             let moves = action.moves();
             if let (Some(size), Some(qmp)) = (moves.balloon, vm.qmp.as_mut()) {
                 let want = vm.memory.saturating_sub(size.to_bytes());
-                if vm.asked != Some(want) {
+                // A target within a MiB of the last one asked is no move (the policy's target
+                // drifts by pages from tick to tick).
+                let moved = vm
+                    .asked
+                    .is_none_or(|asked| asked.0.abs_diff(want.0) >= BALLOON_STEP.0);
+                if moved {
                     let written = !self.options.dry_run;
                     let result = if written { qmp.balloon(want) } else { Ok(()) };
                     match result {

@@ -312,6 +312,7 @@ impl Vm {
                     memory: Pages(u64::from(self.guest.pages())),
                     size: Pages(u64::from(self.guest.balloon())),
                     driver: self.balloon.info(),
+                    free_unbacked: false,
                 }),
                 host_swap: Some(HostSwapLever {
                     swapped: Pages(u64::from(pmap.host_swapped())),

@@ -12,7 +12,13 @@
 //! above `cool_down`, each SLOW step that finds the working set again doubles the next
 //! cool-down, so a tenant known to be busy is probed less and less often, and two SLOW steps
 //! in a row without events bring the cool-down back to its base; (4) `resume` starts a probe
-//! from an estimate kept across a restart, in COOL_DOWN rather than FAST.
+//! from an estimate kept across a restart, in COOL_DOWN rather than FAST; (5) a real guest
+//! (no committed memory; a balloon lever) starts from its memory less its balloon, not from
+//! what it holds while it boots, and where its host does not back its free memory
+//! (`BalloonLever::free_unbacked`: free page reporting) rule (b) below measures what its
+//! balloon leaves it, since its resident memory stays short of that by the guest's free
+//! memory even as it pages (without this a real 1 GiB guest's probe fell to 100 MiB under a
+//! 300 MiB working set, every swap-in read as paging within room).
 //!
 //! Two rules make the published algorithm measure what it means to when a balloon moves at a
 //! bounded rate (ESX: about 128 MB/s), and are always on. (a) A step waits while the tenant
@@ -58,6 +64,21 @@ impl TwsState {
 impl fmt::Display for TwsState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// What a guest balloon leaves the tenant: its memory less the balloon.
+fn balloon_room(obs: &memtide_model::TenantObservation) -> Option<Pages> {
+    obs.levers.balloon.map(|b| b.memory.saturating_sub(b.size))
+}
+
+/// What the tenant holds as rule (b) measures it: what its balloon leaves it where the host
+/// does not back the guest's free memory (its resident memory then falls short of that by the
+/// guest's free memory, also while it pages), else its allocation.
+fn held_for_events(obs: &memtide_model::TenantObservation) -> Pages {
+    match obs.levers.balloon {
+        Some(b) if b.free_unbacked => b.memory.saturating_sub(b.size),
+        _ => obs.allocated,
     }
 }
 
@@ -154,7 +175,12 @@ impl WorkingSetProbe {
                         };
                     }
                     None => {
-                        let start = self.committed.unwrap_or(obs.allocated);
+                        // Without committed memory: what the tenant holds, or a guest's
+                        // memory less its balloon when that is more (a guest that has not
+                        // touched all its memory yet, as one still booting).
+                        let start = self.committed.unwrap_or_else(|| {
+                            balloon_room(obs).map_or(obs.allocated, |r| r.max(obs.allocated))
+                        });
                         self.reset(start);
                     }
                 }
@@ -165,7 +191,7 @@ impl WorkingSetProbe {
             Some(last) => {
                 let elapsed = input.now.saturating_sub(last);
                 if input.now >= last && elapsed >= self.config.epoch {
-                    self.epoch(elapsed, obs.allocated, input.probe);
+                    self.epoch(elapsed, obs.allocated, held_for_events(obs), input.probe);
                     self.held = obs.allocated;
                     self.last_epoch = Some(input.now);
                     self.clear_pending();
@@ -222,7 +248,7 @@ impl WorkingSetProbe {
         self.pending_seen = false;
     }
 
-    fn epoch(&mut self, elapsed: Duration, allocated: Pages, probe: bool) {
+    fn epoch(&mut self, elapsed: Duration, allocated: Pages, held: Pages, probe: bool) {
         self.blind = false;
         self.paused = false;
         if let Some(committed) = self.committed.filter(|&c| self.committed_changed(c)) {
@@ -232,7 +258,7 @@ impl WorkingSetProbe {
         let committed = self.committed.or(self.reset_on).unwrap_or(Pages::ZERO);
         let step = |fraction: f64| committed.scale(fraction);
         // Holding less than the WSS: events are paging within room the WSS already gives.
-        let short = allocated + step(self.config.slow_step) < self.wss;
+        let short = held + step(self.config.slow_step) < self.wss;
         // ... and still growing into it by at least a SLOW step an epoch: the balloon's lag.
         let growing = short && allocated >= self.held + step(self.config.slow_step);
         if self.pending_events > 0 && !short {
@@ -372,6 +398,66 @@ mod tests {
             obs: &obs,
             probe: true,
         })
+    }
+
+    /// One update at `now` seconds of a real guest of 1 GiB (no committed memory) whose
+    /// balloon holds `balloon`, resident `allocated`, that saw `swap_ins`.
+    fn guest_feed(
+        probe: &mut WorkingSetProbe,
+        now: u64,
+        balloon: Pages,
+        allocated: Pages,
+        swap_ins: u64,
+        free_unbacked: bool,
+    ) -> Pages {
+        let mut obs = TenantObservation::new(TenantId(0), allocated);
+        obs.levers.balloon = Some(memtide_model::BalloonLever {
+            memory: mib(1024),
+            size: balloon,
+            driver: None,
+            free_unbacked,
+        });
+        obs.swap_ins = Some(swap_ins);
+        obs.refaults = Some(0);
+        probe.update(&EstimatorInput {
+            now: Duration::from_secs(now),
+            min: mib(64),
+            max: mib(2048),
+            obs: &obs,
+            probe: true,
+        })
+    }
+
+    #[test]
+    fn a_real_guest_starts_at_its_memory_and_its_swap_ins_count_while_its_balloon_holds_it() {
+        for unbacked in [true, false] {
+            let mut probe = WorkingSetProbe::new(WorkingSetConfig::default());
+            // Booting: 140 MiB resident of 1 GiB; the probe starts at the whole guest.
+            assert_eq!(
+                guest_feed(&mut probe, 0, mib(0), mib(140), 0, unbacked),
+                mib(1024)
+            );
+            // Squeezed to 400 MiB by its balloon, it keeps 30 MiB free (not resident) and
+            // pages: with its free memory unbacked, that is the guest paging at the WSS.
+            let wss = probe.wss;
+            let balloon = mib(1024).saturating_sub(wss);
+            let after = guest_feed(
+                &mut probe,
+                1,
+                balloon,
+                wss.saturating_sub(mib(30)),
+                5_000,
+                unbacked,
+            );
+            if unbacked {
+                assert_eq!(after, Pages(wss.0 + 5_000), "the swap-ins raise the WSS");
+            } else {
+                assert!(
+                    after <= wss,
+                    "read as paging within room: {after:?} > {wss:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -50,6 +50,7 @@ fn observed(vm: &Vm) -> TenantObservation {
                     rate_per_s: mib(16),
                     limit: mib(limit),
                 }),
+                free_unbacked: false,
             }),
             host_swap: Some(HostSwapLever {
                 swapped: Pages::ZERO,
