@@ -2,7 +2,7 @@
 
 mod linux_host;
 
-use linux_host::vm::{console, guest, guest_trouble, vm_config};
+use linux_host::vm::{console, guest, guest_trouble, vm_config, OwnVm};
 use linux_host::{daemon_to_exit, limit_bytes, linux, mib, zram, Daemon, MIB};
 use memtide_api::{Snapshot, TenantSnapshot};
 use std::time::{Duration, Instant};
@@ -306,5 +306,168 @@ fn a_guest_without_its_balloon_driver_stalls_and_memtide_falls_back_to_host_swap
         Duration::from_secs(5),
     );
     assert_eq!(guest_trouble(&c), None, "{c}");
+    assert!(d.signal_and_wait(libc::SIGTERM).success());
+}
+
+/// The pids in a cgroup, by its path in the memory hierarchy.
+fn pids_of(cgroup: &str) -> Vec<u32> {
+    let h = memtide_linux::fs::hierarchy::detect(std::path::Path::new("/")).unwrap();
+    std::fs::read_to_string(h.dir_of(cgroup).join("cgroup.procs"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// A daemon SIGKILLed while it inflates a launched VM's balloon leaves the VM running; started
+/// again on its state file it re-adopts the same QEMU by its QMP socket (no second VM) and
+/// carries on; SIGTERM then stops the VM it launched and removes its cgroup.
+#[test]
+fn a_daemon_killed_mid_inflate_readopts_its_running_vm_by_qmp() {
+    let test = "a_daemon_killed_mid_inflate_readopts_its_running_vm_by_qmp";
+    let Some(_linux) = linux(test) else { return };
+    let Some(g) = guest(test) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let tenants = g.tenant(
+        "ws",
+        "1G",
+        "min = \"64M\"\nmax = \"1200M\"\nestimator = \"tws\"",
+        "memtide-toucher --active 300M --content zero --pause-ms 100 --report-every-ms 60000",
+        "memtide.zram=512M",
+    );
+    let config = vm_config("4G", "reclaim = \"always\"", &tenants);
+    let mut d = Daemon::start(dir.path(), &config, &[]);
+    let cgroup = d.tenant("ws").cgroup;
+    let s = d.wait_until("the balloon inflating", Duration::from_secs(90), |s| {
+        balloon(s, "ws").is_some_and(|b| b >= 100 * MIB)
+    });
+    let before = balloon(&s, "ws").unwrap();
+    let qemu = pids_of(&cgroup);
+    assert_eq!(qemu.len(), 1, "one QEMU in {cgroup}: {qemu:?}");
+    d.signal_and_wait(libc::SIGKILL);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(pids_of(&cgroup), qemu, "the VM runs on without its daemon");
+    let restarted = Instant::now();
+    d.spawn(&[]);
+    d.wait_for_log(&["readopted", "tenant=ws"], Duration::from_secs(30));
+    let s = d.wait_until("the re-adopted VM observed", Duration::from_secs(30), |s| {
+        balloon(s, "ws").is_some()
+    });
+    println!(
+        "killed at balloon {:.0} MiB; re-adopted in {:.1} s at balloon {:.0} MiB, QEMU pid {:?}",
+        mib(before),
+        restarted.elapsed().as_secs_f64(),
+        mib(balloon(&s, "ws").unwrap()),
+        qemu
+    );
+    assert_eq!(pids_of(&cgroup), qemu, "the same QEMU, not a second one");
+    assert_eq!(
+        d.log_text().matches("info launched tenant=ws").count(),
+        1,
+        "launched once, re-adopted after the kill"
+    );
+    assert!(d.signal_and_wait(libc::SIGTERM).success());
+    let h = memtide_linux::fs::hierarchy::detect(std::path::Path::new("/")).unwrap();
+    assert!(
+        !h.dir_of(&cgroup).exists(),
+        "the launched VM's cgroup is gone"
+    );
+    // Gone, or a zombie: its parent was the daemon that was killed.
+    let alive = |p: &u32| {
+        std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|s| {
+            s.rsplit(')')
+                .next()
+                .is_some_and(|r| !r.trim_start().starts_with('Z'))
+        })
+    };
+    assert!(!qemu.iter().any(alive), "the launched VM stopped");
+}
+
+/// A VM the daemon adopts by its QMP socket (a QEMU the test started in a cgroup of its own,
+/// its balloon already at 64 MiB): memtide inflates it further, and on SIGTERM gives it back
+/// the balloon it found; adopted again, a VM whose QEMU exits is noticed and dropped.
+#[test]
+fn sigterm_gives_an_adopted_vm_its_balloon_back_and_a_vm_that_exits_is_dropped() {
+    let test = "sigterm_gives_an_adopted_vm_its_balloon_back_and_a_vm_that_exits_is_dropped";
+    let Some(linux) = linux(test) else { return };
+    let Some(g) = guest(test) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let qmp_path = dir.path().join("own.qmp");
+    let argv = g.qemu_argv(
+        512,
+        "memtide-toucher --active 32M --content zero --report-every-ms 60000",
+        "memtide.zram=128M",
+        &qmp_path,
+        &dir.path().join("own.console"),
+    );
+    let mut vm = OwnVm::start(
+        argv,
+        linux.cgroup("own-vm"),
+        qmp_path.clone(),
+        dir.path().join("own.console"),
+    );
+    let found = 448 * MIB;
+    {
+        let mut q = vm.qmp();
+        q.balloon(memtide_model::Bytes(found)).unwrap();
+        let start = Instant::now();
+        while q.query_balloon().unwrap().0.abs_diff(found) > MIB {
+            assert!(
+                start.elapsed() < Duration::from_secs(20),
+                "the guest never reached 448 MiB"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let tenants = format!(
+        "\n[[tenant]]\nname = \"vm\"\nmin = \"64M\"\nmax = \"700M\"\nestimator = \"tws\"\n[tenant.vm]\nqmp = \"{}\"\n",
+        qmp_path.display()
+    );
+    let config = vm_config("4G", "reclaim = \"always\"", &tenants);
+    let state_dir = dir.path().join("daemon");
+    std::fs::create_dir(&state_dir).unwrap();
+    let mut d = Daemon::start(&state_dir, &config, &[]);
+    d.wait_for_log(&["adopted", "tenant=vm"], Duration::from_secs(20));
+    d.wait_until(
+        "the balloon inflated past what it was found with",
+        Duration::from_secs(90),
+        |s| balloon(s, "vm").is_some_and(|b| b >= (512 - 448) * MIB + 96 * MIB),
+    );
+    assert!(d.signal_and_wait(libc::SIGTERM).success());
+    let mut q = vm.qmp();
+    let start = Instant::now();
+    let back = loop {
+        let actual = q.query_balloon().unwrap().0;
+        if actual.abs_diff(found) <= MIB || start.elapsed() > Duration::from_secs(20) {
+            break actual;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    println!(
+        "after SIGTERM the guest holds {:.0} MiB (found with {:.0} MiB) after {:.1} s",
+        mib(back),
+        mib(found),
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        back.abs_diff(found) <= MIB,
+        "the balloon was not given back: {back}"
+    );
+    assert!(vm.running(), "the adopted VM runs on");
+    drop(q);
+
+    // Adopted again; its QEMU exits under the daemon.
+    std::fs::remove_file(&d.state).ok();
+    d.spawn(&[]);
+    d.wait_until("the VM adopted again", Duration::from_secs(30), |s| {
+        balloon(s, "vm").is_some()
+    });
+    vm.kill();
+    d.wait_for_log(&["dropped", "tenant=vm"], Duration::from_secs(20));
+    let s = d.status();
+    assert!(
+        balloon(&s, "vm").is_none(),
+        "a VM that exited is no longer observed"
+    );
     assert!(d.signal_and_wait(libc::SIGTERM).success());
 }
