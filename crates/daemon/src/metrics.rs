@@ -222,6 +222,34 @@ pub fn render(s: &Snapshot) -> String {
             );
         }
     }
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_balloon_bytes",
+        "A VM's balloon now: guest memory its guest gave back, in bytes.",
+        |t| t.vm.as_ref().map(|v| v.balloon_bytes as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_balloon_target_bytes",
+        "The balloon size the policy asked of a VM this tick, in bytes; no series without a balloon driver.",
+        |t| t.vm.as_ref().and_then(|v| v.balloon_target_bytes).map(|b| b as f64),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_balloon_stalled",
+        "1 while a VM's balloon driver does not move toward a larger target (host swap takes over), else 0.",
+        |t| t.vm.as_ref().map(|v| f64::from(u8::from(v.stalled))),
+    );
+    tenant_gauge(
+        &mut out,
+        s,
+        "memtide_tenant_host_swapped_bytes",
+        "A VM's memory in host swap (its cgroup's swap), in bytes.",
+        |t| t.vm.as_ref().map(|v| v.host_swapped_bytes as f64),
+    );
     family(
         &mut out,
         "memtide_tenant_refaults_total",
@@ -566,6 +594,13 @@ mod tests {
                 bytes_total: 24 << 20,
                 ..Default::default()
             }),
+            vm: Some(memtide_api::VmSnapshot {
+                balloon_bytes: 256 << 20,
+                balloon_target_bytes: Some(320 << 20),
+                stalled: false,
+                host_swapped_bytes: 0,
+                ..Default::default()
+            }),
             ..Default::default()
         }
     }
@@ -785,6 +820,18 @@ memtide_tenant_disk_ops_total{tenant="db"} 6000
 # HELP memtide_tenant_disk_bytes_total Bytes the tenant read and wrote on the disk [io] manages since memtide started watching it.
 # TYPE memtide_tenant_disk_bytes_total counter
 memtide_tenant_disk_bytes_total{tenant="db"} 25165824
+# HELP memtide_tenant_balloon_bytes A VM's balloon now: guest memory its guest gave back, in bytes.
+# TYPE memtide_tenant_balloon_bytes gauge
+memtide_tenant_balloon_bytes{tenant="db"} 268435456
+# HELP memtide_tenant_balloon_target_bytes The balloon size the policy asked of a VM this tick, in bytes; no series without a balloon driver.
+# TYPE memtide_tenant_balloon_target_bytes gauge
+memtide_tenant_balloon_target_bytes{tenant="db"} 335544320
+# HELP memtide_tenant_balloon_stalled 1 while a VM's balloon driver does not move toward a larger target (host swap takes over), else 0.
+# TYPE memtide_tenant_balloon_stalled gauge
+memtide_tenant_balloon_stalled{tenant="db"} 0
+# HELP memtide_tenant_host_swapped_bytes A VM's memory in host swap (its cgroup's swap), in bytes.
+# TYPE memtide_tenant_host_swapped_bytes gauge
+memtide_tenant_host_swapped_bytes{tenant="db"} 0
 # HELP memtide_tenant_refaults_total Refaults (anon + file) since memtide started watching the tenant.
 # TYPE memtide_tenant_refaults_total counter
 memtide_tenant_refaults_total{tenant="db"} 12
