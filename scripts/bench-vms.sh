@@ -24,7 +24,7 @@
 # Knobs (environment): VMS (10), VM_MEMORY (192M, each VM's guest memory), VM_MAX (400M, each VM
 # tenant's max: the limit of its cgroup, which holds QEMU's own memory as well, TCG's 64 MiB
 # translation cache among it: with VM_MAX = VM_MEMORY the cgroup's OOM killer ends QEMU as the
-# guest boots), MEASURE (60 s), STEP (256M), REPS (5),
+# guest boots), MEASURE (60 s), SAMPLING (the sampling estimator's period, default 30s: ESX's and the daemon's), STEP (256M), REPS (5),
 # PROFILE=1 (perf record the daemon during the cpu window and name its costliest functions),
 # BUDGET (the host budget of the daemon runs, default 8G: far above what the VMs hold, so the
 # host stays in the high state), MEMTIDE, TOUCHER (default /work/target-bench/release/...,
@@ -156,7 +156,7 @@ start_daemon() {
   cgroups+=("$mount$parent")
   {
     printf '[daemon]\ntick = "1s"\nlisten = "127.0.0.1:0"\nstate_file = "%s/state.json"\n' "$ddir"
-    printf '[host]\nparent = "%s"\nbudget = "%s"\n[policy]\nsampling_period = "5s"\n' "$parent" "$budget"
+    printf '[host]\nparent = "%s"\nbudget = "%s"\n[policy]\nsampling_period = "%s"\n' "$parent" "$budget" "${SAMPLING:-30s}"
     for ((i = 1; i <= count; i++)); do
       printf '[[tenant]]\nname = "vm%d"\nmin = "64M"\nmax = "%s"\nestimator = "sampling"\n' "$i" "$vm_max"
       printf '[tenant.vm]\nmemory = "%s"\nkernel = "%s"\ninitrd = "%s"\nappend = %s\n' \

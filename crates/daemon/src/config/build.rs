@@ -18,6 +18,10 @@ use std::time::Duration;
 
 type Result<T> = std::result::Result<T, ConfigError>;
 
+/// What a launched VM's tenant needs in `max` above its guest's memory: QEMU's own memory
+/// (about 110 MiB under TCG with a 64 MiB translation cache, docs/benchmarks.md).
+const QEMU_ROOM: u64 = 128 << 20;
+
 /// What a tenant name may be, for messages.
 const NAME_RULE: &str = "1 to 64 letters, digits, '-', '_' or '.', and not \".\" or \"..\"";
 
@@ -578,6 +582,27 @@ fn tenant(
     let max_bytes = t.max.bytes();
     if max_bytes == 0 {
         return Err(doc.error(&at.key("max"), "must be > 0"));
+    }
+    // A launched VM's cgroup holds QEMU's own memory besides the guest's, and starts limited
+    // at max: a max without room for both gets QEMU OOM-killed as the guest boots.
+    if let TenantOrigin::Vm {
+        source: memtide_qemu::vm::VmSource::Launch(l),
+        ..
+    } = &origin
+    {
+        let needed = l.memory.0 + QEMU_ROOM;
+        if max_bytes < needed {
+            return Err(doc.error(
+                &at.key("max"),
+                format!(
+                    "must be at least the VM's memory ({}) plus {} for QEMU's own memory: {}; \
+                     the VM's cgroup holds both",
+                    format_size(l.memory.0),
+                    format_size(QEMU_ROOM),
+                    format_size(needed)
+                ),
+            ));
+        }
     }
     let min_bytes = t.min.map_or(0, |m| m.bytes());
     if min_bytes > max_bytes {

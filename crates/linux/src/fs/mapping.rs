@@ -2,8 +2,9 @@
 //!
 //! QEMU maps a guest's RAM as one anonymous mapping of the guest's size (rounded up to its
 //! alignment); everything else QEMU holds (its code, heap, the translation cache) is in smaller
-//! mappings. Reading smaps walks the process's page tables: about a millisecond for a QEMU
-//! holding a gigabyte. A process that has exited reads as `None`, never as zero.
+//! mappings. Reading smaps walks the process's page tables: 2-3 ms of CPU for a small TCG
+//! guest's QEMU (docs/benchmarks.md), so the QEMU world reads it once every few ticks. A
+//! process that has exited reads as `None`, never as zero.
 
 use super::error::FsError;
 use memtide_model::Bytes;
