@@ -62,9 +62,10 @@ fn status_prints_host_tenants_held_and_decisions() {
     let want = [
         "memtide 0.1.0 · tick 3725 · up 1h02m · cgroup v2 /memtide\n",
         "host: state soft · free 6.00 GiB · budget 12.00 GiB of 16.00 GiB · swap 3.75 GiB free of 4.00 GiB · tax 0.75 · dry-run no · pressure 0.1%\n",
-        "TENANT  ALLOCATED     TARGET   ESTIMATE      LIMIT      FLOOR     SWAP  REFAULTS/S         DISK  ESTIMATOR\n",
-        "db       1.50 GiB   1.20 GiB   1.10 GiB   1.30 GiB  576.0 MiB  0.0 MiB         3.5  w400 12.3ms  tws\n",
-        "web     400.0 MiB  300.0 MiB  320.0 MiB  400.0 MiB  288.0 MiB        -           -            -  sampling\n",
+        "TENANT  ALLOCATED     TARGET   ESTIMATE      LIMIT      FLOOR     SWAP  REFAULTS/S               BALLOON         DISK  ESTIMATOR\n",
+        "db       1.50 GiB   1.20 GiB   1.10 GiB   1.30 GiB  576.0 MiB  0.0 MiB         3.5                     -  w400 12.3ms  tws\n",
+        "web     400.0 MiB  300.0 MiB  320.0 MiB  400.0 MiB  288.0 MiB        -           -                     -            -  sampling\n",
+        "vm1     400.0 MiB  300.0 MiB  320.0 MiB        max  288.0 MiB        -           -  512.0 MiB->600.0 MiB            -  sampling\n",
         "held: web: backoff: limit holds at 400.0 MiB (backing off: 2500 faults/s)\n",
         "recent decisions (newest last):\n",
         "  tick 3600  web  hold   limit 400.0 MiB -> 400.0 MiB: soft: allocated 400.0 MiB > target 300.0 MiB; limit holds",
