@@ -174,29 +174,13 @@ fn qemu_with_a_balloon_and_no_guest_answers_and_quits() {
     assert_eq!(err.class(), Some("CommandNotFound"), "{err}");
     assert!(err.to_string().contains(&vm.socket().display().to_string()));
 
-    // Events come before the answer that caused them, and are queued.
+    // Events (RESUME, STOP) come before the answers that caused them, and are skipped.
     qmp.execute("cont", None).unwrap();
     assert!(qmp.query_status().unwrap().running);
     qmp.execute("stop", None).unwrap();
-    qmp.system_powerdown().unwrap();
-    qmp.poll_events().unwrap();
-    let names: Vec<String> = qmp.drain_events().into_iter().map(|e| e.name).collect();
-    assert_eq!(names, ["RESUME", "STOP", "POWERDOWN"]);
+    assert!(!qmp.query_status().unwrap().running);
 
     qmp.quit().unwrap();
-    let deadline = Instant::now() + TIMEOUT;
-    let closed = loop {
-        match qmp.poll_events() {
-            Ok(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(10)),
-            Ok(n) => panic!("the socket is still open {TIMEOUT:?} after quit ({n} events)"),
-            Err(e) => break e,
-        }
-    };
-    assert!(closed.is_closed(), "{closed}");
-    let shutdown = qmp.drain_events();
-    assert_eq!(shutdown.len(), 1, "{shutdown:?}");
-    assert_eq!(shutdown[0].name, "SHUTDOWN");
-    assert_eq!(shutdown[0].data["reason"], "host-qmp-quit");
     assert!(vm.exits_within(TIMEOUT), "QEMU still runs after quit");
     assert!(qmp.query_status().unwrap_err().is_closed());
 }

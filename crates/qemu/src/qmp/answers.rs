@@ -72,59 +72,6 @@ pub(crate) fn parse_greeting(path: &Path, line: &str) -> Result<Greeting, QmpErr
     })
 }
 
-/// When QEMU emitted an event: its host clock, in seconds and microseconds since the epoch.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
-pub struct EventTime {
-    pub seconds: i64,
-    pub microseconds: i64,
-}
-
-/// An asynchronous event (`{"event": "SHUTDOWN", "data": {...}, "timestamp": {...}}`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct QmpEvent {
-    /// QEMU's name for it: `SHUTDOWN`, `BALLOON_CHANGE`, `STOP`, `RESUME`, `POWERDOWN`, ...
-    pub name: String,
-    /// Its `data` member; `Value::Null` for events without one (`STOP`, `RESUME`, `POWERDOWN`).
-    pub data: Value,
-    pub timestamp: EventTime,
-}
-
-/// Reads an event line already known to have an `event` member.
-pub(crate) fn parse_event(path: &Path, line: &str, value: Value) -> Result<QmpEvent, QmpError> {
-    let Value::Object(mut map) = value else {
-        return Err(QmpError::protocol(
-            path,
-            line,
-            "an event that is not an object",
-        ));
-    };
-    let name = match map.remove("event") {
-        Some(Value::String(name)) => name,
-        _ => {
-            return Err(QmpError::protocol(
-                path,
-                line,
-                "an event whose name is not a string",
-            ))
-        }
-    };
-    let stamp = map.remove("timestamp").unwrap_or(Value::Null);
-    let field = |f: &str| {
-        stamp.get(f).and_then(Value::as_i64).ok_or_else(|| {
-            QmpError::protocol(path, line, format!("event {name} without timestamp.{f}"))
-        })
-    };
-    let timestamp = EventTime {
-        seconds: field("seconds")?,
-        microseconds: field("microseconds")?,
-    };
-    Ok(QmpEvent {
-        data: map.remove("data").unwrap_or(Value::Null),
-        name,
-        timestamp,
-    })
-}
-
 /// QEMU's run state (QAPI `RunState`), as `query-status` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RunState {
@@ -269,36 +216,6 @@ mod tests {
                 "{err}"
             );
         }
-    }
-
-    #[test]
-    fn an_event_keeps_name_data_and_timestamp_and_data_may_be_absent() {
-        let line = r#"{"timestamp": {"seconds": 1795778237, "microseconds": 301321}, "event": "SHUTDOWN", "data": {"guest": false, "reason": "host-qmp-quit"}}"#;
-        let e = parse_event(Path::new("/s"), line, serde_json::from_str(line).unwrap()).unwrap();
-        assert_eq!(e.name, "SHUTDOWN");
-        assert_eq!(e.data["reason"], "host-qmp-quit");
-        assert_eq!(
-            e.timestamp,
-            EventTime {
-                seconds: 1795778237,
-                microseconds: 301321
-            }
-        );
-        let line = r#"{"timestamp": {"seconds": 1, "microseconds": 2}, "event": "STOP"}"#;
-        let e = parse_event(Path::new("/s"), line, serde_json::from_str(line).unwrap()).unwrap();
-        assert_eq!(e.data, Value::Null);
-    }
-
-    #[test]
-    fn an_event_without_a_timestamp_is_a_protocol_error_naming_it() {
-        let line = r#"{"event": "STOP"}"#;
-        let err = parse_event(Path::new("/s"), line, serde_json::from_str(line).unwrap())
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("STOP") && err.contains("timestamp.seconds"),
-            "{err}"
-        );
     }
 
     #[test]

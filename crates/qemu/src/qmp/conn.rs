@@ -98,26 +98,6 @@ impl Conn {
         }
     }
 
-    /// A line already read, or readable now without waiting; `None` when nothing complete is
-    /// pending. The end of the socket is reported only once every line before it is taken.
-    pub(crate) fn try_line(&mut self) -> Result<Option<String>, QmpError> {
-        loop {
-            if let Some(line) = self.take_line()? {
-                return Ok(Some(line));
-            }
-            self.stream.set_nonblocking(true).map_err(|e| self.io(e))?;
-            let read = self.stream.read(&mut self.chunk);
-            self.stream.set_nonblocking(false).map_err(|e| self.io(e))?;
-            match read {
-                Ok(0) => return Err(self.closed()),
-                Ok(n) => self.absorb(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(None),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(self.io(e)),
-            }
-        }
-    }
-
     /// Sends `line` and its newline, all of it before `deadline`.
     pub(crate) fn write_line(
         &mut self,

@@ -3,9 +3,9 @@
 //! [`Qmp::connect`] reads QEMU's greeting and leaves capabilities negotiation with
 //! `qmp_capabilities` (no out-of-band execution asked). [`Qmp::execute`] sends a command with
 //! an `id` of its own and reads lines until the answer carrying that id; asynchronous events
-//! read meanwhile are queued for [`Qmp::drain_events`], and [`Qmp::poll_events`] reads the
-//! events pending between commands without waiting. Every wait is bounded by the connection's
-//! timeout, a whole command's by one deadline, so a stream of events cannot hold it; a line
+//! read meanwhile are skipped (memtide acts on none: a VM that exits is noticed by its cgroup
+//! emptying, and its socket closing). Every wait is bounded by the connection's timeout, a
+//! whole command's by one deadline, so a stream of events cannot hold it; a line
 //! longer than [`MAX_LINE`] is a `Protocol` error. An answer that comes after its command timed
 //! out is recognized by its id and skipped.
 //!
@@ -21,7 +21,7 @@ mod conn;
 pub mod error;
 pub mod guest_stats;
 
-pub use answers::{EventTime, MemorySizeSummary, QemuVersion, QmpEvent, RunState, VmStatus};
+pub use answers::{MemorySizeSummary, QemuVersion, RunState, VmStatus};
 pub use conn::MAX_LINE;
 pub use error::QmpError;
 pub use guest_stats::GuestStats;
@@ -29,16 +29,8 @@ pub use guest_stats::GuestStats;
 use conn::{Conn, Deadline};
 use memtide_model::Bytes;
 use serde_json::{json, Value};
-use std::collections::VecDeque;
 use std::path::Path;
 use std::time::Duration;
-
-/// At most this many events wait in the queue; beyond it the oldest are dropped (and counted).
-pub const MAX_QUEUED_EVENTS: usize = 4096;
-
-/// At most this many lines are read by one [`Qmp::poll_events`], so a flood of events cannot
-/// hold the caller.
-const MAX_POLLED_LINES: usize = 10_000;
 
 /// The QOM containers where QEMU puts `-device`s: those given an `id`, and the others.
 pub const PERIPHERAL_CONTAINERS: [&str; 2] = ["/machine/peripheral", "/machine/peripheral-anon"];
@@ -53,13 +45,11 @@ pub struct Qmp {
     version: QemuVersion,
     capabilities: Vec<String>,
     next_id: u64,
-    events: VecDeque<QmpEvent>,
-    events_dropped: u64,
 }
 
 /// A line from QEMU, read as one of the two things it can be.
 enum Incoming {
-    Event(QmpEvent),
+    Event,
     /// An answer: its `id` if it has one, and its `return` or error class and description.
     Answer {
         id: Option<Value>,
@@ -82,8 +72,6 @@ impl Qmp {
             version: greeting.version,
             capabilities: greeting.capabilities,
             next_id: 1,
-            events: VecDeque::new(),
-            events_dropped: 0,
         };
         let answer = qmp.execute("qmp_capabilities", None)?;
         if answer != json!({}) {
@@ -111,11 +99,6 @@ impl Qmp {
         &self.capabilities
     }
 
-    /// The bound on every wait.
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
     pub fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
     }
@@ -127,7 +110,7 @@ impl Qmp {
 
     /// Runs `command` with `arguments` and returns its `return` value; QEMU's refusal is
     /// [`QmpError::Command`] with its class and description. Events read before the answer
-    /// are queued.
+    /// are skipped.
     pub fn execute(&mut self, command: &str, arguments: Option<Value>) -> Result<Value, QmpError> {
         let id = self.next_id;
         self.next_id += 1;
@@ -144,7 +127,7 @@ impl Qmp {
                 .conn
                 .read_line(deadline, &|| format!("answer to {command}"))?;
             match self.classify(&line)? {
-                Incoming::Event(event) => self.queue(event),
+                Incoming::Event => {}
                 Incoming::Answer { id: Some(got), .. } if self.is_stale(&got, id) => {}
                 Incoming::Answer { id: Some(got), .. } if got != id => {
                     return Err(QmpError::protocol(
@@ -165,39 +148,6 @@ impl Qmp {
                 }
             }
         }
-    }
-
-    /// Reads the events already pending on the socket, without waiting and without a command,
-    /// and queues them; returns how many are queued. `Closed` once QEMU is gone (the events it
-    /// sent before, `SHUTDOWN` among them, stay queued).
-    pub fn poll_events(&mut self) -> Result<usize, QmpError> {
-        for _ in 0..MAX_POLLED_LINES {
-            let Some(line) = self.conn.try_line()? else {
-                break;
-            };
-            match self.classify(&line)? {
-                Incoming::Event(event) => self.queue(event),
-                Incoming::Answer { id: Some(got), .. } if self.is_stale(&got, self.next_id) => {}
-                Incoming::Answer { .. } => {
-                    return Err(QmpError::protocol(
-                        self.path(),
-                        &line,
-                        "an answer while no command waits",
-                    ));
-                }
-            }
-        }
-        Ok(self.events.len())
-    }
-
-    /// The events queued so far, oldest first, emptying the queue.
-    pub fn drain_events(&mut self) -> Vec<QmpEvent> {
-        self.events.drain(..).collect()
-    }
-
-    /// Events dropped because the queue held [`MAX_QUEUED_EVENTS`], since connecting.
-    pub fn events_dropped(&self) -> u64 {
-        self.events_dropped
     }
 
     /// `query-balloon`: the memory the guest has now, the balloon's inflation taken off.
@@ -285,12 +235,6 @@ impl Qmp {
         }
     }
 
-    /// `system_powerdown`: presses the power button (ACPI); the guest decides what follows.
-    pub fn system_powerdown(&mut self) -> Result<(), QmpError> {
-        self.execute("system_powerdown", None)?;
-        Ok(())
-    }
-
     /// Reads one line as an event or an answer.
     fn classify(&self, line: &str) -> Result<Incoming, QmpError> {
         let value: Value = serde_json::from_str(line)
@@ -298,8 +242,8 @@ impl Qmp {
         let Value::Object(ref map) = value else {
             return Err(QmpError::protocol(self.path(), line, "not a JSON object"));
         };
-        if map.contains_key("event") {
-            return answers::parse_event(self.path(), line, value).map(Incoming::Event);
+        if map.get("event").is_some_and(Value::is_string) {
+            return Ok(Incoming::Event);
         }
         let id = map.get("id").cloned();
         if let Some(ret) = map.get("return") {
@@ -330,14 +274,6 @@ impl Qmp {
     /// before its answer came.
     fn is_stale(&self, got: &Value, current: u64) -> bool {
         got.as_u64().is_some_and(|got| got < current)
-    }
-
-    fn queue(&mut self, event: QmpEvent) {
-        if self.events.len() >= MAX_QUEUED_EVENTS {
-            self.events.pop_front();
-            self.events_dropped += 1;
-        }
-        self.events.push_back(event);
     }
 }
 
@@ -396,7 +332,7 @@ mod tests {
     }
 
     #[test]
-    fn an_event_before_the_answer_is_queued_and_the_answer_still_matched() {
+    fn events_before_the_answer_are_skipped_and_the_answer_still_matched() {
         let fake = FakeQmp::start(script([
             Step::Expect("query-balloon"),
             Step::Send(event("BALLOON_CHANGE", Some(json!({"actual": 134217728})))),
@@ -406,13 +342,6 @@ mod tests {
         ]));
         let mut qmp = Qmp::connect(&fake.path, SECOND).unwrap();
         assert_eq!(qmp.query_balloon().unwrap(), Bytes::from_mib(256));
-        let events = qmp.drain_events();
-        let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
-        assert_eq!(names, ["BALLOON_CHANGE", "STOP"]);
-        assert_eq!(events[0].data["actual"], 134217728);
-        assert_eq!(events[1].data, Value::Null);
-        assert_eq!(events[0].timestamp.seconds, 1795778237);
-        assert!(qmp.drain_events().is_empty());
     }
 
     #[test]
@@ -426,8 +355,6 @@ mod tests {
             Step::Reply(json!({"return": {"base-memory": 268435456, "plugged-memory": 0}})),
             Step::Expect("query-status"),
             Step::Reply(status_answer()),
-            Step::Expect("system_powerdown"),
-            Step::Reply(json!({"return": {}})),
         ]));
         let mut qmp = Qmp::connect(&fake.path, SECOND).unwrap();
         qmp.balloon(Bytes::from_mib(128)).unwrap();
@@ -438,7 +365,6 @@ mod tests {
         let status = qmp.query_status().unwrap();
         assert_eq!(status.status, RunState::Prelaunch);
         assert!(!status.running);
-        qmp.system_powerdown().unwrap();
         drop(qmp);
         let sent = fake.finish();
         assert_eq!(sent[1]["arguments"], json!({"value": 134217728}));
@@ -603,7 +529,6 @@ mod tests {
         let err = qmp.query_status().unwrap_err();
         assert!(matches!(err, QmpError::TimedOut { .. }), "{err}");
         assert!(started.elapsed() < limit * 3, "{:?}", started.elapsed());
-        assert!(!qmp.drain_events().is_empty());
     }
 
     #[test]
@@ -653,9 +578,6 @@ mod tests {
         ]));
         let mut qmp = Qmp::connect(&fake.path, SECOND).unwrap();
         qmp.quit().unwrap();
-        let events = qmp.drain_events();
-        assert_eq!(events.len(), 1);
-        assert_eq!(events[0].data["reason"], "host-qmp-quit");
     }
 
     #[test]
@@ -698,56 +620,5 @@ mod tests {
         let err = Qmp::connect(&path, SECOND).err().unwrap();
         assert!(matches!(err, QmpError::Connect { .. }), "{err}");
         assert!(err.to_string().contains("absent.sock"), "{err}");
-    }
-
-    #[test]
-    fn poll_events_reads_pending_events_without_waiting() {
-        let fake = FakeQmp::start(script([
-            Step::Expect("query-status"),
-            Step::Reply(status_answer()),
-            Step::Send(event("STOP", None)),
-            Step::Send(event("BALLOON_CHANGE", Some(json!({"actual": 1})))),
-            Step::Expect("query-status"),
-            Step::Send(event(
-                "SHUTDOWN",
-                Some(json!({"guest": true, "reason": "guest-shutdown"})),
-            )),
-        ]));
-        let mut qmp = Qmp::connect(&fake.path, SECOND).unwrap();
-        let started = Instant::now();
-        assert_eq!(qmp.poll_events().unwrap(), 0);
-        assert!(started.elapsed() < Duration::from_millis(500));
-        qmp.query_status().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while qmp.poll_events().unwrap() < 2 {
-            assert!(Instant::now() < deadline, "the events never came");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let names: Vec<String> = qmp.drain_events().into_iter().map(|e| e.name).collect();
-        assert_eq!(names, ["STOP", "BALLOON_CHANGE"]);
-
-        // QEMU gone: the events before the end stay queued.
-        let err = qmp.query_status().unwrap_err();
-        assert!(err.is_closed(), "{err}");
-        let err = qmp.poll_events().unwrap_err();
-        assert!(err.is_closed(), "{err}");
-        let names: Vec<String> = qmp.drain_events().into_iter().map(|e| e.name).collect();
-        assert_eq!(names, ["SHUTDOWN"]);
-    }
-
-    #[test]
-    fn the_event_queue_keeps_the_newest_and_counts_the_dropped() {
-        let flood = (0..MAX_QUEUED_EVENTS + 3)
-            .map(|i| Step::Send(event("BALLOON_CHANGE", Some(json!({"actual": i})))));
-        let fake = FakeQmp::start(script(flood.chain([Step::Hold])));
-        let mut qmp = Qmp::connect(&fake.path, SECOND).unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while qmp.events_dropped() < 3 {
-            assert!(Instant::now() < deadline, "the events never came");
-            qmp.poll_events().unwrap();
-        }
-        let events = qmp.drain_events();
-        assert_eq!(events.len(), MAX_QUEUED_EVENTS);
-        assert_eq!(events[0].data["actual"], 3);
     }
 }
