@@ -140,8 +140,8 @@ pub fn run(
     restored
 }
 
-/// The daemon and the service it drives: the Linux host's runner on the wall clock, with the
-/// API's requests and the state file.
+/// The daemon and the service it drives: the runner of the QEMU world (the Linux host, with VMs
+/// beside its cgroups) on the wall clock, with the API's requests and the state file.
 struct Running {
     service: Service<QemuHost>,
     daemon: Daemon,

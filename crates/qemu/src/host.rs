@@ -204,11 +204,6 @@ impl QemuHost {
         &mut self.linux
     }
 
-    /// Whether tenant `id` is a VM.
-    pub fn is_vm(&self, id: TenantId) -> bool {
-        self.vms.contains_key(&id)
-    }
-
     /// A launched VM's QMP socket and console.
     fn files(&self, name: &str) -> (PathBuf, PathBuf) {
         (
@@ -462,9 +457,14 @@ impl QemuHost {
             }
         };
         if let Some(s) = &stats {
-            vm.driver_seen |= s.last_update > 0;
+            vm.driver_seen |= s.ever_updated();
             let before = vm.stats.as_ref();
-            let swap_in = s.swap_in.map(Bytes::to_pages_floor);
+            let delta = |now: Option<u64>, then: Option<u64>| match (now, then) {
+                (Some(now), Some(then)) => Some(now.saturating_sub(then)),
+                _ => None,
+            };
+            let pages = |b: Option<Bytes>| b.map(|b| b.to_pages_floor().0);
+            let swapped_in = delta(pages(s.swap_in), pages(before.and_then(|b| b.swap_in)));
             // Swap-ins of distinct pages: at most what was in the guest's swap at either
             // reading (swapped out less swapped in, cumulative), as a cgroup's are counted; a
             // hot page thrashing in and out counts once (TWS raises the WSS by the events).
@@ -472,21 +472,11 @@ impl QemuHost {
                 (Some(out), Some(inn)) => Some(out.saturating_sub(inn).to_pages_ceil().0),
                 _ => None,
             };
-            let delta_swap = match (swap_in, before.and_then(|b| b.swap_in)) {
-                (Some(now), Some(then)) => {
-                    let d = now.0.saturating_sub(then.to_pages_floor().0);
-                    let held = in_swap(s).max(before.and_then(in_swap));
-                    Some(held.map_or(d, |h| d.min(h)))
-                }
-                _ => None,
-            };
-            let delta_major = match (s.major_faults, before.and_then(|b| b.major_faults)) {
-                (Some(now), Some(then)) => Some(now.saturating_sub(then)),
-                _ => None,
-            };
-            obs.swap_ins = delta_swap;
+            let held = in_swap(s).max(before.and_then(in_swap));
+            obs.swap_ins = swapped_in.map(|d| held.map_or(d, |h| d.min(h)));
             // Every swap-in is a major fault too; the rest read file pages back.
-            obs.refaults = delta_major.map(|m| m.saturating_sub(delta_swap.unwrap_or(0)));
+            let major = delta(s.major_faults, before.and_then(|b| b.major_faults));
+            obs.refaults = major.map(|m| m.saturating_sub(swapped_in.unwrap_or(0)));
         }
         vm.stats = stats;
         let memory = vm.memory.to_pages_floor();
@@ -542,19 +532,21 @@ impl QemuHost {
                     }
                 }
             }
-            // Host swap: the limit goes under what the VM holds by what the policy pages out,
-            // and follows the target back up; lifted once the target is the whole VM again.
+            // Host swap: the cgroup's limit goes under what it holds by what the policy pages
+            // out, and follows the target (with QEMU's own memory, which the cgroup holds too)
+            // back up; lifted once that is the whole VM again.
             let out = moves.host_swap_out;
+            let overhead = vm.overhead.unwrap_or(Pages::ZERO);
             let to = if out > Pages::ZERO {
                 Some(vm.usage.saturating_sub(out))
             } else {
                 match vm.swap_limit {
-                    Some(l) if action.target > l => Some(action.target),
+                    Some(l) if action.target + overhead > l => Some(action.target + overhead),
                     _ => None,
                 }
             };
             if let Some(to) = to {
-                let lift = to >= vm.memory.to_pages_ceil() + GUEST_FLOOR.to_pages_ceil();
+                let lift = to >= vm.memory.to_pages_ceil() + overhead;
                 let to = if lift { machine } else { to };
                 if vm.swap_limit != Some(to) && !(lift && vm.swap_limit.is_none()) {
                     self.linux.set_limit(id, to);

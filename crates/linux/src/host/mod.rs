@@ -892,14 +892,6 @@ impl LinuxHost {
         self.apply_limit(id, to, &mut room);
     }
 
-    /// `id`'s limit in force at its last observation (`None`: no limit, or not observed).
-    pub fn limit_of(&self, id: TenantId) -> Option<Pages> {
-        match self.tenants.get(&id)?.last_sample.as_ref()?.limit {
-            Limit::Max => None,
-            Limit::Bytes(b) => Some(b.to_pages_floor()),
-        }
-    }
-
     /// Writes `id`'s limit `to` (or, in a dry run, reports it). A lowering smaller than
     /// [`SMALLEST_LOWERING`] is not written while `room` (the budget left over by the limits
     /// planned this tick) holds it, and is taken from `room`: the limits in force then still add
