@@ -34,6 +34,16 @@ fn line(s: &Snapshot, t0: Instant, names: &[&str]) -> String {
     l
 }
 
+/// The cgroup of VM `name` once the daemon shows it (its API answers before its first tick).
+fn launched(d: &mut Daemon, name: &str) -> String {
+    let s = d.wait_until(
+        &format!("{name} in the status"),
+        Duration::from_secs(30),
+        |s| tenant(s, name).is_some(),
+    );
+    tenant(&s, name).unwrap().cgroup.clone()
+}
+
 /// ESX Fig. 7 on real VMs: two 512 MiB guests under a 700 MiB budget with the idle memory tax
 /// at 0.75 and ESX's sampling (of each QEMU process, from the host). For its first 25 s the
 /// "active" guest touches 16 MiB, then 300 MiB; the "idle" guest holds 300 MiB it never
@@ -270,7 +280,7 @@ fn a_guest_without_its_balloon_driver_stalls_and_memtide_falls_back_to_host_swap
     let mut timeline = Vec::new();
     let cgroup_dir = {
         let h = memtide_linux::fs::hierarchy::detect(std::path::Path::new("/")).unwrap();
-        h.dir_of(&d.tenant("stuck").cgroup)
+        h.dir_of(&launched(&mut d, "stuck"))
     };
     let cgroup = memtide_linux::cgroup::MemoryCgroup::new(
         memtide_linux::fs::hierarchy::CgroupVersion::V1,
@@ -337,7 +347,7 @@ fn a_daemon_killed_mid_inflate_readopts_its_running_vm_by_qmp() {
     let dir = tempfile::tempdir().unwrap();
     let config = tws_config(&g);
     let mut d = Daemon::start(dir.path(), &config, &[]);
-    let cgroup = d.tenant("ws").cgroup;
+    let cgroup = launched(&mut d, "ws");
     let s = d.wait_until("the balloon inflating", Duration::from_secs(90), |s| {
         balloon(s, "ws").is_some_and(|b| b >= 100 * MIB)
     });
