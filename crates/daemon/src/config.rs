@@ -93,7 +93,7 @@ pub enum ParentCgroup {
 #[derive(Clone, Debug, PartialEq)]
 pub struct PolicySection {
     /// `tax_rate = 0.75`, in [0, 1).
-    pub tax_rate: f64,
+    pub tax_rate: memtide_model::TaxRate,
     /// `sampling_period = "30s"`: period of the sampling estimator on this host.
     pub sampling_period: Duration,
     /// `reclaim = "when_short"`: when memory may be taken from a tenant.
@@ -431,7 +431,7 @@ impl Default for HostSection {
 impl Default for PolicySection {
     fn default() -> PolicySection {
         PolicySection {
-            tax_rate: 0.75,
+            tax_rate: memtide_model::TaxRate::DEFAULT,
             sampling_period: Duration::from_secs(30),
             reclaim: Reclaim::WhenShort,
         }

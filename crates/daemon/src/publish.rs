@@ -71,7 +71,7 @@ impl Publisher {
             hierarchy: hierarchy.to_string(),
             parent: parent.to_string(),
             budget_bytes: budget.to_bytes().0,
-            tax_rate: config.policy.tax_rate,
+            tax_rate: config.policy.tax_rate.value(),
             state: "high".to_string(),
             ..HostSnapshot::default()
         };

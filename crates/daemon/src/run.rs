@@ -26,7 +26,7 @@ use memtide_linux::host::{
 };
 use memtide_linux::io_cgroup::IoCap;
 use memtide_model::{
-    Bytes, EstimatorConfig, Pages, SamplingConfig, TaxRate, TenantId, TenantSpec, WorkingSetConfig,
+    Bytes, EstimatorConfig, Pages, SamplingConfig, TenantId, TenantSpec, WorkingSetConfig,
     WorldEvent,
 };
 use memtide_policy::{LimitRails, QuotaSettings, ReclamationThresholds};
@@ -467,11 +467,7 @@ impl Daemon {
             estimates = prev.estimates;
             *service.changes_mut() = prev.changes;
         }
-        if let Some(tax) = service
-            .changes()
-            .tax_rate
-            .and_then(|t| TaxRate::new(t).ok())
-        {
+        if let Some(tax) = service.changes().tax_rate {
             service.runner_mut().controller_mut().set_tax_rate(tax);
         }
         self.log.info(
@@ -796,9 +792,10 @@ impl Daemon {
         if new.policy.tax_rate != self.config.policy.tax_rate
             || service.changes().tax_rate.is_some()
         {
-            if let Ok(tax) = TaxRate::new(new.policy.tax_rate) {
-                service.runner_mut().controller_mut().set_tax_rate(tax);
-            }
+            service
+                .runner_mut()
+                .controller_mut()
+                .set_tax_rate(new.policy.tax_rate);
         }
         let runner = service.runner_mut();
         runner.set_tick_length(new.daemon.tick);
@@ -1181,10 +1178,8 @@ fn controller_for(
         .unwrap_or_else(|| {
             machine.saturating_sub(Bytes(config.host.reserve_bytes).to_pages_floor())
         });
-    let tax = TaxRate::new(config.policy.tax_rate)
-        .map_err(|e| DaemonError::Usage(format!("policy.tax_rate: {e}")))?;
     let controller_config = ControllerConfig {
-        tax_rate: tax,
+        tax_rate: config.policy.tax_rate,
         thresholds: ReclamationThresholds::default(),
         budget: Some(budget),
         // A VM's host swap: its cgroup limit lowered by at most this a tick.

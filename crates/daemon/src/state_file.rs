@@ -46,7 +46,7 @@ mod tests {
             }],
             estimates: BTreeMap::from([("db".to_string(), 300 << 20)]),
             changes: ApiChanges {
-                tax_rate: Some(0.5),
+                tax_rate: memtide_model::TaxRate::new(0.5).ok(),
                 tenants: BTreeMap::from([(
                     "db".to_string(),
                     TenantChange {

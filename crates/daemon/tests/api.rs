@@ -145,7 +145,7 @@ fn snapshot_of(state: &LoopState) -> Snapshot {
 fn apply(state: &mut LoopState, change: &Change) -> Result<(), Refusal> {
     match change {
         Change::TaxRate(rate) => {
-            state.tax_rate = *rate;
+            state.tax_rate = rate.value();
             Ok(())
         }
         Change::Tenant {
@@ -824,7 +824,9 @@ fn a_loop_that_does_not_answer_gives_503_while_reads_still_answer() {
         "{body}"
     );
     // The request did reach the channel; the loop just never answered.
-    assert!(matches!(commands.try_recv().map(|r| r.change), Ok(Change::TaxRate(r)) if r == 0.5));
+    assert!(
+        matches!(commands.try_recv().map(|r| r.change), Ok(Change::TaxRate(r)) if r.value() == 0.5)
+    );
 }
 
 #[test]

@@ -1,5 +1,6 @@
 //! Changes asked from outside a run while it goes (an API request: a tenant's min/max/shares by name, the tax rate), already checked for type and range, and the service's answer.
 
+use memtide_model::TaxRate;
 use std::sync::mpsc;
 
 /// A change to carry out at the service's next chance; it answers on `reply`.
@@ -19,7 +20,7 @@ pub enum Change {
         max_bytes: Option<u64>,
         shares: Option<u64>,
     },
-    TaxRate(f64),
+    TaxRate(TaxRate),
 }
 
 /// One readable line for logs: `tenant "db": min=256.0 MiB shares=2000` (only the fields
@@ -27,7 +28,7 @@ pub enum Change {
 impl std::fmt::Display for Change {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Change::TaxRate(t) => write!(f, "tax_rate={t}"),
+            Change::TaxRate(t) => write!(f, "tax_rate={}", t.value()),
             Change::Tenant {
                 name,
                 min_bytes,
@@ -84,6 +85,9 @@ mod tests {
             change.to_string(),
             "tenant \"db\": min=256.0 MiB shares=2000"
         );
-        assert_eq!(Change::TaxRate(0.5).to_string(), "tax_rate=0.5");
+        assert_eq!(
+            Change::TaxRate(TaxRate::new(0.5).unwrap()).to_string(),
+            "tax_rate=0.5"
+        );
     }
 }

@@ -123,7 +123,7 @@ mod tests {
             .unwrap();
         assert!(!written(&mut saver, &r, &changes, 9, false));
         assert!(written(&mut saver, &r, &changes, 10, false));
-        changes.tax_rate = Some(0.5);
+        changes.tax_rate = memtide_model::TaxRate::new(0.5).ok();
         assert!(written(&mut saver, &r, &changes, 11, false));
         r.start(TenantId(1), None, None).unwrap();
         assert!(written(&mut saver, &r, &changes, 12, false));

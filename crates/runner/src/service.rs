@@ -21,7 +21,7 @@ use crate::script::Script;
 use crate::sink::Sink;
 use crate::state_file::{ApiChanges, StateError, TenantChange};
 use memtide_controller::World;
-use memtide_model::{Bytes, TaxRate, WorldEvent};
+use memtide_model::{Bytes, WorldEvent};
 use serde::Serialize;
 use std::sync::mpsc::Receiver;
 use std::time::Duration;
@@ -232,12 +232,11 @@ where
         let at = self.clock.now();
         let conflict = |e: W::Error| Refusal::Conflict(e.to_string());
         match change {
-            request::Change::TaxRate(t) => {
-                let tax = TaxRate::new(*t).map_err(|e| Refusal::Conflict(e.to_string()))?;
+            request::Change::TaxRate(tax) => {
                 self.runner
-                    .change(at, &Change::TaxRate(tax), driver)
+                    .change(at, &Change::TaxRate(*tax), driver)
                     .map_err(conflict)?;
-                self.changes.tax_rate = Some(tax.value());
+                self.changes.tax_rate = Some(*tax);
                 Ok(())
             }
             request::Change::Tenant {
@@ -286,6 +285,7 @@ mod tests {
     use crate::runner::Status;
     use crate::sink::TickView;
     use crate::state_file::{self, StateFile};
+    use memtide_model::TaxRate;
     use memtide_model::{Pages, TenantId};
     use std::cell::Cell;
     use std::rc::Rc;
@@ -544,8 +544,7 @@ mod tests {
             shares,
         };
         let answers = [
-            ask(request::Change::TaxRate(0.5)),
-            ask(request::Change::TaxRate(7.0)),
+            ask(request::Change::TaxRate(TaxRate::new(0.5).unwrap())),
             ask(tenant("t0", Some((100 << 20) + 1), Some(2000))),
             ask(tenant("t0", Some(2 << 30), None)),
             ask(tenant("t1", None, Some(1))),
@@ -562,7 +561,6 @@ mod tests {
             replies,
             [
                 Ok(()),
-                conflict("tax rate 7 is outside [0, 1)"),
                 Ok(()),
                 conflict("tenant t0: min 2048.0 MiB is above max 1024.0 MiB"),
                 Err(Refusal::UnknownTenant("t1".into())),
@@ -575,7 +573,6 @@ mod tests {
             [
                 "0ms None: Done(\"tax rate -> 0.5\")",
                 "answered tax_rate=0.5: Ok(())",
-                "answered tax_rate=7: Err(Conflict(\"tax rate 7 is outside [0, 1)\"))",
                 "0ms Some(\"t0\"): Done(\"t0: min 100.0 MiB, max 1024.0 MiB, shares 2000\")",
                 "answered tenant \"t0\": min=100.0 MiB shares=2000: Ok(())",
                 "0ms Some(\"t0\"): Refused(\"tenant t0: min 2048.0 MiB is above max 1024.0 MiB\")",
@@ -588,7 +585,7 @@ mod tests {
             ]
         );
         // What the requests changed, for the state file: the tenant's min rounded up to a page.
-        assert_eq!(service.changes().tax_rate, Some(0.5));
+        assert_eq!(service.changes().tax_rate, TaxRate::new(0.5).ok());
         assert_eq!(
             service.changes().tenants["t0"],
             TenantChange {

@@ -33,7 +33,7 @@ pub struct StateFile<R> {
 #[serde(deny_unknown_fields)]
 pub struct ApiChanges {
     #[serde(default)]
-    pub tax_rate: Option<f64>,
+    pub tax_rate: Option<memtide_model::TaxRate>,
     /// By tenant name.
     #[serde(default)]
     pub tenants: BTreeMap<String, TenantChange>,
@@ -175,7 +175,7 @@ mod tests {
             }],
             estimates: BTreeMap::from([("db".to_string(), 300 << 20)]),
             changes: ApiChanges {
-                tax_rate: Some(0.5),
+                tax_rate: memtide_model::TaxRate::new(0.5).ok(),
                 tenants: BTreeMap::from([(
                     "db".to_string(),
                     TenantChange {

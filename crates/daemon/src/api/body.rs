@@ -13,6 +13,7 @@ use super::http::clip;
 use crate::command::Change;
 use memtide_api::DecisionQuery;
 use memtide_model::written::parse_size;
+use memtide_model::TaxRate;
 
 const SIZE_HINT: &str = "give bytes (e.g. 536870912) or a size such as \"512M\" or \"1G\"";
 
@@ -61,8 +62,9 @@ pub(crate) fn parse_tenant_patch(name: &str, body: &[u8]) -> Result<Change, Stri
     })
 }
 
-/// Parses `{"tax_rate": R}` (a `memtide_api::TaxRate`) with R in [0, 1).
-pub(crate) fn parse_tax_rate(body: &[u8]) -> Result<f64, String> {
+/// Parses `{"tax_rate": R}` (a `memtide_api::TaxRate`) into the model's `TaxRate`, whose
+/// constructor is the one check of R's range.
+pub(crate) fn parse_tax_rate(body: &[u8]) -> Result<TaxRate, String> {
     let fields = parse_object(body, "{\"tax_rate\": 0.5}")?;
     let mut rate = None;
     for (key, value) in &fields.0 {
@@ -75,14 +77,12 @@ pub(crate) fn parse_tax_rate(body: &[u8]) -> Result<f64, String> {
                 show(value)
             )
         })?;
-        if !(0.0..1.0).contains(&r) {
-            return Err(format!(
+        rate = Some(TaxRate::new(r).map_err(|_| {
+            format!(
                 "tax_rate: {} is out of range; give a number in [0, 1)",
                 show(value)
-            ));
-        }
-        // -0.0 is 0.0: store the one zero.
-        rate = Some(r + 0.0);
+            )
+        })?);
     }
     rate.ok_or_else(|| "missing field tax_rate; send {\"tax_rate\": 0.5}".to_string())
 }
@@ -286,7 +286,10 @@ mod tests {
             Ok(tenant(Some(512 << 20), Some(2 << 30), Some(2000)))
         );
         let body = serde_json::to_vec(&memtide_api::TaxRate { tax_rate: 0.25 }).unwrap();
-        assert_eq!(parse_tax_rate(&body), Ok(0.25));
+        assert_eq!(
+            parse_tax_rate(&body),
+            TaxRate::new(0.25).map_err(|e| e.to_string())
+        );
         let query = DecisionQuery {
             tenant: Some("web 1+x".into()),
             limit: Some(3),
@@ -331,15 +334,16 @@ mod tests {
 
     #[test]
     fn tax_rate_must_lie_in_zero_to_one() {
-        assert_eq!(parse_tax_rate(br#"{"tax_rate": 0.5}"#), Ok(0.5));
-        assert_eq!(parse_tax_rate(br#"{"tax_rate": 0}"#), Ok(0.0));
-        let zero = parse_tax_rate(br#"{"tax_rate": -0.0}"#).unwrap();
+        let rate = |body: &[u8]| parse_tax_rate(body).map(TaxRate::value);
+        assert_eq!(rate(br#"{"tax_rate": 0.5}"#), Ok(0.5));
+        assert_eq!(rate(br#"{"tax_rate": 0}"#), Ok(0.0));
+        let zero = rate(br#"{"tax_rate": -0.0}"#).unwrap();
         assert!(
             zero == 0.0 && zero.is_sign_positive(),
             "-0.0 is stored as 0.0"
         );
         assert_eq!(
-            parse_tax_rate(br#"{"tax_rate": 0.9999999999999999}"#),
+            rate(br#"{"tax_rate": 0.9999999999999999}"#),
             Ok(0.9999999999999999)
         );
         let err = parse_tax_rate(br#"{"tax_rate": 1.0000000000000002}"#).unwrap_err();

@@ -366,16 +366,7 @@ pub(crate) fn cgroup_path(text: &str) -> std::result::Result<String, String> {
 fn policy(doc: &Document, t: PolicyDoc) -> Result<PolicySection> {
     let at = root().key("policy");
     let d = PolicySection::default();
-    let tax_rate = number_in(
-        doc,
-        at.key("tax_rate"),
-        t.tax_rate,
-        |v| (0.0..1.0).contains(&v),
-        "must be >= 0 and < 1",
-    )?
-    .unwrap_or(d.tax_rate);
-    // -0.0 is 0.0: keep the one zero.
-    let tax_rate = if tax_rate == 0.0 { 0.0 } else { tax_rate };
+    let tax_rate = t.tax_rate.unwrap_or(d.tax_rate);
     let sampling_period = duration_in(
         doc,
         at.key("sampling_period"),

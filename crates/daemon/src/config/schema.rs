@@ -59,7 +59,7 @@ pub(super) struct HostDoc {
 #[derive(Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, expecting = "the [policy] table")]
 pub(super) struct PolicyDoc {
-    pub(super) tax_rate: Option<f64>,
+    pub(super) tax_rate: Option<memtide_model::TaxRate>,
     pub(super) sampling_period: Option<Duration>,
     pub(super) reclaim: Option<Reclaim>,
 }

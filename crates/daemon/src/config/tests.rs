@@ -67,10 +67,10 @@ const BAD: &[(&str, &str, &str, &str)] = &[
     ("[host]\nwrite_timeout = \"2m\"\n", "host.write_timeout", "\"2m\"", "between 10ms and 60s"),
     ("[host]\nproc_root = false\n", "host.proc_root", "false", "invalid type: boolean `false`, expected a string"),
     // [policy]
-    ("[policy]\ntax_rate = 1.0\n", "policy.tax_rate", "1.0", "must be >= 0 and < 1"),
-    ("[policy]\ntax_rate = -0.1\n", "policy.tax_rate", "-0.1", "must be >= 0 and < 1"),
+    ("[policy]\ntax_rate = 1.0\n", "policy.tax_rate", "1.0", "tax rate 1 is outside [0, 1)"),
+    ("[policy]\ntax_rate = -0.1\n", "policy.tax_rate", "-0.1", "tax rate -0.1 is outside [0, 1)"),
     ("[policy]\ntax_rate = \"high\"\n", "policy.tax_rate", "\"high\"", "invalid type: string \"high\", expected f64"),
-    ("[policy]\ntax_rate = nan\n", "policy.tax_rate", "nan", "must be >= 0 and < 1"),
+    ("[policy]\ntax_rate = nan\n", "policy.tax_rate", "nan", "is outside [0, 1)"),
     ("[policy]\nsampling_period = \"500ms\"\n", "policy.sampling_period", "\"500ms\"", "between 1s and 1h"),
     ("[host]\nbudget = \" 1G\"\n", "host.budget", "\" 1G\"", "spaces around it"),
     ("[policy]\nreclaim = \"sometimes\"\n", "policy.reclaim", "\"sometimes\"", "unknown variant `sometimes`, expected `when_short` or `always`"),
@@ -280,7 +280,7 @@ fn an_empty_file_gives_every_default() {
     assert_eq!(h.budget_bytes, None);
     assert_eq!(h.reserve_bytes, GIB);
     assert_eq!(h.write_timeout, Duration::from_secs(2));
-    assert_eq!(c.policy.tax_rate, 0.75);
+    assert_eq!(c.policy.tax_rate, memtide_model::TaxRate::DEFAULT);
     assert_eq!(c.policy.sampling_period, Duration::from_secs(30));
     let r = &c.rails;
     assert_eq!(r.shrink_step, 0.05);
@@ -425,7 +425,7 @@ fn a_full_file_reads_every_key() {
             write_timeout: Duration::from_millis(250),
         },
         policy: PolicySection {
-            tax_rate: 0.5,
+            tax_rate: memtide_model::TaxRate::new(0.5).unwrap(),
             sampling_period: Duration::from_secs(60),
             reclaim: Reclaim::Always,
         },
@@ -712,7 +712,7 @@ fn the_two_touchers_example_launches_two_sampling_tenants() {
     let c = DaemonConfig::load(&examples_dir().join("daemon-two-touchers.toml")).unwrap();
     assert_eq!(c.host.parent, ParentCgroup::OwnCgroup);
     assert_eq!(c.host.budget_bytes, Some(600 * MIB));
-    assert_eq!(c.policy.tax_rate, 0.75);
+    assert_eq!(c.policy.tax_rate, memtide_model::TaxRate::DEFAULT);
     let argv: Vec<Vec<String>> = c
         .tenants
         .iter()
