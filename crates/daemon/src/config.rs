@@ -6,6 +6,7 @@
 //! and defaults in `build.rs`. See docs/configuration.md.
 
 mod build;
+pub mod check;
 mod render;
 mod schema;
 
@@ -274,8 +275,9 @@ pub enum TenantOrigin {
     /// `<parent>/<name>`, starts the command in it, and stops it on exit.
     Launch { argv: Vec<String> },
     /// `[tenant.vm]`: a QEMU VM, launched in `<parent>/<name>` (and stopped on exit), or
-    /// adopted by its QMP socket in the cgroup its QEMU process was found in (`cgroup`, read
-    /// as the file was loaded: an adopted VM must be running then).
+    /// adopted by its QMP socket in the cgroup its QEMU process was found in (`cgroup`, found
+    /// by the check against the host, `check::against_host`: an adopted VM must be running
+    /// then).
     Vm {
         source: memtide_qemu::vm::VmSource,
         cgroup: Option<String>,
@@ -480,14 +482,26 @@ impl Default for DaemonConfig {
 }
 
 impl DaemonConfig {
-    /// Reads and validates the configuration file at `path`.
+    /// Reads and validates the configuration file at `path`, and checks it against this host
+    /// (at start and at every reload).
     pub fn load(path: &Path) -> Result<DaemonConfig, ConfigError> {
-        DaemonConfig::parse(&memtide_config::read_file(path)?, path)
+        DaemonConfig::parse_on_host(&memtide_config::read_file(path)?, path)
     }
 
-    /// Validates the configuration `text`; `origin` names it in errors.
+    /// Validates the configuration `text` without looking at the host (an adopted VM's
+    /// cgroup stays unknown); `origin` names it in errors.
     pub fn parse(text: &str, origin: &Path) -> Result<DaemonConfig, ConfigError> {
         build::build(&memtide_config::Document::parse(origin, text)?)
+    }
+
+    /// [`DaemonConfig::parse`], then [`check::against_host`] on the host's own files under
+    /// `[host] proc_root`.
+    pub fn parse_on_host(text: &str, origin: &Path) -> Result<DaemonConfig, ConfigError> {
+        let doc = memtide_config::Document::parse(origin, text)?;
+        let mut config = build::build(&doc)?;
+        let host = check::HostFiles::new(&config.host.proc_root);
+        check::against_host(&mut config, &doc, &host)?;
+        Ok(config)
     }
 
     /// The configuration as a TOML file that [`DaemonConfig::parse`] reads back to the same
@@ -561,7 +575,13 @@ impl TenantConfig {
 
     /// Whether memtide starts this tenant (a command or a VM) rather than adopting it.
     pub fn launched(&self) -> bool {
-        self.adopted_cgroup().is_none()
+        match &self.origin {
+            TenantOrigin::Launch { .. } => true,
+            TenantOrigin::Adopt { .. } => false,
+            TenantOrigin::Vm { source, .. } => {
+                matches!(source, memtide_qemu::vm::VmSource::Launch(_))
+            }
+        }
     }
 
     /// The tenant's cgroup when the parent cgroup is `parent`: the adopted one, or

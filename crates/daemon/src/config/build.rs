@@ -1,4 +1,4 @@
-//! Builds a [`DaemonConfig`] from the file as read (`schema.rs`): defaults filled in, then the checks serde cannot make, each error pointing at the field it names (ranges, addresses, cgroup paths, tenant names, the budget against the mins, cgroups that nest, the shared disk's device on this host).
+//! Builds a [`DaemonConfig`] from the file as read (`schema.rs`): defaults filled in, then the checks serde cannot make, each error pointing at the field it names (ranges, addresses, cgroup paths, tenant names, the budget against the mins, cgroups that nest); reads no host file (`check.rs` checks against the host).
 
 use super::schema::{
     BalloonDoc, DaemonDoc, FileDoc, HostDoc, IoDoc, PolicyDoc, RailsDoc, SharingDoc, TenantDoc,
@@ -51,7 +51,7 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
     let rails = rails(doc, file.rails.unwrap_or_default())?;
     let balloon = balloon(doc, file.balloon.unwrap_or_default(), &daemon)?;
     let sharing = sharing(doc, file.sharing.unwrap_or_default())?;
-    let io = io(doc, file.io.unwrap_or_default(), &host)?;
+    let io = io(doc, file.io.unwrap_or_default())?;
     let cache_given = file.cache.is_some();
     let cache = match file.cache {
         Some(c) => c.build(doc, &root().key("cache"))?,
@@ -87,9 +87,8 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
     })
 }
 
-/// `[io]`: when enabled, a device that is a whole block device on this host (its node, or its
-/// name under `<proc_root>/sys/block`).
-fn io(doc: &Document, t: IoDoc, host: &HostSection) -> Result<IoSection> {
+/// `[io]`: when enabled, a device (checked against the host by `check.rs`).
+fn io(doc: &Document, t: IoDoc) -> Result<IoSection> {
     let at = root().key("io");
     let d = IoSection::default();
     let enabled = t.enabled.unwrap_or(d.enabled);
@@ -103,14 +102,6 @@ fn io(doc: &Document, t: IoDoc, host: &HostSection) -> Result<IoSection> {
         other => other,
     };
     match &device {
-        Some(text) if enabled => {
-            if let Err(why) = block_device(&host.proc_root.join("sys"), text) {
-                return Err(doc.error(
-                    &at.key("device"),
-                    format!("is not a whole block device on this host: {why}"),
-                ));
-            }
-        }
         Some(_) => {}
         None if enabled => {
             return Err(doc.error(
@@ -125,28 +116,6 @@ fn io(doc: &Document, t: IoDoc, host: &HostSection) -> Result<IoSection> {
         enabled,
         device,
         scheduler: t.scheduler.unwrap_or(d.scheduler),
-    })
-}
-
-/// Whether `text` names a whole block device: a path to a block device node (or a link to
-/// one) whose name is under `<sysfs>/block`, or such a name. The error says what is wrong.
-fn block_device(sysfs: &std::path::Path, text: &str) -> std::result::Result<(), String> {
-    use memtide_linux::block::BlockDevice;
-    use std::os::unix::fs::FileTypeExt;
-    if !text.contains('/') {
-        return BlockDevice::by_name(sysfs, text)
-            .map(|_| ())
-            .map_err(|e| e.to_string());
-    }
-    let path = std::path::Path::new(text);
-    let meta = std::fs::metadata(path).map_err(|e| format!("{text}: {e}"))?;
-    if !meta.file_type().is_block_device() {
-        return Err(format!("{text} is not a block device node"));
-    }
-    BlockDevice::by_path(sysfs, path).map(|_| ()).map_err(|e| {
-        format!(
-            "{e} (a partition or another node: weights and schedulers belong to the whole disk)"
-        )
     })
 }
 
@@ -524,7 +493,7 @@ fn tenant(
         ParentCgroup::Path(p) => join(p, &t.name),
     };
     let origin = match (t.cgroup, t.command, t.vm) {
-        (None, None, Some(vm_doc)) => vm(doc, &at.key("vm"), vm_doc, host)?,
+        (None, None, Some(vm_doc)) => vm(doc, &at.key("vm"), vm_doc)?,
         (cgroup, command, Some(_)) if cgroup.is_some() || command.is_some() => {
             return Err(doc.error(
                 &at.key("vm"),
@@ -628,11 +597,10 @@ fn tenant(
     })
 }
 
-/// `[tenant.vm]`: adopted by `qmp` alone (the VM must run now: its QEMU process's cgroup is
-/// read through the socket), or launched, with what to boot present and its memory within
-/// the host's.
-fn vm(doc: &Document, at: &FieldPath, v: VmDoc, host: &HostSection) -> Result<TenantOrigin> {
-    use memtide_qemu::vm::{LaunchSpec, VmError, VmSource};
+/// `[tenant.vm]`: adopted by `qmp` alone, or launched, with its memory given. What the host
+/// must have (the running VM's cgroup, the files to boot, the memory) is `check.rs`'s.
+fn vm(doc: &Document, at: &FieldPath, v: VmDoc) -> Result<TenantOrigin> {
+    use memtide_qemu::vm::{LaunchSpec, VmSource};
     if let Some(qmp) = v.qmp {
         let launch_field = [
             ("qemu", v.qemu.is_some()),
@@ -653,14 +621,11 @@ fn vm(doc: &Document, at: &FieldPath, v: VmDoc, host: &HostSection) -> Result<Te
                 "is for a VM memtide launches; an adopted VM (qmp) runs as it was started",
             ));
         }
-        let hierarchy = memtide_linux::fs::hierarchy::detect(&host.proc_root)
-            .map_err(|e| doc.error(&at.key("qmp"), e.to_string()))?;
-        let socket = PathBuf::from(&qmp);
-        let cgroup = memtide_qemu::adopt::cgroup_of_socket(&socket, &hierarchy, &host.proc_root)
-            .map_err(|e| doc.error(&at.key("qmp"), e.to_string()))?;
         return Ok(TenantOrigin::Vm {
-            source: VmSource::Adopt { qmp: socket },
-            cgroup: Some(cgroup),
+            source: VmSource::Adopt {
+                qmp: PathBuf::from(&qmp),
+            },
+            cgroup: None,
         });
     }
     let Some(memory) = v.memory else {
@@ -680,19 +645,6 @@ fn vm(doc: &Document, at: &FieldPath, v: VmDoc, host: &HostSection) -> Result<Te
         args: v.args.unwrap_or_default(),
         kvm: v.kvm.unwrap_or(false),
     };
-    let machine = memtide_linux::fs::meminfo::read_meminfo(&host.proc_root)
-        .map_err(|e| doc.error(&at.key("memory"), e.to_string()))?
-        .mem_total;
-    spec.check(machine).map_err(|e| {
-        let field = match &e {
-            VmError::Missing { what, .. } => *what,
-            VmError::NothingToBoot => "kernel",
-            VmError::MoreThanHost { .. } | VmError::TooSmall { .. } => "memory",
-            VmError::Cpus(_) => "cpus",
-            VmError::NoQemu(_) => "qemu",
-        };
-        doc.error(&at.key(field), e.to_string())
-    })?;
     Ok(TenantOrigin::Vm {
         source: VmSource::Launch(spec),
         cgroup: None,
@@ -887,14 +839,19 @@ fn check_budget(doc: &Document, host: &HostSection, tenants: &[TenantConfig]) ->
 /// No two tenants share a cgroup, and no tenant's cgroup lies inside another's (a cgroup's
 /// limit covers its children). Launched tenants' cgroups (`<parent>/<name>`) are known only
 /// when the parent is a path; with `"self"` the daemon checks them once it knows its cgroup.
-fn check_cgroups(doc: &Document, host: &HostSection, tenants: &[TenantConfig]) -> Result<()> {
+/// An adopted VM's cgroup is known once the host check found it (which then checks again).
+pub(super) fn check_cgroups(
+    doc: &Document,
+    host: &HostSection,
+    tenants: &[TenantConfig],
+) -> Result<()> {
     let paths: Vec<(usize, String)> = tenants
         .iter()
         .enumerate()
         .filter_map(|(i, t)| match (t.adopted_cgroup(), &host.parent) {
             (Some(cgroup), _) => Some((i, cgroup.to_string())),
-            (None, ParentCgroup::Path(p)) => Some((i, join(p, &t.name))),
-            (None, ParentCgroup::OwnCgroup) => None,
+            (None, ParentCgroup::Path(p)) if t.launched() => Some((i, join(p, &t.name))),
+            (None, _) => None,
         })
         .collect();
     // Sorted by components, a cgroup comes right before the cgroups inside it (or one of
@@ -935,12 +892,13 @@ fn check_cgroups(doc: &Document, host: &HostSection, tenants: &[TenantConfig]) -
         return Err(match tenants[later.1].origin {
             TenantOrigin::Adopt { .. } => doc.error(&at.key("cgroup"), message),
             TenantOrigin::Vm {
-                cgroup: Some(_), ..
+                source: memtide_qemu::vm::VmSource::Adopt { .. },
+                ..
             } => doc.error(
                 &at.key("vm").key("qmp"),
                 format!("is a VM in cgroup \"{}\", which {message}", later.2),
             ),
-            TenantOrigin::Launch { .. } | TenantOrigin::Vm { cgroup: None, .. } => doc.error(
+            TenantOrigin::Launch { .. } | TenantOrigin::Vm { .. } => doc.error(
                 &at,
                 format!("would be launched into \"{}\", which {message}", later.2),
             ),

@@ -137,9 +137,6 @@ const BAD: &[(&str, &str, &str, &str)] = &[
     // [io] and [tenant.io]
     ("[io]\nscheduler = \"cfq\"\n", "io.scheduler", "\"cfq\"", "unknown variant `cfq`, expected `bfq` or `keep`"),
     ("[io]\nenabled = true\n", "io", "", "has enabled = true and no device"),
-    ("[io]\nenabled = true\ndevice = \"/dev/memtide-no-such-disk\"\n", "io.device", "\"/dev/memtide-no-such-disk\"", "is not a whole block device on this host: /dev/memtide-no-such-disk: No such file"),
-    ("[io]\nenabled = true\ndevice = \"/etc/hostname\"\n", "io.device", "\"/etc/hostname\"", "/etc/hostname is not a block device node"),
-    ("[io]\nenabled = true\ndevice = \"memtide-no-such-disk\"\n", "io.device", "\"memtide-no-such-disk\"", "no block device \"memtide-no-such-disk\" at /sys/block/memtide-no-such-disk"),
     ("[io]\ndevice = \"\"\n", "io.device", "\"\"", "is not a device"),
     ("[io]\nenable = true\n", "io.enable", "true", "unknown field `enable`, expected one of `enabled`, `device`, `scheduler`"),
     ("[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n[tenant.io]\nweight = 200\n", "tenant[0].io", "", "needs [io] enabled = true"),
@@ -584,12 +581,45 @@ fn a_device_path_must_be_a_block_device_node() {
         root.path().display(),
         node.display()
     );
-    let msg = parse(&text).unwrap_err().to_string();
+    assert!(parse(&text).is_ok(), "parsing alone reads no host file");
+    let msg = DaemonConfig::parse_on_host(&text, Path::new(FILE))
+        .unwrap_err()
+        .to_string();
     assert!(
         msg.contains("io.device") && msg.contains("is not a block device node"),
         "{msg}"
     );
     assert!(!msg.contains('\n'), "{msg}");
+}
+
+#[test]
+fn this_host_refuses_a_shared_disk_that_is_not_a_whole_block_device() {
+    let root = fake_disk();
+    let on = |device: &str| {
+        let text = format!(
+            "[host]\nproc_root = \"{}\"\n[io]\nenabled = true\ndevice = \"{device}\"\n",
+            root.path().display()
+        );
+        DaemonConfig::parse_on_host(&text, Path::new(FILE))
+    };
+    assert_eq!(on("loop7").unwrap().io.device.as_deref(), Some("loop7"));
+    for (device, message) in [
+        (
+            "/dev/memtide-no-such-disk",
+            "is not a whole block device on this host: /dev/memtide-no-such-disk: No such file",
+        ),
+        ("/etc/hostname", "/etc/hostname is not a block device node"),
+        (
+            "memtide-no-such-disk",
+            "no block device \"memtide-no-such-disk\" at ",
+        ),
+    ] {
+        let e = on(device).unwrap_err();
+        let line = e.to_string();
+        assert_eq!(e.field(), Some("io.device"), "{line}");
+        assert!(line.starts_with("test.toml:5:10: io.device = "), "{line}");
+        assert!(line.contains(message) && !line.contains('\n'), "{line}");
+    }
 }
 
 #[test]

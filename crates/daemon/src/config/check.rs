@@ -1,0 +1,283 @@
+//! The one check of a parsed configuration against the host it runs on (the shared disk's device, each launched VM's files, memory and QEMU, each adopted VM's cgroup found through its QMP socket), made at start and at every reload through a [`HostProbe`] that tests replace; parsing itself reads no host file.
+
+use super::{DaemonConfig, TenantOrigin};
+use memtide_config::{ConfigError, Document, FieldPath};
+use memtide_qemu::vm::{LaunchSpec, VmError, VmSource};
+use std::path::{Path, PathBuf};
+
+/// What the configuration asks of the host, answered by the host (or by a test).
+pub trait HostProbe {
+    /// Whether `device` (a path to a node, or a name under `/sys/block`) is a whole block
+    /// device; why not.
+    fn block_device(&self, device: &str) -> Result<(), String>;
+    /// The memory cgroup of the QEMU process serving the QMP socket `qmp`; why not.
+    fn vm_cgroup(&self, qmp: &Path) -> Result<String, String>;
+    /// Whether the VM `spec` can be launched here: its files exist, its memory fits the
+    /// host's, QEMU is there.
+    fn vm_launch(&self, spec: &LaunchSpec) -> Result<(), LaunchRefusal>;
+}
+
+/// Why a VM cannot be launched on this host.
+#[derive(Debug)]
+pub enum LaunchRefusal {
+    /// The host's memory could not be read.
+    Meminfo(String),
+    /// The spec does not fit the host.
+    Vm(VmError),
+}
+
+/// Checks `config` (read from `doc`) against the host `probe` answers for, and fills in
+/// what only the host knows: each adopted VM's cgroup. The first problem is an error at the
+/// field it concerns.
+pub fn against_host(
+    config: &mut DaemonConfig,
+    doc: &Document,
+    probe: &dyn HostProbe,
+) -> Result<(), ConfigError> {
+    let root = FieldPath::root();
+    if let (true, Some(device)) = (config.io.enabled, &config.io.device) {
+        probe.block_device(device).map_err(|why| {
+            doc.error(
+                &root.key("io").key("device"),
+                format!("is not a whole block device on this host: {why}"),
+            )
+        })?;
+    }
+    let mut adopted_vm = false;
+    for (i, t) in config.tenants.iter_mut().enumerate() {
+        let at = root.key("tenant").index(i).key("vm");
+        let TenantOrigin::Vm { source, cgroup } = &mut t.origin else {
+            continue;
+        };
+        match source {
+            VmSource::Adopt { qmp } => {
+                let found = probe
+                    .vm_cgroup(qmp)
+                    .map_err(|why| doc.error(&at.key("qmp"), why))?;
+                *cgroup = Some(found);
+                adopted_vm = true;
+            }
+            VmSource::Launch(spec) => probe.vm_launch(spec).map_err(|refusal| {
+                let (field, message) = match refusal {
+                    LaunchRefusal::Meminfo(why) => ("memory", why),
+                    LaunchRefusal::Vm(e) => (field_of(&e), e.to_string()),
+                };
+                doc.error(&at.key(field), message)
+            })?,
+        }
+    }
+    if adopted_vm {
+        // Their cgroups are known now: they must not nest with the others'.
+        super::build::check_cgroups(doc, &config.host, &config.tenants)?;
+    }
+    Ok(())
+}
+
+/// The `[tenant.vm]` field a launch refusal concerns.
+fn field_of(e: &VmError) -> &'static str {
+    match e {
+        VmError::Missing { what, .. } => what,
+        VmError::NothingToBoot => "kernel",
+        VmError::MoreThanHost { .. } | VmError::TooSmall { .. } => "memory",
+        VmError::Cpus(_) => "cpus",
+        VmError::NoQemu(_) => "qemu",
+    }
+}
+
+/// The host itself, its `/proc` and `/sys` under `proc_root` (`[host] proc_root`).
+pub struct HostFiles {
+    proc_root: PathBuf,
+}
+
+impl HostFiles {
+    pub fn new(proc_root: &Path) -> HostFiles {
+        HostFiles {
+            proc_root: proc_root.to_path_buf(),
+        }
+    }
+}
+
+impl HostProbe for HostFiles {
+    fn block_device(&self, text: &str) -> Result<(), String> {
+        use memtide_linux::block::BlockDevice;
+        use std::os::unix::fs::FileTypeExt;
+        let sysfs = self.proc_root.join("sys");
+        if !text.contains('/') {
+            return BlockDevice::by_name(&sysfs, text)
+                .map(|_| ())
+                .map_err(|e| e.to_string());
+        }
+        let path = Path::new(text);
+        let meta = std::fs::metadata(path).map_err(|e| format!("{text}: {e}"))?;
+        if !meta.file_type().is_block_device() {
+            return Err(format!("{text} is not a block device node"));
+        }
+        BlockDevice::by_path(&sysfs, path).map(|_| ()).map_err(|e| {
+            format!(
+                "{e} (a partition or another node: weights and schedulers belong to the whole disk)"
+            )
+        })
+    }
+
+    fn vm_cgroup(&self, qmp: &Path) -> Result<String, String> {
+        let hierarchy =
+            memtide_linux::fs::hierarchy::detect(&self.proc_root).map_err(|e| e.to_string())?;
+        memtide_qemu::adopt::cgroup_of_socket(qmp, &hierarchy, &self.proc_root)
+            .map_err(|e| e.to_string())
+    }
+
+    fn vm_launch(&self, spec: &LaunchSpec) -> Result<(), LaunchRefusal> {
+        let machine = memtide_linux::fs::meminfo::read_meminfo(&self.proc_root)
+            .map_err(|e| LaunchRefusal::Meminfo(e.to_string()))?
+            .mem_total;
+        spec.check(machine).map_err(LaunchRefusal::Vm)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    /// A host with the answers a test gives, recording what it was asked.
+    #[derive(Default)]
+    struct FakeHost {
+        no_device: Option<String>,
+        vm_cgroups: Vec<(PathBuf, String)>,
+        launch: Option<fn() -> VmError>,
+        asked: RefCell<Vec<String>>,
+    }
+
+    impl HostProbe for FakeHost {
+        fn block_device(&self, device: &str) -> Result<(), String> {
+            self.asked.borrow_mut().push(format!("device {device}"));
+            self.no_device.clone().map_or(Ok(()), Err)
+        }
+
+        fn vm_cgroup(&self, qmp: &Path) -> Result<String, String> {
+            self.asked
+                .borrow_mut()
+                .push(format!("qmp {}", qmp.display()));
+            self.vm_cgroups
+                .iter()
+                .find(|(q, _)| q == qmp)
+                .map(|(_, c)| c.clone())
+                .ok_or_else(|| format!("{}: connection refused", qmp.display()))
+        }
+
+        fn vm_launch(&self, spec: &LaunchSpec) -> Result<(), LaunchRefusal> {
+            self.asked
+                .borrow_mut()
+                .push(format!("launch {}", spec.qemu));
+            self.launch.map_or(Ok(()), |e| Err(LaunchRefusal::Vm(e())))
+        }
+    }
+
+    fn check(text: &str, host: &FakeHost) -> Result<DaemonConfig, ConfigError> {
+        let doc = Document::parse(Path::new("h.toml"), text)?;
+        let mut config = super::super::build::build(&doc)?;
+        against_host(&mut config, &doc, host)?;
+        Ok(config)
+    }
+
+    const IO: &str = "[io]\nenabled = true\ndevice = \"vdb\"\n";
+    const VM: &str = "[[tenant]]\nname = \"vm\"\nmax = \"1G\"\n[tenant.vm]\nmemory = \"512M\"\nkernel = \"/k\"\n";
+
+    fn adopted(name: &str, qmp: &str) -> String {
+        format!("[[tenant]]\nname = \"{name}\"\nmax = \"1G\"\n[tenant.vm]\nqmp = \"{qmp}\"\n")
+    }
+
+    #[test]
+    fn a_config_asking_nothing_of_the_host_asks_nothing() {
+        let host = FakeHost::default();
+        check(
+            "[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax = \"1G\"\n",
+            &host,
+        )
+        .unwrap();
+        assert!(host.asked.borrow().is_empty());
+    }
+
+    #[test]
+    fn the_shared_disk_must_be_a_whole_block_device_here() {
+        let host = FakeHost::default();
+        check(IO, &host).unwrap();
+        assert_eq!(*host.asked.borrow(), ["device vdb"]);
+        let host = FakeHost {
+            no_device: Some("no block device \"vdb\" at /sys/block/vdb".into()),
+            ..FakeHost::default()
+        };
+        let e = check(IO, &host).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "h.toml:3:10: io.device = \"vdb\": is not a whole block device on this host: \
+             no block device \"vdb\" at /sys/block/vdb"
+        );
+        let host = FakeHost::default();
+        check("[io]\ndevice = \"vdb\"\n", &host).unwrap();
+        assert!(
+            host.asked.borrow().is_empty(),
+            "a disabled [io] is not looked at"
+        );
+    }
+
+    #[test]
+    fn a_launched_vm_s_refusal_points_at_its_field() {
+        let host = FakeHost::default();
+        check(VM, &host).unwrap();
+        assert_eq!(*host.asked.borrow(), ["launch qemu-system-x86_64"]);
+        let host = FakeHost {
+            launch: Some(|| VmError::MoreThanHost {
+                memory: 512,
+                host: 256,
+            }),
+            ..FakeHost::default()
+        };
+        let e = check(VM, &host).unwrap_err();
+        assert_eq!(e.field(), Some("tenant[0].vm.memory"));
+        assert!(e.to_string().starts_with("h.toml:5:10: tenant[0].vm.memory = \"512M\": memory 512 MiB is more than the host's 256 MiB"), "{e}");
+        let host = FakeHost {
+            launch: Some(|| VmError::NoQemu("qemu-system-x86_64".into())),
+            ..FakeHost::default()
+        };
+        let e = check(VM, &host).unwrap_err();
+        assert_eq!(e.field(), Some("tenant[0].vm.qemu"));
+    }
+
+    #[test]
+    fn an_adopted_vm_takes_the_cgroup_its_qemu_runs_in() {
+        let host = FakeHost {
+            vm_cgroups: vec![("/run/a.qmp".into(), "/machine/a".into())],
+            ..FakeHost::default()
+        };
+        let text = adopted("a", "/run/a.qmp");
+        let c = check(&text, &host).unwrap();
+        assert_eq!(c.tenants[0].adopted_cgroup(), Some("/machine/a"));
+        assert!(!c.tenants[0].launched());
+        let e = check(&adopted("a", "/run/b.qmp"), &host).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "h.toml:5:7: tenant[0].vm.qmp = \"/run/b.qmp\": /run/b.qmp: connection refused"
+        );
+    }
+
+    #[test]
+    fn an_adopted_vm_s_cgroup_must_not_nest_with_another_tenant_s() {
+        let host = FakeHost {
+            vm_cgroups: vec![("/run/a.qmp".into(), "/machine/a/vcpu".into())],
+            ..FakeHost::default()
+        };
+        let text = format!(
+            "[[tenant]]\nname = \"m\"\ncgroup = \"/machine/a\"\nmax = \"1G\"\n{}",
+            adopted("a", "/run/a.qmp")
+        );
+        let e = check(&text, &host).unwrap_err();
+        assert_eq!(e.field(), Some("tenant[1].vm.qmp"));
+        assert!(
+            e.to_string().contains(
+                "is a VM in cgroup \"/machine/a/vcpu\", which lies inside tenant \"m\"'s cgroup"
+            ),
+            "{e}"
+        );
+    }
+}
