@@ -23,7 +23,7 @@ pub use error::ConfigError;
 pub use fields::field_names;
 pub use overrides::Override;
 pub use path::FieldPath;
-pub use units::{Duration, Size};
+pub use units::{read_as, Duration, Size};
 
 use serde::de::DeserializeOwned;
 use std::path::Path;

@@ -49,22 +49,6 @@ impl SloDoc {
             .map_err(|e| doc.error(&at.key(e.field()), e.to_string())),
         }
     }
-
-    /// The table that builds `slo`.
-    pub fn of(slo: Slo) -> SloDoc {
-        match slo {
-            Slo::Strict { target_us, slack } => SloDoc {
-                kind: SloKind::Strict,
-                target_us: Some(target_us),
-                slack: Some(slack),
-            },
-            Slo::BestEffort => SloDoc {
-                kind: SloKind::BestEffort,
-                target_us: None,
-                slack: None,
-            },
-        }
-    }
 }
 
 /// The cache quotas' table: the pool budget the SLO tenants share and the latency model.
@@ -121,17 +105,6 @@ impl QuotasDoc {
             steps,
         }))
     }
-
-    /// The table that builds `q` (enabled).
-    pub fn of(q: &QuotaTable) -> QuotasDoc {
-        QuotasDoc {
-            enabled: None,
-            budget: Size(q.budget.to_bytes().0),
-            hit_us: Some(q.hit_us),
-            miss_us: Some(q.miss_us),
-            steps: Some(q.steps),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -177,8 +150,6 @@ mod tests {
         let q = q.unwrap();
         assert_eq!(q.budget, Pages::from_mib(1024));
         assert_eq!((q.hit_us, q.miss_us, q.steps), (2.0, 5000.0, 64));
-        assert_eq!(SloDoc::of(slo).kind, SloKind::Strict);
-        assert_eq!(QuotasDoc::of(&q).budget, Size(1 << 30));
         let (slo, q) =
             built("slo = { kind = \"best-effort\" }\n[cache]\nbudget = \"1G\"\nenabled = false\n")
                 .unwrap();

@@ -121,6 +121,28 @@ impl Visitor<'_> for DurationVisitor {
     }
 }
 
+/// `#[serde(deserialize_with = ...)]` helpers for fields that hold plain bytes and
+/// `std::time::Duration`s but are written as a [`Size`] or a [`Duration`].
+pub mod read_as {
+    use super::{Duration, Size};
+    use serde::{Deserialize, Deserializer};
+
+    /// Bytes written as a [`Size`].
+    pub fn bytes<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        Size::deserialize(d).map(Size::bytes)
+    }
+
+    /// Bytes written as a [`Size`], in an optional field.
+    pub fn some_bytes<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        bytes(d).map(Some)
+    }
+
+    /// A time written as a [`Duration`].
+    pub fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
+        Duration::deserialize(d).map(Duration::get)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +192,33 @@ mod tests {
         let text = toml::to_string(&h).unwrap();
         assert_eq!(text, "size = \"1536M\"\ntime = \"2m\"\n");
         assert_eq!(read(&text).unwrap(), h);
+    }
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Plain {
+        #[serde(deserialize_with = "read_as::bytes")]
+        size: u64,
+        #[serde(default, deserialize_with = "read_as::some_bytes")]
+        cap: Option<u64>,
+        #[serde(deserialize_with = "read_as::duration")]
+        time: StdDuration,
+    }
+
+    #[test]
+    fn plain_fields_read_as_sizes_and_durations() {
+        let p: Plain = toml::from_str("size = \"2M\"\ntime = \"1m\"\n").unwrap();
+        assert_eq!(
+            p,
+            Plain {
+                size: 2 << 20,
+                cap: None,
+                time: StdDuration::from_secs(60)
+            }
+        );
+        let p: Plain = toml::from_str("size = 1\ncap = \"1K\"\ntime = \"1s\"\n").unwrap();
+        assert_eq!(p.cap, Some(1024));
+        let e = toml::from_str::<Plain>("size = \"1X\"\ntime = \"1s\"\n").unwrap_err();
+        assert!(e.message().contains("unknown unit"), "{e}");
     }
 
     #[test]

@@ -2,12 +2,15 @@
 //!
 //! The loader (`DaemonConfig::load` / `DaemonConfig::parse`, on `memtide_config`) rejects unknown
 //! fields, wrong types, out-of-range values and inconsistent tenants with one line naming
-//! file:line:col, the field and the value. The file's serde structs are in `schema.rs`, the checks
-//! and defaults in `build.rs`. See docs/configuration.md.
+//! file:line:col, the field and the value. The sections below are read straight from their
+//! tables by serde (`#[serde(default)]`, fields with their own syntax through `read.rs`); the
+//! tenants' tables, shaped unlike [`TenantConfig`], are in `schema.rs`; the checks across
+//! fields are plain functions in `build.rs`; `check.rs` checks the result against the host.
+//! See docs/configuration.md.
 
 mod build;
 pub mod check;
-mod render;
+mod read;
 mod schema;
 
 #[cfg(test)]
@@ -15,6 +18,8 @@ mod tests;
 
 pub use memtide_config::ConfigError;
 
+use memtide_config::read_as;
+use serde::Deserialize;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -38,17 +43,21 @@ pub struct DaemonConfig {
 }
 
 /// `[daemon]`: how the daemon runs.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, expecting = "the [daemon] table")]
 pub struct DaemonSection {
     /// `tick = "1s"`: time between two ticks (100ms..=60s).
+    #[serde(deserialize_with = "read_as::duration")]
     pub tick: Duration,
     /// `listen = "127.0.0.1:9464"`: the JSON API and `/metrics`; must be a loopback address
     /// unless `listen_public = true`.
+    #[serde(deserialize_with = "read::address")]
     pub listen: SocketAddr,
     /// `listen_public = false`: allow `listen` on a non-loopback address (the API has no
     /// authentication).
     pub listen_public: bool,
     /// `state_file = "/run/memtide/state.json"`: limits found at start, for restore and re-adoption.
+    #[serde(deserialize_with = "read::path")]
     pub state_file: PathBuf,
     /// `dry_run = false`: decide and log, write nothing (also `--dry-run`).
     pub dry_run: bool,
@@ -66,19 +75,25 @@ pub enum LogFormat {
 }
 
 /// `[host]`: where the cgroups are and how much memory memtide hands out.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, expecting = "the [host] table")]
 pub struct HostSection {
     /// `proc_root = "/"`: root under which `/proc` and `/sys` are read (tests use fake trees).
+    #[serde(deserialize_with = "read::path")]
     pub proc_root: PathBuf,
     /// `parent = "/memtide"`: cgroup (path inside the memory hierarchy) under which launched
     /// tenants are created; every adopted tenant's cgroup must lie under it too. The special
     /// value `"self"` means the cgroup the daemon itself runs in (`/proc/self/cgroup`).
+    #[serde(deserialize_with = "read::parent")]
     pub parent: ParentCgroup,
     /// `budget = "16G"`: bytes handed out to tenants. `None`: MemTotal minus `reserve`.
+    #[serde(rename = "budget", deserialize_with = "read_as::some_bytes")]
     pub budget_bytes: Option<u64>,
     /// `reserve = "1G"`: kept back from MemTotal when no budget is given.
+    #[serde(rename = "reserve", deserialize_with = "read_as::bytes")]
     pub reserve_bytes: u64,
     /// `write_timeout = "2s"`: longest wait for one write to a kernel file.
+    #[serde(deserialize_with = "read_as::duration")]
     pub write_timeout: Duration,
 }
 
@@ -91,11 +106,13 @@ pub enum ParentCgroup {
 }
 
 /// `[policy]`: the ESX parameters.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, expecting = "the [policy] table")]
 pub struct PolicySection {
     /// `tax_rate = 0.75`, in [0, 1).
     pub tax_rate: memtide_model::TaxRate,
     /// `sampling_period = "30s"`: period of the sampling estimator on this host.
+    #[serde(deserialize_with = "read_as::duration")]
     pub sampling_period: Duration,
     /// `reclaim = "when_short"`: when memory may be taken from a tenant.
     pub reclaim: Reclaim,
@@ -122,40 +139,50 @@ impl Reclaim {
 }
 
 /// `[rails]`: the safety rails on a real host.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, expecting = "the [rails] table")]
 pub struct RailsSection {
     /// `shrink_step = 0.05`: a limit is lowered by at most this fraction of the tenant's usage
     /// per tick, in (0, 0.5].
     pub shrink_step: f64,
     /// `floor_margin = "32M"`: room kept above what a tenant cannot give back.
+    #[serde(rename = "floor_margin", deserialize_with = "read_as::bytes")]
     pub floor_margin_bytes: u64,
     /// `backoff_refaults_per_s = 2000`: more refaults + swap-ins + major faults than this per
     /// second (pages) stop a tenant's shrinking at once.
+    #[serde(rename = "backoff_refaults_per_s")]
     pub backoff_faults_per_s: f64,
     /// `backoff_pressure = 10.0`: host or tenant PSI some avg10 (percent) above this stops shrinking.
     pub backoff_pressure: f64,
 }
 
 /// `[balloon]`: the application balloon socket (docs/balloon-protocol.md).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, expecting = "the [balloon] table")]
 pub struct BalloonSection {
     /// `enabled = true`: serve the socket, so applications' agents can register.
     pub enabled: bool,
     /// `socket = "/run/memtide/balloon.sock"`: where; at most 107 bytes. Default:
     /// `balloon.sock` beside `state_file`.
+    #[serde(deserialize_with = "read::path")]
     pub socket: PathBuf,
     /// `mode = "0660"`: the socket file's permission bits (the owning group may connect).
+    #[serde(deserialize_with = "read::mode")]
     pub mode: u32,
     /// `stats_interval = "1s"`: agents send statistics this often (100ms..=60s).
+    #[serde(deserialize_with = "read_as::duration")]
     pub stats_interval: Duration,
     /// `dead_after = "5s"`: an agent silent this long is dead (stats_interval..=10m).
+    /// Default: 5s, or `stats_interval` when longer.
+    #[serde(deserialize_with = "read_as::duration")]
     pub dead_after: Duration,
     /// `max_agents = 16384`: connections served at once (1..=1000000).
     pub max_agents: usize,
 }
 
 /// `[sharing]`: content-based page sharing through the kernel's KSM (docs/sharing.md).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, expecting = "the [sharing] table")]
 pub struct SharingSection {
     /// `enabled = false`: drive KSM (its settings are given back at exit); launched tenants
     /// not marked `isolated` are asked to merge their pages.
@@ -192,12 +219,14 @@ impl Default for SharingSection {
 }
 
 /// `[io]`: the block device the tenants share, divided by weights (docs/io.md).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields, expecting = "the [io] table")]
 pub struct IoSection {
     /// `enabled = false`: manage the I/O of tenants with a `[tenant.io]` table.
     pub enabled: bool,
     /// `device = "/dev/vdb"`: the shared device, a path to its node or its name under
-    /// `/sys/block`; required when enabled, and checked to be a whole block device at load.
+    /// `/sys/block`; required when enabled, and checked to be a whole block device against
+    /// the host (`check::against_host`).
     pub device: Option<String>,
     /// `scheduler = "bfq"`: make BFQ the device's scheduler while memtide runs (the previous
     /// one is given back at exit), or `"keep"` the one in force.
@@ -502,12 +531,6 @@ impl DaemonConfig {
         let host = check::HostFiles::new(&config.host.proc_root);
         check::against_host(&mut config, &doc, &host)?;
         Ok(config)
-    }
-
-    /// The configuration as a TOML file that [`DaemonConfig::parse`] reads back to the same
-    /// value, with every default written out (e.g. for `GET /config` or a log line).
-    pub fn to_toml(&self) -> String {
-        render::to_toml(self)
     }
 
     /// The tenant named `name`.

@@ -1,9 +1,6 @@
 //! Builds a [`DaemonConfig`] from the file as read (`schema.rs`): defaults filled in, then the checks serde cannot make, each error pointing at the field it names (ranges, addresses, cgroup paths, tenant names, the budget against the mins, cgroups that nest); reads no host file (`check.rs` checks against the host).
 
-use super::schema::{
-    BalloonDoc, DaemonDoc, FileDoc, HostDoc, IoDoc, PolicyDoc, RailsDoc, SharingDoc, TenantDoc,
-    TenantIoDoc, VmDoc,
-};
+use super::schema::{FileDoc, TenantDoc, TenantIoDoc, VmDoc};
 use super::{
     cgroup_is_strictly_under, BalloonSection, DaemonConfig, DaemonSection, HostSection, IoCaps,
     IoSection, ParentCgroup, PolicySection, RailsSection, SharingSection, TenantConfig,
@@ -12,7 +9,6 @@ use super::{
 use memtide_config::{ConfigError, Document, FieldPath};
 use memtide_model::written::format_size;
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -31,7 +27,7 @@ pub(crate) const MIN_WRITE_TIMEOUT: Duration = Duration::from_millis(10);
 pub(crate) const MAX_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) const MIN_SAMPLING_PERIOD: Duration = Duration::from_secs(1);
 pub(crate) const MAX_SAMPLING_PERIOD: Duration = Duration::from_secs(3600);
-pub(crate) const MAX_DECISIONS_KEPT: u64 = 100_000;
+pub(crate) const MAX_DECISIONS_KEPT: usize = 100_000;
 /// The fastest scan rate `[sharing]` takes, pages a second (40 GB/s of 4 KiB pages).
 pub(crate) const MAX_SCAN_RATE: u64 = 10_000_000;
 /// A tenant's disk weight when it does not say: BFQ's and iocost's default.
@@ -44,20 +40,31 @@ fn root() -> FieldPath {
 }
 
 pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
-    let file: FileDoc = doc.read(&root())?;
-    let daemon = daemon(doc, file.daemon.unwrap_or_default())?;
-    let host = host(doc, file.host.unwrap_or_default())?;
-    let policy = policy(doc, file.policy.unwrap_or_default())?;
-    let rails = rails(doc, file.rails.unwrap_or_default())?;
-    let balloon = balloon(doc, file.balloon.unwrap_or_default(), &daemon)?;
-    let sharing = sharing(doc, file.sharing.unwrap_or_default())?;
-    let io = io(doc, file.io.unwrap_or_default())?;
-    let cache_given = file.cache.is_some();
-    let cache = match file.cache {
+    let FileDoc {
+        daemon,
+        host,
+        policy,
+        rails,
+        mut balloon,
+        sharing,
+        cache,
+        io,
+        tenant,
+    } = doc.read(&root())?;
+    check_daemon(doc, &daemon)?;
+    check_host(doc, &host)?;
+    check_policy(doc, &policy)?;
+    check_rails(doc, &rails)?;
+    balloon_defaults(doc, &mut balloon, &daemon);
+    check_balloon(doc, &balloon)?;
+    check_sharing(doc, &sharing)?;
+    check_io(doc, &io)?;
+    let cache_given = cache.is_some();
+    let cache = match cache {
         Some(c) => c.build(doc, &root().key("cache"))?,
         None => None,
     };
-    let tenants = tenants(doc, file.tenant, &host)?;
+    let tenants = tenants(doc, tenant, &host)?;
     if !cache_given {
         if let Some(i) = tenants.iter().position(|t| t.slo.is_some()) {
             return Err(doc.error(
@@ -87,36 +94,199 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
     })
 }
 
-/// `[io]`: when enabled, a device (checked against the host by `check.rs`).
-fn io(doc: &Document, t: IoDoc) -> Result<IoSection> {
-    let at = root().key("io");
-    let d = IoSection::default();
-    let enabled = t.enabled.unwrap_or(d.enabled);
-    let device = match t.device {
-        Some(text) if text.is_empty() || text.contains('\0') => {
-            return Err(doc.error(
-                &at.key("device"),
-                "is not a device; expected a path such as \"/dev/vdb\" or a name under /sys/block such as \"vdb\"",
-            ))
-        }
-        other => other,
-    };
-    match &device {
-        Some(_) => {}
-        None if enabled => {
-            return Err(doc.error(
-                &at,
-                "has enabled = true and no device; name the block device the tenants share, \
-                 such as device = \"/dev/vdb\"",
-            ))
-        }
-        None => {}
+/// An error at `path` unless `ok`.
+fn require(doc: &Document, path: FieldPath, ok: bool, message: impl Into<String>) -> Result<()> {
+    if ok {
+        Ok(())
+    } else {
+        Err(doc.error(&path, message))
     }
-    Ok(IoSection {
-        enabled,
-        device,
-        scheduler: t.scheduler.unwrap_or(d.scheduler),
-    })
+}
+
+/// `d` lies in `min..=max`; `range` says what is allowed, e.g. `100ms and 60s`.
+fn within(
+    doc: &Document,
+    path: FieldPath,
+    d: Duration,
+    (min, max): (Duration, Duration),
+    range: &str,
+) -> Result<()> {
+    require(
+        doc,
+        path,
+        (min..=max).contains(&d),
+        format!("must be between {range}"),
+    )
+}
+
+/// `v` is finite and `ok` holds; `range` says what is allowed.
+fn number_in(
+    doc: &Document,
+    path: FieldPath,
+    v: f64,
+    ok: impl Fn(f64) -> bool,
+    range: &str,
+) -> Result<()> {
+    require(doc, path, v.is_finite() && ok(v), range)
+}
+
+fn check_daemon(doc: &Document, d: &DaemonSection) -> Result<()> {
+    let at = root().key("daemon");
+    within(
+        doc,
+        at.key("tick"),
+        d.tick,
+        (MIN_TICK, MAX_TICK),
+        "100ms and 60s",
+    )?;
+    require(
+        doc,
+        at.key("listen"),
+        d.listen_public || d.listen.ip().is_loopback(),
+        "is not a loopback address; the API has no authentication, so it listens on \
+         127.0.0.1 or [::1] unless [daemon] listen_public = true",
+    )?;
+    require(
+        doc,
+        at.key("decisions_kept"),
+        (1..=MAX_DECISIONS_KEPT).contains(&d.decisions_kept),
+        format!("must be between 1 and {MAX_DECISIONS_KEPT}"),
+    )
+}
+
+fn check_host(doc: &Document, h: &HostSection) -> Result<()> {
+    let at = root().key("host");
+    require(
+        doc,
+        at.key("budget"),
+        h.budget_bytes != Some(0),
+        "must be > 0",
+    )?;
+    within(
+        doc,
+        at.key("write_timeout"),
+        h.write_timeout,
+        (MIN_WRITE_TIMEOUT, MAX_WRITE_TIMEOUT),
+        "10ms and 60s",
+    )
+}
+
+fn check_policy(doc: &Document, p: &PolicySection) -> Result<()> {
+    within(
+        doc,
+        root().key("policy").key("sampling_period"),
+        p.sampling_period,
+        (MIN_SAMPLING_PERIOD, MAX_SAMPLING_PERIOD),
+        "1s and 1h",
+    )
+}
+
+fn check_rails(doc: &Document, r: &RailsSection) -> Result<()> {
+    let at = root().key("rails");
+    number_in(
+        doc,
+        at.key("shrink_step"),
+        r.shrink_step,
+        |v| v > 0.0 && v <= 0.5,
+        "must be > 0 and <= 0.5",
+    )?;
+    number_in(
+        doc,
+        at.key("backoff_refaults_per_s"),
+        r.backoff_faults_per_s,
+        |v| v > 0.0,
+        "must be a finite number > 0",
+    )?;
+    number_in(
+        doc,
+        at.key("backoff_pressure"),
+        r.backoff_pressure,
+        |v| v > 0.0 && v <= 100.0,
+        "must be > 0 and <= 100 (PSI avg10 is a percentage)",
+    )
+}
+
+/// The `[balloon]` defaults that follow other fields: the socket beside the state file, an
+/// agent dead after 5s or one `stats_interval`, whichever is longer.
+fn balloon_defaults(doc: &Document, b: &mut BalloonSection, daemon: &DaemonSection) {
+    let at = root().key("balloon");
+    if doc.get(&at.key("socket")).is_none() {
+        if let Some(dir) = daemon.state_file.parent() {
+            b.socket = dir.join("balloon.sock");
+        }
+    }
+    if doc.get(&at.key("dead_after")).is_none() {
+        b.dead_after = b.dead_after.max(b.stats_interval);
+    }
+}
+
+fn check_balloon(doc: &Document, b: &BalloonSection) -> Result<()> {
+    let at = root().key("balloon");
+    let len = b.socket.as_os_str().len();
+    let max = memtide_agents::socket::MAX_PATH_BYTES;
+    require(
+        doc,
+        at.key("socket"),
+        len <= max,
+        format!("is {len} bytes; a Unix socket path has at most {max}"),
+    )?;
+    within(
+        doc,
+        at.key("stats_interval"),
+        b.stats_interval,
+        (MIN_TICK, MAX_TICK),
+        "100ms and 60s",
+    )?;
+    within(
+        doc,
+        at.key("dead_after"),
+        b.dead_after,
+        (b.stats_interval, Duration::from_secs(600)),
+        "stats_interval and 10m",
+    )?;
+    require(
+        doc,
+        at.key("max_agents"),
+        (1..=1_000_000).contains(&b.max_agents),
+        "must be between 1 and 1000000",
+    )
+}
+
+/// `[sharing]`: rates in range, the CPU budget a fraction of one core.
+fn check_sharing(doc: &Document, s: &SharingSection) -> Result<()> {
+    let at = root().key("sharing");
+    for (key, rate) in [("idle_rate", s.idle_rate), ("pressed_rate", s.pressed_rate)] {
+        require(
+            doc,
+            at.key(key),
+            rate <= MAX_SCAN_RATE,
+            format!("must be between 0 and {MAX_SCAN_RATE} pages a second"),
+        )?;
+    }
+    number_in(
+        doc,
+        at.key("cpu_budget"),
+        s.cpu_budget,
+        |v| v > 0.0 && v <= 1.0,
+        "must be more than 0 and at most 1 (a fraction of one core)",
+    )
+}
+
+/// `[io]`: when enabled, a device (whether it is one on this host is `check.rs`'s).
+fn check_io(doc: &Document, io: &IoSection) -> Result<()> {
+    let at = root().key("io");
+    match &io.device {
+        Some(text) if text.is_empty() || text.contains('\0') => Err(doc.error(
+            &at.key("device"),
+            "is not a device; expected a path such as \"/dev/vdb\" or a name under /sys/block such as \"vdb\"",
+        )),
+        None if io.enabled => Err(doc.error(
+            &at,
+            "has enabled = true and no device; name the block device the tenants share, \
+             such as device = \"/dev/vdb\"",
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// `[tenant.io]`: a weight BFQ takes, a target within reach, caps of at least 1.
@@ -159,34 +329,6 @@ fn tenant_io(doc: &Document, at: &FieldPath, t: TenantIoDoc) -> Result<TenantIoC
     })
 }
 
-/// `[sharing]`: rates in range, the CPU budget a fraction of one core.
-fn sharing(doc: &Document, t: SharingDoc) -> Result<SharingSection> {
-    let at = root().key("sharing");
-    let d = SharingSection::default();
-    let rate = |key: &str, v: Option<u64>, default: u64| match v {
-        Some(r) if r > MAX_SCAN_RATE => Err(doc.error(
-            &at.key(key),
-            format!("must be between 0 and {MAX_SCAN_RATE} pages a second"),
-        )),
-        Some(r) => Ok(r),
-        None => Ok(default),
-    };
-    let cpu_budget = number_in(
-        doc,
-        at.key("cpu_budget"),
-        t.cpu_budget,
-        |v| v > 0.0 && v <= 1.0,
-        "must be more than 0 and at most 1 (a fraction of one core)",
-    )?
-    .unwrap_or(d.cpu_budget);
-    Ok(SharingSection {
-        enabled: t.enabled.unwrap_or(d.enabled),
-        idle_rate: rate("idle_rate", t.idle_rate, d.idle_rate)?,
-        pressed_rate: rate("pressed_rate", t.pressed_rate, d.pressed_rate)?,
-        cpu_budget,
-    })
-}
-
 /// `d` when it lies in `min..=max`; `range` says what is allowed, e.g. `100ms and 60s`.
 fn duration_in(
     doc: &Document,
@@ -201,119 +343,12 @@ fn duration_in(
     }
 }
 
-/// `v` when it is finite and `ok` holds; `range` says what is allowed.
-fn number_in(
-    doc: &Document,
-    path: FieldPath,
-    v: Option<f64>,
-    ok: impl Fn(f64) -> bool,
-    range: &str,
-) -> Result<Option<f64>> {
-    match v {
-        Some(v) if !(v.is_finite() && ok(v)) => Err(doc.error(&path, range)),
-        other => Ok(other),
-    }
-}
-
 /// A file-system path: a non-empty string without NUL.
 fn file_path(doc: &Document, path: FieldPath, text: Option<String>) -> Result<Option<PathBuf>> {
     match text {
-        Some(t) if t.is_empty() || t.contains('\0') => Err(doc.error(
-            &path,
-            "is not a path; expected a non-empty path without NUL characters",
-        )),
+        Some(t) if !super::read::is_path(&t) => Err(doc.error(&path, super::read::PATH_RULE)),
         other => Ok(other.map(PathBuf::from)),
     }
-}
-
-fn daemon(doc: &Document, t: DaemonDoc) -> Result<DaemonSection> {
-    let at = root().key("daemon");
-    let d = DaemonSection::default();
-    let tick = duration_in(
-        doc,
-        at.key("tick"),
-        t.tick,
-        (MIN_TICK, MAX_TICK),
-        "100ms and 60s",
-    )?
-    .unwrap_or(d.tick);
-    let listen_public = t.listen_public.unwrap_or(d.listen_public);
-    let listen = match t.listen {
-        None => d.listen,
-        Some(text) => {
-            let addr: SocketAddr = text.trim().parse().map_err(|_| {
-                doc.error(
-                    &at.key("listen"),
-                    "is not an IP address and port such as \"127.0.0.1:9464\" or \"[::1]:9464\"",
-                )
-            })?;
-            if !listen_public && !addr.ip().is_loopback() {
-                return Err(doc.error(
-                    &at.key("listen"),
-                    "is not a loopback address; the API has no authentication, so it listens on \
-                     127.0.0.1 or [::1] unless [daemon] listen_public = true",
-                ));
-            }
-            addr
-        }
-    };
-    let state_file = file_path(doc, at.key("state_file"), t.state_file)?.unwrap_or(d.state_file);
-    let decisions_kept = match t.decisions_kept {
-        None => d.decisions_kept,
-        Some(n) if (1..=MAX_DECISIONS_KEPT).contains(&n) => n as usize,
-        Some(_) => {
-            return Err(doc.error(
-                &at.key("decisions_kept"),
-                format!("must be between 1 and {MAX_DECISIONS_KEPT}"),
-            ))
-        }
-    };
-    Ok(DaemonSection {
-        tick,
-        listen,
-        listen_public,
-        state_file,
-        dry_run: t.dry_run.unwrap_or(d.dry_run),
-        log_format: t.log_format.unwrap_or(d.log_format),
-        decisions_kept,
-    })
-}
-
-fn host(doc: &Document, t: HostDoc) -> Result<HostSection> {
-    let at = root().key("host");
-    let d = HostSection::default();
-    let proc_root = file_path(doc, at.key("proc_root"), t.proc_root)?.unwrap_or(d.proc_root);
-    let parent = match t.parent.as_deref() {
-        None => d.parent,
-        Some("self") => ParentCgroup::OwnCgroup,
-        Some(text) => ParentCgroup::Path(cgroup_path(text).map_err(|why| {
-            doc.error(
-                &at.key("parent"),
-                format!(
-                    "is not a cgroup path: it {why}; write \"self\" or an absolute path inside \
-                     the cgroup hierarchy such as \"/memtide\""
-                ),
-            )
-        })?),
-    };
-    if t.budget.is_some_and(|b| b.bytes() == 0) {
-        return Err(doc.error(&at.key("budget"), "must be > 0"));
-    }
-    let write_timeout = duration_in(
-        doc,
-        at.key("write_timeout"),
-        t.write_timeout,
-        (MIN_WRITE_TIMEOUT, MAX_WRITE_TIMEOUT),
-        "10ms and 60s",
-    )?
-    .unwrap_or(d.write_timeout);
-    Ok(HostSection {
-        proc_root,
-        parent,
-        budget_bytes: t.budget.map(|b| b.bytes()),
-        reserve_bytes: t.reserve.map_or(d.reserve_bytes, |r| r.bytes()),
-        write_timeout,
-    })
 }
 
 /// A cgroup path as written, normalised: starts with `/`, no `.` or `..` components, no
@@ -330,122 +365,6 @@ pub(crate) fn cgroup_path(text: &str) -> std::result::Result<String, String> {
         return Err(format!("has a \"{p}\" component"));
     }
     Ok(format!("/{}", parts.join("/")))
-}
-
-fn policy(doc: &Document, t: PolicyDoc) -> Result<PolicySection> {
-    let at = root().key("policy");
-    let d = PolicySection::default();
-    let tax_rate = t.tax_rate.unwrap_or(d.tax_rate);
-    let sampling_period = duration_in(
-        doc,
-        at.key("sampling_period"),
-        t.sampling_period,
-        (MIN_SAMPLING_PERIOD, MAX_SAMPLING_PERIOD),
-        "1s and 1h",
-    )?
-    .unwrap_or(d.sampling_period);
-    Ok(PolicySection {
-        tax_rate,
-        sampling_period,
-        reclaim: t.reclaim.unwrap_or(d.reclaim),
-    })
-}
-
-fn rails(doc: &Document, t: RailsDoc) -> Result<RailsSection> {
-    let at = root().key("rails");
-    let d = RailsSection::default();
-    let shrink_step = number_in(
-        doc,
-        at.key("shrink_step"),
-        t.shrink_step,
-        |v| v > 0.0 && v <= 0.5,
-        "must be > 0 and <= 0.5",
-    )?
-    .unwrap_or(d.shrink_step);
-    let backoff_faults_per_s = number_in(
-        doc,
-        at.key("backoff_refaults_per_s"),
-        t.backoff_refaults_per_s,
-        |v| v > 0.0,
-        "must be a finite number > 0",
-    )?
-    .unwrap_or(d.backoff_faults_per_s);
-    let backoff_pressure = number_in(
-        doc,
-        at.key("backoff_pressure"),
-        t.backoff_pressure,
-        |v| v > 0.0 && v <= 100.0,
-        "must be > 0 and <= 100 (PSI avg10 is a percentage)",
-    )?
-    .unwrap_or(d.backoff_pressure);
-    Ok(RailsSection {
-        shrink_step,
-        floor_margin_bytes: t.floor_margin.map_or(d.floor_margin_bytes, |m| m.bytes()),
-        backoff_faults_per_s,
-        backoff_pressure,
-    })
-}
-
-/// `[balloon]`; the socket defaults to `balloon.sock` beside the state file.
-fn balloon(doc: &Document, t: BalloonDoc, daemon: &DaemonSection) -> Result<BalloonSection> {
-    let at = root().key("balloon");
-    let d = BalloonSection::default();
-    let beside_state = daemon
-        .state_file
-        .parent()
-        .map_or(d.socket.clone(), |dir| dir.join("balloon.sock"));
-    let socket = file_path(doc, at.key("socket"), t.socket)?.unwrap_or(beside_state);
-    if socket.as_os_str().len() > memtide_agents::socket::MAX_PATH_BYTES {
-        return Err(doc.error(
-            &at.key("socket"),
-            format!(
-                "is {} bytes; a Unix socket path has at most {}",
-                socket.as_os_str().len(),
-                memtide_agents::socket::MAX_PATH_BYTES
-            ),
-        ));
-    }
-    let mode = match t.mode {
-        None => d.mode,
-        Some(text) => u32::from_str_radix(text.trim(), 8)
-            .ok()
-            .filter(|m| *m <= 0o777)
-            .ok_or_else(|| {
-                doc.error(
-                    &at.key("mode"),
-                    "is not a mode; expected octal permission bits such as \"0660\"",
-                )
-            })?,
-    };
-    let stats_interval = duration_in(
-        doc,
-        at.key("stats_interval"),
-        t.stats_interval,
-        (MIN_TICK, MAX_TICK),
-        "100ms and 60s",
-    )?
-    .unwrap_or(d.stats_interval);
-    let dead_after = duration_in(
-        doc,
-        at.key("dead_after"),
-        t.dead_after,
-        (stats_interval, Duration::from_secs(600)),
-        "stats_interval and 10m",
-    )?
-    .unwrap_or(d.dead_after.max(stats_interval));
-    let max_agents = match t.max_agents {
-        None => d.max_agents,
-        Some(n) if (1..=1_000_000).contains(&n) => n as usize,
-        Some(_) => return Err(doc.error(&at.key("max_agents"), "must be between 1 and 1000000")),
-    };
-    Ok(BalloonSection {
-        enabled: t.enabled.unwrap_or(d.enabled),
-        socket,
-        mode,
-        stats_interval,
-        dead_after,
-        max_agents,
-    })
 }
 
 /// Whether `name` may name a tenant (and so a cgroup directory).

@@ -1,0 +1,61 @@
+//! serde readers for the daemon config's fields whose text has its own syntax (an address and port, a path, the parent cgroup, octal permission bits): each refusal is one message, which the loader shows at the field with its value.
+
+use super::ParentCgroup;
+use serde::de::Error;
+use serde::{Deserialize, Deserializer};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// What a path may be, for messages.
+pub(super) const PATH_RULE: &str =
+    "is not a path; expected a non-empty path without NUL characters";
+
+/// `listen = "127.0.0.1:9464"`: an IP address and a port.
+pub(super) fn address<'de, D: Deserializer<'de>>(d: D) -> Result<SocketAddr, D::Error> {
+    String::deserialize(d)?.trim().parse().map_err(|_| {
+        D::Error::custom(
+            "is not an IP address and port such as \"127.0.0.1:9464\" or \"[::1]:9464\"",
+        )
+    })
+}
+
+/// A file-system path: a non-empty string without NUL.
+pub(super) fn path<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error> {
+    let text = String::deserialize(d)?;
+    if is_path(&text) {
+        Ok(PathBuf::from(text))
+    } else {
+        Err(D::Error::custom(PATH_RULE))
+    }
+}
+
+/// Whether `text` may be a path.
+pub(super) fn is_path(text: &str) -> bool {
+    !text.is_empty() && !text.contains('\0')
+}
+
+/// `parent = "self"` or an absolute cgroup path, normalised.
+pub(super) fn parent<'de, D: Deserializer<'de>>(d: D) -> Result<ParentCgroup, D::Error> {
+    let text = String::deserialize(d)?;
+    if text == "self" {
+        return Ok(ParentCgroup::OwnCgroup);
+    }
+    super::build::cgroup_path(&text)
+        .map(ParentCgroup::Path)
+        .map_err(|why| {
+            D::Error::custom(format!(
+                "is not a cgroup path: it {why}; write \"self\" or an absolute path inside the \
+                 cgroup hierarchy such as \"/memtide\""
+            ))
+        })
+}
+
+/// `mode = "0660"`: permission bits in octal.
+pub(super) fn mode<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+    u32::from_str_radix(String::deserialize(d)?.trim(), 8)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| {
+            D::Error::custom("is not a mode; expected octal permission bits such as \"0660\"")
+        })
+}
