@@ -4,14 +4,16 @@
 //! fields, wrong types, out-of-range values and inconsistent tenants with one line naming
 //! file:line:col, the field and the value. The sections below are read straight from their
 //! tables by serde (`#[serde(default)]`, fields with their own syntax through `read.rs`); the
-//! tenants' tables, shaped unlike [`TenantConfig`], are in `schema.rs`; the checks across
-//! fields are plain functions in `build.rs`; `check.rs` checks the result against the host.
+//! tenants' tables, shaped unlike [`TenantConfig`], are in `schema.rs` and become
+//! [`TenantConfig`]s in `tenant.rs`; the checks across fields are plain functions in
+//! `build.rs` and `tenant.rs`; `check.rs` checks the result against the host.
 //! See docs/configuration.md.
 
 mod build;
 pub mod check;
 mod read;
 mod schema;
+mod tenant;
 
 #[cfg(test)]
 mod tests;

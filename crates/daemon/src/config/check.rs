@@ -68,7 +68,7 @@ pub fn against_host(
     }
     if adopted_vm {
         // Their cgroups are known now: they must not nest with the others'.
-        super::build::check_cgroups(doc, &config.host, &config.tenants)?;
+        super::tenant::check_cgroups(doc, &config.host, &config.tenants)?;
     }
     Ok(())
 }

@@ -40,14 +40,12 @@ pub(super) fn parent<'de, D: Deserializer<'de>>(d: D) -> Result<ParentCgroup, D:
     if text == "self" {
         return Ok(ParentCgroup::OwnCgroup);
     }
-    super::build::cgroup_path(&text)
-        .map(ParentCgroup::Path)
-        .map_err(|why| {
-            D::Error::custom(format!(
-                "is not a cgroup path: it {why}; write \"self\" or an absolute path inside the \
+    cgroup_path(&text).map(ParentCgroup::Path).map_err(|why| {
+        D::Error::custom(format!(
+            "is not a cgroup path: it {why}; write \"self\" or an absolute path inside the \
                  cgroup hierarchy such as \"/memtide\""
-            ))
-        })
+        ))
+    })
 }
 
 /// `mode = "0660"`: permission bits in octal.
@@ -58,4 +56,20 @@ pub(super) fn mode<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
         .ok_or_else(|| {
             D::Error::custom("is not a mode; expected octal permission bits such as \"0660\"")
         })
+}
+
+/// A cgroup path as written, normalised: starts with `/`, no `.` or `..` components, no
+/// control characters; repeated and trailing slashes dropped. The error says why not.
+pub(super) fn cgroup_path(text: &str) -> std::result::Result<String, String> {
+    if !text.starts_with('/') {
+        return Err("does not start with \"/\"".to_string());
+    }
+    if text.chars().any(char::is_control) {
+        return Err("contains a control character".to_string());
+    }
+    let parts: Vec<&str> = text.split('/').filter(|p| !p.is_empty()).collect();
+    if let Some(p) = parts.iter().find(|p| **p == "." || **p == "..") {
+        return Err(format!("has a \"{p}\" component"));
+    }
+    Ok(format!("/{}", parts.join("/")))
 }
