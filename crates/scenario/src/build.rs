@@ -579,10 +579,7 @@ impl Build<'_> {
     fn controller(&self, p: PolicyDoc, tenants: &[Facts]) -> Result<ControllerConfig> {
         let at = FieldPath::root().key("policy");
         let cache_absent = p.cache.is_none();
-        let tax_rate = match p.tax_rate {
-            None => TaxRate::DEFAULT,
-            Some(t) => TaxRate::new(t).map_err(|e| self.err(&at.key("tax_rate"), e.to_string()))?,
-        };
+        let tax_rate = p.tax_rate.unwrap_or(TaxRate::DEFAULT);
         let budget = match p.budget {
             None => None,
             Some(b) => {
@@ -1311,9 +1308,7 @@ impl Build<'_> {
             let (when, event) = match kind.as_str() {
                 "set_tax_rate" => {
                     let e: SetTaxRateDoc = self.read(&at, rest)?;
-                    let rate = TaxRate::new(e.tax_rate)
-                        .map_err(|x| self.err(&at.key("tax_rate"), x.to_string()))?;
-                    (e.at, Pending::TaxRate(rate))
+                    (e.at, Pending::TaxRate(e.tax_rate))
                 }
                 "set_workload" => {
                     let e: SetWorkloadDoc = self.read(&at, rest)?;

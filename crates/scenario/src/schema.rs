@@ -166,7 +166,7 @@ pub(crate) struct ContentDoc {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, expecting = "the [policy] table")]
 pub(crate) struct PolicyDoc {
-    pub(crate) tax_rate: Option<f64>,
+    pub(crate) tax_rate: Option<memtide_model::TaxRate>,
     pub(crate) budget: Option<Size>,
     /// Host swap bandwidth: bytes paged out per second.
     pub(crate) host_swap_per_s: Option<Size>,
@@ -438,7 +438,7 @@ pub(crate) struct AgentDoc {
 #[serde(deny_unknown_fields, expecting = "a set_tax_rate event")]
 pub(crate) struct SetTaxRateDoc {
     pub(crate) at: Duration,
-    pub(crate) tax_rate: f64,
+    pub(crate) tax_rate: memtide_model::TaxRate,
 }
 
 /// `kind = "set_workload"`.
