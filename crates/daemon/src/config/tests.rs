@@ -977,3 +977,19 @@ fn each_app_kind_reads_its_own_fields_with_its_defaults() {
         assert_eq!(got.server, server, "{app}");
     }
 }
+
+#[test]
+fn parsing_alone_reads_no_host_file() {
+    let text = "[io]\nenabled = true\ndevice = \"/dev/memtide-no-such-disk\"\n\
+                [[tenant]]\nname = \"up\"\nmax = \"1G\"\n[tenant.vm]\nmemory = \"512M\"\nkernel = \"/nonexistent/vmlinuz\"\n\
+                [[tenant]]\nname = \"old\"\nmax = \"1G\"\n[tenant.vm]\nqmp = \"/nonexistent/old.qmp\"\n";
+    let c = parse_ok(text);
+    assert!(c.tenants[0].launched());
+    assert!(
+        !c.tenants[1].launched(),
+        "an adopted VM, its cgroup not yet found"
+    );
+    assert_eq!(c.tenants[1].adopted_cgroup(), None);
+    let e = DaemonConfig::parse_on_host(text, Path::new(FILE)).unwrap_err();
+    assert_eq!(e.field(), Some("io.device"), "{e}");
+}
