@@ -579,3 +579,321 @@ fn kind_of(m: &AgentMessage) -> &'static str {
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: u64 = 1 << 20;
+    const DB: TenantId = TenantId(1);
+
+    fn s(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+
+    fn mib(n: u64) -> Pages {
+        Bytes(n * MIB).to_pages_floor()
+    }
+
+    /// Admits any hello for tenant 1 ("db") as session 7.
+    fn db(_: &Hello) -> Result<Admitted, ProtocolError> {
+        Ok(Admitted {
+            tenant: DB,
+            name: "db".into(),
+            id: 7,
+        })
+    }
+
+    /// Feeds `message`, encoded, at `at`.
+    fn send(session: &mut Session, message: AgentMessage, at: Duration) -> Reply {
+        session.line(Line::Complete(message.encode().into_bytes()), at, db)
+    }
+
+    /// The messages of `reply`, decoded as an agent reads them.
+    fn read(reply: &Reply) -> Vec<MemtideMessage> {
+        reply
+            .lines
+            .iter()
+            .map(|l| MemtideMessage::decode(l.as_bytes()).expect(l))
+            .collect()
+    }
+
+    fn hello() -> AgentMessage {
+        AgentMessage::Hello(Hello {
+            pid: 100,
+            pool: PoolInfo {
+                app: "mariadb".into(),
+                kind: PoolKind::BufferPool,
+                pool_bytes: 512 * MIB,
+                min_bytes: 64 * MIB,
+                max_bytes: 1024 * MIB,
+                granule_bytes: MIB,
+            },
+        })
+    }
+
+    fn stats(pool: u64, hits: u64, misses: u64) -> AgentMessage {
+        AgentMessage::Stats(Stats {
+            pool_bytes: pool,
+            used_bytes: pool / 2,
+            hits,
+            misses,
+            evictions: 0,
+            dirty_bytes: 0,
+            durability: None,
+            curve: None,
+        })
+    }
+
+    fn progress(seq: u64, pool: u64, status: ProgressStatus) -> AgentMessage {
+        AgentMessage::Progress(Progress {
+            seq,
+            pool_bytes: pool,
+            status,
+            reason: None,
+        })
+    }
+
+    /// A session whose agent registered at `at`.
+    fn registered(at: Duration) -> Session {
+        let mut session = Session::new(SessionConfig::default());
+        let reply = send(&mut session, hello(), at);
+        assert!(matches!(read(&reply)[..], [MemtideMessage::Welcome(_)]));
+        session
+    }
+
+    fn target(pool: Pages) -> AppMove {
+        AppMove::Target {
+            pool,
+            deadline: Duration::from_millis(12_500),
+        }
+    }
+
+    #[test]
+    fn an_admitted_hello_is_welcomed_registered_and_fills_the_lever() {
+        let mut session = Session::new(SessionConfig::default());
+        assert_eq!(session.lever(mib(600), s(0)), None, "no lever before hello");
+        let reply = send(&mut session, hello(), s(3));
+        assert_eq!(
+            read(&reply),
+            [MemtideMessage::Welcome(Welcome {
+                tenant: "db".into(),
+                stats_interval_ms: 1000,
+                dead_after_ms: 5000,
+            })]
+        );
+        assert!(!reply.close);
+        assert_eq!(
+            reply.events,
+            [AgentEvent::Registered {
+                tenant: DB,
+                app: "mariadb".into(),
+                kind: PoolKind::BufferPool,
+                pid: 100,
+            }]
+        );
+        assert_eq!(session.tenant(), Some(DB));
+        let lever = session.lever(mib(600), s(4)).unwrap();
+        assert_eq!(
+            (
+                lever.session,
+                lever.pool,
+                lever.min,
+                lever.max,
+                lever.granule
+            ),
+            (7, mib(512), mib(64), mib(1024), mib(1))
+        );
+        assert_eq!(lever.silent_for, s(1), "silent since the hello");
+    }
+
+    #[test]
+    fn a_refused_hello_gets_the_driver_s_error_and_closes() {
+        let mut session = Session::new(SessionConfig::default());
+        let reply = session.line(Line::Complete(hello().encode().into_bytes()), s(0), |_| {
+            Err(ProtocolError::new(
+                ErrorCode::Busy,
+                "tenant db already has a live agent",
+            ))
+        });
+        assert!(matches!(
+            &read(&reply)[..],
+            [MemtideMessage::Error(ErrorMessage {
+                code: ErrorCode::Busy,
+                fatal: true,
+                ..
+            })]
+        ));
+        assert!(reply.close && reply.events.is_empty());
+        assert_eq!(session.tenant(), None);
+    }
+
+    #[test]
+    fn messages_before_hello_are_not_registered_errors_and_the_eighth_error_closes() {
+        let mut session = Session::new(SessionConfig::default());
+        let reply = send(&mut session, stats(MIB, 0, 0), s(0));
+        assert!(matches!(
+            &read(&reply)[..],
+            [MemtideMessage::Error(ErrorMessage {
+                code: ErrorCode::NotRegistered,
+                fatal: false,
+                ..
+            })]
+        ));
+        for _ in 0..6 {
+            let reply = session.line(Line::TooLong, s(0), db);
+            assert!(!reply.close);
+        }
+        let reply = session.line(Line::Complete(b"garbage".to_vec()), s(0), db);
+        assert!(matches!(
+            &read(&reply)[..],
+            [MemtideMessage::Error(ErrorMessage {
+                code: ErrorCode::Violations,
+                fatal: true,
+                ..
+            })]
+        ));
+        assert!(reply.close);
+        assert_eq!(
+            send(&mut session, hello(), s(1)),
+            Reply::default(),
+            "a closed session reads nothing"
+        );
+    }
+
+    #[test]
+    fn silence_counts_from_the_last_stats() {
+        let mut session = registered(s(0));
+        assert!(send(&mut session, stats(512 * MIB, 10, 1), s(2))
+            .lines
+            .is_empty());
+        assert_eq!(session.lever(mib(600), s(2)).unwrap().silent_for, s(0));
+        assert_eq!(session.lever(mib(600), s(9)).unwrap().silent_for, s(7));
+    }
+
+    #[test]
+    fn the_lever_reports_hits_and_misses_since_it_was_last_read() {
+        let mut session = registered(s(0));
+        send(&mut session, stats(512 * MIB, 100, 10), s(1));
+        let first = session.lever(mib(600), s(1)).unwrap();
+        assert_eq!((first.hits, first.misses), (Some(100), Some(10)));
+        send(&mut session, stats(512 * MIB, 130, 15), s(2));
+        send(&mut session, stats(512 * MIB, 160, 20), s(3));
+        let next = session.lever(mib(600), s(3)).unwrap();
+        assert_eq!((next.hits, next.misses), (Some(60), Some(10)));
+    }
+
+    #[test]
+    fn a_target_goes_out_once_on_the_granule_and_its_answer_ends_it() {
+        let mut session = registered(s(0));
+        let reply = session.apply(target(Pages(300 * 256 + 3)), s(1));
+        assert_eq!(
+            read(&reply),
+            [MemtideMessage::Target(Target {
+                seq: 1,
+                pool_bytes: 300 * MIB,
+                deadline_ms: 12_500,
+            })]
+        );
+        assert_eq!(
+            session.apply(target(Pages(300 * 256 + 3)), s(1)),
+            Reply::default(),
+            "the same target is not sent again"
+        );
+        send(
+            &mut session,
+            progress(1, 400 * MIB, ProgressStatus::Working),
+            s(2),
+        );
+        let lever = session.lever(mib(600), s(2)).unwrap();
+        assert_eq!(
+            (lever.pool, lever.answer.unwrap().status),
+            (mib(400), AppStatus::Working)
+        );
+        let reply = send(
+            &mut session,
+            progress(1, 300 * MIB, ProgressStatus::Done),
+            s(4),
+        );
+        assert_eq!(
+            reply.events,
+            [AgentEvent::Answered {
+                tenant: DB,
+                seq: 1,
+                status: ProgressStatus::Done,
+                pool_bytes: 300 * MIB,
+                reason: None,
+                took: s(3),
+            }]
+        );
+        send(
+            &mut session,
+            progress(1, 200 * MIB, ProgressStatus::Failed),
+            s(5),
+        );
+        let answer = session.lever(mib(600), s(5)).unwrap().answer.unwrap();
+        assert_eq!(
+            (answer.target, answer.status),
+            (mib(300), AppStatus::Done),
+            "a target's end is final"
+        );
+    }
+
+    #[test]
+    fn a_takeover_closes_with_its_code_and_the_lever_is_gone() {
+        let mut session = registered(s(0));
+        let why = Takeover::Dead { silent_for: s(6) };
+        let reply = session.apply(AppMove::TakeOver(why), s(6));
+        assert!(matches!(
+            &read(&reply)[..],
+            [MemtideMessage::Error(ErrorMessage {
+                code: ErrorCode::Dead,
+                fatal: true,
+                ..
+            })]
+        ));
+        assert!(reply.close);
+        assert_eq!(
+            reply.events,
+            [AgentEvent::Closed {
+                tenant: DB,
+                why: Closed::TakenOver(why)
+            }]
+        );
+        assert_eq!(session.lever(mib(600), s(6)), None);
+        assert_eq!(session.apply(target(mib(300)), s(7)), Reply::default());
+    }
+
+    #[test]
+    fn bye_a_vanished_connection_and_stopping_end_the_session() {
+        let mut session = registered(s(0));
+        let reply = send(
+            &mut session,
+            AgentMessage::Bye(Bye {
+                reason: Some("restart".into()),
+            }),
+            s(1),
+        );
+        assert!(reply.close && reply.lines.is_empty());
+        assert_eq!(
+            reply.events,
+            [AgentEvent::Closed {
+                tenant: DB,
+                why: Closed::Bye(Some("restart".into()))
+            }]
+        );
+        assert_eq!(session.vanished(), Reply::default(), "already closed");
+        let mut session = registered(s(0));
+        assert_eq!(
+            session.vanished().events,
+            [AgentEvent::Closed {
+                tenant: DB,
+                why: Closed::Vanished
+            }]
+        );
+        let mut session = Session::new(SessionConfig::default());
+        let reply = session.stop();
+        assert!(matches!(&read(&reply)[..], [MemtideMessage::Bye(_)]));
+        assert!(reply.close && reply.events.is_empty());
+    }
+}
