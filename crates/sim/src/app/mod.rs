@@ -179,3 +179,130 @@ impl Link {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::CostModel;
+    use crate::workload::{Workload, WorkloadConfig};
+    use memtide_balloon::protocol::MemtideMessage;
+    use memtide_model::{AppStatus, Takeover};
+
+    const TICK: Duration = Duration::from_secs(1);
+    const FIRST: u64 = 1 << 32;
+
+    /// A cache of 300 MiB of items in a pool of 200 MiB (down to 16).
+    fn cache() -> Workload {
+        let config = WorkloadConfig::Cache {
+            items_mb: 300.0,
+            pool_mb: 200.0,
+            min_pool_mb: 16.0,
+            shrink_s_per_gib: 7.94,
+            grow_s_per_gib: 1.51,
+            agent: None,
+            jobs: None,
+            cpu_us_per_access: None,
+            accesses_per_op: None,
+            max_accesses_per_s: None,
+        };
+        Workload::new(&config, &CostModel::default()).unwrap()
+    }
+
+    fn link(behaviour: Behaviour, workload: &Workload) -> Link {
+        let config = AgentConfig {
+            behaviour,
+            silent_from: None,
+            granule: DEFAULT_GRANULE,
+            curve_window: None,
+        };
+        Link::connect(
+            config,
+            TenantId(3),
+            FIRST,
+            Duration::ZERO,
+            "cache",
+            workload.pool().unwrap(),
+        )
+    }
+
+    /// The `error` lines on the wire, either way, as the real decoders read them.
+    fn errors(link: &Link) -> Vec<String> {
+        let from_memtide = link.to_agent.iter().filter(|l| {
+            matches!(
+                MemtideMessage::decode(l.as_bytes()),
+                Ok(MemtideMessage::Error(_)) | Err(_)
+            )
+        });
+        let from_agent = link.to_memtide.iter().filter_map(|w| match w {
+            Wire::Line(l) => matches!(
+                AgentMessage::decode(l.as_bytes()),
+                Ok(AgentMessage::Error(_)) | Err(_)
+            )
+            .then_some(l),
+            Wire::Connect => None,
+        });
+        from_memtide.chain(from_agent).cloned().collect()
+    }
+
+    /// One tick at `t` s: memtide observes and carries out `app_move`, then the agent runs
+    /// and reports; the lever observed.
+    fn tick(
+        link: &mut Link,
+        workload: &mut Workload,
+        t: u64,
+        app_move: Option<AppMove>,
+    ) -> Option<AppBalloonLever> {
+        let lever = link.observe(TICK, Pages(60_000));
+        link.apply(app_move);
+        let now = Duration::from_secs(t);
+        let pool = workload.pool_mut().unwrap();
+        link.run(now, TICK, pool, &mut Vec::new());
+        link.report(now + TICK, pool);
+        lever
+    }
+
+    #[test]
+    fn a_complying_agent_s_lines_keep_every_protocol_rule_and_its_pool_moves() {
+        let mut workload = cache();
+        let mut link = link(Behaviour::Comply, &workload);
+        let target = AppMove::Target {
+            pool: Pages::from_mib(100),
+            deadline: Duration::from_secs(30),
+        };
+        let mut last = None;
+        for t in 0..30 {
+            last = tick(&mut link, &mut workload, t, (t >= 2).then_some(target));
+            assert_eq!(errors(&link), Vec::<String>::new(), "at {t} s");
+        }
+        let lever = last.expect("registered");
+        assert_eq!(lever.session, FIRST);
+        assert_eq!(lever.pool, Pages::from_mib(100));
+        assert_eq!(lever.answer.map(|a| a.status), Some(AppStatus::Done));
+        assert_eq!(lever.silent_for, Duration::ZERO);
+    }
+
+    #[test]
+    fn a_taken_over_agent_comes_back_on_a_new_connection_and_session() {
+        let mut workload = cache();
+        let mut link = link(Behaviour::Stuck, &workload);
+        let first = tick(&mut link, &mut workload, 0, None).expect("registered");
+        assert_eq!(
+            (first.session, first.silent_for),
+            (FIRST, TICK),
+            "silent since the interval began"
+        );
+        tick(&mut link, &mut workload, 1, None);
+        let why = Takeover::Stuck {
+            deadline: Duration::from_secs(20),
+        };
+        tick(&mut link, &mut workload, 2, Some(AppMove::TakeOver(why)));
+        // The agent read the fatal error at 2 s, and says hello again 1 s later: memtide reads
+        // it at the next observation.
+        assert_eq!(tick(&mut link, &mut workload, 3, None), None);
+        let back = tick(&mut link, &mut workload, 4, None).expect("registered again");
+        assert_eq!(
+            (back.session, back.answer, back.silent_for),
+            (FIRST + 1, None, TICK)
+        );
+    }
+}
