@@ -14,7 +14,7 @@
 
 use crate::server::{ConnId, Handler, Outbox};
 use crate::session::{Admitted, Reply, Session};
-pub use crate::session::{AgentEvent, Closed, SessionConfig as HubConfig, RATE_SPAN};
+pub use crate::session::{AgentEvent, Closed, SessionConfig as HubConfig};
 use memtide_balloon::line::Line;
 use memtide_balloon::protocol::{ErrorCode, Hello, ProtocolError};
 use memtide_model::{AppBalloonLever, AppMove, Pages, TenantId};

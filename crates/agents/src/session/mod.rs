@@ -13,8 +13,9 @@
 //!   `error`, and the 8th on a connection (`max_violations`) a fatal `violations` instead; an
 //!   always-fatal code closes at once;
 //! - **the lever** ([`Session::lever`]): the registered pool, the latest `stats` (hits and
-//!   misses since the lever was last read, the curve in pages, durability rates), the last
-//!   target and its answer, and the silence since the last `stats` (or the `hello`);
+//!   misses since the lever was last read, the curve in pages, durability rates over at
+//!   least [`RATE_SPAN`]), the last target and its answer, and the silence since the last
+//!   `stats` (or the `hello`);
 //! - **targets**: the policy's pool rounded down to the granule within `[min_bytes,
 //!   max_bytes]`, sent as a new `target` only when it differs from the last one sent; a
 //!   takeover closes with `dead`, `deadline` or `dishonest`.
