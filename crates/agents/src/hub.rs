@@ -1,4 +1,4 @@
-//! The agents memtide serves, by tenant: each connection's session (hello, stats, progress, errors counted), the tenant's application balloon lever as the policy reads it, and the moves the policy decides — a target sent, or an agent closed and its tenant taken over.
+//! The agents memtide serves, by tenant: which connection holds which tenant's session ([`crate::session::Session`], the protocol's state machine), identity against the world's tenants, one live agent per tenant, and the events a world records.
 //!
 //! Two sides use it. The event loop ([`crate::server`]) feeds it each connection's lines and
 //! the time, and writes what it answers ([`HubHandler`]). A world (the Linux host) reads each
@@ -6,62 +6,22 @@
 //! ([`Hub`]). Both hold the same state behind one mutex, taken once per line or per call: a
 //! few microseconds, never across I/O.
 //!
-//! What the hub decides itself is the protocol (docs/balloon-protocol.md): a `hello` must name
-//! the socket peer's pid, and that process must be in a tenant the world manages
-//! ([`Tenants`]); one live agent per tenant; a line that cannot be read, or breaks the
-//! session's rules, gets one non-fatal `error`, and the 8th on a connection a fatal
-//! `violations` instead. Whether an agent is dead, stuck or dishonest is the policy's call
-//! (`policy::mechanism::app_balloon`, the same for every world): it reads the lever's
-//! `silent_for`, `answer` and `used`, and the world hands its verdict back as
-//! [`AppMove::TakeOver`], which closes the agent with that error.
-//!
-//! Targets: the policy's pool is rounded down to the granule and kept within `[min_bytes,
-//! max_bytes]`, and sent as a new `target` only when it differs from the last one sent.
-//!
-//! A database's durability figures (`stats.durability`) reach the lever as the settings last
-//! reported and the counters as rates per second ([`memtide_model::Durability`]), each
-//! measured over at least [`RATE_SPAN`] since an earlier reading: `None` until two readings
-//! that far apart, and `None` for a counter that went backwards (the server restarted: the
-//! rate starts again from that reading) or that the latest reading lacks, never a negative or
-//! a zero standing for a gap.
-//! Times are `Duration`s since the hub began, so a simulated clock could drive it too.
+//! What the hub decides itself is who an agent is: a `hello` must name the socket peer's pid,
+//! that process must be in a tenant the world manages ([`Tenants`]), and a tenant has one
+//! live agent. Everything else of the protocol (errors counted to `violations`, stats,
+//! targets, answers, durability rates, the lever) is the session's, the same one the
+//! simulator drives. Times are `Duration`s since the hub began.
 
 use crate::server::{ConnId, Handler, Outbox};
+use crate::session::{Admitted, Reply, Session};
+pub use crate::session::{AgentEvent, Closed, SessionConfig as HubConfig};
 use memtide_balloon::line::Line;
-use memtide_balloon::protocol::{
-    AgentMessage, Bye, Durability as Reading, ErrorCode, ErrorMessage, Hello, MemtideMessage,
-    PoolInfo, PoolKind, Progress, ProgressStatus, ProtocolError, Stats, Target, Welcome,
-};
-use memtide_model::{
-    AppAnswer, AppBalloonLever, AppMove, AppStatus, Bytes, Durability, MissCurve, Pages, PerSecond,
-    Takeover, TenantId,
-};
+use memtide_balloon::protocol::{ErrorCode, Hello, ProtocolError};
+use memtide_model::{AppBalloonLever, AppMove, Pages, TenantId};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-
-/// How the hub speaks to its agents.
-#[derive(Clone, Debug, PartialEq)]
-pub struct HubConfig {
-    /// Agents send `stats` at least this often (`welcome.stats_interval_ms`).
-    pub stats_interval: Duration,
-    /// No `stats` for this long: the policy counts the agent dead (`welcome.dead_after_ms`).
-    pub dead_after: Duration,
-    /// Errors on one connection before it is closed (the last is `violations`).
-    pub max_violations: u32,
-}
-
-impl Default for HubConfig {
-    /// 1 s stats, dead after 5 s, 8 errors.
-    fn default() -> HubConfig {
-        HubConfig {
-            stats_interval: Duration::from_secs(1),
-            dead_after: Duration::from_secs(5),
-            max_violations: 8,
-        }
-    }
-}
 
 /// Who holds a process: the world's answer for identity.
 pub trait Tenants: Send {
@@ -69,176 +29,19 @@ pub trait Tenants: Send {
     fn tenant_of(&self, pid: u32) -> Option<(TenantId, String)>;
 }
 
-/// Why an agent's connection ended.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Closed {
-    /// The agent said `bye` (with its reason).
-    Bye(Option<String>),
-    /// The connection closed without `bye`.
-    Vanished,
-    /// Too many errors on the connection.
-    Violations,
-    /// The policy took the tenant over from it.
-    TakenOver(Takeover),
-    /// The world no longer manages its tenant.
-    Forgotten,
-}
-
-impl fmt::Display for Closed {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Closed::Bye(Some(r)) => write!(f, "said bye: {r}"),
-            Closed::Bye(None) => f.write_str("said bye"),
-            Closed::Vanished => f.write_str("its connection closed without bye"),
-            Closed::Violations => f.write_str("too many protocol errors"),
-            Closed::TakenOver(why) => write!(f, "taken over: {why}"),
-            Closed::Forgotten => f.write_str("its tenant is no longer managed"),
-        }
-    }
-}
-
-/// What happened to a tenant's agent, for the world to record.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum AgentEvent {
-    Registered {
-        tenant: TenantId,
-        app: String,
-        kind: PoolKind,
-        pid: u32,
-    },
-    /// The agent answered a target: `done` or `failed` (with its reason).
-    Answered {
-        tenant: TenantId,
-        seq: u64,
-        status: ProgressStatus,
-        pool_bytes: u64,
-        reason: Option<String>,
-        /// From the target's sending to this answer.
-        took: Duration,
-    },
-    /// The agent's connection ended.
-    Closed { tenant: TenantId, why: Closed },
-}
-
-/// The shortest time a durability rate is measured over. An adapter reads its server's
-/// counters on a clock of its own and its agent sends the last reading each second, so a
-/// rate between two consecutive stats would now and then count one reading twice: 0 for one
-/// interval and double the next. Over 5 s such a slip moves a rate by a fifth at most.
-pub const RATE_SPAN: Duration = Duration::from_secs(5);
-
-/// A database's durability figures as the hub follows them (see the module docs).
-#[derive(Debug, Default)]
-struct Syncs {
-    /// The reading the rates are measured from, and when it came.
-    base: Option<(Duration, Reading)>,
-    /// The latest reading: a counter below it has gone backwards.
-    last: Option<Reading>,
-    /// What the lever reports.
-    now: Option<Durability>,
-}
-
-impl Syncs {
-    /// Takes the durability figures of a `stats` received at `now` (`None`: the stats had
-    /// none, and rates start again from the next reading).
-    fn read(&mut self, reading: Option<&Reading>, now: Duration) {
-        let Some(r) = reading else {
-            *self = Syncs::default();
-            return;
-        };
-        let mut d = self.now.unwrap_or_default();
-        d.flush_log_at_trx_commit = r.flush_log_at_trx_commit;
-        d.sync_binlog = r.sync_binlog;
-        d.log_buffer = r.log_buffer_bytes.map(Bytes);
-        d.write_io_threads = r.write_io_threads;
-        let is = counters(r);
-        let was = self.last.as_ref().map(counters);
-        let back = |i: usize| {
-            was.and_then(|w| w[i])
-                .zip(is[i])
-                .is_some_and(|(was, is)| is < was)
-        };
-        let restarted = (0..is.len()).any(back);
-        for (i, rate) in rates(&mut d).into_iter().enumerate() {
-            if is[i].is_none() || back(i) {
-                *rate = None;
-            }
-        }
-        match self.base {
-            Some((at, base)) if !restarted && now.saturating_sub(at) >= RATE_SPAN => {
-                let from = counters(&base);
-                for (i, rate) in rates(&mut d).into_iter().enumerate() {
-                    *rate = from[i]
-                        .zip(is[i])
-                        .and_then(|(was, is)| PerSecond::between(was, is, now - at));
-                }
-                self.base = Some((now, *r));
-            }
-            Some(_) if !restarted => {}
-            _ => self.base = Some((now, *r)),
-        }
-        self.last = Some(*r);
-        self.now = Some(d);
-    }
-}
-
-/// A reading's counters, in the order of [`rates`].
-fn counters(r: &Reading) -> [Option<u64>; 5] {
-    [
-        r.data_fsyncs,
-        r.log_fsyncs,
-        r.log_waits,
-        r.binlog_commits,
-        r.binlog_group_commits,
-    ]
-}
-
-/// The rates of the counters of [`counters`].
-fn rates(d: &mut Durability) -> [&mut Option<PerSecond>; 5] {
-    [
-        &mut d.data_fsyncs,
-        &mut d.log_fsyncs,
-        &mut d.log_waits,
-        &mut d.binlog_commits,
-        &mut d.binlog_group_commits,
-    ]
-}
-
-/// The latest target sent to an agent, and its answer so far.
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct Sent {
-    seq: u64,
-    pool_bytes: u64,
-    status: AppStatus,
-    /// When it was queued for sending, since the hub started.
-    at: Duration,
-}
-
-#[derive(Debug)]
-struct Agent {
-    conn: ConnId,
-    session: u64,
-    pool: PoolInfo,
-    stats: Option<Stats>,
-    last_stats: Duration,
-    /// Hits and misses when the lever was last read (deltas are reported).
-    counted: Option<(u64, u64)>,
-    /// The database's durability figures, when its agent reports them.
-    syncs: Syncs,
-    sent: Option<Sent>,
-}
-
+/// A connection: its peer's pid and its session.
 #[derive(Debug)]
 struct Conn {
     pid: Option<u32>,
-    errors: u32,
-    tenant: Option<TenantId>,
+    session: Session,
 }
 
 struct State {
     config: HubConfig,
     tenants: Box<dyn Tenants>,
     conns: BTreeMap<ConnId, Conn>,
-    agents: BTreeMap<TenantId, Agent>,
+    /// Each tenant's live agent's connection.
+    agents: BTreeMap<TenantId, ConnId>,
     sessions: u64,
     events: Vec<AgentEvent>,
     /// Lines the world's calls decided on, and whether the connection closes after them:
@@ -313,81 +116,21 @@ impl Hub {
     /// memory as the world measures it; hits and misses are counted since the last call.
     pub fn lever(&self, tenant: TenantId, used: Pages, now: Duration) -> Option<AppBalloonLever> {
         let mut s = self.lock();
-        let dead_after = s.config.dead_after;
-        let a = s.agents.get_mut(&tenant)?;
-        let counts = a.stats.as_ref().map(|st| (st.hits, st.misses));
-        let (hits, misses) = match (counts, a.counted) {
-            (Some((h, m)), Some((h0, m0))) => {
-                (Some(h.saturating_sub(h0)), Some(m.saturating_sub(m0)))
-            }
-            (Some((h, m)), None) => (Some(h), Some(m)),
-            (None, _) => (None, None),
-        };
-        if counts.is_some() {
-            a.counted = counts;
-        }
-        Some(AppBalloonLever {
-            session: a.session,
-            pool: pages(a.pool.pool_bytes),
-            pool_used: a.stats.as_ref().map(|st| pages(st.used_bytes)),
-            min: Bytes(a.pool.min_bytes).to_pages_ceil(),
-            max: pages(a.pool.max_bytes),
-            granule: Bytes(a.pool.granule_bytes).to_pages_ceil().max(Pages(1)),
-            used,
-            hits,
-            misses,
-            // A curve with two sizes within one page has no form in pages and is dropped; it
-            // is no violation, as the protocol allows any ascending sizes.
-            curve: a
-                .stats
-                .as_ref()
-                .and_then(|s| MissCurve::of_bytes(s.curve_points()))
-                .map(Box::new),
-            durability: a.syncs.now.map(Box::new),
-            answer: a.sent.as_ref().map(|t| AppAnswer {
-                target: pages(t.pool_bytes),
-                status: t.status,
-            }),
-            silent_for: now.saturating_sub(a.last_stats),
-            dead_after,
-        })
+        s.session(tenant)?.lever(used, now)
     }
 
     /// Carries out the policy's move for `tenant`: a target (sent when it differs from the
     /// last one sent), or a takeover (the agent gets that fatal error and is closed).
     pub fn apply(&self, tenant: TenantId, app_move: AppMove) {
-        {
-            let mut s = self.lock();
-            match app_move {
-                AppMove::Target { pool, deadline } => {
-                    s.target(tenant, pool, deadline, self.start.elapsed())
-                }
-                AppMove::TakeOver(why) => {
-                    let code = match why {
-                        Takeover::Stuck { .. } => ErrorCode::Deadline,
-                        Takeover::Dead { .. } => ErrorCode::Dead,
-                        Takeover::Dishonest { .. } => ErrorCode::Dishonest,
-                    };
-                    s.end(
-                        tenant,
-                        error_line(code, why.to_string(), true),
-                        Closed::TakenOver(why),
-                    );
-                }
-            }
-        }
+        let now = self.start.elapsed();
+        self.lock()
+            .queue(tenant, |session| session.apply(app_move, now));
         self.wake();
     }
 
     /// A tenant the world no longer manages: its agent (if any) hears `bye` and is closed.
     pub fn forget(&self, tenant: TenantId) {
-        {
-            let mut s = self.lock();
-            let bye = MemtideMessage::Bye(Bye {
-                reason: Some("memtide no longer manages this tenant".into()),
-            });
-            s.end(tenant, bye.encode(), Closed::Forgotten);
-        }
+        self.lock().queue(tenant, Session::forget);
         self.wake();
     }
 
@@ -395,11 +138,6 @@ impl Hub {
     pub fn drain_events(&self) -> Vec<AgentEvent> {
         std::mem::take(&mut self.lock().events)
     }
-}
-
-/// Whole pages of `bytes` (a pool's size counts what it holds).
-fn pages(bytes: u64) -> Pages {
-    Bytes(bytes).to_pages_floor()
 }
 
 /// The event loop's side of a [`Hub`].
@@ -416,14 +154,7 @@ impl HubHandler {
 impl Handler for HubHandler {
     fn opened(&mut self, conn: ConnId, pid: Option<i32>, _now: Instant) {
         let pid = pid.and_then(|p| u32::try_from(p).ok());
-        self.hub.lock().conns.insert(
-            conn,
-            Conn {
-                pid,
-                errors: 0,
-                tenant: None,
-            },
-        );
+        self.hub.lock().open(conn, pid);
     }
 
     fn line(&mut self, conn: ConnId, line: Line, now: Instant, out: &mut Outbox) {
@@ -442,287 +173,95 @@ impl Handler for HubHandler {
     fn stopping(&mut self, _now: Instant, out: &mut Outbox) {
         let mut s = self.hub.lock();
         s.on_poll(out);
-        let bye = MemtideMessage::Bye(Bye {
-            reason: Some("memtide is stopping".into()),
-        })
-        .encode();
-        for (&conn, _) in s.conns.iter() {
-            out.send(conn, bye.clone());
-            out.close(conn);
+        for (&conn, c) in s.conns.iter_mut() {
+            write(conn, c.session.stop(), out);
         }
         s.conns.clear();
         s.agents.clear();
     }
 }
 
-fn error_line(code: ErrorCode, message: impl Into<String>, fatal: bool) -> String {
-    MemtideMessage::Error(ErrorMessage {
-        code,
-        message: message.into(),
-        fatal: fatal || code.always_fatal(),
-    })
-    .encode()
+/// Writes `reply`'s lines to `conn`, and closes it after them if the session says so.
+fn write(conn: ConnId, reply: Reply, out: &mut Outbox) {
+    for line in reply.lines {
+        out.send(conn, line);
+    }
+    if reply.close {
+        out.close(conn);
+    }
 }
 
 impl State {
-    fn on_line(&mut self, conn: ConnId, line: Line, now: Duration, out: &mut Outbox) {
-        if !self.conns.contains_key(&conn) {
-            return; // closed by us: what it still sends is not read
-        }
-        let msg = match line {
-            Line::TooLong => Err(ProtocolError::new(
-                ErrorCode::TooLong,
-                "line over 65,536 bytes, dropped",
-            )),
-            Line::Complete(bytes) => AgentMessage::decode(&bytes),
-        };
-        let result = msg.and_then(|m| self.on_message(conn, m, now, out));
-        if let Err(e) = result {
-            self.refuse(conn, e, out);
-        }
+    fn open(&mut self, conn: ConnId, pid: Option<u32>) {
+        let session = Session::new(self.config.clone());
+        self.conns.insert(conn, Conn { pid, session });
     }
 
-    /// Answers an error: fatal ones close; others count, and the last allowed is
-    /// `violations`.
-    fn refuse(&mut self, conn: ConnId, e: ProtocolError, out: &mut Outbox) {
+    /// The session of `tenant`'s live agent.
+    fn session(&mut self, tenant: TenantId) -> Option<&mut Session> {
+        let conn = self.agents.get(&tenant)?;
+        self.conns.get_mut(conn).map(|c| &mut c.session)
+    }
+
+    fn on_line(&mut self, conn: ConnId, line: Line, now: Duration, out: &mut Outbox) {
+        let State {
+            conns,
+            agents,
+            tenants,
+            sessions,
+            ..
+        } = self;
+        // A connection closed by us: what it still sends is not read.
+        let Some(c) = conns.get_mut(&conn) else {
+            return;
+        };
+        let peer = c.pid;
+        let reply = c.session.line(line, now, |hello| {
+            admit(hello, peer, tenants.as_ref(), agents, sessions)
+        });
+        let reply = self.follow(conn, reply);
+        write(conn, reply, out);
+    }
+
+    /// Queues what `tenant`'s session answers the world's call `call` (nothing without a live
+    /// agent), for the loop's next turn.
+    fn queue(&mut self, tenant: TenantId, call: impl FnOnce(&mut Session) -> Reply) {
+        let Some(&conn) = self.agents.get(&tenant) else {
+            return;
+        };
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        c.errors += 1;
-        if e.code.always_fatal() {
-            out.send(conn, error_line(e.code, e.message, true));
-            self.close(conn, Closed::Vanished, out);
-        } else if c.errors >= self.config.max_violations {
-            let message = format!(
-                "{} errors on this connection (the last: {}: {}); closing",
-                c.errors, e.code, e.message
-            );
-            out.send(conn, error_line(ErrorCode::Violations, message, true));
-            self.close(conn, Closed::Violations, out);
-        } else {
-            out.send(conn, error_line(e.code, e.message, false));
+        let reply = call(&mut c.session);
+        let mut reply = self.follow(conn, reply);
+        let last = reply.lines.len();
+        for (i, line) in reply.lines.drain(..).enumerate() {
+            self.pending
+                .push((conn, line, reply.close && i + 1 == last));
         }
     }
 
-    fn on_message(
-        &mut self,
-        conn: ConnId,
-        msg: AgentMessage,
-        now: Duration,
-        out: &mut Outbox,
-    ) -> Result<(), ProtocolError> {
-        let tenant = self.conns.get(&conn).and_then(|c| c.tenant);
-        match (tenant, msg) {
-            (None, AgentMessage::Hello(h)) => self.hello(conn, h, now, out),
-            (None, AgentMessage::Bye(b)) => {
-                self.close(conn, Closed::Bye(b.reason), out);
-                Ok(())
-            }
-            (None, other) => Err(ProtocolError::new(
-                ErrorCode::NotRegistered,
-                format!("{} before hello", kind_of(&other)),
-            )),
-            (Some(_), AgentMessage::Hello(_)) => Err(ProtocolError::new(
-                ErrorCode::AlreadyRegistered,
-                "a second hello on this connection",
-            )),
-            (Some(t), AgentMessage::Stats(s)) => self.stats(t, s, now),
-            (Some(t), AgentMessage::Progress(p)) => self.progress(t, p, now),
-            (Some(_), AgentMessage::Bye(b)) => {
-                self.close(conn, Closed::Bye(b.reason), out);
-                Ok(())
-            }
-            (Some(_), AgentMessage::Error(e)) => {
-                if e.fatal {
-                    self.close(conn, Closed::Vanished, out);
+    /// Follows what `conn`'s session said happened: its events recorded, the tenant's live
+    /// agent registered or gone, a closing connection no longer read.
+    fn follow(&mut self, conn: ConnId, mut reply: Reply) -> Reply {
+        for event in reply.events.drain(..) {
+            match &event {
+                AgentEvent::Registered { tenant, .. } => {
+                    self.agents.insert(*tenant, conn);
                 }
-                Ok(())
-            }
-        }
-    }
-
-    fn hello(
-        &mut self,
-        conn: ConnId,
-        h: Hello,
-        now: Duration,
-        out: &mut Outbox,
-    ) -> Result<(), ProtocolError> {
-        let peer = self.conns.get(&conn).and_then(|c| c.pid);
-        if peer != Some(h.pid) {
-            let peer = peer.map_or("unknown".to_string(), |p| p.to_string());
-            return Err(ProtocolError::new(
-                ErrorCode::Identity,
-                format!(
-                    "hello.pid = {} is not the socket peer's pid ({peer})",
-                    h.pid
-                ),
-            ));
-        }
-        let Some((tenant, name)) = self.tenants.tenant_of(h.pid) else {
-            return Err(ProtocolError::new(
-                ErrorCode::Identity,
-                format!("process {} is in no tenant memtide manages", h.pid),
-            ));
-        };
-        if self.agents.contains_key(&tenant) {
-            return Err(ProtocolError::new(
-                ErrorCode::Busy,
-                format!("tenant {name} already has a live agent"),
-            ));
-        }
-        if let Some(c) = self.conns.get_mut(&conn) {
-            c.tenant = Some(tenant);
-        }
-        self.sessions += 1;
-        self.events.push(AgentEvent::Registered {
-            tenant,
-            app: h.pool.app.clone(),
-            kind: h.pool.kind,
-            pid: h.pid,
-        });
-        self.agents.insert(
-            tenant,
-            Agent {
-                conn,
-                session: self.sessions,
-                pool: h.pool,
-                stats: None,
-                last_stats: now,
-                counted: None,
-                syncs: Syncs::default(),
-                sent: None,
-            },
-        );
-        let welcome = MemtideMessage::Welcome(Welcome {
-            tenant: name,
-            stats_interval_ms: millis(self.config.stats_interval),
-            dead_after_ms: millis(self.config.dead_after),
-        });
-        out.send(conn, welcome.encode());
-        Ok(())
-    }
-
-    fn stats(&mut self, tenant: TenantId, s: Stats, now: Duration) -> Result<(), ProtocolError> {
-        let Some(a) = self.agents.get_mut(&tenant) else {
-            return Ok(());
-        };
-        if s.pool_bytes > a.pool.max_bytes {
-            return Err(ProtocolError::new(
-                ErrorCode::BadField,
-                format!(
-                    "stats.pool_bytes = {} > max_bytes = {}",
-                    s.pool_bytes, a.pool.max_bytes
-                ),
-            ));
-        }
-        if let Some(prev) = &a.stats {
-            for (field, was, is) in [
-                ("hits", prev.hits, s.hits),
-                ("misses", prev.misses, s.misses),
-                ("evictions", prev.evictions, s.evictions),
-            ] {
-                if is < was {
-                    return Err(ProtocolError::new(
-                        ErrorCode::BadField,
-                        format!("stats.{field} = {is} < {was} before: counters never decrease"),
-                    ));
+                AgentEvent::Closed { tenant, .. } => {
+                    if self.agents.get(tenant) == Some(&conn) {
+                        self.agents.remove(tenant);
+                    }
                 }
+                AgentEvent::Answered { .. } => {}
             }
+            self.events.push(event);
         }
-        a.pool.pool_bytes = s.pool_bytes;
-        a.last_stats = now;
-        a.syncs.read(s.durability.as_ref(), now);
-        a.stats = Some(s);
-        Ok(())
-    }
-
-    fn progress(
-        &mut self,
-        tenant: TenantId,
-        p: Progress,
-        now: Duration,
-    ) -> Result<(), ProtocolError> {
-        let Some(a) = self.agents.get_mut(&tenant) else {
-            return Ok(());
-        };
-        let latest = a.sent.as_ref().map_or(0, |t| t.seq);
-        if p.seq > latest {
-            return Err(ProtocolError::new(
-                ErrorCode::UnknownSeq,
-                format!("progress.seq = {} was never sent (latest {latest})", p.seq),
-            ));
+        if reply.close {
+            self.conns.remove(&conn);
         }
-        if p.pool_bytes > a.pool.max_bytes {
-            return Err(ProtocolError::new(
-                ErrorCode::BadField,
-                format!(
-                    "progress.pool_bytes = {} > max_bytes = {}",
-                    p.pool_bytes, a.pool.max_bytes
-                ),
-            ));
-        }
-        // An older target's answer, or one after this target's end: nothing to do.
-        let Some(sent) = a
-            .sent
-            .as_mut()
-            .filter(|t| t.seq == p.seq && matches!(t.status, AppStatus::Sent | AppStatus::Working))
-        else {
-            return Ok(());
-        };
-        a.pool.pool_bytes = p.pool_bytes;
-        sent.status = match p.status {
-            ProgressStatus::Working => AppStatus::Working,
-            ProgressStatus::Done => AppStatus::Done,
-            ProgressStatus::Failed => AppStatus::Failed,
-        };
-        if p.status != ProgressStatus::Working {
-            self.events.push(AgentEvent::Answered {
-                tenant,
-                seq: p.seq,
-                status: p.status,
-                pool_bytes: p.pool_bytes,
-                reason: p.reason,
-                took: now.saturating_sub(sent.at),
-            });
-        }
-        Ok(())
-    }
-
-    /// Queues a target of `pool` for `tenant`'s agent, on its granule within its min and max,
-    /// unless it is the last one sent.
-    fn target(&mut self, tenant: TenantId, pool: Pages, deadline: Duration, now: Duration) {
-        let Some(a) = self.agents.get_mut(&tenant) else {
-            return;
-        };
-        let g = a.pool.granule_bytes.max(1);
-        let (lo, hi) = (a.pool.min_bytes.div_ceil(g) * g, a.pool.max_bytes / g * g);
-        let want = (pool.to_bytes().0 / g * g).clamp(lo.min(hi), hi);
-        if a.sent.as_ref().is_some_and(|t| t.pool_bytes == want) {
-            return;
-        }
-        let seq = a.sent.as_ref().map_or(0, |t| t.seq) + 1;
-        a.sent = Some(Sent {
-            seq,
-            pool_bytes: want,
-            status: AppStatus::Sent,
-            at: now,
-        });
-        let target = MemtideMessage::Target(Target {
-            seq,
-            pool_bytes: want,
-            deadline_ms: millis(deadline).max(1),
-        });
-        self.pending.push((a.conn, target.encode(), false));
-    }
-
-    /// Ends `tenant`'s agent: `line` is its last, then its connection closes.
-    fn end(&mut self, tenant: TenantId, line: String, why: Closed) {
-        if let Some(a) = self.agents.remove(&tenant) {
-            self.conns.remove(&a.conn);
-            self.pending.push((a.conn, line, true));
-            self.events.push(AgentEvent::Closed { tenant, why });
-        }
+        reply
     }
 
     fn on_poll(&mut self, out: &mut Outbox) {
@@ -734,51 +273,58 @@ impl State {
         }
     }
 
-    /// Closes `conn` (after what was sent to it); its agent, if any, is gone for `why`.
-    fn close(&mut self, conn: ConnId, why: Closed, out: &mut Outbox) {
-        if let Some(c) = self.conns.remove(&conn) {
-            if let Some(t) = c.tenant {
-                if self.agents.remove(&t).is_some() {
-                    self.events.push(AgentEvent::Closed { tenant: t, why });
-                }
-            }
-        }
-        out.close(conn);
-    }
-
     fn on_closed(&mut self, conn: ConnId) {
-        if let Some(c) = self.conns.remove(&conn) {
-            if let Some(t) = c
-                .tenant
-                .filter(|t| self.agents.get(t).is_some_and(|a| a.conn == conn))
-            {
-                self.agents.remove(&t);
-                self.events.push(AgentEvent::Closed {
-                    tenant: t,
-                    why: Closed::Vanished,
-                });
-            }
+        if let Some(mut c) = self.conns.remove(&conn) {
+            let reply = c.session.vanished();
+            self.follow(conn, reply);
         }
     }
 }
 
-fn kind_of(m: &AgentMessage) -> &'static str {
-    match m {
-        AgentMessage::Hello(_) => "hello",
-        AgentMessage::Progress(_) => "progress",
-        AgentMessage::Stats(_) => "stats",
-        AgentMessage::Bye(_) => "bye",
-        AgentMessage::Error(_) => "error",
+/// Who `hello` registers: the socket peer's own pid, in a managed tenant without a live
+/// agent; the session gets the next id.
+fn admit(
+    hello: &Hello,
+    peer: Option<u32>,
+    tenants: &dyn Tenants,
+    agents: &BTreeMap<TenantId, ConnId>,
+    sessions: &mut u64,
+) -> Result<Admitted, ProtocolError> {
+    if peer != Some(hello.pid) {
+        let peer = peer.map_or("unknown".to_string(), |p| p.to_string());
+        return Err(ProtocolError::new(
+            ErrorCode::Identity,
+            format!(
+                "hello.pid = {} is not the socket peer's pid ({peer})",
+                hello.pid
+            ),
+        ));
     }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+    let Some((tenant, name)) = tenants.tenant_of(hello.pid) else {
+        return Err(ProtocolError::new(
+            ErrorCode::Identity,
+            format!("process {} is in no tenant memtide manages", hello.pid),
+        ));
+    };
+    if agents.contains_key(&tenant) {
+        return Err(ProtocolError::new(
+            ErrorCode::Busy,
+            format!("tenant {name} already has a live agent"),
+        ));
+    }
+    *sessions += 1;
+    Ok(Admitted {
+        tenant,
+        name,
+        id: *sessions,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use memtide_balloon::protocol::ProgressStatus;
+    use memtide_model::{AppStatus, Bytes, Takeover};
 
     /// Process 100 is in tenant 1 ("db"), 200 in tenant 2 ("web"); nobody else.
     struct Fake;
@@ -828,14 +374,7 @@ mod tests {
     }
 
     fn open(hub: &Hub, conn: usize, pid: u32) {
-        hub.lock().conns.insert(
-            ConnId(conn),
-            Conn {
-                pid: Some(pid),
-                errors: 0,
-                tenant: None,
-            },
-        );
+        hub.lock().open(ConnId(conn), Some(pid));
     }
 
     fn hello(pid: u32) -> String {
@@ -982,132 +521,6 @@ mod tests {
         assert!(feed(&h, 0, &line, s(1)).0.is_empty(), "no error is sent");
         let lever = h.lever(DB, mib(700), s(1)).unwrap();
         assert_eq!((lever.curve, lever.hits), (None, Some(100)));
-    }
-
-    /// A stats with durability figures: the settings of a MariaDB with the paper's bad ones,
-    /// and `data_fsyncs` and `binlog_commits` as given (no other counter).
-    fn stats_with_syncs(fsyncs: u64, commits: u64) -> String {
-        stats(512 * MIB, 400 * MIB, 100, 10).replace(
-            '}',
-            &format!(
-                r#","durability":{{"flush_log_at_trx_commit":1,"sync_binlog":1,"log_buffer_bytes":16777216,"write_io_threads":4,"data_fsyncs":{fsyncs},"binlog_commits":{commits}}}}}"#
-            ),
-        )
-    }
-
-    fn durability(h: &Hub, at: Duration) -> Option<Durability> {
-        h.lever(DB, mib(700), at).unwrap().durability.map(|d| *d)
-    }
-
-    fn per_s(n: u64) -> Option<PerSecond> {
-        Some(PerSecond::from_milli(n * 1000))
-    }
-
-    #[test]
-    fn durability_settings_are_in_the_lever_as_reported_and_rates_wait_for_a_second_reading() {
-        let h = hub();
-        registered(&h, 0, 100);
-        feed(&h, 0, &stats(512 * MIB, 400 * MIB, 100, 10), s(1));
-        assert_eq!(durability(&h, s(1)), None, "no figures reported");
-        assert!(feed(&h, 0, &stats_with_syncs(1000, 500), s(2)).0.is_empty());
-        let first = durability(&h, s(2)).unwrap();
-        assert_eq!(
-            first,
-            Durability {
-                flush_log_at_trx_commit: Some(1),
-                sync_binlog: Some(1),
-                log_buffer: Some(Bytes(16 << 20)),
-                write_io_threads: Some(4),
-                ..Durability::default()
-            },
-            "settings at once, no rate from one reading"
-        );
-    }
-
-    #[test]
-    fn durability_counters_become_rates_over_at_least_the_span() {
-        let h = hub();
-        registered(&h, 0, 100);
-        // 120 fsyncs and 100 commits a second, read every second.
-        for t in 0..=5 {
-            feed(
-                &h,
-                0,
-                &stats_with_syncs(1000 + 120 * t, 500 + 100 * t),
-                s(10 + t),
-            );
-            let d = durability(&h, s(10 + t)).unwrap();
-            if t < 5 {
-                assert_eq!(d.data_fsyncs, None, "only {t} s since the first reading");
-            } else {
-                assert_eq!((d.data_fsyncs, d.binlog_commits), (per_s(120), per_s(100)));
-                assert_eq!((d.log_waits, d.log_fsyncs), (None, None), "not reported");
-            }
-        }
-        // A reading repeated (the adapter's clock slipped) moves the next span's rate, not to 0.
-        feed(&h, 0, &stats_with_syncs(1600, 1000), s(16));
-        feed(&h, 0, &stats_with_syncs(1600, 1000), s(17));
-        assert_eq!(durability(&h, s(17)).unwrap().data_fsyncs, per_s(120));
-        for t in 18..=20 {
-            feed(&h, 0, &stats_with_syncs(1000 + 120 * (t - 10), 1000), s(t));
-        }
-        let d = durability(&h, s(20)).unwrap();
-        assert_eq!(d.data_fsyncs, per_s(120));
-        assert_eq!(d.binlog_commits, Some(PerSecond::ZERO), "idle: a rate of 0");
-    }
-
-    #[test]
-    fn a_counter_that_goes_backwards_has_no_rate_until_a_span_after_it() {
-        let h = hub();
-        registered(&h, 0, 100);
-        feed(&h, 0, &stats_with_syncs(1000, 500), s(0));
-        feed(&h, 0, &stats_with_syncs(1600, 1000), s(5));
-        assert_eq!(durability(&h, s(5)).unwrap().data_fsyncs, per_s(120));
-        // The server restarted: its counters start again from about 0.
-        assert!(
-            feed(&h, 0, &stats_with_syncs(30, 1100), s(6)).0.is_empty(),
-            "no violation"
-        );
-        let d = durability(&h, s(6)).unwrap();
-        assert_eq!(
-            d.data_fsyncs, None,
-            "went backwards: no rate, never a negative"
-        );
-        assert_eq!(d.binlog_commits, per_s(100), "kept going: its rate stands");
-        feed(&h, 0, &stats_with_syncs(130, 1200), s(8));
-        assert_eq!(durability(&h, s(8)).unwrap().data_fsyncs, None);
-        feed(&h, 0, &stats_with_syncs(530, 1600), s(11));
-        let d = durability(&h, s(11)).unwrap();
-        assert_eq!((d.data_fsyncs, d.binlog_commits), (per_s(100), per_s(100)));
-    }
-
-    #[test]
-    fn a_counter_missing_from_the_latest_reading_has_no_rate_at_once() {
-        let h = hub();
-        registered(&h, 0, 100);
-        feed(&h, 0, &stats_with_syncs(1000, 500), s(0));
-        feed(&h, 0, &stats_with_syncs(1500, 1000), s(5));
-        assert_eq!(durability(&h, s(5)).unwrap().binlog_commits, per_s(100));
-        let no_commits = stats_with_syncs(1600, 0).replace(r#","binlog_commits":0"#, "");
-        feed(&h, 0, &no_commits, s(6));
-        let d = durability(&h, s(6)).unwrap();
-        assert_eq!((d.binlog_commits, d.data_fsyncs), (None, per_s(100)));
-    }
-
-    #[test]
-    fn stats_without_durability_clear_it_and_rates_start_again() {
-        let h = hub();
-        registered(&h, 0, 100);
-        feed(&h, 0, &stats_with_syncs(1000, 500), s(0));
-        feed(&h, 0, &stats_with_syncs(1500, 1000), s(5));
-        feed(&h, 0, &stats(512 * MIB, 400 * MIB, 100, 10), s(6));
-        assert_eq!(durability(&h, s(6)), None);
-        feed(&h, 0, &stats_with_syncs(1600, 1100), s(7));
-        assert_eq!(
-            durability(&h, s(7)).unwrap().data_fsyncs,
-            None,
-            "a first reading again"
-        );
     }
 
     #[test]

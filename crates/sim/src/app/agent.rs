@@ -1,4 +1,4 @@
-//! The agent inside a simulated application: it registers the workload's pool with memtide, answers targets by resizing the pool at the pool's own pace, and reports the pool's statistics every tick, as an SDK's agent does over the socket.
+//! The agent inside a simulated application: it registers the workload's pool with memtide, answers targets by resizing the pool at the pool's own pace, and reports the pool's statistics every tick, as an SDK's agent does over the socket: it reads memtide's lines with the protocol's decoder and writes its messages with its encoder.
 //!
 //! A resize moves the pool a page at a time at its [`ResizeCost`](crate::workload::pool::ResizeCost)
 //! per page (ALB Table 2 by default), so a tick moves `tick / cost` pages; each tick of a
@@ -109,22 +109,35 @@ impl Agent {
         }
     }
 
-    /// The start of a tick at `now` of length `tick`: reads memtide's messages, moves a resize
-    /// under way (anonymous pages the pool gives up go to `released`), and answers in
-    /// `outbox`. Closed by a fatal error, it says hello again after its back-off.
+    /// Whether memtide closed the agent's connection (it connects again after its back-off).
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// The start of a tick at `now` of length `tick`: reads memtide's lines, moves a resize
+    /// under way (anonymous pages the pool gives up go to `released`), and writes its answers
+    /// to `outbox`. Closed by a fatal error, it says hello again after its back-off. A line it
+    /// cannot decode is answered with a non-fatal error, as the SDK's agent does.
     pub fn run(
         &mut self,
         now: Duration,
         tick: Duration,
         pool: &mut Pool,
         released: &mut Vec<u32>,
-        inbox: &mut VecDeque<MemtideMessage>,
-        outbox: &mut VecDeque<AgentMessage>,
+        inbox: &mut VecDeque<String>,
+        outbox: &mut VecDeque<String>,
     ) {
-        for message in inbox.drain(..) {
+        for line in inbox.drain(..) {
             if self.closed {
                 break;
             }
+            let message = match MemtideMessage::decode(line.as_bytes()) {
+                Ok(message) => message,
+                Err(e) => {
+                    send(outbox, AgentMessage::Error(e.to_message(false)));
+                    continue;
+                }
+            };
             match message {
                 MemtideMessage::Welcome(_) => {
                     self.registered = true;
@@ -150,7 +163,7 @@ impl Agent {
                 return;
             }
             self.closed = false;
-            outbox.push_back(AgentMessage::Hello(self.hello(pool)));
+            send(outbox, AgentMessage::Hello(self.hello(pool)));
         }
         let mut answers = Vec::new();
         if let Some(seq) = self.stuck {
@@ -165,7 +178,9 @@ impl Agent {
             }
         }
         if !self.silent(now) && self.registered {
-            outbox.extend(answers.into_iter().map(AgentMessage::Progress));
+            for answer in answers {
+                send(outbox, AgentMessage::Progress(answer));
+            }
         }
     }
 
@@ -177,7 +192,7 @@ impl Agent {
     }
 
     /// The end of a tick at `now`: the pool's statistics, as the accesses left it.
-    pub fn report(&self, now: Duration, pool: &mut Pool, outbox: &mut VecDeque<AgentMessage>) {
+    pub fn report(&self, now: Duration, pool: &mut Pool, outbox: &mut VecDeque<String>) {
         if self.closed || !self.registered || self.silent(now) {
             return;
         }
@@ -188,21 +203,24 @@ impl Agent {
         });
         let c = pool.counters();
         let size = self.claimed.unwrap_or(pool.size());
-        outbox.push_back(AgentMessage::Stats(Stats {
-            pool_bytes: bytes(size),
-            used_bytes: bytes(c.used.min(size)),
-            hits: c.hits,
-            misses: c.misses,
-            evictions: c.evictions,
-            dirty_bytes: bytes(c.dirty.min(size)),
-            durability: None,
-            curve,
-        }));
+        send(
+            outbox,
+            AgentMessage::Stats(Stats {
+                pool_bytes: bytes(size),
+                used_bytes: bytes(c.used.min(size)),
+                hits: c.hits,
+                misses: c.misses,
+                evictions: c.evictions,
+                dirty_bytes: bytes(c.dirty.min(size)),
+                durability: None,
+                curve,
+            }),
+        );
     }
 
     /// Takes a new target, which supersedes any under way; one that breaks a rule is answered
     /// `bad_field` and otherwise ignored (a resize under way goes on).
-    fn take(&mut self, t: &Target, pool: &Pool, outbox: &mut VecDeque<AgentMessage>) {
+    fn take(&mut self, t: &Target, pool: &Pool, outbox: &mut VecDeque<String>) {
         let granule = self.config.granule.to_bytes().0.max(1);
         let (min, max) = (bytes(pool.min()), bytes(pool.max()));
         let broken = if t.seq <= self.last_seq {
@@ -219,11 +237,12 @@ impl Agent {
             None
         };
         if let Some(message) = broken {
-            outbox.push_back(AgentMessage::Error(ErrorMessage {
+            let error = ErrorMessage {
                 code: ErrorCode::BadField,
                 message,
                 fatal: false,
-            }));
+            };
+            send(outbox, AgentMessage::Error(error));
             return;
         }
         self.last_seq = t.seq;
@@ -238,17 +257,28 @@ impl Agent {
                     credit_ns: 0,
                 })
             }
-            Behaviour::Refuse => outbox.push_back(AgentMessage::Progress(Progress {
-                reason: Some("pages pinned by running queries".to_string()),
-                ..progress(t.seq, pool.size(), Status::Failed)
-            })),
+            Behaviour::Refuse => send(
+                outbox,
+                AgentMessage::Progress(Progress {
+                    reason: Some("pages pinned by running queries".to_string()),
+                    ..progress(t.seq, pool.size(), Status::Failed)
+                }),
+            ),
             Behaviour::Stuck => self.stuck = Some(t.seq),
             Behaviour::Dishonest => {
                 self.claimed = Some(to);
-                outbox.push_back(AgentMessage::Progress(progress(t.seq, to, Status::Done)));
+                send(
+                    outbox,
+                    AgentMessage::Progress(progress(t.seq, to, Status::Done)),
+                );
             }
         }
     }
+}
+
+/// Writes `message` as its line.
+fn send(outbox: &mut VecDeque<String>, message: AgentMessage) {
+    outbox.push_back(message.encode());
 }
 
 fn progress(seq: u64, pool: u32, status: Status) -> Progress {
