@@ -1030,9 +1030,7 @@ impl Build<'_> {
                     background_mb: self
                         .mib(&at.key("background"), w.background)?
                         .unwrap_or(defaults::IDLE_BACKGROUND_MB),
-                    cpu_us_per_access: w.cpu_us_per_access,
-                    accesses_per_op: w.accesses_per_op,
-                    max_accesses_per_s: w.max_accesses_per_s,
+                    pace: w.pace(),
                 }
             }
             "toucher" => {
@@ -1044,9 +1042,7 @@ impl Build<'_> {
                     phases: self.phases(at, &w.phases, w.allocated)?,
                     allocated_mb: self.mib(&at.key("allocated"), w.allocated)?,
                     skew: w.skew.unwrap_or_default(),
-                    cpu_us_per_access: w.cpu_us_per_access,
-                    accesses_per_op: w.accesses_per_op,
-                    max_accesses_per_s: w.max_accesses_per_s,
+                    pace: w.pace(),
                 }
             }
             "file_server" => {
@@ -1057,9 +1053,7 @@ impl Build<'_> {
                         .mib(&at.key("anon"), w.anon)?
                         .unwrap_or(defaults::FILE_SERVER_ANON_MB),
                     skew: w.skew.unwrap_or_default(),
-                    cpu_us_per_access: w.cpu_us_per_access,
-                    accesses_per_op: w.accesses_per_op,
-                    max_accesses_per_s: w.max_accesses_per_s,
+                    pace: w.pace(),
                 }
             }
             "cpu_job" => {
@@ -1079,9 +1073,7 @@ impl Build<'_> {
                     input_mb: self.mib(&at.key("input"), w.input)?.unwrap_or(0.0),
                     input_fraction: w.input_fraction.unwrap_or(defaults::CPU_JOB_INPUT_FRACTION),
                     phases: self.phases(at, &w.phases, Some(w.allocated))?,
-                    cpu_us_per_access: w.cpu_us_per_access,
-                    accesses_per_op: w.accesses_per_op,
-                    max_accesses_per_s: w.max_accesses_per_s,
+                    pace: w.pace(),
                 }
             }
             "oltp" => {
@@ -1096,9 +1088,7 @@ impl Build<'_> {
                         .unwrap_or(defaults::OLTP_ANON_MB),
                     file_fraction: w.file_fraction.unwrap_or(defaults::OLTP_FILE_FRACTION),
                     skew: w.skew.unwrap_or(defaults::OLTP_SKEW),
-                    cpu_us_per_access: w.cpu_us_per_access,
-                    accesses_per_op: w.accesses_per_op,
-                    max_accesses_per_s: w.max_accesses_per_s,
+                    pace: w.pace(),
                 }
             }
             "web" => {
@@ -1110,9 +1100,7 @@ impl Build<'_> {
                     file_mb: self
                         .mib(&at.key("file"), w.file)?
                         .unwrap_or(defaults::WEB_FILE_MB),
-                    cpu_us_per_access: w.cpu_us_per_access,
-                    accesses_per_op: w.accesses_per_op,
-                    max_accesses_per_s: w.max_accesses_per_s,
+                    pace: w.pace(),
                 }
             }
             "cache" => {
@@ -1125,11 +1113,9 @@ impl Build<'_> {
                         .shrink_s_per_gib
                         .unwrap_or(defaults::INNODB_SHRINK_S_PER_GIB),
                     grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::INNODB_GROW_S_PER_GIB),
+                    pace: w.pace(),
                     agent: self.agent(&at.key("agent"), w.agent, false)?,
                     jobs: self.jobs(&at.key("jobs"), w.jobs)?,
-                    cpu_us_per_access: w.cpu_us_per_access,
-                    accesses_per_op: w.accesses_per_op,
-                    max_accesses_per_s: w.max_accesses_per_s,
                 }
             }
             "database" => {
@@ -1152,11 +1138,9 @@ impl Build<'_> {
                         .shrink_s_per_gib
                         .unwrap_or(defaults::INNODB_SHRINK_S_PER_GIB),
                     grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::INNODB_GROW_S_PER_GIB),
+                    pace: w.pace(),
                     agent: self.agent(&at.key("agent"), w.agent, true)?,
                     jobs: self.jobs(&at.key("jobs"), w.jobs)?,
-                    cpu_us_per_access: w.cpu_us_per_access,
-                    accesses_per_op: w.accesses_per_op,
-                    max_accesses_per_s: w.max_accesses_per_s,
                 }
             }
             "jvm" => {
@@ -1172,11 +1156,9 @@ impl Build<'_> {
                     promote: w.promote.unwrap_or(defaults::JVM_PROMOTE),
                     shrink_s_per_gib: w.shrink_s_per_gib.unwrap_or(defaults::JVM_SHRINK_S_PER_GIB),
                     grow_s_per_gib: w.grow_s_per_gib.unwrap_or(defaults::JVM_GROW_S_PER_GIB),
+                    pace: w.pace(),
                     agent: self.agent(&at.key("agent"), w.agent, false)?,
                     jobs: self.jobs(&at.key("jobs"), w.jobs)?,
-                    cpu_us_per_access: w.cpu_us_per_access,
-                    accesses_per_op: w.accesses_per_op,
-                    max_accesses_per_s: w.max_accesses_per_s,
                 }
             }
             _ => {
