@@ -8,7 +8,7 @@ use memtide_model::{Decision, Pages, TenantId};
 use memtide_scenario::ScenarioError;
 use memtide_sim::config::{HostConfig, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
-use memtide_sim::workload::{TouchPhase, Pace, WorkloadConfig};
+use memtide_sim::workload::{Pace, TouchPhase, WorkloadConfig};
 use memtide_sim::world::SimWorld;
 use std::fmt::Write as _;
 use std::path::Path;

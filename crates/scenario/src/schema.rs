@@ -1,9 +1,9 @@
 //! The scenario file as written: one serde struct per table, unknown fields refused, sizes (`"512M"`) and times (`"10m"`) in their one syntax (`memtide_config::{Size, Duration}`).
 //!
 //! Tables whose fields depend on their `kind` (estimators, workloads, events) stay TOML here
-//! and are read by kind in `build.rs` with one struct per kind below (serde's tagged enums
+//! and are read by kind in `build/` with one struct per kind below (serde's tagged enums
 //! buffer the table, and an error inside would lose its path). Checks between fields and the
-//! defaults that are not `None` are in `build.rs`. The field reference is `docs/scenarios.md`.
+//! defaults that are not `None` are in `build/`. The field reference is `docs/scenarios.md`.
 
 use memtide_config::quotas::{QuotasDoc, SloDoc};
 use memtide_config::{Duration, Size};
