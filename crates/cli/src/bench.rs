@@ -8,7 +8,7 @@ use memtide_model::{Decision, Pages, TenantId};
 use memtide_scenario::ScenarioError;
 use memtide_sim::config::{HostConfig, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
-use memtide_sim::workload::{TouchPhase, WorkloadConfig};
+use memtide_sim::workload::{Pace, TouchPhase, WorkloadConfig};
 use memtide_sim::world::SimWorld;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -127,9 +127,11 @@ fn sim_accesses(quick: bool) -> anyhow::Result<Figure> {
                 }],
                 allocated_mb: None,
                 skew: Default::default(),
-                cpu_us_per_access: Some(0.05),
-                accesses_per_op: None,
-                max_accesses_per_s: None,
+                pace: Pace {
+                    cpu_us_per_access: Some(0.05),
+                    accesses_per_op: None,
+                    max_accesses_per_s: None,
+                },
             },
             io: None,
             disk: None,

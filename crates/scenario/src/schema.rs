@@ -1,15 +1,15 @@
 //! The scenario file as written: one serde struct per table, unknown fields refused, sizes (`"512M"`) and times (`"10m"`) in their one syntax (`memtide_config::{Size, Duration}`).
 //!
 //! Tables whose fields depend on their `kind` (estimators, workloads, events) stay TOML here
-//! and are read by kind in `build.rs` with one struct per kind below (serde's tagged enums
+//! and are read by kind in `build/` with one struct per kind below (serde's tagged enums
 //! buffer the table, and an error inside would lose its path). Checks between fields and the
-//! defaults that are not `None` are in `build.rs`. The field reference is `docs/scenarios.md`.
+//! defaults that are not `None` are in `build/`. The field reference is `docs/scenarios.md`.
 
 use memtide_config::quotas::{QuotasDoc, SloDoc};
 use memtide_config::{Duration, Size};
 use memtide_sim::app::Behaviour;
 use memtide_sim::cost::CostModel;
-use memtide_sim::workload::Skew;
+use memtide_sim::workload::{Pace, Skew};
 use serde::Deserialize;
 
 /// The whole file.
@@ -262,27 +262,50 @@ pub(crate) struct TwsDoc {
 #[serde(deny_unknown_fields, expecting = "a committed estimator table")]
 pub(crate) struct CommittedDoc {}
 
-/// `kind = "idle"`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "an idle workload table")]
-pub(crate) struct IdleDoc {
-    pub(crate) resident: Option<Size>,
-    pub(crate) background: Option<Size>,
-    pub(crate) cpu_us_per_access: Option<f64>,
-    pub(crate) accesses_per_op: Option<u32>,
-    pub(crate) max_accesses_per_s: Option<f64>,
+/// Declares a workload kind's table: its own fields, then the fields of its [`Pace`] that every
+/// kind has. (serde's `flatten` would refuse `deny_unknown_fields`, and with it the list of
+/// the table's fields that a misspelt field's message gives.)
+macro_rules! workload_doc {
+    ($(#[$meta:meta])* struct $name:ident { $($(#[$field_meta:meta])* $field:ident: $ty:ty,)* }) => {
+        #[derive(Debug, Deserialize)]
+        $(#[$meta])*
+        pub(crate) struct $name {
+            $($(#[$field_meta])* pub(crate) $field: $ty,)*
+            pub(crate) cpu_us_per_access: Option<f64>,
+            pub(crate) accesses_per_op: Option<u32>,
+            pub(crate) max_accesses_per_s: Option<f64>,
+        }
+
+        impl $name {
+            /// How fast the workload works.
+            pub(crate) fn pace(&self) -> Pace {
+                Pace {
+                    cpu_us_per_access: self.cpu_us_per_access,
+                    accesses_per_op: self.accesses_per_op,
+                    max_accesses_per_s: self.max_accesses_per_s,
+                }
+            }
+        }
+    };
 }
 
-/// `kind = "toucher"`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a toucher workload table")]
-pub(crate) struct ToucherDoc {
-    pub(crate) phases: Vec<PhaseDoc>,
-    pub(crate) allocated: Option<Size>,
-    pub(crate) skew: Option<Skew>,
-    pub(crate) cpu_us_per_access: Option<f64>,
-    pub(crate) accesses_per_op: Option<u32>,
-    pub(crate) max_accesses_per_s: Option<f64>,
+workload_doc! {
+    /// `kind = "idle"`.
+    #[serde(deny_unknown_fields, expecting = "an idle workload table")]
+    struct IdleDoc {
+        resident: Option<Size>,
+        background: Option<Size>,
+    }
+}
+
+workload_doc! {
+    /// `kind = "toucher"`.
+    #[serde(deny_unknown_fields, expecting = "a toucher workload table")]
+    struct ToucherDoc {
+        phases: Vec<PhaseDoc>,
+        allocated: Option<Size>,
+        skew: Option<Skew>,
+    }
 }
 
 /// From `at` on, a toucher touches `working_set`.
@@ -296,117 +319,103 @@ pub(crate) struct PhaseDoc {
     pub(crate) working_set: Size,
 }
 
-/// `kind = "file_server"`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a file_server workload table")]
-pub(crate) struct FileServerDoc {
-    pub(crate) file_set: Size,
-    pub(crate) anon: Option<Size>,
-    pub(crate) skew: Option<Skew>,
-    pub(crate) cpu_us_per_access: Option<f64>,
-    pub(crate) accesses_per_op: Option<u32>,
-    pub(crate) max_accesses_per_s: Option<f64>,
+workload_doc! {
+    /// `kind = "file_server"`.
+    #[serde(deny_unknown_fields, expecting = "a file_server workload table")]
+    struct FileServerDoc {
+        file_set: Size,
+        anon: Option<Size>,
+        skew: Option<Skew>,
+    }
 }
 
-/// `kind = "cpu_job"`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a cpu_job workload table")]
-pub(crate) struct CpuJobDoc {
-    pub(crate) allocated: Size,
-    pub(crate) working_set: Size,
-    /// Later changes of the working set (each at most `allocated`).
-    #[serde(default)]
-    pub(crate) phases: Vec<PhaseDoc>,
-    pub(crate) skew: Option<Skew>,
-    pub(crate) input: Option<Size>,
-    pub(crate) input_fraction: Option<f64>,
-    pub(crate) cpu_us_per_access: Option<f64>,
-    pub(crate) accesses_per_op: Option<u32>,
-    pub(crate) max_accesses_per_s: Option<f64>,
+workload_doc! {
+    /// `kind = "cpu_job"`.
+    #[serde(deny_unknown_fields, expecting = "a cpu_job workload table")]
+    struct CpuJobDoc {
+        allocated: Size,
+        working_set: Size,
+        /// Later changes of the working set (each at most `allocated`).
+        #[serde(default)]
+        phases: Vec<PhaseDoc>,
+        skew: Option<Skew>,
+        input: Option<Size>,
+        input_fraction: Option<f64>,
+    }
 }
 
-/// `kind = "oltp"`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "an oltp workload table")]
-pub(crate) struct OltpDoc {
-    pub(crate) data: Size,
-    pub(crate) buffer_pool: Option<Size>,
-    pub(crate) anon: Option<Size>,
-    pub(crate) file_fraction: Option<f64>,
-    pub(crate) skew: Option<Skew>,
-    pub(crate) cpu_us_per_access: Option<f64>,
-    pub(crate) accesses_per_op: Option<u32>,
-    pub(crate) max_accesses_per_s: Option<f64>,
+workload_doc! {
+    /// `kind = "oltp"`.
+    #[serde(deny_unknown_fields, expecting = "an oltp workload table")]
+    struct OltpDoc {
+        data: Size,
+        buffer_pool: Option<Size>,
+        anon: Option<Size>,
+        file_fraction: Option<f64>,
+        skew: Option<Skew>,
+    }
 }
 
-/// `kind = "web"`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a web workload table")]
-pub(crate) struct WebDoc {
-    pub(crate) anon: Option<Size>,
-    pub(crate) file: Option<Size>,
-    pub(crate) cpu_us_per_access: Option<f64>,
-    pub(crate) accesses_per_op: Option<u32>,
-    pub(crate) max_accesses_per_s: Option<f64>,
+workload_doc! {
+    /// `kind = "web"`.
+    #[serde(deny_unknown_fields, expecting = "a web workload table")]
+    struct WebDoc {
+        anon: Option<Size>,
+        file: Option<Size>,
+    }
 }
 
-/// `kind = "cache"`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a cache workload table")]
-pub(crate) struct CacheDoc {
-    pub(crate) items: Size,
-    pub(crate) pool: Size,
-    pub(crate) min_pool: Option<Size>,
-    pub(crate) shrink_s_per_gib: Option<f64>,
-    pub(crate) grow_s_per_gib: Option<f64>,
-    pub(crate) agent: Option<AgentDoc>,
-    pub(crate) jobs: Option<Vec<JobDoc>>,
-    pub(crate) cpu_us_per_access: Option<f64>,
-    pub(crate) accesses_per_op: Option<u32>,
-    pub(crate) max_accesses_per_s: Option<f64>,
+workload_doc! {
+    /// `kind = "cache"`.
+    #[serde(deny_unknown_fields, expecting = "a cache workload table")]
+    struct CacheDoc {
+        items: Size,
+        pool: Size,
+        min_pool: Option<Size>,
+        shrink_s_per_gib: Option<f64>,
+        grow_s_per_gib: Option<f64>,
+        agent: Option<AgentDoc>,
+        jobs: Option<Vec<JobDoc>>,
+    }
 }
 
-/// `kind = "database"`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a database workload table")]
-pub(crate) struct DatabaseDoc {
-    pub(crate) data: Size,
-    pub(crate) pool: Size,
-    pub(crate) min_pool: Option<Size>,
-    pub(crate) heap: Option<Size>,
-    pub(crate) work_ratio: Option<f64>,
-    pub(crate) work_share: Option<f64>,
-    pub(crate) scan_share: Option<f64>,
-    pub(crate) scan: Option<Size>,
-    pub(crate) skew: Option<Skew>,
-    pub(crate) shrink_s_per_gib: Option<f64>,
-    pub(crate) grow_s_per_gib: Option<f64>,
-    pub(crate) agent: Option<AgentDoc>,
-    pub(crate) jobs: Option<Vec<JobDoc>>,
-    pub(crate) cpu_us_per_access: Option<f64>,
-    pub(crate) accesses_per_op: Option<u32>,
-    pub(crate) max_accesses_per_s: Option<f64>,
+workload_doc! {
+    /// `kind = "database"`.
+    #[serde(deny_unknown_fields, expecting = "a database workload table")]
+    struct DatabaseDoc {
+        data: Size,
+        pool: Size,
+        min_pool: Option<Size>,
+        heap: Option<Size>,
+        work_ratio: Option<f64>,
+        work_share: Option<f64>,
+        scan_share: Option<f64>,
+        scan: Option<Size>,
+        skew: Option<Skew>,
+        shrink_s_per_gib: Option<f64>,
+        grow_s_per_gib: Option<f64>,
+        agent: Option<AgentDoc>,
+        jobs: Option<Vec<JobDoc>>,
+    }
 }
 
-/// `kind = "jvm"`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, expecting = "a jvm workload table")]
-pub(crate) struct JvmDoc {
-    pub(crate) heap: Size,
-    pub(crate) old: Size,
-    pub(crate) live: Size,
-    pub(crate) survivors: Size,
-    pub(crate) min_eden: Size,
-    pub(crate) young_live: Size,
-    pub(crate) alloc_share: Option<f64>,
-    pub(crate) promote: Option<f64>,
-    pub(crate) shrink_s_per_gib: Option<f64>,
-    pub(crate) grow_s_per_gib: Option<f64>,
-    pub(crate) agent: Option<AgentDoc>,
-    pub(crate) jobs: Option<Vec<JobDoc>>,
-    pub(crate) cpu_us_per_access: Option<f64>,
-    pub(crate) accesses_per_op: Option<u32>,
-    pub(crate) max_accesses_per_s: Option<f64>,
+workload_doc! {
+    /// `kind = "jvm"`.
+    #[serde(deny_unknown_fields, expecting = "a jvm workload table")]
+    struct JvmDoc {
+        heap: Size,
+        old: Size,
+        live: Size,
+        survivors: Size,
+        min_eden: Size,
+        young_live: Size,
+        alloc_share: Option<f64>,
+        promote: Option<f64>,
+        shrink_s_per_gib: Option<f64>,
+        grow_s_per_gib: Option<f64>,
+        agent: Option<AgentDoc>,
+        jobs: Option<Vec<JobDoc>>,
+    }
 }
 
 /// Work given to an application with a pool: from `at` on, `ops` operations.

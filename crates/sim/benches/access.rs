@@ -8,7 +8,7 @@ use memtide_controller::Host;
 use memtide_model::{Pages, TenantId};
 use memtide_sim::config::{HostConfig, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
-use memtide_sim::workload::{Skew, TouchPhase, WorkloadConfig};
+use memtide_sim::workload::{Pace, Skew, TouchPhase, WorkloadConfig};
 use memtide_sim::SimWorld;
 use std::time::Duration;
 
@@ -42,9 +42,11 @@ fn resident_vm(working_set_mb: f64, skew: Skew) -> (SimWorld, u64) {
             }],
             allocated_mb: None,
             skew,
-            cpu_us_per_access: Some(0.05),
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace {
+                cpu_us_per_access: Some(0.05),
+                accesses_per_op: None,
+                max_accesses_per_s: None,
+            },
         },
         content: Default::default(),
         io: None,

@@ -4,7 +4,7 @@
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use memtide_sim::cost::CostModel;
 use memtide_sim::rng::SimRng;
-use memtide_sim::workload::{Skew, TouchPhase, Workload, WorkloadConfig};
+use memtide_sim::workload::{Pace, Skew, TouchPhase, Workload, WorkloadConfig};
 use memtide_sim::zipf::Zipf;
 
 const BATCH: usize = 64 * 1024;
@@ -17,9 +17,7 @@ fn toucher(mb: f64, skew: Skew) -> WorkloadConfig {
         }],
         allocated_mb: None,
         skew,
-        cpu_us_per_access: None,
-        accesses_per_op: None,
-        max_accesses_per_s: None,
+        pace: Pace::default(),
     }
 }
 
@@ -30,9 +28,7 @@ fn oltp(data_mb: f64) -> WorkloadConfig {
         anon_mb: 32.0,
         file_fraction: 0.8,
         skew: Skew::Zipf { theta: 0.9 },
-        cpu_us_per_access: None,
-        accesses_per_op: None,
-        max_accesses_per_s: None,
+        pace: Pace::default(),
     }
 }
 
@@ -41,9 +37,7 @@ fn file_server(file_set_mb: f64) -> WorkloadConfig {
         file_set_mb,
         anon_mb: 16.0,
         skew: Skew::Uniform,
-        cpu_us_per_access: None,
-        accesses_per_op: None,
-        max_accesses_per_s: None,
+        pace: Pace::default(),
     }
 }
 

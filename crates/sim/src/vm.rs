@@ -779,7 +779,7 @@ fn step_slice(step: Step, slice: u32) -> Step {
 mod tests {
     use crate::config::{HostConfig, TenantKind, VmConfig};
     use crate::cost::CostModel;
-    use crate::workload::{Skew, TouchPhase, WorkloadConfig};
+    use crate::workload::{Pace, Skew, TouchPhase, WorkloadConfig};
     use crate::world::SimWorld;
     use memtide_controller::Host;
     use memtide_model::{Decision, Moves, Pages, ReclamationState, TenantAction, TenantId};
@@ -817,9 +817,11 @@ mod tests {
                 }],
                 allocated_mb: None,
                 skew: Skew::Uniform,
-                cpu_us_per_access: None,
-                accesses_per_op: None,
-                max_accesses_per_s: rate,
+                pace: Pace {
+                    cpu_us_per_access: None,
+                    accesses_per_op: None,
+                    max_accesses_per_s: rate,
+                },
             },
             io: None,
             disk: None,

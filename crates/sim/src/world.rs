@@ -528,7 +528,7 @@ impl Host for SimWorld {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::{Skew, TouchPhase};
+    use crate::workload::{Pace, Skew, TouchPhase};
     use memtide_model::{Moves, ReclamationState, TenantAction};
 
     fn world() -> SimWorld {
@@ -564,9 +564,7 @@ mod tests {
                 }],
                 allocated_mb: None,
                 skew: Skew::Uniform,
-                cpu_us_per_access: None,
-                accesses_per_op: None,
-                max_accesses_per_s: None,
+                pace: Pace::default(),
             },
             io: None,
             disk: None,

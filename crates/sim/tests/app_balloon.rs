@@ -7,7 +7,7 @@ use memtide_model::{
 use memtide_sim::app::{AgentConfig, Behaviour, DEFAULT_GRANULE};
 use memtide_sim::config::{BalloonConfig, HostConfig, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
-use memtide_sim::workload::WorkloadConfig;
+use memtide_sim::workload::{Pace, WorkloadConfig};
 use memtide_sim::SimWorld;
 use std::time::Duration;
 
@@ -51,9 +51,7 @@ fn cache_vm(agent: Option<AgentConfig>) -> VmConfig {
             grow_s_per_gib: 1.51,
             agent,
             jobs: None,
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         },
         io: None,
         disk: None,
@@ -150,9 +148,7 @@ fn database_vm(agent: Option<AgentConfig>) -> VmConfig {
             grow_s_per_gib: 1.51,
             agent,
             jobs: None,
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         },
         ..cache_vm(None)
     }

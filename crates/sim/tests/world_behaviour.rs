@@ -9,7 +9,7 @@ use memtide_sim::config::{BalloonConfig, HostConfig, SamplingSetup, TenantKind, 
 use memtide_sim::cost::CostModel;
 use memtide_sim::guest::Owner;
 use memtide_sim::pmap::PageState;
-use memtide_sim::workload::{Skew, TouchPhase, WorkloadConfig};
+use memtide_sim::workload::{Pace, Skew, TouchPhase, WorkloadConfig};
 use memtide_sim::{SimError, SimWorld, TickStats};
 use std::time::Duration;
 
@@ -49,9 +49,7 @@ fn toucher(working_set_mb: f64) -> WorkloadConfig {
         }],
         allocated_mb: None,
         skew: Skew::Uniform,
-        cpu_us_per_access: None,
-        accesses_per_op: None,
-        max_accesses_per_s: None,
+        pace: Pace::default(),
     }
 }
 
@@ -62,9 +60,7 @@ fn oltp(data_mb: f64, anon_mb: f64) -> WorkloadConfig {
         anon_mb,
         file_fraction: 0.5,
         skew: Skew::Uniform,
-        cpu_us_per_access: None,
-        accesses_per_op: None,
-        max_accesses_per_s: None,
+        pace: Pace::default(),
     }
 }
 
@@ -73,9 +69,7 @@ fn file_server(file_set_mb: f64) -> WorkloadConfig {
         file_set_mb,
         anon_mb: 0.0,
         skew: Skew::Uniform,
-        cpu_us_per_access: None,
-        accesses_per_op: None,
-        max_accesses_per_s: None,
+        pace: Pace::default(),
     }
 }
 
@@ -690,9 +684,11 @@ mod invariants {
                 }],
                 allocated_mb: None,
                 skew: Skew::Uniform,
-                cpu_us_per_access: slow,
-                accesses_per_op: None,
-                max_accesses_per_s: None,
+                pace: Pace {
+                    cpu_us_per_access: slow,
+                    accesses_per_op: None,
+                    max_accesses_per_s: None,
+                },
             },
             1 => WorkloadConfig::Oltp {
                 buffer_pool_mb: 0.0,
@@ -700,17 +696,21 @@ mod invariants {
                 anon_mb: 3.0,
                 file_fraction: 0.5,
                 skew: Skew::Zipf { theta: 0.9 },
-                cpu_us_per_access: slow,
-                accesses_per_op: None,
-                max_accesses_per_s: None,
+                pace: Pace {
+                    cpu_us_per_access: slow,
+                    accesses_per_op: None,
+                    max_accesses_per_s: None,
+                },
             },
             _ => WorkloadConfig::FileServer {
                 file_set_mb: 12.0,
                 anon_mb: 1.0,
                 skew: Skew::Uniform,
-                cpu_us_per_access: slow,
-                accesses_per_op: None,
-                max_accesses_per_s: None,
+                pace: Pace {
+                    cpu_us_per_access: slow,
+                    accesses_per_op: None,
+                    max_accesses_per_s: None,
+                },
             },
         }
     }

@@ -1,4 +1,4 @@
-//! Workload parameters as scenarios write them (TOML `[tenants.workload]`), with their defaults.
+//! Workload parameters as the simulator takes them, with their defaults (scenario files have their own form, read by memtide-scenario).
 
 use super::Skew;
 use crate::app::AgentConfig;
@@ -21,11 +21,23 @@ pub struct Job {
     pub ops: u64,
 }
 
-/// The workload a simulated guest runs. `kind` selects the variant in TOML.
-///
-/// Common optional fields: `cpu_us_per_access` (work per page access besides memory
-/// stalls), `accesses_per_op` (page accesses that make one operation, for throughput and
-/// latency), `max_accesses_per_s` (open-loop demand cap; absent = run as fast as it can).
+/// How fast a workload works, the options every kind has (each `None`: the kind's default).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Pace {
+    /// Work per page access besides memory stalls, in µs (default: the cost model's).
+    #[serde(default)]
+    pub cpu_us_per_access: Option<f64>,
+    /// Page accesses that make one operation, for throughput and latency.
+    #[serde(default)]
+    pub accesses_per_op: Option<u32>,
+    /// Open-loop demand cap; `None`: run as fast as it can (or the kind's own rate).
+    #[serde(default)]
+    pub max_accesses_per_s: Option<f64>,
+}
+
+/// The workload a simulated guest runs. `kind` selects the variant in TOML; every variant has
+/// its [`Pace`] (a `pace` table in TOML).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum WorkloadConfig {
@@ -37,11 +49,7 @@ pub enum WorkloadConfig {
         #[serde(default = "default_idle_background_mb")]
         background_mb: f64,
         #[serde(default)]
-        cpu_us_per_access: Option<f64>,
-        #[serde(default)]
-        accesses_per_op: Option<u32>,
-        #[serde(default)]
-        max_accesses_per_s: Option<f64>,
+        pace: Pace,
     },
     /// ESX's toucher: repeatedly touches a working set whose size changes by phase, inside
     /// an anonymous region of `allocated_mb` (default: the largest phase).
@@ -52,11 +60,7 @@ pub enum WorkloadConfig {
         #[serde(default)]
         skew: Skew,
         #[serde(default)]
-        cpu_us_per_access: Option<f64>,
-        #[serde(default)]
-        accesses_per_op: Option<u32>,
-        #[serde(default)]
-        max_accesses_per_s: Option<f64>,
+        pace: Pace,
     },
     /// dbench-like file server: mostly page-cache reads/writes over `file_set_mb`, plus a
     /// small anonymous part; memory-intensive through its page cache.
@@ -67,11 +71,7 @@ pub enum WorkloadConfig {
         #[serde(default)]
         skew: Skew,
         #[serde(default)]
-        cpu_us_per_access: Option<f64>,
-        #[serde(default)]
-        accesses_per_op: Option<u32>,
-        #[serde(default)]
-        max_accesses_per_s: Option<f64>,
+        pace: Pace,
     },
     /// SPEC CPU-like job: allocates and initialises `allocated_mb`, then only touches
     /// `working_set_mb` of it (allocated-but-idle memory), and reads `input_mb` of input
@@ -92,11 +92,7 @@ pub enum WorkloadConfig {
         #[serde(default)]
         phases: Vec<TouchPhase>,
         #[serde(default)]
-        cpu_us_per_access: Option<f64>,
-        #[serde(default)]
-        accesses_per_op: Option<u32>,
-        #[serde(default)]
-        max_accesses_per_s: Option<f64>,
+        pace: Pace,
     },
     /// OLTP-like (sysbench on MySQL): skewed reads of a `data_mb` table (`file_fraction` of
     /// accesses) through the database's own `buffer_pool_mb` pool (anonymous, committed) and,
@@ -112,11 +108,7 @@ pub enum WorkloadConfig {
         #[serde(default = "default_oltp_skew")]
         skew: Skew,
         #[serde(default)]
-        cpu_us_per_access: Option<f64>,
-        #[serde(default)]
-        accesses_per_op: Option<u32>,
-        #[serde(default)]
-        max_accesses_per_s: Option<f64>,
+        pace: Pace,
     },
     /// Tiny web-like service (SPECweb banking): small anonymous and file working sets.
     Web {
@@ -125,11 +117,7 @@ pub enum WorkloadConfig {
         #[serde(default = "default_web_file_mb")]
         file_mb: f64,
         #[serde(default)]
-        cpu_us_per_access: Option<f64>,
-        #[serde(default)]
-        accesses_per_op: Option<u32>,
-        #[serde(default)]
-        max_accesses_per_s: Option<f64>,
+        pace: Pace,
     },
 
     /// A key-value cache (memcached-like) whose pool of `pool_mb` holds some of its
@@ -152,11 +140,7 @@ pub enum WorkloadConfig {
         #[serde(default)]
         jobs: Option<Vec<Job>>,
         #[serde(default)]
-        cpu_us_per_access: Option<f64>,
-        #[serde(default)]
-        accesses_per_op: Option<u32>,
-        #[serde(default)]
-        max_accesses_per_s: Option<f64>,
+        pace: Pace,
     },
     /// A database (MySQL/InnoDB) whose buffer pool of `pool_mb` holds some of its `data_mb`
     /// pages with its own LRU; a query mix of index lookups (`skew`) and scans of `scan_mb`
@@ -189,11 +173,7 @@ pub enum WorkloadConfig {
         #[serde(default)]
         jobs: Option<Vec<Job>>,
         #[serde(default)]
-        cpu_us_per_access: Option<f64>,
-        #[serde(default)]
-        accesses_per_op: Option<u32>,
-        #[serde(default)]
-        max_accesses_per_s: Option<f64>,
+        pace: Pace,
     },
     /// A JVM (OpenJDK) with a generational heap of `heap_mb`: an old generation of `old_mb`
     /// holding `live_mb` of live data, survivor spaces of `survivors_mb`, and eden, the rest;
@@ -221,11 +201,7 @@ pub enum WorkloadConfig {
         #[serde(default)]
         jobs: Option<Vec<Job>>,
         #[serde(default)]
-        cpu_us_per_access: Option<f64>,
-        #[serde(default)]
-        accesses_per_op: Option<u32>,
-        #[serde(default)]
-        max_accesses_per_s: Option<f64>,
+        pace: Pace,
     },
 }
 
@@ -327,6 +303,21 @@ impl WorkloadConfig {
             WorkloadConfig::Cache { .. } => "cache",
             WorkloadConfig::Database { .. } => "database",
             WorkloadConfig::Jvm { .. } => "jvm",
+        }
+    }
+
+    /// How fast it works.
+    pub fn pace(&self) -> &Pace {
+        match self {
+            WorkloadConfig::Idle { pace, .. }
+            | WorkloadConfig::Toucher { pace, .. }
+            | WorkloadConfig::FileServer { pace, .. }
+            | WorkloadConfig::CpuJob { pace, .. }
+            | WorkloadConfig::Oltp { pace, .. }
+            | WorkloadConfig::Web { pace, .. }
+            | WorkloadConfig::Cache { pace, .. }
+            | WorkloadConfig::Database { pace, .. }
+            | WorkloadConfig::Jvm { pace, .. } => pace,
         }
     }
 

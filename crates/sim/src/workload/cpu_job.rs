@@ -86,7 +86,7 @@ pub(super) fn plan(check: Check, sizes: Sizes, skew: Skew) -> Result<Plan, Workl
 mod tests {
     use crate::cost::CostModel;
     use crate::rng::SimRng;
-    use crate::workload::{Access, Skew, Workload, WorkloadConfig};
+    use crate::workload::{Access, Pace, Skew, Workload, WorkloadConfig};
     use memtide_model::Pages;
     use std::time::Duration;
 
@@ -98,9 +98,7 @@ mod tests {
             input_mb: 0.0,
             input_fraction: 0.1,
             phases: Vec::new(),
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         };
         Workload::new(&config, &CostModel::default()).unwrap()
     }
@@ -117,9 +115,7 @@ mod tests {
                 at_s: 10.0,
                 working_set_mb: 3.0,
             }],
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         };
         let mut w = Workload::new(&config, &CostModel::default()).unwrap();
         let mut rng = SimRng::new(1);
@@ -159,9 +155,7 @@ mod tests {
                     working_set_mb,
                 })
                 .collect(),
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         };
         let err = |c| {
             Workload::new(&c, &CostModel::default())
@@ -259,9 +253,7 @@ mod tests {
             input_mb: 0.0,
             input_fraction: 0.1,
             phases: Vec::new(),
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         };
         assert_eq!(
             Workload::new(&config, &CostModel::default())
@@ -280,9 +272,7 @@ mod tests {
             input_mb: 1.0,
             input_fraction: 0.25,
             phases: Vec::new(),
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         };
         let mut w = Workload::new(&config, &CostModel::default()).unwrap();
         assert_eq!(w.file_pages(), 256);

@@ -46,7 +46,7 @@ pub(super) fn plan(
 mod tests {
     use crate::cost::CostModel;
     use crate::rng::SimRng;
-    use crate::workload::{Access, Skew, Workload, WorkloadConfig};
+    use crate::workload::{Access, Pace, Skew, Workload, WorkloadConfig};
     use memtide_model::Pages;
     use std::time::Duration;
 
@@ -55,9 +55,7 @@ mod tests {
             file_set_mb,
             anon_mb,
             skew,
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         };
         Workload::new(&config, &CostModel::default()).unwrap()
     }
@@ -105,9 +103,7 @@ mod tests {
             file_set_mb: f64::INFINITY,
             anon_mb: 1.0,
             skew: Skew::Uniform,
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         };
         assert_eq!(
             Workload::new(&config, &CostModel::default())

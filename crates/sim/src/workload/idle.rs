@@ -43,7 +43,7 @@ pub(super) fn plan(
 mod tests {
     use crate::cost::CostModel;
     use crate::rng::SimRng;
-    use crate::workload::{Access, Workload, WorkloadConfig};
+    use crate::workload::{Access, Pace, Workload, WorkloadConfig};
     use memtide_model::Pages;
     use std::time::Duration;
 
@@ -51,9 +51,7 @@ mod tests {
         let config = WorkloadConfig::Idle {
             resident_mb,
             background_mb,
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         };
         Workload::new(&config, &CostModel::default()).unwrap()
     }

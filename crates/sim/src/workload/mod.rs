@@ -56,7 +56,7 @@ mod toucher;
 mod validate;
 mod web;
 
-pub use config::{Job, TouchPhase, WorkloadConfig};
+pub use config::{Job, Pace, TouchPhase, WorkloadConfig};
 pub use pool::Pool;
 
 use pick::Mix;
@@ -114,12 +114,189 @@ impl Plan {
     }
 }
 
-/// The common optional fields every kind has.
-#[derive(Copy, Clone, Debug)]
-struct Common {
-    cpu_us_per_access: Option<f64>,
-    accesses_per_op: Option<u32>,
-    max_accesses_per_s: Option<f64>,
+/// What a kind builds from its own parameters: its plan and, for an application with a pool,
+/// the pool and the jobs it is given.
+struct Built<'a> {
+    plan: Plan,
+    pool: Option<Pool>,
+    jobs: Option<&'a [Job]>,
+}
+
+impl Built<'_> {
+    /// A kind without a pool of its own.
+    fn plan(plan: Plan) -> Built<'static> {
+        Built {
+            plan,
+            pool: None,
+            jobs: None,
+        }
+    }
+}
+
+/// Validates and builds the kind's own parameters of `config` ([`Workload::new`] checks its
+/// [`Pace`]): the kinds without a pool here, the others in [`build_pool`].
+fn build(check: Check, config: &WorkloadConfig) -> Result<Built<'_>, WorkloadError> {
+    let plan = match *config {
+        WorkloadConfig::Idle {
+            resident_mb,
+            background_mb,
+            ..
+        } => idle::plan(check, resident_mb, background_mb)?,
+        WorkloadConfig::Toucher {
+            ref phases,
+            allocated_mb,
+            skew,
+            ..
+        } => toucher::plan(check, phases, allocated_mb, skew)?,
+        WorkloadConfig::FileServer {
+            file_set_mb,
+            anon_mb,
+            skew,
+            ..
+        } => file_server::plan(check, file_set_mb, anon_mb, skew)?,
+        WorkloadConfig::CpuJob {
+            allocated_mb,
+            working_set_mb,
+            skew,
+            input_mb,
+            input_fraction,
+            ref phases,
+            ..
+        } => {
+            let sizes = cpu_job::Sizes {
+                allocated_mb,
+                working_set_mb,
+                input_mb,
+                input_fraction,
+                phases,
+            };
+            cpu_job::plan(check, sizes, skew)?
+        }
+        WorkloadConfig::Oltp {
+            data_mb,
+            buffer_pool_mb,
+            anon_mb,
+            file_fraction,
+            skew,
+            ..
+        } => {
+            let sizes = oltp::Sizes {
+                data_mb,
+                buffer_pool_mb,
+                anon_mb,
+            };
+            oltp::plan(check, sizes, file_fraction, skew)?
+        }
+        WorkloadConfig::Web {
+            anon_mb, file_mb, ..
+        } => web::plan(check, anon_mb, file_mb)?,
+        WorkloadConfig::Cache { .. }
+        | WorkloadConfig::Database { .. }
+        | WorkloadConfig::Jvm { .. } => return build_pool(check, config),
+    };
+    Ok(Built::plan(plan))
+}
+
+/// Validates and builds the pool of an application that has one (cache, database, JVM).
+fn build_pool(check: Check, config: &WorkloadConfig) -> Result<Built<'_>, WorkloadError> {
+    let (plan, pool, jobs) = match *config {
+        WorkloadConfig::Cache {
+            items_mb,
+            pool_mb,
+            min_pool_mb,
+            shrink_s_per_gib,
+            grow_s_per_gib,
+            ref jobs,
+            ..
+        } => {
+            let sizes = cache::Sizes {
+                items_mb,
+                pool_mb,
+                min_pool_mb,
+                shrink_s_per_gib,
+                grow_s_per_gib,
+            };
+            let cache = cache::Cache::new(check, sizes)?;
+            (
+                Plan::of_pool(cache.anon_pages(), 1),
+                Pool::Cache(cache),
+                jobs,
+            )
+        }
+        WorkloadConfig::Database {
+            data_mb,
+            pool_mb,
+            min_pool_mb,
+            heap_mb,
+            work_ratio,
+            work_share,
+            scan_share,
+            scan_mb,
+            skew,
+            shrink_s_per_gib,
+            grow_s_per_gib,
+            ref agent,
+            ref jobs,
+            ..
+        } => {
+            let sizes = database::Sizes {
+                data_mb,
+                pool_mb,
+                min_pool_mb,
+                heap_mb,
+                work_ratio,
+                work_share,
+                scan_share,
+                scan_mb,
+                skew,
+                shrink_s_per_gib,
+                grow_s_per_gib,
+            };
+            let mut db = database::Database::new(check, sizes)?;
+            if let Some(window) = agent.as_ref().and_then(|a| a.curve_window) {
+                db.sample_curve(window);
+            }
+            let plan = Plan::of_pool(db.anon_pages(), database::defaults::ACCESSES_PER_OP);
+            (plan, Pool::Database(Box::new(db)), jobs)
+        }
+        WorkloadConfig::Jvm {
+            heap_mb,
+            old_mb,
+            live_mb,
+            survivors_mb,
+            min_eden_mb,
+            young_live_mb,
+            alloc_share,
+            promote,
+            shrink_s_per_gib,
+            grow_s_per_gib,
+            ref jobs,
+            ..
+        } => {
+            let sizes = jvm::Sizes {
+                heap_mb,
+                old_mb,
+                live_mb,
+                survivors_mb,
+                min_eden_mb,
+                young_live_mb,
+                alloc_share,
+                promote,
+                shrink_s_per_gib,
+                grow_s_per_gib,
+            };
+            let heap = jvm::Jvm::new(check, sizes)?;
+            let plan = Plan::of_pool(heap.anon_pages(), jvm::defaults::ACCESSES_PER_OP);
+            (plan, Pool::Jvm(heap), jobs)
+        }
+        // A kind without a pool: its plan alone.
+        _ => return build(check, config),
+    };
+    Ok(Built {
+        plan,
+        pool: Some(pool),
+        jobs: jobs.as_deref(),
+    })
 }
 
 /// A running workload: a deterministic stream of page accesses whose shape changes over time.
@@ -159,251 +336,9 @@ impl Workload {
         let check = Check {
             kind: config.kind(),
         };
-        let mut pool = None;
-        let mut jobs = None;
-        let (plan, common) = match config {
-            WorkloadConfig::Idle {
-                resident_mb,
-                background_mb,
-                cpu_us_per_access,
-                accesses_per_op,
-                max_accesses_per_s,
-            } => (
-                idle::plan(check, *resident_mb, *background_mb)?,
-                Common {
-                    cpu_us_per_access: *cpu_us_per_access,
-                    accesses_per_op: *accesses_per_op,
-                    max_accesses_per_s: *max_accesses_per_s,
-                },
-            ),
-            WorkloadConfig::Toucher {
-                phases,
-                allocated_mb,
-                skew,
-                cpu_us_per_access,
-                accesses_per_op,
-                max_accesses_per_s,
-            } => (
-                toucher::plan(check, phases, *allocated_mb, *skew)?,
-                Common {
-                    cpu_us_per_access: *cpu_us_per_access,
-                    accesses_per_op: *accesses_per_op,
-                    max_accesses_per_s: *max_accesses_per_s,
-                },
-            ),
-            WorkloadConfig::FileServer {
-                file_set_mb,
-                anon_mb,
-                skew,
-                cpu_us_per_access,
-                accesses_per_op,
-                max_accesses_per_s,
-            } => (
-                file_server::plan(check, *file_set_mb, *anon_mb, *skew)?,
-                Common {
-                    cpu_us_per_access: *cpu_us_per_access,
-                    accesses_per_op: *accesses_per_op,
-                    max_accesses_per_s: *max_accesses_per_s,
-                },
-            ),
-            WorkloadConfig::CpuJob {
-                allocated_mb,
-                working_set_mb,
-                skew,
-                input_mb,
-                input_fraction,
-                phases,
-                cpu_us_per_access,
-                accesses_per_op,
-                max_accesses_per_s,
-            } => (
-                cpu_job::plan(
-                    check,
-                    cpu_job::Sizes {
-                        allocated_mb: *allocated_mb,
-                        working_set_mb: *working_set_mb,
-                        input_mb: *input_mb,
-                        input_fraction: *input_fraction,
-                        phases,
-                    },
-                    *skew,
-                )?,
-                Common {
-                    cpu_us_per_access: *cpu_us_per_access,
-                    accesses_per_op: *accesses_per_op,
-                    max_accesses_per_s: *max_accesses_per_s,
-                },
-            ),
-            WorkloadConfig::Oltp {
-                data_mb,
-                buffer_pool_mb,
-                anon_mb,
-                file_fraction,
-                skew,
-                cpu_us_per_access,
-                accesses_per_op,
-                max_accesses_per_s,
-            } => (
-                oltp::plan(
-                    check,
-                    oltp::Sizes {
-                        data_mb: *data_mb,
-                        buffer_pool_mb: *buffer_pool_mb,
-                        anon_mb: *anon_mb,
-                    },
-                    *file_fraction,
-                    *skew,
-                )?,
-                Common {
-                    cpu_us_per_access: *cpu_us_per_access,
-                    accesses_per_op: *accesses_per_op,
-                    max_accesses_per_s: *max_accesses_per_s,
-                },
-            ),
-            WorkloadConfig::Web {
-                anon_mb,
-                file_mb,
-                cpu_us_per_access,
-                accesses_per_op,
-                max_accesses_per_s,
-            } => (
-                web::plan(check, *anon_mb, *file_mb)?,
-                Common {
-                    cpu_us_per_access: *cpu_us_per_access,
-                    accesses_per_op: *accesses_per_op,
-                    max_accesses_per_s: *max_accesses_per_s,
-                },
-            ),
-            WorkloadConfig::Cache {
-                items_mb,
-                pool_mb,
-                min_pool_mb,
-                shrink_s_per_gib,
-                grow_s_per_gib,
-                agent: _,
-                jobs: cache_jobs,
-                cpu_us_per_access,
-                accesses_per_op,
-                max_accesses_per_s,
-            } => {
-                jobs = cache_jobs.as_deref();
-                let cache = cache::Cache::new(
-                    check,
-                    cache::Sizes {
-                        items_mb: *items_mb,
-                        pool_mb: *pool_mb,
-                        min_pool_mb: *min_pool_mb,
-                        shrink_s_per_gib: *shrink_s_per_gib,
-                        grow_s_per_gib: *grow_s_per_gib,
-                    },
-                )?;
-                let plan = Plan::of_pool(cache.anon_pages(), 1);
-                pool = Some(Pool::Cache(cache));
-                (
-                    plan,
-                    Common {
-                        cpu_us_per_access: *cpu_us_per_access,
-                        accesses_per_op: *accesses_per_op,
-                        max_accesses_per_s: *max_accesses_per_s,
-                    },
-                )
-            }
-            WorkloadConfig::Database {
-                data_mb,
-                pool_mb,
-                min_pool_mb,
-                heap_mb,
-                work_ratio,
-                work_share,
-                scan_share,
-                scan_mb,
-                skew,
-                shrink_s_per_gib,
-                grow_s_per_gib,
-                agent,
-                jobs: db_jobs,
-                cpu_us_per_access,
-                accesses_per_op,
-                max_accesses_per_s,
-            } => {
-                jobs = db_jobs.as_deref();
-                let mut db = database::Database::new(
-                    check,
-                    database::Sizes {
-                        data_mb: *data_mb,
-                        pool_mb: *pool_mb,
-                        min_pool_mb: *min_pool_mb,
-                        heap_mb: *heap_mb,
-                        work_ratio: *work_ratio,
-                        work_share: *work_share,
-                        scan_share: *scan_share,
-                        scan_mb: *scan_mb,
-                        skew: *skew,
-                        shrink_s_per_gib: *shrink_s_per_gib,
-                        grow_s_per_gib: *grow_s_per_gib,
-                    },
-                )?;
-                if let Some(window) = agent.as_ref().and_then(|a| a.curve_window) {
-                    db.sample_curve(window);
-                }
-                let plan = Plan::of_pool(db.anon_pages(), database::defaults::ACCESSES_PER_OP);
-                pool = Some(Pool::Database(Box::new(db)));
-                (
-                    plan,
-                    Common {
-                        cpu_us_per_access: *cpu_us_per_access,
-                        accesses_per_op: *accesses_per_op,
-                        max_accesses_per_s: *max_accesses_per_s,
-                    },
-                )
-            }
-            WorkloadConfig::Jvm {
-                heap_mb,
-                old_mb,
-                live_mb,
-                survivors_mb,
-                min_eden_mb,
-                young_live_mb,
-                alloc_share,
-                promote,
-                shrink_s_per_gib,
-                grow_s_per_gib,
-                agent: _,
-                jobs: jvm_jobs,
-                cpu_us_per_access,
-                accesses_per_op,
-                max_accesses_per_s,
-            } => {
-                jobs = jvm_jobs.as_deref();
-                let heap = jvm::Jvm::new(
-                    check,
-                    jvm::Sizes {
-                        heap_mb: *heap_mb,
-                        old_mb: *old_mb,
-                        live_mb: *live_mb,
-                        survivors_mb: *survivors_mb,
-                        min_eden_mb: *min_eden_mb,
-                        young_live_mb: *young_live_mb,
-                        alloc_share: *alloc_share,
-                        promote: *promote,
-                        shrink_s_per_gib: *shrink_s_per_gib,
-                        grow_s_per_gib: *grow_s_per_gib,
-                    },
-                )?;
-                let plan = Plan::of_pool(heap.anon_pages(), jvm::defaults::ACCESSES_PER_OP);
-                pool = Some(Pool::Jvm(heap));
-                (
-                    plan,
-                    Common {
-                        cpu_us_per_access: *cpu_us_per_access,
-                        accesses_per_op: *accesses_per_op,
-                        max_accesses_per_s: *max_accesses_per_s,
-                    },
-                )
-            }
-        };
-
-        let cpu_us = match common.cpu_us_per_access {
+        let Built { plan, pool, jobs } = build(check, config)?;
+        let pace = config.pace();
+        let cpu_us = match pace.cpu_us_per_access {
             Some(v) => check.work_per_access("cpu_us_per_access", v)?,
             None => match cost.cpu_us_per_access {
                 v if v.is_finite() && v >= MIN_CPU_US_PER_ACCESS => v,
@@ -417,7 +352,7 @@ impl Workload {
                 }
             },
         };
-        let accesses_per_op = match common.accesses_per_op {
+        let accesses_per_op = match pace.accesses_per_op {
             Some(v) => check.at_least_one("accesses_per_op", v)?,
             None => plan.default_accesses_per_op,
         };
@@ -425,7 +360,7 @@ impl Workload {
             None => None,
             Some(list) => Some(check.jobs(list, accesses_per_op)?),
         };
-        let rate = match common.max_accesses_per_s {
+        let rate = match pace.max_accesses_per_s {
             Some(v) => Some(check.positive("max_accesses_per_s", v)?),
             None => plan.default_rate,
         };
@@ -776,9 +711,11 @@ mod tests {
             grow_s_per_gib: 1.0,
             agent: None,
             jobs: Some(vec![Job { at_s: 10.0, ops: 3 }]),
-            cpu_us_per_access: None,
-            accesses_per_op: Some(100),
-            max_accesses_per_s: None,
+            pace: Pace {
+                cpu_us_per_access: None,
+                accesses_per_op: Some(100),
+                max_accesses_per_s: None,
+            },
         };
         let mut w = Workload::new(&config, &CostModel::default()).unwrap();
         let tick = Duration::from_secs(1);
@@ -811,9 +748,11 @@ mod tests {
             input_mb: 0.0,
             input_fraction: 0.1,
             phases: Vec::new(),
-            cpu_us_per_access: Some(2.5),
-            accesses_per_op: Some(7),
-            max_accesses_per_s: Some(1000.0),
+            pace: Pace {
+                cpu_us_per_access: Some(2.5),
+                accesses_per_op: Some(7),
+                max_accesses_per_s: Some(1000.0),
+            },
         };
         let cost = CostModel {
             cpu_us_per_access: 99.0,
@@ -839,9 +778,11 @@ mod tests {
         let web = |cpu: Option<f64>, per_op: Option<u32>, rate: Option<f64>| WorkloadConfig::Web {
             anon_mb: 1.0,
             file_mb: 1.0,
-            cpu_us_per_access: cpu,
-            accesses_per_op: per_op,
-            max_accesses_per_s: rate,
+            pace: Pace {
+                cpu_us_per_access: cpu,
+                accesses_per_op: per_op,
+                max_accesses_per_s: rate,
+            },
         };
         let err = |c: WorkloadConfig| Workload::new(&c, &cost).unwrap_err().to_string();
         assert_eq!(
@@ -882,9 +823,7 @@ mod tests {
                 WorkloadConfig::Idle {
                     resident_mb: -1.0,
                     background_mb: 1.0,
-                    cpu_us_per_access: None,
-                    accesses_per_op: None,
-                    max_accesses_per_s: None,
+                    pace: Pace::default(),
                 },
                 "workload idle: resident_mb = -1 must be >= 0",
             ),
@@ -892,9 +831,7 @@ mod tests {
                 WorkloadConfig::Idle {
                     resident_mb: 1.0,
                     background_mb: 2e9,
-                    cpu_us_per_access: None,
-                    accesses_per_op: None,
-                    max_accesses_per_s: None,
+                    pace: Pace::default(),
                 },
                 "workload idle: background_mb = 2000000000 must be <= 1048576 (1 TiB)",
             ),
@@ -903,9 +840,7 @@ mod tests {
                     file_set_mb: 1.0,
                     anon_mb: -3.0,
                     skew: Skew::Uniform,
-                    cpu_us_per_access: None,
-                    accesses_per_op: None,
-                    max_accesses_per_s: None,
+                    pace: Pace::default(),
                 },
                 "workload file_server: anon_mb = -3 must be >= 0",
             ),
@@ -917,9 +852,7 @@ mod tests {
                     input_mb: 0.0,
                     input_fraction: 0.1,
                     phases: Vec::new(),
-                    cpu_us_per_access: None,
-                    accesses_per_op: None,
-                    max_accesses_per_s: None,
+                    pace: Pace::default(),
                 },
                 "workload cpu_job: allocated_mb = NaN must be a finite number",
             ),
@@ -930,9 +863,7 @@ mod tests {
                     anon_mb: 1.0,
                     file_fraction: 0.5,
                     skew: Skew::Uniform,
-                    cpu_us_per_access: None,
-                    accesses_per_op: None,
-                    max_accesses_per_s: None,
+                    pace: Pace::default(),
                 },
                 "workload oltp: data_mb = -0.5 must be >= 0",
             ),
@@ -940,9 +871,7 @@ mod tests {
                 WorkloadConfig::Web {
                     anon_mb: 1.0,
                     file_mb: f64::NEG_INFINITY,
-                    cpu_us_per_access: None,
-                    accesses_per_op: None,
-                    max_accesses_per_s: None,
+                    pace: Pace::default(),
                 },
                 "workload web: file_mb = -inf must be a finite number",
             ),
@@ -968,12 +897,12 @@ mod tests {
             let skew = if zipf { Skew::Zipf { theta } } else { Skew::Uniform };
             let (small, large) = if a <= b { (a, b) } else { (b, a) };
             let configs = [
-                WorkloadConfig::Idle { resident_mb: a, background_mb: b, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
-                WorkloadConfig::Toucher { phases: vec![TouchPhase { at_s: 0.0, working_set_mb: a }, TouchPhase { at_s: 1.0, working_set_mb: b }], allocated_mb: None, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
-                WorkloadConfig::FileServer { file_set_mb: a, anon_mb: b, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
-                WorkloadConfig::CpuJob { allocated_mb: large, working_set_mb: small, skew, input_mb: 0.0, input_fraction: 0.1, phases: Vec::new(), cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
-                WorkloadConfig::Oltp { data_mb: a, buffer_pool_mb: 0.0, anon_mb: b, file_fraction: frac, skew, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
-                WorkloadConfig::Web { anon_mb: a, file_mb: b, cpu_us_per_access: None, accesses_per_op: None, max_accesses_per_s: None },
+                WorkloadConfig::Idle { resident_mb: a, background_mb: b, pace: Pace::default() },
+                WorkloadConfig::Toucher { phases: vec![TouchPhase { at_s: 0.0, working_set_mb: a }, TouchPhase { at_s: 1.0, working_set_mb: b }], allocated_mb: None, skew, pace: Pace::default() },
+                WorkloadConfig::FileServer { file_set_mb: a, anon_mb: b, skew, pace: Pace::default() },
+                WorkloadConfig::CpuJob { allocated_mb: large, working_set_mb: small, skew, input_mb: 0.0, input_fraction: 0.1, phases: Vec::new(), pace: Pace::default() },
+                WorkloadConfig::Oltp { data_mb: a, buffer_pool_mb: 0.0, anon_mb: b, file_fraction: frac, skew, pace: Pace::default() },
+                WorkloadConfig::Web { anon_mb: a, file_mb: b, pace: Pace::default() },
             ];
             for config in configs {
                 let mut w = Workload::new(&config, &CostModel::default()).unwrap();

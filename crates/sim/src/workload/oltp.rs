@@ -108,7 +108,7 @@ pub(super) fn plan(
 mod tests {
     use crate::cost::CostModel;
     use crate::rng::SimRng;
-    use crate::workload::{Access, Skew, Workload, WorkloadConfig};
+    use crate::workload::{Access, Pace, Skew, Workload, WorkloadConfig};
     use memtide_model::Pages;
 
     fn oltp(data_mb: f64, anon_mb: f64, file_fraction: f64, skew: Skew) -> WorkloadConfig {
@@ -118,9 +118,7 @@ mod tests {
             anon_mb,
             file_fraction,
             skew,
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         }
     }
 
@@ -200,9 +198,7 @@ mod tests {
             anon_mb: 32.0,
             file_fraction: 0.8,
             skew: Skew::Zipf { theta: 0.9 },
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         };
         let mut w = Workload::new(&config, &CostModel::default()).unwrap();
         // Heap + pool are anonymous (committed); the page cache holds the 32 MiB beyond.

@@ -78,7 +78,7 @@ pub(super) fn plan(
 mod tests {
     use crate::cost::CostModel;
     use crate::rng::SimRng;
-    use crate::workload::{Access, Skew, TouchPhase, Workload, WorkloadConfig};
+    use crate::workload::{Access, Pace, Skew, TouchPhase, Workload, WorkloadConfig};
     use memtide_model::Pages;
     use std::time::Duration;
 
@@ -93,9 +93,7 @@ mod tests {
                 .collect(),
             allocated_mb,
             skew,
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         }
     }
 

@@ -41,7 +41,7 @@ pub(super) fn plan(check: Check, anon_mb: f64, file_mb: f64) -> Result<Plan, Wor
 mod tests {
     use crate::cost::CostModel;
     use crate::rng::SimRng;
-    use crate::workload::{Access, Workload, WorkloadConfig};
+    use crate::workload::{Access, Pace, Workload, WorkloadConfig};
     use memtide_model::Pages;
     use std::time::Duration;
 
@@ -49,9 +49,10 @@ mod tests {
         let config = WorkloadConfig::Web {
             anon_mb,
             file_mb,
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s,
+            pace: Pace {
+                max_accesses_per_s,
+                ..Pace::default()
+            },
         };
         Workload::new(&config, &CostModel::default()).unwrap()
     }
