@@ -149,16 +149,8 @@ mod tests {
     #[test]
     fn estimator_settings_are_tagged_by_name_with_seconds() {
         let spec = TenantSpec {
-            disk: None,
-            id: TenantId(1),
-            name: "a".into(),
-            min: Pages::from_mib(64),
-            max: Pages::from_mib(512),
-            shares: 1000,
-            overhead: Pages::ZERO,
             estimator: EstimatorConfig::Sampling(SamplingConfig::default()),
-            cap_at_estimate: false,
-            slo: None,
+            ..TenantSpec::new(TenantId(1), "a", Pages::from_mib(64), Pages::from_mib(512))
         };
         let json = serde_json::to_value(EstimatorSettings::of(&spec)).unwrap();
         assert_eq!(json["name"], "sampling");

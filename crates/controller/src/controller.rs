@@ -6,7 +6,6 @@ use memtide_model::{
     CacheNote, Decision, DiskSpec, HostObservation, Pages, ReclamationState, Resource,
     ResourceState, TaxRate, TenantAction, TenantId, TenantSpec,
 };
-use memtide_policy::disk;
 use memtide_policy::mechanism::{self, ScanCost};
 use memtide_policy::{
     ActiveEstimator, AdmissionLedger, AdmissionRefusal, AllocationRequest, Allocator,
@@ -138,6 +137,38 @@ struct CacheQuotas {
 
 /// An admitted tenant whose pool the cache search does not size.
 const NO_QUOTA: u32 = u32::MAX;
+
+impl CacheQuotas {
+    /// The memory of admitted tenant `at` (as `Controller::tenants`) where the last search
+    /// gave its pool a quota, and the note saying so: a pool with a cache quota holds it and
+    /// the memory outside it, whatever memory's state (Gemini partitions the cache first),
+    /// within the tenant's `min` and `max`. `None`: memory alone sizes it.
+    #[inline]
+    fn note(&self, at: usize, min: Pages, max: Pages) -> Option<(Pages, CacheNote)> {
+        let q = self.at.get(at).copied().filter(|&q| q != NO_QUOTA)? as usize;
+        let quota = &self.quotas.quotas[q];
+        let memory = (quota.pool + self.outside[q]).clamp(min, max);
+        let note = CacheNote {
+            slo: self.tenants[q].slo,
+            quota: quota.pool,
+            budget: self.budget,
+            latency_us: quota.latency_us as f32,
+            utility: quota.utility as f32,
+        };
+        Some((memory, note))
+    }
+}
+
+/// What the first pass of a step ([`Controller::estimate`]) found across the tenants.
+#[derive(Copy, Clone, Debug)]
+struct FirstPass {
+    /// The running admitted tenants' overheads.
+    overheads: Pages,
+    /// Some tenant's memory counts against the budget (see `mechanism::counts_against_budget`).
+    budget_bound: bool,
+    /// Every such tenant's estimate stands on a measurement.
+    measured: bool,
+}
 
 impl Controller {
     /// A controller for a host with `machine` memory and `host_swap` of swap space.
@@ -324,47 +355,103 @@ impl Controller {
     }
 
     /// [`Controller::step`] into `decision`, whose buffers are reused: a runner that keeps
-    /// its last decision allocates nothing per step for its actions.
+    /// its last decision allocates nothing per step for its actions. The steps, in order:
+    /// the reclamation state ([`Controller::update_state`]), whether memory is wanted, the
+    /// time since the last step, the cache quotas ([`Controller::search_quotas`]), the
+    /// estimators and allocation requests ([`Controller::estimate`]), the budget
+    /// ([`Controller::budget`]), allocation, the mechanisms ([`Controller::plan`]), fitting
+    /// the limits to the budget, and the page-sharing scan rate.
     pub fn step_into(&mut self, obs: &HostObservation, decision: &mut Decision) {
-        // A configured budget has its own state, from the memory of the tenants whose memory
-        // counts against it (see `mechanism::counts_against_budget`): it is wanted only when
-        // the budget runs short. (Without a configured budget there is no such state, and no
-        // pass over the observation for it.)
+        let state = self.update_state(obs);
+        let wanted = self.config.reclaim_always
+            || (state != ReclamationState::High && self.limit_estimates_measured);
+        let elapsed = self.elapsed(obs.now);
+        self.search_quotas(obs);
+        let pass = self.estimate(obs, state, wanted, &mut decision.actions);
+        let budget = self.budget(obs, pass.overheads);
+        self.allocator.allocate_into(
+            &self.requests,
+            budget,
+            self.config.tax_rate,
+            &mut self.targets,
+        );
+        self.plan(obs, state, elapsed, &mut decision.actions);
+        if pass.budget_bound {
+            // Only the plans of tenants whose memory counts against the budget are fitted to
+            // it: without any, there is nothing to fit (and no pass over the actions).
+            mechanism::finish(&mut decision.actions, budget);
+        }
+        self.limit_estimates_measured = pass.measured;
+        decision.sharing = self.config.sharing.map(|settings| {
+            if let Some(s) = &obs.sharing {
+                self.scan_cost.observe(s);
+            }
+            mechanism::scan_rate(state, &settings, &self.scan_cost)
+        });
+        decision.now = obs.now;
+        decision.memory = ResourceState {
+            resource: Resource::Memory,
+            state,
+            budget,
+        };
+    }
+
+    /// Memory's reclamation state, from the host's free memory and, with a configured budget,
+    /// the budget's own state, from the memory of the tenants whose memory counts against it
+    /// (see `mechanism::counts_against_budget`): it is wanted only when the budget runs short.
+    /// (Without a configured budget there is no such state, and no pass over the observation
+    /// for it.)
+    fn update_state(&mut self, obs: &HostObservation) -> ReclamationState {
+        let shared_host = self.config.shared_host;
         let budget_held = self.config.budget.and_then(|budget| {
             obs.tenants
                 .iter()
-                .filter(|t| mechanism::counts_against_budget(t, self.config.shared_host))
+                .filter(|t| mechanism::counts_against_budget(t, shared_host))
                 .map(|t| t.allocated)
                 .reduce(|a, b| a + b)
                 .map(|held| (held, budget))
         });
-        let state = self.memory.update(obs.free, obs.machine, budget_held);
-        let wanted = self.config.reclaim_always
-            || (state != ReclamationState::High && self.limit_estimates_measured);
-        let mut measured = true;
+        self.memory.update(obs.free, obs.machine, budget_held)
+    }
+
+    /// The time since the previous step's observation (`None` on the first step, or when no
+    /// time passed), for per-second rates; remembers `now` for the next.
+    fn elapsed(&mut self, now: Duration) -> Option<Duration> {
         let elapsed = self
             .last_now
-            .map(|last| obs.now.saturating_sub(last))
+            .map(|last| now.saturating_sub(last))
             .filter(|d| !d.is_zero());
-        self.last_now = Some(obs.now);
-        let tax = self.config.tax_rate;
-        self.search_quotas(obs);
+        self.last_now = Some(now);
+        elapsed
+    }
+
+    /// The first pass over the running tenants: updates each admitted tenant's estimator,
+    /// writes what it decides into the tenant's action, and asks allocation for the tenant's
+    /// memory (`self.requests`, with `self.pending` for the planning pass). `actions` ends
+    /// with one action per running admitted tenant, in id order.
+    ///
+    /// Running tenants meet their state by a merge of two id-ordered lists (the observation's
+    /// and ours): no lookups, so a step stays linear in the tenants. Each action is written
+    /// where it lies in the last decision's buffer (an action is a few hundred bytes: building
+    /// it aside and moving it in would copy it twice).
+    fn estimate(
+        &mut self,
+        obs: &HostObservation,
+        state: ReclamationState,
+        wanted: bool,
+        actions: &mut Vec<TenantAction>,
+    ) -> FirstPass {
         let config = &self.config;
         let cache = &self.cache;
-
-        // Running tenants meet their state by a merge of two id-ordered lists (the
-        // observation's and ours): no lookups, so a step stays linear in the tenants. The
-        // first pass estimates and writes what the estimators decide into the actions, the
-        // second (after allocation) plans; each action is written where it lies in the last
-        // decision's buffer (an action is a few hundred bytes: building it aside and moving it
-        // in would copy it twice).
         let requests = &mut self.requests;
         let pending = &mut self.pending;
-        let actions = &mut decision.actions;
         requests.clear();
         pending.clear();
-        let mut overheads = Pages::ZERO;
-        let mut budget_bound = false;
+        let mut pass = FirstPass {
+            overheads: Pages::ZERO,
+            budget_bound: false,
+            measured: true,
+        };
         let mut next = 0;
         for (observed, t) in obs.tenants.iter().enumerate() {
             while next < self.tenants.len() && self.tenants[next].id < t.id {
@@ -383,8 +470,8 @@ impl Controller {
             };
             let active = s.estimator.update(&input);
             if mechanism::counts_against_budget(t, config.shared_host) {
-                budget_bound = true;
-                measured &= s.estimator.measured();
+                pass.budget_bound = true;
+                pass.measured &= s.estimator.measured();
             }
             let cap = if s.cap_at_estimate {
                 s.estimator.ceiling().clamp_to(s.min, s.max)
@@ -393,24 +480,11 @@ impl Controller {
             };
             let (mut min, mut ceiling) =
                 mechanism::bounds(t, s.min, s.max, cap, wanted, &config.rails);
-            // A pool with a cache quota holds it and the memory outside it: the quota is the
-            // tenant's allocation, whatever memory's state (Gemini partitions the cache
-            // first), within its min and max.
-            let quota = cache.at.get(next).copied().filter(|&q| q != NO_QUOTA);
-            let note = quota.map(|q| {
-                let q = q as usize;
-                let quota = &cache.quotas.quotas[q];
-                let memory = (quota.pool + cache.outside[q]).clamp(s.min, s.max);
+            let note = cache.note(next, s.min, s.max).map(|(memory, note)| {
                 (min, ceiling) = (memory, memory);
-                CacheNote {
-                    slo: cache.tenants[q].slo,
-                    quota: quota.pool,
-                    budget: cache.budget,
-                    latency_us: quota.latency_us as f32,
-                    utility: quota.utility as f32,
-                }
+                note
             });
-            overheads += s.overhead;
+            pass.overheads += s.overhead;
             if requests.len() == actions.len() {
                 actions.push(TenantAction::none(t.id, state));
             }
@@ -436,26 +510,40 @@ impl Controller {
             });
         }
         actions.truncate(requests.len());
-        // Targets drive free memory above the high threshold, unless a budget is configured.
-        // Memory page sharing reclaimed is there to hand out too: a shared page counts in the
-        // allocation of every tenant mapping it (ESX), so allocations may add up to more than
-        // the machine by what sharing saves.
-        let budget = config.budget.unwrap_or_else(|| {
-            let reserve = obs.machine.scale(config.thresholds.high);
+        pass
+    }
+
+    /// The memory allocation divides: the configured budget, or targets drive free memory
+    /// above the high threshold. Memory page sharing reclaimed is there to hand out too: a
+    /// shared page counts in the allocation of every tenant mapping it (ESX), so allocations
+    /// may add up to more than the machine by what sharing saves.
+    fn budget(&self, obs: &HostObservation, overheads: Pages) -> Pages {
+        self.config.budget.unwrap_or_else(|| {
+            let reserve = obs.machine.scale(self.config.thresholds.high);
             let shared = obs.sharing.map_or(Pages::ZERO, |s| s.reclaimed());
             (obs.machine + shared)
                 .saturating_sub(overheads)
                 .saturating_sub(reserve)
-        });
-        let targets = &mut self.targets;
-        self.allocator.allocate_into(requests, budget, tax, targets);
+        })
+    }
 
+    /// The second pass, after allocation: each tenant's target into its action, and the
+    /// chooser's plan of its levers (memory's mechanisms and its disk weight).
+    fn plan(
+        &mut self,
+        obs: &HostObservation,
+        state: ReclamationState,
+        elapsed: Option<Duration>,
+        actions: &mut [TenantAction],
+    ) {
+        let config = &self.config;
         let settings = PlanSettings {
             host_swap_per_tick: config.host_swap_per_tick,
             balloon_stall_ticks: config.balloon_stall_ticks,
             rails: &config.rails,
         };
-        for ((p, &target), action) in pending.iter().zip(targets.iter()).zip(actions.iter_mut()) {
+        let targets = self.pending.iter().zip(self.targets.iter());
+        for ((p, &target), action) in targets.zip(actions.iter_mut()) {
             let input = PlanInput {
                 state,
                 target,
@@ -463,40 +551,11 @@ impl Controller {
                 max: p.max,
                 tenant: &obs.tenants[p.observed],
                 elapsed,
+                disk: &self.specs[p.at].disk,
             };
             action.target = target;
-            let plans = &mut self.plans[p.at];
-            mechanism::plan(
-                &input,
-                &settings,
-                plans,
-                &mut action.mechanisms,
-                &mut action.reason.mechanism,
-            );
-            // A tenant on a shared disk: its weight (Lai et al.), read from its spec only then.
-            action.reason.disk = input.tenant.levers.disk.as_deref().and_then(|io| {
-                let spec = self.specs[p.at].disk?;
-                Some(disk::plan(&spec, io, &mut plans.disk))
-            });
+            mechanism::plan(&input, &settings, &mut self.plans[p.at], action);
         }
-        if budget_bound {
-            // Only the plans of tenants whose memory counts against the budget are fitted to
-            // it: without any, there is nothing to fit (and no pass over the actions).
-            mechanism::finish(actions, budget);
-        }
-        self.limit_estimates_measured = measured;
-        decision.sharing = config.sharing.map(|settings| {
-            if let Some(s) = &obs.sharing {
-                self.scan_cost.observe(s);
-            }
-            mechanism::scan_rate(state, &settings, &self.scan_cost)
-        });
-        decision.now = obs.now;
-        decision.memory = ResourceState {
-            resource: Resource::Memory,
-            state,
-            budget,
-        };
     }
 
     /// Gemini's search (`memtide_policy::cache`): the tenants with an SLO whose application
@@ -579,474 +638,4 @@ fn view<'a>(spec: &'a TenantSpec, s: &TenantState) -> TenantView<'a> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use memtide_model::{
-        EstimatorConfig, LimitLever, LimitRail, Mechanism, Slo, TenantObservation,
-    };
-
-    fn mib(m: u64) -> Pages {
-        Pages::from_mib(m)
-    }
-
-    fn spec(id: u32) -> TenantSpec {
-        TenantSpec {
-            disk: None,
-            id: TenantId(id),
-            name: format!("t{id}"),
-            min: mib(64),
-            max: mib(1024),
-            shares: 1000,
-            overhead: Pages::ZERO,
-            estimator: EstimatorConfig::Committed,
-            cap_at_estimate: false,
-            slo: None,
-        }
-    }
-
-    /// A cgroup tenant holding `allocated` under `limit`, 100 MiB of it unreclaimable.
-    fn limited(id: u32, allocated: u64, limit: u64, faults: Option<u64>) -> TenantObservation {
-        TenantObservation {
-            refaults: faults,
-            swap_ins: faults.map(|_| 0),
-            levers: memtide_model::Levers {
-                limit: Some(LimitLever {
-                    limit: mib(limit),
-                    unlimited: false,
-                    unreclaimable: mib(100),
-                    major_faults: None,
-                    pressure: None,
-                }),
-                ..Default::default()
-            },
-            ..TenantObservation::new(TenantId(id), mib(allocated))
-        }
-    }
-
-    fn host(now_s: u64, tenants: Vec<TenantObservation>) -> HostObservation {
-        HostObservation {
-            now: Duration::from_secs(now_s),
-            machine: mib(8192),
-            free: mib(4096),
-            host_swap_total: Pages::ZERO,
-            host_swap_used: Pages::ZERO,
-            pressure: None,
-            sharing: None,
-            remapping: None,
-            tenants,
-        }
-    }
-
-    fn controller(budget_mib: u64) -> Controller {
-        let config = ControllerConfig {
-            budget: Some(mib(budget_mib)),
-            tax_rate: TaxRate::new(0.0).unwrap(),
-            ..ControllerConfig::default()
-        };
-        let mut c = Controller::new(config, mib(8192), mib(8192)).unwrap();
-        c.admit(spec(0)).unwrap();
-        c
-    }
-
-    #[test]
-    fn a_limit_tenant_moves_by_its_limit_alone() {
-        let mut c = controller(300);
-        // The first step only measures (nothing is reclaimed on no evidence).
-        c.step(&host(0, vec![limited(0, 400, 400, Some(0))]));
-        let d = c.step(&host(1, vec![limited(0, 400, 400, Some(0))]));
-        let a = &d.actions[0];
-        assert_eq!(a.target, mib(300));
-        assert_eq!(a.moves().limit, Some(mib(380)), "one 5% step below 400 MiB");
-        assert_eq!(a.mechanisms, vec![Mechanism::Limit]);
-        assert_eq!(a.moves().balloon, None);
-        assert_eq!(a.moves().host_swap_out, Pages::ZERO);
-        assert!(!a.moves().blocked);
-        assert!(a.reason.to_string().contains("bounded shrink step"));
-    }
-
-    #[test]
-    fn faults_per_second_use_the_time_between_observations() {
-        let mut c = controller(300);
-        c.step(&host(1, vec![limited(0, 400, 400, Some(0))]));
-        // 3000 faults over 2 s is 1500/s: under the default 2000/s, so the shrink goes on.
-        let d = c.step(&host(3, vec![limited(0, 400, 400, Some(3000))]));
-        assert_eq!(d.actions[0].moves().limit, Some(mib(380)));
-        // 3000 faults in 1 s backs off.
-        let d = c.step(&host(4, vec![limited(0, 400, 400, Some(3000))]));
-        assert_eq!(d.actions[0].moves().limit, Some(mib(400)));
-        let rail = d.actions[0].reason.mechanism.limit.unwrap().rail;
-        assert!(matches!(rail, LimitRail::BackoffFaults { .. }), "{rail:?}");
-        assert!(d.actions[0].mechanisms.is_empty());
-    }
-
-    /// A limit tenant holding `allocated` under `limit`, whose estimator (committed memory)
-    /// sees `active` of it in use, 16 MiB unreclaimable.
-    fn cgroup(id: u32, allocated: u64, limit: u64, active: u64) -> TenantObservation {
-        TenantObservation {
-            refaults: Some(0),
-            swap_ins: Some(0),
-            committed: Some(mib(active)),
-            levers: memtide_model::Levers {
-                limit: Some(LimitLever {
-                    limit: mib(limit),
-                    unlimited: false,
-                    unreclaimable: mib(16),
-                    major_faults: Some(0),
-                    pressure: None,
-                }),
-                ..Default::default()
-            },
-            ..TenantObservation::new(TenantId(id), mib(allocated))
-        }
-    }
-
-    fn two_tenants(budget_mib: u64, tax: f64) -> Controller {
-        let config = ControllerConfig {
-            budget: Some(mib(budget_mib)),
-            tax_rate: TaxRate::new(tax).unwrap(),
-            ..ControllerConfig::default()
-        };
-        let mut c = Controller::new(config, mib(budget_mib), mib(8192)).unwrap();
-        c.admit(spec(0)).unwrap();
-        c.admit(spec(1)).unwrap();
-        c
-    }
-
-    #[test]
-    fn while_the_budget_has_room_no_limit_falls_below_what_its_tenant_holds() {
-        // 700 of a 1000 MiB budget held: the budget is in the high state.
-        let mut c = two_tenants(1000, 0.75);
-        for now in 1..30 {
-            let d = c.step(&host(
-                now,
-                vec![cgroup(0, 400, 1024, 400), cgroup(1, 300, 1024, 10)],
-            ));
-            assert_eq!(d.memory.state, ReclamationState::High);
-            for (a, held) in d.actions.iter().zip([400, 300]) {
-                assert!(a.target >= mib(held), "{}: {}", a.id, a.reason);
-                assert!(
-                    a.moves().limit.unwrap() >= mib(held),
-                    "{}: {}",
-                    a.id,
-                    a.reason
-                );
-            }
-            let sum: u64 = d.actions.iter().map(|a| a.moves().limit.unwrap().0).sum();
-            assert!(sum <= mib(1000).0);
-            // The room left over goes mostly to the active tenant.
-            assert!(d.actions[0].target - mib(400) > d.actions[1].target - mib(300));
-        }
-    }
-
-    #[test]
-    fn an_idle_application_pool_is_taxed_and_one_with_misses_is_not() {
-        // Two tenants whose estimators (committed memory) see all 500 MiB in use, each with a
-        // 400 MiB pool: one pool saw neither hits nor misses, the other misses.
-        let pool = |id: u32, hits: u64, misses: u64| TenantObservation {
-            committed: Some(mib(500)),
-            levers: memtide_model::Levers {
-                app_balloon: Some(memtide_model::AppBalloonLever {
-                    session: 1,
-                    pool: mib(400),
-                    pool_used: Some(mib(400)),
-                    min: Pages::ZERO,
-                    max: mib(400),
-                    granule: Pages(1),
-                    used: mib(500),
-                    hits: Some(hits),
-                    misses: Some(misses),
-                    curve: None,
-                    durability: None,
-                    answer: None,
-                    silent_for: Duration::ZERO,
-                    dead_after: Duration::from_secs(5),
-                }),
-                ..Default::default()
-            },
-            ..TenantObservation::new(TenantId(id), mib(500))
-        };
-        let mut c = two_tenants(600, 0.75);
-        let d = c.step(&host(1, vec![pool(0, 0, 0), pool(1, 10, 10)]));
-        let (idle, busy) = (d.actions[0].target, d.actions[1].target);
-        assert!(idle + mib(200) < busy, "idle {idle}, busy {busy}");
-        // Without the pools' figures the two would be alike.
-        let mut c = two_tenants(600, 0.75);
-        let d = c.step(&host(1, vec![pool(0, 10, 0), pool(1, 10, 0)]));
-        assert_eq!(d.actions[0].target, d.actions[1].target);
-    }
-
-    /// A tenant holding 600 MiB, a 512 MiB pool of it data, whose agent reports `curve`.
-    fn pooled(id: u32, curve: Option<memtide_model::MissCurve>) -> TenantObservation {
-        TenantObservation {
-            committed: Some(mib(600)),
-            levers: memtide_model::Levers {
-                app_balloon: Some(memtide_model::AppBalloonLever {
-                    session: 1,
-                    pool: mib(512),
-                    pool_used: Some(mib(512)),
-                    min: mib(16),
-                    max: mib(1024),
-                    granule: Pages(1),
-                    used: mib(600),
-                    hits: Some(900),
-                    misses: Some(100),
-                    curve: curve.map(Box::new),
-                    durability: None,
-                    answer: None,
-                    silent_for: Duration::ZERO,
-                    dead_after: Duration::from_secs(5),
-                }),
-                ..Default::default()
-            },
-            ..TenantObservation::new(TenantId(id), mib(600))
-        }
-    }
-
-    /// Misses falling linearly to none at `knee` MiB.
-    fn knee(mib_at: u64) -> memtide_model::MissCurve {
-        memtide_model::MissCurve::new([(mib(mib_at), 0.0), (mib(4 * mib_at), 0.0)]).unwrap()
-    }
-
-    /// A strict tenant, a best-effort one and one without an SLO, under `budget` of memory
-    /// and 1 GiB of cache.
-    fn with_slos(budget: u64) -> Controller {
-        let config = ControllerConfig {
-            budget: Some(mib(budget)),
-            cache: Some(QuotaSettings::new(mib(1024))),
-            ..ControllerConfig::default()
-        };
-        let mut c = Controller::new(config, mib(8192), mib(8192)).unwrap();
-        let strict = Slo::Strict {
-            target_us: 500.0,
-            slack: 0.1,
-        };
-        for (id, slo) in [(0, Some(strict)), (1, Some(Slo::BestEffort)), (2, None)] {
-            c.admit(TenantSpec {
-                max: mib(2048),
-                slo,
-                ..spec(id)
-            })
-            .unwrap();
-        }
-        c
-    }
-
-    #[test]
-    fn memory_s_budget_caps_the_cache_quotas() {
-        // 900 MiB less tenant 2's 64 MiB min and the 176 MiB outside the two pools leave 660.
-        let mut c = with_slos(900);
-        let obs = host(
-            1,
-            vec![
-                pooled(0, Some(knee(800))),
-                pooled(1, Some(knee(2000))),
-                pooled(2, None),
-            ],
-        );
-        let d = c.step(&obs);
-        assert_eq!(note_budget(&d), mib(660));
-        let pools: u64 = (0..2)
-            .map(|i| d.actions[i].reason.cache.unwrap().quota.0)
-            .sum();
-        assert!(pools <= mib(660).0);
-    }
-
-    #[test]
-    fn cache_quotas_size_the_pools_of_slo_tenants_by_their_curves() {
-        let mut c = with_slos(4096);
-        let obs = host(
-            1,
-            vec![
-                pooled(0, Some(knee(800))),
-                pooled(1, Some(knee(2000))),
-                pooled(2, Some(knee(800))),
-            ],
-        );
-        let d = c.step(&obs);
-        // The strict pool meets 550 µs at 84.3% of its 800 MiB knee: 675 MiB, 43 steps of
-        // 16 MiB (688 MiB); the best-effort pool gets the other 336 MiB. Each target adds the
-        // 88 MiB outside the pool.
-        let note = |i: usize| d.actions[i].reason.cache.expect("a quota");
-        assert_eq!(note(0).quota, mib(688), "{}", d.actions[0].reason);
-        assert!(note(0).latency_us <= 550.0);
-        assert_eq!(note(1).quota, mib(336), "{}", d.actions[1].reason);
-        assert_eq!(d.actions[0].target, mib(688 + 88));
-        assert_eq!(d.actions[1].target, mib(336 + 88));
-        assert!(
-            matches!(d.actions[0].moves().app_balloon, Some(memtide_model::AppMove::Target { pool, .. }) if pool == mib(688)),
-            "{}",
-            d.actions[0].reason
-        );
-        assert!(d.actions[0]
-            .reason
-            .to_string()
-            .contains("cache quota 688.0 MiB of 1024.0 MiB"));
-        // The tenant without an SLO is sized by memory alone.
-        assert!(d.actions[2].reason.cache.is_none());
-
-        // A pool whose curve has not come keeps its pool out of the budget.
-        let obs = host(
-            2,
-            vec![pooled(0, Some(knee(800))), pooled(1, None), pooled(2, None)],
-        );
-        let d = c.step(&obs);
-        assert!(d.actions[1].reason.cache.is_none());
-        assert_eq!(note_budget(&d), mib(512));
-    }
-
-    fn note_budget(d: &Decision) -> Pages {
-        d.actions[0].reason.cache.expect("a quota").budget
-    }
-
-    #[test]
-    fn when_the_budget_runs_short_the_idle_tenant_gives_memory_first() {
-        // 700 MiB held against a 600 MiB budget: memory is wanted.
-        let mut c = two_tenants(600, 0.75);
-        // The first step only measures (nothing is reclaimed on no evidence).
-        c.step(&host(
-            0,
-            vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
-        ));
-        let d = c.step(&host(
-            1,
-            vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
-        ));
-        assert_ne!(d.memory.state, ReclamationState::High);
-        let (busy, idle) = (&d.actions[0], &d.actions[1]);
-        assert!(busy.target > mib(400), "{}", busy.reason);
-        assert!(idle.target < mib(200), "{}", idle.reason);
-        assert!(
-            idle.moves().limit.unwrap() < mib(300),
-            "the idle tenant steps down"
-        );
-        // The busy tenant's raise waits for the memory the idle one gives back.
-        assert_eq!(busy.moves().limit, Some(mib(400)));
-        let rail = busy.reason.mechanism.limit.unwrap().rail;
-        assert!(matches!(rail, LimitRail::Budget { .. }), "{rail:?}");
-        assert!(
-            busy.reason.to_string().contains("waits for memory"),
-            "{}",
-            busy.reason
-        );
-
-        // With tax 0 both are squeezed alike.
-        let mut flat = two_tenants(600, 0.0);
-        flat.step(&host(
-            0,
-            vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
-        ));
-        flat.step(&host(
-            0,
-            vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
-        ));
-        let d = flat.step(&host(
-            1,
-            vec![cgroup(0, 400, 400, 400), cgroup(1, 300, 300, 10)],
-        ));
-        assert_eq!(d.actions[0].target, d.actions[1].target);
-    }
-
-    #[test]
-    fn the_limits_never_sum_above_the_budget_once_the_shrinks_are_done() {
-        let mut c = two_tenants(600, 0.75);
-        let (mut busy, mut idle) = (400u64, 300u64);
-        let mut last = Vec::new();
-        for now in 1..120 {
-            let d = c.step(&host(
-                now,
-                vec![cgroup(0, busy, busy, 400), cgroup(1, idle, idle, 10)],
-            ));
-            let limits: Vec<u64> = d
-                .actions
-                .iter()
-                .map(|a| a.moves().limit.unwrap().0)
-                .collect();
-            // Each tenant holds what its limit lets it (the busy one wants 450).
-            busy = (limits[0] >> 8).min(450);
-            idle = (limits[1] >> 8).min(300);
-            let sum: u64 = limits.iter().sum();
-            if now > 40 {
-                assert!(sum <= mib(600).0, "tick {now}: {sum}");
-            }
-            last = limits;
-        }
-        // The busy tenant ends above its 400 MiB active estimate, the idle one well below the
-        // 300 MiB it held; the limits fill the budget.
-        assert!(last[0] > mib(420).0, "{last:?}");
-        assert!(last[1] < mib(200).0, "{last:?}");
-        assert!(last.iter().sum::<u64>() > mib(590).0, "{last:?}");
-    }
-
-    #[test]
-    fn a_limit_just_above_what_the_tenant_holds_is_not_ratcheted_down_while_not_wanted() {
-        let mut c = two_tenants(1000, 0.75);
-        c.step(&host(
-            1,
-            vec![cgroup(0, 400, 410, 400), cgroup(1, 300, 1024, 10)],
-        ));
-        // Usage wobbles a little under the limit: the limit stays.
-        for (now, held) in [(2, 405), (3, 402), (4, 407), (5, 403)] {
-            let d = c.step(&host(
-                now,
-                vec![cgroup(0, held, 410, 400), cgroup(1, 300, 1024, 10)],
-            ));
-            assert!(
-                d.actions[0].moves().limit.unwrap() >= mib(410),
-                "{}",
-                d.actions[0].reason
-            );
-        }
-    }
-
-    #[test]
-    fn nothing_is_reclaimed_before_the_estimates_are_measured() {
-        let config = ControllerConfig {
-            budget: Some(mib(600)),
-            ..ControllerConfig::default()
-        };
-        let mut c = Controller::new(config, mib(600), mib(8192)).unwrap();
-        for id in 0..2 {
-            c.admit(TenantSpec {
-                estimator: EstimatorConfig::Sampling(Default::default()),
-                ..spec(id)
-            })
-            .unwrap();
-        }
-        // 800 MiB held against 600: short, but sampling has measured nothing yet.
-        for now in 1..10 {
-            let d = c.step(&host(
-                now,
-                vec![cgroup(0, 400, 400, 0), cgroup(1, 400, 400, 0)],
-            ));
-            for a in &d.actions {
-                assert!(a.moves().limit.unwrap() >= mib(400), "{}", a.reason);
-            }
-        }
-    }
-
-    #[test]
-    fn host_pressure_does_not_hold_a_tenants_shrink() {
-        let mut c = controller(300);
-        c.step(&host(0, vec![limited(0, 400, 400, Some(0))]));
-        let mut obs = host(1, vec![limited(0, 400, 400, Some(0))]);
-        obs.pressure = Some(80.0);
-        let d = c.step(&obs);
-        assert_eq!(
-            d.actions[0].moves().limit,
-            Some(mib(380)),
-            "{}",
-            d.actions[0].reason
-        );
-    }
-
-    #[test]
-    fn tenants_without_a_limit_keep_the_balloon_and_swap_plan() {
-        let mut c = controller(300);
-        let d = c.step(&host(
-            1,
-            vec![TenantObservation::new(TenantId(0), mib(400))],
-        ));
-        assert_eq!(d.actions[0].moves().limit, None);
-        assert!(d.actions[0].reason.mechanism.limit.is_none());
-    }
-}
+mod tests;

@@ -23,16 +23,15 @@ pub fn overcommitted_vms(n: u32) -> (Controller, HostObservation) {
     let mut tenants = Vec::with_capacity(n as usize);
     for i in 0..n {
         let spec = TenantSpec {
-            disk: None,
-            id: TenantId(i),
-            name: format!("t{i}"),
-            min: Pages::from_mib(64),
-            max: Pages::from_mib(1024),
             shares: 1000 + u64::from(i % 7) * 100,
             overhead: Pages::from_mib(8),
             estimator: EstimatorConfig::Sampling(SamplingConfig::default()),
-            cap_at_estimate: false,
-            slo: None,
+            ..TenantSpec::new(
+                TenantId(i),
+                format!("t{i}"),
+                Pages::from_mib(64),
+                Pages::from_mib(1024),
+            )
         };
         controller.admit(spec).expect("fits");
         let mut obs =

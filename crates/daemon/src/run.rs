@@ -1397,12 +1397,7 @@ fn spec(slot: &Slot, config: &DaemonConfig) -> TenantSpec {
     TenantSpec {
         // A tenant's disk is shared only when memtide manages the disk.
         disk: disk_spec(t).filter(|_| config.io.enabled),
-        id: slot.id,
-        name: t.name.clone(),
-        min: Bytes(t.min_bytes).to_pages_ceil(),
-        max: Bytes(t.max_bytes).to_pages_floor(),
         shares: t.shares,
-        overhead: Pages::ZERO,
         estimator: match t.estimator {
             EstimatorChoice::Tws => EstimatorConfig::WorkingSet(WorkingSetConfig {
                 epoch: config.daemon.tick,
@@ -1417,6 +1412,12 @@ fn spec(slot: &Slot, config: &DaemonConfig) -> TenantSpec {
         },
         cap_at_estimate: t.cap_at_estimate,
         slo: t.slo,
+        ..TenantSpec::new(
+            slot.id,
+            t.name.clone(),
+            Bytes(t.min_bytes).to_pages_ceil(),
+            Bytes(t.max_bytes).to_pages_floor(),
+        )
     }
 }
 

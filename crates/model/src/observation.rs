@@ -31,8 +31,10 @@ pub struct HostObservation {
 }
 
 /// One tenant as the world sees it. Counters are deltas since the previous observation;
-/// `None` means the world cannot measure that quantity (never read as zero).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// `None` means the world cannot measure that quantity (never read as zero). Build one with
+/// `..TenantObservation::new(id, allocated)` (or `..Default::default()`), so a new figure is
+/// added here alone.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TenantObservation {
     pub id: TenantId,
     /// Machine memory the tenant holds (excluding its overhead).
@@ -83,16 +85,7 @@ impl TenantObservation {
         TenantObservation {
             id,
             allocated,
-            committed: None,
-            anon: None,
-            file: None,
-            swapped: None,
-            swap_ins: None,
-            refaults: None,
-            sample: None,
-            throughput: None,
-            latency_ms: None,
-            levers: Levers::default(),
+            ..TenantObservation::default()
         }
     }
 }

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// A tenant's identity: an index assigned by the world (scenario order or config order).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize,
+)]
 pub struct TenantId(pub u32);
 
 impl fmt::Display for TenantId {
@@ -44,6 +46,30 @@ pub struct TenantSpec {
     /// disk among the tenants (Lai et al.).
     #[serde(default)]
     pub disk: Option<DiskSpec>,
+}
+
+impl TenantSpec {
+    /// ESX's default shares: every tenant equal.
+    pub const DEFAULT_SHARES: u64 = 1000;
+
+    /// A tenant with its identity and bounds, and everything else at its plain default: the
+    /// default shares, no overhead, the committed-memory estimator, no cap at the estimate, no
+    /// SLO, no shared disk. Callers set the rest with `..TenantSpec::new(..)`, so a new field
+    /// is added here alone.
+    pub fn new(id: TenantId, name: impl Into<String>, min: Pages, max: Pages) -> TenantSpec {
+        TenantSpec {
+            id,
+            name: name.into(),
+            min,
+            max,
+            shares: TenantSpec::DEFAULT_SHARES,
+            overhead: Pages::ZERO,
+            estimator: EstimatorConfig::Committed,
+            cap_at_estimate: false,
+            slo: None,
+            disk: None,
+        }
+    }
 }
 
 /// The idle memory tax rate tau, 0 <= tau < 1. `k = 1 / (1 - tau)` is the cost of an idle page.
@@ -108,6 +134,19 @@ mod tests {
         assert_eq!(TaxRate::new(1.0), Err(TaxRateError(1.0)));
         assert!(TaxRate::new(-0.1).is_err());
         assert!(TaxRate::new(f64::NAN).is_err());
+    }
+
+    #[test]
+    fn a_new_spec_has_equal_shares_and_nothing_optional() {
+        let s = TenantSpec::new(TenantId(3), "db", Pages(10), Pages(20));
+        assert_eq!(
+            (s.id, s.name.as_str(), s.min, s.max),
+            (TenantId(3), "db", Pages(10), Pages(20))
+        );
+        assert_eq!(s.shares, 1000);
+        assert_eq!(s.overhead, Pages::ZERO);
+        assert_eq!(s.estimator, EstimatorConfig::Committed);
+        assert!(!s.cap_at_estimate && s.slo.is_none() && s.disk.is_none());
     }
 
     #[test]

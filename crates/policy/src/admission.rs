@@ -136,20 +136,17 @@ impl AdmissionLedger {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memtide_model::{EstimatorConfig, TenantId};
+    use memtide_model::TenantId;
 
     fn spec(name: &str, min_mib: u64, max_mib: u64, overhead_mib: u64) -> TenantSpec {
         TenantSpec {
-            disk: None,
-            id: TenantId(0),
-            name: name.to_string(),
-            min: Pages::from_mib(min_mib),
-            max: Pages::from_mib(max_mib),
-            shares: 1000,
             overhead: Pages::from_mib(overhead_mib),
-            estimator: EstimatorConfig::Committed,
-            cap_at_estimate: false,
-            slo: None,
+            ..TenantSpec::new(
+                TenantId(0),
+                name,
+                Pages::from_mib(min_mib),
+                Pages::from_mib(max_mib),
+            )
         }
     }
 

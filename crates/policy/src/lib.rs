@@ -8,7 +8,6 @@ pub mod admission;
 pub mod advice;
 pub mod allocation;
 pub mod cache;
-pub mod disk;
 pub mod estimator;
 pub mod mechanism;
 pub mod reclamation;

@@ -5,8 +5,7 @@ use crate::runner::Runner;
 use crate::sink::{Sink, TickView};
 use memtide_controller::{Attach, Controller, ControllerConfig, Host, World};
 use memtide_model::{
-    Decision, EstimatorConfig, HostObservation, Pages, TenantId, TenantObservation, TenantSpec,
-    WorldEvent,
+    Decision, HostObservation, Pages, TenantId, TenantObservation, TenantSpec, WorldEvent,
 };
 use std::time::Duration;
 
@@ -140,18 +139,12 @@ impl Sink<FakeWorld> for Lines {
 }
 
 pub(crate) fn spec(id: u32, min_mib: u64) -> TenantSpec {
-    TenantSpec {
-        disk: None,
-        id: TenantId(id),
-        name: format!("t{id}"),
-        min: Pages::from_mib(min_mib),
-        max: Pages::from_mib(1024),
-        shares: 1000,
-        overhead: Pages::ZERO,
-        estimator: EstimatorConfig::Committed,
-        cap_at_estimate: false,
-        slo: None,
-    }
+    TenantSpec::new(
+        TenantId(id),
+        format!("t{id}"),
+        Pages::from_mib(min_mib),
+        Pages::from_mib(1024),
+    )
 }
 
 pub(crate) fn runner(world: FakeWorld) -> Runner<FakeWorld> {

@@ -341,8 +341,6 @@ impl Vm {
         levers.app_balloon = app_balloon;
         levers.sharing = host.sharing.as_ref().map(|s| s.lever(idx, pmap));
         TenantObservation {
-            id: self.id,
-            allocated: Pages(u64::from(pmap.mapped())),
             committed: Some(Pages(committed)),
             anon: Some(Pages(u64::from(self.guest.anon_resident()))),
             file: Some(Pages(u64::from(self.guest.cache_resident()))),
@@ -353,6 +351,7 @@ impl Vm {
             throughput: last.map(|s| s.throughput),
             latency_ms: last.map(|s| s.latency_ms),
             levers,
+            ..TenantObservation::new(self.id, Pages(u64::from(pmap.mapped())))
         }
     }
 

@@ -1,9 +1,7 @@
 //! The application balloon on the simulated host, driven by the real controller: an agent registers its pool, is asked before the OS, the fence follows what it released, and stuck, dishonest, dead and refusing agents are taken over or worked around.
 
 use memtide_controller::{Controller, ControllerConfig, Host};
-use memtide_model::{
-    AppStep, Decision, EstimatorConfig, Mechanism, Pages, Takeover, TaxRate, TenantId, TenantSpec,
-};
+use memtide_model::{AppStep, Decision, Mechanism, Pages, Takeover, TaxRate, TenantId, TenantSpec};
 use memtide_sim::app::{AgentConfig, Behaviour, DEFAULT_GRANULE};
 use memtide_sim::config::{BalloonConfig, HostConfig, TenantKind, VmConfig};
 use memtide_sim::cost::CostModel;
@@ -89,16 +87,8 @@ fn setup(vm: VmConfig, budget: Pages) -> (SimWorld, Controller) {
     .unwrap();
     controller
         .admit(TenantSpec {
-            disk: None,
-            id: ID,
-            name: "cache".to_string(),
-            min: Pages::ZERO,
-            max: vm.max,
-            shares: 1000,
             overhead: vm.overhead,
-            estimator: EstimatorConfig::Committed,
-            cap_at_estimate: false,
-            slo: None,
+            ..TenantSpec::new(ID, "cache", Pages::ZERO, vm.max)
         })
         .unwrap();
     (world, controller)

@@ -633,8 +633,7 @@ mod tests {
     use crate::host::{HostOptions, LinuxHost, Origin, Placement};
     use memtide_controller::{Host, World};
     use memtide_model::{
-        Decision, DiskNote, DiskSpec, EstimatorConfig, Pages, ReclamationState, TenantAction,
-        TenantSpec,
+        Decision, DiskNote, DiskSpec, Pages, ReclamationState, TenantAction, TenantSpec,
     };
     use std::fs;
 
@@ -723,19 +722,11 @@ mod tests {
 
     fn spec() -> TenantSpec {
         TenantSpec {
-            id: TenantId(0),
-            name: "t".into(),
-            min: Pages::from_mib(16),
-            max: Pages::from_mib(1024),
-            shares: 1000,
-            overhead: Pages::ZERO,
-            estimator: EstimatorConfig::Committed,
-            cap_at_estimate: false,
-            slo: None,
             disk: Some(DiskSpec {
                 weight: 100,
                 latency_target_us: Some(5000),
             }),
+            ..TenantSpec::new(TenantId(0), "t", Pages::from_mib(16), Pages::from_mib(1024))
         }
     }
 

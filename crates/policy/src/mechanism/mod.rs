@@ -18,7 +18,10 @@
 //!    cooperative levers above do not cover;
 //! 5. **host swap** (`host_swap.rs`): the fallback, paging random victims behind the tenant's
 //!    back: in `soft` only what the levers above cannot take, in `hard` and `low` the whole
-//!    excess, and in `low` the tenant is blocked while above its target.
+//!    excess, and in `low` the tenant is blocked while above its target;
+//! 6. **disk weight** (`disk.rs`): not memory, so it takes none of the excess; a tenant on a
+//!    disk the tenants share, with a disk in its spec, gets its proportional-share weight,
+//!    raised while it misses its I/O latency target (Lai et al.).
 //!
 //! A tenant without a lever simply skips its planner: a simulated VM has a balloon and host
 //! swap, a cgroup has a limit, and a container running a database could have an application
@@ -34,6 +37,7 @@
 
 mod app_balloon;
 mod balloon;
+pub mod disk;
 mod host_swap;
 pub mod limit;
 mod sharing;
@@ -43,7 +47,7 @@ pub use balloon::BalloonWatch;
 pub use sharing::{scan_rate, ScanCost};
 
 use memtide_model::{
-    Levers, Mechanism, MechanismNote, Mechanisms, Pages, ReclamationState, TenantAction,
+    DiskSpec, Levers, Mechanism, MechanismNote, Mechanisms, Pages, ReclamationState, TenantAction,
     TenantObservation,
 };
 use std::time::Duration;
@@ -62,6 +66,9 @@ pub struct PlanInput<'a> {
     pub tenant: &'a TenantObservation,
     /// Time since the previous observation, for per-second rates (`None` on the first).
     pub elapsed: Option<Duration>,
+    /// Its configured disk weight and latency target, where it has one: read only for a
+    /// tenant whose world shares a disk (a reference, so a step reads no spec otherwise).
+    pub disk: &'a Option<DiskSpec>,
 }
 
 /// The chooser's settings, the same for every tenant.
@@ -79,8 +86,8 @@ pub struct PlanSettings<'a> {
 pub struct PlanMemory {
     pub balloon: BalloonWatch,
     pub app: AppWatch,
-    /// The disk planner's (`crate::disk`), for a tenant on a shared disk.
-    pub disk: crate::disk::DiskWatch,
+    /// The disk planner's, for a tenant on a shared disk.
+    pub disk: disk::DiskWatch,
 }
 
 /// Where the planners stand while the chooser runs them.
@@ -101,17 +108,20 @@ impl Need {
     }
 }
 
-/// Plans every lever of one tenant (see the module docs): the mechanisms that act, in planning
-/// order, into `mechanisms`, and the figures behind them, the moves among them
-/// (`MechanismNote::moves`), into `note`. Both are written where they lie (a step for 10,000
-/// tenants writes them straight into its decision) and hold nothing of their last value.
+/// Plans every lever of one tenant (see the module docs) into its `action`: the mechanisms
+/// that act, in planning order, into `action.mechanisms`, and the figures behind them, the
+/// moves among them (`MechanismNote::moves`), into `action.reason.mechanism` and
+/// `action.reason.disk`. They are written where they lie (a step for 10,000 tenants writes
+/// them straight into its decision) and hold nothing of their last value; the action's other
+/// fields are left alone.
 pub fn plan(
     input: &PlanInput<'_>,
     settings: &PlanSettings<'_>,
     memory: &mut PlanMemory,
-    mechanisms: &mut Mechanisms,
-    note: &mut MechanismNote,
+    action: &mut TenantAction,
 ) {
+    let mechanisms = &mut action.mechanisms;
+    let note = &mut action.reason.mechanism;
     let t = input.tenant;
     let levers = &t.levers;
     let excess = t.allocated.saturating_sub(input.target);
@@ -178,6 +188,11 @@ pub fn plan(
         }
         note.host_swap = Some(n);
     }
+    // A tenant on a shared disk: its weight, read from its spec only then.
+    action.reason.disk = levers.disk.as_deref().and_then(|io| {
+        let spec = input.disk.as_ref()?;
+        Some(disk::plan(spec, io, &mut memory.disk))
+    });
 }
 
 /// What the OS fence lets a tenant hold now: the memory its guest balloon leaves it, or its

@@ -3,7 +3,8 @@
 use super::*;
 use memtide_model::{
     AppAnswer, AppBalloonLever, AppMove, AppStatus, AppStep, BalloonDriverInfo, BalloonLever,
-    HostSwapLever, LimitLever, LimitRail, Moves, SharingLever, Takeover, TenantId,
+    DiskIo, DiskNote, HostSwapLever, LimitLever, LimitRail, Moves, SharingLever, Takeover,
+    TenantId,
 };
 use Mechanism::{AppBalloon, Balloon, HostSwap, Sharing};
 use ReclamationState::{Hard, High, Low, Soft};
@@ -83,11 +84,33 @@ fn run_with(
     memory: &mut PlanMemory,
     stall_ticks: u32,
 ) -> Plan {
+    plan_disk(t, state, target, budget, memory, stall_ticks, &None).0
+}
+
+/// [`run_with`] for a tenant with `disk` in its spec; also the disk note.
+fn plan_disk(
+    t: &TenantObservation,
+    state: ReclamationState,
+    target: u64,
+    budget: u64,
+    memory: &mut PlanMemory,
+    stall_ticks: u32,
+    disk: &Option<DiskSpec>,
+) -> (Plan, Option<DiskNote>) {
     let rails = LimitRails::default();
     // Filled with another tenant's figures first: `plan` must keep none of them.
-    let mut out = Plan {
-        mechanisms: [Mechanism::Limit, Mechanism::Sharing].into_iter().collect(),
-        note: MechanismNote::new(ReclamationState::Low, mib(999), mib(1)).with_moves(Moves {
+    let mut action = TenantAction::none(TenantId(9), ReclamationState::Low);
+    action.mechanisms = [Mechanism::Limit, Mechanism::Sharing].into_iter().collect();
+    action.reason.disk = Some(DiskNote {
+        weight: 7,
+        was: Some(7),
+        base: 7,
+        boost: 1,
+        latency_us: None,
+        target_us: None,
+    });
+    action.reason.mechanism = MechanismNote::new(ReclamationState::Low, mib(999), mib(1))
+        .with_moves(Moves {
             disk_weight: None,
             balloon: Some(mib(7)),
             app_balloon: Some(AppMove::Target {
@@ -98,8 +121,7 @@ fn run_with(
             host_swap_out: mib(7),
             blocked: true,
             limit: Some(mib(7)),
-        }),
-    };
+        });
     plan(
         &PlanInput {
             state,
@@ -108,6 +130,7 @@ fn run_with(
             max: mib(256),
             tenant: t,
             elapsed: Some(Duration::from_secs(1)),
+            disk,
         },
         &PlanSettings {
             host_swap_per_tick: mib(budget),
@@ -115,10 +138,13 @@ fn run_with(
             rails: &rails,
         },
         memory,
-        &mut out.mechanisms,
-        &mut out.note,
+        &mut action,
     );
-    out
+    let plan = Plan {
+        mechanisms: action.mechanisms,
+        note: action.reason.mechanism,
+    };
+    (plan, action.reason.disk)
 }
 
 fn plan_vm(vm: &Vm) -> Plan {
@@ -921,4 +947,48 @@ fn a_pool_the_application_can_give_back_does_not_raise_a_limit_tenants_floor() {
         mib(300) + rails.floor_margin,
         "without an agent it is all the floor"
     );
+}
+
+/// A VM on a shared disk that saw `latency_us` per operation at weight 100.
+fn on_disk(latency_us: f64) -> TenantObservation {
+    let mut t = observed(&base(Soft));
+    t.levers.disk = Some(Box::new(DiskIo {
+        weight: Some(100),
+        ops: 50,
+        latency_us: Some(latency_us),
+        ..DiskIo::default()
+    }));
+    t
+}
+
+#[test]
+fn the_disk_weight_is_planned_beside_memory_and_takes_none_of_its_excess() {
+    let spec = Some(DiskSpec {
+        weight: 100,
+        latency_target_us: Some(1000),
+    });
+    let mut memory = PlanMemory::default();
+    let (with, note) = plan_disk(&on_disk(5000.0), Soft, 180, 64, &mut memory, 3, &spec);
+    let note = note.expect("a disk note");
+    assert_eq!((note.weight, note.was, note.boost), (200, Some(100), 1));
+    // The memory plan is the one without a disk.
+    let without = run(&observed(&base(Soft)), Soft, 180, 64);
+    assert_eq!(with.mechanisms, without.mechanisms);
+    assert_eq!(with.note.moves(), without.note.moves());
+    // The boost is remembered between ticks.
+    let (_, note) = plan_disk(&on_disk(5000.0), Soft, 180, 64, &mut memory, 3, &spec);
+    assert_eq!(note.map(|n| n.weight), Some(400));
+}
+
+#[test]
+fn no_disk_note_without_a_shared_disk_or_without_a_disk_in_the_spec() {
+    let spec = Some(DiskSpec {
+        weight: 100,
+        latency_target_us: None,
+    });
+    let mut memory = PlanMemory::default();
+    let t = observed(&base(Soft));
+    assert_eq!(plan_disk(&t, Soft, 180, 64, &mut memory, 3, &spec).1, None);
+    let t = on_disk(5000.0);
+    assert_eq!(plan_disk(&t, Soft, 180, 64, &mut memory, 3, &None).1, None);
 }

@@ -101,9 +101,7 @@ impl Build<'_> {
         Ok(match kind.as_str() {
             "set_tax_rate" => {
                 let e: SetTaxRateDoc = self.read(at, rest)?;
-                let rate = TaxRate::new(e.tax_rate)
-                    .map_err(|x| self.err(&at.key("tax_rate"), x.to_string()))?;
-                (e.at, Pending::TaxRate(rate))
+                (e.at, Pending::TaxRate(e.tax_rate))
             }
             "set_workload" => {
                 let e: SetWorkloadDoc = self.read(at, rest)?;

@@ -67,10 +67,7 @@ impl Build<'_> {
     pub(super) fn controller(&self, p: PolicyDoc, tenants: &[Facts]) -> Result<ControllerConfig> {
         let at = FieldPath::root().key("policy");
         let cache_absent = p.cache.is_none();
-        let tax_rate = match p.tax_rate {
-            None => TaxRate::DEFAULT,
-            Some(t) => TaxRate::new(t).map_err(|e| self.err(&at.key("tax_rate"), e.to_string()))?,
-        };
+        let tax_rate = p.tax_rate.unwrap_or(TaxRate::DEFAULT);
         let budget = match p.budget {
             None => None,
             Some(b) => {

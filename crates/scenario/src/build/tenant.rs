@@ -110,15 +110,17 @@ impl Build<'_> {
         let tenant = ScenarioTenant {
             spec: TenantSpec {
                 disk: disk.as_ref().map(|(_, spec)| *spec),
-                id: TenantId(i as u32),
-                name: t.name.clone(),
-                min: min.to_pages(),
-                max: max.to_pages(),
                 shares,
                 overhead: overhead.to_pages(),
                 estimator,
                 cap_at_estimate,
                 slo,
+                ..TenantSpec::new(
+                    TenantId(i as u32),
+                    t.name.clone(),
+                    min.to_pages(),
+                    max.to_pages(),
+                )
             },
             vm: VmConfig {
                 kind,

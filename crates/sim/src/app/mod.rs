@@ -184,7 +184,7 @@ impl Link {
 mod tests {
     use super::*;
     use crate::cost::CostModel;
-    use crate::workload::{Workload, WorkloadConfig};
+    use crate::workload::{Pace, Workload, WorkloadConfig};
     use memtide_balloon::protocol::MemtideMessage;
     use memtide_model::{AppStatus, Takeover};
 
@@ -201,9 +201,7 @@ mod tests {
             grow_s_per_gib: 1.51,
             agent: None,
             jobs: None,
-            cpu_us_per_access: None,
-            accesses_per_op: None,
-            max_accesses_per_s: None,
+            pace: Pace::default(),
         };
         Workload::new(&config, &CostModel::default()).unwrap()
     }
