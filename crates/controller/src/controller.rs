@@ -616,6 +616,7 @@ mod tests {
                     unreclaimable: mib(100),
                     major_faults: None,
                     pressure: None,
+                    smallest_lowering: Pages::ZERO,
                 }),
                 ..Default::default()
             },
@@ -693,6 +694,7 @@ mod tests {
                     unreclaimable: mib(16),
                     major_faults: Some(0),
                     pressure: None,
+                    smallest_lowering: Pages::ZERO,
                 }),
                 ..Default::default()
             },

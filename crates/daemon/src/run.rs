@@ -20,11 +20,10 @@ use crate::log::Logger;
 use crate::publish::{Managed, Publisher};
 use crate::state_file::{self, ApiChanges, StateError, StateFile, TenantChange};
 use memtide_controller::{Controller, ControllerConfig, World};
-use memtide_linux::fs::hierarchy;
 use memtide_linux::host::{
-    launched_cgroup_path, paths, HostOptions, IoOptions, LinuxError, LinuxHost, Placement,
+    launched_cgroup_path, HostOptions, IoOptions, LinuxError, LinuxHost, Placement,
 };
-use memtide_linux::io_cgroup::IoCap;
+use memtide_linux::{IoCap, MemoryHierarchy};
 use memtide_model::{
     Bytes, EstimatorConfig, Pages, SamplingConfig, TaxRate, TenantId, TenantSpec, WorkingSetConfig,
     WorldEvent,
@@ -185,7 +184,7 @@ impl Running {
         let log = Logger::new(config.daemon.log_format);
         let dry_run = config.daemon.dry_run;
         let proc_root = config.host.proc_root.clone();
-        let found = hierarchy::detect(&proc_root).map_err(LinuxError::from)?;
+        let found = MemoryHierarchy::detect(&proc_root).map_err(LinuxError::from)?;
         let parent = match &config.host.parent {
             ParentCgroup::OwnCgroup => found.own_cgroup.clone(),
             ParentCgroup::Path(p) => p.clone(),
@@ -1235,7 +1234,7 @@ fn rails(r: &RailsSection) -> LimitRails {
 }
 
 fn swap_total(proc_root: &Path) -> Pages {
-    memtide_linux::fs::meminfo::read_meminfo(proc_root)
+    memtide_linux::read_meminfo(proc_root)
         .ok()
         .and_then(|m| m.swap_total)
         .unwrap_or(Bytes::ZERO)
@@ -1246,7 +1245,7 @@ fn swap_total(proc_root: &Path) -> Pages {
 fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot, DaemonError> {
     let cgroup = match &t.origin {
         TenantOrigin::Adopt { cgroup } => {
-            if !paths::is_under(parent, cgroup) {
+            if !memtide_linux::is_under(parent, cgroup) {
                 return Err(LinuxError::OutsideParent {
                     cgroup: cgroup.clone(),
                     parent: parent.to_string(),

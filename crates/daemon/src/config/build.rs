@@ -662,7 +662,7 @@ fn vm(doc: &Document, at: &FieldPath, v: VmDoc, host: &HostSection) -> Result<Te
                 "is for a VM memtide launches; an adopted VM (qmp) runs as it was started",
             ));
         }
-        let hierarchy = memtide_linux::fs::hierarchy::detect(&host.proc_root)
+        let hierarchy = memtide_linux::MemoryHierarchy::detect(&host.proc_root)
             .map_err(|e| doc.error(&at.key("qmp"), e.to_string()))?;
         let socket = PathBuf::from(&qmp);
         let cgroup = memtide_qemu::adopt::cgroup_of_socket(&socket, &hierarchy, &host.proc_root)
@@ -689,7 +689,7 @@ fn vm(doc: &Document, at: &FieldPath, v: VmDoc, host: &HostSection) -> Result<Te
         args: v.args.unwrap_or_default(),
         kvm: v.kvm.unwrap_or(false),
     };
-    let machine = memtide_linux::fs::meminfo::read_meminfo(&host.proc_root)
+    let machine = memtide_linux::read_meminfo(&host.proc_root)
         .map_err(|e| doc.error(&at.key("memory"), e.to_string()))?
         .mem_total;
     spec.check(machine).map_err(|e| {

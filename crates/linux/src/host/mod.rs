@@ -2,6 +2,7 @@
 
 mod adapter;
 mod agents;
+pub mod derive;
 mod error;
 mod io;
 pub mod ksm;
@@ -25,14 +26,12 @@ use crate::fs::oom_events::OomEvents;
 use crate::fs::{meminfo, pressure, FsError};
 use memtide_controller::Host;
 use memtide_model::{
-    Bytes, Decision, HostObservation, Levers, LimitLever, Pages, TenantId, TenantObservation,
-    WorldEvent,
+    Bytes, Decision, HostObservation, Pages, TenantId, TenantObservation, WorldEvent,
 };
 use sampling::AccessSampler;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tenant::{delta, distinct_swap_ins, Counters};
 
 /// How the host reads and writes.
 #[derive(Clone, Debug)]
@@ -453,7 +452,6 @@ impl LinuxHost {
             cgroup,
             child,
             no_anon_swap,
-            last: None,
             last_sample: None,
             unreclaimable: Pages::ZERO,
             sampler: None,
@@ -788,21 +786,14 @@ impl LinuxHost {
         let near_limit = near_its_limit(&sample);
         t.oom.pending |= t.record.oom_guard && near_limit;
         self.oom_due |= t.record.oom_guard && near_limit;
-        let counters = Counters::of(&sample);
-        let last = t.last.replace(counters);
-        let (swap_ins, refaults, major) = match last {
-            Some(l) => (
-                distinct_swap_ins(delta(counters.refault_anon, l.refault_anon), counters, l),
-                delta(counters.refault_file, l.refault_file),
-                delta(counters.major_faults, l.major_faults),
-            ),
-            None => (None, None, None),
+        let ctx = derive::Context {
+            machine,
+            swap_free,
+            no_anon_swap: t.no_anon_swap,
+            smallest_lowering: SMALLEST_LOWERING,
         };
-        t.unreclaimable = unreclaimable(&sample, swap_free, t.no_anon_swap);
-        let limit = match sample.limit {
-            Limit::Max => machine,
-            Limit::Bytes(b) => b.to_pages_floor().min(machine),
-        };
+        let mut obs = derive::observation(id, &sample, t.last_sample.as_ref(), &ctx);
+        t.unreclaimable = obs.levers.limit.map_or(Pages::ZERO, |l| l.unreclaimable);
         let sample_counts = match &mut t.sampler {
             Some(s) => match s.observe(now, &t.pids) {
                 Ok(c) => Some(c),
@@ -834,11 +825,10 @@ impl LinuxHost {
                 });
             }
         }
-        let usage = sample.usage.to_pages_floor();
         // An application with a live agent resizes its own pool first (ALB); what it uses is
         // the cgroup's usage and its swap (a pool paged out is still the pool's).
-        let used = usage + sample.swap.map_or(Pages::ZERO, Bytes::to_pages_floor);
-        let app_balloon = self
+        let used = obs.allocated + obs.swapped.unwrap_or(Pages::ZERO);
+        obs.levers.app_balloon = self
             .agents
             .as_ref()
             .and_then(|hub| hub.lever(id, used, hub.now()));
@@ -858,29 +848,9 @@ impl LinuxHost {
             },
             _ => None,
         };
-        let obs = TenantObservation {
-            anon: sample.anon.map(Bytes::to_pages_floor),
-            file: sample.file.map(Bytes::to_pages_floor),
-            swapped: sample.swap.map(Bytes::to_pages_floor),
-            swap_ins,
-            refaults,
-            sample: sample_counts,
-            // A cgroup's memory moves by its limit, and by its application's own balloon.
-            levers: Levers {
-                app_balloon,
-                limit: Some(LimitLever {
-                    limit,
-                    unlimited: sample.limit == Limit::Max,
-                    unreclaimable: t.unreclaimable,
-                    major_faults: major,
-                    pressure: sample.pressure.as_ref().map(|p| p.some.avg10_pct),
-                }),
-                sharing,
-                disk: disk.map(Box::new),
-                ..Levers::default()
-            },
-            ..TenantObservation::new(id, usage)
-        };
+        obs.sample = sample_counts;
+        obs.levers.sharing = sharing;
+        obs.levers.disk = disk.map(Box::new);
         t.last_sample = Some(sample);
         Ok(Some(obs))
     }
@@ -888,15 +858,13 @@ impl LinuxHost {
     /// Writes `id`'s limit `to` now, behind the same last floor check as the policy's limits
     /// (another world's mechanism moving a tenant through its cgroup: a VM's host swap).
     pub fn set_limit(&mut self, id: TenantId, to: Pages) {
-        let mut room = Pages::ZERO;
-        self.apply_limit(id, to, &mut room);
+        self.apply_limit(id, to);
     }
 
-    /// Writes `id`'s limit `to` (or, in a dry run, reports it). A lowering smaller than
-    /// [`SMALLEST_LOWERING`] is not written while `room` (the budget left over by the limits
-    /// planned this tick) holds it, and is taken from `room`: the limits in force then still add
-    /// up to no more than the budget.
-    fn apply_limit(&mut self, id: TenantId, to: Pages, room: &mut Pages) {
+    /// Writes `id`'s limit `to` (or, in a dry run, reports it): whatever the policy asks,
+    /// lowerings too small to be worth a write being held back there (see
+    /// [`SMALLEST_LOWERING`]).
+    fn apply_limit(&mut self, id: TenantId, to: Pages) {
         let dry_run = self.options.dry_run;
         let timeout = self.options.write_timeout;
         let machine = self.machine;
@@ -906,10 +874,7 @@ impl LinuxHost {
         let Some(sample) = &t.last_sample else {
             return;
         };
-        let from = match sample.limit {
-            Limit::Max => machine,
-            Limit::Bytes(b) => b.to_pages_floor().min(machine),
-        };
+        let from = derive::limit_pages(sample.limit, machine);
         if to == from {
             return;
         }
@@ -922,10 +887,6 @@ impl LinuxHost {
                 to,
                 floor: t.unreclaimable,
             });
-            return;
-        }
-        if to < from && from - to < SMALLEST_LOWERING && from - to <= *room {
-            *room -= from - to;
             return;
         }
         if dry_run {
@@ -999,11 +960,9 @@ impl LinuxHost {
     }
 }
 
-/// Lowerings of a limit smaller than this (1 MiB, the rails' smallest shrink step) are not
-/// written while the budget has room for them: such a step (a TWS probe's 1% on a small tenant,
-/// say) costs a kernel write and buys almost nothing, and a limit left a little higher is
-/// never less safe. The next lowering writes once the limit in force is this much above the
-/// one wanted. Raises are always written.
+/// The smallest lowering of a limit worth a kernel write (1 MiB, the rails' smallest shrink
+/// step), as the tenants' limit levers declare it: the policy holds smaller ones back while the
+/// budget has room for them (`memtide_policy::mechanism::limit::hold_small_lowerings`).
 pub const SMALLEST_LOWERING: Pages = Pages(256);
 
 /// A tenant about to be managed, as `insert` takes it.
@@ -1095,21 +1054,6 @@ fn near_its_limit(sample: &CgroupSample) -> bool {
     }
 }
 
-/// Memory the tenant cannot give back now: its anonymous memory beyond the free swap (all of
-/// it when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole
-/// usage minus known page cache: never as zero.
-pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool) -> Pages {
-    let anon = match (sample.anon, sample.file) {
-        (Some(a), _) => a,
-        (None, Some(f)) => sample.usage.saturating_sub(f),
-        (None, None) => sample.usage,
-    }
-    .to_pages_ceil();
-    let swap_room = if no_anon_swap { Pages::ZERO } else { swap_free };
-    let unevictable = sample.unevictable.unwrap_or(Bytes::ZERO).to_pages_ceil();
-    anon.saturating_sub(swap_room) + unevictable
-}
-
 /// Stops a launched tenant's processes and removes its cgroup, and with them its blkio cgroup
 /// and what memtide created to hold it (its weight and caps given back first, should the
 /// directory stay).
@@ -1199,16 +1143,10 @@ impl Host for LinuxHost {
     }
 
     fn apply(&mut self, decision: &Decision) -> Result<(), LinuxError> {
-        let planned = decision
-            .actions
-            .iter()
-            .filter_map(|a| a.moves().limit)
-            .fold(Pages::ZERO, |sum, l| sum + l);
-        let mut room = decision.memory.budget.saturating_sub(planned);
         for action in &decision.actions {
             let moves = action.moves();
             if let Some(to) = moves.limit {
-                self.apply_limit(action.id, to, &mut room);
+                self.apply_limit(action.id, to);
             }
             if let (Some(hub), Some(app_move), false) =
                 (&self.agents, moves.app_balloon, self.options.dry_run)
@@ -1622,56 +1560,33 @@ mod tests {
         );
     }
 
-    /// A decision setting `id`'s limit to `to` within `budget`.
-    fn limit_within(id: TenantId, to: Pages, budget: Pages) -> Decision {
-        let mut d = limit_to(id, 0);
-        let a = &mut d.actions[0];
-        a.reason.mechanism = a.reason.mechanism.with_moves(memtide_model::Moves {
-            limit: Some(to),
-            ..memtide_model::Moves::default()
-        });
-        d.memory.budget = budget;
-        d
-    }
-
     #[test]
-    fn a_lowering_under_a_mib_waits_while_the_budget_has_room_and_raises_never_wait() {
+    fn a_limit_is_written_however_small_the_lowering_and_declares_the_smallest_worth_it() {
         let root = tempfile::tempdir().unwrap();
         let mut host = fake_v2(root.path(), 300);
         host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
             .unwrap();
-        host.observe().unwrap();
-        let high = || {
-            std::fs::read_to_string(root.path().join("cg/t/memory.high"))
-                .unwrap()
-                .parse::<u64>()
-                .map(|b| Bytes(b).to_pages_floor())
-                .unwrap()
-        };
-        let (id, roomy) = (TenantId(0), Pages::from_mib(1024));
-        let mib = Pages::from_mib;
-        let mut apply = |to: Pages, budget: Pages| {
-            host.apply(&limit_within(id, to, budget)).unwrap();
-            host.drain_events()
-                .iter()
-                .filter(|e| matches!(e, WorldEvent::Limit { written: true, .. }))
-                .count()
-        };
-        assert_eq!(apply(mib(280), roomy), 1);
-        assert_eq!(high(), mib(280));
-        // Half a MiB lower, with room in the budget: not written.
-        assert_eq!(apply(mib(280) - Pages(128), roomy), 0);
-        assert_eq!(high(), mib(280));
-        // The same with the budget taken up by the limits planned: written.
-        assert_eq!(apply(mib(280) - Pages(128), mib(280) - Pages(128)), 1);
-        assert_eq!(high(), mib(280) - Pages(128));
-        // A raise, however small, is written.
-        assert_eq!(apply(mib(280) - Pages(100), roomy), 1);
-        assert_eq!(high(), mib(280) - Pages(100));
-        // Small lowerings wait until together they make a MiB.
-        assert_eq!(apply(mib(279), roomy), 0);
-        assert_eq!(high(), mib(280) - Pages(100));
-        assert_eq!(apply(mib(279) - Pages(200), roomy), 1);
-        assert_eq!(high(), mib(279) - Pages(200));
+        let obs = host.observe().unwrap();
+        assert_eq!(
+            obs.tenants[0].levers.limit.unwrap().smallest_lowering,
+            SMALLEST_LOWERING
+        );
+        host.apply(&limit_to(TenantId(0), 280)).unwrap();
+        let mut d = limit_to(TenantId(0), 0);
+        d.actions[0].reason.mechanism =
+            d.actions[0]
+                .reason
+                .mechanism
+                .with_moves(memtide_model::Moves {
+                    limit: Some(Pages::from_mib(280) - Pages(128)),
+                    ..memtide_model::Moves::default()
+                });
+        d.memory.budget = Pages::from_mib(1024);
+        host.apply(&d).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("cg/t/memory.high")).unwrap(),
+            (280 * MIB - 128 * 4096).to_string(),
+            "the policy holds small lowerings back, not the world"
+        );
     }
 }
