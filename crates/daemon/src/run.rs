@@ -21,7 +21,7 @@ use crate::publish::{Managed, Publisher};
 use crate::state_file::{self, ApiChanges, StateError, StateFile, TenantChange};
 use memtide_controller::{Controller, ControllerConfig, World};
 use memtide_linux::host::{
-    launched_cgroup_path, HostOptions, IoOptions, LinuxError, LinuxHost, Placement,
+    launched_cgroup_path, AppBalloon, HostOptions, IoOptions, LinuxError, LinuxHost, Placement,
 };
 use memtide_linux::{IoCap, MemoryHierarchy};
 use memtide_model::{
@@ -232,7 +232,7 @@ impl Running {
         let mut host = host;
         let balloon = if config.balloon.enabled {
             let b = Balloon::start(&config.balloon, &host)?;
-            host.set_agents(b.hub.clone());
+            host = host.with(AppBalloon::new(b.hub.clone()));
             Some(b)
         } else {
             None

@@ -1,7 +1,9 @@
 //! The Linux `Host`: tenants are memory cgroups (adopted or launched); observation reads cgroupfs and procfs, actuation writes limits within bounded time, and every write passes a last floor check; with disk I/O enabled, a shared block device and the tenants' blkio or io cgroups too (`io.rs`).
 
+mod actuator;
 mod adapter;
 mod agents;
+mod app_balloon;
 pub mod derive;
 mod error;
 mod io;
@@ -13,7 +15,9 @@ pub mod sampling;
 mod tenant;
 mod world;
 
+pub use actuator::Actuator;
 pub use agents::CgroupTenants;
+pub use app_balloon::AppBalloon;
 pub use error::LinuxError;
 pub use io::{IoFailure, IoHost, IoOptions, IoRecord};
 use tenant::OomState;
@@ -74,9 +78,9 @@ pub struct LinuxHost {
     oom_due: bool,
     /// The managed tenants' cgroup directories, for the balloon socket's identity check.
     members: agents::Members,
-    /// The applications' agents, when the balloon socket is served: a tenant with a live
-    /// agent has an application balloon lever, and the policy's moves for it go there.
-    agents: Option<memtide_agents::hub::Hub>,
+    /// The mechanisms it runs besides the limit, each filling its lever and carrying out its
+    /// moves (see `actuator.rs`), in the order it was built with.
+    actuators: Vec<Box<dyn Actuator>>,
     /// Page sharing, when memtide drives the kernel's KSM (`enable_sharing`).
     ksm: Option<ksm::KsmDriver>,
     /// The disk the tenants share, when memtide manages their I/O (`enable_io`).
@@ -103,7 +107,7 @@ impl LinuxHost {
             fired: Vec::new(),
             oom_due: false,
             members: agents::Members::default(),
-            agents: None,
+            actuators: Vec::new(),
             ksm: None,
             io: None,
         })
@@ -467,11 +471,12 @@ impl LinuxHost {
         self.tenants.entry(id).or_insert(tenant)
     }
 
-    /// Serves applications' agents through `hub`: tenants with a live agent get an
-    /// application balloon lever, and the policy's moves for it are carried out there (not in
+    /// This host, running `actuator` too (after those it runs already): each tenant's
+    /// observation gets its lever, and the policy's moves for it are carried out there (not in
     /// a dry run, which asks nothing of anyone).
-    pub fn set_agents(&mut self, hub: memtide_agents::hub::Hub) {
-        self.agents = Some(hub);
+    pub fn with(mut self, actuator: impl Actuator + 'static) -> LinuxHost {
+        self.actuators.push(Box::new(actuator));
+        self
     }
 
     /// Which managed tenant holds a process, as the balloon socket asks (see `agents.rs`).
@@ -584,8 +589,8 @@ impl LinuxHost {
             a.stop();
         }
         self.members.remove(id);
-        if let Some(hub) = &self.agents {
-            hub.forget(id);
+        for a in &mut self.actuators {
+            a.forget(id);
         }
         if let Some(io) = &mut self.io {
             io.forget(id);
@@ -705,8 +710,8 @@ impl LinuxHost {
             a.stop();
         }
         self.members.remove(id);
-        if let Some(hub) = &self.agents {
-            hub.forget(id);
+        for a in &mut self.actuators {
+            a.forget(id);
         }
         let name = t.name.clone();
         let may_return = t.record.origin == Origin::Adopted;
@@ -740,6 +745,33 @@ impl LinuxHost {
         });
     }
 
+    /// Tends the processes memtide started: a launched tenant's command that exited is
+    /// reaped, and an adapter that exited is started again (its failures reported).
+    fn tend_processes(&mut self) {
+        for t in self.tenants.values_mut() {
+            if let Some(child) = &mut t.child {
+                if let Ok(Some(_)) = child.try_wait() {
+                    t.child = None;
+                }
+            }
+            if let Some(a) = &mut t.adapter {
+                let log = self
+                    .options
+                    .log_dir
+                    .as_ref()
+                    .map(|d| d.join(format!("{}-adapter.log", t.name)));
+                let (exited, started) = a.keep_running(&t.name, t.cgroup.dir(), log.as_deref());
+                for error in exited
+                    .into_iter()
+                    .chain(started.and_then(Result::err).map(|e| e.to_string()))
+                {
+                    self.events
+                        .push(WorldEvent::AdapterFailed { id: t.id, error });
+                }
+            }
+        }
+    }
+
     fn observe_tenant(
         &mut self,
         id: TenantId,
@@ -748,25 +780,6 @@ impl LinuxHost {
         let swap_free = self.swap_free;
         let machine = self.machine;
         let t = self.tenants.get_mut(&id).expect("observed tenants exist");
-        if let Some(child) = &mut t.child {
-            if let Ok(Some(_)) = child.try_wait() {
-                t.child = None;
-            }
-        }
-        if let Some(a) = &mut t.adapter {
-            let log = self
-                .options
-                .log_dir
-                .as_ref()
-                .map(|d| d.join(format!("{}-adapter.log", t.name)));
-            let (exited, started) = a.keep_running(&t.name, t.cgroup.dir(), log.as_deref());
-            for error in exited
-                .into_iter()
-                .chain(started.and_then(Result::err).map(|e| e.to_string()))
-            {
-                self.events.push(WorldEvent::AdapterFailed { id, error });
-            }
-        }
         let sample = t.reader.sample()?;
         // The whole list only when the sampler or page sharing is to use it; else whether there
         // is anyone.
@@ -825,13 +838,9 @@ impl LinuxHost {
                 });
             }
         }
-        // An application with a live agent resizes its own pool first (ALB); what it uses is
-        // the cgroup's usage and its swap (a pool paged out is still the pool's).
-        let used = obs.allocated + obs.swapped.unwrap_or(Pages::ZERO);
-        obs.levers.app_balloon = self
-            .agents
-            .as_ref()
-            .and_then(|hub| hub.lever(id, used, hub.now()));
+        for a in &mut self.actuators {
+            a.observe(&mut obs, &mut self.events);
+        }
         let disk = match (&mut t.io, &mut self.io) {
             (Some(io), Some(host)) => match io.observe(host.device().dev(), host.await_us()) {
                 Ok(disk) => disk,
@@ -1116,6 +1125,7 @@ impl Host for LinuxHost {
             }
         }
         self.retry_unrestored();
+        self.tend_processes();
         let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
         let mut tenants = Vec::with_capacity(ids.len());
         for id in ids {
@@ -1148,10 +1158,10 @@ impl Host for LinuxHost {
             if let Some(to) = moves.limit {
                 self.apply_limit(action.id, to);
             }
-            if let (Some(hub), Some(app_move), false) =
-                (&self.agents, moves.app_balloon, self.options.dry_run)
-            {
-                hub.apply(action.id, app_move);
+            if !self.options.dry_run {
+                for a in &mut self.actuators {
+                    a.apply(action.id, &moves, &mut self.events);
+                }
             }
             if let Some(weight) = moves.disk_weight {
                 self.apply_disk_weight(action.id, weight);
