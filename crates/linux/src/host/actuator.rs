@@ -4,14 +4,40 @@
 //! adds what it knows, in the order the host was built with. Moves reach an actuator only
 //! outside a dry run.
 
-use memtide_model::{Moves, TenantId, TenantObservation, WorldEvent};
+use memtide_model::{Moves, TenantId, TenantObservation, TenantSpec, WorldEvent};
 use std::fmt;
+use std::time::Duration;
+
+/// A managed tenant as its mechanisms see it at an observation.
+#[derive(Debug)]
+pub struct TenantView<'a> {
+    /// The host's clock.
+    pub now: Duration,
+    /// The processes in its cgroup, when some mechanism asked for them (`wants_pids`); else
+    /// empty.
+    pub pids: &'a [u32],
+}
 
 /// One mechanism of the Linux world.
 pub trait Actuator: fmt::Debug + Send {
-    /// Fills this mechanism's lever in `obs` (a managed tenant's observation this tick, its
-    /// cgroup's figures already in), and reports what went wrong as events.
-    fn observe(&mut self, obs: &mut TenantObservation, events: &mut Vec<WorldEvent>);
+    /// Tenant `id` is attached (or attached again) with `spec`: what this mechanism does for
+    /// it. Nothing by default.
+    fn attach(&mut self, _id: TenantId, _spec: &TenantSpec) {}
+
+    /// Whether `observe` at `now` needs tenant `id`'s processes (the host then lists them all,
+    /// not only whether there is anyone). No by default.
+    fn wants_pids(&self, _id: TenantId, _now: Duration) -> bool {
+        false
+    }
+
+    /// Fills this mechanism's lever in `obs` (the tenant's observation this tick, its cgroup's
+    /// figures already in), and reports what went wrong as events.
+    fn observe(
+        &mut self,
+        t: &TenantView<'_>,
+        obs: &mut TenantObservation,
+        events: &mut Vec<WorldEvent>,
+    );
 
     /// Carries out tenant `id`'s `moves` for this mechanism (never in a dry run).
     fn apply(&mut self, id: TenantId, moves: &Moves, events: &mut Vec<WorldEvent>);

@@ -15,7 +15,7 @@ pub mod sampling;
 mod tenant;
 mod world;
 
-pub use actuator::Actuator;
+pub use actuator::{Actuator, TenantView};
 pub use agents::CgroupTenants;
 pub use app_balloon::AppBalloon;
 pub use error::LinuxError;
@@ -32,7 +32,6 @@ use memtide_controller::Host;
 use memtide_model::{
     Bytes, Decision, HostObservation, Pages, TenantId, TenantObservation, WorldEvent,
 };
-use sampling::AccessSampler;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -96,7 +95,6 @@ impl LinuxHost {
             hierarchy,
             machine: info.mem_total.to_pages_floor(),
             swap_free: info.swap_free.unwrap_or(Bytes::ZERO).to_pages_floor(),
-            options,
             started: Instant::now(),
             tenants: BTreeMap::new(),
             unrestored: Vec::new(),
@@ -107,7 +105,9 @@ impl LinuxHost {
             fired: Vec::new(),
             oom_due: false,
             members: agents::Members::default(),
-            actuators: Vec::new(),
+            // ESX sampling serves any tenant whose estimator samples.
+            actuators: vec![Box::new(sampling::Sampling::new(options.proc_root.clone()))],
+            options,
             ksm: None,
             io: None,
         })
@@ -458,7 +458,6 @@ impl LinuxHost {
             no_anon_swap,
             last_sample: None,
             unreclaimable: Pages::ZERO,
-            sampler: None,
             adapter: None,
             max: None,
             isolated: false,
@@ -495,6 +494,13 @@ impl LinuxHost {
                 old.stop();
             }
             t.adapter = argv.map(adapter::Adapter::new);
+        }
+    }
+
+    /// Tells every mechanism that `id` is attached with `spec`.
+    fn attach_mechanisms(&mut self, id: TenantId, spec: &memtide_model::TenantSpec) {
+        for a in &mut self.actuators {
+            a.attach(id, spec);
         }
     }
 
@@ -567,15 +573,6 @@ impl LinuxHost {
             }
         }
         self.oom_due = still_due;
-    }
-
-    /// Measures `id`'s touched memory each sampling period of `period`; touched fractions are
-    /// of `max`, the tenant's configured size (as ESX samples a VM's configured memory).
-    pub fn enable_sampling(&mut self, id: TenantId, period: Duration, max: Pages) {
-        let root = self.options.proc_root.clone();
-        if let Some(t) = self.tenants.get_mut(&id) {
-            t.sampler = Some(AccessSampler::new(&root, period, max.to_bytes()));
-        }
     }
 
     /// Stops managing `id`: an adopted cgroup gets its recorded settings back and its OOM
@@ -783,8 +780,7 @@ impl LinuxHost {
         let sample = t.reader.sample()?;
         // The whole list only when the sampler or page sharing is to use it; else whether there
         // is anyone.
-        let wants_pids =
-            self.ksm.is_some() || t.sampler.as_ref().is_some_and(|s| s.wants_pids(now));
+        let wants_pids = self.ksm.is_some() || self.actuators.iter().any(|a| a.wants_pids(id, now));
         let has_processes = if wants_pids {
             t.reader.pids(&mut t.pids)?;
             !t.pids.is_empty()
@@ -807,16 +803,6 @@ impl LinuxHost {
         };
         let mut obs = derive::observation(id, &sample, t.last_sample.as_ref(), &ctx);
         t.unreclaimable = obs.levers.limit.map_or(Pages::ZERO, |l| l.unreclaimable);
-        let sample_counts = match &mut t.sampler {
-            Some(s) => match s.observe(now, &t.pids) {
-                Ok(c) => Some(c),
-                Err(error) => {
-                    self.events.push(WorldEvent::SamplerFailed { id, error });
-                    None
-                }
-            },
-            None => None,
-        };
         let sharing = match &self.ksm {
             Some(k) => match k.tenant(&t.pids) {
                 Ok(lever) => lever,
@@ -838,8 +824,9 @@ impl LinuxHost {
                 });
             }
         }
+        let view = TenantView { now, pids: &t.pids };
         for a in &mut self.actuators {
-            a.observe(&mut obs, &mut self.events);
+            a.observe(&view, &mut obs, &mut self.events);
         }
         let disk = match (&mut t.io, &mut self.io) {
             (Some(io), Some(host)) => match io.observe(host.device().dev(), host.await_us()) {
@@ -857,7 +844,6 @@ impl LinuxHost {
             },
             _ => None,
         };
-        obs.sample = sample_counts;
         obs.levers.sharing = sharing;
         obs.levers.disk = disk.map(Box::new);
         t.last_sample = Some(sample);

@@ -85,7 +85,6 @@ pub struct ManagedTenant {
     pub last_sample: Option<CgroupSample>,
     /// What the tenant cannot give back, as last computed.
     pub unreclaimable: Pages,
-    pub(crate) sampler: Option<super::sampling::AccessSampler>,
     /// The tenant's configured max: the OOM guard is on only while the limit is below it.
     pub(crate) max: Option<Pages>,
     /// The application's adapter, kept running in the cgroup.

@@ -1,6 +1,6 @@
 //! The application balloon on Linux: the tenants' agents, served on the balloon socket by `memtide_agents`' hub; a tenant with a live agent has an application balloon lever, and the policy's moves for it go to its agent.
 
-use super::actuator::Actuator;
+use super::actuator::{Actuator, TenantView};
 use memtide_agents::hub::Hub;
 use memtide_model::{Moves, Pages, TenantId, TenantObservation, WorldEvent};
 
@@ -17,7 +17,12 @@ impl AppBalloon {
 }
 
 impl Actuator for AppBalloon {
-    fn observe(&mut self, obs: &mut TenantObservation, _events: &mut Vec<WorldEvent>) {
+    fn observe(
+        &mut self,
+        _t: &TenantView<'_>,
+        obs: &mut TenantObservation,
+        _events: &mut Vec<WorldEvent>,
+    ) {
         // An application with a live agent resizes its own pool first (ALB); what it uses is
         // the cgroup's usage and its swap (a pool paged out is still the pool's).
         let used = obs.allocated + obs.swapped.unwrap_or(Pages::ZERO);
