@@ -20,6 +20,7 @@ use crate::log::Logger;
 use crate::publish::{Managed, Publisher};
 use crate::state_file::{self, ApiChanges, StateError, StateFile, TenantChange};
 use memtide_controller::{Controller, ControllerConfig, World};
+use memtide_linux::host::ksm::{KsmDriver, Sharing};
 use memtide_linux::host::{
     launched_cgroup_path, AppBalloon, HostOptions, IoOptions, LinuxError, LinuxHost, Placement,
 };
@@ -240,8 +241,15 @@ impl Running {
         // KSM's own settings are kept beside the state file before any changes, so a run that
         // crashed is restored from them.
         if config.sharing.enabled {
-            host.enable_sharing(state_path.parent().map(|d| d.join("ksm.json")).as_deref())?;
-            if !host.sharing().is_some_and(|k| k.merge_any()) {
+            let ksm = KsmDriver::take_over(
+                &proc_root,
+                state_path.parent().map(|d| d.join("ksm.json")).as_deref(),
+                config.host.write_timeout,
+                dry_run,
+            )?;
+            let no_merge_any = !ksm.merge_any();
+            host = host.with(Sharing::new(ksm));
+            if no_merge_any {
                 log.warn(
                     "sharing_no_merge_any",
                     &[(

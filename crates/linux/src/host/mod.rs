@@ -80,8 +80,6 @@ pub struct LinuxHost {
     /// The mechanisms it runs besides the limit, each filling its lever and carrying out its
     /// moves (see `actuator.rs`), in the order it was built with.
     actuators: Vec<Box<dyn Actuator>>,
-    /// Page sharing, when memtide drives the kernel's KSM (`enable_sharing`).
-    ksm: Option<ksm::KsmDriver>,
     /// The disk the tenants share, when memtide manages their I/O (`enable_io`).
     io: Option<io::IoHost>,
 }
@@ -108,7 +106,6 @@ impl LinuxHost {
             // ESX sampling serves any tenant whose estimator samples.
             actuators: vec![Box::new(sampling::Sampling::new(options.proc_root.clone()))],
             options,
-            ksm: None,
             io: None,
         })
     }
@@ -125,19 +122,6 @@ impl LinuxHost {
             error,
         })?;
         self.created_parent = Some(dir);
-        Ok(())
-    }
-
-    /// Drives the kernel's same-page merging from now on: KSM's settings are read (or taken
-    /// from `saved`, left by a run that crashed), kept in `saved`, and given back by
-    /// `release_all`. Launched tenants not marked isolated are asked to merge their pages.
-    pub fn enable_sharing(&mut self, saved: Option<&std::path::Path>) -> Result<(), LinuxError> {
-        self.ksm = Some(ksm::KsmDriver::take_over(
-            &self.options.proc_root,
-            saved,
-            self.options.write_timeout,
-            self.options.dry_run,
-        )?);
         Ok(())
     }
 
@@ -223,18 +207,6 @@ impl LinuxHost {
         match io::TenantIo::of_record(record).restore(self.options.write_timeout) {
             Err(crate::io_cgroup::IoError::Fs(e)) if e.is_vanished() => Ok(()),
             other => Ok(other?),
-        }
-    }
-
-    /// KSM as memtide drives it, when page sharing is on.
-    pub fn sharing(&self) -> Option<&ksm::KsmDriver> {
-        self.ksm.as_ref()
-    }
-
-    /// Marks `id` isolated: never asked to merge, and reported if its processes merge anyway.
-    pub fn set_isolated(&mut self, id: TenantId, isolated: bool) {
-        if let Some(t) = self.tenants.get_mut(&id) {
-            t.isolated = isolated;
         }
     }
 
@@ -377,7 +349,7 @@ impl LinuxHost {
             .log_dir
             .as_ref()
             .map(|d| d.join(format!("{name}.log")));
-        let merge = merge && self.ksm.as_ref().is_some_and(ksm::KsmDriver::merge_any);
+        let merge = merge && self.actuators.iter().any(|a| a.merges_launched());
         let blkio = match (&mut self.io, io) {
             (Some(host), true) => host.create_for_launch(cgroup_path)?,
             _ => None,
@@ -460,8 +432,6 @@ impl LinuxHost {
             unreclaimable: Pages::ZERO,
             adapter: None,
             max: None,
-            isolated: false,
-            warned_merged: false,
             io: None,
             _lock: lock,
         };
@@ -498,9 +468,14 @@ impl LinuxHost {
     }
 
     /// Tells every mechanism that `id` is attached with `spec`.
-    fn attach_mechanisms(&mut self, id: TenantId, spec: &memtide_model::TenantSpec) {
+    fn attach_mechanisms(
+        &mut self,
+        id: TenantId,
+        spec: &memtide_model::TenantSpec,
+        placement: &Placement,
+    ) {
         for a in &mut self.actuators {
-            a.attach(id, spec);
+            a.attach(id, spec, placement);
         }
     }
 
@@ -675,9 +650,9 @@ impl LinuxHost {
                 }
             }
         }
-        if let Some(k) = &mut self.ksm {
-            if let Err(e) = k.restore() {
-                errors.push(("ksm".to_string(), e.into()));
+        for a in &mut self.actuators {
+            if let Err(e) = a.finish() {
+                errors.push((a.name().to_string(), e));
             }
         }
         if let Some(io) = &mut self.io {
@@ -780,7 +755,7 @@ impl LinuxHost {
         let sample = t.reader.sample()?;
         // The whole list only when the sampler or page sharing is to use it; else whether there
         // is anyone.
-        let wants_pids = self.ksm.is_some() || self.actuators.iter().any(|a| a.wants_pids(id, now));
+        let wants_pids = self.actuators.iter().any(|a| a.wants_pids(id, now));
         let has_processes = if wants_pids {
             t.reader.pids(&mut t.pids)?;
             !t.pids.is_empty()
@@ -803,27 +778,6 @@ impl LinuxHost {
         };
         let mut obs = derive::observation(id, &sample, t.last_sample.as_ref(), &ctx);
         t.unreclaimable = obs.levers.limit.map_or(Pages::ZERO, |l| l.unreclaimable);
-        let sharing = match &self.ksm {
-            Some(k) => match k.tenant(&t.pids) {
-                Ok(lever) => lever,
-                Err(e) => {
-                    self.events.push(WorldEvent::SharingFailed {
-                        error: e.to_string(),
-                    });
-                    None
-                }
-            },
-            None => None,
-        };
-        if let (true, false, Some(l)) = (t.isolated, t.warned_merged, &sharing) {
-            if l.shared > Pages::ZERO {
-                t.warned_merged = true;
-                self.events.push(WorldEvent::IsolatedMerged {
-                    id,
-                    pages: l.shared,
-                });
-            }
-        }
         let view = TenantView { now, pids: &t.pids };
         for a in &mut self.actuators {
             a.observe(&view, &mut obs, &mut self.events);
@@ -844,7 +798,6 @@ impl LinuxHost {
             },
             _ => None,
         };
-        obs.levers.sharing = sharing;
         obs.levers.disk = disk.map(Box::new);
         t.last_sample = Some(sample);
         Ok(Some(obs))
@@ -1092,19 +1045,20 @@ impl Host for LinuxHost {
             .to_pages_floor();
         let host_pressure =
             pressure::read_memory_pressure(&self.options.proc_root)?.map(|p| p.some.avg10_pct);
-        let sharing = match &mut self.ksm {
-            Some(k) => match k.observe() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    self.events.push(WorldEvent::SharingFailed {
-                        error: e.to_string(),
-                    });
-                    None
-                }
-            },
-            None => None,
+        let mut obs = HostObservation {
+            now,
+            machine: self.machine,
+            free,
+            host_swap_total: swap_total,
+            host_swap_used: swap_total.saturating_sub(swap_free),
+            pressure: host_pressure,
+            sharing: None,
+            remapping: None,
+            tenants: Vec::new(),
         };
-
+        for a in &mut self.actuators {
+            a.observe_host(&mut obs, &mut self.events);
+        }
         if let Some(io) = &mut self.io {
             if let Err(e) = io.observe_device() {
                 io.fail(None, e);
@@ -1113,10 +1067,10 @@ impl Host for LinuxHost {
         self.retry_unrestored();
         self.tend_processes();
         let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
-        let mut tenants = Vec::with_capacity(ids.len());
+        obs.tenants.reserve(ids.len());
         for id in ids {
             match self.observe_tenant(id, now) {
-                Ok(Some(obs)) => tenants.push(obs),
+                Ok(Some(t)) => obs.tenants.push(t),
                 Ok(None) => self.drop_gone(id, "no processes left in its cgroup".to_string()),
                 Err(e) if e.is_vanished() => self.drop_gone(id, e.to_string()),
                 Err(e) => self.events.push(WorldEvent::ReadFailed {
@@ -1125,17 +1079,7 @@ impl Host for LinuxHost {
                 }),
             }
         }
-        Ok(HostObservation {
-            now,
-            machine: self.machine,
-            free,
-            host_swap_total: swap_total,
-            host_swap_used: swap_total.saturating_sub(swap_free),
-            pressure: host_pressure,
-            sharing,
-            remapping: None,
-            tenants,
-        })
+        Ok(obs)
     }
 
     fn apply(&mut self, decision: &Decision) -> Result<(), LinuxError> {
@@ -1153,11 +1097,9 @@ impl Host for LinuxHost {
                 self.apply_disk_weight(action.id, weight);
             }
         }
-        if let (Some(k), Some(rate)) = (&mut self.ksm, decision.sharing) {
-            if let Err(e) = k.set_rate(rate) {
-                self.events.push(WorldEvent::SharingFailed {
-                    error: e.to_string(),
-                });
+        if !self.options.dry_run {
+            for a in &mut self.actuators {
+                a.apply_host(decision, &mut self.events);
             }
         }
         Ok(())

@@ -89,10 +89,6 @@ pub struct ManagedTenant {
     pub(crate) max: Option<Pages>,
     /// The application's adapter, kept running in the cgroup.
     pub(crate) adapter: Option<super::adapter::Adapter>,
-    /// Marked `isolated`: never asked to merge its pages with anyone's (page sharing across
-    /// tenants is a side channel); `warned_merged` once its processes were seen merging anyway.
-    pub(crate) isolated: bool,
-    pub(crate) warned_merged: bool,
     /// Its disk I/O, when memtide manages it.
     pub(crate) io: Option<super::io::TenantIo>,
     /// Held while memtide manages the cgroup (not in a dry run): no second memtide can adopt it.

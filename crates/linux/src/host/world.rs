@@ -114,9 +114,8 @@ impl World for LinuxHost {
             }
         }
         self.set_max(id, spec.max);
-        self.set_isolated(id, placement.isolated);
         self.set_adapter(id, placement.adapter.clone());
-        self.attach_mechanisms(id, spec);
+        self.attach_mechanisms(id, spec, placement);
         Ok(Attach::Attached(how))
     }
 

@@ -17,6 +17,10 @@ impl AppBalloon {
 }
 
 impl Actuator for AppBalloon {
+    fn name(&self) -> &'static str {
+        "app balloon"
+    }
+
     fn observe(
         &mut self,
         _t: &TenantView<'_>,

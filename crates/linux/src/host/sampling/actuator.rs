@@ -2,6 +2,7 @@
 
 use super::AccessSampler;
 use crate::host::actuator::{Actuator, TenantView};
+use crate::host::Placement;
 use memtide_model::{EstimatorConfig, Moves, TenantId, TenantObservation, TenantSpec, WorldEvent};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -24,9 +25,13 @@ impl Sampling {
 }
 
 impl Actuator for Sampling {
+    fn name(&self) -> &'static str {
+        "sampling"
+    }
+
     /// Measures the tenant's touched memory each sampling period; touched fractions are of its
     /// max, its configured size (as ESX samples a VM's configured memory).
-    fn attach(&mut self, id: TenantId, spec: &TenantSpec) {
+    fn attach(&mut self, id: TenantId, spec: &TenantSpec, _placement: &Placement) {
         match &spec.estimator {
             EstimatorConfig::Sampling(s) => {
                 let sampler = AccessSampler::new(&self.proc_root, s.period, spec.max.to_bytes());
