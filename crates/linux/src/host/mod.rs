@@ -10,7 +10,9 @@ mod io;
 pub mod ksm;
 pub mod launch;
 pub mod lock;
+mod oom_guard;
 pub mod paths;
+mod release;
 pub mod sampling;
 mod tenant;
 mod world;
@@ -20,11 +22,12 @@ pub use agents::CgroupTenants;
 pub use app_balloon::AppBalloon;
 pub use error::LinuxError;
 pub use io::{IoFailure, IoHost, IoOptions, IoRecord};
+use oom_guard::{near_its_limit, oom_kill_disable, set_oom_guard};
 use tenant::OomState;
 pub use tenant::{ManagedTenant, Origin, TenantRecord};
 pub use world::Placement;
 
-use crate::cgroup::{CgroupReader, CgroupSample, Limit, LimitSettings, MemoryCgroup};
+use crate::cgroup::{CgroupReader, Limit, LimitSettings, MemoryCgroup};
 use crate::fs::hierarchy::MemoryHierarchy;
 use crate::fs::oom_events::OomEvents;
 use crate::fs::{meminfo, pressure, FsError};
@@ -486,235 +489,8 @@ impl LinuxHost {
         }
     }
 
-    /// Between ticks: a v1 tenant stalled at its limit (under_oom, with the OOM killer that
-    /// memtide disabled) gets its limit raised at once by one step (5%, at least 8 MiB), up to
-    /// its max; at its max the kernel's OOM killer is given back, as without memtide.
-    ///
-    /// Runs every 50 ms. A guarded tenant's memory.oom_control is read only when the kernel
-    /// signalled its OOM eventfd, once a tick (see `observe`), or at every check when it could
-    /// not be registered; a tenant found under OOM is read again at each check until it is not.
-    pub fn rescue_stalled(&mut self) {
-        let timeout = self.options.write_timeout;
-        let machine = self.machine;
-        if let Some(events) = &mut self.oom_events {
-            events.fired(&mut self.fired);
-            for &key in &self.fired {
-                let id = TenantId(u32::try_from(key).unwrap_or(u32::MAX));
-                if let Some(t) = self.tenants.get_mut(&id) {
-                    if let Some(watch) = &t.oom.watch {
-                        watch.take_fired();
-                    }
-                    t.oom.pending = true;
-                    self.oom_due = true;
-                }
-            }
-        }
-        if !self.oom_due {
-            return;
-        }
-        let mut still_due = false;
-        for t in self.tenants.values_mut() {
-            if !t.record.oom_guard || (t.oom.watch.is_some() && !t.oom.pending) {
-                continue;
-            }
-            // Read again at the next check: not cleared below, or no eventfd to wait on.
-            still_due = true;
-            let Ok(oom) = t.reader.oom_control() else {
-                continue;
-            };
-            if !oom.under_oom {
-                t.oom.pending = false;
-                still_due |= t.oom.watch.is_none();
-                continue;
-            }
-            let from = match crate::fs::cgroup_v1::read_limit(t.cgroup.dir()) {
-                Ok(Limit::Bytes(b)) => b.to_pages_floor(),
-                _ => continue,
-            };
-            let max = t.max.unwrap_or(machine);
-            let to = (from + from.scale(0.05).max(Pages::from_mib(8))).min(max);
-            if to > from
-                && t.reader
-                    .set_limit(&t.cgroup, Limit::Bytes(to.to_bytes()), timeout)
-                    .is_ok()
-            {
-                self.events.push(WorldEvent::Rescued { id: t.id, from, to });
-                if let Some(s) = &mut t.last_sample {
-                    s.limit = Limit::Bytes(to.to_bytes());
-                }
-            }
-            if to >= max {
-                set_oom_guard(t, false, timeout, &mut self.oom_events);
-            }
-        }
-        self.oom_due = still_due;
-    }
-
-    /// Stops managing `id`: an adopted cgroup gets its recorded settings back and its OOM
-    /// killer switch (unless this is a dry run, which changed nothing); a launched one is
-    /// stopped and its cgroup removed.
-    pub fn release(&mut self, id: TenantId) -> Result<Option<TenantRecord>, LinuxError> {
-        let Some(mut t) = self.tenants.remove(&id) else {
-            return Ok(None);
-        };
-        if let Some(a) = &mut t.adapter {
-            a.stop();
-        }
-        self.members.remove(id);
-        for a in &mut self.actuators {
-            a.forget(id);
-        }
-        if let Some(io) = &mut self.io {
-            io.forget(id);
-        }
-        match t.record.origin {
-            Origin::Adopted => match self.give_back(&mut t) {
-                Ok(()) => {}
-                Err(e) if e.is_vanished() => {}
-                Err(e) => {
-                    self.unrestored.push(t);
-                    return Err(e);
-                }
-            },
-            Origin::Launched => stop_launched(&mut t, self.options.write_timeout),
-        }
-        Ok(Some(t.record))
-    }
-
-    /// Writes back what memtide changed on an adopted cgroup: its disk weight and caps, the
-    /// recorded limits and, on v1, the OOM killer switch (compared with the kernel's, so a
-    /// guard a crashed memtide left on is switched off too). Nothing in a dry run or when the
-    /// cgroup is gone.
-    fn give_back(&self, t: &mut ManagedTenant) -> Result<(), LinuxError> {
-        if self.options.dry_run {
-            return Ok(());
-        }
-        let timeout = self.options.write_timeout;
-        if let Some(io) = &mut t.io {
-            match io.restore(timeout) {
-                Err(crate::io_cgroup::IoError::Fs(e)) if e.is_vanished() => {}
-                other => other?,
-            }
-            t.record.io = Some(io.record());
-        }
-        if !t.cgroup.exists() {
-            return Ok(());
-        }
-        t.cgroup.restore(&t.record.original, timeout)?;
-        // The guard goes off below (or was never on): no more OOM signals wanted.
-        t.oom = OomState::default();
-        if let Some(original) = t.record.oom_kill_disable {
-            if oom_kill_disable(&t.cgroup)? != Some(original) {
-                let path = t.cgroup.dir().join("memory.oom_control");
-                crate::fs::write_bounded(&path, if original { "1" } else { "0" }, timeout)?;
-            }
-        }
-        t.record.oom_guard = false;
-        Ok(())
-    }
-
-    /// Tries again to restore tenants whose restore failed; those restored are forgotten.
-    fn retry_unrestored(&mut self) {
-        let pending = std::mem::take(&mut self.unrestored);
-        for mut t in pending {
-            match self.give_back(&mut t) {
-                Ok(()) => {}
-                Err(e) if e.is_vanished() => {}
-                Err(e) => {
-                    self.events.push(WorldEvent::RestoreFailed {
-                        name: t.name.clone(),
-                        error: e.to_string(),
-                    });
-                    self.unrestored.push(t);
-                }
-            }
-        }
-    }
-
-    /// Releases every tenant, and retries earlier failed restores; returns the errors met
-    /// (each tenant is tried). After an error the state file must stay, for the next start.
-    pub fn release_all(&mut self) -> Vec<(String, LinuxError)> {
-        let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
-        let mut errors = Vec::new();
-        for id in ids {
-            let name = self.tenants[&id].name.clone();
-            if let Err(e) = self.release(id) {
-                errors.push((name, e));
-            }
-        }
-        self.retry_unrestored();
-        for event in std::mem::take(&mut self.events) {
-            if let WorldEvent::RestoreFailed { name, error } = event {
-                if !errors.iter().any(|(n, _)| *n == name) {
-                    errors.push((name, LinuxError::Restore(error)));
-                }
-            }
-        }
-        for a in &mut self.actuators {
-            if let Err(e) = a.finish() {
-                errors.push((a.name().to_string(), e));
-            }
-        }
-        if let Some(io) = &mut self.io {
-            if let Err(e) = io.finish() {
-                errors.push(("io".to_string(), e));
-            }
-        }
-        if let Some(dir) = self.created_parent.take() {
-            let _ = std::fs::remove_dir(dir);
-        }
-        errors
-    }
-
     fn now(&self) -> Duration {
         self.started.elapsed()
-    }
-
-    /// Drops a tenant whose cgroup vanished or emptied, and says why. A launched tenant is
-    /// stopped and its cgroup removed; an adopted cgroup that still exists gets back everything
-    /// memtide changed (a new process in it must meet the tenant's own limit and OOM killer,
-    /// not memtide's), or is kept aside and retried when that fails.
-    fn drop_gone(&mut self, id: TenantId, why: String) {
-        let Some(mut t) = self.tenants.remove(&id) else {
-            return;
-        };
-        if let Some(a) = &mut t.adapter {
-            a.stop();
-        }
-        self.members.remove(id);
-        for a in &mut self.actuators {
-            a.forget(id);
-        }
-        let name = t.name.clone();
-        let may_return = t.record.origin == Origin::Adopted;
-        if let Some(io) = &mut self.io {
-            io.forget(id);
-        }
-        let restored = match t.record.origin {
-            Origin::Launched => {
-                stop_launched(&mut t, self.options.write_timeout);
-                false
-            }
-            Origin::Adopted => match self.give_back(&mut t) {
-                Ok(()) => !self.options.dry_run && t.cgroup.exists(),
-                Err(e) if e.is_vanished() => false,
-                Err(e) => {
-                    self.events.push(WorldEvent::RestoreFailed {
-                        name: name.clone(),
-                        error: e.to_string(),
-                    });
-                    self.unrestored.push(t);
-                    false
-                }
-            },
-        };
-        self.events.push(WorldEvent::Gone {
-            id,
-            name,
-            why,
-            restored,
-            may_return,
-        });
     }
 
     /// Tends the processes memtide started: a launched tenant's command that exited is
@@ -939,92 +715,6 @@ impl Original {
             settings: record.original,
             oom_kill_disable: record.oom_kill_disable,
         }
-    }
-}
-
-/// v1: the cgroup's `oom_kill_disable`; `None` on v2.
-fn oom_kill_disable(cgroup: &MemoryCgroup) -> Result<Option<bool>, FsError> {
-    match cgroup.version() {
-        crate::fs::CgroupVersion::V1 => Ok(Some(
-            crate::fs::cgroup_v1::read_oom_control(cgroup.dir())?.oom_kill_disable,
-        )),
-        crate::fs::CgroupVersion::V2 => Ok(None),
-    }
-}
-
-/// v1: disables the OOM killer while memtide holds the tenant under its max (`on`), or gives
-/// back the tenant's own setting. A tenant whose killer was already disabled is left alone.
-/// The record carries the guard's state, so the state file knows what to give back. While the
-/// guard is on, the kernel signals the tenant's OOMs on an eventfd in `events` (made on first
-/// use); when that cannot be set up, `rescue_stalled` reads memory.oom_control at each check.
-fn set_oom_guard(
-    t: &mut ManagedTenant,
-    on: bool,
-    timeout: Duration,
-    events: &mut Option<OomEvents>,
-) {
-    let Some(original) = t.record.oom_kill_disable else {
-        return;
-    };
-    if original || t.record.oom_guard == on {
-        return;
-    }
-    let value = if on { "1" } else { "0" };
-    let path = t.cgroup.dir().join("memory.oom_control");
-    if crate::fs::write_bounded(&path, value, timeout).is_err() {
-        return;
-    }
-    t.record.oom_guard = on;
-    t.oom = OomState {
-        watch: None,
-        // Look once at once: the tenant may already be at its limit.
-        pending: on,
-    };
-    if on {
-        if events.is_none() {
-            *events = OomEvents::new().ok();
-        }
-        if let Some(events) = events {
-            t.oom.watch = events
-                .watch(u64::from(t.id.0), t.cgroup.dir(), timeout)
-                .ok();
-        }
-    }
-}
-
-/// True when the cgroup's usage is within 4 MiB of its limit. A cgroup under OOM is at its
-/// limit: it failed to charge at most a huge page (2 MiB) more, and an uncharge wakes its
-/// waiters to try again; one further away cannot be under OOM.
-fn near_its_limit(sample: &CgroupSample) -> bool {
-    match sample.limit {
-        Limit::Max => false,
-        Limit::Bytes(limit) => sample.usage + Bytes::from_mib(4) >= limit,
-    }
-}
-
-/// Stops a launched tenant's processes and removes its cgroup, and with them its blkio cgroup
-/// and what memtide created to hold it (its weight and caps given back first, should the
-/// directory stay).
-fn stop_launched(t: &mut ManagedTenant, timeout: Duration) {
-    let cgroup = t.cgroup.clone();
-    let child = &mut t.child;
-    launch::stop_processes(
-        || cgroup.pids().unwrap_or_default(),
-        Duration::from_secs(5),
-        || {
-            if let Some(c) = child {
-                let _ = c.try_wait();
-            }
-        },
-    );
-    if let Some(c) = child {
-        let _ = c.wait();
-    }
-    // The kernel refuses to remove a cgroup that still holds processes; nothing else to do then.
-    let _ = std::fs::remove_dir(cgroup.dir());
-    if let Some(io) = &mut t.io {
-        let _ = io.restore(timeout);
-        io.remove_created();
     }
 }
 
