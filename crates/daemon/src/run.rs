@@ -20,11 +20,11 @@ use crate::log::Logger;
 use crate::publish::{Managed, Publisher};
 use crate::state_file::{self, ApiChanges, StateError, StateFile, TenantChange};
 use memtide_controller::{Controller, ControllerConfig, World};
-use memtide_linux::fs::hierarchy;
+use memtide_linux::host::ksm::{KsmDriver, Sharing};
 use memtide_linux::host::{
-    launched_cgroup_path, paths, HostOptions, IoOptions, LinuxError, LinuxHost, Placement,
+    launched_cgroup_path, AppBalloon, HostOptions, IoOptions, LinuxError, LinuxHost, Placement,
 };
-use memtide_linux::io_cgroup::IoCap;
+use memtide_linux::{IoCap, MemoryHierarchy};
 use memtide_model::{
     Bytes, EstimatorConfig, Pages, SamplingConfig, TenantId, TenantSpec, WorkingSetConfig,
     WorldEvent,
@@ -185,7 +185,7 @@ impl Running {
         let log = Logger::new(config.daemon.log_format);
         let dry_run = config.daemon.dry_run;
         let proc_root = config.host.proc_root.clone();
-        let found = hierarchy::detect(&proc_root).map_err(LinuxError::from)?;
+        let found = MemoryHierarchy::detect(&proc_root).map_err(LinuxError::from)?;
         let parent = match &config.host.parent {
             ParentCgroup::OwnCgroup => found.own_cgroup.clone(),
             ParentCgroup::Path(p) => p.clone(),
@@ -233,7 +233,7 @@ impl Running {
         let mut host = host;
         let balloon = if config.balloon.enabled {
             let b = Balloon::start(&config.balloon, &host)?;
-            host.set_agents(b.hub.clone());
+            host = host.with(AppBalloon::new(b.hub.clone()));
             Some(b)
         } else {
             None
@@ -241,8 +241,15 @@ impl Running {
         // KSM's own settings are kept beside the state file before any changes, so a run that
         // crashed is restored from them.
         if config.sharing.enabled {
-            host.enable_sharing(state_path.parent().map(|d| d.join("ksm.json")).as_deref())?;
-            if !host.sharing().is_some_and(|k| k.merge_any()) {
+            let ksm = KsmDriver::take_over(
+                &proc_root,
+                state_path.parent().map(|d| d.join("ksm.json")).as_deref(),
+                config.host.write_timeout,
+                dry_run,
+            )?;
+            let no_merge_any = !ksm.merge_any();
+            host = host.with(Sharing::new(ksm));
+            if no_merge_any {
                 log.warn(
                     "sharing_no_merge_any",
                     &[(
@@ -1230,7 +1237,7 @@ fn rails(r: &RailsSection) -> LimitRails {
 }
 
 fn swap_total(proc_root: &Path) -> Pages {
-    memtide_linux::fs::meminfo::read_meminfo(proc_root)
+    memtide_linux::read_meminfo(proc_root)
         .ok()
         .and_then(|m| m.swap_total)
         .unwrap_or(Bytes::ZERO)
@@ -1241,7 +1248,7 @@ fn swap_total(proc_root: &Path) -> Pages {
 fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot, DaemonError> {
     let cgroup = match &t.origin {
         TenantOrigin::Adopt { cgroup } => {
-            if !paths::is_under(parent, cgroup) {
+            if !memtide_linux::is_under(parent, cgroup) {
                 return Err(LinuxError::OutsideParent {
                     cgroup: cgroup.clone(),
                     parent: parent.to_string(),

@@ -12,8 +12,8 @@ pub type StateFile = memtide_runner::state_file::StateFile<Record>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memtide_linux::cgroup::{Limit, LimitSettings};
     use memtide_linux::host::{Origin, TenantRecord};
+    use memtide_linux::{Limit, LimitSettings};
     use memtide_model::Bytes;
     use memtide_qemu::VmRecord;
     use std::collections::BTreeMap;

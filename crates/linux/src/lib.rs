@@ -8,3 +8,13 @@ pub mod cgroup;
 pub mod fs;
 pub mod host;
 pub mod io_cgroup;
+
+// The face other crates use: what a daemon composing this world needs, without reaching into
+// the readers (`fs`), the cgroup files or the host's internals.
+pub use block::BlockDevice;
+pub use cgroup::{Limit, LimitSettings};
+pub use fs::hierarchy::MemoryHierarchy;
+pub use fs::meminfo::{read_meminfo, Meminfo};
+pub use fs::FsError;
+pub use host::paths::is_under;
+pub use io_cgroup::IoCap;

@@ -215,6 +215,11 @@ pub struct LimitLever {
     pub major_faults: Option<u64>,
     /// The tenant's own memory pressure (PSI "some" avg10, percent), where the kernel has it.
     pub pressure: Option<f64>,
+    /// The smallest lowering worth a write to this world (a kernel write that buys almost
+    /// nothing costs more than a limit left a little higher): the limit planner holds smaller
+    /// ones back while the budget has room for them. Zero: every change is carried out.
+    #[serde(default, skip_serializing_if = "Pages::is_zero")]
+    pub smallest_lowering: Pages,
 }
 
 #[cfg(test)]
@@ -267,6 +272,7 @@ mod tests {
                 unreclaimable: Pages::ZERO,
                 major_faults: None,
                 pressure: None,
+                smallest_lowering: Pages::ZERO,
             }),
         };
         use Mechanism::*;

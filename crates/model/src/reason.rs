@@ -132,6 +132,7 @@ impl MechanismNote {
             to,
             floor: Pages::ZERO,
             rail: LimitRail::Target,
+            smallest_lowering: Pages::ZERO,
         });
         self
     }
@@ -272,6 +273,10 @@ pub struct LimitNote {
     /// The lowest limit allowed now: max(min, unreclaimable + margin).
     pub floor: Pages,
     pub rail: LimitRail,
+    /// The lever's smallest lowering worth a write (`LimitLever::smallest_lowering`), for the
+    /// pass across tenants that holds smaller ones back; zero: none is held.
+    #[serde(default, skip_serializing_if = "Pages::is_zero")]
+    pub smallest_lowering: Pages,
 }
 
 /// The rule that set a limit this tick.
@@ -291,6 +296,10 @@ pub enum LimitRail {
     /// A raise to `wanted` cut short: the limits may not add up to more than the budget, so a
     /// tenant gets more only as fast as the others give memory back.
     Budget { wanted: Pages },
+    /// A lowering to `wanted` smaller than the world writes, held while the budget has room
+    /// for it: the limit left a little higher is never less safe, and the next lowering writes
+    /// once the limit in force is that much above the one wanted.
+    Small { wanted: Pages },
 }
 
 impl LimitRail {
@@ -302,6 +311,7 @@ impl LimitRail {
             LimitRail::Step => "step",
             LimitRail::BackoffFaults { .. } | LimitRail::BackoffPressure { .. } => "backoff",
             LimitRail::Budget { .. } => "budget",
+            LimitRail::Small { .. } => "small",
         }
     }
 }
@@ -327,6 +337,10 @@ impl fmt::Display for LimitNote {
             LimitRail::Budget { wanted } => write!(
                 f,
                 " (wants {wanted}: waits for memory the others give back, within the budget)"
+            ),
+            LimitRail::Small { wanted } => write!(
+                f,
+                " (wants {wanted}: a lowering too small to write while the budget has room)"
             ),
         }
     }
@@ -673,6 +687,7 @@ mod tests {
                     to: Pages::from_mib(to),
                     floor: Pages::from_mib(300),
                     rail,
+                    smallest_lowering: Pages::ZERO,
                 }),
                 ..MechanismNote::new(
                     ReclamationState::High,
@@ -710,6 +725,7 @@ mod tests {
                 to: Pages::from_mib(256),
                 floor: Pages::from_mib(64),
                 rail: LimitRail::Target,
+                smallest_lowering: Pages::ZERO,
             }),
             ..MechanismNote::new(
                 ReclamationState::Soft,

@@ -61,6 +61,12 @@ impl Bytes {
 impl Pages {
     pub const ZERO: Pages = Pages(0);
 
+    /// No pages (for `skip_serializing_if`: a field left at zero stays out of the JSON).
+    #[inline]
+    pub fn is_zero(&self) -> bool {
+        self.0 == 0
+    }
+
     #[inline]
     pub fn from_mib(mib: u64) -> Pages {
         Bytes::from_mib(mib).to_pages_floor()

@@ -23,6 +23,7 @@ fn limited(id: u32, allocated: u64, limit: u64, faults: Option<u64>) -> TenantOb
                 unreclaimable: mib(100),
                 major_faults: None,
                 pressure: None,
+                smallest_lowering: Pages::ZERO,
             }),
             ..Default::default()
         },
@@ -100,6 +101,7 @@ fn cgroup(id: u32, allocated: u64, limit: u64, active: u64) -> TenantObservation
                 unreclaimable: mib(16),
                 major_faults: Some(0),
                 pressure: None,
+                smallest_lowering: Pages::ZERO,
             }),
             ..Default::default()
         },

@@ -99,7 +99,7 @@ impl HostFiles {
 
 impl HostProbe for HostFiles {
     fn block_device(&self, text: &str) -> Result<(), String> {
-        use memtide_linux::block::BlockDevice;
+        use memtide_linux::BlockDevice;
         use std::os::unix::fs::FileTypeExt;
         let sysfs = self.proc_root.join("sys");
         if !text.contains('/') {
@@ -121,13 +121,13 @@ impl HostProbe for HostFiles {
 
     fn vm_cgroup(&self, qmp: &Path) -> Result<String, String> {
         let hierarchy =
-            memtide_linux::fs::hierarchy::detect(&self.proc_root).map_err(|e| e.to_string())?;
+            memtide_linux::MemoryHierarchy::detect(&self.proc_root).map_err(|e| e.to_string())?;
         memtide_qemu::adopt::cgroup_of_socket(qmp, &hierarchy, &self.proc_root)
             .map_err(|e| e.to_string())
     }
 
     fn vm_launch(&self, spec: &LaunchSpec) -> Result<(), LaunchRefusal> {
-        let machine = memtide_linux::fs::meminfo::read_meminfo(&self.proc_root)
+        let machine = memtide_linux::read_meminfo(&self.proc_root)
             .map_err(|e| LaunchRefusal::Meminfo(e.to_string()))?
             .mem_total;
         spec.check(machine).map_err(LaunchRefusal::Vm)

@@ -51,6 +51,12 @@ pub struct MemoryHierarchy {
 }
 
 impl MemoryHierarchy {
+    /// Finds the memory controller's hierarchy and this process's cgroup in it, reading under
+    /// `root` (see [`detect`]).
+    pub fn detect(root: &Path) -> Result<MemoryHierarchy, FsError> {
+        detect(root)
+    }
+
     /// A hierarchy mounted whole (mount root `/`) at `mount`.
     pub fn new(version: CgroupVersion, mount: PathBuf, own_cgroup: String) -> MemoryHierarchy {
         MemoryHierarchy {

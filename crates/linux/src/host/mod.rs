@@ -1,38 +1,43 @@
 //! The Linux `Host`: tenants are memory cgroups (adopted or launched); observation reads cgroupfs and procfs, actuation writes limits within bounded time, and every write passes a last floor check; with disk I/O enabled, a shared block device and the tenants' blkio or io cgroups too (`io.rs`).
 
+mod actuator;
 mod adapter;
 mod agents;
+mod app_balloon;
+pub mod derive;
 mod error;
 mod io;
 pub mod ksm;
 pub mod launch;
 pub mod lock;
+mod oom_guard;
 pub mod paths;
+mod release;
 pub mod sampling;
 mod tenant;
 mod world;
 
+pub use actuator::{Actuator, TenantView};
 pub use agents::CgroupTenants;
+pub use app_balloon::AppBalloon;
 pub use error::LinuxError;
 pub use io::{IoFailure, IoHost, IoOptions, IoRecord};
+use oom_guard::{near_its_limit, oom_kill_disable, set_oom_guard};
 use tenant::OomState;
 pub use tenant::{ManagedTenant, Origin, TenantRecord};
 pub use world::Placement;
 
-use crate::cgroup::{CgroupReader, CgroupSample, Limit, LimitSettings, MemoryCgroup};
+use crate::cgroup::{CgroupReader, Limit, LimitSettings, MemoryCgroup};
 use crate::fs::hierarchy::MemoryHierarchy;
 use crate::fs::oom_events::OomEvents;
 use crate::fs::{meminfo, pressure, FsError};
 use memtide_controller::Host;
 use memtide_model::{
-    Bytes, Decision, HostObservation, Levers, LimitLever, Pages, TenantId, TenantObservation,
-    WorldEvent,
+    Bytes, Decision, HostObservation, Pages, TenantId, TenantObservation, WorldEvent,
 };
-use sampling::AccessSampler;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use tenant::{delta, distinct_swap_ins, Counters};
 
 /// How the host reads and writes.
 #[derive(Clone, Debug)]
@@ -75,11 +80,9 @@ pub struct LinuxHost {
     oom_due: bool,
     /// The managed tenants' cgroup directories, for the balloon socket's identity check.
     members: agents::Members,
-    /// The applications' agents, when the balloon socket is served: a tenant with a live
-    /// agent has an application balloon lever, and the policy's moves for it go there.
-    agents: Option<memtide_agents::hub::Hub>,
-    /// Page sharing, when memtide drives the kernel's KSM (`enable_sharing`).
-    ksm: Option<ksm::KsmDriver>,
+    /// The mechanisms it runs besides the limit, each filling its lever and carrying out its
+    /// moves (see `actuator.rs`), in the order it was built with.
+    actuators: Vec<Box<dyn Actuator>>,
     /// The disk the tenants share, when memtide manages their I/O (`enable_io`).
     io: Option<io::IoHost>,
 }
@@ -93,7 +96,6 @@ impl LinuxHost {
             hierarchy,
             machine: info.mem_total.to_pages_floor(),
             swap_free: info.swap_free.unwrap_or(Bytes::ZERO).to_pages_floor(),
-            options,
             started: Instant::now(),
             tenants: BTreeMap::new(),
             unrestored: Vec::new(),
@@ -104,8 +106,9 @@ impl LinuxHost {
             fired: Vec::new(),
             oom_due: false,
             members: agents::Members::default(),
-            agents: None,
-            ksm: None,
+            // ESX sampling serves any tenant whose estimator samples.
+            actuators: vec![Box::new(sampling::Sampling::new(options.proc_root.clone()))],
+            options,
             io: None,
         })
     }
@@ -122,19 +125,6 @@ impl LinuxHost {
             error,
         })?;
         self.created_parent = Some(dir);
-        Ok(())
-    }
-
-    /// Drives the kernel's same-page merging from now on: KSM's settings are read (or taken
-    /// from `saved`, left by a run that crashed), kept in `saved`, and given back by
-    /// `release_all`. Launched tenants not marked isolated are asked to merge their pages.
-    pub fn enable_sharing(&mut self, saved: Option<&std::path::Path>) -> Result<(), LinuxError> {
-        self.ksm = Some(ksm::KsmDriver::take_over(
-            &self.options.proc_root,
-            saved,
-            self.options.write_timeout,
-            self.options.dry_run,
-        )?);
         Ok(())
     }
 
@@ -220,18 +210,6 @@ impl LinuxHost {
         match io::TenantIo::of_record(record).restore(self.options.write_timeout) {
             Err(crate::io_cgroup::IoError::Fs(e)) if e.is_vanished() => Ok(()),
             other => Ok(other?),
-        }
-    }
-
-    /// KSM as memtide drives it, when page sharing is on.
-    pub fn sharing(&self) -> Option<&ksm::KsmDriver> {
-        self.ksm.as_ref()
-    }
-
-    /// Marks `id` isolated: never asked to merge, and reported if its processes merge anyway.
-    pub fn set_isolated(&mut self, id: TenantId, isolated: bool) {
-        if let Some(t) = self.tenants.get_mut(&id) {
-            t.isolated = isolated;
         }
     }
 
@@ -374,7 +352,7 @@ impl LinuxHost {
             .log_dir
             .as_ref()
             .map(|d| d.join(format!("{name}.log")));
-        let merge = merge && self.ksm.as_ref().is_some_and(ksm::KsmDriver::merge_any);
+        let merge = merge && self.actuators.iter().any(|a| a.merges_launched());
         let blkio = match (&mut self.io, io) {
             (Some(host), true) => host.create_for_launch(cgroup_path)?,
             _ => None,
@@ -453,14 +431,10 @@ impl LinuxHost {
             cgroup,
             child,
             no_anon_swap,
-            last: None,
             last_sample: None,
             unreclaimable: Pages::ZERO,
-            sampler: None,
             adapter: None,
             max: None,
-            isolated: false,
-            warned_merged: false,
             io: None,
             _lock: lock,
         };
@@ -469,11 +443,12 @@ impl LinuxHost {
         self.tenants.entry(id).or_insert(tenant)
     }
 
-    /// Serves applications' agents through `hub`: tenants with a live agent get an
-    /// application balloon lever, and the policy's moves for it are carried out there (not in
+    /// This host, running `actuator` too (after those it runs already): each tenant's
+    /// observation gets its lever, and the policy's moves for it are carried out there (not in
     /// a dry run, which asks nothing of anyone).
-    pub fn set_agents(&mut self, hub: memtide_agents::hub::Hub) {
-        self.agents = Some(hub);
+    pub fn with(mut self, actuator: impl Actuator + 'static) -> LinuxHost {
+        self.actuators.push(Box::new(actuator));
+        self
     }
 
     /// Which managed tenant holds a process, as the balloon socket asks (see `agents.rs`).
@@ -495,6 +470,18 @@ impl LinuxHost {
         }
     }
 
+    /// Tells every mechanism that `id` is attached with `spec`.
+    fn attach_mechanisms(
+        &mut self,
+        id: TenantId,
+        spec: &memtide_model::TenantSpec,
+        placement: &Placement,
+    ) {
+        for a in &mut self.actuators {
+            a.attach(id, spec, placement);
+        }
+    }
+
     /// The tenant's configured max (the OOM guard is on only while its limit is below it).
     pub fn set_max(&mut self, id: TenantId, max: Pages) {
         if let Some(t) = self.tenants.get_mut(&id) {
@@ -502,244 +489,35 @@ impl LinuxHost {
         }
     }
 
-    /// Between ticks: a v1 tenant stalled at its limit (under_oom, with the OOM killer that
-    /// memtide disabled) gets its limit raised at once by one step (5%, at least 8 MiB), up to
-    /// its max; at its max the kernel's OOM killer is given back, as without memtide.
-    ///
-    /// Runs every 50 ms. A guarded tenant's memory.oom_control is read only when the kernel
-    /// signalled its OOM eventfd, once a tick (see `observe`), or at every check when it could
-    /// not be registered; a tenant found under OOM is read again at each check until it is not.
-    pub fn rescue_stalled(&mut self) {
-        let timeout = self.options.write_timeout;
-        let machine = self.machine;
-        if let Some(events) = &mut self.oom_events {
-            events.fired(&mut self.fired);
-            for &key in &self.fired {
-                let id = TenantId(u32::try_from(key).unwrap_or(u32::MAX));
-                if let Some(t) = self.tenants.get_mut(&id) {
-                    if let Some(watch) = &t.oom.watch {
-                        watch.take_fired();
-                    }
-                    t.oom.pending = true;
-                    self.oom_due = true;
-                }
-            }
-        }
-        if !self.oom_due {
-            return;
-        }
-        let mut still_due = false;
-        for t in self.tenants.values_mut() {
-            if !t.record.oom_guard || (t.oom.watch.is_some() && !t.oom.pending) {
-                continue;
-            }
-            // Read again at the next check: not cleared below, or no eventfd to wait on.
-            still_due = true;
-            let Ok(oom) = t.reader.oom_control() else {
-                continue;
-            };
-            if !oom.under_oom {
-                t.oom.pending = false;
-                still_due |= t.oom.watch.is_none();
-                continue;
-            }
-            let from = match crate::fs::cgroup_v1::read_limit(t.cgroup.dir()) {
-                Ok(Limit::Bytes(b)) => b.to_pages_floor(),
-                _ => continue,
-            };
-            let max = t.max.unwrap_or(machine);
-            let to = (from + from.scale(0.05).max(Pages::from_mib(8))).min(max);
-            if to > from
-                && t.reader
-                    .set_limit(&t.cgroup, Limit::Bytes(to.to_bytes()), timeout)
-                    .is_ok()
-            {
-                self.events.push(WorldEvent::Rescued { id: t.id, from, to });
-                if let Some(s) = &mut t.last_sample {
-                    s.limit = Limit::Bytes(to.to_bytes());
-                }
-            }
-            if to >= max {
-                set_oom_guard(t, false, timeout, &mut self.oom_events);
-            }
-        }
-        self.oom_due = still_due;
-    }
-
-    /// Measures `id`'s touched memory each sampling period of `period`; touched fractions are
-    /// of `max`, the tenant's configured size (as ESX samples a VM's configured memory).
-    pub fn enable_sampling(&mut self, id: TenantId, period: Duration, max: Pages) {
-        let root = self.options.proc_root.clone();
-        if let Some(t) = self.tenants.get_mut(&id) {
-            t.sampler = Some(AccessSampler::new(&root, period, max.to_bytes()));
-        }
-    }
-
-    /// Stops managing `id`: an adopted cgroup gets its recorded settings back and its OOM
-    /// killer switch (unless this is a dry run, which changed nothing); a launched one is
-    /// stopped and its cgroup removed.
-    pub fn release(&mut self, id: TenantId) -> Result<Option<TenantRecord>, LinuxError> {
-        let Some(mut t) = self.tenants.remove(&id) else {
-            return Ok(None);
-        };
-        if let Some(a) = &mut t.adapter {
-            a.stop();
-        }
-        self.members.remove(id);
-        if let Some(hub) = &self.agents {
-            hub.forget(id);
-        }
-        if let Some(io) = &mut self.io {
-            io.forget(id);
-        }
-        match t.record.origin {
-            Origin::Adopted => match self.give_back(&mut t) {
-                Ok(()) => {}
-                Err(e) if e.is_vanished() => {}
-                Err(e) => {
-                    self.unrestored.push(t);
-                    return Err(e);
-                }
-            },
-            Origin::Launched => stop_launched(&mut t, self.options.write_timeout),
-        }
-        Ok(Some(t.record))
-    }
-
-    /// Writes back what memtide changed on an adopted cgroup: its disk weight and caps, the
-    /// recorded limits and, on v1, the OOM killer switch (compared with the kernel's, so a
-    /// guard a crashed memtide left on is switched off too). Nothing in a dry run or when the
-    /// cgroup is gone.
-    fn give_back(&self, t: &mut ManagedTenant) -> Result<(), LinuxError> {
-        if self.options.dry_run {
-            return Ok(());
-        }
-        let timeout = self.options.write_timeout;
-        if let Some(io) = &mut t.io {
-            match io.restore(timeout) {
-                Err(crate::io_cgroup::IoError::Fs(e)) if e.is_vanished() => {}
-                other => other?,
-            }
-            t.record.io = Some(io.record());
-        }
-        if !t.cgroup.exists() {
-            return Ok(());
-        }
-        t.cgroup.restore(&t.record.original, timeout)?;
-        // The guard goes off below (or was never on): no more OOM signals wanted.
-        t.oom = OomState::default();
-        if let Some(original) = t.record.oom_kill_disable {
-            if oom_kill_disable(&t.cgroup)? != Some(original) {
-                let path = t.cgroup.dir().join("memory.oom_control");
-                crate::fs::write_bounded(&path, if original { "1" } else { "0" }, timeout)?;
-            }
-        }
-        t.record.oom_guard = false;
-        Ok(())
-    }
-
-    /// Tries again to restore tenants whose restore failed; those restored are forgotten.
-    fn retry_unrestored(&mut self) {
-        let pending = std::mem::take(&mut self.unrestored);
-        for mut t in pending {
-            match self.give_back(&mut t) {
-                Ok(()) => {}
-                Err(e) if e.is_vanished() => {}
-                Err(e) => {
-                    self.events.push(WorldEvent::RestoreFailed {
-                        name: t.name.clone(),
-                        error: e.to_string(),
-                    });
-                    self.unrestored.push(t);
-                }
-            }
-        }
-    }
-
-    /// Releases every tenant, and retries earlier failed restores; returns the errors met
-    /// (each tenant is tried). After an error the state file must stay, for the next start.
-    pub fn release_all(&mut self) -> Vec<(String, LinuxError)> {
-        let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
-        let mut errors = Vec::new();
-        for id in ids {
-            let name = self.tenants[&id].name.clone();
-            if let Err(e) = self.release(id) {
-                errors.push((name, e));
-            }
-        }
-        self.retry_unrestored();
-        for event in std::mem::take(&mut self.events) {
-            if let WorldEvent::RestoreFailed { name, error } = event {
-                if !errors.iter().any(|(n, _)| *n == name) {
-                    errors.push((name, LinuxError::Restore(error)));
-                }
-            }
-        }
-        if let Some(k) = &mut self.ksm {
-            if let Err(e) = k.restore() {
-                errors.push(("ksm".to_string(), e.into()));
-            }
-        }
-        if let Some(io) = &mut self.io {
-            if let Err(e) = io.finish() {
-                errors.push(("io".to_string(), e));
-            }
-        }
-        if let Some(dir) = self.created_parent.take() {
-            let _ = std::fs::remove_dir(dir);
-        }
-        errors
-    }
-
     fn now(&self) -> Duration {
         self.started.elapsed()
     }
 
-    /// Drops a tenant whose cgroup vanished or emptied, and says why. A launched tenant is
-    /// stopped and its cgroup removed; an adopted cgroup that still exists gets back everything
-    /// memtide changed (a new process in it must meet the tenant's own limit and OOM killer,
-    /// not memtide's), or is kept aside and retried when that fails.
-    fn drop_gone(&mut self, id: TenantId, why: String) {
-        let Some(mut t) = self.tenants.remove(&id) else {
-            return;
-        };
-        if let Some(a) = &mut t.adapter {
-            a.stop();
-        }
-        self.members.remove(id);
-        if let Some(hub) = &self.agents {
-            hub.forget(id);
-        }
-        let name = t.name.clone();
-        let may_return = t.record.origin == Origin::Adopted;
-        if let Some(io) = &mut self.io {
-            io.forget(id);
-        }
-        let restored = match t.record.origin {
-            Origin::Launched => {
-                stop_launched(&mut t, self.options.write_timeout);
-                false
-            }
-            Origin::Adopted => match self.give_back(&mut t) {
-                Ok(()) => !self.options.dry_run && t.cgroup.exists(),
-                Err(e) if e.is_vanished() => false,
-                Err(e) => {
-                    self.events.push(WorldEvent::RestoreFailed {
-                        name: name.clone(),
-                        error: e.to_string(),
-                    });
-                    self.unrestored.push(t);
-                    false
+    /// Tends the processes memtide started: a launched tenant's command that exited is
+    /// reaped, and an adapter that exited is started again (its failures reported).
+    fn tend_processes(&mut self) {
+        for t in self.tenants.values_mut() {
+            if let Some(child) = &mut t.child {
+                if let Ok(Some(_)) = child.try_wait() {
+                    t.child = None;
                 }
-            },
-        };
-        self.events.push(WorldEvent::Gone {
-            id,
-            name,
-            why,
-            restored,
-            may_return,
-        });
+            }
+            if let Some(a) = &mut t.adapter {
+                let log = self
+                    .options
+                    .log_dir
+                    .as_ref()
+                    .map(|d| d.join(format!("{}-adapter.log", t.name)));
+                let (exited, started) = a.keep_running(&t.name, t.cgroup.dir(), log.as_deref());
+                for error in exited
+                    .into_iter()
+                    .chain(started.and_then(Result::err).map(|e| e.to_string()))
+                {
+                    self.events
+                        .push(WorldEvent::AdapterFailed { id: t.id, error });
+                }
+            }
+        }
     }
 
     fn observe_tenant(
@@ -750,30 +528,10 @@ impl LinuxHost {
         let swap_free = self.swap_free;
         let machine = self.machine;
         let t = self.tenants.get_mut(&id).expect("observed tenants exist");
-        if let Some(child) = &mut t.child {
-            if let Ok(Some(_)) = child.try_wait() {
-                t.child = None;
-            }
-        }
-        if let Some(a) = &mut t.adapter {
-            let log = self
-                .options
-                .log_dir
-                .as_ref()
-                .map(|d| d.join(format!("{}-adapter.log", t.name)));
-            let (exited, started) = a.keep_running(&t.name, t.cgroup.dir(), log.as_deref());
-            for error in exited
-                .into_iter()
-                .chain(started.and_then(Result::err).map(|e| e.to_string()))
-            {
-                self.events.push(WorldEvent::AdapterFailed { id, error });
-            }
-        }
         let sample = t.reader.sample()?;
         // The whole list only when the sampler or page sharing is to use it; else whether there
         // is anyone.
-        let wants_pids =
-            self.ksm.is_some() || t.sampler.as_ref().is_some_and(|s| s.wants_pids(now));
+        let wants_pids = self.actuators.iter().any(|a| a.wants_pids(id, now));
         let has_processes = if wants_pids {
             t.reader.pids(&mut t.pids)?;
             !t.pids.is_empty()
@@ -788,60 +546,18 @@ impl LinuxHost {
         let near_limit = near_its_limit(&sample);
         t.oom.pending |= t.record.oom_guard && near_limit;
         self.oom_due |= t.record.oom_guard && near_limit;
-        let counters = Counters::of(&sample);
-        let last = t.last.replace(counters);
-        let (swap_ins, refaults, major) = match last {
-            Some(l) => (
-                distinct_swap_ins(delta(counters.refault_anon, l.refault_anon), counters, l),
-                delta(counters.refault_file, l.refault_file),
-                delta(counters.major_faults, l.major_faults),
-            ),
-            None => (None, None, None),
+        let ctx = derive::Context {
+            machine,
+            swap_free,
+            no_anon_swap: t.no_anon_swap,
+            smallest_lowering: SMALLEST_LOWERING,
         };
-        t.unreclaimable = unreclaimable(&sample, swap_free, t.no_anon_swap);
-        let limit = match sample.limit {
-            Limit::Max => machine,
-            Limit::Bytes(b) => b.to_pages_floor().min(machine),
-        };
-        let sample_counts = match &mut t.sampler {
-            Some(s) => match s.observe(now, &t.pids) {
-                Ok(c) => Some(c),
-                Err(error) => {
-                    self.events.push(WorldEvent::SamplerFailed { id, error });
-                    None
-                }
-            },
-            None => None,
-        };
-        let sharing = match &self.ksm {
-            Some(k) => match k.tenant(&t.pids) {
-                Ok(lever) => lever,
-                Err(e) => {
-                    self.events.push(WorldEvent::SharingFailed {
-                        error: e.to_string(),
-                    });
-                    None
-                }
-            },
-            None => None,
-        };
-        if let (true, false, Some(l)) = (t.isolated, t.warned_merged, &sharing) {
-            if l.shared > Pages::ZERO {
-                t.warned_merged = true;
-                self.events.push(WorldEvent::IsolatedMerged {
-                    id,
-                    pages: l.shared,
-                });
-            }
+        let mut obs = derive::observation(id, &sample, t.last_sample.as_ref(), &ctx);
+        t.unreclaimable = obs.levers.limit.map_or(Pages::ZERO, |l| l.unreclaimable);
+        let view = TenantView { now, pids: &t.pids };
+        for a in &mut self.actuators {
+            a.observe(&view, &mut obs, &mut self.events);
         }
-        let usage = sample.usage.to_pages_floor();
-        // An application with a live agent resizes its own pool first (ALB); what it uses is
-        // the cgroup's usage and its swap (a pool paged out is still the pool's).
-        let used = usage + sample.swap.map_or(Pages::ZERO, Bytes::to_pages_floor);
-        let app_balloon = self
-            .agents
-            .as_ref()
-            .and_then(|hub| hub.lever(id, used, hub.now()));
         let disk = match (&mut t.io, &mut self.io) {
             (Some(io), Some(host)) => match io.observe(host.device().dev(), host.await_us()) {
                 Ok(disk) => disk,
@@ -858,29 +574,7 @@ impl LinuxHost {
             },
             _ => None,
         };
-        let obs = TenantObservation {
-            anon: sample.anon.map(Bytes::to_pages_floor),
-            file: sample.file.map(Bytes::to_pages_floor),
-            swapped: sample.swap.map(Bytes::to_pages_floor),
-            swap_ins,
-            refaults,
-            sample: sample_counts,
-            // A cgroup's memory moves by its limit, and by its application's own balloon.
-            levers: Levers {
-                app_balloon,
-                limit: Some(LimitLever {
-                    limit,
-                    unlimited: sample.limit == Limit::Max,
-                    unreclaimable: t.unreclaimable,
-                    major_faults: major,
-                    pressure: sample.pressure.as_ref().map(|p| p.some.avg10_pct),
-                }),
-                sharing,
-                disk: disk.map(Box::new),
-                ..Levers::default()
-            },
-            ..TenantObservation::new(id, usage)
-        };
+        obs.levers.disk = disk.map(Box::new);
         t.last_sample = Some(sample);
         Ok(Some(obs))
     }
@@ -888,15 +582,13 @@ impl LinuxHost {
     /// Writes `id`'s limit `to` now, behind the same last floor check as the policy's limits
     /// (another world's mechanism moving a tenant through its cgroup: a VM's host swap).
     pub fn set_limit(&mut self, id: TenantId, to: Pages) {
-        let mut room = Pages::ZERO;
-        self.apply_limit(id, to, &mut room);
+        self.apply_limit(id, to);
     }
 
-    /// Writes `id`'s limit `to` (or, in a dry run, reports it). A lowering smaller than
-    /// [`SMALLEST_LOWERING`] is not written while `room` (the budget left over by the limits
-    /// planned this tick) holds it, and is taken from `room`: the limits in force then still add
-    /// up to no more than the budget.
-    fn apply_limit(&mut self, id: TenantId, to: Pages, room: &mut Pages) {
+    /// Writes `id`'s limit `to` (or, in a dry run, reports it): whatever the policy asks,
+    /// lowerings too small to be worth a write being held back there (see
+    /// [`SMALLEST_LOWERING`]).
+    fn apply_limit(&mut self, id: TenantId, to: Pages) {
         let dry_run = self.options.dry_run;
         let timeout = self.options.write_timeout;
         let machine = self.machine;
@@ -906,10 +598,7 @@ impl LinuxHost {
         let Some(sample) = &t.last_sample else {
             return;
         };
-        let from = match sample.limit {
-            Limit::Max => machine,
-            Limit::Bytes(b) => b.to_pages_floor().min(machine),
-        };
+        let from = derive::limit_pages(sample.limit, machine);
         if to == from {
             return;
         }
@@ -922,10 +611,6 @@ impl LinuxHost {
                 to,
                 floor: t.unreclaimable,
             });
-            return;
-        }
-        if to < from && from - to < SMALLEST_LOWERING && from - to <= *room {
-            *room -= from - to;
             return;
         }
         if dry_run {
@@ -999,11 +684,9 @@ impl LinuxHost {
     }
 }
 
-/// Lowerings of a limit smaller than this (1 MiB, the rails' smallest shrink step) are not
-/// written while the budget has room for them: such a step (a TWS probe's 1% on a small tenant,
-/// say) costs a kernel write and buys almost nothing, and a limit left a little higher is
-/// never less safe. The next lowering writes once the limit in force is this much above the
-/// one wanted. Raises are always written.
+/// The smallest lowering of a limit worth a kernel write (1 MiB, the rails' smallest shrink
+/// step), as the tenants' limit levers declare it: the policy holds smaller ones back while the
+/// budget has room for them (`memtide_policy::mechanism::limit::hold_small_lowerings`).
 pub const SMALLEST_LOWERING: Pages = Pages(256);
 
 /// A tenant about to be managed, as `insert` takes it.
@@ -1035,107 +718,6 @@ impl Original {
     }
 }
 
-/// v1: the cgroup's `oom_kill_disable`; `None` on v2.
-fn oom_kill_disable(cgroup: &MemoryCgroup) -> Result<Option<bool>, FsError> {
-    match cgroup.version() {
-        crate::fs::CgroupVersion::V1 => Ok(Some(
-            crate::fs::cgroup_v1::read_oom_control(cgroup.dir())?.oom_kill_disable,
-        )),
-        crate::fs::CgroupVersion::V2 => Ok(None),
-    }
-}
-
-/// v1: disables the OOM killer while memtide holds the tenant under its max (`on`), or gives
-/// back the tenant's own setting. A tenant whose killer was already disabled is left alone.
-/// The record carries the guard's state, so the state file knows what to give back. While the
-/// guard is on, the kernel signals the tenant's OOMs on an eventfd in `events` (made on first
-/// use); when that cannot be set up, `rescue_stalled` reads memory.oom_control at each check.
-fn set_oom_guard(
-    t: &mut ManagedTenant,
-    on: bool,
-    timeout: Duration,
-    events: &mut Option<OomEvents>,
-) {
-    let Some(original) = t.record.oom_kill_disable else {
-        return;
-    };
-    if original || t.record.oom_guard == on {
-        return;
-    }
-    let value = if on { "1" } else { "0" };
-    let path = t.cgroup.dir().join("memory.oom_control");
-    if crate::fs::write_bounded(&path, value, timeout).is_err() {
-        return;
-    }
-    t.record.oom_guard = on;
-    t.oom = OomState {
-        watch: None,
-        // Look once at once: the tenant may already be at its limit.
-        pending: on,
-    };
-    if on {
-        if events.is_none() {
-            *events = OomEvents::new().ok();
-        }
-        if let Some(events) = events {
-            t.oom.watch = events
-                .watch(u64::from(t.id.0), t.cgroup.dir(), timeout)
-                .ok();
-        }
-    }
-}
-
-/// True when the cgroup's usage is within 4 MiB of its limit. A cgroup under OOM is at its
-/// limit: it failed to charge at most a huge page (2 MiB) more, and an uncharge wakes its
-/// waiters to try again; one further away cannot be under OOM.
-fn near_its_limit(sample: &CgroupSample) -> bool {
-    match sample.limit {
-        Limit::Max => false,
-        Limit::Bytes(limit) => sample.usage + Bytes::from_mib(4) >= limit,
-    }
-}
-
-/// Memory the tenant cannot give back now: its anonymous memory beyond the free swap (all of
-/// it when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole
-/// usage minus known page cache: never as zero.
-pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool) -> Pages {
-    let anon = match (sample.anon, sample.file) {
-        (Some(a), _) => a,
-        (None, Some(f)) => sample.usage.saturating_sub(f),
-        (None, None) => sample.usage,
-    }
-    .to_pages_ceil();
-    let swap_room = if no_anon_swap { Pages::ZERO } else { swap_free };
-    let unevictable = sample.unevictable.unwrap_or(Bytes::ZERO).to_pages_ceil();
-    anon.saturating_sub(swap_room) + unevictable
-}
-
-/// Stops a launched tenant's processes and removes its cgroup, and with them its blkio cgroup
-/// and what memtide created to hold it (its weight and caps given back first, should the
-/// directory stay).
-fn stop_launched(t: &mut ManagedTenant, timeout: Duration) {
-    let cgroup = t.cgroup.clone();
-    let child = &mut t.child;
-    launch::stop_processes(
-        || cgroup.pids().unwrap_or_default(),
-        Duration::from_secs(5),
-        || {
-            if let Some(c) = child {
-                let _ = c.try_wait();
-            }
-        },
-    );
-    if let Some(c) = child {
-        let _ = c.wait();
-    }
-    // The kernel refuses to remove a cgroup that still holds processes; nothing else to do then.
-    let _ = std::fs::remove_dir(cgroup.dir());
-    if let Some(io) = &mut t.io {
-        let _ = io.restore(timeout);
-        io.remove_created();
-    }
-}
-
 impl Host for LinuxHost {
     type Error = LinuxError;
 
@@ -1153,30 +735,32 @@ impl Host for LinuxHost {
             .to_pages_floor();
         let host_pressure =
             pressure::read_memory_pressure(&self.options.proc_root)?.map(|p| p.some.avg10_pct);
-        let sharing = match &mut self.ksm {
-            Some(k) => match k.observe() {
-                Ok(s) => Some(s),
-                Err(e) => {
-                    self.events.push(WorldEvent::SharingFailed {
-                        error: e.to_string(),
-                    });
-                    None
-                }
-            },
-            None => None,
+        let mut obs = HostObservation {
+            now,
+            machine: self.machine,
+            free,
+            host_swap_total: swap_total,
+            host_swap_used: swap_total.saturating_sub(swap_free),
+            pressure: host_pressure,
+            sharing: None,
+            remapping: None,
+            tenants: Vec::new(),
         };
-
+        for a in &mut self.actuators {
+            a.observe_host(&mut obs, &mut self.events);
+        }
         if let Some(io) = &mut self.io {
             if let Err(e) = io.observe_device() {
                 io.fail(None, e);
             }
         }
         self.retry_unrestored();
+        self.tend_processes();
         let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
-        let mut tenants = Vec::with_capacity(ids.len());
+        obs.tenants.reserve(ids.len());
         for id in ids {
             match self.observe_tenant(id, now) {
-                Ok(Some(obs)) => tenants.push(obs),
+                Ok(Some(t)) => obs.tenants.push(t),
                 Ok(None) => self.drop_gone(id, "no processes left in its cgroup".to_string()),
                 Err(e) if e.is_vanished() => self.drop_gone(id, e.to_string()),
                 Err(e) => self.events.push(WorldEvent::ReadFailed {
@@ -1185,45 +769,27 @@ impl Host for LinuxHost {
                 }),
             }
         }
-        Ok(HostObservation {
-            now,
-            machine: self.machine,
-            free,
-            host_swap_total: swap_total,
-            host_swap_used: swap_total.saturating_sub(swap_free),
-            pressure: host_pressure,
-            sharing,
-            remapping: None,
-            tenants,
-        })
+        Ok(obs)
     }
 
     fn apply(&mut self, decision: &Decision) -> Result<(), LinuxError> {
-        let planned = decision
-            .actions
-            .iter()
-            .filter_map(|a| a.moves().limit)
-            .fold(Pages::ZERO, |sum, l| sum + l);
-        let mut room = decision.memory.budget.saturating_sub(planned);
         for action in &decision.actions {
             let moves = action.moves();
             if let Some(to) = moves.limit {
-                self.apply_limit(action.id, to, &mut room);
+                self.apply_limit(action.id, to);
             }
-            if let (Some(hub), Some(app_move), false) =
-                (&self.agents, moves.app_balloon, self.options.dry_run)
-            {
-                hub.apply(action.id, app_move);
+            if !self.options.dry_run {
+                for a in &mut self.actuators {
+                    a.apply(action.id, &moves, &mut self.events);
+                }
             }
             if let Some(weight) = moves.disk_weight {
                 self.apply_disk_weight(action.id, weight);
             }
         }
-        if let (Some(k), Some(rate)) = (&mut self.ksm, decision.sharing) {
-            if let Err(e) = k.set_rate(rate) {
-                self.events.push(WorldEvent::SharingFailed {
-                    error: e.to_string(),
-                });
+        if !self.options.dry_run {
+            for a in &mut self.actuators {
+                a.apply_host(decision, &mut self.events);
             }
         }
         Ok(())
@@ -1622,56 +1188,33 @@ mod tests {
         );
     }
 
-    /// A decision setting `id`'s limit to `to` within `budget`.
-    fn limit_within(id: TenantId, to: Pages, budget: Pages) -> Decision {
-        let mut d = limit_to(id, 0);
-        let a = &mut d.actions[0];
-        a.reason.mechanism = a.reason.mechanism.with_moves(memtide_model::Moves {
-            limit: Some(to),
-            ..memtide_model::Moves::default()
-        });
-        d.memory.budget = budget;
-        d
-    }
-
     #[test]
-    fn a_lowering_under_a_mib_waits_while_the_budget_has_room_and_raises_never_wait() {
+    fn a_limit_is_written_however_small_the_lowering_and_declares_the_smallest_worth_it() {
         let root = tempfile::tempdir().unwrap();
         let mut host = fake_v2(root.path(), 300);
         host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
             .unwrap();
-        host.observe().unwrap();
-        let high = || {
-            std::fs::read_to_string(root.path().join("cg/t/memory.high"))
-                .unwrap()
-                .parse::<u64>()
-                .map(|b| Bytes(b).to_pages_floor())
-                .unwrap()
-        };
-        let (id, roomy) = (TenantId(0), Pages::from_mib(1024));
-        let mib = Pages::from_mib;
-        let mut apply = |to: Pages, budget: Pages| {
-            host.apply(&limit_within(id, to, budget)).unwrap();
-            host.drain_events()
-                .iter()
-                .filter(|e| matches!(e, WorldEvent::Limit { written: true, .. }))
-                .count()
-        };
-        assert_eq!(apply(mib(280), roomy), 1);
-        assert_eq!(high(), mib(280));
-        // Half a MiB lower, with room in the budget: not written.
-        assert_eq!(apply(mib(280) - Pages(128), roomy), 0);
-        assert_eq!(high(), mib(280));
-        // The same with the budget taken up by the limits planned: written.
-        assert_eq!(apply(mib(280) - Pages(128), mib(280) - Pages(128)), 1);
-        assert_eq!(high(), mib(280) - Pages(128));
-        // A raise, however small, is written.
-        assert_eq!(apply(mib(280) - Pages(100), roomy), 1);
-        assert_eq!(high(), mib(280) - Pages(100));
-        // Small lowerings wait until together they make a MiB.
-        assert_eq!(apply(mib(279), roomy), 0);
-        assert_eq!(high(), mib(280) - Pages(100));
-        assert_eq!(apply(mib(279) - Pages(200), roomy), 1);
-        assert_eq!(high(), mib(279) - Pages(200));
+        let obs = host.observe().unwrap();
+        assert_eq!(
+            obs.tenants[0].levers.limit.unwrap().smallest_lowering,
+            SMALLEST_LOWERING
+        );
+        host.apply(&limit_to(TenantId(0), 280)).unwrap();
+        let mut d = limit_to(TenantId(0), 0);
+        d.actions[0].reason.mechanism =
+            d.actions[0]
+                .reason
+                .mechanism
+                .with_moves(memtide_model::Moves {
+                    limit: Some(Pages::from_mib(280) - Pages(128)),
+                    ..memtide_model::Moves::default()
+                });
+        d.memory.budget = Pages::from_mib(1024);
+        host.apply(&d).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("cg/t/memory.high")).unwrap(),
+            (280 * MIB - 128 * 4096).to_string(),
+            "the policy holds small lowerings back, not the world"
+        );
     }
 }

@@ -1,4 +1,4 @@
-//! One managed tenant of the Linux host: its cgroup, where it came from, the settings found before memtide touched it (its memory limits and, with disk I/O managed, its weight and caps), and the counters kept between ticks.
+//! One managed tenant of the Linux host: its cgroup, where it came from, the settings found before memtide touched it (its memory limits and, with disk I/O managed, its weight and caps), and its latest reading.
 
 use crate::cgroup::{CgroupReader, CgroupSample, LimitSettings, MemoryCgroup};
 use crate::fs::oom_events::OomWatch;
@@ -50,55 +50,6 @@ pub struct TenantRecord {
     pub io: Option<super::io::IoRecord>,
 }
 
-/// Cumulative kernel counters read at the previous tick.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Counters {
-    pub refault_anon: Option<u64>,
-    pub refault_file: Option<u64>,
-    pub major_faults: Option<u64>,
-    /// Pages in swap at that reading.
-    pub swap_pages: Option<u64>,
-}
-
-impl Counters {
-    pub fn of(s: &CgroupSample) -> Counters {
-        Counters {
-            refault_anon: s.refault_anon,
-            refault_file: s.refault_file,
-            major_faults: s.major_faults,
-            swap_pages: s.swap.map(|b| b.to_pages_ceil().0),
-        }
-    }
-}
-
-/// Swap-ins of distinct pages: anonymous refaults since the last reading, at most the pages
-/// that were in swap at either reading. A hot page thrashing in and out of swap refaults many
-/// times a tick; the working-set probe needs how much memory was missing, not how often.
-pub(crate) fn distinct_swap_ins(
-    refaults: Option<u64>,
-    now: Counters,
-    before: Counters,
-) -> Option<u64> {
-    let in_swap = match (now.swap_pages, before.swap_pages) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    };
-    match (refaults, in_swap) {
-        (Some(r), Some(s)) => Some(r.min(s)),
-        (r, _) => r,
-    }
-}
-
-/// Delta of a cumulative counter; `None` when either reading is missing. A counter that went
-/// backwards (the cgroup was recreated) counts as a fresh start.
-pub(crate) fn delta(now: Option<u64>, before: Option<u64>) -> Option<u64> {
-    match (now, before) {
-        (Some(n), Some(b)) if n >= b => Some(n - b),
-        (Some(n), Some(_)) => Some(n),
-        _ => None,
-    }
-}
-
 /// How a v1 tenant's stalls at its limit are noticed while its OOM guard is on.
 #[derive(Debug, Default)]
 pub(crate) struct OomState {
@@ -129,20 +80,15 @@ pub struct ManagedTenant {
     pub(crate) child: Option<Child>,
     /// v1 `memory.swappiness` is 0: the kernel never swaps this cgroup's anonymous memory.
     pub(crate) no_anon_swap: bool,
-    pub(crate) last: Option<Counters>,
-    /// The latest reading, for the API and for skipping writes that change nothing.
+    /// The latest reading: the one the next is compared with (see `derive.rs`), for the API
+    /// and for skipping writes that change nothing.
     pub last_sample: Option<CgroupSample>,
     /// What the tenant cannot give back, as last computed.
     pub unreclaimable: Pages,
-    pub(crate) sampler: Option<super::sampling::AccessSampler>,
     /// The tenant's configured max: the OOM guard is on only while the limit is below it.
     pub(crate) max: Option<Pages>,
     /// The application's adapter, kept running in the cgroup.
     pub(crate) adapter: Option<super::adapter::Adapter>,
-    /// Marked `isolated`: never asked to merge its pages with anyone's (page sharing across
-    /// tenants is a side channel); `warned_merged` once its processes were seen merging anyway.
-    pub(crate) isolated: bool,
-    pub(crate) warned_merged: bool,
     /// Its disk I/O, when memtide manages it.
     pub(crate) io: Option<super::io::TenantIo>,
     /// Held while memtide manages the cgroup (not in a dry run): no second memtide can adopt it.
@@ -152,55 +98,5 @@ pub struct ManagedTenant {
 impl ManagedTenant {
     pub fn origin(&self) -> Origin {
         self.record.origin
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn swap_ins_count_each_swapped_page_once() {
-        let with_swap = |pages| Counters {
-            swap_pages: Some(pages),
-            ..Counters::default()
-        };
-        let cases = [
-            (
-                Some(25_600),
-                with_swap(2_560),
-                with_swap(1_000),
-                Some(2_560),
-            ),
-            (Some(100), with_swap(2_560), with_swap(1_000), Some(100)),
-            (
-                Some(500),
-                Counters::default(),
-                Counters::default(),
-                Some(500),
-            ),
-            (None, with_swap(10), with_swap(10), None),
-        ];
-        for (refaults, now, before, want) in cases {
-            assert_eq!(
-                distinct_swap_ins(refaults, now, before),
-                want,
-                "{refaults:?}"
-            );
-        }
-    }
-
-    #[test]
-    fn deltas_need_both_readings_and_restart_on_a_reset_counter() {
-        let cases = [
-            (Some(10), Some(4), Some(6)),
-            (Some(4), Some(4), Some(0)),
-            (Some(3), Some(9), Some(3)),
-            (None, Some(4), None),
-            (Some(4), None, None),
-        ];
-        for (now, before, want) in cases {
-            assert_eq!(delta(now, before), want, "{now:?} - {before:?}");
-        }
     }
 }

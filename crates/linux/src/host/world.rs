@@ -3,7 +3,7 @@
 use super::{LinuxError, LinuxHost, Origin, Original, TenantRecord};
 use crate::cgroup::MemoryCgroup;
 use memtide_controller::{Attach, World};
-use memtide_model::{EstimatorConfig, TenantId, TenantSpec, WorldEvent};
+use memtide_model::{TenantId, TenantSpec, WorldEvent};
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -114,11 +114,8 @@ impl World for LinuxHost {
             }
         }
         self.set_max(id, spec.max);
-        self.set_isolated(id, placement.isolated);
         self.set_adapter(id, placement.adapter.clone());
-        if let EstimatorConfig::Sampling(s) = &spec.estimator {
-            self.enable_sampling(id, s.period, spec.max);
-        }
+        self.attach_mechanisms(id, spec, placement);
         Ok(Attach::Attached(how))
     }
 

@@ -19,6 +19,9 @@
 //! add up to more than the budget: a tenant gets more only as fast as the others give memory
 //! back. Raises to a floor are always granted (safety comes before the budget), so the sum can
 //! exceed the budget only when the floors alone do. Cost: O(n) per tick.
+//! A world that writes limits to a kernel declares the smallest lowering worth a write
+//! (`LimitLever::smallest_lowering`); [`hold_small_lowerings`] holds smaller ones while the
+//! budget has room for them.
 
 //!
 //! A limit tenant's memory is counted against the budget (what the tenants hold, not what the
@@ -94,6 +97,7 @@ pub fn plan_limit(input: &LimitInput, rails: &LimitRails) -> LimitNote {
         to,
         floor,
         rail,
+        smallest_lowering: Pages::ZERO,
     };
     if wanted >= from {
         return note(wanted, rail_at_wanted);
@@ -171,7 +175,7 @@ pub fn plan(
     let faults_per_s = faults
         .zip(elapsed)
         .map(|(n, dt)| n as f64 / dt.as_secs_f64());
-    plan_limit(
+    let note = plan_limit(
         &LimitInput {
             target,
             min,
@@ -183,7 +187,11 @@ pub fn plan(
             pressure: lever.pressure,
         },
         rails,
-    )
+    );
+    LimitNote {
+        smallest_lowering: lever.smallest_lowering,
+        ..note
+    }
 }
 
 /// What allocation may give a limit tenant, as `(min, ceiling)`. The min is at least the
@@ -225,9 +233,31 @@ fn keep(allocated: Pages, limit: Pages) -> Pages {
     allocated.max(limit.min(allocated + headroom))
 }
 
+/// Holds back, in order, each lowering smaller than its lever's `smallest_lowering` while the
+/// budget's room (what the limits of `notes` leave of it) holds it, and takes it from the
+/// room: the limits in force then still add up to no more than the budget. Such a step (a TWS
+/// probe's 1% on a small tenant, say) costs the world a write and buys almost nothing. Raises
+/// are never held. A world that writes every change (zero everywhere) costs one pass.
+pub fn hold_small_lowerings(notes: &mut [LimitNote], budget: Pages) {
+    if notes.iter().all(|n| n.smallest_lowering.is_zero()) {
+        return;
+    }
+    let planned = notes.iter().fold(Pages::ZERO, |sum, n| sum + n.to);
+    let mut room = budget.saturating_sub(planned);
+    for n in notes.iter_mut() {
+        let lowering = n.from.saturating_sub(n.to);
+        if n.to < n.from && lowering < n.smallest_lowering && lowering <= room {
+            room -= lowering;
+            n.rail = LimitRail::Small { wanted: n.to };
+            n.to = n.from;
+        }
+    }
+}
+
 /// Cuts this tick's limit raises short so the limits of `actions` sum to at most `budget`
-/// ([`fit_to_budget`] over the actions that set a limit), updating each cut action's note
-/// (its move) and mechanisms.
+/// ([`fit_to_budget`] over the actions that set a limit), holds back lowerings too small for
+/// their world ([`hold_small_lowerings`]), and updates each changed action's note (its move)
+/// and mechanisms.
 pub fn fit_actions(actions: &mut [TenantAction], budget: Pages) {
     let mut notes: Vec<_> = actions
         .iter()
@@ -237,6 +267,7 @@ pub fn fit_actions(actions: &mut [TenantAction], budget: Pages) {
         return;
     }
     fit_to_budget(&mut notes, budget);
+    hold_small_lowerings(&mut notes, budget);
     let mut notes = notes.into_iter();
     for a in actions.iter_mut() {
         let Some(old) = a.reason.mechanism.limit else {
@@ -270,6 +301,7 @@ mod tests {
             to: mib(to),
             floor: mib(floor),
             rail: LimitRail::Target,
+            smallest_lowering: Pages::ZERO,
         }
     }
 
@@ -303,6 +335,46 @@ mod tests {
         );
         let sum: u64 = shared.iter().map(|n| n.to.0).sum();
         assert!(sum <= mib(600).0, "{sum}");
+    }
+
+    #[test]
+    fn a_lowering_under_its_worlds_smallest_waits_while_the_budget_has_room() {
+        let small = |from: Pages, to: Pages| LimitNote {
+            from,
+            to,
+            smallest_lowering: mib(1),
+            ..note(0, 0, 0)
+        };
+        let (from, half) = (mib(280), Pages(128));
+        // Half a MiB lower, with room in the budget: held, and the rail says why.
+        let mut notes = [small(from, from - half)];
+        hold_small_lowerings(&mut notes, mib(1024));
+        assert_eq!(notes[0].to, from);
+        assert_eq!(
+            notes[0].rail,
+            LimitRail::Small {
+                wanted: from - half
+            }
+        );
+        // The budget taken up by the limits planned: written.
+        let mut notes = [small(from, from - half)];
+        hold_small_lowerings(&mut notes, from - half);
+        assert_eq!(notes[0].to, from - half);
+        // A MiB or more, or a raise however small: written.
+        let mut notes = [small(from, mib(279)), small(from, from + Pages(1))];
+        hold_small_lowerings(&mut notes, mib(1024));
+        assert_eq!(notes[0].to, mib(279));
+        assert_eq!(notes[1].to, from + Pages(1));
+        // Room for one of two: the first in order is held, the second written.
+        let mut notes = [small(from, from - half), small(from, from - half)];
+        hold_small_lowerings(&mut notes, from + from - half);
+        assert_eq!(notes[0].to, from);
+        assert_eq!(notes[1].to, from - half);
+        // A world that writes every change: nothing held.
+        let mut notes = [note(280, 279, 0)];
+        notes[0].to = from - half;
+        hold_small_lowerings(&mut notes, mib(1024));
+        assert_eq!(notes[0].to, from - half);
     }
 
     #[test]

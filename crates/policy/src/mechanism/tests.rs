@@ -435,6 +435,7 @@ fn everything() -> TenantObservation {
         unreclaimable: Pages::ZERO,
         major_faults: Some(0),
         pressure: None,
+        smallest_lowering: Pages::ZERO,
     });
     t.swap_ins = Some(0);
     t.refaults = Some(0);
@@ -931,6 +932,7 @@ fn a_pool_the_application_can_give_back_does_not_raise_a_limit_tenants_floor() {
         unreclaimable: mib(300),
         major_faults: Some(0),
         pressure: None,
+        smallest_lowering: Pages::ZERO,
     };
     t.levers.limit = Some(lever);
     t.levers.app_balloon = Some(AppBalloonLever {

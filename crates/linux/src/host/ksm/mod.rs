@@ -24,9 +24,12 @@
 //! Pages merged meanwhile stay merged (`run = 0` keeps them; unmerging all at once, `run = 2`,
 //! would make the host find that memory again in one go).
 
+mod actuator;
+
 use super::error::LinuxError;
 use crate::fs::ksm::{self, KsmCounters, KsmKnobs};
 use crate::fs::FsError;
+pub use actuator::Sharing;
 use memtide_model::{Bytes, HostSharing, Pages, ScanRate, SharingLever};
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -8,7 +8,10 @@
 //! every tick would walk every page table every tick). Page cache read through `read(2)` is not
 //! mapped and not counted.
 
+mod actuator;
+
 use crate::fs::smaps::{clear_referenced, read_referenced};
+pub use actuator::Sampling;
 use memtide_model::{Bytes, CompletedSample, SampleCounts};
 use std::path::{Path, PathBuf};
 use std::time::Duration;

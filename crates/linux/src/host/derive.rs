@@ -1,0 +1,280 @@
+//! Deriving a tenant's observation from raw cgroup readings: pure (plain samples in, a `TenantObservation` out), so reading the kernel stays apart from what is made of it.
+//!
+//! Counters in a sample are cumulative; the observation carries deltas since the previous
+//! sample (the policy divides them by its own elapsed time). A counter either reading lacks
+//! is `None`, never 0; one that went backwards (the cgroup was recreated) counts as a fresh
+//! start.
+
+use crate::cgroup::{CgroupSample, Limit};
+use memtide_model::{Bytes, LimitLever, Pages, TenantId, TenantObservation};
+
+/// What a tenant's observation needs besides its samples.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Context {
+    /// MemTotal: an unlimited cgroup's limit stands for it, and no limit reads above it.
+    pub machine: Pages,
+    /// Swap free on the host now: anonymous memory that fits there can still be given back.
+    pub swap_free: Pages,
+    /// v1 `memory.swappiness` is 0: the kernel never swaps this cgroup's anonymous memory.
+    pub no_anon_swap: bool,
+    /// The smallest lowering of its limit worth a kernel write (see `SMALLEST_LOWERING`).
+    pub smallest_lowering: Pages,
+}
+
+/// The observation of tenant `id` from its reading `now` and the one before (`None` at the
+/// first): sizes, deltas of its fault counters, and its limit lever. The levers of the other
+/// mechanisms are left empty for them to fill.
+pub fn observation(
+    id: TenantId,
+    now: &CgroupSample,
+    before: Option<&CgroupSample>,
+    ctx: &Context,
+) -> TenantObservation {
+    let (swap_ins, refaults, major_faults) = match before {
+        Some(b) => (
+            distinct_swap_ins(
+                delta(now.refault_anon, b.refault_anon),
+                swap_pages(now),
+                swap_pages(b),
+            ),
+            delta(now.refault_file, b.refault_file),
+            delta(now.major_faults, b.major_faults),
+        ),
+        None => (None, None, None),
+    };
+    let mut obs = TenantObservation {
+        anon: now.anon.map(Bytes::to_pages_floor),
+        file: now.file.map(Bytes::to_pages_floor),
+        swapped: now.swap.map(Bytes::to_pages_floor),
+        swap_ins,
+        refaults,
+        ..TenantObservation::new(id, now.usage.to_pages_floor())
+    };
+    // A cgroup's memory moves by its limit.
+    obs.levers.limit = Some(LimitLever {
+        limit: limit_pages(now.limit, ctx.machine),
+        unlimited: now.limit == Limit::Max,
+        unreclaimable: unreclaimable(now, ctx.swap_free, ctx.no_anon_swap),
+        major_faults,
+        pressure: now.pressure.as_ref().map(|p| p.some.avg10_pct),
+        smallest_lowering: ctx.smallest_lowering,
+    });
+    obs
+}
+
+/// A limit in pages: the machine when there is none, and never above it.
+pub fn limit_pages(limit: Limit, machine: Pages) -> Pages {
+    match limit {
+        Limit::Max => machine,
+        Limit::Bytes(b) => b.to_pages_floor().min(machine),
+    }
+}
+
+/// Memory the tenant cannot give back now: its anonymous memory beyond the free swap (all of
+/// it when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole
+/// usage minus known page cache: never as zero.
+pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool) -> Pages {
+    let anon = match (sample.anon, sample.file) {
+        (Some(a), _) => a,
+        (None, Some(f)) => sample.usage.saturating_sub(f),
+        (None, None) => sample.usage,
+    }
+    .to_pages_ceil();
+    let swap_room = if no_anon_swap { Pages::ZERO } else { swap_free };
+    let unevictable = sample.unevictable.unwrap_or(Bytes::ZERO).to_pages_ceil();
+    anon.saturating_sub(swap_room) + unevictable
+}
+
+/// Pages in swap at a reading.
+fn swap_pages(s: &CgroupSample) -> Option<u64> {
+    s.swap.map(|b| b.to_pages_ceil().0)
+}
+
+/// Swap-ins of distinct pages: anonymous refaults since the last reading, at most the pages
+/// that were in swap at either reading. A hot page thrashing in and out of swap refaults many
+/// times a tick; the working-set probe needs how much memory was missing, not how often.
+fn distinct_swap_ins(refaults: Option<u64>, now: Option<u64>, before: Option<u64>) -> Option<u64> {
+    let in_swap = match (now, before) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    match (refaults, in_swap) {
+        (Some(r), Some(s)) => Some(r.min(s)),
+        (r, _) => r,
+    }
+}
+
+/// Delta of a cumulative counter; `None` when either reading is missing. A counter that went
+/// backwards (the cgroup was recreated) counts as a fresh start.
+fn delta(now: Option<u64>, before: Option<u64>) -> Option<u64> {
+    match (now, before) {
+        (Some(n), Some(b)) if n >= b => Some(n - b),
+        (Some(n), Some(_)) => Some(n),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fs::pressure::{Pressure, PsiLine};
+
+    const MIB: u64 = 1 << 20;
+
+    /// A v1-like reading: 300 MiB used (250 anon, 50 cache), no swap, no PSI, under `limit`.
+    fn sample(limit: Limit) -> CgroupSample {
+        CgroupSample {
+            usage: Bytes(300 * MIB),
+            limit,
+            anon: Some(Bytes(250 * MIB)),
+            file: Some(Bytes(50 * MIB)),
+            swap: Some(Bytes::ZERO),
+            unevictable: Some(Bytes::ZERO),
+            refault_anon: Some(10),
+            refault_file: Some(20),
+            major_faults: Some(3),
+            pressure: None,
+            swap_accounting: true,
+        }
+    }
+
+    fn ctx(swap_free_mib: u64) -> Context {
+        Context {
+            machine: Pages::from_mib(8192),
+            swap_free: Pages::from_mib(swap_free_mib),
+            no_anon_swap: false,
+            smallest_lowering: Pages(256),
+        }
+    }
+
+    #[test]
+    fn a_first_reading_has_sizes_and_a_limit_lever_but_no_deltas() {
+        let obs = observation(TenantId(3), &sample(Limit::Max), None, &ctx(0));
+        assert_eq!(obs.id, TenantId(3));
+        assert_eq!(obs.allocated, Pages::from_mib(300));
+        assert_eq!(obs.anon, Some(Pages::from_mib(250)));
+        assert_eq!(obs.file, Some(Pages::from_mib(50)));
+        assert_eq!((obs.swap_ins, obs.refaults), (None, None));
+        let lever = obs.levers.limit.unwrap();
+        assert_eq!(
+            lever.limit,
+            Pages::from_mib(8192),
+            "max reads as the machine"
+        );
+        assert!(lever.unlimited);
+        assert_eq!(
+            lever.unreclaimable,
+            Pages::from_mib(250),
+            "no swap: all anon"
+        );
+        assert_eq!(lever.major_faults, None);
+        assert_eq!(lever.smallest_lowering, Pages(256));
+    }
+
+    #[test]
+    fn counters_become_deltas_and_a_counter_that_went_backwards_starts_afresh() {
+        let before = sample(Limit::Bytes(Bytes(400 * MIB)));
+        let now = CgroupSample {
+            refault_file: Some(25),
+            major_faults: Some(1),
+            pressure: Some(Pressure {
+                some: PsiLine {
+                    avg10_pct: 2.5,
+                    avg60_pct: 0.0,
+                    avg300_pct: 0.0,
+                    total_stall_us: 0,
+                },
+                full: None,
+            }),
+            ..before.clone()
+        };
+        let obs = observation(TenantId(0), &now, Some(&before), &ctx(0));
+        assert_eq!(obs.refaults, Some(5));
+        assert_eq!(obs.swap_ins, Some(0), "10 anon refaults then 10");
+        let lever = obs.levers.limit.unwrap();
+        assert_eq!(
+            lever.major_faults,
+            Some(1),
+            "3 then 1: the cgroup was recreated"
+        );
+        assert_eq!(lever.limit, Pages::from_mib(400));
+        assert!(!lever.unlimited);
+        assert_eq!(lever.pressure, Some(2.5));
+    }
+
+    #[test]
+    fn missing_counters_are_none_and_unknown_anon_is_usage_less_cache() {
+        let before = sample(Limit::Max);
+        let now = CgroupSample {
+            anon: None,
+            swap: None,
+            refault_anon: None,
+            major_faults: None,
+            ..before.clone()
+        };
+        let obs = observation(TenantId(0), &now, Some(&before), &ctx(0));
+        assert_eq!(obs.anon, None);
+        assert_eq!(obs.swapped, None);
+        assert_eq!(obs.swap_ins, None);
+        assert_eq!(obs.refaults, Some(0));
+        let lever = obs.levers.limit.unwrap();
+        assert_eq!(lever.major_faults, None);
+        assert_eq!(
+            lever.unreclaimable,
+            Pages::from_mib(250),
+            "300 used - 50 cache"
+        );
+    }
+
+    #[test]
+    fn free_swap_makes_anon_reclaimable_unless_the_cgroup_may_not_swap() {
+        let s = sample(Limit::Max);
+        assert_eq!(
+            unreclaimable(&s, Pages::from_mib(100), false),
+            Pages::from_mib(150)
+        );
+        assert_eq!(
+            unreclaimable(&s, Pages::from_mib(100), true),
+            Pages::from_mib(250)
+        );
+        let unevictable = CgroupSample {
+            unevictable: Some(Bytes(10 * MIB)),
+            ..s
+        };
+        assert_eq!(
+            unreclaimable(&unevictable, Pages::from_mib(1000), false),
+            Pages::from_mib(10)
+        );
+    }
+
+    #[test]
+    fn swap_ins_count_each_swapped_page_once() {
+        let cases = [
+            (Some(25_600), Some(2_560), Some(1_000), Some(2_560)),
+            (Some(100), Some(2_560), Some(1_000), Some(100)),
+            (Some(500), None, None, Some(500)),
+            (None, Some(10), Some(10), None),
+        ];
+        for (refaults, now, before, want) in cases {
+            assert_eq!(
+                distinct_swap_ins(refaults, now, before),
+                want,
+                "{refaults:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn deltas_need_both_readings_and_restart_on_a_reset_counter() {
+        let cases = [
+            (Some(10), Some(4), Some(6)),
+            (Some(4), Some(4), Some(0)),
+            (Some(3), Some(9), Some(3)),
+            (None, Some(4), None),
+            (Some(4), None, None),
+        ];
+        for (now, before, want) in cases {
+            assert_eq!(delta(now, before), want, "{now:?} - {before:?}");
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! Letting tenants go: an adopted cgroup gets back what memtide changed (limits, OOM killer, disk weight and caps), a launched one is stopped and removed; failed restores are kept and retried.
+
+use super::tenant::{ManagedTenant, OomState, Origin, TenantRecord};
+use super::{launch, oom_kill_disable, LinuxError, LinuxHost};
+use memtide_model::{TenantId, WorldEvent};
+use std::time::Duration;
+
+impl LinuxHost {
+    /// Stops managing `id`: an adopted cgroup gets its recorded settings back and its OOM
+    /// killer switch (unless this is a dry run, which changed nothing); a launched one is
+    /// stopped and its cgroup removed.
+    pub fn release(&mut self, id: TenantId) -> Result<Option<TenantRecord>, LinuxError> {
+        let Some(mut t) = self.tenants.remove(&id) else {
+            return Ok(None);
+        };
+        if let Some(a) = &mut t.adapter {
+            a.stop();
+        }
+        self.members.remove(id);
+        for a in &mut self.actuators {
+            a.forget(id);
+        }
+        if let Some(io) = &mut self.io {
+            io.forget(id);
+        }
+        match t.record.origin {
+            Origin::Adopted => match self.give_back(&mut t) {
+                Ok(()) => {}
+                Err(e) if e.is_vanished() => {}
+                Err(e) => {
+                    self.unrestored.push(t);
+                    return Err(e);
+                }
+            },
+            Origin::Launched => stop_launched(&mut t, self.options.write_timeout),
+        }
+        Ok(Some(t.record))
+    }
+
+    /// Writes back what memtide changed on an adopted cgroup: its disk weight and caps, the
+    /// recorded limits and, on v1, the OOM killer switch (compared with the kernel's, so a
+    /// guard a crashed memtide left on is switched off too). Nothing in a dry run or when the
+    /// cgroup is gone.
+    fn give_back(&self, t: &mut ManagedTenant) -> Result<(), LinuxError> {
+        if self.options.dry_run {
+            return Ok(());
+        }
+        let timeout = self.options.write_timeout;
+        if let Some(io) = &mut t.io {
+            match io.restore(timeout) {
+                Err(crate::io_cgroup::IoError::Fs(e)) if e.is_vanished() => {}
+                other => other?,
+            }
+            t.record.io = Some(io.record());
+        }
+        if !t.cgroup.exists() {
+            return Ok(());
+        }
+        t.cgroup.restore(&t.record.original, timeout)?;
+        // The guard goes off below (or was never on): no more OOM signals wanted.
+        t.oom = OomState::default();
+        if let Some(original) = t.record.oom_kill_disable {
+            if oom_kill_disable(&t.cgroup)? != Some(original) {
+                let path = t.cgroup.dir().join("memory.oom_control");
+                crate::fs::write_bounded(&path, if original { "1" } else { "0" }, timeout)?;
+            }
+        }
+        t.record.oom_guard = false;
+        Ok(())
+    }
+
+    /// Tries again to restore tenants whose restore failed; those restored are forgotten.
+    pub(super) fn retry_unrestored(&mut self) {
+        let pending = std::mem::take(&mut self.unrestored);
+        for mut t in pending {
+            match self.give_back(&mut t) {
+                Ok(()) => {}
+                Err(e) if e.is_vanished() => {}
+                Err(e) => {
+                    self.events.push(WorldEvent::RestoreFailed {
+                        name: t.name.clone(),
+                        error: e.to_string(),
+                    });
+                    self.unrestored.push(t);
+                }
+            }
+        }
+    }
+
+    /// Releases every tenant, and retries earlier failed restores; returns the errors met
+    /// (each tenant is tried). After an error the state file must stay, for the next start.
+    pub fn release_all(&mut self) -> Vec<(String, LinuxError)> {
+        let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
+        let mut errors = Vec::new();
+        for id in ids {
+            let name = self.tenants[&id].name.clone();
+            if let Err(e) = self.release(id) {
+                errors.push((name, e));
+            }
+        }
+        self.retry_unrestored();
+        for event in std::mem::take(&mut self.events) {
+            if let WorldEvent::RestoreFailed { name, error } = event {
+                if !errors.iter().any(|(n, _)| *n == name) {
+                    errors.push((name, LinuxError::Restore(error)));
+                }
+            }
+        }
+        for a in &mut self.actuators {
+            if let Err(e) = a.finish() {
+                errors.push((a.name().to_string(), e));
+            }
+        }
+        if let Some(io) = &mut self.io {
+            if let Err(e) = io.finish() {
+                errors.push(("io".to_string(), e));
+            }
+        }
+        if let Some(dir) = self.created_parent.take() {
+            let _ = std::fs::remove_dir(dir);
+        }
+        errors
+    }
+
+    /// Drops a tenant whose cgroup vanished or emptied, and says why. A launched tenant is
+    /// stopped and its cgroup removed; an adopted cgroup that still exists gets back everything
+    /// memtide changed (a new process in it must meet the tenant's own limit and OOM killer,
+    /// not memtide's), or is kept aside and retried when that fails.
+    pub(super) fn drop_gone(&mut self, id: TenantId, why: String) {
+        let Some(mut t) = self.tenants.remove(&id) else {
+            return;
+        };
+        if let Some(a) = &mut t.adapter {
+            a.stop();
+        }
+        self.members.remove(id);
+        for a in &mut self.actuators {
+            a.forget(id);
+        }
+        let name = t.name.clone();
+        let may_return = t.record.origin == Origin::Adopted;
+        if let Some(io) = &mut self.io {
+            io.forget(id);
+        }
+        let restored = match t.record.origin {
+            Origin::Launched => {
+                stop_launched(&mut t, self.options.write_timeout);
+                false
+            }
+            Origin::Adopted => match self.give_back(&mut t) {
+                Ok(()) => !self.options.dry_run && t.cgroup.exists(),
+                Err(e) if e.is_vanished() => false,
+                Err(e) => {
+                    self.events.push(WorldEvent::RestoreFailed {
+                        name: name.clone(),
+                        error: e.to_string(),
+                    });
+                    self.unrestored.push(t);
+                    false
+                }
+            },
+        };
+        self.events.push(WorldEvent::Gone {
+            id,
+            name,
+            why,
+            restored,
+            may_return,
+        });
+    }
+}
+
+/// Stops a launched tenant's processes and removes its cgroup, and with them its blkio cgroup
+/// and what memtide created to hold it (its weight and caps given back first, should the
+/// directory stay).
+fn stop_launched(t: &mut ManagedTenant, timeout: Duration) {
+    let cgroup = t.cgroup.clone();
+    let child = &mut t.child;
+    launch::stop_processes(
+        || cgroup.pids().unwrap_or_default(),
+        Duration::from_secs(5),
+        || {
+            if let Some(c) = child {
+                let _ = c.try_wait();
+            }
+        },
+    );
+    if let Some(c) = child {
+        let _ = c.wait();
+    }
+    // The kernel refuses to remove a cgroup that still holds processes; nothing else to do then.
+    let _ = std::fs::remove_dir(cgroup.dir());
+    if let Some(io) = &mut t.io {
+        let _ = io.restore(timeout);
+        io.remove_created();
+    }
+}
