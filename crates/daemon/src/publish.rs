@@ -366,7 +366,7 @@ impl Publisher {
         });
         let totals = self.totals.entry(*id).or_default();
         totals.0 = add(totals.0, refaults);
-        totals.1 = add(totals.1, row.and_then(|r| r.major_faults));
+        totals.1 = add(totals.1, row.and_then(|r| r.limit?.major_faults));
         let (refaults_total, major_faults_total) = *totals;
         let disk = row.and_then(|r| {
             let io = r.disk?;
@@ -386,7 +386,7 @@ impl Publisher {
             allocated_bytes: row.map_or(0, |r| r.allocated.0),
             target_bytes: row.map_or(0, |r| r.target.0),
             active_estimate_bytes: view.active_estimate.to_bytes().0,
-            limit_bytes: row.and_then(|r| r.limit).map(|l| l.0),
+            limit_bytes: row.and_then(|r| r.limit?.in_force).map(|l| l.0),
             floor_bytes: row
                 .and_then(|r| r.reason.mechanism.limit)
                 .map_or(0, |n| n.floor.to_bytes().0),
@@ -396,7 +396,7 @@ impl Publisher {
             refaults_total,
             refaults_per_s: refaults.zip(elapsed_s).map(|(n, s)| n as f64 / s),
             major_faults_total,
-            pressure_some_avg10: row.and_then(|r| r.pressure),
+            pressure_some_avg10: row.and_then(|r| r.limit?.pressure),
             mechanisms: row.map_or_else(Vec::new, |r| {
                 r.mechanisms.iter().map(|m| m.name().to_string()).collect()
             }),
@@ -409,8 +409,8 @@ impl Publisher {
                 }
                 a.clone()
             }),
-            shared_bytes: row.and_then(|r| r.shared).map(|b| b.0),
-            sharing_profit_bytes: row.and_then(|r| r.sharing_profit),
+            shared_bytes: row.and_then(|r| r.sharing).map(|s| s.shared.0),
+            sharing_profit_bytes: row.and_then(|r| r.sharing?.profit),
             cache: row.and_then(|r| r.reason.cache).map(cache_snapshot),
             disk,
             advice: row.map_or_else(Vec::new, advice),

@@ -70,8 +70,8 @@ impl<W: Write> TimelineWriter<W> {
             line.push_str(if row.blocked { "1" } else { "0" });
             line.push(',');
             // Empty where the world shares no pages (not 0: nothing was measured).
-            if let Some(shared) = row.shared {
-                push_fixed3(line, shared.as_mib_f64());
+            if let Some(sharing) = row.sharing {
+                push_fixed3(line, sharing.shared.as_mib_f64());
             }
             // Disk operations in the tick and the mean fsync latency: empty where the tenant
             // has no disk work, or made no fsync.
