@@ -1,6 +1,9 @@
 //! `memtide status`'s table: the human summary of a daemon's `Snapshot` (the client that fetches it is `memtide_api::client`).
 
-use memtide_api::{AppSnapshot, DecisionRecord, DiskSnapshot, Snapshot, TenantSnapshot};
+use memtide_api::{
+    AppSnapshot, Column, DecisionRecord, DiskSnapshot, Snapshot, StatusColumn, TenantSnapshot,
+    Unit, TENANT_COLUMNS,
+};
 
 /// How many recent decisions `render_table` shows.
 const DECISIONS_SHOWN: usize = 5;
@@ -19,6 +22,15 @@ pub fn human_bytes(bytes: u64) -> String {
 
 fn opt_bytes(bytes: Option<u64>, none: &str) -> String {
     bytes.map_or_else(|| none.to_string(), human_bytes)
+}
+
+/// A figure's cell in the table: `absent` without the figure.
+fn cell(column: &StatusColumn, value: Option<f64>) -> String {
+    match (value, column.unit) {
+        (None, _) => column.absent.to_string(),
+        (Some(b), Unit::Bytes) => human_bytes(b as u64),
+        (Some(r), Unit::PerSecond) => format!("{r:.1}"),
+    }
 }
 
 fn uptime(seconds: f64) -> String {
@@ -78,16 +90,13 @@ pub fn render_table(s: &Snapshot) -> String {
         let disk = s.tenants.iter().any(|t| t.disk.is_some());
         // The balloon column only when some tenant is a VM.
         let vm = s.tenants.iter().any(|t| t.vm.is_some());
-        let mut header = vec![
-            "TENANT",
-            "ALLOCATED",
-            "TARGET",
-            "ESTIMATE",
-            "LIMIT",
-            "FLOOR",
-            "SWAP",
-            "REFAULTS/S",
-        ];
+        // The figures' columns, as the one table of figures marks them.
+        let columns: Vec<(&StatusColumn, &Column)> = TENANT_COLUMNS
+            .iter()
+            .filter_map(|c| Some((c.status.as_ref()?, c)))
+            .collect();
+        let mut header = vec!["TENANT"];
+        header.extend(columns.iter().map(|(c, _)| c.header));
         if vm {
             header.push("BALLOON");
         }
@@ -99,17 +108,8 @@ pub fn render_table(s: &Snapshot) -> String {
             .tenants
             .iter()
             .map(|t| {
-                let mut row = vec![
-                    t.name.clone(),
-                    human_bytes(t.allocated_bytes),
-                    human_bytes(t.target_bytes),
-                    human_bytes(t.active_estimate_bytes),
-                    opt_bytes(t.limit_bytes, "max"),
-                    human_bytes(t.floor_bytes),
-                    opt_bytes(t.swap_bytes, "-"),
-                    t.refaults_per_s
-                        .map_or_else(|| "-".to_string(), |r| format!("{r:.1}")),
-                ];
+                let mut row = vec![t.name.clone()];
+                row.extend(columns.iter().map(|(s, c)| cell(s, (c.value)(t))));
                 if vm {
                     row.push(t.vm.as_ref().map_or_else(|| "-".to_string(), balloon_cell));
                 }

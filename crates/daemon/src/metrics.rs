@@ -5,364 +5,95 @@
 
 use std::fmt::Write;
 
-use memtide_api::{Snapshot, TenantSnapshot};
+use memtide_api::{Kind, Metric, Snapshot, TenantSnapshot, TENANT_COLUMNS};
 
 /// The reclamation states, in the order their series are written.
 const STATES: [&str; 4] = ["high", "soft", "hard", "low"];
 
+/// The host's gauges: name, HELP and the figure (`None`: no series).
+type HostGauge = (&'static str, &'static str, fn(&Snapshot) -> Option<f64>);
+
+/// The host's gauges, in the order they are written.
+const HOST_GAUGES: &[HostGauge] = &[
+    (
+        "memtide_host_machine_bytes",
+        "The host's memory (MemTotal), in bytes.",
+        |s| Some(s.host.machine_bytes as f64),
+    ),
+    (
+        "memtide_host_free_bytes",
+        "Memory available on the host (MemAvailable), in bytes.",
+        |s| Some(s.host.free_bytes as f64),
+    ),
+    (
+        "memtide_host_budget_bytes",
+        "Bytes memtide hands out to its tenants.",
+        |s| Some(s.host.budget_bytes as f64),
+    ),
+    (
+        "memtide_host_swap_total_bytes",
+        "The host's swap space, in bytes.",
+        |s| Some(s.host.swap_total_bytes as f64),
+    ),
+    (
+        "memtide_host_swap_free_bytes",
+        "The host's free swap space, in bytes.",
+        |s| Some(s.host.swap_free_bytes as f64),
+    ),
+    (
+        "memtide_host_pressure_some_avg10",
+        "The host's memory pressure (PSI some avg10), percent.",
+        |s| s.host.pressure_some_avg10,
+    ),
+    (
+        "memtide_sharing_shared_bytes",
+        "Memory backed by a page shared by page sharing (KSM), in bytes.",
+        |s| s.host.sharing.as_ref().map(|x| x.shared_bytes as f64),
+    ),
+    (
+        "memtide_sharing_reclaimed_bytes",
+        "Memory page sharing saves: shared less one copy per shared page, in bytes.",
+        |s| s.host.sharing.as_ref().map(|x| x.reclaimed_bytes as f64),
+    ),
+    (
+        "memtide_sharing_zero_bytes",
+        "Of the shared memory, pages of zeros, in bytes.",
+        |s| s.host.sharing.as_ref().and_then(|x| x.zero_bytes).map(|b| b as f64),
+    ),
+    (
+        "memtide_sharing_metadata_bytes",
+        "Page sharing's own bookkeeping (KSM's rmap items), in bytes.",
+        |s| s.host.sharing.as_ref().and_then(|x| x.metadata_bytes).map(|b| b as f64),
+    ),
+    (
+        "memtide_sharing_scan_rate_pages",
+        "The scan rate memtide set for page sharing, pages per second.",
+        |s| s.host.sharing.as_ref().map(|x| x.scan_rate_pages_per_s as f64),
+    ),
+    (
+        "memtide_sharing_scanner_cpu_ratio",
+        "The page-sharing scanner's (ksmd's) CPU time over the last tick, as a fraction of one core.",
+        |s| s.host.sharing.as_ref().and_then(|x| x.scanner_cpu),
+    ),
+    (
+        "memtide_tax_rate",
+        "The idle memory tax rate, in [0, 1).",
+        |s| Some(s.host.tax_rate),
+    ),
+];
+
 /// Renders every metric of `s` in the Prometheus text format.
 pub fn render(s: &Snapshot) -> String {
     let mut out = String::with_capacity(4096 + s.tenants.len() * 2048);
-
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_allocated_bytes",
-        "Memory the tenant's cgroup holds now (usage), in bytes.",
-        |t| Some(t.allocated_bytes as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_target_bytes",
-        "The allocation memtide aims at for the tenant, in bytes.",
-        |t| Some(t.target_bytes as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_active_estimate_bytes",
-        "The estimator's figure for the tenant's active memory, in bytes.",
-        |t| Some(t.active_estimate_bytes as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_limit_bytes",
-        "The memory limit in force on the tenant's cgroup, in bytes (no series: unlimited).",
-        |t| t.limit_bytes.map(|b| b as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_floor_bytes",
-        "The lowest limit the safety rails allow now, in bytes.",
-        |t| Some(t.floor_bytes as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_min_bytes",
-        "The tenant's configured min, in bytes.",
-        |t| Some(t.min_bytes as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_max_bytes",
-        "The tenant's configured max, in bytes.",
-        |t| Some(t.max_bytes as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_shares",
-        "The tenant's configured shares.",
-        |t| Some(t.shares as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_anon_bytes",
-        "Anonymous memory the tenant holds, in bytes.",
-        |t| t.anon_bytes.map(|b| b as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_file_bytes",
-        "Page cache the tenant holds, in bytes.",
-        |t| t.file_bytes.map(|b| b as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_swap_bytes",
-        "The tenant's memory in swap, in bytes.",
-        |t| t.swap_bytes.map(|b| b as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_pressure_some_avg10",
-        "The tenant's memory pressure (PSI some avg10), percent.",
-        |t| t.pressure_some_avg10,
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_shared_bytes",
-        "The tenant's memory merged with other pages by page sharing (KSM), in bytes.",
-        |t| t.shared_bytes.map(|b| b as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_sharing_profit_bytes",
-        "What page sharing saves the tenant net of KSM's bookkeeping (ksm_process_profit), in bytes.",
-        |t| t.sharing_profit_bytes.map(|b| b as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_app_pool_bytes",
-        "The tenant's application pool as its balloon agent last reported it, in bytes.",
-        |t| t.app.as_ref().map(|a| a.pool_bytes as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_app_wanted_bytes",
-        "The application pool memtide wants for the tenant, in bytes.",
-        |t| {
-            t.app
-                .as_ref()
-                .and_then(|a| a.wanted_bytes)
-                .map(|b| b as f64)
-        },
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_app_last_resize_seconds",
-        "How long the application took to answer its last target, in seconds.",
-        |t| {
-            t.app
-                .as_ref()
-                .and_then(|a| a.last_resize.as_ref())
-                .map(|r| r.took_s)
-        },
-    );
-    family(
-        &mut out,
-        "memtide_app_held_by",
-        "gauge",
-        "1 for the mechanism that moves an application tenant's memory (app: its agent, os: the cgroup limit), 0 for the other.",
-    );
-    for t in &s.tenants {
-        if let Some(a) = &t.app {
-            for by in ["app", "os"] {
-                let v = if a.held_by == by { 1.0 } else { 0.0 };
-                sample(
-                    &mut out,
-                    "memtide_app_held_by",
-                    &[("tenant", &t.name), ("by", by)],
-                    v,
-                );
-            }
+    for column in TENANT_COLUMNS {
+        if let Some(metric) = &column.metric {
+            tenant_family(&mut out, s, metric, column.value);
         }
     }
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_cache_quota_bytes",
-        "The pool the tenant's cache quota gives it (its SLO under [cache]), in bytes.",
-        |t| t.cache.as_ref().map(|c| c.quota_bytes as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_cache_predicted_latency_seconds",
-        "The mean latency the tenant's pool curve predicts at its cache quota, in seconds.",
-        |t| t.cache.as_ref().map(|c| c.predicted_latency_us / 1e6),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_disk_weight",
-        "The tenant's weight on the disk [io] manages (BFQ's, 1-1000).",
-        |t| t.disk.as_ref().and_then(|d| d.weight).map(f64::from),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_disk_latency_seconds",
-        "The I/O latency the tenant saw over the last tick, in seconds (on Linux the device's mean await); no series when it did no I/O.",
-        |t| t.disk.as_ref().and_then(|d| d.latency_ms).map(|ms| ms / 1e3),
-    );
-    family(
-        &mut out,
-        "memtide_tenant_disk_ops_total",
-        "counter",
-        "Operations the tenant completed on the disk [io] manages since memtide started watching it.",
-    );
-    for t in &s.tenants {
-        if let Some(d) = &t.disk {
-            sample(
-                &mut out,
-                "memtide_tenant_disk_ops_total",
-                &[("tenant", &t.name)],
-                d.ops_total as f64,
-            );
-        }
+    for (name, help, value) in HOST_GAUGES {
+        gauge(&mut out, name, help, value(s));
     }
-    family(
-        &mut out,
-        "memtide_tenant_disk_bytes_total",
-        "counter",
-        "Bytes the tenant read and wrote on the disk [io] manages since memtide started watching it.",
-    );
-    for t in &s.tenants {
-        if let Some(d) = &t.disk {
-            sample(
-                &mut out,
-                "memtide_tenant_disk_bytes_total",
-                &[("tenant", &t.name)],
-                d.bytes_total as f64,
-            );
-        }
-    }
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_balloon_bytes",
-        "A VM's balloon now: guest memory its guest gave back, in bytes.",
-        |t| t.vm.as_ref().map(|v| v.balloon_bytes as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_balloon_target_bytes",
-        "The balloon size the policy asked of a VM this tick, in bytes; no series without a balloon driver.",
-        |t| t.vm.as_ref().and_then(|v| v.balloon_target_bytes).map(|b| b as f64),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_balloon_stalled",
-        "1 while a VM's balloon driver does not move toward a larger target (host swap takes over), else 0.",
-        |t| t.vm.as_ref().map(|v| f64::from(u8::from(v.stalled))),
-    );
-    tenant_gauge(
-        &mut out,
-        s,
-        "memtide_tenant_host_swapped_bytes",
-        "A VM's memory in host swap (its cgroup's swap), in bytes.",
-        |t| t.vm.as_ref().map(|v| v.host_swapped_bytes as f64),
-    );
-    family(
-        &mut out,
-        "memtide_tenant_refaults_total",
-        "counter",
-        "Refaults (anon + file) since memtide started watching the tenant.",
-    );
-    for t in &s.tenants {
-        if let Some(v) = t.refaults_total {
-            sample(
-                &mut out,
-                "memtide_tenant_refaults_total",
-                &[("tenant", &t.name)],
-                v as f64,
-            );
-        }
-    }
-    family(
-        &mut out,
-        "memtide_tenant_major_faults_total",
-        "counter",
-        "Major page faults of the tenant's cgroup.",
-    );
-    for t in &s.tenants {
-        if let Some(v) = t.major_faults_total {
-            sample(
-                &mut out,
-                "memtide_tenant_major_faults_total",
-                &[("tenant", &t.name)],
-                v as f64,
-            );
-        }
-    }
-
     let h = &s.host;
-    gauge(
-        &mut out,
-        "memtide_host_machine_bytes",
-        "The host's memory (MemTotal), in bytes.",
-        Some(h.machine_bytes as f64),
-    );
-    gauge(
-        &mut out,
-        "memtide_host_free_bytes",
-        "Memory available on the host (MemAvailable), in bytes.",
-        Some(h.free_bytes as f64),
-    );
-    gauge(
-        &mut out,
-        "memtide_host_budget_bytes",
-        "Bytes memtide hands out to its tenants.",
-        Some(h.budget_bytes as f64),
-    );
-    gauge(
-        &mut out,
-        "memtide_host_swap_total_bytes",
-        "The host's swap space, in bytes.",
-        Some(h.swap_total_bytes as f64),
-    );
-    gauge(
-        &mut out,
-        "memtide_host_swap_free_bytes",
-        "The host's free swap space, in bytes.",
-        Some(h.swap_free_bytes as f64),
-    );
-    gauge(
-        &mut out,
-        "memtide_host_pressure_some_avg10",
-        "The host's memory pressure (PSI some avg10), percent.",
-        h.pressure_some_avg10,
-    );
-    let sh = h.sharing.as_ref();
-    gauge(
-        &mut out,
-        "memtide_sharing_shared_bytes",
-        "Memory backed by a page shared by page sharing (KSM), in bytes.",
-        sh.map(|x| x.shared_bytes as f64),
-    );
-    gauge(
-        &mut out,
-        "memtide_sharing_reclaimed_bytes",
-        "Memory page sharing saves: shared less one copy per shared page, in bytes.",
-        sh.map(|x| x.reclaimed_bytes as f64),
-    );
-    gauge(
-        &mut out,
-        "memtide_sharing_zero_bytes",
-        "Of the shared memory, pages of zeros, in bytes.",
-        sh.and_then(|x| x.zero_bytes).map(|b| b as f64),
-    );
-    gauge(
-        &mut out,
-        "memtide_sharing_metadata_bytes",
-        "Page sharing's own bookkeeping (KSM's rmap items), in bytes.",
-        sh.and_then(|x| x.metadata_bytes).map(|b| b as f64),
-    );
-    gauge(
-        &mut out,
-        "memtide_sharing_scan_rate_pages",
-        "The scan rate memtide set for page sharing, pages per second.",
-        sh.map(|x| x.scan_rate_pages_per_s as f64),
-    );
-    gauge(
-        &mut out,
-        "memtide_sharing_scanner_cpu_ratio",
-        "The page-sharing scanner's (ksmd's) CPU time over the last tick, as a fraction of one core.",
-        sh.and_then(|x| x.scanner_cpu),
-    );
-    gauge(
-        &mut out,
-        "memtide_tax_rate",
-        "The idle memory tax rate, in [0, 1).",
-        Some(h.tax_rate),
-    );
 
     family(
         &mut out,
@@ -475,17 +206,23 @@ fn gauge(out: &mut String, name: &str, help: &str, value: Option<f64>) {
     }
 }
 
-fn tenant_gauge(
+/// One family of per-tenant series (`tenant` label).
+fn tenant_family(
     out: &mut String,
     s: &Snapshot,
-    name: &str,
-    help: &str,
-    value: impl Fn(&TenantSnapshot) -> Option<f64>,
+    metric: &Metric,
+    value: fn(&TenantSnapshot) -> Option<f64>,
 ) {
-    family(out, name, "gauge", help);
+    family(out, metric.name, metric.kind.name(), metric.help);
     for t in &s.tenants {
-        if let Some(v) = value(t) {
-            sample(out, name, &[("tenant", &t.name)], v);
+        if let Kind::Choice { label, values, of } = metric.kind {
+            let Some(chosen) = of(t) else { continue };
+            for v in values {
+                let x = if chosen == *v { 1.0 } else { 0.0 };
+                sample(out, metric.name, &[("tenant", &t.name), (label, v)], x);
+            }
+        } else if let Some(v) = value(t) {
+            sample(out, metric.name, &[("tenant", &t.name)], v);
         }
     }
 }

@@ -213,7 +213,70 @@ impl Publisher {
         for event in events {
             self.event(event, record, &name_of, log);
         }
-        let mut held_now: BTreeMap<TenantId, String> = BTreeMap::new();
+        let mut held_now = self.holds(record, &name_of, log);
+        self.host_figures(record, controller, elapsed_s);
+
+        self.totals
+            .retain(|id, _| managed.iter().any(|m| m.id == *id));
+        self.apps
+            .retain(|id, _| managed.iter().any(|m| m.id == *id));
+        self.disk_totals
+            .retain(|id, _| managed.iter().any(|m| m.id == *id));
+        let mut tenants = Vec::with_capacity(managed.len());
+        for m in &managed {
+            let Some(view) = controller.tenant(m.id) else {
+                continue;
+            };
+            let row = record.row(m.id);
+            let held = held_now.remove(&m.id);
+            tenants.push(self.tenant_snapshot(m, view, row, held, elapsed_s));
+            if self.dry_run {
+                if let Some(r) = row {
+                    log.info(
+                        "decision",
+                        &[
+                            ("tenant", json!(m.name)),
+                            ("target_bytes", json!(r.target.0)),
+                            (
+                                "limit_bytes",
+                                json!(r.reason.mechanism.moves().limit.map(|l| l.to_bytes().0)),
+                            ),
+                            ("reason", json!(self.reason_line(r.tenant, &r.reason))),
+                        ],
+                    );
+                }
+            }
+        }
+
+        self.reasons
+            .retain(|id, _| managed.iter().any(|m| m.id == *id));
+        let lock = Arc::clone(&self.shared);
+        let Ok(mut shared) = lock.write() else {
+            return;
+        };
+        let decisions = self.published_decisions(std::mem::take(&mut shared.decisions));
+        *shared = Snapshot {
+            api_version: memtide_api::API_VERSION,
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            dry_run: self.dry_run,
+            ticks: self.ticks,
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            host: self.host.clone(),
+            tenants,
+            decisions,
+            counters: self.counters.clone(),
+        };
+    }
+
+    /// The tenants whose limit a rail holds away from their target this tick, with why; logs
+    /// and records a hold when its rail changes.
+    fn holds(
+        &mut self,
+        record: &TickRecord,
+        name_of: &dyn Fn(TenantId) -> String,
+        log: &Logger,
+    ) -> BTreeMap<TenantId, String> {
+        let mut held_now = BTreeMap::new();
         for row in &record.rows {
             let Some(note) = row.reason.mechanism.limit else {
                 continue;
@@ -254,6 +317,16 @@ impl Publisher {
             }
         }
 
+        held_now
+    }
+
+    /// The host's figures from the tick's record.
+    fn host_figures(
+        &mut self,
+        record: &TickRecord,
+        controller: &Controller,
+        elapsed_s: Option<f64>,
+    ) {
         self.host.machine_bytes = record.machine.0;
         self.host.free_bytes = record.free.0;
         self.host.budget_bytes = record.budget.0;
@@ -274,117 +347,75 @@ impl Publisher {
             scanned_pages_per_s: s.scanned.zip(elapsed_s).map(|(n, t)| n as f64 / t),
             scanner_cpu: s.cpu.zip(elapsed_s).map(|(c, t)| c.as_secs_f64() / t),
         });
+    }
 
-        self.totals
-            .retain(|id, _| managed.iter().any(|m| m.id == *id));
-        self.apps
-            .retain(|id, _| managed.iter().any(|m| m.id == *id));
-        self.disk_totals
-            .retain(|id, _| managed.iter().any(|m| m.id == *id));
-        let mut tenants = Vec::with_capacity(managed.len());
-        for Managed {
-            id,
-            name,
-            cgroup,
-            origin,
-        } in &managed
-        {
-            let Some(view) = controller.tenant(*id) else {
-                continue;
-            };
-            let row = record.row(*id);
-            let refaults = row.and_then(|r| match (r.refaults, r.swap_ins) {
-                (None, None) => None,
-                (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
-            });
-            let totals = self.totals.entry(*id).or_default();
-            totals.0 = add(totals.0, refaults);
-            totals.1 = add(totals.1, row.and_then(|r| r.major_faults));
-            let (refaults_total, major_faults_total) = *totals;
-            let disk = row.and_then(|r| {
-                let io = r.disk?;
-                let totals = self.disk_totals.entry(*id).or_default();
-                totals.0 = totals.0.saturating_add(io.ops);
-                totals.1 = totals.1.saturating_add(io.bytes.0);
-                Some(disk_snapshot(io, r.reason.disk, *totals, elapsed_s))
-            });
-            tenants.push(TenantSnapshot {
-                name: name.clone(),
-                cgroup: cgroup.clone(),
-                origin: origin.to_string(),
-                min_bytes: view.spec.min.to_bytes().0,
-                max_bytes: view.spec.max.to_bytes().0,
-                shares: view.spec.shares,
-                estimator: view.spec.estimator.name().to_string(),
-                allocated_bytes: row.map_or(0, |r| r.allocated.0),
-                target_bytes: row.map_or(0, |r| r.target.0),
-                active_estimate_bytes: view.active_estimate.to_bytes().0,
-                limit_bytes: row.and_then(|r| r.limit).map(|l| l.0),
-                floor_bytes: row
-                    .and_then(|r| r.reason.mechanism.limit)
-                    .map_or(0, |n| n.floor.to_bytes().0),
-                anon_bytes: row.and_then(|r| r.anon).map(|b| b.0),
-                file_bytes: row.and_then(|r| r.file).map(|b| b.0),
-                swap_bytes: row.and_then(|r| r.swapped).map(|b| b.0),
-                refaults_total,
-                refaults_per_s: refaults.zip(elapsed_s).map(|(n, s)| n as f64 / s),
-                major_faults_total,
-                pressure_some_avg10: row.and_then(|r| r.pressure),
-                mechanisms: row.map_or_else(Vec::new, |r| {
-                    r.mechanisms.iter().map(|m| m.name().to_string()).collect()
-                }),
-                reason: row.map_or_else(String::new, |r| self.reason_line(r.tenant, &r.reason)),
-                held: held_now.remove(id),
-                app: self.apps.get_mut(id).map(|a| {
-                    if let Some(note) = row.and_then(|r| r.reason.mechanism.app_balloon) {
-                        a.pool_bytes = note.pool.to_bytes().0;
-                        a.wanted_bytes = Some(note.wanted.to_bytes().0);
-                    }
-                    a.clone()
-                }),
-                shared_bytes: row.and_then(|r| r.shared).map(|b| b.0),
-                sharing_profit_bytes: row.and_then(|r| r.sharing_profit),
-                cache: row.and_then(|r| r.reason.cache).map(cache_snapshot),
-                disk,
-                advice: row.map_or_else(Vec::new, advice),
-                vm: row.and_then(|r| vm_snapshot(r, elapsed_s)),
-            });
-            if self.dry_run {
-                if let Some(r) = row {
-                    log.info(
-                        "decision",
-                        &[
-                            ("tenant", json!(name)),
-                            ("target_bytes", json!(r.target.0)),
-                            (
-                                "limit_bytes",
-                                json!(r.reason.mechanism.moves().limit.map(|l| l.to_bytes().0)),
-                            ),
-                            ("reason", json!(self.reason_line(r.tenant, &r.reason))),
-                        ],
-                    );
+    /// One managed tenant as the API shows it, from the controller's view and its row of the
+    /// tick (`None` before its first tick); adds the row's counts to its lifetime totals.
+    fn tenant_snapshot(
+        &mut self,
+        m: &Managed,
+        view: memtide_controller::TenantView<'_>,
+        row: Option<&TenantRow>,
+        held: Option<String>,
+        elapsed_s: Option<f64>,
+    ) -> TenantSnapshot {
+        let id = &m.id;
+        let refaults = row.and_then(|r| match (r.refaults, r.swap_ins) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        });
+        let totals = self.totals.entry(*id).or_default();
+        totals.0 = add(totals.0, refaults);
+        totals.1 = add(totals.1, row.and_then(|r| r.limit?.major_faults));
+        let (refaults_total, major_faults_total) = *totals;
+        let disk = row.and_then(|r| {
+            let io = r.disk?;
+            let totals = self.disk_totals.entry(*id).or_default();
+            totals.0 = totals.0.saturating_add(io.ops);
+            totals.1 = totals.1.saturating_add(io.bytes.0);
+            Some(disk_snapshot(io, r.reason.disk, *totals, elapsed_s))
+        });
+        TenantSnapshot {
+            name: m.name.clone(),
+            cgroup: m.cgroup.clone(),
+            origin: m.origin.to_string(),
+            min_bytes: view.spec.min.to_bytes().0,
+            max_bytes: view.spec.max.to_bytes().0,
+            shares: view.spec.shares,
+            estimator: view.spec.estimator.name().to_string(),
+            allocated_bytes: row.map_or(0, |r| r.allocated.0),
+            target_bytes: row.map_or(0, |r| r.target.0),
+            active_estimate_bytes: view.active_estimate.to_bytes().0,
+            limit_bytes: row.and_then(|r| r.limit?.in_force).map(|l| l.0),
+            floor_bytes: row
+                .and_then(|r| r.reason.mechanism.limit)
+                .map_or(0, |n| n.floor.to_bytes().0),
+            anon_bytes: row.and_then(|r| r.anon).map(|b| b.0),
+            file_bytes: row.and_then(|r| r.file).map(|b| b.0),
+            swap_bytes: row.and_then(|r| r.swapped).map(|b| b.0),
+            refaults_total,
+            refaults_per_s: refaults.zip(elapsed_s).map(|(n, s)| n as f64 / s),
+            major_faults_total,
+            pressure_some_avg10: row.and_then(|r| r.limit?.pressure),
+            mechanisms: row.map_or_else(Vec::new, |r| {
+                r.mechanisms.iter().map(|m| m.name().to_string()).collect()
+            }),
+            reason: row.map_or_else(String::new, |r| self.reason_line(r.tenant, &r.reason)),
+            held,
+            app: self.apps.get_mut(id).map(|a| {
+                if let Some(note) = row.and_then(|r| r.reason.mechanism.app_balloon) {
+                    a.pool_bytes = note.pool.to_bytes().0;
+                    a.wanted_bytes = Some(note.wanted.to_bytes().0);
                 }
-            }
+                a.clone()
+            }),
+            shared_bytes: row.and_then(|r| r.sharing).map(|s| s.shared.0),
+            sharing_profit_bytes: row.and_then(|r| r.sharing?.profit),
+            cache: row.and_then(|r| r.reason.cache).map(cache_snapshot),
+            disk,
+            advice: row.map_or_else(Vec::new, advice),
+            vm: row.and_then(|r| vm_snapshot(r, elapsed_s)),
         }
-
-        self.reasons
-            .retain(|id, _| managed.iter().any(|m| m.id == *id));
-        let lock = Arc::clone(&self.shared);
-        let Ok(mut shared) = lock.write() else {
-            return;
-        };
-        let decisions = self.published_decisions(std::mem::take(&mut shared.decisions));
-        *shared = Snapshot {
-            api_version: memtide_api::API_VERSION,
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            dry_run: self.dry_run,
-            ticks: self.ticks,
-            uptime_s: self.started.elapsed().as_secs_f64(),
-            host: self.host.clone(),
-            tenants,
-            decisions,
-            counters: self.counters.clone(),
-        };
     }
 
     /// `id`'s reason as one line: the line formatted last time when the reason is the same.
@@ -454,6 +485,54 @@ impl Publisher {
         });
     }
 
+    /// A limit moved from `from` to `to` this tick, `written` or not (a dry run): counted,
+    /// logged and recorded.
+    fn limit_event(
+        &mut self,
+        id: TenantId,
+        (from, to, written): (Option<Pages>, Pages, bool),
+        record: &TickRecord,
+        name_of: &dyn Fn(TenantId) -> String,
+        log: &Logger,
+    ) {
+        let target_of = |id: TenantId| record.row(id).map_or(0, |r| r.target.0);
+        let outcome = if !written {
+            self.counters.dry_run += 1;
+            "dry_run"
+        } else if from.is_some_and(|from| to > from) {
+            self.counters.limit_raised += 1;
+            "raise"
+        } else {
+            self.counters.limit_lowered += 1;
+            "lower"
+        };
+        let name = name_of(id);
+        let reason = record
+            .row(id)
+            .map(|r| self.reason_line(id, &r.reason))
+            .unwrap_or_default();
+        log.info(
+            "limit",
+            &[
+                ("tenant", json!(name)),
+                ("outcome", json!(outcome)),
+                ("from_bytes", json!(from.map(|f| f.to_bytes().0))),
+                ("to_bytes", json!(to.to_bytes().0)),
+                ("reason", json!(reason)),
+            ],
+        );
+        self.push(DecisionRecord {
+            tick: self.ticks,
+            at_unix_ms: now_ms(),
+            tenant: name,
+            target_bytes: target_of(id),
+            limit_from_bytes: from.map(|f| f.to_bytes().0),
+            limit_to_bytes: Some(to.to_bytes().0),
+            outcome: outcome.to_string(),
+            reason,
+        });
+    }
+
     fn event(
         &mut self,
         event: &WorldEvent,
@@ -468,43 +547,7 @@ impl Publisher {
                 from,
                 to,
                 written,
-            } => {
-                let outcome = if !written {
-                    self.counters.dry_run += 1;
-                    "dry_run"
-                } else if from.is_some_and(|from| to > from) {
-                    self.counters.limit_raised += 1;
-                    "raise"
-                } else {
-                    self.counters.limit_lowered += 1;
-                    "lower"
-                };
-                let name = name_of(id);
-                let reason = record
-                    .row(id)
-                    .map(|r| self.reason_line(id, &r.reason))
-                    .unwrap_or_default();
-                log.info(
-                    "limit",
-                    &[
-                        ("tenant", json!(name)),
-                        ("outcome", json!(outcome)),
-                        ("from_bytes", json!(from.map(|f| f.to_bytes().0))),
-                        ("to_bytes", json!(to.to_bytes().0)),
-                        ("reason", json!(reason)),
-                    ],
-                );
-                self.push(DecisionRecord {
-                    tick: self.ticks,
-                    at_unix_ms: now_ms(),
-                    tenant: name,
-                    target_bytes: target_of(id),
-                    limit_from_bytes: from.map(|f| f.to_bytes().0),
-                    limit_to_bytes: Some(to.to_bytes().0),
-                    outcome: outcome.to_string(),
-                    reason,
-                });
-            }
+            } => self.limit_event(id, (from, to, written), record, name_of, log),
             WorldEvent::WriteFailed { id, to, ref error } => {
                 self.counters.write_failures += 1;
                 let name = name_of(id);

@@ -55,16 +55,10 @@ pub struct TenantRow {
     pub file: Option<Bytes>,
     /// Memory of the tenant in its own swap (a guest's swap device, a cgroup's swap).
     pub swapped: Option<Bytes>,
-    /// Pages of the tenant backed by shared frames, where the world shares pages.
-    pub shared: Option<Bytes>,
-    /// What sharing saves the tenant net of the scanner's bookkeeping, in bytes, where known.
-    pub sharing_profit: Option<i64>,
-    /// The limit in force, for a tenant under one (`None` as well at the kernel's `max`).
-    pub limit: Option<Bytes>,
-    /// Major faults over the tick, for a tenant under a limit whose world counts them.
-    pub major_faults: Option<u64>,
-    /// The tenant's own memory pressure (PSI "some" avg10, percent), where known.
-    pub pressure: Option<f64>,
+    /// Its page sharing, where the world shares pages.
+    pub sharing: Option<SharingFigures>,
+    /// Its limit's figures, for a tenant under the limit lever.
+    pub limit: Option<LimitFigures>,
     /// Its disk I/O over the tick, where the world shares a disk among tenants.
     pub disk: Option<DiskIo>,
     /// Its database's durability settings and fsync rates, where its agent reports them
@@ -74,6 +68,26 @@ pub struct TenantRow {
     pub mechanisms: Mechanisms,
     /// Why, kept as data: formatted only when written.
     pub reason: Reason,
+}
+
+/// A tenant's page sharing in one tick.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SharingFigures {
+    /// Its pages backed by shared frames.
+    pub shared: Bytes,
+    /// What sharing saves it net of the scanner's bookkeeping, in bytes, where known.
+    pub profit: Option<i64>,
+}
+
+/// A tenant's limit lever in one tick.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LimitFigures {
+    /// The limit in force (`None` at the kernel's `max`).
+    pub in_force: Option<Bytes>,
+    /// Major faults over the tick, where the world counts them.
+    pub major_faults: Option<u64>,
+    /// The tenant's own memory pressure (PSI "some" avg10, percent), where known.
+    pub pressure: Option<f64>,
 }
 
 impl TickRecord {
@@ -91,7 +105,6 @@ impl TickRecord {
             .iter()
             .filter_map(|o| {
                 let action = t.decision.action(o.id)?;
-                let limit = o.levers.limit;
                 Some(TenantRow {
                     tenant: o.id,
                     allocated: o.allocated.to_bytes(),
@@ -109,11 +122,15 @@ impl TickRecord {
                     anon: o.anon.map(|p| p.to_bytes()),
                     file: o.file.map(|p| p.to_bytes()),
                     swapped: o.swapped.map(|p| p.to_bytes()),
-                    shared: o.levers.sharing.map(|s| s.shared.to_bytes()),
-                    sharing_profit: o.levers.sharing.and_then(|s| s.profit),
-                    limit: limit.filter(|l| !l.unlimited).map(|l| l.limit.to_bytes()),
-                    major_faults: limit.and_then(|l| l.major_faults),
-                    pressure: limit.and_then(|l| l.pressure),
+                    sharing: o.levers.sharing.map(|s| SharingFigures {
+                        shared: s.shared.to_bytes(),
+                        profit: s.profit,
+                    }),
+                    limit: o.levers.limit.map(|l| LimitFigures {
+                        in_force: (!l.unlimited).then(|| l.limit.to_bytes()),
+                        major_faults: l.major_faults,
+                        pressure: l.pressure,
+                    }),
                     disk: o.levers.disk.as_deref().copied(),
                     durability: o
                         .levers

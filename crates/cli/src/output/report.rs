@@ -150,7 +150,7 @@ impl Charts {
             all[RECLAIMED] = s.reclaimed().to_bytes().as_mib_f64();
         }
         for row in &tick.rows {
-            let shared = row.shared.map_or(0.0, Bytes::as_mib_f64);
+            let shared = row.sharing.map_or(0.0, |s| s.shared.as_mib_f64());
             all[SHARED] += shared;
             all[ALLOCATED] += row.allocated.as_mib_f64();
             all[BALLOON] += row.balloon.as_mib_f64();
@@ -767,7 +767,10 @@ mod tests {
                 ..Default::default()
             });
             for row in &mut tick.rows {
-                row.shared = Some(Bytes::from_mib(20));
+                row.sharing = Some(crate::record::SharingFigures {
+                    shared: Bytes::from_mib(20),
+                    profit: None,
+                });
             }
         }
         let html = page_of(&r);

@@ -1,0 +1,382 @@
+//! The per-tenant figures of a snapshot, declared once: [`TENANT_COLUMNS`] says which Prometheus family `/metrics` writes for each and which column `memtide status` shows it in.
+//!
+//! Adding a figure to the snapshot means one field in [`TenantSnapshot`] (or in one of its
+//! nested parts) and one row here; the daemon's `/metrics` and the CLI's status table read the
+//! rows in order. The simulator's timeline.csv has its own columns (it writes figures of the
+//! record, not of the snapshot).
+
+use crate::snapshot::TenantSnapshot;
+
+/// A per-tenant figure: where it is published and how it is read from a tenant's snapshot.
+pub struct Column {
+    /// Its Prometheus family on `/metrics` (labelled `tenant`), where it has one.
+    pub metric: Option<Metric>,
+    /// Its column in `memtide status`'s table, where it has one.
+    pub status: Option<StatusColumn>,
+    /// The figure, `None` where the tenant has none (no series, the status's `absent`).
+    pub value: fn(&TenantSnapshot) -> Option<f64>,
+}
+
+/// A Prometheus family of one series per tenant.
+pub struct Metric {
+    pub name: &'static str,
+    /// The HELP text.
+    pub help: &'static str,
+    pub kind: Kind,
+}
+
+/// A Prometheus metric type, and for a choice its extra label.
+pub enum Kind {
+    Gauge,
+    /// A lifetime total: the name ends in `_total`.
+    Counter,
+    /// A gauge with one series per value of `label` in `values`: 1 for the one `of` the tenant
+    /// names, 0 for the others; no series where `of` is `None`.
+    Choice {
+        label: &'static str,
+        values: &'static [&'static str],
+        of: fn(&TenantSnapshot) -> Option<&str>,
+    },
+}
+
+impl Kind {
+    /// The name in a `# TYPE` line.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge | Kind::Choice { .. } => "gauge",
+        }
+    }
+}
+
+/// A column of `memtide status`'s table.
+pub struct StatusColumn {
+    pub header: &'static str,
+    pub unit: Unit,
+    /// The cell of a tenant without the figure.
+    pub absent: &'static str,
+}
+
+/// How the status table spells a figure.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Unit {
+    /// MiB below 1 GiB, GiB above.
+    Bytes,
+    /// A rate with one decimal.
+    PerSecond,
+}
+
+const fn gauge(name: &'static str, help: &'static str) -> Option<Metric> {
+    Some(Metric {
+        name,
+        help,
+        kind: Kind::Gauge,
+    })
+}
+
+const fn counter(name: &'static str, help: &'static str) -> Option<Metric> {
+    Some(Metric {
+        name,
+        help,
+        kind: Kind::Counter,
+    })
+}
+
+const fn shown(header: &'static str, unit: Unit, absent: &'static str) -> Option<StatusColumn> {
+    Some(StatusColumn {
+        header,
+        unit,
+        absent,
+    })
+}
+
+fn figure(b: u64) -> Option<f64> {
+    Some(b as f64)
+}
+
+fn some_u64(b: Option<u64>) -> Option<f64> {
+    b.map(|b| b as f64)
+}
+
+/// Every per-tenant figure, in the order `/metrics` writes them (and `memtide status` shows
+/// those it shows, after the tenant's name).
+pub static TENANT_COLUMNS: &[Column] = &[
+    Column {
+        metric: gauge(
+            "memtide_tenant_allocated_bytes",
+            "Memory the tenant's cgroup holds now (usage), in bytes.",
+        ),
+        status: shown("ALLOCATED", Unit::Bytes, "-"),
+        value: |t| figure(t.allocated_bytes),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_target_bytes",
+            "The allocation memtide aims at for the tenant, in bytes.",
+        ),
+        status: shown("TARGET", Unit::Bytes, "-"),
+        value: |t| figure(t.target_bytes),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_active_estimate_bytes",
+            "The estimator's figure for the tenant's active memory, in bytes.",
+        ),
+        status: shown("ESTIMATE", Unit::Bytes, "-"),
+        value: |t| figure(t.active_estimate_bytes),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_limit_bytes",
+            "The memory limit in force on the tenant's cgroup, in bytes (no series: unlimited).",
+        ),
+        status: shown("LIMIT", Unit::Bytes, "max"),
+        value: |t| some_u64(t.limit_bytes),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_floor_bytes",
+            "The lowest limit the safety rails allow now, in bytes.",
+        ),
+        status: shown("FLOOR", Unit::Bytes, "-"),
+        value: |t| figure(t.floor_bytes),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_min_bytes",
+            "The tenant's configured min, in bytes.",
+        ),
+        status: None,
+        value: |t| figure(t.min_bytes),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_max_bytes",
+            "The tenant's configured max, in bytes.",
+        ),
+        status: None,
+        value: |t| figure(t.max_bytes),
+    },
+    Column {
+        metric: gauge("memtide_tenant_shares", "The tenant's configured shares."),
+        status: None,
+        value: |t| Some(t.shares as f64),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_anon_bytes",
+            "Anonymous memory the tenant holds, in bytes.",
+        ),
+        status: None,
+        value: |t| some_u64(t.anon_bytes),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_file_bytes",
+            "Page cache the tenant holds, in bytes.",
+        ),
+        status: None,
+        value: |t| some_u64(t.file_bytes),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_swap_bytes",
+            "The tenant's memory in swap, in bytes.",
+        ),
+        status: shown("SWAP", Unit::Bytes, "-"),
+        value: |t| some_u64(t.swap_bytes),
+    },
+    Column {
+        metric: None,
+        status: shown("REFAULTS/S", Unit::PerSecond, "-"),
+        value: |t| t.refaults_per_s,
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_pressure_some_avg10",
+            "The tenant's memory pressure (PSI some avg10), percent.",
+        ),
+        status: None,
+        value: |t| t.pressure_some_avg10,
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_shared_bytes",
+            "The tenant's memory merged with other pages by page sharing (KSM), in bytes.",
+        ),
+        status: None,
+        value: |t| some_u64(t.shared_bytes),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_sharing_profit_bytes",
+            "What page sharing saves the tenant net of KSM's bookkeeping (ksm_process_profit), in bytes.",
+        ),
+        status: None,
+        value: |t| t.sharing_profit_bytes.map(|b| b as f64),
+    },
+    Column {
+        metric: gauge(
+            "memtide_app_pool_bytes",
+            "The tenant's application pool as its balloon agent last reported it, in bytes.",
+        ),
+        status: None,
+        value: |t| t.app.as_ref().map(|a| a.pool_bytes as f64),
+    },
+    Column {
+        metric: gauge(
+            "memtide_app_wanted_bytes",
+            "The application pool memtide wants for the tenant, in bytes.",
+        ),
+        status: None,
+        value: |t| some_u64(t.app.as_ref().and_then(|a| a.wanted_bytes)),
+    },
+    Column {
+        metric: gauge(
+            "memtide_app_last_resize_seconds",
+            "How long the application took to answer its last target, in seconds.",
+        ),
+        status: None,
+        value: |t| {
+            t.app
+                .as_ref()
+                .and_then(|a| a.last_resize.as_ref())
+                .map(|r| r.took_s)
+        },
+    },
+    Column {
+        metric: Some(Metric {
+            name: "memtide_app_held_by",
+            help: "1 for the mechanism that moves an application tenant's memory (app: its agent, os: the cgroup limit), 0 for the other.",
+            kind: Kind::Choice {
+                label: "by",
+                values: &["app", "os"],
+                of: |t| t.app.as_ref().map(|a| a.held_by.as_str()),
+            },
+        }),
+        status: None,
+        value: |_| None,
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_cache_quota_bytes",
+            "The pool the tenant's cache quota gives it (its SLO under [cache]), in bytes.",
+        ),
+        status: None,
+        value: |t| t.cache.as_ref().map(|c| c.quota_bytes as f64),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_cache_predicted_latency_seconds",
+            "The mean latency the tenant's pool curve predicts at its cache quota, in seconds.",
+        ),
+        status: None,
+        value: |t| t.cache.as_ref().map(|c| c.predicted_latency_us / 1e6),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_disk_weight",
+            "The tenant's weight on the disk [io] manages (BFQ's, 1-1000).",
+        ),
+        status: None,
+        value: |t| t.disk.as_ref().and_then(|d| d.weight).map(f64::from),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_disk_latency_seconds",
+            "The I/O latency the tenant saw over the last tick, in seconds (on Linux the device's mean await); no series when it did no I/O.",
+        ),
+        status: None,
+        value: |t| t.disk.as_ref().and_then(|d| d.latency_ms).map(|ms| ms / 1e3),
+    },
+    Column {
+        metric: counter(
+            "memtide_tenant_disk_ops_total",
+            "Operations the tenant completed on the disk [io] manages since memtide started watching it.",
+        ),
+        status: None,
+        value: |t| t.disk.as_ref().map(|d| d.ops_total as f64),
+    },
+    Column {
+        metric: counter(
+            "memtide_tenant_disk_bytes_total",
+            "Bytes the tenant read and wrote on the disk [io] manages since memtide started watching it.",
+        ),
+        status: None,
+        value: |t| t.disk.as_ref().map(|d| d.bytes_total as f64),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_balloon_bytes",
+            "A VM's balloon now: guest memory its guest gave back, in bytes.",
+        ),
+        status: None,
+        value: |t| t.vm.as_ref().map(|v| v.balloon_bytes as f64),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_balloon_target_bytes",
+            "The balloon size the policy asked of a VM this tick, in bytes; no series without a balloon driver.",
+        ),
+        status: None,
+        value: |t| some_u64(t.vm.as_ref().and_then(|v| v.balloon_target_bytes)),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_balloon_stalled",
+            "1 while a VM's balloon driver does not move toward a larger target (host swap takes over), else 0.",
+        ),
+        status: None,
+        value: |t| t.vm.as_ref().map(|v| f64::from(u8::from(v.stalled))),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_host_swapped_bytes",
+            "A VM's memory in host swap (its cgroup's swap), in bytes.",
+        ),
+        status: None,
+        value: |t| t.vm.as_ref().map(|v| v.host_swapped_bytes as f64),
+    },
+    Column {
+        metric: counter(
+            "memtide_tenant_refaults_total",
+            "Refaults (anon + file) since memtide started watching the tenant.",
+        ),
+        status: None,
+        value: |t| some_u64(t.refaults_total),
+    },
+    Column {
+        metric: counter(
+            "memtide_tenant_major_faults_total",
+            "Major page faults of the tenant's cgroup.",
+        ),
+        status: None,
+        value: |t| some_u64(t.major_faults_total),
+    },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_names_are_unique_and_only_counters_end_in_total() {
+        let mut seen = std::collections::BTreeSet::new();
+        for m in TENANT_COLUMNS.iter().filter_map(|c| c.metric.as_ref()) {
+            assert!(seen.insert(m.name), "{} twice", m.name);
+            assert_eq!(
+                m.name.ends_with("_total"),
+                matches!(m.kind, Kind::Counter),
+                "{}",
+                m.name
+            );
+        }
+    }
+
+    #[test]
+    fn every_column_is_published_somewhere() {
+        for c in TENANT_COLUMNS {
+            assert!(c.metric.is_some() || c.status.is_some());
+        }
+    }
+}
