@@ -3,14 +3,12 @@
 //! A missing toolchain skips its SDK with the reason printed, unless `MEMTIDE_REQUIRE_LINUX=1`
 //! (CI sets it, and installs every toolchain): then it fails.
 
-mod linux_host;
-
-use linux_host::repo;
-use linux_host::samples::{run, Sdk};
 use memtide_agents::hub::{AgentEvent, Hub, HubConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_balloon::protocol::ProgressStatus;
 use memtide_model::{AppMove, Bytes, Pages, TenantId};
+use memtide_testkit::repo;
+use memtide_testkit::samples::{run, Sdk};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -127,7 +125,7 @@ fn the_rust_sample_follows_memtides_targets() {
 #[test]
 fn the_go_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
     let test = "the_go_sdk_passes_its_tests_and_its_sample_follows_memtides_targets";
-    if linux_host::samples::have(test, "go") {
+    if memtide_testkit::samples::have(test, "go") {
         run(
             "go test",
             Command::new("go").args(["-C", "sdk/go", "test", "./..."]),
@@ -139,7 +137,7 @@ fn the_go_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
 #[test]
 fn the_python_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
     let test = "the_python_sdk_passes_its_tests_and_its_sample_follows_memtides_targets";
-    if linux_host::samples::have(test, "python3") {
+    if memtide_testkit::samples::have(test, "python3") {
         run(
             "python unittest",
             Command::new("python3")
@@ -154,7 +152,7 @@ fn the_python_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
 #[test]
 fn the_java_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
     let test = "the_java_sdk_passes_its_tests_and_its_sample_follows_memtides_targets";
-    if linux_host::samples::have(test, "mvn") {
+    if memtide_testkit::samples::have(test, "mvn") {
         run(
             "mvn test",
             Command::new("mvn").args(["-B", "-q", "-f", "sdk/java/pom.xml", "test"]),
@@ -167,7 +165,7 @@ fn the_java_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
 #[test]
 fn the_c_sdk_passes_its_tests_and_its_sample_follows_memtides_targets() {
     let test = "the_c_sdk_passes_its_tests_and_its_sample_follows_memtides_targets";
-    if linux_host::samples::have(test, "make") {
+    if memtide_testkit::samples::have(test, "make") {
         run(
             "make test",
             Command::new("make").args(["-C", "sdk/c", "test"]),

@@ -2,25 +2,15 @@
 
 use memtide_model::Bytes;
 use memtide_qemu::qmp::{Qmp, QmpError, RunState};
+use memtide_testkit::skip_or_fail;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Set by `.ci/run`: a missing QEMU fails the test instead of skipping it.
-const REQUIRE_VAR: &str = "MEMTIDE_REQUIRE_LINUX";
-
 const QEMU: &str = "qemu-system-x86_64";
 
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Skips (prints why) or fails, under `MEMTIDE_REQUIRE_LINUX=1`.
-fn skip_or_fail(test: &str, why: &str) {
-    if std::env::var_os(REQUIRE_VAR).is_some_and(|v| v == "1") {
-        panic!("{test}: {why} ({REQUIRE_VAR}=1 makes this a failure)");
-    }
-    eprintln!("SKIPPED {test}: {why}");
-}
 
 /// `qemu-system-x86_64` on the PATH.
 fn qemu_binary() -> Option<PathBuf> {

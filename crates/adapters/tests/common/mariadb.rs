@@ -1,5 +1,6 @@
 //! A real `mariadbd` (Debian's) for a test: a fresh data directory made by `mariadb-install-db`, the server on a free loopback port and a socket in that directory, killed and removed when the guard drops.
 
+use memtide_testkit::free_port;
 use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder};
 use std::path::{Path, PathBuf};
@@ -20,17 +21,8 @@ pub fn available() -> bool {
         return true;
     }
     let why = "mariadbd is not installed (apt-get install mariadb-server)";
-    assert!(std::env::var_os("MEMTIDE_REQUIRE_LINUX").is_none(), "{why}");
-    eprintln!("SKIPPED: {why}");
+    memtide_testkit::skip_or_fail(module_path!(), why);
     false
-}
-
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// A running `mariadbd` and its data directory; dropping it kills the server and removes the

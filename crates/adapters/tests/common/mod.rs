@@ -42,14 +42,6 @@ impl Drop for Proc {
     }
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// A process's resident memory.
 pub fn rss(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
@@ -175,8 +167,7 @@ impl TestCgroup {
             });
         let Some(own) = own else {
             let why = "no cgroup v1 memory controller (these tests place servers under /sys/fs/cgroup/memory)";
-            assert!(std::env::var_os("MEMTIDE_REQUIRE_LINUX").is_none(), "{why}");
-            eprintln!("SKIPPED: {why}");
+            memtide_testkit::skip_or_fail(module_path!(), why);
             return None;
         };
         let dir = Path::new("/sys/fs/cgroup/memory")
@@ -185,8 +176,7 @@ impl TestCgroup {
         let _ = std::fs::remove_dir(&dir);
         if let Err(e) = std::fs::create_dir(&dir) {
             let why = format!("cannot create {}: {e}", dir.display());
-            assert!(std::env::var_os("MEMTIDE_REQUIRE_LINUX").is_none(), "{why}");
-            eprintln!("SKIPPED: {why}");
+            memtide_testkit::skip_or_fail(module_path!(), &why);
             return None;
         }
         Some(TestCgroup { dir })
