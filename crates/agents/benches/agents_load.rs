@@ -2,7 +2,7 @@
 //!
 //! `cargo bench -p memtide-agents --bench agents_load [-- AGENTS SECONDS]`.
 
-use memtide_agents::hub::{Hub, HubConfig, Tenants};
+use memtide_agents::hub::{Hub, SessionConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_model::TenantId;
 use std::io::{BufRead, BufReader, Write};
@@ -45,7 +45,7 @@ fn main() {
     let seconds: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(30);
     let dir = tempfile::tempdir().unwrap();
     let hub = Hub::new(
-        HubConfig::default(),
+        SessionConfig::default(),
         Box::new(EachItsOwn(AtomicU32::new(0))),
     );
     let server = Server::start(

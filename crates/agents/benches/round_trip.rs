@@ -1,7 +1,7 @@
 //! Criterion benchmark: one target → done round trip through the balloon socket — the world hands the hub a move, the event loop writes the target, an agent (a thread on a real Unix socket) answers done, the loop reads it and the lever shows it.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use memtide_agents::hub::{Hub, HubConfig, Tenants};
+use memtide_agents::hub::{Hub, SessionConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_model::{AppMove, AppStatus, Pages, TenantId};
 use std::io::{BufRead, BufReader, Write};
@@ -61,7 +61,7 @@ fn agent(path: &std::path::Path) {
 
 fn round_trip(c: &mut Criterion) {
     let dir = tempfile::tempdir().unwrap();
-    let hub = Hub::new(HubConfig::default(), Box::new(Me));
+    let hub = Hub::new(SessionConfig::default(), Box::new(Me));
     let server = Server::start(
         &ServerConfig {
             socket: dir.path().join("b.sock"),

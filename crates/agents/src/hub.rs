@@ -14,7 +14,7 @@
 
 use crate::server::{ConnId, Handler, Outbox};
 use crate::session::{Admitted, Reply, Session};
-pub use crate::session::{AgentEvent, Closed, SessionConfig as HubConfig};
+pub use crate::session::{AgentEvent, Closed, SessionConfig};
 use memtide_balloon::line::Line;
 use memtide_balloon::protocol::{ErrorCode, Hello, ProtocolError};
 use memtide_model::{AppBalloonLever, AppMove, Pages, TenantId};
@@ -37,7 +37,7 @@ struct Conn {
 }
 
 struct State {
-    config: HubConfig,
+    config: SessionConfig,
     tenants: Box<dyn Tenants>,
     conns: BTreeMap<ConnId, Conn>,
     /// Each tenant's live agent's connection.
@@ -64,7 +64,7 @@ impl fmt::Debug for Hub {
 }
 
 impl Hub {
-    pub fn new(config: HubConfig, tenants: Box<dyn Tenants>) -> Hub {
+    pub fn new(config: SessionConfig, tenants: Box<dyn Tenants>) -> Hub {
         Hub {
             state: Arc::new(Mutex::new(State {
                 config,
@@ -343,7 +343,7 @@ mod tests {
     const DB: TenantId = TenantId(1);
 
     fn hub() -> Hub {
-        Hub::new(HubConfig::default(), Box::new(Fake))
+        Hub::new(SessionConfig::default(), Box::new(Fake))
     }
 
     fn s(secs: u64) -> Duration {

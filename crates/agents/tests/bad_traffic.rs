@@ -1,6 +1,6 @@
 //! Bad traffic against a real server and hub: a 1 MB line, binary garbage, 10,000 connections at once, and an agent that never answers. Each gets its error, or is closed when the policy takes it over; no other tenant's agent is touched, and the server keeps serving.
 
-use memtide_agents::hub::{AgentEvent, Closed, Hub, HubConfig, Tenants};
+use memtide_agents::hub::{AgentEvent, Closed, Hub, SessionConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_model::{AppMove, Pages, Takeover, TenantId};
 use std::io::{BufRead, BufReader, Write};
@@ -20,7 +20,7 @@ impl Tenants for AllInDb {
     }
 }
 
-fn serve(dir: &Path, config: HubConfig, max_connections: usize) -> (Server, Hub) {
+fn serve(dir: &Path, config: SessionConfig, max_connections: usize) -> (Server, Hub) {
     let hub = Hub::new(config, Box::new(AllInDb));
     let server = Server::start(
         &ServerConfig {
@@ -75,7 +75,7 @@ impl Client {
 #[test]
 fn a_one_megabyte_line_is_too_long_and_the_connection_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, _hub) = serve(dir.path(), HubConfig::default(), 16);
+    let (server, _hub) = serve(dir.path(), SessionConfig::default(), 16);
     let mut c = Client::connect(server.path());
     let mut big = vec![b'a'; 1 << 20];
     big.push(b'\n');
@@ -91,7 +91,7 @@ fn a_one_megabyte_line_is_too_long_and_the_connection_goes_on() {
 #[test]
 fn binary_garbage_gets_errors_then_a_close_and_others_are_served() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, hub) = serve(dir.path(), HubConfig::default(), 16);
+    let (server, hub) = serve(dir.path(), SessionConfig::default(), 16);
     let mut agent = Client::connect(server.path());
     assert!(agent.hello().contains("welcome"));
     let mut bad = Client::connect(server.path());
@@ -122,7 +122,7 @@ fn binary_garbage_gets_errors_then_a_close_and_others_are_served() {
 #[test]
 fn an_agent_that_never_answers_is_closed_when_the_policy_takes_it_over() {
     let dir = tempfile::tempdir().unwrap();
-    let (server, hub) = serve(dir.path(), HubConfig::default(), 16);
+    let (server, hub) = serve(dir.path(), SessionConfig::default(), 16);
     let mut c = Client::connect(server.path());
     assert!(c.hello().contains("welcome"));
     hub.apply(
@@ -183,7 +183,7 @@ sys.stdin.read()
 fn ten_thousand_connections_at_once_are_served() {
     const N: usize = 10_000;
     let dir = tempfile::tempdir().unwrap();
-    let (server, hub) = serve(dir.path(), HubConfig::default(), N + 10);
+    let (server, hub) = serve(dir.path(), SessionConfig::default(), N + 10);
     let mut clients = std::process::Command::new("python3")
         .args(["-c", CLIENTS])
         .arg(server.path())

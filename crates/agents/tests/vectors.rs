@@ -1,6 +1,6 @@
 //! The protocol's `memtide/` exchanges (protocol/vectors/memtide/) played by a real agent connection against a real server and hub, over a Unix socket in a temporary directory.
 
-use memtide_agents::hub::{Hub, HubConfig, Tenants};
+use memtide_agents::hub::{Hub, SessionConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_balloon::vectors::{load_exchanges, Player};
 use memtide_model::{Pages, TenantId};
@@ -22,7 +22,7 @@ fn vectors_dir() -> PathBuf {
 }
 
 fn serve(dir: &Path) -> (Server, Hub) {
-    let hub = Hub::new(HubConfig::default(), Box::new(ThisProcess));
+    let hub = Hub::new(SessionConfig::default(), Box::new(ThisProcess));
     let config = ServerConfig {
         socket: dir.join("balloon.sock"),
         mode: 0o660,

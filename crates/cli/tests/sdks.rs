@@ -3,7 +3,7 @@
 //! A missing toolchain skips its SDK with the reason printed, unless `MEMTIDE_REQUIRE_LINUX=1`
 //! (CI sets it, and installs every toolchain): then it fails.
 
-use memtide_agents::hub::{AgentEvent, Hub, HubConfig, Tenants};
+use memtide_agents::hub::{AgentEvent, Hub, SessionConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_balloon::protocol::ProgressStatus;
 use memtide_model::{AppMove, Bytes, Pages, TenantId};
@@ -66,7 +66,7 @@ fn sample_follows_targets(test: &str, sdk: Sdk) {
     };
     let dir = tempfile::tempdir().unwrap();
     let pid = Arc::new(AtomicU32::new(0));
-    let hub = Hub::new(HubConfig::default(), Box::new(Only(pid.clone())));
+    let hub = Hub::new(SessionConfig::default(), Box::new(Only(pid.clone())));
     let server = Server::start(
         &ServerConfig {
             socket: dir.path().join("b.sock"),

@@ -350,13 +350,13 @@ impl Balloon {
         config: &crate::config::BalloonSection,
         host: &LinuxHost,
     ) -> Result<Balloon, DaemonError> {
-        use memtide_agents::hub::{Hub, HubConfig};
+        use memtide_agents::hub::{Hub, SessionConfig};
         use memtide_agents::server::{Server, ServerConfig};
         let hub = Hub::new(
-            HubConfig {
+            SessionConfig {
                 stats_interval: config.stats_interval,
                 dead_after: config.dead_after,
-                ..HubConfig::default()
+                ..SessionConfig::default()
             },
             Box::new(host.agent_tenants()),
         );

@@ -4,7 +4,7 @@
 
 pub mod mariadb;
 
-use memtide_agents::hub::{AgentEvent, Hub, HubConfig, Tenants};
+use memtide_agents::hub::{AgentEvent, Hub, SessionConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
 use memtide_balloon::protocol::ProgressStatus;
 use memtide_model::{AppMove, Bytes, TenantId};
@@ -67,7 +67,7 @@ pub struct Memtide {
 impl Memtide {
     pub fn start(dir: &Path) -> Memtide {
         let pid = Arc::new(AtomicU32::new(0));
-        let hub = Hub::new(HubConfig::default(), Box::new(Only(pid.clone())));
+        let hub = Hub::new(SessionConfig::default(), Box::new(Only(pid.clone())));
         let server = Server::start(
             &ServerConfig {
                 socket: dir.join("b.sock"),
