@@ -49,6 +49,7 @@ pub fn overcommitted_vms(n: u32) -> (Controller, HostObservation) {
             host_swap: Some(HostSwapLever {
                 swapped: Pages::ZERO,
                 swap_ins: Some(0),
+                room: None,
             }),
             ..Levers::default()
         };

@@ -198,6 +198,10 @@ pub struct HostSwapLever {
     pub swapped: Pages,
     /// Pages the host swapped back in since the previous observation, where known.
     pub swap_ins: Option<u64>,
+    /// The most the host can page out of the tenant now (its swap device's free space, less
+    /// what the tenant cannot give), where the world bounds it; `None`: no bound known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<Pages>,
 }
 
 /// A limit the host enforces on the tenant (a cgroup's memory limit), with what the safety
@@ -265,6 +269,7 @@ mod tests {
             host_swap: Some(HostSwapLever {
                 swapped: Pages(2),
                 swap_ins: None,
+                room: None,
             }),
             limit: Some(LimitLever {
                 limit: Pages(1),

@@ -124,6 +124,7 @@ impl MechanismNote {
             (moves.host_swap_out > Pages::ZERO || moves.blocked).then_some(HostSwapNote {
                 wanted: moves.host_swap_out,
                 out: moves.host_swap_out,
+                room: None,
                 blocked: moves.blocked,
             });
         self.limit = moves.limit.map(|to| LimitNote {
@@ -257,8 +258,13 @@ pub struct BalloonNote {
 pub struct HostSwapNote {
     /// Pages the state calls for paging out.
     pub wanted: Pages,
-    /// Pages actually paged out (bounded by the host swap budget).
+    /// Pages actually paged out (bounded by the host swap budget and its room).
     pub out: Pages,
+    /// The most the host could page out of the tenant, where its world bounds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub room: Option<Pages>,
+    /// Held until at its target: only while paging brings it there (a tenant blocked with
+    /// nothing left to page would stop for good, and a guest's balloon stops with it).
     pub blocked: bool,
 }
 
@@ -478,11 +484,16 @@ impl fmt::Display for MechanismNote {
             write!(f, "; {limit}")?;
         }
         if let (Some(h), true) = (&self.host_swap, over) {
+            let no_room = h.room.is_some_and(|r| r < h.wanted);
             if h.out > Pages::ZERO {
                 write!(f, "; host swap {}", h.out)?;
-                if h.out < h.wanted {
+                if h.out < h.wanted && no_room && h.room == Some(h.out) {
+                    write!(f, " (of {}, all the room host swap has)", h.wanted)?;
+                } else if h.out < h.wanted {
                     write!(f, " (of {}, limited by host swap budget)", h.wanted)?;
                 }
+            } else if h.wanted > Pages::ZERO && no_room {
+                write!(f, "; no room in host swap, {} left to page", h.wanted)?;
             } else if h.wanted > Pages::ZERO {
                 write!(f, "; host swap budget exhausted, {} left to page", h.wanted)?;
             } else if self.state == ReclamationState::High {

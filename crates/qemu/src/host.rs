@@ -382,6 +382,12 @@ impl QemuHost {
         };
         let cgroup_swapped = obs.swapped.unwrap_or(Pages::ZERO);
         let host_swap_ins = obs.swap_ins;
+        // Host swap lowers the cgroup's limit under its usage: as far as what the VM cannot
+        // give (its anonymous memory beyond the swap left) allows.
+        let swap_room = obs
+            .levers
+            .limit
+            .map(|l| obs.allocated.saturating_sub(l.unreclaimable));
         obs.levers.limit = None;
         obs.levers.app_balloon = None;
         // The guest's own swap is not reported through the balloon; the cgroup's swap is host
@@ -411,6 +417,7 @@ impl QemuHost {
         obs.levers.host_swap = Some(HostSwapLever {
             swapped: cgroup_swapped,
             swap_ins: host_swap_ins,
+            room: swap_room,
         });
         if vm.qmp.is_none() {
             match Vm::connect(

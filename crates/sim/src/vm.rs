@@ -317,6 +317,7 @@ impl Vm {
                 host_swap: Some(HostSwapLever {
                     swapped: Pages(u64::from(pmap.host_swapped())),
                     swap_ins: Some(last.map_or(0, |s| s.host_swap_ins)),
+                    room: None,
                 }),
                 ..Levers::default()
             },

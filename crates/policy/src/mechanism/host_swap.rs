@@ -4,21 +4,26 @@
 //! could not take ("page only where the balloon cannot"); `hard` pages the whole excess to
 //! force reclamation, the cooperative levers continuing alongside; `low` does as `hard` and
 //! blocks the tenant while it is above its target. Paging is bounded by the host swap budget
-//! of one tick. Cost: O(1).
+//! of one tick and by the room the world reports (swap space, what the tenant cannot give).
+//! A tenant is blocked only while this tick pages something out of it: blocked with nothing
+//! to page, it would stop for good (and a guest's balloon, the one lever that still works
+//! then, stops with it). Cost: O(1).
 
 use super::Need;
-use memtide_model::{HostSwapNote, Pages, ReclamationState};
+use memtide_model::{HostSwapLever, HostSwapNote, Pages, ReclamationState};
 
-/// Plans host paging and blocking for what `need` leaves.
-pub(super) fn plan(need: &Need, budget: Pages) -> HostSwapNote {
+/// Plans host paging and blocking for what `need` leaves, within `budget` this tick.
+pub(super) fn plan(need: &Need, lever: &HostSwapLever, budget: Pages) -> HostSwapNote {
     let wanted = match need.state {
         ReclamationState::High => Pages::ZERO,
         ReclamationState::Soft => need.left,
         ReclamationState::Hard | ReclamationState::Low => need.excess,
     };
+    let out = lever.room.map_or(wanted, |r| wanted.min(r)).min(budget);
     HostSwapNote {
         wanted,
-        out: wanted.min(budget),
-        blocked: need.state == ReclamationState::Low && need.excess > Pages::ZERO,
+        out,
+        room: lever.room,
+        blocked: need.state == ReclamationState::Low && out > Pages::ZERO,
     }
 }

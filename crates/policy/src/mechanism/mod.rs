@@ -18,7 +18,8 @@
 //!    cooperative levers above do not cover;
 //! 5. **host swap** (`host_swap.rs`): the fallback, paging random victims behind the tenant's
 //!    back: in `soft` only what the levers above cannot take, in `hard` and `low` the whole
-//!    excess, and in `low` the tenant is blocked while above its target;
+//!    excess (within the room the world reports), and in `low` the tenant is blocked while
+//!    above its target and paging;
 //! 6. **disk weight** (`disk.rs`): not memory, so it takes none of the excess; a tenant on a
 //!    disk the tenants share, with a disk in its spec, gets its proportional-share weight,
 //!    raised while it misses its I/O latency target (Lai et al.).
@@ -181,8 +182,8 @@ pub fn plan(
         }
         note.limit = Some(n);
     }
-    if levers.host_swap.is_some() {
-        let n = host_swap::plan(&need, settings.host_swap_per_tick);
+    if let Some(lever) = &levers.host_swap {
+        let n = host_swap::plan(&need, lever, settings.host_swap_per_tick);
         if n.out > Pages::ZERO {
             mechanisms.push(Mechanism::HostSwap);
         }

@@ -25,6 +25,8 @@ struct Vm {
     driver: Option<u64>,
     stalled: bool,
     budget: u64,
+    /// The room host swap reports (`None`: unbounded).
+    room: Option<u64>,
 }
 
 /// Holding 256 MiB with a 180 MiB target, a 200 MiB balloon limit, an empty balloon and a
@@ -38,6 +40,7 @@ fn base(state: ReclamationState) -> Vm {
         driver: Some(200),
         stalled: false,
         budget: 64,
+        room: None,
     }
 }
 
@@ -56,6 +59,7 @@ fn observed(vm: &Vm) -> TenantObservation {
             host_swap: Some(HostSwapLever {
                 swapped: Pages::ZERO,
                 swap_ins: Some(0),
+                room: vm.room.map(mib),
             }),
             ..Levers::default()
         },
@@ -228,6 +232,46 @@ fn each_state_chooses_its_mechanisms() {
             mechanisms: vec![Balloon, HostSwap],
         },
     ]);
+}
+
+#[test]
+fn low_blocks_only_while_host_swap_has_room_to_page() {
+    check(vec![
+        Case {
+            name: "low, 10 MiB of room: page it and block",
+            vm: Vm {
+                room: Some(10),
+                ..base(Low)
+            },
+            balloon_target: Some(mib(76)),
+            host_swap_out: mib(10),
+            blocked: true,
+            mechanisms: vec![Balloon, HostSwap],
+        },
+        Case {
+            name: "low, no room: the balloon goes on, the guest runs",
+            vm: Vm {
+                room: Some(0),
+                ..base(Low)
+            },
+            balloon_target: Some(mib(76)),
+            host_swap_out: Pages::ZERO,
+            blocked: false,
+            mechanisms: vec![Balloon],
+        },
+    ]);
+    let no_room = plan_vm(&Vm {
+        room: Some(0),
+        ..base(Low)
+    });
+    assert!(
+        no_room
+            .note
+            .to_string()
+            .contains("no room in host swap, 76.0 MiB left to page"),
+        "{}",
+        no_room.note
+    );
 }
 
 #[test]
