@@ -583,6 +583,7 @@ mod tests {
             host_swap: Some(HostSwapNote {
                 wanted: Pages::ZERO,
                 out: Pages::ZERO,
+                room: None,
                 blocked: false,
             }),
             ..MechanismNote::new(state, Pages::from_mib(256), Pages::from_mib(180))
@@ -654,6 +655,7 @@ mod tests {
             host_swap: Some(HostSwapNote {
                 wanted: Pages::from_mib(76),
                 out: Pages::from_mib(32),
+                room: None,
                 blocked: true,
             }),
             ..note(ReclamationState::Low)

@@ -245,6 +245,7 @@ pub(crate) mod test_record {
                 host_swap: Some(HostSwapNote {
                     wanted: Pages::ZERO,
                     out: Pages::ZERO,
+                    room: None,
                     blocked: false,
                 }),
                 ..MechanismNote::new(
