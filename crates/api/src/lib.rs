@@ -9,8 +9,6 @@
 //!   [`TenantSnapshot`]s, [`DecisionRecord`]s and [`Counters`];
 //! - [`body`]: what changes send and get back — [`TenantPatch`] (with [`Size`]), [`TaxRate`],
 //!   [`Applied`], [`ErrorBody`] — and the [`DecisionQuery`] of `GET /v1/decisions`;
-//! - [`columns`]: [`TENANT_COLUMNS`], each per-tenant figure of a snapshot with its
-//!   Prometheus family and its column in `memtide status`, declared once;
 //! - [`client`]: [`Client`], one call per request with a timeout, and [`ClientError`], whose
 //!   every message names the daemon's address.
 //!
@@ -36,12 +34,10 @@
 
 pub mod body;
 pub mod client;
-pub mod columns;
 pub mod snapshot;
 
 pub use body::{Applied, DecisionQuery, ErrorBody, Size, TaxRate, TenantPatch};
 pub use client::{fetch, request, Client, ClientError};
-pub use columns::{Column, Kind, Metric, StatusColumn, Unit, TENANT_COLUMNS};
 pub use snapshot::{
     AdviceSnapshot, AppSnapshot, CacheSnapshot, Counters, DecisionRecord, DiskSnapshot,
     HostSnapshot, ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot, VmSnapshot,

@@ -1,9 +1,7 @@
 //! `memtide status`'s table: the human summary of a daemon's `Snapshot` (the client that fetches it is `memtide_api::client`).
 
-use memtide_api::{
-    AppSnapshot, Column, DecisionRecord, DiskSnapshot, Snapshot, StatusColumn, TenantSnapshot,
-    Unit, TENANT_COLUMNS,
-};
+use memtide_api::{AppSnapshot, DecisionRecord, DiskSnapshot, Snapshot, TenantSnapshot};
+use memtide_runner::columns::{Column, StatusColumn, Unit, TENANT_COLUMNS};
 
 /// How many recent decisions `render_table` shows.
 const DECISIONS_SHOWN: usize = 5;

@@ -5,7 +5,8 @@
 
 use std::fmt::Write;
 
-use memtide_api::{Kind, Metric, Snapshot, TenantSnapshot, TENANT_COLUMNS};
+use memtide_api::{Snapshot, TenantSnapshot};
+use memtide_runner::columns::{Kind, Metric, TENANT_COLUMNS};
 
 /// The reclamation states, in the order their series are written.
 const STATES: [&str; 4] = ["high", "soft", "hard", "low"];
@@ -520,12 +521,6 @@ memtide_tenant_file_bytes{tenant="db"} 104857600
 memtide_tenant_swap_bytes{tenant="db"} 0
 # HELP memtide_tenant_pressure_some_avg10 The tenant's memory pressure (PSI some avg10), percent.
 # TYPE memtide_tenant_pressure_some_avg10 gauge
-# HELP memtide_tenant_shared_bytes The tenant's memory merged with other pages by page sharing (KSM), in bytes.
-# TYPE memtide_tenant_shared_bytes gauge
-memtide_tenant_shared_bytes{tenant="db"} 157286400
-# HELP memtide_tenant_sharing_profit_bytes What page sharing saves the tenant net of KSM's bookkeeping (ksm_process_profit), in bytes.
-# TYPE memtide_tenant_sharing_profit_bytes gauge
-memtide_tenant_sharing_profit_bytes{tenant="db"} -4096
 # HELP memtide_app_pool_bytes The tenant's application pool as its balloon agent last reported it, in bytes.
 # TYPE memtide_app_pool_bytes gauge
 memtide_app_pool_bytes{tenant="db"} 268435456
@@ -569,6 +564,12 @@ memtide_tenant_balloon_stalled{tenant="db"} 0
 # HELP memtide_tenant_host_swapped_bytes A VM's memory in host swap (its cgroup's swap), in bytes.
 # TYPE memtide_tenant_host_swapped_bytes gauge
 memtide_tenant_host_swapped_bytes{tenant="db"} 0
+# HELP memtide_tenant_shared_bytes The tenant's memory merged with other pages by page sharing (KSM), in bytes.
+# TYPE memtide_tenant_shared_bytes gauge
+memtide_tenant_shared_bytes{tenant="db"} 157286400
+# HELP memtide_tenant_sharing_profit_bytes What page sharing saves the tenant net of KSM's bookkeeping (ksm_process_profit), in bytes.
+# TYPE memtide_tenant_sharing_profit_bytes gauge
+memtide_tenant_sharing_profit_bytes{tenant="db"} -4096
 # HELP memtide_tenant_refaults_total Refaults (anon + file) since memtide started watching the tenant.
 # TYPE memtide_tenant_refaults_total counter
 memtide_tenant_refaults_total{tenant="db"} 12

@@ -15,6 +15,7 @@
 
 mod change;
 mod clock;
+pub mod columns;
 pub mod record;
 pub mod request;
 mod runner;

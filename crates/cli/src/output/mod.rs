@@ -190,29 +190,7 @@ impl Ticks for Outputs {
     }
 }
 
-/// Appends `x` with three decimals to `out`; values that round to zero print as `0.000`
-/// (never `-0.000`), so outputs are byte-stable.
-pub(crate) fn push_fixed3(out: &mut String, x: f64) {
-    use std::fmt::Write;
-    if x.is_nan() {
-        out.push_str("nan");
-    } else if x.is_infinite() {
-        out.push_str(if x > 0.0 { "inf" } else { "-inf" });
-    } else {
-        let r = round3(x);
-        let _ = write!(out, "{r:.3}");
-    }
-}
-
-/// `x` rounded to three decimals, with negative zero made positive.
-pub(crate) fn round3(x: f64) -> f64 {
-    let r = (x * 1000.0).round() / 1000.0;
-    if r == 0.0 {
-        0.0
-    } else {
-        r
-    }
-}
+pub(crate) use memtide_runner::columns::round3;
 
 #[cfg(test)]
 pub(crate) mod test_record {
@@ -389,20 +367,6 @@ pub(crate) mod test_record {
 mod tests {
     use super::*;
     use crate::record::RunRecord;
-
-    fn fixed3(x: f64) -> String {
-        let mut s = String::new();
-        push_fixed3(&mut s, x);
-        s
-    }
-
-    #[test]
-    fn fixed3_never_prints_negative_zero() {
-        assert_eq!(fixed3(-0.0001), "0.000");
-        assert_eq!(fixed3(1.23456), "1.235");
-        assert_eq!(fixed3(-2.5), "-2.500");
-        assert_eq!(fixed3(f64::NAN), "nan");
-    }
 
     fn temp(name: &str) -> PathBuf {
         let dir =

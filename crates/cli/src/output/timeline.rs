@@ -3,77 +3,23 @@
 //! A [`TimelineWriter`] writes each tick's rows as the tick comes, so the timeline never sits
 //! in memory: what it holds is the tenants' names and one line's buffer.
 
-use super::push_fixed3;
-use crate::record::{TenantMeta, TenantRow, TickRecord};
-use memtide_model::{Bytes, TenantId};
+use crate::record::{TenantMeta, TickRecord};
+use memtide_model::TenantId;
+use memtide_runner::columns::{csv_field, push_fixed3, TimelineColumn, TENANT_COLUMNS};
 use std::collections::BTreeMap;
 use std::io::Write;
 
-/// A column of timeline.csv after `time_s` and `tenant`: its header, and how a tenant's row of
-/// a tick writes its field.
-type Column = (&'static str, fn(&mut String, &TickRecord, &TenantRow));
-
-/// The columns after `time_s` and `tenant`, in order: adding a figure to the timeline is one
-/// row here. Memory in MiB with three decimals; a count a world does not keep is 0.
-const COLUMNS: &[Column] = &[
-    ("allocated_mb", |l, _, r| mib(l, r.allocated)),
-    ("target_mb", |l, _, r| mib(l, r.target)),
-    ("active_estimate_mb", |l, _, r| mib(l, r.active_estimate)),
-    ("working_set_mb", |l, _, r| {
-        mib(l, r.working_set.unwrap_or(Bytes::ZERO))
-    }),
-    ("balloon_mb", |l, _, r| mib(l, r.balloon)),
-    ("host_swapped_mb", |l, _, r| mib(l, r.host_swapped)),
-    ("throughput", |l, _, r| {
-        push_fixed3(l, r.throughput.unwrap_or(0.0))
-    }),
-    ("latency_ms", |l, _, r| {
-        push_fixed3(l, r.latency_ms.unwrap_or(0.0))
-    }),
-    ("state", |l, t, _| l.push_str(t.state.name())),
-    ("swap_ins", |l, _, r| count(l, r.swap_ins)),
-    ("refaults", |l, _, r| count(l, r.refaults)),
-    ("host_swap_ins", |l, _, r| count(l, r.host_swap_ins)),
-    ("blocked", |l, _, r| {
-        l.push_str(if r.blocked { "1" } else { "0" })
-    }),
-    // Empty where the world shares no pages (not 0: nothing was measured).
-    ("shared_mb", |l, _, r| {
-        if let Some(s) = r.sharing {
-            mib(l, s.shared);
-        }
-    }),
-    // Disk operations in the tick and the mean fsync latency: empty where the tenant has no
-    // disk work, or made no fsync.
-    ("ios", |l, _, r| {
-        if let Some(d) = &r.disk {
-            l.push_str(&d.ops.to_string());
-        }
-    }),
-    ("fsync_ms", |l, _, r| {
-        if let Some(us) = r.disk.and_then(|d| d.sync_latency_us) {
-            push_fixed3(l, us / 1000.0);
-        }
-    }),
-    ("reason", |l, _, r| {
-        l.push_str(&csv_field(&r.reason.to_string()))
-    }),
-];
-
-fn mib(line: &mut String, b: Bytes) {
-    push_fixed3(line, b.as_mib_f64());
-}
-
-fn count(line: &mut String, n: Option<u64>) {
-    line.push_str(&n.unwrap_or(0).to_string());
+/// The columns after `time_s` and `tenant`, in order: the figures' table's timeline columns.
+fn columns() -> impl Iterator<Item = &'static TimelineColumn> {
+    TENANT_COLUMNS.iter().filter_map(|c| c.timeline.as_ref())
 }
 
 /// The header line (without the newline).
 pub fn header() -> String {
     let mut h = "time_s,tenant".to_string();
-    for (name, _) in COLUMNS {
+    for c in columns() {
         h.push(',');
-        h.push_str(name);
+        h.push_str(c.header);
     }
     h
 }
@@ -109,9 +55,9 @@ impl<W: Write> TimelineWriter<W> {
                 Some(name) => line.push_str(name),
                 None => line.push_str(&row.tenant.0.to_string()),
             }
-            for (_, write) in COLUMNS {
+            for c in columns() {
                 line.push(',');
-                write(line, tick, row);
+                (c.write)(line, tick, row);
             }
             line.push('\n');
             self.out.write_all(line.as_bytes())?;
@@ -123,15 +69,6 @@ impl<W: Write> TimelineWriter<W> {
     pub fn finish(mut self) -> std::io::Result<W> {
         self.out.flush()?;
         Ok(self.out)
-    }
-}
-
-/// A CSV field, quoted (RFC 4180) when it holds a comma, quote or line break.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ') {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
     }
 }
 

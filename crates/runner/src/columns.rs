@@ -1,20 +1,33 @@
-//! The per-tenant figures of a snapshot, declared once: [`TENANT_COLUMNS`] says which Prometheus family `/metrics` writes for each and which column `memtide status` shows it in.
+//! Every per-tenant figure, declared once: [`TENANT_COLUMNS`] says which Prometheus family the daemon's `/metrics` writes for it, which column `memtide status` shows it in and which column of the simulator's timeline.csv holds it.
 //!
-//! Adding a figure to the snapshot means one field in [`TenantSnapshot`] (or in one of its
-//! nested parts) and one row here; the daemon's `/metrics` and the CLI's status table read the
-//! rows in order. The simulator's timeline.csv has its own columns (it writes figures of the
-//! record, not of the snapshot).
+//! Adding a figure means its field in the record ([`TenantRow`]) and, where the daemon
+//! publishes it, in the API's `TenantSnapshot`, and one row here: `/metrics`, the status table
+//! and the timeline each read the rows in order, taking those that name them. The two readers
+//! differ because the two views do: the snapshot is the daemon's live view (lifetime totals,
+//! per-second rates), the timeline writes each tick's own figures of the record.
 
-use crate::snapshot::TenantSnapshot;
+use crate::record::{TenantRow, TickRecord};
+use memtide_api::TenantSnapshot;
+use memtide_model::Bytes;
 
-/// A per-tenant figure: where it is published and how it is read from a tenant's snapshot.
+/// A per-tenant figure: where it is published and how each view reads it.
 pub struct Column {
     /// Its Prometheus family on `/metrics` (labelled `tenant`), where it has one.
     pub metric: Option<Metric>,
     /// Its column in `memtide status`'s table, where it has one.
     pub status: Option<StatusColumn>,
-    /// The figure, `None` where the tenant has none (no series, the status's `absent`).
+    /// The figure in a tenant's snapshot, `None` where the tenant has none (no series, the
+    /// status's `absent`); never read for a column with neither a metric nor a status column.
     pub value: fn(&TenantSnapshot) -> Option<f64>,
+    /// Its column in timeline.csv, where it has one.
+    pub timeline: Option<TimelineColumn>,
+}
+
+/// A column of timeline.csv after `time_s` and `tenant`: its header, and how a tenant's row of
+/// a tick writes its field (with fixed decimals, so the same run gives the same bytes).
+pub struct TimelineColumn {
+    pub header: &'static str,
+    pub write: fn(&mut String, &TickRecord, &TenantRow),
 }
 
 /// A Prometheus family of one series per tenant.
@@ -90,6 +103,62 @@ const fn shown(header: &'static str, unit: Unit, absent: &'static str) -> Option
     })
 }
 
+const fn timeline(
+    header: &'static str,
+    write: fn(&mut String, &TickRecord, &TenantRow),
+) -> Option<TimelineColumn> {
+    Some(TimelineColumn { header, write })
+}
+
+/// A figure of the snapshot nothing but the timeline reads.
+fn none(_: &TenantSnapshot) -> Option<f64> {
+    None
+}
+
+/// Memory in MiB with three decimals.
+fn mib(line: &mut String, b: Bytes) {
+    push_fixed3(line, b.as_mib_f64());
+}
+
+/// A count a world does not keep is 0.
+fn count(line: &mut String, n: Option<u64>) {
+    line.push_str(&n.unwrap_or(0).to_string());
+}
+
+/// Appends `x` with three decimals to `out`; values that round to zero print as `0.000` (never
+/// `-0.000`), so outputs are byte-stable.
+pub fn push_fixed3(out: &mut String, x: f64) {
+    use std::fmt::Write;
+    if x.is_nan() {
+        out.push_str("nan");
+    } else if x.is_infinite() {
+        out.push_str(if x > 0.0 { "inf" } else { "-inf" });
+    } else {
+        let r = round3(x);
+        let _ = write!(out, "{r:.3}");
+    }
+}
+
+/// `x` rounded to three decimals, with negative zero made positive.
+pub fn round3(x: f64) -> f64 {
+    let r = (x * 1000.0).round() / 1000.0;
+    if r == 0.0 {
+        0.0
+    } else {
+        r
+    }
+}
+
+/// A CSV field, quoted (RFC 4180) when it holds a comma, quote or line break, or starts or
+/// ends with a space.
+pub fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ') {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 fn figure(b: u64) -> Option<f64> {
     Some(b as f64)
 }
@@ -98,8 +167,9 @@ fn some_u64(b: Option<u64>) -> Option<f64> {
     b.map(|b| b as f64)
 }
 
-/// Every per-tenant figure, in the order `/metrics` writes them (and `memtide status` shows
-/// those it shows, after the tenant's name).
+/// Every per-tenant figure, in the order `/metrics` writes them, `memtide status` shows those
+/// it shows (after the tenant's name) and timeline.csv writes its columns (after `time_s` and
+/// `tenant`).
 pub static TENANT_COLUMNS: &[Column] = &[
     Column {
         metric: gauge(
@@ -108,6 +178,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: shown("ALLOCATED", Unit::Bytes, "-"),
         value: |t| figure(t.allocated_bytes),
+        timeline: timeline("allocated_mb", |l, _, r| mib(l, r.allocated)),
     },
     Column {
         metric: gauge(
@@ -116,6 +187,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: shown("TARGET", Unit::Bytes, "-"),
         value: |t| figure(t.target_bytes),
+        timeline: timeline("target_mb", |l, _, r| mib(l, r.target)),
     },
     Column {
         metric: gauge(
@@ -124,6 +196,15 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: shown("ESTIMATE", Unit::Bytes, "-"),
         value: |t| figure(t.active_estimate_bytes),
+        timeline: timeline("active_estimate_mb", |l, _, r| mib(l, r.active_estimate)),
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("working_set_mb", |l, _, r| {
+            mib(l, r.working_set.unwrap_or(Bytes::ZERO))
+        }),
     },
     Column {
         metric: gauge(
@@ -132,6 +213,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: shown("LIMIT", Unit::Bytes, "max"),
         value: |t| some_u64(t.limit_bytes),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -140,6 +222,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: shown("FLOOR", Unit::Bytes, "-"),
         value: |t| figure(t.floor_bytes),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -148,6 +231,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| figure(t.min_bytes),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -156,11 +240,13 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| figure(t.max_bytes),
+        timeline: None,
     },
     Column {
         metric: gauge("memtide_tenant_shares", "The tenant's configured shares."),
         status: None,
         value: |t| Some(t.shares as f64),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -169,6 +255,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| some_u64(t.anon_bytes),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -177,6 +264,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| some_u64(t.file_bytes),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -185,11 +273,13 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: shown("SWAP", Unit::Bytes, "-"),
         value: |t| some_u64(t.swap_bytes),
+        timeline: None,
     },
     Column {
         metric: None,
         status: shown("REFAULTS/S", Unit::PerSecond, "-"),
         value: |t| t.refaults_per_s,
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -198,22 +288,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.pressure_some_avg10,
-    },
-    Column {
-        metric: gauge(
-            "memtide_tenant_shared_bytes",
-            "The tenant's memory merged with other pages by page sharing (KSM), in bytes.",
-        ),
-        status: None,
-        value: |t| some_u64(t.shared_bytes),
-    },
-    Column {
-        metric: gauge(
-            "memtide_tenant_sharing_profit_bytes",
-            "What page sharing saves the tenant net of KSM's bookkeeping (ksm_process_profit), in bytes.",
-        ),
-        status: None,
-        value: |t| t.sharing_profit_bytes.map(|b| b as f64),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -222,6 +297,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.app.as_ref().map(|a| a.pool_bytes as f64),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -230,6 +306,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| some_u64(t.app.as_ref().and_then(|a| a.wanted_bytes)),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -243,6 +320,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
                 .and_then(|a| a.last_resize.as_ref())
                 .map(|r| r.took_s)
         },
+        timeline: None,
     },
     Column {
         metric: Some(Metric {
@@ -256,6 +334,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         }),
         status: None,
         value: |_| None,
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -264,6 +343,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.cache.as_ref().map(|c| c.quota_bytes as f64),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -272,6 +352,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.cache.as_ref().map(|c| c.predicted_latency_us / 1e6),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -280,6 +361,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.disk.as_ref().and_then(|d| d.weight).map(f64::from),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -288,6 +370,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.disk.as_ref().and_then(|d| d.latency_ms).map(|ms| ms / 1e3),
+        timeline: None,
     },
     Column {
         metric: counter(
@@ -296,6 +379,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.disk.as_ref().map(|d| d.ops_total as f64),
+        timeline: None,
     },
     Column {
         metric: counter(
@@ -304,6 +388,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.disk.as_ref().map(|d| d.bytes_total as f64),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -312,6 +397,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.vm.as_ref().map(|v| v.balloon_bytes as f64),
+        timeline: timeline("balloon_mb", |l, _, r| mib(l, r.balloon)),
     },
     Column {
         metric: gauge(
@@ -320,6 +406,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| some_u64(t.vm.as_ref().and_then(|v| v.balloon_target_bytes)),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -328,6 +415,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.vm.as_ref().map(|v| f64::from(u8::from(v.stalled))),
+        timeline: None,
     },
     Column {
         metric: gauge(
@@ -336,6 +424,108 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.vm.as_ref().map(|v| v.host_swapped_bytes as f64),
+        timeline: timeline("host_swapped_mb", |l, _, r| mib(l, r.host_swapped)),
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("throughput", |l, _, r| {
+            push_fixed3(l, r.throughput.unwrap_or(0.0))
+        }),
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("latency_ms", |l, _, r| {
+            push_fixed3(l, r.latency_ms.unwrap_or(0.0))
+        }),
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("state", |l, t, _| l.push_str(t.state.name())),
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("swap_ins", |l, _, r| count(l, r.swap_ins)),
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("refaults", |l, _, r| count(l, r.refaults)),
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("host_swap_ins", |l, _, r| count(l, r.host_swap_ins)),
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("blocked", |l, _, r| {
+            l.push_str(if r.blocked { "1" } else { "0" })
+        }),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_shared_bytes",
+            "The tenant's memory merged with other pages by page sharing (KSM), in bytes.",
+        ),
+        status: None,
+        value: |t| some_u64(t.shared_bytes),
+        timeline: timeline("shared_mb", |l, _, r| {
+            // Empty where the world shares no pages (not 0: nothing was measured).
+            if let Some(s) = r.sharing {
+                mib(l, s.shared);
+            }
+        }),
+    },
+    Column {
+        metric: gauge(
+            "memtide_tenant_sharing_profit_bytes",
+            "What page sharing saves the tenant net of KSM's bookkeeping (ksm_process_profit), in bytes.",
+        ),
+        status: None,
+        value: |t| t.sharing_profit_bytes.map(|b| b as f64),
+        timeline: None,
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("ios", |l, _, r| {
+            // Disk operations in the tick: empty where the tenant has no disk work.
+            if let Some(d) = &r.disk {
+                l.push_str(&d.ops.to_string());
+            }
+        }),
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("fsync_ms", |l, _, r| {
+            // The mean fsync latency: empty where the tenant made no fsync.
+            if let Some(us) = r.disk.and_then(|d| d.sync_latency_us) {
+                push_fixed3(l, us / 1000.0);
+            }
+        }),
+    },
+    Column {
+        metric: None,
+        status: None,
+        value: none,
+        timeline: timeline("reason", |l, _, r| {
+            l.push_str(&csv_field(&r.reason.to_string()))
+        }),
     },
     Column {
         metric: counter(
@@ -344,6 +534,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| some_u64(t.refaults_total),
+        timeline: None,
     },
     Column {
         metric: counter(
@@ -352,6 +543,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| some_u64(t.major_faults_total),
+        timeline: None,
     },
 ];
 
@@ -376,7 +568,27 @@ mod tests {
     #[test]
     fn every_column_is_published_somewhere() {
         for c in TENANT_COLUMNS {
-            assert!(c.metric.is_some() || c.status.is_some());
+            assert!(c.metric.is_some() || c.status.is_some() || c.timeline.is_some());
         }
+    }
+
+    #[test]
+    fn a_column_only_the_timeline_writes_reads_nothing_of_the_snapshot() {
+        let t = TenantSnapshot::default();
+        for c in TENANT_COLUMNS {
+            if c.metric.is_none() && c.status.is_none() {
+                assert_eq!((c.value)(&t), None);
+            }
+        }
+    }
+
+    #[test]
+    fn fixed3_never_prints_negative_zero_and_spells_out_non_finite_values() {
+        let mut s = String::new();
+        for x in [1.23456, -0.0001, -2.5, f64::NAN, f64::NEG_INFINITY] {
+            push_fixed3(&mut s, x);
+            s.push(' ');
+        }
+        assert_eq!(s, "1.235 0.000 -2.500 nan -inf ");
     }
 }
