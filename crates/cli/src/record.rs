@@ -2,7 +2,7 @@
 
 use crate::settings::{EstimatorSettings, PolicySettings};
 use memtide_model::TenantId;
-pub use memtide_runner::{SharingFigures, TenantRow, TickRecord};
+pub use memtide_runner::{TenantRow, TickRecord};
 use serde::Serialize;
 
 /// One run of one scenario (or one variant of it), without its ticks: what the outputs need

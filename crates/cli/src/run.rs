@@ -320,7 +320,10 @@ fn tick_record(t: &TickView<'_, SimWorld>) -> TickRecord {
         row.latency_ms = Some(stats.latency_ms);
         row.swap_ins = Some(stats.swap_ins);
         row.refaults = Some(stats.refaults);
-        row.host_swap_ins = Some(stats.host_swap_ins);
+        // Host swap-ins over the tick just run (the lever's are those before it).
+        if let Some(h) = &mut row.host_swap {
+            h.swap_ins = Some(stats.host_swap_ins);
+        }
         // An n-tier application's requests are its throughput and its mean response time
         // its latency (the figures Lai et al. plot), in place of the memory workload's.
         if let Some(r) = t.world.requests(row.tenant) {

@@ -386,7 +386,7 @@ impl Publisher {
             allocated_bytes: row.map_or(0, |r| r.allocated.0),
             target_bytes: row.map_or(0, |r| r.target.0),
             active_estimate_bytes: view.active_estimate.to_bytes().0,
-            limit_bytes: row.and_then(|r| r.limit?.in_force).map(|l| l.0),
+            limit_bytes: row.and_then(TenantRow::limit_in_force).map(|l| l.0),
             floor_bytes: row
                 .and_then(|r| r.reason.mechanism.limit)
                 .map_or(0, |n| n.floor.to_bytes().0),
@@ -409,7 +409,7 @@ impl Publisher {
                 }
                 a.clone()
             }),
-            shared_bytes: row.and_then(|r| r.sharing).map(|s| s.shared.0),
+            shared_bytes: row.and_then(|r| r.sharing).map(|s| s.shared.to_bytes().0),
             sharing_profit_bytes: row.and_then(|r| r.sharing?.profit),
             cache: row.and_then(|r| r.reason.cache).map(cache_snapshot),
             disk,
@@ -672,7 +672,7 @@ fn vm_snapshot(r: &TenantRow, elapsed_s: Option<f64>) -> Option<VmSnapshot> {
         balloon_target_bytes: b.target.map(|t| t.to_bytes().0),
         balloon_limit_bytes: b.limit.map(|l| l.to_bytes().0),
         stalled: b.stalled,
-        host_swapped_bytes: r.host_swapped.0,
+        host_swapped_bytes: r.host_swapped().0,
         host_swap_out_bytes: r
             .reason
             .mechanism

@@ -397,7 +397,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.vm.as_ref().map(|v| v.balloon_bytes as f64),
-        timeline: timeline("balloon_mb", |l, _, r| mib(l, r.balloon)),
+        timeline: timeline("balloon_mb", |l, _, r| mib(l, r.balloon_size())),
     },
     Column {
         metric: gauge(
@@ -424,7 +424,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         ),
         status: None,
         value: |t| t.vm.as_ref().map(|v| v.host_swapped_bytes as f64),
-        timeline: timeline("host_swapped_mb", |l, _, r| mib(l, r.host_swapped)),
+        timeline: timeline("host_swapped_mb", |l, _, r| mib(l, r.host_swapped())),
     },
     Column {
         metric: None,
@@ -464,7 +464,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         metric: None,
         status: None,
         value: none,
-        timeline: timeline("host_swap_ins", |l, _, r| count(l, r.host_swap_ins)),
+        timeline: timeline("host_swap_ins", |l, _, r| count(l, r.host_swap.and_then(|h| h.swap_ins))),
     },
     Column {
         metric: None,
@@ -484,7 +484,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
         timeline: timeline("shared_mb", |l, _, r| {
             // Empty where the world shares no pages (not 0: nothing was measured).
             if let Some(s) = r.sharing {
-                mib(l, s.shared);
+                mib(l, s.shared.to_bytes());
             }
         }),
     },

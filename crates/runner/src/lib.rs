@@ -30,7 +30,7 @@ mod fake;
 
 pub use change::{Change, Outcome};
 pub use clock::{Clock, VirtualClock, WallClock};
-pub use record::{LimitFigures, SharingFigures, TenantRow, TickRecord};
+pub use record::{TenantRow, TickRecord};
 pub use runner::{Runner, Status, Tenant};
 pub use saver::StateSaver;
 pub use script::Script;

@@ -2,8 +2,8 @@
 
 use crate::sink::TickView;
 use memtide_model::{
-    Bytes, DiskIo, Durability, HostSharing, IoRemapping, Mechanisms, Reason, ReclamationState,
-    ScanRate, TenantId,
+    BalloonLever, Bytes, DiskIo, Durability, HostSharing, HostSwapLever, IoRemapping, LimitLever,
+    Mechanisms, Reason, ReclamationState, ScanRate, SharingLever, TenantId,
 };
 
 /// One tick: the decision taken at `time_s` and what the world measured over the tick.
@@ -40,25 +40,25 @@ pub struct TenantRow {
     pub active_estimate: Bytes,
     /// The workload's true working set (a simulated world knows it).
     pub working_set: Option<Bytes>,
-    pub balloon: Bytes,
-    pub host_swapped: Bytes,
     /// Operations per second over the tick.
     pub throughput: Option<f64>,
     /// Mean operation latency over the tick, in milliseconds.
     pub latency_ms: Option<f64>,
     pub swap_ins: Option<u64>,
     pub refaults: Option<u64>,
-    pub host_swap_ins: Option<u64>,
     pub blocked: bool,
     /// Anonymous memory and page cache resident in the tenant, where the world measures them.
     pub anon: Option<Bytes>,
     pub file: Option<Bytes>,
     /// Memory of the tenant in its own swap (a guest's swap device, a cgroup's swap).
     pub swapped: Option<Bytes>,
-    /// Its page sharing, where the world shares pages.
-    pub sharing: Option<SharingFigures>,
-    /// Its limit's figures, for a tenant under the limit lever.
-    pub limit: Option<LimitFigures>,
+    /// Its levers' figures as the world reported them, each where the tenant has the lever:
+    /// a figure a lever gains is in the record, and for the columns' table, with no more
+    /// declarations.
+    pub balloon: Option<BalloonLever>,
+    pub host_swap: Option<HostSwapLever>,
+    pub sharing: Option<SharingLever>,
+    pub limit: Option<LimitLever>,
     /// Its disk I/O over the tick, where the world shares a disk among tenants.
     pub disk: Option<DiskIo>,
     /// Its database's durability settings and fsync rates, where its agent reports them
@@ -70,24 +70,22 @@ pub struct TenantRow {
     pub reason: Reason,
 }
 
-/// A tenant's page sharing in one tick.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SharingFigures {
-    /// Its pages backed by shared frames.
-    pub shared: Bytes,
-    /// What sharing saves it net of the scanner's bookkeeping, in bytes, where known.
-    pub profit: Option<i64>,
-}
+impl TenantRow {
+    /// Its balloon's size (zero without a balloon).
+    pub fn balloon_size(&self) -> Bytes {
+        self.balloon.map_or(Bytes::ZERO, |b| b.size.to_bytes())
+    }
 
-/// A tenant's limit lever in one tick.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct LimitFigures {
-    /// The limit in force (`None` at the kernel's `max`).
-    pub in_force: Option<Bytes>,
-    /// Major faults over the tick, where the world counts them.
-    pub major_faults: Option<u64>,
-    /// The tenant's own memory pressure (PSI "some" avg10, percent), where known.
-    pub pressure: Option<f64>,
+    /// Its memory in host swap (zero without host swap).
+    pub fn host_swapped(&self) -> Bytes {
+        self.host_swap.map_or(Bytes::ZERO, |h| h.swapped.to_bytes())
+    }
+
+    /// The limit in force on it (`None` without the limit lever, or at the kernel's `max`).
+    pub fn limit_in_force(&self) -> Option<Bytes> {
+        self.limit
+            .and_then(|l| (!l.unlimited).then(|| l.limit.to_bytes()))
+    }
 }
 
 impl TickRecord {
@@ -111,26 +109,18 @@ impl TickRecord {
                     target: action.target.to_bytes(),
                     active_estimate: action.active_estimate.to_bytes(),
                     working_set: None,
-                    balloon: o.levers.balloon_size().to_bytes(),
-                    host_swapped: o.levers.host_swapped().to_bytes(),
                     throughput: o.throughput,
                     latency_ms: o.latency_ms,
                     swap_ins: o.swap_ins,
                     refaults: o.refaults,
-                    host_swap_ins: o.levers.host_swap.and_then(|h| h.swap_ins),
                     blocked: action.moves().blocked,
                     anon: o.anon.map(|p| p.to_bytes()),
                     file: o.file.map(|p| p.to_bytes()),
                     swapped: o.swapped.map(|p| p.to_bytes()),
-                    sharing: o.levers.sharing.map(|s| SharingFigures {
-                        shared: s.shared.to_bytes(),
-                        profit: s.profit,
-                    }),
-                    limit: o.levers.limit.map(|l| LimitFigures {
-                        in_force: (!l.unlimited).then(|| l.limit.to_bytes()),
-                        major_faults: l.major_faults,
-                        pressure: l.pressure,
-                    }),
+                    balloon: o.levers.balloon,
+                    host_swap: o.levers.host_swap,
+                    sharing: o.levers.sharing,
+                    limit: o.levers.limit,
                     disk: o.levers.disk.as_deref().copied(),
                     durability: o
                         .levers

@@ -200,8 +200,8 @@ pub(crate) mod test_record {
     use crate::settings::{EstimatorKind, EstimatorSettings, PolicySettings};
     use memtide_controller::ControllerConfig;
     use memtide_model::{
-        BalloonNote, Bytes, EstimateNote, HostSwapNote, MechanismNote, Mechanisms, Pages, Reason,
-        ReclamationState, TaxRate, TenantId,
+        BalloonLever, BalloonNote, Bytes, EstimateNote, HostSwapLever, HostSwapNote, MechanismNote,
+        Mechanisms, Pages, Reason, ReclamationState, TaxRate, TenantId,
     };
 
     fn mib(m: f64) -> Bytes {
@@ -247,17 +247,25 @@ pub(crate) mod test_record {
             target: mib(allocated + 10.0),
             active_estimate: mib(ws + 5.0),
             working_set: Some(mib(ws)),
-            balloon: mib(256.0 - allocated),
-            host_swapped: Bytes::ZERO,
             throughput: Some(throughput),
             latency_ms: Some(if throughput > 0.0 { 2.0 } else { 0.0 }),
             swap_ins: Some(1),
             refaults: Some(2),
-            host_swap_ins: Some(0),
             blocked: false,
             anon: None,
             file: None,
             swapped: None,
+            balloon: Some(BalloonLever {
+                memory: Pages::from_mib(256),
+                size: mib(256.0 - allocated).to_pages_floor(),
+                driver: None,
+                free_unbacked: false,
+            }),
+            host_swap: Some(HostSwapLever {
+                swapped: Pages::ZERO,
+                swap_ins: Some(0),
+                room: None,
+            }),
             sharing: None,
             limit: None,
             disk: None,

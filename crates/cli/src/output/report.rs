@@ -153,8 +153,8 @@ impl Charts {
             let shared = row.sharing.map_or(0.0, |s| s.shared.as_mib_f64());
             all[SHARED] += shared;
             all[ALLOCATED] += row.allocated.as_mib_f64();
-            all[BALLOON] += row.balloon.as_mib_f64();
-            all[HOST_SWAPPED] += row.host_swapped.as_mib_f64();
+            all[BALLOON] += row.balloon_size().as_mib_f64();
+            all[HOST_SWAPPED] += row.host_swapped().as_mib_f64();
             all[ESTIMATE] += row.active_estimate.as_mib_f64();
             if let Some(t) = self.tenants.get_mut(&row.tenant) {
                 t.allocated.push(x, row.allocated.as_mib_f64());
@@ -163,11 +163,11 @@ impl Charts {
                 t.working_set
                     .push(x, row.working_set.map_or(0.0, Bytes::as_mib_f64));
                 t.throughput.push(x, row.throughput.unwrap_or(0.0));
-                t.balloon.push(x, row.balloon.as_mib_f64());
-                t.host_swapped.push(x, row.host_swapped.as_mib_f64());
+                t.balloon.push(x, row.balloon_size().as_mib_f64());
+                t.host_swapped.push(x, row.host_swapped().as_mib_f64());
                 t.shared.push(x, shared);
-                t.any_balloon |= row.balloon > Bytes::ZERO;
-                t.any_host_swapped |= row.host_swapped > Bytes::ZERO;
+                t.any_balloon |= row.balloon_size() > Bytes::ZERO;
+                t.any_host_swapped |= row.host_swapped() > Bytes::ZERO;
                 t.any_shared |= shared > 0.0;
             }
         }
@@ -767,8 +767,10 @@ mod tests {
                 ..Default::default()
             });
             for row in &mut tick.rows {
-                row.sharing = Some(crate::record::SharingFigures {
-                    shared: Bytes::from_mib(20),
+                row.sharing = Some(memtide_model::SharingLever {
+                    shared: memtide_model::Pages::from_mib(20),
+                    shareable: memtide_model::Pages::ZERO,
+                    zero: None,
                     profit: None,
                 });
             }

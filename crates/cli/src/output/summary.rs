@@ -285,12 +285,12 @@ impl Accumulator {
             }
             a.swap_ins += row.swap_ins.unwrap_or(0);
             a.refaults += row.refaults.unwrap_or(0);
-            a.host_swap_ins += row.host_swap_ins.unwrap_or(0);
-            a.balloon += row.balloon.as_mib_f64();
-            a.host_swapped += row.host_swapped.as_mib_f64();
+            a.host_swap_ins += row.host_swap.and_then(|h| h.swap_ins).unwrap_or(0);
+            a.balloon += row.balloon_size().as_mib_f64();
+            a.host_swapped += row.host_swapped().as_mib_f64();
             a.blocked += u64::from(row.blocked);
             a.final_allocated = row.allocated.as_mib_f64();
-            a.final_balloon = row.balloon.as_mib_f64();
+            a.final_balloon = row.balloon_size().as_mib_f64();
             // Two-sided, on what the tenant holds and on what the policy wants it to hold: a
             // guest never grows past what it touched, so a target far above the working set
             // is not convergence even when the allocation looks right.
