@@ -206,7 +206,7 @@ pub struct HostSwapLever {
 
 /// A limit the host enforces on the tenant (a cgroup's memory limit), with what the safety
 /// rails need to move it.
-#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LimitLever {
     /// The limit in force (machine memory when unlimited).
     pub limit: Pages,

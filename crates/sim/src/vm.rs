@@ -333,8 +333,7 @@ impl Vm {
                         unlimited: self.limit.is_none(),
                         unreclaimable: Pages(u64::from(g.kernel()) + u64::from(stuck)),
                         major_faults: Some(last.map_or(0, |s| s.swap_ins + s.disk_reads)),
-                        pressure: None,
-                        smallest_lowering: Pages::ZERO,
+                        ..LimitLever::default()
                     }),
                     ..Levers::default()
                 }

@@ -22,8 +22,7 @@ fn limited(id: u32, allocated: u64, limit: u64, faults: Option<u64>) -> TenantOb
                 unlimited: false,
                 unreclaimable: mib(100),
                 major_faults: None,
-                pressure: None,
-                smallest_lowering: Pages::ZERO,
+                ..LimitLever::default()
             }),
             ..Default::default()
         },
@@ -100,8 +99,7 @@ fn cgroup(id: u32, allocated: u64, limit: u64, active: u64) -> TenantObservation
                 unlimited: false,
                 unreclaimable: mib(16),
                 major_faults: Some(0),
-                pressure: None,
-                smallest_lowering: Pages::ZERO,
+                ..LimitLever::default()
             }),
             ..Default::default()
         },

@@ -478,8 +478,7 @@ fn everything() -> TenantObservation {
         unlimited: false,
         unreclaimable: Pages::ZERO,
         major_faults: Some(0),
-        pressure: None,
-        smallest_lowering: Pages::ZERO,
+        ..LimitLever::default()
     });
     t.swap_ins = Some(0);
     t.refaults = Some(0);
@@ -975,8 +974,7 @@ fn a_pool_the_application_can_give_back_does_not_raise_a_limit_tenants_floor() {
         unlimited: false,
         unreclaimable: mib(300),
         major_faults: Some(0),
-        pressure: None,
-        smallest_lowering: Pages::ZERO,
+        ..LimitLever::default()
     };
     t.levers.limit = Some(lever);
     t.levers.app_balloon = Some(AppBalloonLever {
