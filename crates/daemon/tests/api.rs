@@ -62,8 +62,6 @@ impl Harness {
 
 fn tenant(name: &str, (min, max, shares): Settings) -> TenantSnapshot {
     TenantSnapshot {
-        advice: Vec::new(),
-        vm: None,
         name: name.to_string(),
         cgroup: format!("/memtide/{name}"),
         origin: "adopted".to_string(),
@@ -77,20 +75,12 @@ fn tenant(name: &str, (min, max, shares): Settings) -> TenantSnapshot {
         limit_bytes: Some(max),
         floor_bytes: min,
         anon_bytes: Some(min),
-        file_bytes: None,
         swap_bytes: Some(0),
         refaults_total: Some(5),
         refaults_per_s: Some(0.5),
-        major_faults_total: None,
-        pressure_some_avg10: None,
         mechanisms: vec!["limit".to_string()],
         reason: "holds its estimate".to_string(),
-        held: None,
-        app: None,
-        shared_bytes: None,
-        sharing_profit_bytes: None,
-        cache: None,
-        disk: None,
+        ..TenantSnapshot::default()
     }
 }
 
