@@ -143,6 +143,10 @@ pub struct TenantSnapshot {
     pub major_faults_total: Option<u64>,
     /// The tenant's pressure (PSI "some" avg10, percent), where the kernel has it per cgroup.
     pub pressure_some_avg10: Option<f64>,
+    /// The share of time all the tenant's tasks stalled on memory at once (PSI "full" avg10,
+    /// percent), where the kernel has it per cgroup.
+    #[serde(default)]
+    pub pressure_full_avg10: Option<f64>,
     /// Mechanisms used in the last tick (`limit`, ...).
     pub mechanisms: Vec<String>,
     /// Why the last decision is what it is, one line.

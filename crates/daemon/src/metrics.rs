@@ -521,6 +521,8 @@ memtide_tenant_file_bytes{tenant="db"} 104857600
 memtide_tenant_swap_bytes{tenant="db"} 0
 # HELP memtide_tenant_pressure_some_avg10 The tenant's memory pressure (PSI some avg10), percent.
 # TYPE memtide_tenant_pressure_some_avg10 gauge
+# HELP memtide_tenant_pressure_full_avg10 The share of time all the tenant's tasks stalled on memory at once (PSI full avg10), percent.
+# TYPE memtide_tenant_pressure_full_avg10 gauge
 # HELP memtide_app_pool_bytes The tenant's application pool as its balloon agent last reported it, in bytes.
 # TYPE memtide_app_pool_bytes gauge
 memtide_app_pool_bytes{tenant="db"} 268435456

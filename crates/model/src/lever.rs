@@ -219,6 +219,10 @@ pub struct LimitLever {
     pub major_faults: Option<u64>,
     /// The tenant's own memory pressure (PSI "some" avg10, percent), where the kernel has it.
     pub pressure: Option<f64>,
+    /// The share of time all its tasks stalled on memory at once (PSI "full" avg10, percent):
+    /// lost work, where "some" is only delay. Where the kernel has it per cgroup (v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pressure_full: Option<f64>,
     /// The smallest lowering worth a write to this world (a kernel write that buys almost
     /// nothing costs more than a limit left a little higher): the limit planner holds smaller
     /// ones back while the budget has room for them. Zero: every change is carried out.
@@ -276,8 +280,7 @@ mod tests {
                 unlimited: false,
                 unreclaimable: Pages::ZERO,
                 major_faults: None,
-                pressure: None,
-                smallest_lowering: Pages::ZERO,
+                ..LimitLever::default()
             }),
         };
         use Mechanism::*;

@@ -292,6 +292,15 @@ pub static TENANT_COLUMNS: &[Column] = &[
     },
     Column {
         metric: gauge(
+            "memtide_tenant_pressure_full_avg10",
+            "The share of time all the tenant's tasks stalled on memory at once (PSI full avg10), percent.",
+        ),
+        status: None,
+        value: |t| t.pressure_full_avg10,
+        timeline: None,
+    },
+    Column {
+        metric: gauge(
             "memtide_app_pool_bytes",
             "The tenant's application pool as its balloon agent last reported it, in bytes.",
         ),

@@ -186,7 +186,11 @@ fn share_before_swap_turns_boot_zeroing_into_sharing_and_allocation_follows_dema
     );
     // Then the balloons reclaim, and the host stays in the high and soft states.
     let at = |s: f64| r.ticks.iter().find(|t| t.time_s >= s).unwrap();
-    let balloons: f64 = at(120.0).rows.iter().map(|row| mb(row.balloon_size())).sum();
+    let balloons: f64 = at(120.0)
+        .rows
+        .iter()
+        .map(|row| mb(row.balloon_size()))
+        .sum();
     assert!(balloons >= 150.0, "balloons hold {balloons:.0} MB at 120 s");
     let calm = r
         .ticks

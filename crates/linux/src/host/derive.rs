@@ -57,6 +57,7 @@ pub fn observation(
         unreclaimable: unreclaimable(now, ctx.swap_free, ctx.no_anon_swap),
         major_faults,
         pressure: now.pressure.as_ref().map(|p| p.some.avg10_pct),
+        pressure_full: now.pressure.and_then(|p| p.full).map(|f| f.avg10_pct),
         smallest_lowering: ctx.smallest_lowering,
     });
     obs
@@ -184,7 +185,12 @@ mod tests {
                     avg300_pct: 0.0,
                     total_stall_us: 0,
                 },
-                full: None,
+                full: Some(PsiLine {
+                    avg10_pct: 0.75,
+                    avg60_pct: 0.0,
+                    avg300_pct: 0.0,
+                    total_stall_us: 0,
+                }),
             }),
             ..before.clone()
         };
@@ -200,6 +206,7 @@ mod tests {
         assert_eq!(lever.limit, Pages::from_mib(400));
         assert!(!lever.unlimited);
         assert_eq!(lever.pressure, Some(2.5));
+        assert_eq!(lever.pressure_full, Some(0.75));
     }
 
     #[test]
