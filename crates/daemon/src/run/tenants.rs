@@ -1,0 +1,438 @@
+//! The configured tenants: their slots, their specs and placements as declared to the runner, starting them and logging what came of it, letting them go.
+
+use super::{Daemon, DaemonError};
+use crate::config::{AppConfig, DaemonConfig, EstimatorChoice, TenantConfig, TenantOrigin};
+use crate::publish::Managed;
+use crate::state_file::TenantChange;
+use memtide_controller::World;
+use memtide_linux::host::{launched_cgroup_path, LinuxError, Placement};
+use memtide_linux::IoCap;
+use memtide_model::{
+    Bytes, DiskSpec, EstimatorConfig, Pages, SamplingConfig, TenantId, TenantSpec, WorkingSetConfig,
+};
+use memtide_qemu::{QemuHost, Record, VmPlacement};
+use memtide_runner::{Outcome, Runner, Status};
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+
+/// A configured tenant: its configuration and cgroup. Where it stands is the runner's
+/// (`Status`); a launched tenant in a dry run is never declared there (nothing is launched).
+pub(super) struct Slot {
+    pub(super) id: TenantId,
+    pub(super) config: TenantConfig,
+    /// The cgroup path inside the memory hierarchy.
+    pub(super) cgroup: String,
+    /// Why it waits, as last logged (logged again only when it changes).
+    pub(super) waiting: Option<String>,
+}
+
+/// A slot for tenant `t`: its cgroup path, checked to lie under the parent.
+pub(super) fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot, DaemonError> {
+    let cgroup = match &t.origin {
+        TenantOrigin::Adopt { cgroup } => {
+            if !memtide_linux::is_under(parent, cgroup) {
+                return Err(LinuxError::OutsideParent {
+                    cgroup: cgroup.clone(),
+                    parent: parent.to_string(),
+                }
+                .into());
+            }
+            cgroup.clone()
+        }
+        TenantOrigin::Vm {
+            cgroup: Some(cgroup),
+            ..
+        } => cgroup.clone(),
+        TenantOrigin::Launch { .. } | TenantOrigin::Vm { cgroup: None, .. } => {
+            launched_cgroup_path(parent, &t.name)
+        }
+    };
+    Ok(Slot {
+        id,
+        config: t.clone(),
+        cgroup,
+        waiting: None,
+    })
+}
+
+/// Declares slot `s` in the runner: its spec and where it lives. A launched tenant is not
+/// declared in a dry run, which launches nothing.
+pub(super) fn declare(runner: &mut Runner<QemuHost>, s: &Slot, config: &DaemonConfig) {
+    if s.config.launched() && config.daemon.dry_run {
+        return;
+    }
+    // Its caps, written as it attaches (a declaration changes nothing on the host).
+    let _ = runner
+        .world_mut()
+        .linux_mut()
+        .set_io_cap(s.id, io_cap(&s.config));
+    let placement = match &s.config.origin {
+        TenantOrigin::Vm { source, .. } => memtide_qemu::Placement::Vm(VmPlacement {
+            source: source.clone(),
+            cgroup: s.cgroup.clone(),
+        }),
+        TenantOrigin::Adopt { .. } | TenantOrigin::Launch { .. } => {
+            let launch = match &s.config.origin {
+                TenantOrigin::Launch { argv } => Some(argv.clone()),
+                _ => None,
+            };
+            // An adapter needs the balloon socket, and starts nothing in a dry run.
+            let adapter = s
+                .config
+                .app
+                .as_ref()
+                .filter(|_| config.balloon.enabled && !config.daemon.dry_run)
+                .map(|app| adapter_argv(&s.config.name, app, &config.balloon.socket));
+            memtide_qemu::Placement::Cgroup(Placement {
+                cgroup: s.cgroup.clone(),
+                launch,
+                adapter,
+                isolated: s.config.isolated,
+            })
+        }
+    };
+    runner.declare(spec(s, config), placement);
+}
+
+/// `memtide-adapter`'s command line for a tenant's server: the program beside this one when
+/// it is there (an install puts both in one directory), else the one on `PATH`.
+fn adapter_argv(tenant: &str, app: &AppConfig, socket: &Path) -> Vec<String> {
+    let program = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|d| d.join("memtide-adapter")))
+        .filter(|p| p.is_file())
+        .map_or("memtide-adapter".to_string(), |p| {
+            p.to_string_lossy().into_owned()
+        });
+    use crate::config::AppServer;
+    let mut argv = vec![program, app.server.kind().name().to_string()];
+    let mut arg = |flag: &str, value: String| {
+        argv.push(flag.to_string());
+        argv.push(value);
+    };
+    match &app.server {
+        AppServer::Redis { url, password_file } => {
+            arg("--url", url.clone());
+            if let Some(p) = password_file {
+                arg("--password-file", p.to_string_lossy().into_owned());
+            }
+        }
+        AppServer::Mariadb {
+            url,
+            user,
+            password_file,
+        } => {
+            arg("--url", url.clone());
+            arg("--user", user.clone());
+            if let Some(p) = password_file {
+                arg("--password-file", p.to_string_lossy().into_owned());
+            }
+        }
+        AppServer::Memcached { url } => arg("--url", url.clone()),
+        AppServer::Jvm { collector } => arg("--collector", collector.name().to_string()),
+    }
+    arg("--min", app.min_bytes.to_string());
+    arg("--max", app.max_bytes.to_string());
+    arg("--granule", app.granule_bytes.to_string());
+    arg("--app", tenant.to_string());
+    arg("--socket", socket.to_string_lossy().into_owned());
+    argv
+}
+
+/// A change the API made to a tenant (kept in the state file), applied to its configuration.
+pub(super) fn apply_change_to_config(config: &mut TenantConfig, change: &TenantChange) {
+    if let Some(min) = change.min_bytes {
+        config.min_bytes = min;
+    }
+    if let Some(max) = change.max_bytes {
+        config.max_bytes = max;
+    }
+    if let Some(shares) = change.shares {
+        config.shares = shares;
+    }
+}
+
+/// A tenant's weight and latency target on the shared disk, from its `[tenant.io]`.
+pub(super) fn disk_spec(t: &TenantConfig) -> Option<DiskSpec> {
+    t.io.as_ref().map(crate::config::TenantIoConfig::disk_spec)
+}
+
+/// A tenant's configured caps on the shared disk; `None` without any.
+pub(super) fn io_cap(t: &TenantConfig) -> Option<IoCap> {
+    let caps = t.io.as_ref()?.caps;
+    (!caps.is_none()).then_some(IoCap {
+        read_iops: caps.read_iops,
+        write_iops: caps.write_iops,
+        read_bps: caps.read_bps.map(Bytes),
+        write_bps: caps.write_bps.map(Bytes),
+    })
+}
+
+/// The controller's spec for slot `slot` under `config`.
+pub(super) fn spec(slot: &Slot, config: &DaemonConfig) -> TenantSpec {
+    let t = &slot.config;
+    TenantSpec {
+        // A tenant's disk is shared only when memtide manages the disk.
+        disk: disk_spec(t).filter(|_| config.io.enabled),
+        shares: t.shares,
+        estimator: match t.estimator {
+            EstimatorChoice::Tws => EstimatorConfig::WorkingSet(WorkingSetConfig {
+                epoch: config.daemon.tick,
+                // A tenant the probe keeps finding busy is probed less and less often.
+                max_cool_down: Duration::from_secs(128),
+                ..WorkingSetConfig::default()
+            }),
+            EstimatorChoice::Sampling => EstimatorConfig::Sampling(SamplingConfig {
+                period: config.policy.sampling_period,
+                ..SamplingConfig::default()
+            }),
+        },
+        cap_at_estimate: t.cap_at_estimate,
+        slo: t.slo,
+        ..TenantSpec::new(
+            slot.id,
+            t.name.clone(),
+            Bytes(t.min_bytes).to_pages_ceil(),
+            Bytes(t.max_bytes).to_pages_floor(),
+        )
+    }
+}
+
+/// (id, name, cgroup) of the running tenants, in configuration order.
+pub(super) fn managed_view(slots: &[Slot], runner: &Runner<QemuHost>) -> Vec<Managed> {
+    slots
+        .iter()
+        .filter(|s| {
+            runner
+                .tenant(s.id)
+                .is_some_and(|t| t.status == Status::Running)
+        })
+        .map(|s| Managed {
+            id: s.id,
+            name: s.config.name.clone(),
+            cgroup: s.cgroup.clone(),
+            origin: if s.config.launched() {
+                "launched"
+            } else {
+                "adopted"
+            },
+        })
+        .collect()
+}
+
+/// (name, cgroup, why) of the tenants waiting for their cgroup.
+pub(super) fn waiting_view(
+    slots: &[Slot],
+    runner: &Runner<QemuHost>,
+) -> Vec<(String, String, String)> {
+    slots
+        .iter()
+        .filter_map(|s| match &runner.tenant(s.id)?.status {
+            Status::Waiting(why) => Some((s.config.name.clone(), s.cgroup.clone(), why.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+impl Daemon {
+    /// Starts slot `i` through the runner: admission control, then adopt, re-adopt (under the
+    /// previous run's `record`, its estimator resumed from `estimate`) or launch. An adopted
+    /// cgroup that does not exist yet, or holds no process, waits and is adopted when it can be.
+    /// A launched tenant is not launched in a dry run.
+    pub(super) fn start_tenant(
+        &mut self,
+        runner: &mut Runner<QemuHost>,
+        i: usize,
+        record: Option<&Record>,
+        estimate: Option<Pages>,
+    ) -> Result<(), DaemonError> {
+        let id = self.slots[i].id;
+        if runner.tenant(id).is_none() {
+            self.log.warn(
+                "not_launched",
+                &[
+                    ("tenant", json!(self.slots[i].config.name)),
+                    ("why", json!("dry run writes nothing")),
+                ],
+            );
+            return Ok(());
+        }
+        let outcome = runner.start(id, record, estimate)?;
+        self.started_or_not(runner, id, &outcome, estimate);
+        Ok(())
+    }
+
+    /// Logs and publishes what came of starting tenant `id`.
+    pub(super) fn started_or_not(
+        &mut self,
+        runner: &Runner<QemuHost>,
+        id: TenantId,
+        outcome: &Outcome,
+        estimate: Option<Pages>,
+    ) {
+        let Some(i) = self.slots.iter().position(|s| s.id == id) else {
+            return;
+        };
+        let slot = &mut self.slots[i];
+        match outcome {
+            Outcome::Started(how) => {
+                slot.waiting = None;
+                let view = runner.controller().tenant(id);
+                let (min, max) =
+                    view.map_or((Pages::ZERO, Pages::ZERO), |v| (v.spec.min, v.spec.max));
+                self.log.info(
+                    how,
+                    &[
+                        ("tenant", json!(slot.config.name)),
+                        ("cgroup", json!(slot.cgroup)),
+                        ("min_bytes", json!(min.to_bytes().0)),
+                        ("max_bytes", json!(max.to_bytes().0)),
+                        ("estimate_bytes", json!(estimate.map(|e| e.to_bytes().0))),
+                    ],
+                );
+                self.publisher.record(
+                    &slot.config.name,
+                    "admitted",
+                    &format!("{how} {}", slot.cgroup),
+                );
+                if let Some(why) = runner.world().linux().io().and_then(|io| io.unmanaged(id)) {
+                    self.log.warn(
+                        "io_unmanaged",
+                        &[
+                            ("tenant", json!(slot.config.name)),
+                            ("why", json!(why)),
+                            ("memory", json!("managed")),
+                        ],
+                    );
+                }
+            }
+            Outcome::Waiting(why) => {
+                if slot.waiting.as_deref() != Some(why) {
+                    self.log.warn(
+                        "waiting",
+                        &[
+                            ("tenant", json!(slot.config.name)),
+                            ("cgroup", json!(slot.cgroup)),
+                            ("why", json!(why)),
+                        ],
+                    );
+                    slot.waiting = Some(why.clone());
+                }
+            }
+            Outcome::Refused(why) => {
+                slot.waiting = None;
+                self.log.error(
+                    "refused",
+                    &[("tenant", json!(slot.config.name)), ("why", json!(why))],
+                );
+                self.publisher.record(&slot.config.name, "refused", why);
+            }
+            Outcome::Done(_) | Outcome::NotRunning => {}
+        }
+        self.publisher.waiting(&waiting_view(&self.slots, runner));
+    }
+
+    /// Gives a tenant the previous run managed, and this one does not, back what it had.
+    pub(super) fn forget(&mut self, runner: &mut Runner<QemuHost>, record: Record) {
+        let name = record.linux.name.clone();
+        match runner.world_mut().restore(&record) {
+            Ok(()) => self.log.info(
+                "released",
+                &[
+                    ("tenant", json!(name)),
+                    ("why", json!("no longer configured")),
+                ],
+            ),
+            Err(e) => self.log.warn(
+                "release_failed",
+                &[("tenant", json!(name)), ("error", json!(e.to_string()))],
+            ),
+        }
+    }
+
+    /// Stops managing a slot's tenant (restoring it) and forgets it.
+    pub(super) fn let_go(&mut self, runner: &mut Runner<QemuHost>, slot: &Slot, why: &str) {
+        let running = runner
+            .tenant(slot.id)
+            .is_some_and(|t| t.status == Status::Running);
+        match runner.remove(slot.id) {
+            Ok(()) if running => self.log.info(
+                "released",
+                &[("tenant", json!(slot.config.name)), ("why", json!(why))],
+            ),
+            Ok(()) => {}
+            Err(e) => self.log.error(
+                "restore_failed",
+                &[
+                    ("tenant", json!(slot.config.name)),
+                    ("error", json!(e.to_string())),
+                ],
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A configuration with `[io]` over a fake `loop7` (`enabled` as given), tenant "a" with
+    /// `[tenant.io]` (`io` as given) and tenant "b" without.
+    fn config(enabled: bool, io: &str) -> (tempfile::TempDir, DaemonConfig) {
+        let root = tempfile::tempdir().unwrap();
+        let dev = root.path().join("sys/block/loop7");
+        std::fs::create_dir_all(&dev).unwrap();
+        std::fs::write(dev.join("dev"), "7:7\n").unwrap();
+        let text = format!(
+            "[host]\nproc_root = \"{}\"\n[io]\nenabled = {enabled}\ndevice = \"loop7\"\n\
+             [[tenant]]\nname = \"a\"\ncgroup = \"/m/a\"\nmax = \"1G\"\n[tenant.io]\n{io}\n\
+             [[tenant]]\nname = \"b\"\ncgroup = \"/m/b\"\nmax = \"1G\"\n",
+            root.path().display()
+        );
+        let parsed = DaemonConfig::parse(&text, Path::new("t.toml"));
+        let config = parsed.unwrap_or_else(|e| panic!("{e}"));
+        (root, config)
+    }
+
+    fn spec_of(config: &DaemonConfig, i: usize) -> TenantSpec {
+        let s = slot(&config.tenants[i], TenantId(i as u32), "/m").unwrap();
+        spec(&s, config)
+    }
+
+    #[test]
+    fn a_tenant_s_disk_is_in_its_spec_when_it_has_io_and_memtide_manages_the_disk() {
+        let (_root, c) = config(true, "weight = 300\nlatency_target = \"5ms\"");
+        assert_eq!(
+            spec_of(&c, 0).disk,
+            Some(DiskSpec {
+                weight: 300,
+                latency_target_us: Some(5000),
+            })
+        );
+        assert_eq!(spec_of(&c, 1).disk, None, "no [tenant.io]");
+        let mut off = c.clone();
+        off.io.enabled = false;
+        assert_eq!(
+            spec_of(&off, 0).disk,
+            None,
+            "[io] off (a reload kept it off)"
+        );
+    }
+
+    #[test]
+    fn configured_caps_become_the_host_s_cap_and_no_caps_none() {
+        let (_root, c) = config(true, "write_iops = 500\nread_bps = \"10M\"");
+        assert_eq!(
+            io_cap(&c.tenants[0]),
+            Some(IoCap {
+                write_iops: Some(500),
+                read_bps: Some(Bytes(10 << 20)),
+                ..IoCap::NONE
+            })
+        );
+        assert_eq!(io_cap(&c.tenants[1]), None, "no [tenant.io]");
+        let (_root, c) = config(true, "weight = 200");
+        assert_eq!(io_cap(&c.tenants[0]), None, "a weight alone caps nothing");
+    }
+}
