@@ -202,6 +202,8 @@ pub struct Moves {
     pub limit: Option<Pages>,
     /// The disk weight to set.
     pub disk_weight: Option<u32>,
+    /// The protection from the host's reclaim to set (`ProtectionLever`).
+    pub protection: Option<Pages>,
 }
 
 /// What memtide tells a tenant's application balloon agent this tick.

@@ -29,6 +29,10 @@ pub struct Levers {
     pub host_swap: Option<HostSwapLever>,
     /// A limit the host enforces (a Linux cgroup): the kernel reclaims within it.
     pub limit: Option<LimitLever>,
+    /// The kernel's protection of the tenant's memory from the host's own reclaim (a Linux
+    /// cgroup's `memory.low`, or v1's soft limit): moves no memory, guards the tenant's min.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protection: Option<ProtectionLever>,
     /// A share of a disk the tenants share (a BFQ or `io.weight` weight; the simulator's
     /// fair queue), with what the tenant did on it since the last observation.
     /// Boxed: most tenants have none, and every observation carries the field (88 bytes
@@ -70,6 +74,17 @@ impl Levers {
     pub fn host_swapped(&self) -> Pages {
         self.host_swap.map_or(Pages::ZERO, |h| h.swapped)
     }
+}
+
+/// The kernel's protection of a tenant's memory from the host's reclaim, as in force now: on
+/// cgroup v2 `memory.low` (best-effort protection: global reclaim leaves the cgroup's memory
+/// below it alone while others have memory to give); on v1 `memory.soft_limit_in_bytes`
+/// (under global pressure the kernel pushes cgroups back to their soft limits first, so one
+/// at or below it is passed over).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtectionLever {
+    /// What is protected now (`None`: the kernel's default, nothing).
+    pub protected: Option<Pages>,
 }
 
 /// A guest balloon and its driver.
@@ -282,6 +297,7 @@ mod tests {
                 major_faults: None,
                 ..LimitLever::default()
             }),
+            protection: Some(ProtectionLever { protected: None }),
         };
         use Mechanism::*;
         assert_eq!(

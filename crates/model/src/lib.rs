@@ -27,12 +27,12 @@ pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
 pub use event::WorldEvent;
 pub use lever::{
     AppAnswer, AppBalloonLever, AppStatus, BalloonDriverInfo, BalloonLever, HostSwapLever, Levers,
-    LimitLever, SharingLever,
+    LimitLever, ProtectionLever, SharingLever,
 };
 pub use observation::{CompletedSample, HostObservation, SampleCounts, TenantObservation};
 pub use reason::{
     AppBalloonNote, AppStep, BalloonNote, CacheNote, EstimateNote, HostSwapNote, LimitNote,
-    LimitRail, MechanismNote, ProbePhase, Reason, SharingNote, Takeover,
+    LimitRail, MechanismNote, ProbePhase, ProtectionNote, Reason, SharingNote, Takeover,
 };
 pub use resource::{Resource, ResourceState};
 pub use sharing::{HostSharing, IoRemapping, ScanRate, SharingSettings};

@@ -57,6 +57,7 @@ pub struct MechanismNote {
     pub balloon: Option<BalloonNote>,
     pub limit: Option<LimitNote>,
     pub host_swap: Option<HostSwapNote>,
+    pub protection: Option<ProtectionNote>,
 }
 
 impl MechanismNote {
@@ -72,6 +73,7 @@ impl MechanismNote {
             balloon: None,
             limit: None,
             host_swap: None,
+            protection: None,
         }
     }
 
@@ -90,6 +92,7 @@ impl MechanismNote {
             host_swap_out: self.host_swap.map_or(Pages::ZERO, |h| h.out),
             blocked: self.host_swap.is_some_and(|h| h.blocked),
             limit: self.limit.map(|l| l.to),
+            protection: self.protection.and_then(ProtectionNote::moved),
         }
     }
 
@@ -135,6 +138,7 @@ impl MechanismNote {
             rail: LimitRail::Target,
             smallest_lowering: Pages::ZERO,
         });
+        self.protection = moves.protection.map(|to| ProtectionNote { from: None, to });
         self
     }
 }
@@ -266,6 +270,21 @@ pub struct HostSwapNote {
     /// Held until at its target: only while paging brings it there (a tenant blocked with
     /// nothing left to page would stop for good, and a guest's balloon stops with it).
     pub blocked: bool,
+}
+
+/// The kernel protection planned for the tenant's min (`ProtectionLever`): from what was in
+/// force to what is asked.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProtectionNote {
+    pub from: Option<Pages>,
+    pub to: Pages,
+}
+
+impl ProtectionNote {
+    /// The protection to set, when it is not the one in force.
+    pub fn moved(self) -> Option<Pages> {
+        (self.from != Some(self.to)).then_some(self.to)
+    }
 }
 
 /// How a tenant's limit was chosen: from what, to what, and which safety rail decided.
@@ -502,6 +521,9 @@ impl fmt::Display for MechanismNote {
             if h.blocked {
                 f.write_str("; blocked until at target")?;
             }
+        }
+        if let Some(to) = self.protection.and_then(ProtectionNote::moved) {
+            write!(f, "; protects {to} from host reclaim")?;
         }
         Ok(())
     }
@@ -846,6 +868,7 @@ mod tests {
             host_swap_out: Pages(4),
             blocked: true,
             limit: Some(Pages(5)),
+            protection: Some(Pages(6)),
         };
         let n = MechanismNote::new(ReclamationState::Low, Pages::ZERO, Pages::ZERO);
         assert_eq!(n.with_moves(moves).moves(), moves);

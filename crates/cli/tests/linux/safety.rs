@@ -92,6 +92,9 @@ fn without_swap_no_limit_goes_below_anonymous_memory() {
     assert!(t.floor_bytes >= 200 * MIB, "floor {}", t.floor_bytes);
 }
 
+/// Also the protection slice: while memtide manages the tenant its min (16 MiB) is protected
+/// from the host's reclaim (v1 soft limit, v2 memory.low), and SIGTERM gives back the setting
+/// found.
 #[test]
 fn a_killed_daemon_readopts_and_sigterm_restores_the_original_limit() {
     let _gate = memtide_testkit::file_gate(module_path!());
@@ -101,6 +104,7 @@ fn a_killed_daemon_readopts_and_sigterm_restores_the_original_limit() {
     };
     let cg = linux.cgroup("readopt");
     cg.set_limit_bytes(900 * MIB);
+    let protection_found = cg.cgroup.protection().unwrap();
     let _toucher = cg.spawn_toucher(&["--active", "64M"]);
     let tmp = tempfile::tempdir().unwrap();
     let mut daemon = Daemon::start(tmp.path(), &tws_config(&cg.path, "256M"), &[]);
@@ -112,6 +116,16 @@ fn a_killed_daemon_readopts_and_sigterm_restores_the_original_limit() {
             daemon.log_text()
         );
         std::thread::sleep(Duration::from_millis(100));
+    }
+    // Written in the tenant's first tick, right after the limit.
+    let protected = memtide_linux::Limit::Bytes(memtide_model::Bytes(16 * MIB));
+    while cg.cgroup.protection().unwrap() != protected {
+        assert!(
+            Instant::now() < deadline,
+            "the tenant's min is not protected:\n{}",
+            daemon.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
     assert!(!daemon.signal_and_wait(libc::SIGKILL).success());
     let moved = limit_bytes(&cg.sample()).unwrap();
@@ -130,6 +144,11 @@ fn a_killed_daemon_readopts_and_sigterm_restores_the_original_limit() {
         limit_bytes(&cg.sample()),
         Some(900 * MIB),
         "SIGTERM must restore the limit found before the first start"
+    );
+    assert_eq!(
+        cg.cgroup.protection().unwrap(),
+        protection_found,
+        "SIGTERM must restore the protection found"
     );
     assert!(
         !daemon.state.exists(),

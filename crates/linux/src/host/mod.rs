@@ -12,6 +12,7 @@ pub mod launch;
 pub mod lock;
 mod oom_guard;
 pub mod paths;
+pub mod protection;
 mod release;
 pub mod sampling;
 mod tenant;

@@ -22,7 +22,9 @@
 //!    above its target and paging;
 //! 6. **disk weight** (`disk.rs`): not memory, so it takes none of the excess; a tenant on a
 //!    disk the tenants share, with a disk in its spec, gets its proportional-share weight,
-//!    raised while it misses its I/O latency target (Lai et al.).
+//!    raised while it misses its I/O latency target (Lai et al.);
+//! 7. **protection** (`protection.rs`): takes none of the excess either; the kernel is asked
+//!    to keep its own reclaim off the tenant's min.
 //!
 //! A tenant without a lever simply skips its planner: a simulated VM has a balloon and host
 //! swap, a cgroup has a limit, and a container running a database could have an application
@@ -41,6 +43,7 @@ mod balloon;
 pub mod disk;
 mod host_swap;
 pub mod limit;
+mod protection;
 mod sharing;
 
 pub use app_balloon::{active, AppWatch};
@@ -189,6 +192,10 @@ pub fn plan(
         }
         note.host_swap = Some(n);
     }
+    note.protection = levers
+        .protection
+        .as_ref()
+        .map(|lever| protection::plan(lever, input.min));
     // A tenant on a shared disk: its weight, read from its spec only then.
     action.reason.disk = levers.disk.as_deref().and_then(|io| {
         let spec = input.disk.as_ref()?;

@@ -125,6 +125,7 @@ fn plan_disk(
             host_swap_out: mib(7),
             blocked: true,
             limit: Some(mib(7)),
+            protection: Some(mib(7)),
         });
     plan(
         &PlanInput {
