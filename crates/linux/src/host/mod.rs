@@ -462,7 +462,7 @@ impl LinuxHost {
     }
 
     /// Keeps `argv` (an adapter) running in `id`'s cgroup from the next observation on.
-    pub fn set_adapter(&mut self, id: TenantId, argv: Option<Vec<String>>) {
+    fn set_adapter(&mut self, id: TenantId, argv: Option<Vec<String>>) {
         if let Some(t) = self.tenants.get_mut(&id) {
             if let Some(mut old) = t.adapter.take() {
                 old.stop();
@@ -484,7 +484,7 @@ impl LinuxHost {
     }
 
     /// The tenant's configured max (the OOM guard is on only while its limit is below it).
-    pub fn set_max(&mut self, id: TenantId, max: Pages) {
+    fn set_max(&mut self, id: TenantId, max: Pages) {
         if let Some(t) = self.tenants.get_mut(&id) {
             t.max = Some(max);
         }
