@@ -27,6 +27,7 @@ use crate::config::DaemonConfig;
 use crate::log::Logger;
 use crate::publish::{Managed, Publisher};
 use crate::state_file::{self, StateFile};
+use memtide_linux::host::io::DiskError;
 use memtide_linux::host::LinuxError;
 use memtide_model::{Bytes, TenantId};
 use memtide_qemu::{QemuHost, Record};
@@ -78,9 +79,11 @@ impl DaemonError {
                     LinuxError::UnknownCgroup { .. }
                         | LinuxError::OutsideParent { .. }
                         | LinuxError::Lock { .. }
-                        | LinuxError::IoNeedsBfq { .. }
-                        | LinuxError::NoBlkio { .. }
-                        | LinuxError::NoIoController { .. }
+                        | LinuxError::Disk(
+                            DiskError::NeedsBfq { .. }
+                                | DiskError::NoBlkio { .. }
+                                | DiskError::NoIoController { .. }
+                        )
                 )
                 | DaemonError::Qemu(memtide_qemu::QemuError::Vm { .. })
                 | DaemonError::State(state_file::StateError::InUse { .. })

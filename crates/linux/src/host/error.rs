@@ -1,6 +1,8 @@
 //! Errors of the Linux host: what went wrong, on which cgroup or file, with which value.
 
 use crate::fs::FsError;
+use crate::host::io::DiskError;
+use crate::host::ksm::KsmError;
 use crate::host::lock::LockError;
 use crate::io_cgroup::IoError;
 
@@ -26,24 +28,12 @@ pub enum LinuxError {
     Restore(String),
     #[error("cgroup {cgroup:?}: {error}")]
     Lock { cgroup: String, error: LockError },
-    #[error("page sharing needs the kernel's KSM, and {dir} does not exist (CONFIG_KSM)")]
-    NoKsm { dir: String },
-    #[error("KSM's original settings in {path}: {error}")]
-    KsmSaved { path: String, error: String },
+    #[error(transparent)]
+    Ksm(#[from] KsmError),
     #[error(transparent)]
     Io(#[from] IoError),
-    #[error(
-        "disk I/O on cgroup v1 needs the blkio controller, and {mountinfo} lists no blkio mount"
-    )]
-    NoBlkio { mountinfo: String },
-    #[error("disk I/O on cgroup v2 needs the io controller, and {path} does not list it")]
-    NoIoController { path: String },
-    #[error("device {device} runs the {scheduler} scheduler, and cgroup v1's blkio weights act only under BFQ; set [io] scheduler = \"bfq\"")]
-    IoNeedsBfq { device: String, scheduler: String },
-    #[error("the device's original scheduler in {path}: {error}")]
-    IoSaved { path: String, error: String },
-    #[error("there is no {what} cgroup at {dir}")]
-    NoIoCgroup { dir: String, what: &'static str },
+    #[error(transparent)]
+    Disk(#[from] DiskError),
 }
 
 impl LinuxError {

@@ -50,6 +50,24 @@ use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// What can go wrong taking a shared disk over or a tenant's I/O cgroup on (the host's
+/// `LinuxError::Disk`).
+#[derive(Debug, thiserror::Error)]
+pub enum DiskError {
+    #[error(
+        "disk I/O on cgroup v1 needs the blkio controller, and {mountinfo} lists no blkio mount"
+    )]
+    NoBlkio { mountinfo: String },
+    #[error("disk I/O on cgroup v2 needs the io controller, and {path} does not list it")]
+    NoIoController { path: String },
+    #[error("device {device} runs the {scheduler} scheduler, and cgroup v1's blkio weights act only under BFQ; set [io] scheduler = \"bfq\"")]
+    NeedsBfq { device: String, scheduler: String },
+    #[error("the device's original scheduler in {path}: {error}")]
+    Saved { path: String, error: String },
+    #[error("there is no {what} cgroup at {dir}")]
+    NoIoCgroup { dir: String, what: &'static str },
+}
+
 /// What `LinuxHost::enable_io` takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IoOptions {
@@ -154,9 +172,9 @@ impl IoHost {
                 let controllers = memory.mount.join("cgroup.controllers");
                 let text = read_text(&controllers)?;
                 if !text.split_whitespace().any(|c| c == "io") {
-                    return Err(LinuxError::NoIoController {
+                    return Err(LinuxError::Disk(DiskError::NoIoController {
                         path: controllers.display().to_string(),
-                    });
+                    }));
                 }
                 None
             }
@@ -189,10 +207,10 @@ impl IoHost {
             active.as_deref() == Some(crate::block::BFQ)
         };
         if memory.version == CgroupVersion::V1 && !bfq {
-            return Err(LinuxError::IoNeedsBfq {
+            return Err(LinuxError::Disk(DiskError::NeedsBfq {
                 device: device.name().to_string(),
                 scheduler: active.unwrap_or_else(|| "none".to_string()),
-            });
+            }));
         }
         let last_stat = diskstat::read_disk_stat(&sysfs, device.name())?;
         Ok(IoHost {
@@ -336,10 +354,10 @@ impl IoHost {
     ) -> Result<TenantIo, LinuxError> {
         self.unmanaged.remove(&id);
         if !dir.is_dir() {
-            return Err(LinuxError::NoIoCgroup {
+            return Err(LinuxError::Disk(DiskError::NoIoCgroup {
                 dir: dir.display().to_string(),
                 what: if self.blkio.is_some() { "blkio" } else { "io" },
-            });
+            }));
         }
         let originals = record
             .filter(|r| r.interface == self.interface && r.dir == dir)
@@ -408,10 +426,10 @@ impl IoHost {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    return Err(LinuxError::IoSaved {
+                    return Err(LinuxError::Disk(DiskError::Saved {
                         path: path.display().to_string(),
                         error: e.to_string(),
-                    })
+                    }))
                 }
             }
         }
@@ -571,8 +589,10 @@ fn blkio_hierarchy(root: &Path) -> Result<MemoryHierarchy, LinuxError> {
     let mount = mounts
         .into_iter()
         .find(|m| m.fstype == "cgroup" && m.super_options.iter().any(|o| o == "blkio"))
-        .ok_or_else(|| LinuxError::NoBlkio {
-            mountinfo: path.display().to_string(),
+        .ok_or_else(|| {
+            LinuxError::Disk(DiskError::NoBlkio {
+                mountinfo: path.display().to_string(),
+            })
         })?;
     let point = mount
         .mount_point
@@ -589,9 +609,11 @@ fn blkio_hierarchy(root: &Path) -> Result<MemoryHierarchy, LinuxError> {
 /// Writes back the scheduler a crashed run kept in `path`, if any, on the device it names
 /// (when that device is still there and runs another).
 fn give_back_saved(sysfs: &Path, path: &Path, timeout: Duration) -> Result<(), LinuxError> {
-    let saved_error = |e: String| LinuxError::IoSaved {
-        path: path.display().to_string(),
-        error: e,
+    let saved_error = |e: String| {
+        LinuxError::Disk(DiskError::Saved {
+            path: path.display().to_string(),
+            error: e,
+        })
     };
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
@@ -613,9 +635,11 @@ fn give_back_saved(sysfs: &Path, path: &Path, timeout: Duration) -> Result<(), L
 }
 
 fn store_saved(path: &Path, saved: &SavedScheduler) -> Result<(), LinuxError> {
-    let fail = |e: String| LinuxError::IoSaved {
-        path: path.display().to_string(),
-        error: e,
+    let fail = |e: String| {
+        LinuxError::Disk(DiskError::Saved {
+            path: path.display().to_string(),
+            error: e,
+        })
     };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;

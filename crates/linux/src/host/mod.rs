@@ -6,7 +6,7 @@ mod agents;
 mod app_balloon;
 pub mod derive;
 mod error;
-mod io;
+pub mod io;
 pub mod ksm;
 pub mod launch;
 pub mod lock;

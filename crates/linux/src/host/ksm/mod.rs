@@ -34,6 +34,15 @@ use memtide_model::{Bytes, HostSharing, Pages, ScanRate, SharingLever};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// What can go wrong taking KSM over (the host's `LinuxError::Ksm`).
+#[derive(Debug, thiserror::Error)]
+pub enum KsmError {
+    #[error("page sharing needs the kernel's KSM, and {dir} does not exist (CONFIG_KSM)")]
+    Missing { dir: String },
+    #[error("KSM's original settings in {path}: {error}")]
+    Saved { path: String, error: String },
+}
+
 /// KSM's default wake-up interval, which memtide keeps for every rate of 50 pages/s or more.
 const SLEEP_MS: u64 = 20;
 
@@ -67,9 +76,9 @@ impl KsmDriver {
         dry_run: bool,
     ) -> Result<KsmDriver, LinuxError> {
         let Some(counters) = ksm::read_counters(root)? else {
-            return Err(LinuxError::NoKsm {
+            return Err(LinuxError::Ksm(KsmError::Missing {
                 dir: ksm::ksm_dir(root).display().to_string(),
-            });
+            }));
         };
         let current = ksm::read_knobs(root)?;
         let original = match saved.map(load_saved).transpose()?.flatten() {
@@ -255,24 +264,26 @@ const PR_GET_MEMORY_MERGE: libc::c_int = 68;
 
 fn load_saved(path: &Path) -> Result<Option<KsmKnobs>, LinuxError> {
     match std::fs::read_to_string(path) {
-        Ok(text) => serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| LinuxError::KsmSaved {
+        Ok(text) => serde_json::from_str(&text).map(Some).map_err(|e| {
+            LinuxError::Ksm(KsmError::Saved {
                 path: path.display().to_string(),
                 error: e.to_string(),
-            }),
+            })
+        }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(LinuxError::KsmSaved {
+        Err(e) => Err(LinuxError::Ksm(KsmError::Saved {
             path: path.display().to_string(),
             error: e.to_string(),
-        }),
+        })),
     }
 }
 
 fn store_saved(path: &Path, knobs: &KsmKnobs) -> Result<(), LinuxError> {
-    let fail = |e: String| LinuxError::KsmSaved {
-        path: path.display().to_string(),
-        error: e,
+    let fail = |e: String| {
+        LinuxError::Ksm(KsmError::Saved {
+            path: path.display().to_string(),
+            error: e,
+        })
     };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
