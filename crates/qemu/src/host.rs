@@ -13,7 +13,7 @@
 //! the Linux host's cgroup reads; a balloon command only when its target changed.
 
 use crate::qmp::{GuestStats, Qmp, QmpError};
-use crate::vm::{VmError, VmSource};
+use crate::vm::{LaunchSpec, VmError, VmSource};
 use memtide_controller::{Attach, Host, World};
 use memtide_linux::fs::mapping::read_largest_mapping;
 use memtide_linux::host::{LinuxError, LinuxHost, TenantRecord};
@@ -146,6 +146,31 @@ struct Vm {
 }
 
 impl Vm {
+    /// A VM that just joined, nothing observed yet.
+    fn new(name: &str, joined: Joined, record: VmRecord) -> Vm {
+        let Joined {
+            connected, socket, ..
+        } = joined;
+        let pid = connected.qmp.pid().and_then(|p| u32::try_from(p).ok());
+        Vm {
+            name: name.to_string(),
+            socket,
+            memory: connected.memory,
+            balloon: connected.balloon,
+            qmp: Some(connected.qmp),
+            record,
+            stats: None,
+            driver_seen: false,
+            asked: None,
+            size: Pages::ZERO,
+            usage: Pages::ZERO,
+            pid,
+            overhead: None,
+            smaps_due: 0,
+            swap_limit: None,
+        }
+    }
+
     /// Connects to the VM's QMP and reads what the world needs once: memory, the balloon's
     /// path, statistics polling.
     fn connect(socket: &Path, timeout: Duration, interval: u32) -> Result<Connected, QmpError> {
@@ -167,6 +192,77 @@ impl Vm {
             balloon,
         })
     }
+
+    /// Refreshes QEMU's own memory in the cgroup (`overhead`), so the guest's memory can be
+    /// told apart from the emulator's (ESX counts a VM's overhead apart too): QEMU's smaps
+    /// every `SMAPS_EVERY` observations (a read walks all of QEMU's page tables: 2-3 ms of
+    /// CPU for a small guest, 72% of the daemon's CPU when it was read every tick); in
+    /// between the cgroup's usage less the overhead that read found stands for the guest.
+    /// Until the first read there is no overhead and the cgroup's usage stands alone.
+    fn update_overhead(&mut self, proc_root: &Path) {
+        if self.smaps_due == 0 {
+            let guest = self.pid.and_then(|pid| {
+                read_largest_mapping(proc_root, pid, self.memory)
+                    .ok()
+                    .flatten()
+            });
+            self.overhead = guest.map(|m| self.usage.saturating_sub(m.rss.to_pages_floor()));
+            self.smaps_due = SMAPS_EVERY;
+        }
+        self.smaps_due -= 1;
+    }
+
+    /// Connects to the VM's QMP again when the connection was lost, taking its process,
+    /// balloon and memory afresh (and forgetting the balloon target asked).
+    fn reconnect(&mut self, timeout: Duration, interval: u32) -> Result<(), QmpError> {
+        if self.qmp.is_none() {
+            let c = Vm::connect(&self.socket, timeout, interval)?;
+            self.pid = c.qmp.pid().and_then(|p| u32::try_from(p).ok());
+            self.qmp = Some(c.qmp);
+            self.balloon = c.balloon;
+            self.memory = c.memory;
+            self.asked = None;
+        }
+        Ok(())
+    }
+
+    /// The balloon's `actual` and, with a balloon device, the guest's statistics; a closed
+    /// connection is dropped, to be made again at the next observation.
+    fn read_balloon(&mut self) -> Result<(Bytes, Option<GuestStats>), QmpError> {
+        let qmp = self.qmp.as_mut().expect("connected by reconnect");
+        let read = |qmp: &mut Qmp| -> Result<(Bytes, Option<GuestStats>), QmpError> {
+            let actual = qmp.query_balloon()?;
+            let stats = match &self.balloon {
+                Some(path) => Some(qmp.guest_stats(path)?),
+                None => None,
+            };
+            Ok((actual, stats))
+        };
+        let result = read(qmp);
+        if let Err(QmpError::Closed { .. }) = result {
+            self.qmp = None;
+        }
+        result
+    }
+
+    /// The balloon lever now the guest holds `actual`: the balloon's size (recorded), and the
+    /// driver's pace and limit once it has shown it works.
+    fn balloon_lever(&mut self, actual: Bytes) -> BalloonLever {
+        let memory = self.memory.to_pages_floor();
+        self.size = memory.saturating_sub(actual.to_pages_floor());
+        let driver = (self.balloon.is_some() && self.driver_seen).then(|| BalloonDriverInfo {
+            rate_per_s: DRIVER_RATE.to_pages_floor(),
+            limit: memory.saturating_sub(GUEST_FLOOR.to_pages_floor()),
+        });
+        BalloonLever {
+            memory,
+            size: self.size,
+            driver,
+            // Launched with free page reporting; an adopted guest's free pages that were
+            // never touched are not backed either.
+            free_unbacked: true,
+        }
+    }
 }
 
 /// A fresh QMP connection and what it found.
@@ -175,6 +271,71 @@ struct Connected {
     memory: Bytes,
     actual: Bytes,
     balloon: Option<String>,
+}
+
+/// Turns the cgroup's figures in a VM's observation into host swap: the cgroup's swap is host
+/// swap, and its limit lever becomes host swap's room. The guest's own swap is not reported
+/// through the balloon, so the observation's swap figures are cleared (the guest's statistics
+/// fill them in), as are the cgroup-only levers.
+fn cgroup_as_host_swap(obs: &mut TenantObservation) -> HostSwapLever {
+    let cgroup_swapped = obs.swapped.unwrap_or(Pages::ZERO);
+    let host_swap_ins = obs.swap_ins;
+    // Host swap lowers the cgroup's limit under its usage: as far as what the VM cannot
+    // give (its anonymous memory beyond the swap left) allows.
+    let swap_room = obs
+        .levers
+        .limit
+        .map(|l| obs.allocated.saturating_sub(l.unreclaimable));
+    obs.levers.limit = None;
+    obs.levers.app_balloon = None;
+    obs.swapped = None;
+    obs.swap_ins = None;
+    obs.refaults = None;
+    HostSwapLever {
+        swapped: cgroup_swapped,
+        swap_ins: host_swap_ins,
+        room: swap_room,
+    }
+}
+
+/// The guest's swap-ins and refaults (pages) since its `before` statistics, from `now`:
+/// `None` each where either reading lacks the counter.
+fn guest_paging(now: &GuestStats, before: Option<&GuestStats>) -> (Option<u64>, Option<u64>) {
+    let delta = |now: Option<u64>, then: Option<u64>| match (now, then) {
+        (Some(now), Some(then)) => Some(now.saturating_sub(then)),
+        _ => None,
+    };
+    let pages = |b: Option<Bytes>| b.map(|b| b.to_pages_floor().0);
+    let swapped_in = delta(pages(now.swap_in), pages(before.and_then(|b| b.swap_in)));
+    // Swap-ins of distinct pages: at most what was in the guest's swap at either
+    // reading (swapped out less swapped in, cumulative), as a cgroup's are counted; a
+    // hot page thrashing in and out counts once (TWS raises the WSS by the events).
+    let in_swap = |g: &GuestStats| match (g.swap_out, g.swap_in) {
+        (Some(out), Some(inn)) => Some(out.saturating_sub(inn).to_pages_ceil().0),
+        _ => None,
+    };
+    let held = in_swap(now).max(before.and_then(in_swap));
+    let swap_ins = swapped_in.map(|d| held.map_or(d, |h| d.min(h)));
+    // Every swap-in is a major fault too; the rest read file pages back.
+    let major = delta(now.major_faults, before.and_then(|b| b.major_faults));
+    let refaults = major.map(|m| m.saturating_sub(swapped_in.unwrap_or(0)));
+    (swap_ins, refaults)
+}
+
+/// How far a VM got in joining the world.
+enum Joining {
+    /// Its cgroup attached and its QMP connected (boxed: a QMP connection is large).
+    Joined(Box<Joined>),
+    /// Not yet, or not at all: what the Linux host or the wait for the VM answered.
+    NotYet(Attach),
+}
+
+/// A VM that joined: its QMP connection, its socket, and how it joined (`"adopted"`,
+/// `"launched"`, ...).
+struct Joined {
+    connected: Connected,
+    socket: PathBuf,
+    how: &'static str,
 }
 
 /// The QEMU world (see the module docs).
@@ -212,6 +373,8 @@ impl QemuHost {
         )
     }
 
+    /// Attaches a VM tenant: adopts a running VM by its QMP socket, or launches one (or finds
+    /// again the one a crashed run launched), then keeps its QMP connection and record.
     fn attach_vm(
         &mut self,
         id: TenantId,
@@ -219,138 +382,160 @@ impl QemuHost {
         placement: &VmPlacement,
         record: Option<&Record>,
     ) -> Result<Attach, QemuError> {
-        let name = &spec.name;
-        let vm_record = record.and_then(|r| r.vm.as_ref());
-        let (connected, socket, how) = match &placement.source {
-            VmSource::Adopt { qmp } => {
-                let c =
-                    match Vm::connect(qmp, self.options.qmp_timeout, self.options.stats_interval) {
-                        Ok(c) => c,
-                        Err(e) => return Ok(Attach::Waiting(e.to_string())),
-                    };
-                // The cgroup it was declared in, checked to be still its QEMU's alone.
-                let found = crate::adopt::cgroup_of(
-                    &c.qmp,
-                    qmp,
-                    self.linux.hierarchy(),
-                    &self.options.proc_root,
-                )
-                .map_err(|error| QemuError::Adopt {
-                    tenant: name.clone(),
-                    error,
-                })?;
-                if found != placement.cgroup {
-                    return Ok(Attach::Waiting(format!(
-                        "its QEMU now runs in cgroup {found:?}, not {:?}",
-                        placement.cgroup
-                    )));
-                }
-                let linux_record = record.map(|r| r.linux.clone());
-                let linux_placement = memtide_linux::host::Placement {
-                    cgroup: found,
-                    launch: None,
-                    adapter: None,
-                    isolated: true,
-                };
-                match self
-                    .linux
-                    .attach(id, spec, &linux_placement, linux_record.as_ref())?
-                {
-                    Attach::Attached(how) => (c, qmp.clone(), how),
-                    other => return Ok(other),
-                }
-            }
-            VmSource::Launch(launch) => {
-                let (socket, console) = self.files(name);
-                // A VM launched by a run that crashed still runs: re-adopted by its socket.
-                let running = vm_record.and_then(|r| {
-                    Vm::connect(
-                        &r.qmp,
-                        self.options.qmp_timeout,
-                        self.options.stats_interval,
-                    )
-                    .ok()
-                });
-                let linux_record = record.map(|r| r.linux.clone());
-                if running.is_none() {
-                    launch
-                        .check(self.linux.machine().to_bytes())
-                        .map_err(|error| QemuError::Vm {
-                            tenant: name.clone(),
-                            error,
-                        })?;
-                    std::fs::create_dir_all(&self.options.run_dir).map_err(|e| {
-                        QemuError::Linux(LinuxError::Launch {
-                            tenant: name.clone(),
-                            program: launch.qemu.clone(),
-                            error: e,
-                        })
-                    })?;
-                    let _ = std::fs::remove_file(&socket);
-                }
-                let linux_placement = memtide_linux::host::Placement {
-                    cgroup: placement.cgroup.clone(),
-                    launch: Some(launch.argv(&socket, &console)),
-                    adapter: None,
-                    isolated: true,
-                };
-                let how = match self.linux.attach(
-                    id,
-                    spec,
-                    &linux_placement,
-                    running.as_ref().and(linux_record.as_ref()),
-                )? {
-                    Attach::Attached(how) => how,
-                    other => return Ok(other),
-                };
-                let c = match running {
-                    Some(c) => c,
-                    None => match self.wait_for_socket(&socket) {
-                        Some(c) => c,
-                        None => {
-                            let _ = self.linux.release(id);
-                            return Err(QemuError::NoSocket {
-                                tenant: name.clone(),
-                                socket: socket.display().to_string(),
-                                secs: SOCKET_WAIT.as_secs(),
-                                console: console.display().to_string(),
-                            });
-                        }
-                    },
-                };
-                (c, socket, how)
-            }
+        let joining = match &placement.source {
+            VmSource::Adopt { qmp } => self.adopt_vm(id, spec, placement, qmp, record)?,
+            VmSource::Launch(launch) => self.launch_vm(id, spec, placement, launch, record)?,
         };
-        let record = match vm_record {
+        let joined = match joining {
+            Joining::Joined(joined) => joined,
+            Joining::NotYet(attach) => return Ok(attach),
+        };
+        let record = match record.and_then(|r| r.vm.as_ref()) {
             Some(r) => r.clone(),
             None => VmRecord {
-                qmp: socket.clone(),
-                found: connected.actual,
+                qmp: joined.socket.clone(),
+                found: joined.connected.actual,
                 paused: false,
             },
         };
-        let pid = connected.qmp.pid().and_then(|p| u32::try_from(p).ok());
-        self.vms.insert(
-            id,
-            Vm {
-                name: name.clone(),
-                socket,
-                memory: connected.memory,
-                balloon: connected.balloon,
-                qmp: Some(connected.qmp),
-                record,
-                stats: None,
-                driver_seen: false,
-                asked: None,
-                size: Pages::ZERO,
-                usage: Pages::ZERO,
-                pid,
-                overhead: None,
-                smaps_due: 0,
-                swap_limit: None,
-            },
-        );
+        let how = joined.how;
+        self.vms.insert(id, Vm::new(&spec.name, *joined, record));
         Ok(Attach::Attached(how))
+    }
+
+    /// Adopts a running VM by its QMP socket `qmp`: it must still run in the cgroup it was
+    /// declared in, alone, which the Linux host then attaches.
+    fn adopt_vm(
+        &mut self,
+        id: TenantId,
+        spec: &TenantSpec,
+        placement: &VmPlacement,
+        qmp: &Path,
+        record: Option<&Record>,
+    ) -> Result<Joining, QemuError> {
+        let c = match Vm::connect(qmp, self.options.qmp_timeout, self.options.stats_interval) {
+            Ok(c) => c,
+            Err(e) => return Ok(Joining::NotYet(Attach::Waiting(e.to_string()))),
+        };
+        // The cgroup it was declared in, checked to be still its QEMU's alone.
+        let found =
+            crate::adopt::cgroup_of(&c.qmp, qmp, self.linux.hierarchy(), &self.options.proc_root)
+                .map_err(|error| QemuError::Adopt {
+                tenant: spec.name.clone(),
+                error,
+            })?;
+        if found != placement.cgroup {
+            return Ok(Joining::NotYet(Attach::Waiting(format!(
+                "its QEMU now runs in cgroup {found:?}, not {:?}",
+                placement.cgroup
+            ))));
+        }
+        let linux_record = record.map(|r| r.linux.clone());
+        let linux_placement = memtide_linux::host::Placement {
+            cgroup: found,
+            launch: None,
+            adapter: None,
+            isolated: true,
+        };
+        match self
+            .linux
+            .attach(id, spec, &linux_placement, linux_record.as_ref())?
+        {
+            Attach::Attached(how) => Ok(Joining::Joined(Box::new(Joined {
+                connected: c,
+                socket: qmp.to_path_buf(),
+                how,
+            }))),
+            other => Ok(Joining::NotYet(other)),
+        }
+    }
+
+    /// Launches the VM in its cgroup through the Linux host and connects to its QMP socket;
+    /// a VM a crashed run launched and that still answers on its socket is taken back
+    /// instead.
+    fn launch_vm(
+        &mut self,
+        id: TenantId,
+        spec: &TenantSpec,
+        placement: &VmPlacement,
+        launch: &LaunchSpec,
+        record: Option<&Record>,
+    ) -> Result<Joining, QemuError> {
+        let name = &spec.name;
+        let (socket, console) = self.files(name);
+        // A VM launched by a run that crashed still runs: re-adopted by its socket.
+        let running = record.and_then(|r| r.vm.as_ref()).and_then(|r| {
+            Vm::connect(
+                &r.qmp,
+                self.options.qmp_timeout,
+                self.options.stats_interval,
+            )
+            .ok()
+        });
+        let linux_record = record.map(|r| r.linux.clone());
+        if running.is_none() {
+            self.prepare_launch(name, launch, &socket)?;
+        }
+        let linux_placement = memtide_linux::host::Placement {
+            cgroup: placement.cgroup.clone(),
+            launch: Some(launch.argv(&socket, &console)),
+            adapter: None,
+            isolated: true,
+        };
+        let how = match self.linux.attach(
+            id,
+            spec,
+            &linux_placement,
+            running.as_ref().and(linux_record.as_ref()),
+        )? {
+            Attach::Attached(how) => how,
+            other => return Ok(Joining::NotYet(other)),
+        };
+        let connected = match running {
+            Some(c) => c,
+            None => match self.wait_for_socket(&socket) {
+                Some(c) => c,
+                None => {
+                    let _ = self.linux.release(id);
+                    return Err(QemuError::NoSocket {
+                        tenant: name.clone(),
+                        socket: socket.display().to_string(),
+                        secs: SOCKET_WAIT.as_secs(),
+                        console: console.display().to_string(),
+                    });
+                }
+            },
+        };
+        Ok(Joining::Joined(Box::new(Joined {
+            connected,
+            socket,
+            how,
+        })))
+    }
+
+    /// Before a fresh launch: the VM fits the machine, the run folder exists and no stale
+    /// socket is left at `socket`.
+    fn prepare_launch(
+        &self,
+        name: &str,
+        launch: &LaunchSpec,
+        socket: &Path,
+    ) -> Result<(), QemuError> {
+        launch
+            .check(self.linux.machine().to_bytes())
+            .map_err(|error| QemuError::Vm {
+                tenant: name.to_string(),
+                error,
+            })?;
+        std::fs::create_dir_all(&self.options.run_dir).map_err(|e| {
+            QemuError::Linux(LinuxError::Launch {
+                tenant: name.to_string(),
+                program: launch.qemu.clone(),
+                error: e,
+            })
+        })?;
+        let _ = std::fs::remove_file(socket);
+        Ok(())
     }
 
     /// Connects to a just-launched QEMU's socket, waiting for it to appear.
@@ -380,82 +565,19 @@ impl QemuHost {
         let Some(vm) = self.vms.get_mut(&id) else {
             return;
         };
-        let cgroup_swapped = obs.swapped.unwrap_or(Pages::ZERO);
-        let host_swap_ins = obs.swap_ins;
-        // Host swap lowers the cgroup's limit under its usage: as far as what the VM cannot
-        // give (its anonymous memory beyond the swap left) allows.
-        let swap_room = obs
-            .levers
-            .limit
-            .map(|l| obs.allocated.saturating_sub(l.unreclaimable));
-        obs.levers.limit = None;
-        obs.levers.app_balloon = None;
-        // The guest's own swap is not reported through the balloon; the cgroup's swap is host
-        // swap.
-        obs.swapped = None;
-        obs.swap_ins = None;
-        obs.refaults = None;
+        let host_swap = cgroup_as_host_swap(obs);
         vm.usage = obs.allocated;
-        // The guest's memory as QEMU holds it, apart from the emulator's own (ESX counts a
-        // VM's overhead apart too): QEMU's smaps every `SMAPS_EVERY` observations (a read
-        // walks all of QEMU's page tables: 2-3 ms of CPU for a small guest, 72% of the
-        // daemon's CPU when it was read every tick), and in between the cgroup's usage less
-        // the overhead that read found. The cgroup's usage alone until the first read.
-        if vm.smaps_due == 0 {
-            let guest = vm.pid.and_then(|pid| {
-                read_largest_mapping(&self.options.proc_root, pid, vm.memory)
-                    .ok()
-                    .flatten()
-            });
-            vm.overhead = guest.map(|m| vm.usage.saturating_sub(m.rss.to_pages_floor()));
-            vm.smaps_due = SMAPS_EVERY;
-        }
-        vm.smaps_due -= 1;
+        vm.update_overhead(&self.options.proc_root);
         if let Some(overhead) = vm.overhead {
             obs.allocated = vm.usage.saturating_sub(overhead);
         }
-        obs.levers.host_swap = Some(HostSwapLever {
-            swapped: cgroup_swapped,
-            swap_ins: host_swap_ins,
-            room: swap_room,
-        });
-        if vm.qmp.is_none() {
-            match Vm::connect(
-                &vm.socket,
-                self.options.qmp_timeout,
-                self.options.stats_interval,
-            ) {
-                Ok(c) => {
-                    vm.pid = c.qmp.pid().and_then(|p| u32::try_from(p).ok());
-                    vm.qmp = Some(c.qmp);
-                    vm.balloon = c.balloon;
-                    vm.memory = c.memory;
-                    vm.asked = None;
-                }
-                Err(e) => {
-                    self.events.push(WorldEvent::VmFailed {
-                        id,
-                        error: e.to_string(),
-                    });
-                    return;
-                }
-            }
-        }
-        let qmp = vm.qmp.as_mut().expect("connected above");
-        let read = |qmp: &mut Qmp| -> Result<(Bytes, Option<GuestStats>), QmpError> {
-            let actual = qmp.query_balloon()?;
-            let stats = match &vm.balloon {
-                Some(path) => Some(qmp.guest_stats(path)?),
-                None => None,
-            };
-            Ok((actual, stats))
-        };
-        let (actual, stats) = match read(qmp) {
+        obs.levers.host_swap = Some(host_swap);
+        let read = vm
+            .reconnect(self.options.qmp_timeout, self.options.stats_interval)
+            .and_then(|()| vm.read_balloon());
+        let (actual, stats) = match read {
             Ok(r) => r,
             Err(e) => {
-                if matches!(e, QmpError::Closed { .. }) {
-                    vm.qmp = None;
-                }
                 self.events.push(WorldEvent::VmFailed {
                     id,
                     error: e.to_string(),
@@ -465,41 +587,10 @@ impl QemuHost {
         };
         if let Some(s) = &stats {
             vm.driver_seen |= s.ever_updated();
-            let before = vm.stats.as_ref();
-            let delta = |now: Option<u64>, then: Option<u64>| match (now, then) {
-                (Some(now), Some(then)) => Some(now.saturating_sub(then)),
-                _ => None,
-            };
-            let pages = |b: Option<Bytes>| b.map(|b| b.to_pages_floor().0);
-            let swapped_in = delta(pages(s.swap_in), pages(before.and_then(|b| b.swap_in)));
-            // Swap-ins of distinct pages: at most what was in the guest's swap at either
-            // reading (swapped out less swapped in, cumulative), as a cgroup's are counted; a
-            // hot page thrashing in and out counts once (TWS raises the WSS by the events).
-            let in_swap = |g: &GuestStats| match (g.swap_out, g.swap_in) {
-                (Some(out), Some(inn)) => Some(out.saturating_sub(inn).to_pages_ceil().0),
-                _ => None,
-            };
-            let held = in_swap(s).max(before.and_then(in_swap));
-            obs.swap_ins = swapped_in.map(|d| held.map_or(d, |h| d.min(h)));
-            // Every swap-in is a major fault too; the rest read file pages back.
-            let major = delta(s.major_faults, before.and_then(|b| b.major_faults));
-            obs.refaults = major.map(|m| m.saturating_sub(swapped_in.unwrap_or(0)));
+            (obs.swap_ins, obs.refaults) = guest_paging(s, vm.stats.as_ref());
         }
         vm.stats = stats;
-        let memory = vm.memory.to_pages_floor();
-        vm.size = memory.saturating_sub(actual.to_pages_floor());
-        let driver = (vm.balloon.is_some() && vm.driver_seen).then(|| BalloonDriverInfo {
-            rate_per_s: DRIVER_RATE.to_pages_floor(),
-            limit: memory.saturating_sub(GUEST_FLOOR.to_pages_floor()),
-        });
-        obs.levers.balloon = Some(BalloonLever {
-            memory,
-            size: vm.size,
-            driver,
-            // Launched with free page reporting; an adopted guest's free pages that were
-            // never touched are not backed either.
-            free_unbacked: true,
-        });
+        obs.levers.balloon = Some(vm.balloon_lever(actual));
     }
 
     /// Carries out the VM moves of `decision`: the balloon, host swap through the cgroup's
