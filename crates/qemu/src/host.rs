@@ -12,19 +12,21 @@
 //! Costs per VM and tick: two QMP round trips (`query-balloon`, `qom-get guest-stats`) plus
 //! the Linux host's cgroup reads; a balloon command only when its target changed.
 
-use crate::qmp::{GuestStats, Qmp, QmpError};
+mod tenant;
+
+use crate::qmp::{Qmp, QmpError};
 use crate::vm::{LaunchSpec, VmError, VmSource};
 use memtide_controller::{Attach, Host, World};
-use memtide_linux::fs::mapping::read_largest_mapping;
 use memtide_linux::host::{LinuxError, LinuxHost, TenantRecord};
 use memtide_model::{
-    BalloonDriverInfo, BalloonLever, Bytes, Decision, HostObservation, HostSwapLever, Pages,
-    TenantId, TenantObservation, TenantSpec, WorldEvent,
+    Bytes, Decision, HostObservation, HostSwapLever, Pages, TenantId, TenantObservation,
+    TenantSpec, WorldEvent,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tenant::{guest_paging, Connected, Joined, Vm};
 
 /// How the QEMU world talks to its VMs.
 #[derive(Clone, Debug)]
@@ -102,176 +104,10 @@ pub enum QemuError {
     },
 }
 
-/// The most a balloon driver moves in a second, as the policy plans it: what the guest's
-/// driver did here under TCG (docs/vms.md), rounded down.
-const DRIVER_RATE: Bytes = Bytes(256 << 20);
-/// What a guest keeps out of its balloon whatever the policy says: its kernel's own needs.
-/// (The guest's deflate-on-OOM is the second net.)
-const GUEST_FLOOR: Bytes = Bytes(64 << 20);
-/// How often QEMU's smaps is read for its overhead, in observations.
-const SMAPS_EVERY: u32 = 10;
 /// The smallest balloon move asked of a guest.
 const BALLOON_STEP: Bytes = Bytes(1 << 20);
 /// How long a launched QEMU has to open its QMP socket.
 const SOCKET_WAIT: Duration = Duration::from_secs(10);
-
-/// One VM tenant.
-struct Vm {
-    name: String,
-    socket: PathBuf,
-    qmp: Option<Qmp>,
-    /// The guest's memory.
-    memory: Bytes,
-    /// The balloon device's QOM path (`None`: the VM has no balloon).
-    balloon: Option<String>,
-    record: VmRecord,
-    /// The guest's statistics at the previous observation, for the deltas.
-    stats: Option<GuestStats>,
-    /// The guest's driver has reported statistics at least once.
-    driver_seen: bool,
-    /// The `actual` last asked for.
-    asked: Option<Bytes>,
-    /// The balloon's size at the last observation.
-    size: Pages,
-    /// What the VM's cgroup held at the last observation (QEMU's overhead included).
-    usage: Pages,
-    /// Its QEMU process (the QMP socket's peer).
-    pid: Option<u32>,
-    /// QEMU's own memory in the cgroup (its usage less the guest's resident memory) at the
-    /// last smaps read, and the observations until the next.
-    overhead: Option<Pages>,
-    smaps_due: u32,
-    /// The limit host swap holds the VM at (`None`: host swap is not in force).
-    swap_limit: Option<Pages>,
-}
-
-impl Vm {
-    /// A VM that just joined, nothing observed yet.
-    fn new(name: &str, joined: Joined, record: VmRecord) -> Vm {
-        let Joined {
-            connected, socket, ..
-        } = joined;
-        let pid = connected.qmp.pid().and_then(|p| u32::try_from(p).ok());
-        Vm {
-            name: name.to_string(),
-            socket,
-            memory: connected.memory,
-            balloon: connected.balloon,
-            qmp: Some(connected.qmp),
-            record,
-            stats: None,
-            driver_seen: false,
-            asked: None,
-            size: Pages::ZERO,
-            usage: Pages::ZERO,
-            pid,
-            overhead: None,
-            smaps_due: 0,
-            swap_limit: None,
-        }
-    }
-
-    /// Connects to the VM's QMP and reads what the world needs once: memory, the balloon's
-    /// path, statistics polling.
-    fn connect(socket: &Path, timeout: Duration, interval: u32) -> Result<Connected, QmpError> {
-        let mut qmp = Qmp::connect(socket, timeout)?;
-        let memory = qmp.query_memory_size_summary()?.base;
-        let actual = qmp.query_balloon()?;
-        let balloon = match qmp.find_balloon() {
-            Ok(path) => Some(path),
-            Err(QmpError::NoBalloon { .. }) => None,
-            Err(e) => return Err(e),
-        };
-        if let Some(path) = &balloon {
-            qmp.set_stats_polling(path, interval)?;
-        }
-        Ok(Connected {
-            qmp,
-            memory,
-            actual,
-            balloon,
-        })
-    }
-
-    /// Refreshes QEMU's own memory in the cgroup (`overhead`), so the guest's memory can be
-    /// told apart from the emulator's (ESX counts a VM's overhead apart too): QEMU's smaps
-    /// every `SMAPS_EVERY` observations (a read walks all of QEMU's page tables: 2-3 ms of
-    /// CPU for a small guest, 72% of the daemon's CPU when it was read every tick); in
-    /// between the cgroup's usage less the overhead that read found stands for the guest.
-    /// Until the first read there is no overhead and the cgroup's usage stands alone.
-    fn update_overhead(&mut self, proc_root: &Path) {
-        if self.smaps_due == 0 {
-            let guest = self.pid.and_then(|pid| {
-                read_largest_mapping(proc_root, pid, self.memory)
-                    .ok()
-                    .flatten()
-            });
-            self.overhead = guest.map(|m| self.usage.saturating_sub(m.rss.to_pages_floor()));
-            self.smaps_due = SMAPS_EVERY;
-        }
-        self.smaps_due -= 1;
-    }
-
-    /// Connects to the VM's QMP again when the connection was lost, taking its process,
-    /// balloon and memory afresh (and forgetting the balloon target asked).
-    fn reconnect(&mut self, timeout: Duration, interval: u32) -> Result<(), QmpError> {
-        if self.qmp.is_none() {
-            let c = Vm::connect(&self.socket, timeout, interval)?;
-            self.pid = c.qmp.pid().and_then(|p| u32::try_from(p).ok());
-            self.qmp = Some(c.qmp);
-            self.balloon = c.balloon;
-            self.memory = c.memory;
-            self.asked = None;
-        }
-        Ok(())
-    }
-
-    /// The balloon's `actual` and, with a balloon device, the guest's statistics; a closed
-    /// connection is dropped, to be made again at the next observation.
-    fn read_balloon(&mut self) -> Result<(Bytes, Option<GuestStats>), QmpError> {
-        let qmp = self.qmp.as_mut().expect("connected by reconnect");
-        let read = |qmp: &mut Qmp| -> Result<(Bytes, Option<GuestStats>), QmpError> {
-            let actual = qmp.query_balloon()?;
-            let stats = match &self.balloon {
-                Some(path) => Some(qmp.guest_stats(path)?),
-                None => None,
-            };
-            Ok((actual, stats))
-        };
-        let result = read(qmp);
-        if let Err(QmpError::Closed { .. }) = result {
-            self.qmp = None;
-        }
-        result
-    }
-
-    /// The balloon lever now the guest holds `actual`: the balloon's size (recorded), and the
-    /// driver's pace and limit once it has shown it works.
-    fn balloon_lever(&mut self, actual: Bytes) -> BalloonLever {
-        let memory = self.memory.to_pages_floor();
-        self.size = memory.saturating_sub(actual.to_pages_floor());
-        let driver = (self.balloon.is_some() && self.driver_seen).then(|| BalloonDriverInfo {
-            rate_per_s: DRIVER_RATE.to_pages_floor(),
-            limit: memory.saturating_sub(GUEST_FLOOR.to_pages_floor()),
-        });
-        BalloonLever {
-            memory,
-            size: self.size,
-            driver,
-            // Launched with free page reporting; an adopted guest's free pages that were
-            // never touched are not backed either.
-            free_unbacked: true,
-        }
-    }
-}
-
-/// A fresh QMP connection and what it found.
-struct Connected {
-    qmp: Qmp,
-    memory: Bytes,
-    actual: Bytes,
-    balloon: Option<String>,
-}
 
 /// Turns the cgroup's figures in a VM's observation into host swap: the cgroup's swap is host
 /// swap, and its limit lever becomes host swap's room. The guest's own swap is not reported
@@ -298,44 +134,12 @@ fn cgroup_as_host_swap(obs: &mut TenantObservation) -> HostSwapLever {
     }
 }
 
-/// The guest's swap-ins and refaults (pages) since its `before` statistics, from `now`:
-/// `None` each where either reading lacks the counter.
-fn guest_paging(now: &GuestStats, before: Option<&GuestStats>) -> (Option<u64>, Option<u64>) {
-    let delta = |now: Option<u64>, then: Option<u64>| match (now, then) {
-        (Some(now), Some(then)) => Some(now.saturating_sub(then)),
-        _ => None,
-    };
-    let pages = |b: Option<Bytes>| b.map(|b| b.to_pages_floor().0);
-    let swapped_in = delta(pages(now.swap_in), pages(before.and_then(|b| b.swap_in)));
-    // Swap-ins of distinct pages: at most what was in the guest's swap at either
-    // reading (swapped out less swapped in, cumulative), as a cgroup's are counted; a
-    // hot page thrashing in and out counts once (TWS raises the WSS by the events).
-    let in_swap = |g: &GuestStats| match (g.swap_out, g.swap_in) {
-        (Some(out), Some(inn)) => Some(out.saturating_sub(inn).to_pages_ceil().0),
-        _ => None,
-    };
-    let held = in_swap(now).max(before.and_then(in_swap));
-    let swap_ins = swapped_in.map(|d| held.map_or(d, |h| d.min(h)));
-    // Every swap-in is a major fault too; the rest read file pages back.
-    let major = delta(now.major_faults, before.and_then(|b| b.major_faults));
-    let refaults = major.map(|m| m.saturating_sub(swapped_in.unwrap_or(0)));
-    (swap_ins, refaults)
-}
-
 /// How far a VM got in joining the world.
 enum Joining {
     /// Its cgroup attached and its QMP connected (boxed: a QMP connection is large).
     Joined(Box<Joined>),
     /// Not yet, or not at all: what the Linux host or the wait for the VM answered.
     NotYet(Attach),
-}
-
-/// A VM that joined: its QMP connection, its socket, and how it joined (`"adopted"`,
-/// `"launched"`, ...).
-struct Joined {
-    connected: Connected,
-    socket: PathBuf,
-    how: &'static str,
 }
 
 /// The QEMU world (see the module docs).
