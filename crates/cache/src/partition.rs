@@ -381,27 +381,107 @@ pub fn sampled_search(
 ) -> SampledSearch {
     let n = p.tenants.len();
     let (bs, ss) = p.steps();
-    let cols = ss + 1;
-    let mut known: Vec<Vec<Option<f64>>> = vec![vec![None; (bs + 1) * cols]; n];
-    let sample = |known: &mut Vec<Vec<Option<f64>>>, i: usize, b: usize, s: usize| {
-        known[i][b * cols + s] = Some(p.latency_us(i, b, s));
-    };
-    let sampled = |known: &Vec<Vec<Option<f64>>>| -> u64 {
-        known.iter().flatten().filter(|v| v.is_some()).count() as u64
-    };
-    for i in 0..n {
-        for (b, s) in [(0, 0), (0, ss), (bs, 0), (bs, ss), (bs / 2, ss / 2)] {
-            sample(&mut known, i, b, s);
-        }
-    }
+    let mut known = Samples::corners_and_centre(p);
     let mut random = Random(seed ^ 0x2545_F491_4F6C_DD1D);
-    let mut radius = vec![1usize; n];
+    let mut radii = vec![1usize; n];
     let mut history = Vec::new();
     let mut last: Option<Quotas> = None;
     let mut held = 0;
     for round in 0.. {
-        // Fit: each unsampled point the inverse-square-distance mean of the samples.
-        let fitted: Vec<Vec<f64>> = known
+        let answer = known.climb_fitted(p, restarts, seed.wrapping_add(round));
+        history.push((known.count(), p.utility(&answer)));
+        held = if last.as_ref() == Some(&answer) {
+            held + 1
+        } else {
+            0
+        };
+        if held + 1 >= STABLE_ROUNDS || known.complete() {
+            return SampledSearch {
+                quotas: answer,
+                history,
+            };
+        }
+        for (i, radius) in radii.iter_mut().enumerate() {
+            let missing = known.missing(i);
+            let picked = match sampling {
+                Sampling::Random => pick_random(missing, &mut random),
+                Sampling::Greedy => pick_greedy(
+                    missing,
+                    (answer.buffer[i], answer.storage[i]),
+                    radius,
+                    bs.max(ss),
+                ),
+            };
+            for (b, s) in picked {
+                known.sample(p, i, b, s);
+            }
+        }
+        last = Some(answer);
+    }
+    unreachable!("the loop returns once every point is sampled")
+}
+
+/// What a sampled search knows of each tenant's surface: the latency at each sampled
+/// (buffer step, storage step), `None` where not sampled yet.
+struct Samples {
+    /// Per tenant, row-major by buffer step.
+    known: Vec<Vec<Option<f64>>>,
+    /// The surfaces' last buffer and storage steps.
+    steps: (usize, usize),
+}
+
+impl Samples {
+    /// Every tenant's surface sampled at its four corners and centre.
+    fn corners_and_centre(p: &Problem) -> Samples {
+        let n = p.tenants.len();
+        let (bs, ss) = p.steps();
+        let mut samples = Samples {
+            known: vec![vec![None; (bs + 1) * (ss + 1)]; n],
+            steps: (bs, ss),
+        };
+        for i in 0..n {
+            for (b, s) in [(0, 0), (0, ss), (bs, 0), (bs, ss), (bs / 2, ss / 2)] {
+                samples.sample(p, i, b, s);
+            }
+        }
+        samples
+    }
+
+    /// Points in a row (storage steps + 1).
+    fn cols(&self) -> usize {
+        self.steps.1 + 1
+    }
+
+    /// Learns tenant `i`'s exact latency at (`b`, `s`).
+    fn sample(&mut self, p: &Problem, i: usize, b: usize, s: usize) {
+        let cols = self.cols();
+        self.known[i][b * cols + s] = Some(p.latency_us(i, b, s));
+    }
+
+    /// Points sampled so far, over every tenant.
+    fn count(&self) -> u64 {
+        self.known.iter().flatten().filter(|v| v.is_some()).count() as u64
+    }
+
+    /// Whether every point of every surface is sampled.
+    fn complete(&self) -> bool {
+        self.known.iter().all(|k| k.iter().all(Option::is_some))
+    }
+
+    /// Tenant `i`'s unsampled points, (buffer step, storage step) in row order.
+    fn missing(&self, i: usize) -> Vec<(usize, usize)> {
+        let ((bs, ss), cols) = (self.steps, self.cols());
+        (0..=bs)
+            .flat_map(|b| (0..=ss).map(move |s| (b, s)))
+            .filter(|&(b, s)| self.known[i][b * cols + s].is_none())
+            .collect()
+    }
+
+    /// Every surface fitted to its samples: each unsampled point the inverse-square-distance
+    /// mean of the samples.
+    fn fitted(&self) -> Vec<Vec<f64>> {
+        let cols = self.cols();
+        self.known
             .iter()
             .map(|k| {
                 let points: Vec<(usize, usize, f64)> = k
@@ -424,7 +504,15 @@ pub fn sampled_search(
                     })
                     .collect()
             })
-            .collect();
+            .collect()
+    }
+
+    /// The quotas [`hill_climb`]'s climb finds on the fitted surfaces, `restarts` random
+    /// starts drawn from `seed`.
+    fn climb_fitted(&self, p: &Problem, restarts: usize, seed: u64) -> Quotas {
+        let n = p.tenants.len();
+        let cols = self.cols();
+        let fitted = self.fitted();
         let mut estimate = |q: &Quotas| -> f64 {
             (0..n)
                 .map(|i| {
@@ -433,70 +521,46 @@ pub fn sampled_search(
                 })
                 .sum()
         };
-        let c = climb(
-            n,
-            (bs, ss),
-            restarts,
-            seed.wrapping_add(round),
-            &mut estimate,
-            &|| 0,
-        );
-        let answer = c.answer().clone();
-        let count = sampled(&known);
-        history.push((count, p.utility(&answer)));
-        held = if last.as_ref() == Some(&answer) {
-            held + 1
-        } else {
-            0
-        };
-        let everything = known.iter().all(|k| k.iter().all(Option::is_some));
-        if held + 1 >= STABLE_ROUNDS || everything {
-            return SampledSearch {
-                quotas: answer,
-                history,
-            };
-        }
-        for i in 0..n {
-            let missing: Vec<(usize, usize)> = (0..=bs)
-                .flat_map(|b| (0..=ss).map(move |s| (b, s)))
-                .filter(|&(b, s)| known[i][b * cols + s].is_none())
-                .collect();
-            let picked: Vec<(usize, usize)> = match sampling {
-                Sampling::Random => {
-                    let mut pool = missing;
-                    let mut out = Vec::with_capacity(BATCH);
-                    while out.len() < BATCH && !pool.is_empty() {
-                        let k = random.below(pool.len());
-                        out.push(pool.swap_remove(k));
-                    }
-                    out
-                }
-                Sampling::Greedy => {
-                    let (b0, s0) = (answer.buffer[i], answer.storage[i]);
-                    let within = |r: usize| -> Vec<(usize, usize)> {
-                        missing
-                            .iter()
-                            .copied()
-                            .filter(|&(b, s)| b.abs_diff(b0).max(s.abs_diff(s0)) <= r)
-                            .collect()
-                    };
-                    let mut near = within(radius[i]);
-                    while near.is_empty() && radius[i] <= bs.max(ss) {
-                        radius[i] += 1;
-                        near = within(radius[i]);
-                    }
-                    near.sort_by_key(|&(b, s)| b.abs_diff(b0).pow(2) + s.abs_diff(s0).pow(2));
-                    near.truncate(BATCH);
-                    near
-                }
-            };
-            for (b, s) in picked {
-                sample(&mut known, i, b, s);
-            }
-        }
-        last = Some(answer);
+        let c = climb(n, self.steps, restarts, seed, &mut estimate, &|| 0);
+        c.answer().clone()
     }
-    unreachable!("the loop returns once every point is sampled")
+}
+
+/// Random sampling: up to [`BATCH`] of the `missing` points, drawn uniformly.
+fn pick_random(missing: Vec<(usize, usize)>, random: &mut Random) -> Vec<(usize, usize)> {
+    let mut pool = missing;
+    let mut out = Vec::with_capacity(BATCH);
+    while out.len() < BATCH && !pool.is_empty() {
+        let k = random.below(pool.len());
+        out.push(pool.swap_remove(k));
+    }
+    out
+}
+
+/// Greedy sampling: up to [`BATCH`] of the `missing` points within `radius` steps of the
+/// answer's `(b0, s0)`, nearest first; the radius grows (up to `widest`) while none is left
+/// within it.
+fn pick_greedy(
+    missing: Vec<(usize, usize)>,
+    (b0, s0): (usize, usize),
+    radius: &mut usize,
+    widest: usize,
+) -> Vec<(usize, usize)> {
+    let within = |r: usize| -> Vec<(usize, usize)> {
+        missing
+            .iter()
+            .copied()
+            .filter(|&(b, s)| b.abs_diff(b0).max(s.abs_diff(s0)) <= r)
+            .collect()
+    };
+    let mut near = within(*radius);
+    while near.is_empty() && *radius <= widest {
+        *radius += 1;
+        near = within(*radius);
+    }
+    near.sort_by_key(|&(b, s)| b.abs_diff(b0).pow(2) + s.abs_diff(s0).pow(2));
+    near.truncate(BATCH);
+    near
 }
 
 /// CONSERVATIVE (the paper's baseline): every strict-SLO tenant gets an equal part of both

@@ -177,201 +177,32 @@ impl CacheScenario {
         let doc = Document::parse(file, text)?;
         let root = FieldPath::root();
         let d: Doc = doc.read(&root)?;
-        let block = d.block.map_or(16 << 10, Size::bytes);
-        if block == 0 {
-            return Err(err(&doc, &root.key("block"), "must be more than 0"));
-        }
-        let grid = d.grid.unwrap_or(33);
-        if !(2..=257).contains(&grid) {
-            return Err(err(
-                &doc,
-                &root.key("grid"),
-                "must be between 2 and 257 quota settings per level",
-            ));
-        }
-        let blocks_of = |name: &str, size: Size| -> Result<u64, ConfigError> {
-            let n = size.bytes() / block;
-            if n < grid as u64 - 1 {
-                return Err(err(
-                    &doc,
-                    &root.key(name),
-                    format!(
-                        "holds {n} blocks of {block} bytes, fewer than the grid's {} steps",
-                        grid - 1
-                    ),
-                ));
-            }
-            Ok(n)
-        };
-        let (buffer_blocks, storage_blocks) = (
-            blocks_of("buffer", d.buffer)?,
-            blocks_of("storage", d.storage)?,
-        );
-        let latencies = {
-            let l = d.latency.unwrap_or_default();
-            let def = Latencies::default();
-            let out = Latencies {
-                buffer_us: l.buffer_us.unwrap_or(def.buffer_us),
-                storage_us: l.storage_us.unwrap_or(def.storage_us),
-                disk_us: l.disk_us.unwrap_or(def.disk_us),
-            };
-            for (name, v) in [
-                ("buffer_us", out.buffer_us),
-                ("storage_us", out.storage_us),
-                ("disk_us", out.disk_us),
-            ] {
-                if !(v.is_finite() && v >= 0.0) {
-                    return Err(err(
-                        &doc,
-                        &root.key("latency").key(name),
-                        "must be a number of microseconds >= 0",
-                    ));
-                }
-            }
-            out
-        };
-        let scale = {
-            let def = UtilityScale::default();
-            let u = d.utility.unwrap_or_default();
-            let out = UtilityScale {
-                worst_us: u.worst_us.unwrap_or(def.worst_us),
-                u_min: u.u_min.unwrap_or(def.u_min),
-                u_max: u.u_max.unwrap_or(def.u_max),
-            };
-            let at = root.key("utility");
-            if !(out.worst_us.is_finite() && out.worst_us > 0.0) {
-                return Err(err(&doc, &at.key("worst_us"), "must be more than 0"));
-            }
-            if !(out.u_min.is_finite() && out.u_min <= 0.0) {
-                return Err(err(&doc, &at.key("u_min"), "must be a number <= 0"));
-            }
-            if !(out.u_max.is_finite() && out.u_max >= 0.0) {
-                return Err(err(&doc, &at.key("u_max"), "must be a number >= 0"));
-            }
-            out
-        };
-        if d.app.is_empty() {
-            return Err(err(&doc, &root, "has no [[app]]: give at least one"));
-        }
-        let mut apps: Vec<AppSpec> = Vec::with_capacity(d.app.len());
-        for (i, value) in d.app.iter().enumerate() {
-            let at = root.key("app").index(i);
-            let a: AppDoc = doc.read_value(&at, value.clone())?;
-            if apps.iter().any(|b| b.name == a.name) {
-                return Err(err(&doc, &at.key("name"), "is the name of an earlier app"));
-            }
-            let slo = match a.slo {
-                SloDoc::BestEffort => {
-                    for (name, given) in [("target_us", a.target_us), ("slack", a.slack)] {
-                        if given.is_some() {
-                            return Err(err(
-                                &doc,
-                                &at.key(name),
-                                "applies to a strict SLO only (this app is best-effort)",
-                            ));
-                        }
-                    }
-                    Slo::BestEffort
-                }
-                SloDoc::Strict => Slo::strict(a.target_us.unwrap_or(500.0), a.slack.unwrap_or(0.0))
-                    .map_err(|e| err(&doc, &at.key(e.field()), e.to_string()))?,
-            };
-            let given = [a.pattern.is_some(), a.mix.is_some(), a.trace.is_some()];
-            if given.iter().filter(|&&g| g).count() != 1 {
-                return Err(err(
-                    &doc,
-                    &at,
-                    "needs exactly one of pattern, mix or trace for its requests",
-                ));
-            }
-            if let Some(r) = a.requests.filter(|&r| !(1..=200_000_000).contains(&r)) {
-                return Err(err(
-                    &doc,
-                    &at.key("requests"),
-                    format!("{r}: must be between 1 and 200000000"),
-                ));
-            }
-            let source = if let Some(path) = a.trace {
-                if a.seed.is_some() {
-                    return Err(err(
-                        &doc,
-                        &at.key("seed"),
-                        "applies to generated requests only",
-                    ));
-                }
-                let path = if path.is_relative() {
-                    file.parent().unwrap_or(Path::new("")).join(path)
-                } else {
-                    path
-                };
-                Source::Trace {
-                    path,
-                    tenant: a.tenant,
-                    limit: a.requests,
-                }
-            } else {
-                if a.tenant.is_some() {
-                    return Err(err(&doc, &at.key("tenant"), "applies to a trace only"));
-                }
-                let Some(requests) = a.requests else {
-                    return Err(err(
-                        &doc,
-                        &at.key("requests"),
-                        "missing: how many to generate",
-                    ));
-                };
-                let pattern = match (a.pattern, a.mix) {
-                    (Some(NamedPattern::Tpcw), _) => Pattern::tpcw(),
-                    (Some(NamedPattern::Rubis), _) => Pattern::rubis(),
-                    (None, Some(parts)) => mixture(&doc, &at.key("mix"), &parts)?,
-                    (None, None) => unreachable!("one source, checked above"),
-                };
-                Source::Generated {
-                    pattern,
-                    requests,
-                    seed: a.seed.unwrap_or(i as u64 + 1),
-                }
-            };
-            apps.push(AppSpec {
-                name: a.name,
-                slo,
-                source,
-            });
-        }
-        let configurations = compositions(apps.len(), grid - 1).powi(2);
-        if configurations > MAX_CONFIGURATIONS {
-            return Err(err(
-                &doc,
-                &root.key("grid"),
-                format!(
-                    "with {} apps IDEAL would try {configurations:.1e} configurations, more \
-                     than {MAX_CONFIGURATIONS:.0e}: use fewer settings",
-                    apps.len()
-                ),
-            ));
-        }
+        let levels = Levels::check(&doc, &root, &d)?;
+        let latencies = latencies(&doc, &root.key("latency"), d.latency.unwrap_or_default())?;
+        let scale = utility_scale(&doc, &root.key("utility"), d.utility.unwrap_or_default())?;
+        let apps = apps(&doc, &root, file, &d.app)?;
+        check_configurations(&doc, &root, apps.len(), levels.grid)?;
         let minimum = d
             .conservative_minimum
             .map_or(CONSERVATIVE_MINIMUM, Size::bytes);
-        let step = (buffer_blocks / (grid as u64 - 1)).max(1) * block;
         Ok(CacheScenario {
             file: file.to_path_buf(),
             description: d.description,
-            block_bytes: block,
+            block_bytes: levels.block,
             apps,
             settings: Experiment {
                 policy: match d.policy {
                     PolicyDoc::LruLru => Policy::LruLru,
                     PolicyDoc::Demote => Policy::Demote,
                 },
-                buffer_blocks,
-                storage_blocks,
-                grid,
+                buffer_blocks: levels.buffer_blocks,
+                storage_blocks: levels.storage_blocks,
+                grid: levels.grid,
                 latencies,
                 scale,
                 restarts: d.restarts.unwrap_or(10).max(1),
                 seed: d.seed.unwrap_or(1),
-                conservative_steps: minimum.div_ceil(step) as usize,
+                conservative_steps: minimum.div_ceil(levels.step_bytes()) as usize,
                 apps: Vec::new(),
             },
         })
@@ -417,6 +248,266 @@ impl CacheScenario {
         }
         Ok(e)
     }
+}
+
+/// The two cache levels cut into blocks, and the quota grid laid over them.
+struct Levels {
+    /// Bytes in a block.
+    block: u64,
+    /// Quota settings per level.
+    grid: usize,
+    buffer_blocks: u64,
+    storage_blocks: u64,
+}
+
+impl Levels {
+    /// Checks the block size, the grid, and that each level holds at least a block per step.
+    fn check(doc: &Document, root: &FieldPath, d: &Doc) -> Result<Levels, ConfigError> {
+        let block = d.block.map_or(16 << 10, Size::bytes);
+        if block == 0 {
+            return Err(err(doc, &root.key("block"), "must be more than 0"));
+        }
+        let grid = d.grid.unwrap_or(33);
+        if !(2..=257).contains(&grid) {
+            return Err(err(
+                doc,
+                &root.key("grid"),
+                "must be between 2 and 257 quota settings per level",
+            ));
+        }
+        let blocks_of = |name: &str, size: Size| -> Result<u64, ConfigError> {
+            let n = size.bytes() / block;
+            if n < grid as u64 - 1 {
+                return Err(err(
+                    doc,
+                    &root.key(name),
+                    format!(
+                        "holds {n} blocks of {block} bytes, fewer than the grid's {} steps",
+                        grid - 1
+                    ),
+                ));
+            }
+            Ok(n)
+        };
+        Ok(Levels {
+            block,
+            grid,
+            buffer_blocks: blocks_of("buffer", d.buffer)?,
+            storage_blocks: blocks_of("storage", d.storage)?,
+        })
+    }
+
+    /// Bytes in one step of the buffer pool's quota grid (at least a block).
+    fn step_bytes(&self) -> u64 {
+        (self.buffer_blocks / (self.grid as u64 - 1)).max(1) * self.block
+    }
+}
+
+/// `[latency]`: each level's latency, defaults filled in, every one a finite number >= 0.
+fn latencies(doc: &Document, at: &FieldPath, l: LatencyDoc) -> Result<Latencies, ConfigError> {
+    let def = Latencies::default();
+    let out = Latencies {
+        buffer_us: l.buffer_us.unwrap_or(def.buffer_us),
+        storage_us: l.storage_us.unwrap_or(def.storage_us),
+        disk_us: l.disk_us.unwrap_or(def.disk_us),
+    };
+    for (name, v) in [
+        ("buffer_us", out.buffer_us),
+        ("storage_us", out.storage_us),
+        ("disk_us", out.disk_us),
+    ] {
+        if !(v.is_finite() && v >= 0.0) {
+            return Err(err(
+                doc,
+                &at.key(name),
+                "must be a number of microseconds >= 0",
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// `[utility]`: the utility scale, defaults filled in and each bound on its side of 0.
+fn utility_scale(
+    doc: &Document,
+    at: &FieldPath,
+    u: UtilityDoc,
+) -> Result<UtilityScale, ConfigError> {
+    let def = UtilityScale::default();
+    let out = UtilityScale {
+        worst_us: u.worst_us.unwrap_or(def.worst_us),
+        u_min: u.u_min.unwrap_or(def.u_min),
+        u_max: u.u_max.unwrap_or(def.u_max),
+    };
+    if !(out.worst_us.is_finite() && out.worst_us > 0.0) {
+        return Err(err(doc, &at.key("worst_us"), "must be more than 0"));
+    }
+    if !(out.u_min.is_finite() && out.u_min <= 0.0) {
+        return Err(err(doc, &at.key("u_min"), "must be a number <= 0"));
+    }
+    if !(out.u_max.is_finite() && out.u_max >= 0.0) {
+        return Err(err(doc, &at.key("u_max"), "must be a number >= 0"));
+    }
+    Ok(out)
+}
+
+/// Every `[[app]]`, in order: at least one, each name once.
+fn apps(
+    doc: &Document,
+    root: &FieldPath,
+    file: &Path,
+    values: &[toml::Value],
+) -> Result<Vec<AppSpec>, ConfigError> {
+    if values.is_empty() {
+        return Err(err(doc, root, "has no [[app]]: give at least one"));
+    }
+    let mut apps: Vec<AppSpec> = Vec::with_capacity(values.len());
+    for (i, value) in values.iter().enumerate() {
+        let at = root.key("app").index(i);
+        let a: AppDoc = doc.read_value(&at, value.clone())?;
+        if apps.iter().any(|b| b.name == a.name) {
+            return Err(err(doc, &at.key("name"), "is the name of an earlier app"));
+        }
+        let slo = app_slo(doc, &at, &a)?;
+        let source = app_source(doc, &at, file, i, &a)?;
+        apps.push(AppSpec {
+            name: a.name,
+            slo,
+            source,
+        });
+    }
+    Ok(apps)
+}
+
+/// An app's SLO: strict with its target and slack (defaults 500 µs and 0), or best-effort
+/// with neither given.
+fn app_slo(doc: &Document, at: &FieldPath, a: &AppDoc) -> Result<Slo, ConfigError> {
+    match a.slo {
+        SloDoc::BestEffort => {
+            for (name, given) in [("target_us", a.target_us), ("slack", a.slack)] {
+                if given.is_some() {
+                    return Err(err(
+                        doc,
+                        &at.key(name),
+                        "applies to a strict SLO only (this app is best-effort)",
+                    ));
+                }
+            }
+            Ok(Slo::BestEffort)
+        }
+        SloDoc::Strict => Slo::strict(a.target_us.unwrap_or(500.0), a.slack.unwrap_or(0.0))
+            .map_err(|e| err(doc, &at.key(e.field()), e.to_string())),
+    }
+}
+
+/// Where the app at `index` takes its requests from: exactly one of pattern, mix or trace,
+/// with `requests` in range.
+fn app_source(
+    doc: &Document,
+    at: &FieldPath,
+    file: &Path,
+    index: usize,
+    a: &AppDoc,
+) -> Result<Source, ConfigError> {
+    let given = [a.pattern.is_some(), a.mix.is_some(), a.trace.is_some()];
+    if given.iter().filter(|&&g| g).count() != 1 {
+        return Err(err(
+            doc,
+            at,
+            "needs exactly one of pattern, mix or trace for its requests",
+        ));
+    }
+    if let Some(r) = a.requests.filter(|&r| !(1..=200_000_000).contains(&r)) {
+        return Err(err(
+            doc,
+            &at.key("requests"),
+            format!("{r}: must be between 1 and 200000000"),
+        ));
+    }
+    match &a.trace {
+        Some(path) => trace_source(doc, at, file, path, a),
+        None => generated_source(doc, at, index, a),
+    }
+}
+
+/// A trace file's requests: `path` placed beside the scenario when relative, no seed.
+fn trace_source(
+    doc: &Document,
+    at: &FieldPath,
+    file: &Path,
+    path: &Path,
+    a: &AppDoc,
+) -> Result<Source, ConfigError> {
+    if a.seed.is_some() {
+        return Err(err(
+            doc,
+            &at.key("seed"),
+            "applies to generated requests only",
+        ));
+    }
+    let path = if path.is_relative() {
+        file.parent().unwrap_or(Path::new("")).join(path)
+    } else {
+        path.to_path_buf()
+    };
+    Ok(Source::Trace {
+        path,
+        tenant: a.tenant,
+        limit: a.requests,
+    })
+}
+
+/// Generated requests: a named pattern or a mixture, how many, and the seed (default: the
+/// app's place, from 1).
+fn generated_source(
+    doc: &Document,
+    at: &FieldPath,
+    index: usize,
+    a: &AppDoc,
+) -> Result<Source, ConfigError> {
+    if a.tenant.is_some() {
+        return Err(err(doc, &at.key("tenant"), "applies to a trace only"));
+    }
+    let Some(requests) = a.requests else {
+        return Err(err(
+            doc,
+            &at.key("requests"),
+            "missing: how many to generate",
+        ));
+    };
+    let pattern = match (&a.pattern, &a.mix) {
+        (Some(NamedPattern::Tpcw), _) => Pattern::tpcw(),
+        (Some(NamedPattern::Rubis), _) => Pattern::rubis(),
+        (None, Some(parts)) => mixture(doc, &at.key("mix"), parts)?,
+        (None, None) => unreachable!("one source, checked above"),
+    };
+    Ok(Source::Generated {
+        pattern,
+        requests,
+        seed: a.seed.unwrap_or(index as u64 + 1),
+    })
+}
+
+/// Refuses a grid that would make IDEAL try more than [`MAX_CONFIGURATIONS`] for `apps`
+/// applications.
+fn check_configurations(
+    doc: &Document,
+    root: &FieldPath,
+    apps: usize,
+    grid: usize,
+) -> Result<(), ConfigError> {
+    let configurations = compositions(apps, grid - 1).powi(2);
+    if configurations > MAX_CONFIGURATIONS {
+        return Err(err(
+            doc,
+            &root.key("grid"),
+            format!(
+                "with {apps} apps IDEAL would try {configurations:.1e} configurations, more \
+                 than {MAX_CONFIGURATIONS:.0e}: use fewer settings"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// `[[app.mix]]` components, each `kind = "zipf" | "loop" | "scan"` with its `weight`.

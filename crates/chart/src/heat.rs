@@ -64,28 +64,97 @@ fn color(t: f64) -> String {
     format!("#{:02x}{:02x}{:02x}", c[0], c[1], c[2])
 }
 
+/// Where the cells sit: the grid's columns and rows and each cell's width and height.
+#[derive(Clone, Copy)]
+struct Grid {
+    cols: usize,
+    rows: usize,
+    cw: f64,
+    ch: f64,
+}
+
+impl Grid {
+    fn of(h: &HeatMap) -> Grid {
+        let (cols, rows) = (h.x.len().max(1), h.y.len().max(1));
+        Grid {
+            cols,
+            rows,
+            cw: SIZE / cols as f64,
+            ch: SIZE / rows as f64,
+        }
+    }
+
+    /// The x of column `c`'s centre.
+    fn cx(self, c: usize) -> f64 {
+        LEFT + (c as f64 + 0.5) * self.cw
+    }
+
+    /// The y of row `r`'s centre: row 0 at the bottom.
+    fn cy(self, r: usize) -> f64 {
+        TOP + SIZE - (r as f64 + 0.5) * self.ch
+    }
+
+    /// The x of column `c`'s left edge.
+    fn left(self, c: usize) -> f64 {
+        LEFT + c as f64 * self.cw
+    }
+
+    /// The y of row `r`'s top edge.
+    fn top(self, r: usize) -> f64 {
+        TOP + SIZE - (r as f64 + 1.0) * self.ch
+    }
+}
+
+/// The color scale: the finite values' range, linear or logarithmic.
+struct Scale {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    span: f64,
+}
+
+impl Scale {
+    /// The scale over `h`'s finite values; logarithmic when asked for and every value is
+    /// positive.
+    fn of(h: &HeatMap) -> Scale {
+        let (lo, hi) = h
+            .values
+            .iter()
+            .filter(|v| v.is_finite())
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, u), &v| {
+                (l.min(v), u.max(v))
+            });
+        let log = h.log_scale && lo > 0.0;
+        let mut scale = Scale {
+            lo,
+            hi,
+            log,
+            span: 1.0,
+        };
+        if hi > lo {
+            scale.span = scale.scaled(hi) - scale.scaled(lo);
+        }
+        scale
+    }
+
+    fn scaled(&self, v: f64) -> f64 {
+        if self.log {
+            v.ln()
+        } else {
+            v
+        }
+    }
+
+    /// The color of value `v`.
+    fn shade(&self, v: f64) -> String {
+        color((self.scaled(v) - self.scaled(self.lo)) / self.span)
+    }
+}
+
 /// The heat map as an `<svg>` element.
 pub fn heat_map(h: &HeatMap) -> String {
-    let (cols, rows) = (h.x.len().max(1), h.y.len().max(1));
-    let (cw, ch) = (SIZE / cols as f64, SIZE / rows as f64);
-    let (lo, hi) = h
-        .values
-        .iter()
-        .filter(|v| v.is_finite())
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, u), &v| {
-            (l.min(v), u.max(v))
-        });
-    let log = h.log_scale && lo > 0.0;
-    let scaled = |v: f64| if log { v.ln() } else { v };
-    let span = if hi > lo {
-        scaled(hi) - scaled(lo)
-    } else {
-        1.0
-    };
-    let shade = |v: f64| color((scaled(v) - scaled(lo)) / span);
-    let cx = |c: usize| LEFT + (c as f64 + 0.5) * cw;
-    // Row 0 at the bottom.
-    let cy = |r: usize| TOP + SIZE - (r as f64 + 0.5) * ch;
+    let grid = Grid::of(h);
+    let scale = Scale::of(h);
     let width = LEFT + SIZE + 24.0 + LEGEND;
     let height = TOP + SIZE + BOTTOM;
     let mut s = String::new();
@@ -93,17 +162,31 @@ pub fn heat_map(h: &HeatMap) -> String {
         s,
         "<svg class=\"chart heat\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" viewBox=\"0 0 {width:.0} {height:.0}\">"
     );
-    for r in 0..rows {
-        for c in 0..cols {
-            let v = h.values.get(r * cols + c).copied().unwrap_or(f64::NAN);
+    write_cells(&mut s, h, grid, &scale);
+    if let Some(limit) = h.outline_at_most {
+        write_outlines(&mut s, h, grid, limit);
+    }
+    write_axes(&mut s, h, grid);
+    write_paths(&mut s, h, grid);
+    write_marks(&mut s, h, grid);
+    write_legend(&mut s, h, &scale);
+    s.push_str("</svg>");
+    s
+}
+
+/// Every cell, colored by its value, with a tooltip naming its place and value.
+fn write_cells(s: &mut String, h: &HeatMap, grid: Grid, scale: &Scale) {
+    for r in 0..grid.rows {
+        for c in 0..grid.cols {
+            let v = h.values.get(r * grid.cols + c).copied().unwrap_or(f64::NAN);
             let _ = write!(
                 s,
                 "<rect x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"{}\"><title>{} {}, {} {}: {:.0}</title></rect>",
-                LEFT + c as f64 * cw,
-                TOP + SIZE - (r as f64 + 1.0) * ch,
-                cw + 0.3,
-                ch + 0.3,
-                shade(v),
+                grid.left(c),
+                grid.top(r),
+                grid.cw + 0.3,
+                grid.ch + 0.3,
+                scale.shade(v),
                 escape(h.x_label),
                 h.x.get(c).copied().unwrap_or(0.0),
                 escape(h.y_label),
@@ -112,28 +195,37 @@ pub fn heat_map(h: &HeatMap) -> String {
             );
         }
     }
-    if let Some(limit) = h.outline_at_most {
-        for r in 0..rows {
-            for c in 0..cols {
-                if h.values.get(r * cols + c).is_some_and(|&v| v <= limit) {
-                    let _ = write!(
-                        s,
-                        "<rect x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"none\" stroke=\"#fff\" stroke-opacity=\"0.35\" stroke-width=\"0.8\"/>",
-                        LEFT + c as f64 * cw + 0.5,
-                        TOP + SIZE - (r as f64 + 1.0) * ch + 0.5,
-                        cw - 1.0,
-                        ch - 1.0
-                    );
-                }
+}
+
+/// A faint outline on each cell whose value is at most `limit` (a target met).
+fn write_outlines(s: &mut String, h: &HeatMap, grid: Grid, limit: f64) {
+    for r in 0..grid.rows {
+        for c in 0..grid.cols {
+            if h.values.get(r * grid.cols + c).is_some_and(|&v| v <= limit) {
+                let _ = write!(
+                    s,
+                    "<rect x=\"{:.2}\" y=\"{:.2}\" width=\"{:.2}\" height=\"{:.2}\" fill=\"none\" stroke=\"#fff\" stroke-opacity=\"0.35\" stroke-width=\"0.8\"/>",
+                    grid.left(c) + 0.5,
+                    grid.top(r) + 0.5,
+                    grid.cw - 1.0,
+                    grid.ch - 1.0
+                );
             }
         }
     }
-    // Axes: ticks at round values, placed by interpolating the cells' values.
-    let place = |values: &[f64], v: f64| -> Option<f64> {
-        let i = values.windows(2).position(|w| w[0] <= v && v <= w[1])?;
-        let (a, b) = (values[i], values[i + 1]);
-        Some(i as f64 + if b > a { (v - a) / (b - a) } else { 0.0 })
-    };
+}
+
+/// Where value `v` falls among the cells' `values`, in cells (fractional), by interpolating
+/// between the two it lies between; `None` outside them.
+fn place(values: &[f64], v: f64) -> Option<f64> {
+    let i = values.windows(2).position(|w| w[0] <= v && v <= w[1])?;
+    let (a, b) = (values[i], values[i + 1]);
+    Some(i as f64 + if b > a { (v - a) / (b - a) } else { 0.0 })
+}
+
+/// Both axes: ticks at round values, placed by interpolating the cells' values, and the
+/// axes' labels.
+fn write_axes(s: &mut String, h: &HeatMap, grid: Grid) {
     for (values, horizontal) in [(&h.x, true), (&h.y, false)] {
         let (Some(&first), Some(&last)) = (values.first(), values.last()) else {
             continue;
@@ -147,7 +239,7 @@ pub fn heat_map(h: &HeatMap) -> String {
         for t in ticks {
             let Some(at) = place(values, t) else { continue };
             if horizontal {
-                let x = LEFT + (at + 0.5) * cw;
+                let x = LEFT + (at + 0.5) * grid.cw;
                 let _ = write!(
                     s,
                     "<line x1=\"{x:.1}\" y1=\"{y0:.1}\" x2=\"{x:.1}\" y2=\"{y1:.1}\" stroke=\"#444\"/><text x=\"{x:.1}\" y=\"{ty:.1}\" text-anchor=\"middle\">{}</text>",
@@ -157,7 +249,7 @@ pub fn heat_map(h: &HeatMap) -> String {
                     ty = TOP + SIZE + 16.0
                 );
             } else {
-                let y = TOP + SIZE - (at + 0.5) * ch;
+                let y = TOP + SIZE - (at + 0.5) * grid.ch;
                 let _ = write!(
                     s,
                     "<line x1=\"{x0:.1}\" y1=\"{y:.1}\" x2=\"{LEFT:.1}\" y2=\"{y:.1}\" stroke=\"#444\"/><text x=\"{tx:.1}\" y=\"{ty:.1}\" text-anchor=\"end\">{}</text>",
@@ -178,12 +270,16 @@ pub fn heat_map(h: &HeatMap) -> String {
         TOP + SIZE / 2.0,
         escape(h.y_label)
     );
+}
+
+/// Each path: a line through its cells' centres (when it has two or more) and a dot on each.
+fn write_paths(s: &mut String, h: &HeatMap, grid: Grid) {
     for p in &h.paths {
         if p.cells.len() > 1 {
             let points: Vec<String> = p
                 .cells
                 .iter()
-                .map(|&(c, r)| format!("{:.1},{:.1}", cx(c), cy(r)))
+                .map(|&(c, r)| format!("{:.1},{:.1}", grid.cx(c), grid.cy(r)))
                 .collect();
             let _ = write!(
                 s,
@@ -197,14 +293,18 @@ pub fn heat_map(h: &HeatMap) -> String {
             let _ = write!(
                 s,
                 "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{}\"/>",
-                cx(c),
-                cy(r),
+                grid.cx(c),
+                grid.cy(r),
                 p.color
             );
         }
     }
+}
+
+/// Each mark: a ring on its cell and its label beside it, kept inside the map.
+fn write_marks(s: &mut String, h: &HeatMap, grid: Grid) {
     for m in &h.marks {
-        let (x, y) = (cx(m.cell.0), cy(m.cell.1));
+        let (x, y) = (grid.cx(m.cell.0), grid.cy(m.cell.1));
         // Labels right of the mark, or left of it in the map's right half, inside the map.
         let (tx, anchor) = if x > LEFT + SIZE / 2.0 {
             (x - 6.0, "end")
@@ -222,7 +322,11 @@ pub fn heat_map(h: &HeatMap) -> String {
             escape(&m.label)
         );
     }
-    // The legend: the scale from low to high.
+}
+
+/// The legend right of the map: the color scale from low to high, its ends' values and its
+/// label.
+fn write_legend(s: &mut String, h: &HeatMap, scale: &Scale) {
     let lx = LEFT + SIZE + 24.0;
     for k in 0..40 {
         let t = k as f64 / 39.0;
@@ -246,17 +350,15 @@ pub fn heat_map(h: &HeatMap) -> String {
         "<text x=\"{:.1}\" y=\"{:.1}\">{}</text><text x=\"{:.1}\" y=\"{:.1}\">{}</text><text class=\"axis-label\" transform=\"translate({:.1} {:.1}) rotate(-90)\" text-anchor=\"middle\">{}{}</text>",
         lx + 18.0,
         TOP + 10.0,
-        label(hi),
+        label(scale.hi),
         lx + 18.0,
         TOP + SIZE,
-        label(lo),
+        label(scale.lo),
         lx + 60.0,
         TOP + SIZE / 2.0,
         escape(h.value_label),
-        if log { " (log scale)" } else { "" }
+        if scale.log { " (log scale)" } else { "" }
     );
-    s.push_str("</svg>");
-    s
 }
 
 #[cfg(test)]

@@ -12,19 +12,21 @@
 //! Costs per VM and tick: two QMP round trips (`query-balloon`, `qom-get guest-stats`) plus
 //! the Linux host's cgroup reads; a balloon command only when its target changed.
 
-use crate::qmp::{GuestStats, Qmp, QmpError};
-use crate::vm::{VmError, VmSource};
+mod tenant;
+
+use crate::qmp::{Qmp, QmpError};
+use crate::vm::{LaunchSpec, VmError, VmSource};
 use memtide_controller::{Attach, Host, World};
-use memtide_linux::fs::mapping::read_largest_mapping;
 use memtide_linux::host::{LinuxError, LinuxHost, TenantRecord};
 use memtide_model::{
-    BalloonDriverInfo, BalloonLever, Bytes, Decision, HostObservation, HostSwapLever, Pages,
-    TenantId, TenantObservation, TenantSpec, WorldEvent,
+    Bytes, Decision, HostObservation, HostSwapLever, Pages, TenantId, TenantObservation,
+    TenantSpec, WorldEvent,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tenant::{guest_paging, Connected, Joined, Vm};
 
 /// How the QEMU world talks to its VMs.
 #[derive(Clone, Debug)]
@@ -102,79 +104,42 @@ pub enum QemuError {
     },
 }
 
-/// The most a balloon driver moves in a second, as the policy plans it: what the guest's
-/// driver did here under TCG (docs/vms.md), rounded down.
-const DRIVER_RATE: Bytes = Bytes(256 << 20);
-/// What a guest keeps out of its balloon whatever the policy says: its kernel's own needs.
-/// (The guest's deflate-on-OOM is the second net.)
-const GUEST_FLOOR: Bytes = Bytes(64 << 20);
-/// How often QEMU's smaps is read for its overhead, in observations.
-const SMAPS_EVERY: u32 = 10;
 /// The smallest balloon move asked of a guest.
 const BALLOON_STEP: Bytes = Bytes(1 << 20);
 /// How long a launched QEMU has to open its QMP socket.
 const SOCKET_WAIT: Duration = Duration::from_secs(10);
 
-/// One VM tenant.
-struct Vm {
-    name: String,
-    socket: PathBuf,
-    qmp: Option<Qmp>,
-    /// The guest's memory.
-    memory: Bytes,
-    /// The balloon device's QOM path (`None`: the VM has no balloon).
-    balloon: Option<String>,
-    record: VmRecord,
-    /// The guest's statistics at the previous observation, for the deltas.
-    stats: Option<GuestStats>,
-    /// The guest's driver has reported statistics at least once.
-    driver_seen: bool,
-    /// The `actual` last asked for.
-    asked: Option<Bytes>,
-    /// The balloon's size at the last observation.
-    size: Pages,
-    /// What the VM's cgroup held at the last observation (QEMU's overhead included).
-    usage: Pages,
-    /// Its QEMU process (the QMP socket's peer).
-    pid: Option<u32>,
-    /// QEMU's own memory in the cgroup (its usage less the guest's resident memory) at the
-    /// last smaps read, and the observations until the next.
-    overhead: Option<Pages>,
-    smaps_due: u32,
-    /// The limit host swap holds the VM at (`None`: host swap is not in force).
-    swap_limit: Option<Pages>,
-}
-
-impl Vm {
-    /// Connects to the VM's QMP and reads what the world needs once: memory, the balloon's
-    /// path, statistics polling.
-    fn connect(socket: &Path, timeout: Duration, interval: u32) -> Result<Connected, QmpError> {
-        let mut qmp = Qmp::connect(socket, timeout)?;
-        let memory = qmp.query_memory_size_summary()?.base;
-        let actual = qmp.query_balloon()?;
-        let balloon = match qmp.find_balloon() {
-            Ok(path) => Some(path),
-            Err(QmpError::NoBalloon { .. }) => None,
-            Err(e) => return Err(e),
-        };
-        if let Some(path) = &balloon {
-            qmp.set_stats_polling(path, interval)?;
-        }
-        Ok(Connected {
-            qmp,
-            memory,
-            actual,
-            balloon,
-        })
+/// Turns the cgroup's figures in a VM's observation into host swap: the cgroup's swap is host
+/// swap, and its limit lever becomes host swap's room. The guest's own swap is not reported
+/// through the balloon, so the observation's swap figures are cleared (the guest's statistics
+/// fill them in), as are the cgroup-only levers.
+fn cgroup_as_host_swap(obs: &mut TenantObservation) -> HostSwapLever {
+    let cgroup_swapped = obs.swapped.unwrap_or(Pages::ZERO);
+    let host_swap_ins = obs.swap_ins;
+    // Host swap lowers the cgroup's limit under its usage: as far as what the VM cannot
+    // give (its anonymous memory beyond the swap left) allows.
+    let swap_room = obs
+        .levers
+        .limit
+        .map(|l| obs.allocated.saturating_sub(l.unreclaimable));
+    obs.levers.limit = None;
+    obs.levers.app_balloon = None;
+    obs.swapped = None;
+    obs.swap_ins = None;
+    obs.refaults = None;
+    HostSwapLever {
+        swapped: cgroup_swapped,
+        swap_ins: host_swap_ins,
+        room: swap_room,
     }
 }
 
-/// A fresh QMP connection and what it found.
-struct Connected {
-    qmp: Qmp,
-    memory: Bytes,
-    actual: Bytes,
-    balloon: Option<String>,
+/// How far a VM got in joining the world.
+enum Joining {
+    /// Its cgroup attached and its QMP connected (boxed: a QMP connection is large).
+    Joined(Box<Joined>),
+    /// Not yet, or not at all: what the Linux host or the wait for the VM answered.
+    NotYet(Attach),
 }
 
 /// The QEMU world (see the module docs).
@@ -212,6 +177,8 @@ impl QemuHost {
         )
     }
 
+    /// Attaches a VM tenant: adopts a running VM by its QMP socket, or launches one (or finds
+    /// again the one a crashed run launched), then keeps its QMP connection and record.
     fn attach_vm(
         &mut self,
         id: TenantId,
@@ -219,138 +186,160 @@ impl QemuHost {
         placement: &VmPlacement,
         record: Option<&Record>,
     ) -> Result<Attach, QemuError> {
-        let name = &spec.name;
-        let vm_record = record.and_then(|r| r.vm.as_ref());
-        let (connected, socket, how) = match &placement.source {
-            VmSource::Adopt { qmp } => {
-                let c =
-                    match Vm::connect(qmp, self.options.qmp_timeout, self.options.stats_interval) {
-                        Ok(c) => c,
-                        Err(e) => return Ok(Attach::Waiting(e.to_string())),
-                    };
-                // The cgroup it was declared in, checked to be still its QEMU's alone.
-                let found = crate::adopt::cgroup_of(
-                    &c.qmp,
-                    qmp,
-                    self.linux.hierarchy(),
-                    &self.options.proc_root,
-                )
-                .map_err(|error| QemuError::Adopt {
-                    tenant: name.clone(),
-                    error,
-                })?;
-                if found != placement.cgroup {
-                    return Ok(Attach::Waiting(format!(
-                        "its QEMU now runs in cgroup {found:?}, not {:?}",
-                        placement.cgroup
-                    )));
-                }
-                let linux_record = record.map(|r| r.linux.clone());
-                let linux_placement = memtide_linux::host::Placement {
-                    cgroup: found,
-                    launch: None,
-                    adapter: None,
-                    isolated: true,
-                };
-                match self
-                    .linux
-                    .attach(id, spec, &linux_placement, linux_record.as_ref())?
-                {
-                    Attach::Attached(how) => (c, qmp.clone(), how),
-                    other => return Ok(other),
-                }
-            }
-            VmSource::Launch(launch) => {
-                let (socket, console) = self.files(name);
-                // A VM launched by a run that crashed still runs: re-adopted by its socket.
-                let running = vm_record.and_then(|r| {
-                    Vm::connect(
-                        &r.qmp,
-                        self.options.qmp_timeout,
-                        self.options.stats_interval,
-                    )
-                    .ok()
-                });
-                let linux_record = record.map(|r| r.linux.clone());
-                if running.is_none() {
-                    launch
-                        .check(self.linux.machine().to_bytes())
-                        .map_err(|error| QemuError::Vm {
-                            tenant: name.clone(),
-                            error,
-                        })?;
-                    std::fs::create_dir_all(&self.options.run_dir).map_err(|e| {
-                        QemuError::Linux(LinuxError::Launch {
-                            tenant: name.clone(),
-                            program: launch.qemu.clone(),
-                            error: e,
-                        })
-                    })?;
-                    let _ = std::fs::remove_file(&socket);
-                }
-                let linux_placement = memtide_linux::host::Placement {
-                    cgroup: placement.cgroup.clone(),
-                    launch: Some(launch.argv(&socket, &console)),
-                    adapter: None,
-                    isolated: true,
-                };
-                let how = match self.linux.attach(
-                    id,
-                    spec,
-                    &linux_placement,
-                    running.as_ref().and(linux_record.as_ref()),
-                )? {
-                    Attach::Attached(how) => how,
-                    other => return Ok(other),
-                };
-                let c = match running {
-                    Some(c) => c,
-                    None => match self.wait_for_socket(&socket) {
-                        Some(c) => c,
-                        None => {
-                            let _ = self.linux.release(id);
-                            return Err(QemuError::NoSocket {
-                                tenant: name.clone(),
-                                socket: socket.display().to_string(),
-                                secs: SOCKET_WAIT.as_secs(),
-                                console: console.display().to_string(),
-                            });
-                        }
-                    },
-                };
-                (c, socket, how)
-            }
+        let joining = match &placement.source {
+            VmSource::Adopt { qmp } => self.adopt_vm(id, spec, placement, qmp, record)?,
+            VmSource::Launch(launch) => self.launch_vm(id, spec, placement, launch, record)?,
         };
-        let record = match vm_record {
+        let joined = match joining {
+            Joining::Joined(joined) => joined,
+            Joining::NotYet(attach) => return Ok(attach),
+        };
+        let record = match record.and_then(|r| r.vm.as_ref()) {
             Some(r) => r.clone(),
             None => VmRecord {
-                qmp: socket.clone(),
-                found: connected.actual,
+                qmp: joined.socket.clone(),
+                found: joined.connected.actual,
                 paused: false,
             },
         };
-        let pid = connected.qmp.pid().and_then(|p| u32::try_from(p).ok());
-        self.vms.insert(
-            id,
-            Vm {
-                name: name.clone(),
-                socket,
-                memory: connected.memory,
-                balloon: connected.balloon,
-                qmp: Some(connected.qmp),
-                record,
-                stats: None,
-                driver_seen: false,
-                asked: None,
-                size: Pages::ZERO,
-                usage: Pages::ZERO,
-                pid,
-                overhead: None,
-                smaps_due: 0,
-                swap_limit: None,
-            },
-        );
+        let how = joined.how;
+        self.vms.insert(id, Vm::new(&spec.name, *joined, record));
         Ok(Attach::Attached(how))
+    }
+
+    /// Adopts a running VM by its QMP socket `qmp`: it must still run in the cgroup it was
+    /// declared in, alone, which the Linux host then attaches.
+    fn adopt_vm(
+        &mut self,
+        id: TenantId,
+        spec: &TenantSpec,
+        placement: &VmPlacement,
+        qmp: &Path,
+        record: Option<&Record>,
+    ) -> Result<Joining, QemuError> {
+        let c = match Vm::connect(qmp, self.options.qmp_timeout, self.options.stats_interval) {
+            Ok(c) => c,
+            Err(e) => return Ok(Joining::NotYet(Attach::Waiting(e.to_string()))),
+        };
+        // The cgroup it was declared in, checked to be still its QEMU's alone.
+        let found =
+            crate::adopt::cgroup_of(&c.qmp, qmp, self.linux.hierarchy(), &self.options.proc_root)
+                .map_err(|error| QemuError::Adopt {
+                tenant: spec.name.clone(),
+                error,
+            })?;
+        if found != placement.cgroup {
+            return Ok(Joining::NotYet(Attach::Waiting(format!(
+                "its QEMU now runs in cgroup {found:?}, not {:?}",
+                placement.cgroup
+            ))));
+        }
+        let linux_record = record.map(|r| r.linux.clone());
+        let linux_placement = memtide_linux::host::Placement {
+            cgroup: found,
+            launch: None,
+            adapter: None,
+            isolated: true,
+        };
+        match self
+            .linux
+            .attach(id, spec, &linux_placement, linux_record.as_ref())?
+        {
+            Attach::Attached(how) => Ok(Joining::Joined(Box::new(Joined {
+                connected: c,
+                socket: qmp.to_path_buf(),
+                how,
+            }))),
+            other => Ok(Joining::NotYet(other)),
+        }
+    }
+
+    /// Launches the VM in its cgroup through the Linux host and connects to its QMP socket;
+    /// a VM a crashed run launched and that still answers on its socket is taken back
+    /// instead.
+    fn launch_vm(
+        &mut self,
+        id: TenantId,
+        spec: &TenantSpec,
+        placement: &VmPlacement,
+        launch: &LaunchSpec,
+        record: Option<&Record>,
+    ) -> Result<Joining, QemuError> {
+        let name = &spec.name;
+        let (socket, console) = self.files(name);
+        // A VM launched by a run that crashed still runs: re-adopted by its socket.
+        let running = record.and_then(|r| r.vm.as_ref()).and_then(|r| {
+            Vm::connect(
+                &r.qmp,
+                self.options.qmp_timeout,
+                self.options.stats_interval,
+            )
+            .ok()
+        });
+        let linux_record = record.map(|r| r.linux.clone());
+        if running.is_none() {
+            self.prepare_launch(name, launch, &socket)?;
+        }
+        let linux_placement = memtide_linux::host::Placement {
+            cgroup: placement.cgroup.clone(),
+            launch: Some(launch.argv(&socket, &console)),
+            adapter: None,
+            isolated: true,
+        };
+        let how = match self.linux.attach(
+            id,
+            spec,
+            &linux_placement,
+            running.as_ref().and(linux_record.as_ref()),
+        )? {
+            Attach::Attached(how) => how,
+            other => return Ok(Joining::NotYet(other)),
+        };
+        let connected = match running {
+            Some(c) => c,
+            None => match self.wait_for_socket(&socket) {
+                Some(c) => c,
+                None => {
+                    let _ = self.linux.release(id);
+                    return Err(QemuError::NoSocket {
+                        tenant: name.clone(),
+                        socket: socket.display().to_string(),
+                        secs: SOCKET_WAIT.as_secs(),
+                        console: console.display().to_string(),
+                    });
+                }
+            },
+        };
+        Ok(Joining::Joined(Box::new(Joined {
+            connected,
+            socket,
+            how,
+        })))
+    }
+
+    /// Before a fresh launch: the VM fits the machine, the run folder exists and no stale
+    /// socket is left at `socket`.
+    fn prepare_launch(
+        &self,
+        name: &str,
+        launch: &LaunchSpec,
+        socket: &Path,
+    ) -> Result<(), QemuError> {
+        launch
+            .check(self.linux.machine().to_bytes())
+            .map_err(|error| QemuError::Vm {
+                tenant: name.to_string(),
+                error,
+            })?;
+        std::fs::create_dir_all(&self.options.run_dir).map_err(|e| {
+            QemuError::Linux(LinuxError::Launch {
+                tenant: name.to_string(),
+                program: launch.qemu.clone(),
+                error: e,
+            })
+        })?;
+        let _ = std::fs::remove_file(socket);
+        Ok(())
     }
 
     /// Connects to a just-launched QEMU's socket, waiting for it to appear.
@@ -380,82 +369,19 @@ impl QemuHost {
         let Some(vm) = self.vms.get_mut(&id) else {
             return;
         };
-        let cgroup_swapped = obs.swapped.unwrap_or(Pages::ZERO);
-        let host_swap_ins = obs.swap_ins;
-        // Host swap lowers the cgroup's limit under its usage: as far as what the VM cannot
-        // give (its anonymous memory beyond the swap left) allows.
-        let swap_room = obs
-            .levers
-            .limit
-            .map(|l| obs.allocated.saturating_sub(l.unreclaimable));
-        obs.levers.limit = None;
-        obs.levers.app_balloon = None;
-        // The guest's own swap is not reported through the balloon; the cgroup's swap is host
-        // swap.
-        obs.swapped = None;
-        obs.swap_ins = None;
-        obs.refaults = None;
+        let host_swap = cgroup_as_host_swap(obs);
         vm.usage = obs.allocated;
-        // The guest's memory as QEMU holds it, apart from the emulator's own (ESX counts a
-        // VM's overhead apart too): QEMU's smaps every `SMAPS_EVERY` observations (a read
-        // walks all of QEMU's page tables: 2-3 ms of CPU for a small guest, 72% of the
-        // daemon's CPU when it was read every tick), and in between the cgroup's usage less
-        // the overhead that read found. The cgroup's usage alone until the first read.
-        if vm.smaps_due == 0 {
-            let guest = vm.pid.and_then(|pid| {
-                read_largest_mapping(&self.options.proc_root, pid, vm.memory)
-                    .ok()
-                    .flatten()
-            });
-            vm.overhead = guest.map(|m| vm.usage.saturating_sub(m.rss.to_pages_floor()));
-            vm.smaps_due = SMAPS_EVERY;
-        }
-        vm.smaps_due -= 1;
+        vm.update_overhead(&self.options.proc_root);
         if let Some(overhead) = vm.overhead {
             obs.allocated = vm.usage.saturating_sub(overhead);
         }
-        obs.levers.host_swap = Some(HostSwapLever {
-            swapped: cgroup_swapped,
-            swap_ins: host_swap_ins,
-            room: swap_room,
-        });
-        if vm.qmp.is_none() {
-            match Vm::connect(
-                &vm.socket,
-                self.options.qmp_timeout,
-                self.options.stats_interval,
-            ) {
-                Ok(c) => {
-                    vm.pid = c.qmp.pid().and_then(|p| u32::try_from(p).ok());
-                    vm.qmp = Some(c.qmp);
-                    vm.balloon = c.balloon;
-                    vm.memory = c.memory;
-                    vm.asked = None;
-                }
-                Err(e) => {
-                    self.events.push(WorldEvent::VmFailed {
-                        id,
-                        error: e.to_string(),
-                    });
-                    return;
-                }
-            }
-        }
-        let qmp = vm.qmp.as_mut().expect("connected above");
-        let read = |qmp: &mut Qmp| -> Result<(Bytes, Option<GuestStats>), QmpError> {
-            let actual = qmp.query_balloon()?;
-            let stats = match &vm.balloon {
-                Some(path) => Some(qmp.guest_stats(path)?),
-                None => None,
-            };
-            Ok((actual, stats))
-        };
-        let (actual, stats) = match read(qmp) {
+        obs.levers.host_swap = Some(host_swap);
+        let read = vm
+            .reconnect(self.options.qmp_timeout, self.options.stats_interval)
+            .and_then(|()| vm.read_balloon());
+        let (actual, stats) = match read {
             Ok(r) => r,
             Err(e) => {
-                if matches!(e, QmpError::Closed { .. }) {
-                    vm.qmp = None;
-                }
                 self.events.push(WorldEvent::VmFailed {
                     id,
                     error: e.to_string(),
@@ -465,41 +391,10 @@ impl QemuHost {
         };
         if let Some(s) = &stats {
             vm.driver_seen |= s.ever_updated();
-            let before = vm.stats.as_ref();
-            let delta = |now: Option<u64>, then: Option<u64>| match (now, then) {
-                (Some(now), Some(then)) => Some(now.saturating_sub(then)),
-                _ => None,
-            };
-            let pages = |b: Option<Bytes>| b.map(|b| b.to_pages_floor().0);
-            let swapped_in = delta(pages(s.swap_in), pages(before.and_then(|b| b.swap_in)));
-            // Swap-ins of distinct pages: at most what was in the guest's swap at either
-            // reading (swapped out less swapped in, cumulative), as a cgroup's are counted; a
-            // hot page thrashing in and out counts once (TWS raises the WSS by the events).
-            let in_swap = |g: &GuestStats| match (g.swap_out, g.swap_in) {
-                (Some(out), Some(inn)) => Some(out.saturating_sub(inn).to_pages_ceil().0),
-                _ => None,
-            };
-            let held = in_swap(s).max(before.and_then(in_swap));
-            obs.swap_ins = swapped_in.map(|d| held.map_or(d, |h| d.min(h)));
-            // Every swap-in is a major fault too; the rest read file pages back.
-            let major = delta(s.major_faults, before.and_then(|b| b.major_faults));
-            obs.refaults = major.map(|m| m.saturating_sub(swapped_in.unwrap_or(0)));
+            (obs.swap_ins, obs.refaults) = guest_paging(s, vm.stats.as_ref());
         }
         vm.stats = stats;
-        let memory = vm.memory.to_pages_floor();
-        vm.size = memory.saturating_sub(actual.to_pages_floor());
-        let driver = (vm.balloon.is_some() && vm.driver_seen).then(|| BalloonDriverInfo {
-            rate_per_s: DRIVER_RATE.to_pages_floor(),
-            limit: memory.saturating_sub(GUEST_FLOOR.to_pages_floor()),
-        });
-        obs.levers.balloon = Some(BalloonLever {
-            memory,
-            size: vm.size,
-            driver,
-            // Launched with free page reporting; an adopted guest's free pages that were
-            // never touched are not backed either.
-            free_unbacked: true,
-        });
+        obs.levers.balloon = Some(vm.balloon_lever(actual));
     }
 
     /// Carries out the VM moves of `decision`: the balloon, host swap through the cgroup's

@@ -221,12 +221,43 @@ fn scheme_color(s: Scheme) -> &'static str {
     }
 }
 
+/// `report.html`: the scenario, the schemes' table, Gemini's sampling and each app's
+/// latency surface.
 fn html(run: &PartitionRun) -> String {
     let e = &run.experiment;
     let out = &run.outcome;
     let block = run.scenario.block_bytes as f64;
-    let mib =
-        |blocks: &[u64]| -> Vec<f64> { blocks.iter().map(|&b| b as f64 * block / MIB).collect() };
+    let rows = scheme_rows(run);
+    let maps = latency_maps(run);
+    let sampled = sampling_rows(out);
+    let (d, ideal) = (&out.dynamic, &out.ideal);
+    let name = scenario_name(&run.scenario);
+    format!(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>memtide: cache partitioning, {n}</title>\n<style>body{{font-family:system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}}table{{border-collapse:collapse;font-size:13px}}th,td{{border:1px solid #ddd;padding:3px 7px;text-align:right}}th.l,td.l{{text-align:left}}th{{background:#f4f4f4}}td.miss{{background:#fdd}}.maps{{display:flex;flex-wrap:wrap;gap:24px}}svg.chart{{display:block;font-size:11px}}svg .axis-label{{font-size:12px;fill:#444}}</style>\n</head>\n<body>\n<h1>Cache partitioning: {n}</h1>\n<p>{desc}</p>\n<p>{policy}; a buffer pool of {b:.0} MiB over a storage cache of {s:.0} MiB, {k} KiB blocks; quotas on a grid of {g} settings per level; latencies {lb} µs (buffer pool), {ls} µs (storage cache), {ld} µs (disk).</p>\n<h2>Schemes</h2>\n<table><tr><th class=\"l\">scheme</th><th class=\"l\">app</th><th>buffer MiB</th><th>storage MiB</th><th>latency µs</th><th>utility</th><th>total utility</th></tr>{rows}</table>\n<p>SHARED: no quotas at either level. CONSERVATIVE: the strict apps get everything but the others' minimum. PROFILE: each strict app the buffer pool it needs alone, the storage cache shared. MRC: each level split for the most hits. DYNAMIC: Gemini's hill climbing with {r} random starts on the exact surfaces: utility {du:.2} after {dc} configurations and {ds} surface samples (the answer found after {da}). IDEAL: every configuration ({ic}), utility {iu:.2}. A red latency misses its SLO.</p>\n<h2>Gemini's sampling</h2>\n<p>Gemini knew the surfaces only where it simulated them, and fitted the rest. Here each surface starts known at its corners and centre, the rest fitted by inverse-distance weighting; each round climbs the fitted surfaces and samples four more points per app, near the answer (greedy) or anywhere (random), until the answer holds five rounds. The paper converged after about 160 greedy and 352 random samples.</p>\n<table><tr><th class=\"l\">sampling</th><th>samples to within 1% of IDEAL</th><th>samples when the answer held</th><th>its utility</th></tr>{sampled}</table>\n<h2>Latency surfaces</h2>\n<p>Each app's mean data-access latency at every pair of quotas, computed exactly from stack distances (Gemini fitted an SVR to about 160 simulated samples). Grey lines are the hill climbs, each from its random start (a dot) to where it stopped; the white one won. Circles mark where the other partitioned schemes put the app.</p>\n<div class=\"maps\">{maps}</div>\n</body>\n</html>\n",
+        n = escape(&name),
+        desc = escape(&run.scenario.description),
+        policy = policy_name(e.policy),
+        b = e.buffer_blocks as f64 * block / MIB,
+        s = e.storage_blocks as f64 * block / MIB,
+        k = run.scenario.block_bytes >> 10,
+        g = e.grid,
+        lb = e.latencies.buffer_us,
+        ls = e.latencies.storage_us,
+        ld = e.latencies.disk_us,
+        r = e.restarts,
+        du = d.utility,
+        dc = d.configurations,
+        ds = d.samples,
+        da = d.samples_to_answer,
+        ic = ideal.configurations,
+        iu = ideal.utility,
+    )
+}
+
+/// The schemes' table body: a row per scheme and app, the scheme's name and total utility
+/// spanning its apps, a latency that misses a strict SLO marked.
+fn scheme_rows(run: &PartitionRun) -> String {
+    let (e, out) = (&run.experiment, &run.outcome);
     let mut rows = String::new();
     for plan in &out.plans {
         for (i, a) in e.apps.iter().enumerate() {
@@ -261,6 +292,19 @@ fn html(run: &PartitionRun) -> String {
             );
         }
     }
+    rows
+}
+
+/// Block counts as MiB, for `block`-byte blocks.
+fn mib(block: f64, blocks: &[u64]) -> Vec<f64> {
+    blocks.iter().map(|&b| b as f64 * block / MIB).collect()
+}
+
+/// A heat map per app of its latency surface, with the hill climbs and where each scheme
+/// put it.
+fn latency_maps(run: &PartitionRun) -> String {
+    let (e, out) = (&run.experiment, &run.outcome);
+    let block = run.scenario.block_bytes as f64;
     let mut maps = String::new();
     for (i, a) in e.apps.iter().enumerate() {
         let s = &out.tenants[i].surface;
@@ -270,39 +314,6 @@ fn html(run: &PartitionRun) -> String {
                 values.push(s.latency_us(b, t, &e.latencies));
             }
         }
-        // Every climb faintly, the winning one over them.
-        let mut paths: Vec<CellPath> = out
-            .dynamic
-            .climbs
-            .iter()
-            .map(|climb| CellPath {
-                label: "a hill climb from its random start".into(),
-                color: "#cccccc",
-                cells: climb.iter().map(|q| (q.storage[i], q.buffer[i])).collect(),
-            })
-            .collect();
-        paths.push(CellPath {
-            label: "DYNAMIC: the winning hill climb".into(),
-            color: "#ffffff",
-            cells: out
-                .dynamic
-                .path()
-                .iter()
-                .map(|q| (q.storage[i], q.buffer[i]))
-                .collect(),
-        });
-        let marks = out
-            .plans
-            .iter()
-            .filter(|p| p.scheme != Scheme::Dynamic)
-            .filter_map(|p| {
-                Some(CellMark {
-                    label: p.scheme.name().to_string(),
-                    color: scheme_color(p.scheme),
-                    cell: cell(p, i)?,
-                })
-            })
-            .collect();
         let target = match a.slo {
             Slo::Strict { target_us, slack } => Some(target_us * (1.0 + slack)),
             Slo::BestEffort => None,
@@ -311,13 +322,13 @@ fn html(run: &PartitionRun) -> String {
             x_label: "storage-cache quota (MiB)",
             y_label: "buffer-pool quota (MiB)",
             value_label: "mean data-access latency (µs)",
-            x: mib(&s.storage),
-            y: mib(&s.buffer),
+            x: mib(block, &s.storage),
+            y: mib(block, &s.buffer),
             values,
             log_scale: true,
             outline_at_most: target,
-            paths,
-            marks,
+            paths: climb_paths(out, i),
+            marks: scheme_marks(out, i),
         });
         let _ = write!(
             maps,
@@ -332,38 +343,62 @@ fn html(run: &PartitionRun) -> String {
             }
         );
     }
-    let (d, ideal) = (&out.dynamic, &out.ideal);
-    let name = scenario_name(&run.scenario);
-    let sampled: String = [("greedy", &out.greedy), ("random", &out.random)]
+    maps
+}
+
+/// App `i`'s hill climbs across its surface: every climb faintly, the winning one over them.
+fn climb_paths(out: &Outcome, i: usize) -> Vec<CellPath> {
+    let mut paths: Vec<CellPath> = out
+        .dynamic
+        .climbs
+        .iter()
+        .map(|climb| CellPath {
+            label: "a hill climb from its random start".into(),
+            color: "#cccccc",
+            cells: climb.iter().map(|q| (q.storage[i], q.buffer[i])).collect(),
+        })
+        .collect();
+    paths.push(CellPath {
+        label: "DYNAMIC: the winning hill climb".into(),
+        color: "#ffffff",
+        cells: out
+            .dynamic
+            .path()
+            .iter()
+            .map(|q| (q.storage[i], q.buffer[i]))
+            .collect(),
+    });
+    paths
+}
+
+/// Where each partitioned scheme but DYNAMIC (drawn as a path) put app `i`.
+fn scheme_marks(out: &Outcome, i: usize) -> Vec<CellMark> {
+    out.plans
+        .iter()
+        .filter(|p| p.scheme != Scheme::Dynamic)
+        .filter_map(|p| {
+            Some(CellMark {
+                label: p.scheme.name().to_string(),
+                color: scheme_color(p.scheme),
+                cell: cell(p, i)?,
+            })
+        })
+        .collect()
+}
+
+/// The sampling table body: how many samples greedy and random sampling took to come within
+/// 1% of IDEAL and to settle, and the utility they settled on.
+fn sampling_rows(out: &Outcome) -> String {
+    [("greedy", &out.greedy), ("random", &out.random)]
         .iter()
         .map(|(how, s)| {
             format!(
                 "<tr><th class=\"l\">{how}</th><td>{}</td><td>{}</td><td>{:.2}</td></tr>",
-                s.samples_within(ideal.utility, 0.01)
+                s.samples_within(out.ideal.utility, 0.01)
                     .map_or_else(|| "never".to_string(), |k| k.to_string()),
                 s.samples(),
                 s.utility()
             )
         })
-        .collect();
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>memtide: cache partitioning, {n}</title>\n<style>body{{font-family:system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#222;padding:0 16px}}table{{border-collapse:collapse;font-size:13px}}th,td{{border:1px solid #ddd;padding:3px 7px;text-align:right}}th.l,td.l{{text-align:left}}th{{background:#f4f4f4}}td.miss{{background:#fdd}}.maps{{display:flex;flex-wrap:wrap;gap:24px}}svg.chart{{display:block;font-size:11px}}svg .axis-label{{font-size:12px;fill:#444}}</style>\n</head>\n<body>\n<h1>Cache partitioning: {n}</h1>\n<p>{desc}</p>\n<p>{policy}; a buffer pool of {b:.0} MiB over a storage cache of {s:.0} MiB, {k} KiB blocks; quotas on a grid of {g} settings per level; latencies {lb} µs (buffer pool), {ls} µs (storage cache), {ld} µs (disk).</p>\n<h2>Schemes</h2>\n<table><tr><th class=\"l\">scheme</th><th class=\"l\">app</th><th>buffer MiB</th><th>storage MiB</th><th>latency µs</th><th>utility</th><th>total utility</th></tr>{rows}</table>\n<p>SHARED: no quotas at either level. CONSERVATIVE: the strict apps get everything but the others' minimum. PROFILE: each strict app the buffer pool it needs alone, the storage cache shared. MRC: each level split for the most hits. DYNAMIC: Gemini's hill climbing with {r} random starts on the exact surfaces: utility {du:.2} after {dc} configurations and {ds} surface samples (the answer found after {da}). IDEAL: every configuration ({ic}), utility {iu:.2}. A red latency misses its SLO.</p>\n<h2>Gemini's sampling</h2>\n<p>Gemini knew the surfaces only where it simulated them, and fitted the rest. Here each surface starts known at its corners and centre, the rest fitted by inverse-distance weighting; each round climbs the fitted surfaces and samples four more points per app, near the answer (greedy) or anywhere (random), until the answer holds five rounds. The paper converged after about 160 greedy and 352 random samples.</p>\n<table><tr><th class=\"l\">sampling</th><th>samples to within 1% of IDEAL</th><th>samples when the answer held</th><th>its utility</th></tr>{sampled}</table>\n<h2>Latency surfaces</h2>\n<p>Each app's mean data-access latency at every pair of quotas, computed exactly from stack distances (Gemini fitted an SVR to about 160 simulated samples). Grey lines are the hill climbs, each from its random start (a dot) to where it stopped; the white one won. Circles mark where the other partitioned schemes put the app.</p>\n<div class=\"maps\">{maps}</div>\n</body>\n</html>\n",
-        n = escape(&name),
-        desc = escape(&run.scenario.description),
-        policy = policy_name(e.policy),
-        b = e.buffer_blocks as f64 * block / MIB,
-        s = e.storage_blocks as f64 * block / MIB,
-        k = run.scenario.block_bytes >> 10,
-        g = e.grid,
-        lb = e.latencies.buffer_us,
-        ls = e.latencies.storage_us,
-        ld = e.latencies.disk_us,
-        r = e.restarts,
-        du = d.utility,
-        dc = d.configurations,
-        ds = d.samples,
-        da = d.samples_to_answer,
-        ic = ideal.configurations,
-        iu = ideal.utility,
-    )
+        .collect()
 }

@@ -1,0 +1,215 @@
+//! One VM tenant as the QEMU world holds it: its QMP connection and what the world reads
+//! from it each tick (the balloon, the guest's statistics, QEMU's own overhead).
+
+use super::VmRecord;
+use crate::qmp::{GuestStats, Qmp, QmpError};
+use memtide_linux::fs::mapping::read_largest_mapping;
+use memtide_model::{BalloonDriverInfo, BalloonLever, Bytes, Pages};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The most a balloon driver moves in a second, as the policy plans it: what the guest's
+/// driver did here under TCG (docs/vms.md), rounded down.
+const DRIVER_RATE: Bytes = Bytes(256 << 20);
+/// What a guest keeps out of its balloon whatever the policy says: its kernel's own needs.
+/// (The guest's deflate-on-OOM is the second net.)
+const GUEST_FLOOR: Bytes = Bytes(64 << 20);
+/// How often QEMU's smaps is read for its overhead, in observations.
+const SMAPS_EVERY: u32 = 10;
+
+/// One VM tenant.
+pub(super) struct Vm {
+    pub(super) name: String,
+    pub(super) socket: PathBuf,
+    pub(super) qmp: Option<Qmp>,
+    /// The guest's memory.
+    pub(super) memory: Bytes,
+    /// The balloon device's QOM path (`None`: the VM has no balloon).
+    pub(super) balloon: Option<String>,
+    pub(super) record: VmRecord,
+    /// The guest's statistics at the previous observation, for the deltas.
+    pub(super) stats: Option<GuestStats>,
+    /// The guest's driver has reported statistics at least once.
+    pub(super) driver_seen: bool,
+    /// The `actual` last asked for.
+    pub(super) asked: Option<Bytes>,
+    /// The balloon's size at the last observation.
+    pub(super) size: Pages,
+    /// What the VM's cgroup held at the last observation (QEMU's overhead included).
+    pub(super) usage: Pages,
+    /// Its QEMU process (the QMP socket's peer).
+    pub(super) pid: Option<u32>,
+    /// QEMU's own memory in the cgroup (its usage less the guest's resident memory) at the
+    /// last smaps read, and the observations until the next.
+    pub(super) overhead: Option<Pages>,
+    pub(super) smaps_due: u32,
+    /// The limit host swap holds the VM at (`None`: host swap is not in force).
+    pub(super) swap_limit: Option<Pages>,
+}
+
+impl Vm {
+    /// A VM that just joined, nothing observed yet.
+    pub(super) fn new(name: &str, joined: Joined, record: VmRecord) -> Vm {
+        let Joined {
+            connected, socket, ..
+        } = joined;
+        let pid = connected.qmp.pid().and_then(|p| u32::try_from(p).ok());
+        Vm {
+            name: name.to_string(),
+            socket,
+            memory: connected.memory,
+            balloon: connected.balloon,
+            qmp: Some(connected.qmp),
+            record,
+            stats: None,
+            driver_seen: false,
+            asked: None,
+            size: Pages::ZERO,
+            usage: Pages::ZERO,
+            pid,
+            overhead: None,
+            smaps_due: 0,
+            swap_limit: None,
+        }
+    }
+
+    /// Connects to the VM's QMP and reads what the world needs once: memory, the balloon's
+    /// path, statistics polling.
+    pub(super) fn connect(
+        socket: &Path,
+        timeout: Duration,
+        interval: u32,
+    ) -> Result<Connected, QmpError> {
+        let mut qmp = Qmp::connect(socket, timeout)?;
+        let memory = qmp.query_memory_size_summary()?.base;
+        let actual = qmp.query_balloon()?;
+        let balloon = match qmp.find_balloon() {
+            Ok(path) => Some(path),
+            Err(QmpError::NoBalloon { .. }) => None,
+            Err(e) => return Err(e),
+        };
+        if let Some(path) = &balloon {
+            qmp.set_stats_polling(path, interval)?;
+        }
+        Ok(Connected {
+            qmp,
+            memory,
+            actual,
+            balloon,
+        })
+    }
+
+    /// Refreshes QEMU's own memory in the cgroup (`overhead`), so the guest's memory can be
+    /// told apart from the emulator's (ESX counts a VM's overhead apart too): QEMU's smaps
+    /// every `SMAPS_EVERY` observations (a read walks all of QEMU's page tables: 2-3 ms of
+    /// CPU for a small guest, 72% of the daemon's CPU when it was read every tick); in
+    /// between the cgroup's usage less the overhead that read found stands for the guest.
+    /// Until the first read there is no overhead and the cgroup's usage stands alone.
+    pub(super) fn update_overhead(&mut self, proc_root: &Path) {
+        if self.smaps_due == 0 {
+            let guest = self.pid.and_then(|pid| {
+                read_largest_mapping(proc_root, pid, self.memory)
+                    .ok()
+                    .flatten()
+            });
+            self.overhead = guest.map(|m| self.usage.saturating_sub(m.rss.to_pages_floor()));
+            self.smaps_due = SMAPS_EVERY;
+        }
+        self.smaps_due -= 1;
+    }
+
+    /// Connects to the VM's QMP again when the connection was lost, taking its process,
+    /// balloon and memory afresh (and forgetting the balloon target asked).
+    pub(super) fn reconnect(&mut self, timeout: Duration, interval: u32) -> Result<(), QmpError> {
+        if self.qmp.is_none() {
+            let c = Vm::connect(&self.socket, timeout, interval)?;
+            self.pid = c.qmp.pid().and_then(|p| u32::try_from(p).ok());
+            self.qmp = Some(c.qmp);
+            self.balloon = c.balloon;
+            self.memory = c.memory;
+            self.asked = None;
+        }
+        Ok(())
+    }
+
+    /// The balloon's `actual` and, with a balloon device, the guest's statistics; a closed
+    /// connection is dropped, to be made again at the next observation.
+    pub(super) fn read_balloon(&mut self) -> Result<(Bytes, Option<GuestStats>), QmpError> {
+        let qmp = self.qmp.as_mut().expect("connected by reconnect");
+        let read = |qmp: &mut Qmp| -> Result<(Bytes, Option<GuestStats>), QmpError> {
+            let actual = qmp.query_balloon()?;
+            let stats = match &self.balloon {
+                Some(path) => Some(qmp.guest_stats(path)?),
+                None => None,
+            };
+            Ok((actual, stats))
+        };
+        let result = read(qmp);
+        if let Err(QmpError::Closed { .. }) = result {
+            self.qmp = None;
+        }
+        result
+    }
+
+    /// The balloon lever now the guest holds `actual`: the balloon's size (recorded), and the
+    /// driver's pace and limit once it has shown it works.
+    pub(super) fn balloon_lever(&mut self, actual: Bytes) -> BalloonLever {
+        let memory = self.memory.to_pages_floor();
+        self.size = memory.saturating_sub(actual.to_pages_floor());
+        let driver = (self.balloon.is_some() && self.driver_seen).then(|| BalloonDriverInfo {
+            rate_per_s: DRIVER_RATE.to_pages_floor(),
+            limit: memory.saturating_sub(GUEST_FLOOR.to_pages_floor()),
+        });
+        BalloonLever {
+            memory,
+            size: self.size,
+            driver,
+            // Launched with free page reporting; an adopted guest's free pages that were
+            // never touched are not backed either.
+            free_unbacked: true,
+        }
+    }
+}
+
+/// A fresh QMP connection and what it found.
+pub(super) struct Connected {
+    pub(super) qmp: Qmp,
+    pub(super) memory: Bytes,
+    pub(super) actual: Bytes,
+    pub(super) balloon: Option<String>,
+}
+
+/// A VM that joined: its QMP connection, its socket, and how it joined (`"adopted"`,
+/// `"launched"`, ...).
+pub(super) struct Joined {
+    pub(super) connected: Connected,
+    pub(super) socket: PathBuf,
+    pub(super) how: &'static str,
+}
+
+/// The guest's swap-ins and refaults (pages) since its `before` statistics, from `now`:
+/// `None` each where either reading lacks the counter.
+pub(super) fn guest_paging(
+    now: &GuestStats,
+    before: Option<&GuestStats>,
+) -> (Option<u64>, Option<u64>) {
+    let delta = |now: Option<u64>, then: Option<u64>| match (now, then) {
+        (Some(now), Some(then)) => Some(now.saturating_sub(then)),
+        _ => None,
+    };
+    let pages = |b: Option<Bytes>| b.map(|b| b.to_pages_floor().0);
+    let swapped_in = delta(pages(now.swap_in), pages(before.and_then(|b| b.swap_in)));
+    // Swap-ins of distinct pages: at most what was in the guest's swap at either
+    // reading (swapped out less swapped in, cumulative), as a cgroup's are counted; a
+    // hot page thrashing in and out counts once (TWS raises the WSS by the events).
+    let in_swap = |g: &GuestStats| match (g.swap_out, g.swap_in) {
+        (Some(out), Some(inn)) => Some(out.saturating_sub(inn).to_pages_ceil().0),
+        _ => None,
+    };
+    let held = in_swap(now).max(before.and_then(in_swap));
+    let swap_ins = swapped_in.map(|d| held.map_or(d, |h| d.min(h)));
+    // Every swap-in is a major fault too; the rest read file pages back.
+    let major = delta(now.major_faults, before.and_then(|b| b.major_faults));
+    let refaults = major.map(|m| m.saturating_sub(swapped_in.unwrap_or(0)));
+    (swap_ins, refaults)
+}
