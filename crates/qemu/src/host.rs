@@ -116,12 +116,15 @@ const SOCKET_WAIT: Duration = Duration::from_secs(10);
 fn cgroup_as_host_swap(obs: &mut TenantObservation) -> HostSwapLever {
     let cgroup_swapped = obs.swapped.unwrap_or(Pages::ZERO);
     let host_swap_ins = obs.swap_ins;
-    // Host swap lowers the cgroup's limit under its usage: as far as what the VM cannot
-    // give (its anonymous memory beyond the swap left) allows.
-    let swap_room = obs
-        .levers
-        .limit
-        .map(|l| obs.allocated.saturating_sub(l.unreclaimable));
+    // Host swap lowers the cgroup's limit under its usage by what swap can take: its
+    // anonymous memory (the guest's) less what the swap left cannot hold (the limit lever's
+    // unreclaimable memory). Without swap that is nothing: a limit would then be a hard cap
+    // the guest stalls against, not paging. (Anonymous memory unknown: the whole usage.)
+    let swap_room = obs.levers.limit.map(|l| {
+        obs.anon
+            .unwrap_or(obs.allocated)
+            .saturating_sub(l.unreclaimable)
+    });
     obs.levers.limit = None;
     obs.levers.app_balloon = None;
     obs.swapped = None;

@@ -331,10 +331,12 @@ fn a_guest_without_its_balloon_driver_stalls_and_memtide_falls_back_to_host_swap
     assert!(d.signal_and_wait(libc::SIGTERM).success());
 }
 
-/// ESX's low state on a host without swap: a 512 MiB guest holding 316 MiB under a 300 MiB
-/// budget. Host swap has no room (the VM's memory is anonymous and there is no swap), so
-/// blocking the VM could not bring it down and would stop its balloon with it: memtide keeps
-/// it running, and its balloon takes it to its target, the guest paging into its own zram.
+/// ESX's low state on a host without swap: a 512 MiB guest touching 316 MiB under a 100 MiB
+/// budget (in low from its first seconds, before its balloon driver reports). Host swap has
+/// next to no room (the VM's memory is anonymous and there is no swap: only QEMU's own file
+/// pages), so blocking the VM could not bring it down and would stop its balloon with it:
+/// memtide keeps it running, and its balloon takes it down, the guest paging into its own
+/// zram. (A paused guest's balloon does not move: before this rule the VM froze in low.)
 #[test]
 fn a_vm_over_budget_without_host_swap_keeps_running_and_its_balloon_brings_it_down() {
     let _gate = memtide_testkit::file_gate(module_path!());
@@ -349,7 +351,7 @@ fn a_vm_over_budget_without_host_swap_keeps_running_and_its_balloon_brings_it_do
         "memtide-toucher --active 16M --idle 300M --content zero --report-every-ms 60000",
         "memtide.zram=256M",
     );
-    let config = vm_config("300M", "", &tenants);
+    let config = vm_config("100M", "", &tenants);
     let start = Instant::now();
     let mut d = Daemon::start(dir.path(), &config, &[]);
     launched(&mut d, "over");
@@ -375,17 +377,15 @@ fn a_vm_over_budget_without_host_swap_keeps_running_and_its_balloon_brings_it_do
         "the budget never reached the low state:\n{}",
         timeline.join("\n")
     );
-    let t = tenant(&s, "over").unwrap();
-    let v = t.vm.as_ref().unwrap();
-    assert!(!v.blocked, "the VM is paused: {}", t.reason);
+    // Paused at most while host swap has room for the whole excess: never for long.
+    d.wait_until("the VM runs", Duration::from_secs(10), |s| {
+        tenant(s, "over")
+            .and_then(|t| t.vm.as_ref())
+            .is_some_and(|v| !v.blocked)
+    });
     let c = console(dir.path(), "over");
     assert!(c.contains("memtide-guest: ready"), "{c}");
     assert_eq!(guest_trouble(&c), None, "{c}");
-    // Paused at most for the ticks host swap paged QEMU's own file pages: never left paused.
-    let log = d.log_text();
-    let paused = log.lines().filter(|l| l.contains("vm_paused")).count();
-    let resumed = log.lines().filter(|l| l.contains("vm_resumed")).count();
-    assert_eq!(paused, resumed, "a pause never lifted:\n{log}");
     assert!(d.signal_and_wait(libc::SIGTERM).success());
 }
 

@@ -5,9 +5,10 @@
 //! force reclamation, the cooperative levers continuing alongside; `low` does as `hard` and
 //! blocks the tenant while it is above its target. Paging is bounded by the host swap budget
 //! of one tick and by the room the world reports (swap space, what the tenant cannot give).
-//! A tenant is blocked only while this tick pages something out of it: blocked with nothing
-//! to page, it would stop for good (and a guest's balloon, the one lever that still works
-//! then, stops with it). Cost: O(1).
+//! A tenant is blocked only while host swap pages it and has room for all of its excess:
+//! blocked with less room than that, it would stop above its target for good (and a guest's
+//! balloon, the lever that could still take the rest, stops with it), so it runs while host
+//! swap takes what it can. Cost: O(1).
 
 use super::Need;
 use memtide_model::{HostSwapLever, HostSwapNote, Pages, ReclamationState};
@@ -24,6 +25,8 @@ pub(super) fn plan(need: &Need, lever: &HostSwapLever, budget: Pages) -> HostSwa
         wanted,
         out,
         room: lever.room,
-        blocked: need.state == ReclamationState::Low && out > Pages::ZERO,
+        blocked: need.state == ReclamationState::Low
+            && out > Pages::ZERO
+            && lever.room.is_none_or(|r| r >= wanted),
     }
 }

@@ -239,14 +239,25 @@ fn each_state_chooses_its_mechanisms() {
 fn low_blocks_only_while_host_swap_has_room_to_page() {
     check(vec![
         Case {
-            name: "low, 10 MiB of room: page it and block",
+            name: "low, room for the whole excess: page and block",
+            vm: Vm {
+                room: Some(100),
+                ..base(Low)
+            },
+            balloon_target: Some(mib(76)),
+            host_swap_out: mib(64),
+            blocked: true,
+            mechanisms: vec![Balloon, HostSwap],
+        },
+        Case {
+            name: "low, 10 MiB of room: page it, the guest runs for its balloon",
             vm: Vm {
                 room: Some(10),
                 ..base(Low)
             },
             balloon_target: Some(mib(76)),
             host_swap_out: mib(10),
-            blocked: true,
+            blocked: false,
             mechanisms: vec![Balloon, HostSwap],
         },
         Case {
