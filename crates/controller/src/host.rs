@@ -18,11 +18,43 @@ pub trait Host {
 /// its VM is not running): the runner asks again at the next tick.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Attach {
-    /// In the world; how, in one word (`"adopted"`, `"readopted"`, `"launched"`, `"powered_on"`).
-    Attached(&'static str),
+    /// In the world, and how it joined.
+    Attached(Joined),
+    /// Not yet: why, in the world's words (a cgroup missing or empty, a VM's socket silent).
     Waiting(String),
     /// The world cannot take the tenant (a simulated VM's kernel does not fit): why.
     Refused(String),
+}
+
+/// How a tenant joined its world.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Joined {
+    /// Something already running (a cgroup, a VM) taken under management.
+    Adopted,
+    /// Taken back after a crash of the runner, with the originals its record keeps.
+    Readopted,
+    /// A command or VM the world started for it.
+    Launched,
+    /// A simulated VM powered on.
+    PoweredOn,
+}
+
+impl Joined {
+    /// In one word, as logs say it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Joined::Adopted => "adopted",
+            Joined::Readopted => "readopted",
+            Joined::Launched => "launched",
+            Joined::PoweredOn => "powered_on",
+        }
+    }
+}
+
+impl std::fmt::Display for Joined {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A world's tenants over their whole life, in model types: the runner (crates/runner) drives
@@ -43,6 +75,8 @@ pub trait World: Host {
     /// A change to a running tenant that only this world understands (a new workload in a
     /// simulated VM).
     type Command;
+    /// What a command did (the runner says it with the tenant's name).
+    type Done: std::fmt::Display;
 
     /// Brings tenant `id`, already admitted with `spec`, into the world. `record` is what a
     /// previous run recorded for it (re-adoption after a crash).
@@ -71,8 +105,9 @@ pub trait World: Host {
     /// What happened since the last call.
     fn drain_events(&mut self) -> Vec<WorldEvent>;
 
-    /// Carries out a world-specific command on a running tenant; returns what it did, in words.
-    fn command(&mut self, id: TenantId, command: &Self::Command) -> Result<String, Self::Error>;
+    /// Carries out a world-specific command on a running tenant; returns what it did.
+    fn command(&mut self, id: TenantId, command: &Self::Command)
+        -> Result<Self::Done, Self::Error>;
 
     /// What a restarted runner needs to give back what this world changed: the attached
     /// tenants' records, and those whose restore failed and is being retried.

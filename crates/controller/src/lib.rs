@@ -7,4 +7,4 @@ pub mod host;
 
 pub use config::{ConfigError, ControllerConfig};
 pub use controller::{Controller, ControllerError, TenantView};
-pub use host::{Attach, Host, World};
+pub use host::{Attach, Host, Joined, World};

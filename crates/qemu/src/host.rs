@@ -553,6 +553,7 @@ impl World for QemuHost {
     type Placement = Placement;
     type Record = Record;
     type Command = std::convert::Infallible;
+    type Done = std::convert::Infallible;
 
     fn attach(
         &mut self,
@@ -601,7 +602,7 @@ impl World for QemuHost {
         &mut self,
         _id: TenantId,
         command: &std::convert::Infallible,
-    ) -> Result<String, QemuError> {
+    ) -> Result<std::convert::Infallible, QemuError> {
         match *command {}
     }
 

@@ -1,5 +1,6 @@
 //! What can change while a world runs, whoever asks (a scenario's timeline, an API request), and what came of it.
 
+use memtide_controller::Joined;
 use memtide_model::{Pages, TaxRate, TenantId};
 
 /// One change to a run. `C` is the world's own command type.
@@ -36,9 +37,8 @@ impl<C> Change<C> {
 /// What came of a change.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
-    /// The tenant was admitted and is in the world; how, in one word (`"adopted"`,
-    /// `"launched"`, `"powered_on"` …).
-    Started(&'static str),
+    /// The tenant was admitted and is in the world, and how it joined.
+    Started(Joined),
     /// Carried out; what happened, in words (`"web stops"`, `"tax rate -> 0.5"`).
     Done(String),
     /// Refused by policy (admission control, a min above the max …): why.

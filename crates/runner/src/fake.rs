@@ -3,7 +3,7 @@
 use crate::change::{Change, Outcome};
 use crate::runner::Runner;
 use crate::sink::{Sink, TickView};
-use memtide_controller::{Attach, Controller, ControllerConfig, Host, World};
+use memtide_controller::{Attach, Controller, ControllerConfig, Host, Joined, World};
 use memtide_model::{
     Decision, HostObservation, Pages, TenantId, TenantObservation, TenantSpec, WorldEvent,
 };
@@ -55,6 +55,7 @@ impl World for FakeWorld {
     type Placement = &'static str;
     type Record = String;
     type Command = &'static str;
+    type Done = String;
     fn attach(
         &mut self,
         id: TenantId,
@@ -68,8 +69,8 @@ impl World for FakeWorld {
             .answers
             .iter()
             .find(|(i, _)| *i == id)
-            .map_or(Attach::Attached("attached"), |(_, a)| a.clone());
-        if answer == Attach::Attached("attached") {
+            .map_or(Attach::Attached(Joined::Adopted), |(_, a)| a.clone());
+        if answer == Attach::Attached(Joined::Adopted) {
             self.attached.push(id);
         }
         Ok(answer)

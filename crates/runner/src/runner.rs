@@ -343,6 +343,7 @@ impl<W: World> Runner<W> {
 mod tests {
     use super::*;
     use crate::fake::{runner, spec, FakeWorld, Lines};
+    use memtide_controller::Joined;
 
     #[test]
     fn a_started_tenant_is_admitted_attached_and_decided_every_tick() {
@@ -351,7 +352,7 @@ mod tests {
         let out = r
             .start(TenantId(0), Some(&"old".to_string()), None)
             .unwrap();
-        assert_eq!(out, Outcome::Started("attached"));
+        assert_eq!(out, Outcome::Started(Joined::Adopted));
         assert_eq!(r.tenant(TenantId(0)).unwrap().status, Status::Running);
         assert!(r.controller().tenant(TenantId(0)).is_some());
         r.tick(Duration::ZERO, &mut sink).unwrap();
@@ -509,7 +510,7 @@ mod tests {
         assert_eq!(r.tenant(TenantId(2)).unwrap().status, Status::Declared);
         assert_eq!(
             r.start(TenantId(2), None, None).unwrap(),
-            Outcome::Started("attached")
+            Outcome::Started(Joined::Adopted)
         );
         assert!(!r.redeclare(spec(2, 32)));
     }

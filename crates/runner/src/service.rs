@@ -418,9 +418,9 @@ mod tests {
         assert_eq!(
             driver.lines,
             [
-                "0ms Some(\"t0\"): Started(\"attached\")",
+                "0ms Some(\"t0\"): Started(Adopted)",
                 "0ms tick: 1 decided",
-                "1000ms Some(\"t1\"): Started(\"attached\")",
+                "1000ms Some(\"t1\"): Started(Adopted)",
                 "1000ms Some(\"t1\"): Done(\"t1 does oltp\")",
                 "1000ms tick: 2 decided",
                 "2000ms None: Done(\"tax rate -> 0.5\")",

@@ -18,7 +18,7 @@ use crate::sharing::{Sharing, Write};
 use crate::stats::{TickStats, Totals};
 use crate::vm::{Costs, Vm, VmParts};
 use crate::workload::{Workload, WorkloadConfig, WorkloadError};
-use memtide_controller::{Attach, Host, World};
+use memtide_controller::{Attach, Host, Joined, World};
 use memtide_model::{Decision, HostObservation, Pages, ScanRate, TenantId, TenantSpec, WorldEvent};
 use std::time::Duration;
 
@@ -401,10 +401,21 @@ fn validate(id: TenantId, vm: &VmConfig) -> Result<GuestLayout, SimError> {
 /// refused), detaching powers it off,
 /// `run` simulates one tick, and the one world-specific command starts a new workload. A
 /// simulated VM leaves nothing to restore, so it has no record.
+/// What a workload command did: the tenant runs a workload of this kind from now on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Runs(pub &'static str);
+
+impl std::fmt::Display for Runs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "runs {}", self.0)
+    }
+}
+
 impl World for SimWorld {
     type Placement = VmConfig;
     type Record = ();
     type Command = WorkloadConfig;
+    type Done = Runs;
 
     fn attach(
         &mut self,
@@ -414,7 +425,7 @@ impl World for SimWorld {
         _record: Option<&()>,
     ) -> Result<Attach, SimError> {
         Ok(match self.power_on(id, vm.clone()) {
-            Ok(()) => Attach::Attached("powered_on"),
+            Ok(()) => Attach::Attached(Joined::PoweredOn),
             Err(e) => Attach::Refused(e.to_string()),
         })
     }
@@ -439,10 +450,10 @@ impl World for SimWorld {
         Vec::new()
     }
 
-    fn command(&mut self, id: TenantId, workload: &WorkloadConfig) -> Result<String, SimError> {
+    fn command(&mut self, id: TenantId, workload: &WorkloadConfig) -> Result<Runs, SimError> {
         let kind = workload.kind();
         self.set_workload(id, workload.clone())?;
-        Ok(format!("runs {kind}"))
+        Ok(Runs(kind))
     }
 
     fn records(&self) -> Vec<()> {

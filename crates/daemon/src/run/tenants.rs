@@ -282,7 +282,7 @@ impl Daemon {
                 let (min, max) =
                     view.map_or((Pages::ZERO, Pages::ZERO), |v| (v.spec.min, v.spec.max));
                 self.log.info(
-                    how,
+                    how.name(),
                     &[
                         ("tenant", json!(slot.config.name)),
                         ("cgroup", json!(slot.cgroup)),

@@ -2,7 +2,7 @@
 
 use super::{LinuxError, LinuxHost, Origin, Original, TenantRecord};
 use crate::cgroup::MemoryCgroup;
-use memtide_controller::{Attach, World};
+use memtide_controller::{Attach, Joined, World};
 use memtide_model::{TenantId, TenantSpec, WorldEvent};
 use std::convert::Infallible;
 use std::time::Duration;
@@ -36,6 +36,7 @@ impl World for LinuxHost {
     type Record = TenantRecord;
     /// The Linux host has no commands of its own.
     type Command = Infallible;
+    type Done = Infallible;
 
     /// Adopts the placement's cgroup (re-adopting under `record`'s original after a crash), or
     /// launches its command, and sets up what policy needs: the tenant's max for the OOM guard,
@@ -76,9 +77,9 @@ impl World for LinuxHost {
                     Origin::Adopted,
                 )?;
                 if record.is_some() {
-                    "readopted"
+                    Joined::Readopted
                 } else {
-                    "adopted"
+                    Joined::Adopted
                 }
             }
             Some(argv) => {
@@ -90,17 +91,17 @@ impl World for LinuxHost {
                         record.map(Original::of),
                         Origin::Launched,
                     )?;
-                    "readopted"
+                    Joined::Readopted
                 } else {
                     let flags = (!placement.isolated, io);
                     self.launch(id, &spec.name, cgroup, argv, spec.max, flags)?;
-                    "launched"
+                    Joined::Launched
                 }
             }
         };
         let io_record = record.and_then(|r| r.io.as_ref());
         // A launched tenant's I/O was set up as it launched.
-        let launched = how == "launched";
+        let launched = how == Joined::Launched;
         if io && !launched {
             self.attach_io(id, io_record, Vec::new());
         } else if let (true, Some(r)) = (io, io_record) {
@@ -141,7 +142,7 @@ impl World for LinuxHost {
         std::mem::take(&mut self.events)
     }
 
-    fn command(&mut self, _id: TenantId, command: &Infallible) -> Result<String, LinuxError> {
+    fn command(&mut self, _id: TenantId, command: &Infallible) -> Result<Infallible, LinuxError> {
         match *command {}
     }
 

@@ -184,7 +184,7 @@ pub(super) struct Connected {
 pub(super) struct Joined {
     pub(super) connected: Connected,
     pub(super) socket: PathBuf,
-    pub(super) how: &'static str,
+    pub(super) how: memtide_controller::Joined,
 }
 
 /// The guest's swap-ins and refaults (pages) since its `before` statistics, from `now`:
