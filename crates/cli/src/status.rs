@@ -47,16 +47,30 @@ fn uptime(seconds: f64) -> String {
 /// The human summary `memtide status` prints: a host line, a table of tenants and the last
 /// few decisions with their reasons.
 pub fn render_table(s: &Snapshot) -> String {
+    let mut out = host_lines(s);
+    out.push('\n');
+    if s.tenants.is_empty() {
+        out.push_str("no tenants\n");
+    } else {
+        out.push_str(&tenant_table(&s.tenants));
+    }
+    out.push_str(&tenant_notes(&s.tenants));
+    out.push('\n');
+    out.push_str(&recent_decisions(&s.decisions));
+    out
+}
+
+/// The daemon's line and the host's, with page sharing's when it is on.
+fn host_lines(s: &Snapshot) -> String {
     let h = &s.host;
-    let mut out = String::new();
-    out.push_str(&format!(
+    let mut out = format!(
         "memtide {} · tick {} · up {} · cgroup {} {}\n",
         s.version,
         s.ticks,
         uptime(s.uptime_s),
         h.hierarchy,
         h.parent,
-    ));
+    );
     let pressure = h
         .pressure_some_avg10
         .map_or_else(String::new, |p| format!(" · pressure {p:.1}%"));
@@ -79,87 +93,95 @@ pub fn render_table(s: &Snapshot) -> String {
     if let Some(sh) = &h.sharing {
         out.push_str(&sharing_line(sh, &s.tenants));
     }
-    out.push('\n');
+    out
+}
 
-    if s.tenants.is_empty() {
-        out.push_str("no tenants\n");
-    } else {
-        // The disk column only when some tenant's I/O is managed.
-        let disk = s.tenants.iter().any(|t| t.disk.is_some());
-        // The balloon column only when some tenant is a VM.
-        let vm = s.tenants.iter().any(|t| t.vm.is_some());
-        // The figures' columns, as the one table of figures marks them.
-        let columns: Vec<(&StatusColumn, &Column)> = TENANT_COLUMNS
-            .iter()
-            .filter_map(|c| Some((c.status.as_ref()?, c)))
-            .collect();
-        let mut header = vec!["TENANT"];
-        header.extend(columns.iter().map(|(c, _)| c.header));
-        if vm {
-            header.push("BALLOON");
-        }
-        if disk {
-            header.push("DISK");
-        }
-        header.push("ESTIMATOR");
-        let rows: Vec<Vec<String>> = s
-            .tenants
-            .iter()
-            .map(|t| {
-                let mut row = vec![t.name.clone()];
-                row.extend(columns.iter().map(|(s, c)| cell(s, (c.value)(t))));
-                if vm {
-                    row.push(t.vm.as_ref().map_or_else(|| "-".to_string(), balloon_cell));
-                }
-                if disk {
-                    row.push(t.disk.as_ref().map_or_else(|| "-".to_string(), disk_cell));
-                }
-                row.push(if t.estimator.is_empty() {
-                    "-".to_string()
-                } else {
-                    t.estimator.clone()
-                });
-                row
-            })
-            .collect();
-        let widths: Vec<usize> = (0..header.len())
-            .map(|i| {
-                rows.iter()
-                    .map(|r| r[i].chars().count())
-                    .chain([header[i].len()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |cells: &[&str]| {
-            let mut l = String::new();
-            for (i, cell) in cells.iter().enumerate() {
-                let pad = widths[i].saturating_sub(cell.chars().count());
-                // Name and estimator left-aligned, figures right-aligned.
-                if i == 0 || i == cells.len() - 1 {
-                    l.push_str(cell);
-                    if i != cells.len() - 1 {
-                        l.push_str(&" ".repeat(pad));
-                    }
-                } else {
-                    l.push_str(&" ".repeat(pad));
-                    l.push_str(cell);
-                }
-                if i != cells.len() - 1 {
-                    l.push_str("  ");
-                }
-            }
-            l.push('\n');
-            l
-        };
-        out.push_str(&line(&header));
-        for row in &rows {
-            let cells: Vec<&str> = row.iter().map(String::as_str).collect();
-            out.push_str(&line(&cells));
-        }
+/// The tenants' table: the figures the one table of columns marks for the status, the balloon
+/// column when some tenant is a VM, the disk column when some tenant's I/O is managed, and the
+/// estimator.
+fn tenant_table(tenants: &[TenantSnapshot]) -> String {
+    let disk = tenants.iter().any(|t| t.disk.is_some());
+    let vm = tenants.iter().any(|t| t.vm.is_some());
+    let columns: Vec<(&StatusColumn, &Column)> = TENANT_COLUMNS
+        .iter()
+        .filter_map(|c| Some((c.status.as_ref()?, c)))
+        .collect();
+    let mut header = vec!["TENANT"];
+    header.extend(columns.iter().map(|(c, _)| c.header));
+    if vm {
+        header.push("BALLOON");
     }
+    if disk {
+        header.push("DISK");
+    }
+    header.push("ESTIMATOR");
+    let rows: Vec<Vec<String>> = tenants
+        .iter()
+        .map(|t| {
+            let mut row = vec![t.name.clone()];
+            row.extend(columns.iter().map(|(s, c)| cell(s, (c.value)(t))));
+            if vm {
+                row.push(t.vm.as_ref().map_or_else(|| "-".to_string(), balloon_cell));
+            }
+            if disk {
+                row.push(t.disk.as_ref().map_or_else(|| "-".to_string(), disk_cell));
+            }
+            row.push(if t.estimator.is_empty() {
+                "-".to_string()
+            } else {
+                t.estimator.clone()
+            });
+            row
+        })
+        .collect();
+    aligned(&header, &rows)
+}
 
-    let held: Vec<&TenantSnapshot> = s.tenants.iter().filter(|t| t.held.is_some()).collect();
+/// `header` and `rows` in columns as wide as their widest cell: the first and last
+/// left-aligned, the figures between right-aligned, two spaces apart.
+fn aligned(header: &[&str], rows: &[Vec<String>]) -> String {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|i| {
+            rows.iter()
+                .map(|r| r[i].chars().count())
+                .chain([header[i].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: &[&str]| {
+        let mut l = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            let pad = widths[i].saturating_sub(cell.chars().count());
+            if i == 0 || i == cells.len() - 1 {
+                l.push_str(cell);
+                if i != cells.len() - 1 {
+                    l.push_str(&" ".repeat(pad));
+                }
+            } else {
+                l.push_str(&" ".repeat(pad));
+                l.push_str(cell);
+            }
+            if i != cells.len() - 1 {
+                l.push_str("  ");
+            }
+        }
+        l.push('\n');
+        l
+    };
+    let mut out = line(header);
+    for row in rows {
+        let cells: Vec<&str> = row.iter().map(String::as_str).collect();
+        out.push_str(&line(&cells));
+    }
+    out
+}
+
+/// Under the table, each in a block of its own where some tenant has one: why a limit is
+/// held, the application pools, and Lai et al.'s advice (never applied).
+fn tenant_notes(tenants: &[TenantSnapshot]) -> String {
+    let mut out = String::new();
+    let held: Vec<&TenantSnapshot> = tenants.iter().filter(|t| t.held.is_some()).collect();
     if !held.is_empty() {
         out.push('\n');
         for t in held {
@@ -170,9 +192,7 @@ pub fn render_table(s: &Snapshot) -> String {
             ));
         }
     }
-
-    let apps: Vec<(&str, &AppSnapshot)> = s
-        .tenants
+    let apps: Vec<(&str, &AppSnapshot)> = tenants
         .iter()
         .filter_map(|t| t.app.as_ref().map(|a| (t.name.as_str(), a)))
         .collect();
@@ -182,10 +202,7 @@ pub fn render_table(s: &Snapshot) -> String {
             out.push_str(&app_line(name, a));
         }
     }
-
-    // Lai et al.'s mitigations a database's own figures call for: advice, never applied.
-    let advice: Vec<(&str, &str)> = s
-        .tenants
+    let advice: Vec<(&str, &str)> = tenants
         .iter()
         .flat_map(|t| t.advice.iter().map(|a| (t.name.as_str(), a.line.as_str())))
         .collect();
@@ -195,38 +212,29 @@ pub fn render_table(s: &Snapshot) -> String {
             out.push_str(&format!("advice: {name}: {line}\n"));
         }
     }
+    out
+}
 
-    out.push('\n');
-    let recent = &s.decisions[s.decisions.len().saturating_sub(DECISIONS_SHOWN)..];
+/// The last few decisions, newest last, in aligned columns.
+fn recent_decisions(decisions: &[DecisionRecord]) -> String {
+    let recent = &decisions[decisions.len().saturating_sub(DECISIONS_SHOWN)..];
     if recent.is_empty() {
-        out.push_str("no decisions yet\n");
-    } else {
-        out.push_str("recent decisions (newest last):\n");
-        let tick_w = recent
-            .iter()
-            .map(|d| d.tick.to_string().len())
-            .max()
-            .unwrap_or(0);
-        let tenant_w = recent
-            .iter()
-            .map(|d| d.tenant.chars().count())
-            .max()
-            .unwrap_or(0);
-        let outcome_w = recent
-            .iter()
-            .map(|d| d.outcome.chars().count())
-            .max()
-            .unwrap_or(0);
-        for d in recent {
-            out.push_str(&format!(
-                "  tick {:>tick_w$}  {:<tenant_w$}  {:<outcome_w$}  {}: {}\n",
-                d.tick,
-                d.tenant,
-                d.outcome,
-                decision_limits(d),
-                d.reason
-            ));
-        }
+        return "no decisions yet\n".to_string();
+    }
+    let mut out = "recent decisions (newest last):\n".to_string();
+    let width = |f: fn(&DecisionRecord) -> usize| recent.iter().map(f).max().unwrap_or(0);
+    let tick_w = width(|d| d.tick.to_string().len());
+    let tenant_w = width(|d| d.tenant.chars().count());
+    let outcome_w = width(|d| d.outcome.chars().count());
+    for d in recent {
+        out.push_str(&format!(
+            "  tick {:>tick_w$}  {:<tenant_w$}  {:<outcome_w$}  {}: {}\n",
+            d.tick,
+            d.tenant,
+            d.outcome,
+            decision_limits(d),
+            d.reason
+        ));
     }
     out
 }
