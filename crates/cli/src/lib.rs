@@ -2,8 +2,8 @@
 //!
 //! - `run`: a scenario served on the runner's `Service` with a `VirtualClock` and its
 //!   timeline as a `Script`; the `Recorder` driver hands each tick to the run's `Ticks`: the
-//!   runner's `TickRecord` plus what only the simulator knows (working set, throughput,
-//!   latency, the guest's own counters);
+//!   runner's `TickRecord`, with the figures only the simulator knows filled in (working set,
+//!   throughput, latency, the guest's own counters);
 //! - `record`: `Run` (the run's facts, events, refusals and baseline means, never its ticks),
 //!   `Ticks` (where ticks go) and `RunRecord` (every tick in memory, for tests);
 //! - `output/`: `Outputs` streams a run — timeline.csv row by row, the summary's `Accumulator`
