@@ -16,11 +16,14 @@
 //!   tenant's I/O weight, caps and counters with their originals);
 //! - `host/`: `LinuxHost`, the world. `world.rs` (attach = adopt, re-adopt or launch, waiting
 //!   while a cgroup is missing or empty), `derive.rs` (the tenant's observation built purely
-//!   from the raw sample and the previous one), `actuator.rs` (the `Actuator` trait a
-//!   mechanism implements in its own folder: `sampling/` always on, `protection/`, `ksm/`'s
-//!   `Sharing` and `app_balloon/`, the last three passed with `LinuxHost::with`), `oom_guard.rs`
-//!   (the v1 OOM guard and `rescue_stalled`), `release.rs` (a leaving tenant gets back its
-//!   settings; failed restores retried every tick and at exit), `lock.rs` (one memtide per
+//!   from the raw sample and the previous one; its limit lever declares 1 MiB as the smallest
+//!   lowering worth a write, and the policy holds smaller ones while the budget has room),
+//!   `actuator.rs` (the `Actuator` trait a mechanism implements in its own folder:
+//!   `sampling/` always on, `protection/`, `ksm/`'s `Sharing` and `app_balloon/`, the last
+//!   three passed with `LinuxHost::with`), `oom_guard.rs` (the v1 OOM guard and
+//!   `rescue_stalled`), `release.rs` (a leaving tenant gets back its recorded settings and
+//!   OOM killer; failed restores are retried every tick and at exit, and the first original
+//!   seen on a cgroup is kept for its next adoption), `lock.rs` (one memtide per
 //!   cgroup: `flock`), `launch.rs` (a command joins its cgroup before exec, and asks for KSM
 //!   with `prctl(PR_SET_MEMORY_MERGE)` unless `isolated`), `io.rs` (`LinuxHost::enable_io`),
 //!   `adapter.rs` (`[tenant.app]` adapters), `paths.rs`.
