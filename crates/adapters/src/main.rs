@@ -6,6 +6,30 @@
 //! `memtide-adapter mariadb --url unix:///run/mysqld/mysqld.sock --user memtide
 //! --password-file /etc/memtide/mariadb.pass --min 256M --max 8G` (see docs/apps.md).
 //! Each server is a module implementing [`server::Pool`]; [`server::run`] does the rest.
+//!
+//! - `server`: the `Pool` trait (size, resize, statistics, `resident`) and `run`, the Rust
+//!   SDK's agent over a resizing connection and a statistics connection read on its own thread,
+//!   each made again after a failure; every shrink is confirmed on the adapter's own memory
+//!   cgroup before `done`, expecting the fall of what the pool had resident;
+//! - `redis_pool` (`RedisPool`): `maxmemory` as the pool, `CONFIG SET maxmemory`, eviction
+//!   waited for, then `MEMORY PURGE`; statistics from `INFO`; a shrink needing eviction under
+//!   `noeviction` refused;
+//! - `memcached` (`MemcachedPool`): a small text-protocol client, `maxbytes` as the pool,
+//!   `cache_memlimit` then `slabs reassign -1 0` until `total_malloced` is under the limit;
+//!   statistics from `stats`;
+//! - `mariadb` (`MariadbPool`): the InnoDB buffer pool on the `mysql` crate without TLS,
+//!   `SET GLOBAL innodb_buffer_pool_size` rounded down to the server's unit, the resize polled
+//!   to completion within 60 s and read back, `innodb_buffer_pool_size_max` honoured, the
+//!   registered granule a multiple of the unit; statistics from `SHOW GLOBAL STATUS`;
+//! - `jvm` (`JvmPool`): `jcmd` children with a time-out — `SoftMaxHeapSize` then `GC.run` under
+//!   ZGC and Shenandoah, G1's free ratios aimed at the target then `GC.run`; a shrink done once
+//!   `GC.heap_info` shows the committed heap at the target; the JVM found in the adapter's own
+//!   memory cgroup, its collector checked.
+//!
+//! The daemon's `[tenant.app]` starts it (`memtide_linux`'s `host/adapter.rs`). Tests run
+//! against real servers in a test memory cgroup (`tests/common/mariadb.rs`,
+//! `tests/java/Heap.java`), and under the daemon in `crates/cli/tests/linux/adapters.rs`;
+//! resize times in docs/benchmarks.md.
 
 mod jvm;
 mod mariadb;

@@ -16,6 +16,12 @@
 //! - [`vectors`]: test support — `protocol/vectors/` loaded, and a [`vectors::Player`] that
 //!   plays either side of an exchange.
 //!
+//! A `stats` message may carry the pool's miss-ratio `curve` (`CurvePoint`s) and a database's
+//! `durability` (its durability settings and fsync counters). A line longer than 64 KiB is
+//! reported once and dropped. The agent registers, answers targets with progress, sends
+//! stats and reconnects with back-off. The vectors are used by this crate's tests,
+//! memtide-agents' and the SDKs' (`sdk/`: Go, Python, Java and C, each in its own build).
+//!
 //! [`AgentMessage`]: protocol::AgentMessage
 //! [`MemtideMessage`]: protocol::MemtideMessage
 //! [`ProtocolError`]: protocol::ProtocolError

@@ -3,6 +3,15 @@
 //! Written here rather than with a plotting crate: the output must be byte-stable for the same
 //! data (the simulator's outputs are compared byte for byte) and small enough to inline in one
 //! HTML file, and the few hundred lines below need no dependency beyond memtide-model.
+//!
+//! - here: `line_chart` (axes, ticks, a legend that wraps into rows, event markers),
+//!   `stacked_chart` (areas with lines over them), `state_band`, `nice_ticks`, `escape`;
+//! - `heat.rs`: [`heat_map`], a grid of cells on a sequential, optionally logarithmic scale,
+//!   with paths through cells and labelled marks;
+//! - `bounded.rs`: [`BoundedSeries`] (at most a fixed number of buckets that merge pairwise
+//!   when full, each keeping its lowest and highest point), [`BoundedMeans`] (columns sampled
+//!   together kept as bucket means, for stacks), [`StateRuns`] (runs of equal state, merged
+//!   into the worse state beyond a fixed number).
 
 mod bounded;
 mod heat;

@@ -8,6 +8,12 @@
 //! through [`Document::error`], which looks the field up by its path to show its value and
 //! point at its line and column. Either way the error reads
 //! `scenarios/x.toml:9:7: tenants[1].min = "300M": must not exceed max = "256M"`.
+//!
+//! Beside [`Document`]: `Size` (`"512M"`, `"2GiB"` or bytes) and `Duration` (`"500ms"`,
+//! `"10m"`) as serde types on `memtide_model::written`; `overrides` (`--set KEY=VALUE` on the
+//! tree); `fields` (a schema struct's field names, asked of serde); `read_as` (plain byte
+//! counts and `std::time::Duration`s read as a `Size` or a `Duration`); [`quotas`] (Gemini's
+//! tables); and [`ConfigError`], whose `Display` is `FILE:LINE:COL: FIELD = VALUE: WHAT`.
 
 mod document;
 mod error;

@@ -2,6 +2,34 @@
 //!
 //! Every reader takes the root it reads under, so tests run against fake trees in a temp dir.
 //! Counters a kernel does not expose are `None`, never zero.
+//!
+//! - `fs/`: one reader per kernel file (cgroup v1 and v2 memory files, `memory.stat`, PSI,
+//!   `/proc/meminfo`, `smaps_rollup`/`clear_refs`, the hierarchy from mountinfo, `ksm.rs`:
+//!   KSM's counters and knobs and `/proc/PID/ksm_stat`, the disk's `blkio.rs`, `io_v2.rs`,
+//!   `diskstat.rs`), plus `kept.rs` (files read every tick kept open and read with one `pread`,
+//!   reopened on `ENODEV`, at most half the open-file limit), `oom_events.rs` (v1 OOM stalls
+//!   signalled on an eventfd through `cgroup.event_control`, waited on with one `epoll_wait`)
+//!   and `write.rs` (every kernel write on a kept writer thread with a timeout; EBUSY/EAGAIN,
+//!   vanished cgroups and in-flight writes are typed errors);
+//! - `cgroup`: `MemoryCgroup`, the v1/v2-neutral view (sample, settings, restore, set_limit,
+//!   protection); `block` and `io_cgroup` (a block device set to BFQ and given back; a tenant's
+//!   I/O weight, caps and counters with their originals);
+//! - `host/`: `LinuxHost`, the world. `world.rs` (attach = adopt, re-adopt or launch, waiting
+//!   while a cgroup is missing or empty), `derive.rs` (the tenant's observation built purely
+//!   from the raw sample and the previous one; its limit lever declares 1 MiB as the smallest
+//!   lowering worth a write, and the policy holds smaller ones while the budget has room),
+//!   `actuator.rs` (the `Actuator` trait a mechanism implements in its own folder: `sampling/`
+//!   (ESX sampling counts from cleared accessed bits) always on, `protection/`, `ksm/`'s
+//!   `Sharing` and `app_balloon/`, the last three passed with `LinuxHost::with`),
+//!   `oom_guard.rs` (the v1 OOM guard and `rescue_stalled`), `release.rs` (a leaving tenant
+//!   gets back its recorded settings and OOM killer; failed restores are retried every tick and
+//!   at exit, and the first original seen on a cgroup is kept for its next adoption), `lock.rs`
+//!   (one memtide per cgroup: `flock`), `launch.rs` (a command joins its cgroup before exec,
+//!   and asks for KSM with `prctl(PR_SET_MEMORY_MERGE)` unless `isolated`), `io.rs`
+//!   (`LinuxHost::enable_io`), `adapter.rs` (`[tenant.app]` adapters), `paths.rs`.
+//!
+//! The last floor check runs before each limit write; `cgroup.procs` is read every 10 ticks or
+//! when a pidfd says a process it listed exited. See docs/linux.md.
 
 pub mod block;
 pub mod cgroup;

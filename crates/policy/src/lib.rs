@@ -3,6 +3,28 @@
 //! This is where the papers' equations live: share-based allocation by min-funding revocation
 //! with the idle memory tax, admission control, reclamation states with hysteresis, the choice
 //! of reclamation mechanism, and the active-memory estimators.
+//!
+//! - `allocation`: min-funding revocation with the idle memory tax ([`allocate`],
+//!   [`Allocator`]), counting units, not bytes;
+//! - `admission`: min + overhead in machine memory, max − min in host swap
+//!   ([`AdmissionLedger`]);
+//! - `reclamation`: the high, soft, hard and low states with hysteresis, one
+//!   [`ResourceTracker`] per resource;
+//! - `mechanism/`: one planner per lever (`sharing`, `app_balloon`, `balloon`, `limit` with
+//!   its safety rails, `host_swap` with blocking, `disk`, `protection`) and the chooser in
+//!   `mod.rs` that runs them in order (see [`mechanism`]); `sharing` also sets the host-wide
+//!   scan rate (idle in high, pressed below, cut to a CPU budget at the measured cost per page,
+//!   [`mechanism::ScanCost`]); `app_balloon` remembers an agent's move in progress in
+//!   [`mechanism::AppWatch`] and takes over a stuck, dead or dishonest agent;
+//! - `disk`: Lai et al.'s disk weights, raised while a tenant misses its I/O latency target
+//!   (`mechanism::disk`); `advice`: their mitigations of fsync interference as advice to a
+//!   database's operator;
+//! - `cache`: Gemini's utilities (the one definition the cache simulator uses too) and
+//!   [`Quotas::search`], the exact division of a pool budget among SLO tenants by their
+//!   curves, strict SLOs first;
+//! - `estimator/`: `sampling` (ESX's EWMAs, with the upper confidence bound the idle tax
+//!   charges and a cap that faults raise and the bound lowers), `working_set` (the TWS probe),
+//!   `committed` (self-ballooning).
 
 pub mod admission;
 pub mod advice;

@@ -12,6 +12,18 @@
 //! needs: the world's records, the estimates and the changes made through the API. Its
 //! [`Driver`] (the simulator's recorder, the daemon) plugs in the sink, when to stop and
 //! reload, and what to do around ticks.
+//!
+//! Modules: `runner` ([`Runner`] with each tenant's `Status`: declared, running, waiting,
+//! refused, stopped), `change` ([`Change`] and its `Outcome`), `service`, `clock` (the
+//! `WallClock` waits in slices of at most 50 ms; the `VirtualClock` jumps from tick to tick),
+//! `script`, `request` (the API's changes by tenant name in bytes, answered `Ok` or with a
+//! `Refusal`, recorded as the state file's API changes), `saver` (when the state file is
+//! written), `record` (`TickRecord`/`TenantRow`: one tick's record for every world, memory in
+//! bytes, figures only some worlds know as `Option`, each lever nested as the world reported
+//! it, so a figure a lever gains needs no second declaration; the `Reason` kept as data and
+//! formatted only when written), `columns` (`TENANT_COLUMNS`: each per-tenant figure once,
+//! with its `/metrics` family, its `memtide status` column and its timeline.csv column) and
+//! [`state_file`] (written atomically; formats 1 and 2 read; refused while its writer runs).
 
 mod change;
 mod clock;

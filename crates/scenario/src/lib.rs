@@ -11,6 +11,12 @@
 //! kind, check relations between fields and convert sizes and times (`build`). Building the
 //! base scenario also builds each of its variants, so a broken variant is reported before
 //! anything runs.
+//!
+//! `schema` refuses unknown fields and reads estimators, workloads and events by their `kind`,
+//! one struct per kind; `build` applies defaults, checks fields against each other and builds
+//! `TenantSpec`s, `VmConfig`s, the `ControllerConfig` and timed events, sizes becoming pages
+//! rounded to the nearest page; [`ScenarioError`] is a `ConfigError`, said of a variant, or
+//! an unknown `--variant`.
 
 mod build;
 mod error;

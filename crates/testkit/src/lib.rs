@@ -2,6 +2,10 @@
 //! keeps the tests of one former test file apart from another's ([`file_gate`]), the real host
 //! ([`linux`], [`TestCgroup`], [`Zram`]), a `memtide daemon` driven through its API
 //! ([`Daemon`]), the waits ([`wait_for`]) and the SDKs' sample pools ([`samples`]).
+//!
+//! A dev-dependency only, never published. The skip rule skips with the reason, and fails
+//! instead under `CI` or `MEMTIDE_REQUIRE_LINUX=1`; `tests/purity.rs` proves the pure crates'
+//! `clippy.toml` refuses each family of I/O, clock and randomness.
 
 mod daemon;
 mod gate;

@@ -1,5 +1,10 @@
 //! `memtide-toucher`: allocates and touches memory in phases, so tests and demos have real
 //! tenants for a memory manager that moves cgroup limits. See `--help` and `args.rs`.
+//!
+//! The phases are an active set, an idle-but-allocated set and page-cache reads of a file;
+//! the content asked for is `--content unique`, `zero` or `seeded:SEED` (pages identical
+//! across touchers given the seed, read rather than written each pass so they stay merged).
+//! It reports JSON lines, and depends on memtide-model only, for its size and duration parser.
 
 mod args;
 mod file;
