@@ -1,9 +1,10 @@
 //! memtide's control loop: one brain for every world, generic over the [`Host`] trait.
 //!
 //! - `host`: [`Host`] (`observe`, `apply`) and [`World`], a tenant's whole life in a world:
-//!   `attach` (adopt, launch or power on, answering [`Attach`]: attached, waiting or refused),
-//!   `detach` (giving back what the world changed), `run` one tick, world-specific commands,
-//!   and the records a restarted runner re-adopts from;
+//!   `attach` (adopt, launch or power on, answering [`Attach`]: attached, with how it
+//!   [`Joined`], waiting or refused),
+//!   `detach` (giving back what the world changed), `run` one tick, world-specific commands
+//!   (each answering its world's `Done`), and the records a restarted runner re-adopts from;
 //! - `controller`: [`Controller`] admits tenants and each tick turns one
 //!   `HostObservation` into one `Decision`: estimators, then the reclamation state, then
 //!   targets by allocation, then `memtide_policy::mechanism::plan` for each tenant's levers
