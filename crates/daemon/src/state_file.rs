@@ -12,7 +12,7 @@ pub type StateFile = memtide_runner::state_file::StateFile<Record>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memtide_linux::host::{Origin, TenantRecord};
+    use memtide_linux::host::{OomRecord, Origin, TenantRecord};
     use memtide_linux::{Limit, LimitSettings};
     use memtide_model::Bytes;
     use memtide_qemu::VmRecord;
@@ -34,8 +34,10 @@ mod tests {
                         memsw_limit: Some(Limit::Max),
                         swappiness: Some(60),
                     },
-                    oom_kill_disable: Some(false),
-                    oom_guard: true,
+                    oom: OomRecord {
+                        killer_was_disabled: Some(false),
+                        guard_on: true,
+                    },
                     io: None,
                 },
                 vm: Some(VmRecord {
@@ -81,7 +83,7 @@ mod tests {
         std::fs::write(&path, v.to_string()).unwrap();
         let loaded: StateFile = load(&path).unwrap().unwrap();
         assert!(loaded.estimates.is_empty() && loaded.changes.is_empty());
-        assert!(!loaded.tenants[0].linux.oom_guard);
+        assert!(!loaded.tenants[0].linux.oom.guard_on);
         assert_eq!(loaded.tenants[0].vm, None);
         std::fs::write(&path, v.to_string().replace("\"format\":1", "\"format\":9")).unwrap();
         assert!(load::<Record>(&path)

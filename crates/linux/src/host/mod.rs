@@ -23,6 +23,7 @@ pub use agents::CgroupTenants;
 pub use app_balloon::AppBalloon;
 pub use error::LinuxError;
 pub use io::{IoFailure, IoHost, IoOptions, IoRecord};
+pub use oom_guard::OomRecord;
 use oom_guard::{near_its_limit, oom_kill_disable, set_oom_guard};
 use tenant::OomState;
 pub use tenant::{ManagedTenant, Origin, TenantRecord};
@@ -422,8 +423,10 @@ impl LinuxHost {
                 cgroup: cgroup_path.to_string(),
                 origin,
                 original: original.settings,
-                oom_kill_disable: original.oom_kill_disable,
-                oom_guard,
+                oom: OomRecord {
+                    killer_was_disabled: original.oom_kill_disable,
+                    guard_on: oom_guard,
+                },
                 io: None,
             },
             reader: CgroupReader::new(&cgroup),
@@ -545,8 +548,8 @@ impl LinuxHost {
         // Once a tick a guarded tenant at its limit has its memory.oom_control read at the
         // next check, whether or not the kernel signalled: in case a signal is ever missed.
         let near_limit = near_its_limit(&sample);
-        t.oom.pending |= t.record.oom_guard && near_limit;
-        self.oom_due |= t.record.oom_guard && near_limit;
+        t.oom.pending |= t.record.oom.guard_on && near_limit;
+        self.oom_due |= t.record.oom.guard_on && near_limit;
         let ctx = derive::Context {
             machine,
             swap_free,
@@ -714,7 +717,7 @@ impl Original {
     pub fn of(record: &TenantRecord) -> Original {
         Original {
             settings: record.original,
-            oom_kill_disable: record.oom_kill_disable,
+            oom_kill_disable: record.oom.killer_was_disabled,
         }
     }
 }
@@ -1027,7 +1030,7 @@ mod tests {
         let t = host
             .adopt(TenantId(0), "t", "/t", Some(original), Origin::Adopted)
             .unwrap();
-        assert!(t.record.oom_guard, "the guard found on is memtide's");
+        assert!(t.record.oom.guard_on, "the guard found on is memtide's");
         host.release(TenantId(0)).unwrap();
         assert_eq!(
             std::fs::read_to_string(dir.join("memory.oom_control")).unwrap(),

@@ -6,7 +6,22 @@ use crate::cgroup::{CgroupSample, Limit, MemoryCgroup};
 use crate::fs::oom_events::OomEvents;
 use crate::fs::FsError;
 use memtide_model::{Bytes, Pages, TenantId, WorldEvent};
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
+
+/// What the state file keeps of a tenant's OOM guard, so whoever restores the tenant (this
+/// daemon, or one restarted after a crash) switches the killer back as it was found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OomRecord {
+    /// v1: whether the cgroup's OOM killer was disabled before memtide changed anything
+    /// (memtide disables it while it holds a limit under the tenant's max).
+    #[serde(rename = "oom_kill_disable", default)]
+    pub killer_was_disabled: Option<bool>,
+    /// v1: memtide has disabled the cgroup's OOM killer (its guard is on), so whoever restores
+    /// this record must switch the killer back on.
+    #[serde(rename = "oom_guard", default)]
+    pub guard_on: bool,
+}
 
 impl LinuxHost {
     /// Between ticks: a v1 tenant stalled at its limit (under_oom, with the OOM killer that
@@ -37,7 +52,7 @@ impl LinuxHost {
         }
         let mut still_due = false;
         for t in self.tenants.values_mut() {
-            if !t.record.oom_guard || (t.oom.watch.is_some() && !t.oom.pending) {
+            if !t.record.oom.guard_on || (t.oom.watch.is_some() && !t.oom.pending) {
                 continue;
             }
             // Read again at the next check: not cleared below, or no eventfd to wait on.
@@ -95,10 +110,10 @@ pub(super) fn set_oom_guard(
     timeout: Duration,
     events: &mut Option<OomEvents>,
 ) {
-    let Some(original) = t.record.oom_kill_disable else {
+    let Some(original) = t.record.oom.killer_was_disabled else {
         return;
     };
-    if original || t.record.oom_guard == on {
+    if original || t.record.oom.guard_on == on {
         return;
     }
     let value = if on { "1" } else { "0" };
@@ -106,7 +121,7 @@ pub(super) fn set_oom_guard(
     if crate::fs::write_bounded(&path, value, timeout).is_err() {
         return;
     }
-    t.record.oom_guard = on;
+    t.record.oom.guard_on = on;
     t.oom = OomState {
         watch: None,
         // Look once at once: the tenant may already be at its limit.

@@ -59,13 +59,13 @@ impl LinuxHost {
         t.cgroup.restore(&t.record.original, timeout)?;
         // The guard goes off below (or was never on): no more OOM signals wanted.
         t.oom = OomState::default();
-        if let Some(original) = t.record.oom_kill_disable {
+        if let Some(original) = t.record.oom.killer_was_disabled {
             if oom_kill_disable(&t.cgroup)? != Some(original) {
                 let path = t.cgroup.dir().join("memory.oom_control");
                 crate::fs::write_bounded(&path, if original { "1" } else { "0" }, timeout)?;
             }
         }
-        t.record.oom_guard = false;
+        t.record.oom.guard_on = false;
         Ok(())
     }
 

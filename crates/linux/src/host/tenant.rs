@@ -35,15 +35,9 @@ pub struct TenantRecord {
     pub origin: Origin,
     /// The limits found before memtide changed anything.
     pub original: LimitSettings,
-    /// v1: whether the cgroup's OOM killer was disabled before memtide changed anything
-    /// (memtide disables it while it holds a limit under the tenant's max).
-    #[serde(default)]
-    pub oom_kill_disable: Option<bool>,
-    /// v1: memtide has disabled the cgroup's OOM killer (its guard is on), so whoever restores
-    /// this record must switch the killer back on. Written to the state file so a daemon
-    /// restarted after a crash knows what the crashed one changed.
-    #[serde(default)]
-    pub oom_guard: bool,
+    /// The OOM guard's part (v1), its fields at this level in the state file.
+    #[serde(flatten)]
+    pub oom: super::OomRecord,
     /// Its disk I/O, when memtide manages it: the blkio or io cgroup and the weight and caps
     /// found before memtide changed them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
