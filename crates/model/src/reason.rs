@@ -503,15 +503,16 @@ impl fmt::Display for MechanismNote {
             write!(f, "; {limit}")?;
         }
         if let (Some(h), true) = (&self.host_swap, over) {
-            let no_room = h.room.is_some_and(|r| r < h.wanted);
+            // Paging stopped short by the room the world reports, not by the budget.
+            let by_room = h.out < h.wanted && h.room == Some(h.out);
             if h.out > Pages::ZERO {
                 write!(f, "; host swap {}", h.out)?;
-                if h.out < h.wanted && no_room && h.room == Some(h.out) {
+                if by_room {
                     write!(f, " (of {}, all the room host swap has)", h.wanted)?;
                 } else if h.out < h.wanted {
                     write!(f, " (of {}, limited by host swap budget)", h.wanted)?;
                 }
-            } else if h.wanted > Pages::ZERO && no_room {
+            } else if by_room {
                 write!(f, "; no room in host swap, {} left to page", h.wanted)?;
             } else if h.wanted > Pages::ZERO {
                 write!(f, "; host swap budget exhausted, {} left to page", h.wanted)?;
