@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-use tenant::{guest_paging, Connected, Joined, Vm};
+use tenant::{guest_paging, Connected, Vm, VmJoined};
 
 /// How the QEMU world talks to its VMs.
 #[derive(Clone, Debug)]
@@ -140,7 +140,7 @@ fn cgroup_as_host_swap(obs: &mut TenantObservation) -> HostSwapLever {
 /// How far a VM got in joining the world.
 enum Joining {
     /// Its cgroup attached and its QMP connected (boxed: a QMP connection is large).
-    Joined(Box<Joined>),
+    Joined(Box<VmJoined>),
     /// Not yet, or not at all: what the Linux host or the wait for the VM answered.
     NotYet(Attach),
 }
@@ -248,7 +248,7 @@ impl QemuHost {
             .linux
             .attach(id, spec, &linux_placement, linux_record.as_ref())?
         {
-            Attach::Attached(how) => Ok(Joining::Joined(Box::new(Joined {
+            Attach::Attached(how) => Ok(Joining::Joined(Box::new(VmJoined {
                 connected: c,
                 socket: qmp.to_path_buf(),
                 how,
@@ -313,7 +313,7 @@ impl QemuHost {
                 }
             },
         };
-        Ok(Joining::Joined(Box::new(Joined {
+        Ok(Joining::Joined(Box::new(VmJoined {
             connected,
             socket,
             how,

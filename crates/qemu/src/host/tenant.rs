@@ -49,8 +49,8 @@ pub(super) struct Vm {
 
 impl Vm {
     /// A VM that just joined, nothing observed yet.
-    pub(super) fn new(name: &str, joined: Joined, record: VmRecord) -> Vm {
-        let Joined {
+    pub(super) fn new(name: &str, joined: VmJoined, record: VmRecord) -> Vm {
+        let VmJoined {
             connected, socket, ..
         } = joined;
         let pid = connected.qmp.pid().and_then(|p| u32::try_from(p).ok());
@@ -181,7 +181,7 @@ pub(super) struct Connected {
 
 /// A VM that joined: its QMP connection, its socket, and how it joined (`"adopted"`,
 /// `"launched"`, ...).
-pub(super) struct Joined {
+pub(super) struct VmJoined {
     pub(super) connected: Connected,
     pub(super) socket: PathBuf,
     pub(super) how: memtide_controller::Joined,
