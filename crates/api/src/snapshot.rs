@@ -143,10 +143,14 @@ pub struct TenantSnapshot {
     pub major_faults_total: Option<u64>,
     /// The tenant's pressure (PSI "some" avg10, percent), where the kernel has it per cgroup.
     pub pressure_some_avg10: Option<f64>,
-    /// The share of time all the tenant's tasks stalled on memory at once (PSI "full" avg10,
-    /// percent), where the kernel has it per cgroup.
-    #[serde(default)]
-    pub pressure_full_avg10: Option<f64>,
+    /// The figures of its levers published as the world reports them, each at the top level
+    /// of the tenant's JSON under its own key (`null` where the tenant has none): the
+    /// `memtide_tenant_*` gauges and counters docs/metrics.md lists with an API key, such as
+    /// `pressure_full_avg10` (the share of time all its tasks stalled on memory at once, PSI
+    /// "full" avg10, percent, where the kernel has it per cgroup). A client reads those it
+    /// knows; a newer daemon's figures arrive here too.
+    #[serde(flatten)]
+    pub figures: BTreeMap<String, serde_json::Value>,
     /// Mechanisms used in the last tick (`limit`, ...).
     pub mechanisms: Vec<String>,
     /// Why the last decision is what it is, one line.

@@ -119,7 +119,7 @@ fn tenant_table(tenants: &[TenantSnapshot]) -> String {
         .iter()
         .map(|t| {
             let mut row = vec![t.name.clone()];
-            row.extend(columns.iter().map(|(s, c)| cell(s, (c.value)(t))));
+            row.extend(columns.iter().map(|(s, c)| cell(s, c.value_of(t))));
             if vm {
                 row.push(t.vm.as_ref().map_or_else(|| "-".to_string(), balloon_cell));
             }

@@ -5,8 +5,8 @@
 
 use std::fmt::Write;
 
-use memtide_api::{Snapshot, TenantSnapshot};
-use memtide_runner::columns::{Kind, Metric, TENANT_COLUMNS};
+use memtide_api::Snapshot;
+use memtide_runner::columns::{Column, Kind, Metric, TENANT_COLUMNS};
 
 /// The reclamation states, in the order their series are written.
 const STATES: [&str; 4] = ["high", "soft", "hard", "low"];
@@ -88,7 +88,7 @@ pub fn render(s: &Snapshot) -> String {
     let mut out = String::with_capacity(4096 + s.tenants.len() * 2048);
     for column in TENANT_COLUMNS {
         if let Some(metric) = &column.metric {
-            tenant_family(&mut out, s, metric, column.value);
+            tenant_family(&mut out, s, metric, column);
         }
     }
     for (name, help, value) in HOST_GAUGES {
@@ -208,12 +208,7 @@ fn gauge(out: &mut String, name: &str, help: &str, value: Option<f64>) {
 }
 
 /// One family of per-tenant series (`tenant` label).
-fn tenant_family(
-    out: &mut String,
-    s: &Snapshot,
-    metric: &Metric,
-    value: fn(&TenantSnapshot) -> Option<f64>,
-) {
+fn tenant_family(out: &mut String, s: &Snapshot, metric: &Metric, column: &Column) {
     family(out, metric.name, metric.kind.name(), metric.help);
     for t in &s.tenants {
         if let Kind::Choice { label, values, of } = metric.kind {
@@ -222,7 +217,7 @@ fn tenant_family(
                 let x = if chosen == *v { 1.0 } else { 0.0 };
                 sample(out, metric.name, &[("tenant", &t.name), (label, v)], x);
             }
-        } else if let Some(v) = value(t) {
+        } else if let Some(v) = column.value_of(t) {
             sample(out, metric.name, &[("tenant", &t.name)], v);
         }
     }
@@ -279,7 +274,7 @@ fn format_value(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use memtide_api::{Counters, HostSnapshot};
+    use memtide_api::{Counters, HostSnapshot, TenantSnapshot};
     use std::collections::{BTreeMap, BTreeSet};
 
     fn tenant(name: &str) -> TenantSnapshot {

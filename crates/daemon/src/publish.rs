@@ -397,7 +397,7 @@ impl Publisher {
             refaults_per_s: refaults.zip(elapsed_s).map(|(n, s)| n as f64 / s),
             major_faults_total,
             pressure_some_avg10: row.and_then(|r| r.limit?.pressure),
-            pressure_full_avg10: row.and_then(|r| r.limit?.pressure_full),
+            figures: memtide_runner::columns::record_figures(row),
             mechanisms: row.map_or_else(Vec::new, |r| {
                 r.mechanisms.iter().map(|m| m.name().to_string()).collect()
             }),

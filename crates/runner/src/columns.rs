@@ -1,14 +1,17 @@
 //! Every per-tenant figure, declared once: [`TENANT_COLUMNS`] says which Prometheus family the daemon's `/metrics` writes for it, which column `memtide status` shows it in and which column of the simulator's timeline.csv holds it.
 //!
-//! Adding a figure means its field in the record ([`TenantRow`]) and, where the daemon
-//! publishes it, in the API's `TenantSnapshot`, and one row here: `/metrics`, the status table
-//! and the timeline each read the rows in order, taking those that name them. The two readers
-//! differ because the two views do: the snapshot is the daemon's live view (lifetime totals,
-//! per-second rates), the timeline writes each tick's own figures of the record.
+//! Adding a figure of a lever means its field in the lever (the record nests the levers as
+//! the world reported them) and one row here reading it ([`Value::Record`]): the daemon's
+//! snapshot publishes it under its key, and `/metrics`, the status table and the timeline each
+//! read the rows in order, taking those that name them. Figures the daemon derives beyond a
+//! tick (lifetime totals, per-second rates) are the snapshot's own fields
+//! ([`Value::Snapshot`]); the timeline writes each tick's own figures of the record.
 
 use crate::record::{TenantRow, TickRecord};
 use memtide_api::TenantSnapshot;
 use memtide_model::Bytes;
+use std::collections::BTreeMap;
+use Value::{Record, Snapshot};
 
 /// A per-tenant figure: where it is published and how each view reads it.
 pub struct Column {
@@ -16,11 +19,64 @@ pub struct Column {
     pub metric: Option<Metric>,
     /// Its column in `memtide status`'s table, where it has one.
     pub status: Option<StatusColumn>,
-    /// The figure in a tenant's snapshot, `None` where the tenant has none (no series, the
-    /// status's `absent`); never read for a column with neither a metric nor a status column.
-    pub value: fn(&TenantSnapshot) -> Option<f64>,
+    /// Where the figure of a tenant's snapshot comes from (read `None` where the tenant has
+    /// none: no series, the status's `absent`); never read for a column with neither a metric
+    /// nor a status column.
+    pub value: Value,
     /// Its column in timeline.csv, where it has one.
     pub timeline: Option<TimelineColumn>,
+}
+
+/// Where a column's figure is in a tenant's snapshot.
+pub enum Value {
+    /// One of the snapshot's own fields: what the daemon keeps beyond a tick's record
+    /// (lifetime totals, per-second rates, the agent's and the VM's parts).
+    Snapshot(fn(&TenantSnapshot) -> Option<f64>),
+    /// A figure of the tick's record, published as it is: [`record_figures`] puts it in the
+    /// snapshot's `figures` under `key` (a top-level key of the tenant's JSON), from where
+    /// `/metrics` and `memtide status` read it. A new figure of a lever needs only this.
+    Record {
+        key: &'static str,
+        read: fn(&TenantRow) -> Option<f64>,
+    },
+}
+
+impl Column {
+    /// The figure of tenant `t`'s snapshot, `None` where it has none.
+    pub fn value_of(&self, t: &TenantSnapshot) -> Option<f64> {
+        match self.value {
+            Snapshot(read) => read(t),
+            Record { key, .. } => t.figures.get(key)?.as_f64(),
+        }
+    }
+}
+
+/// The record's figures of `row` the snapshot publishes ([`Value::Record`]), by key: a
+/// counter's as an integer, the others as they are; `null` where the tenant has none, so
+/// every key is always there.
+pub fn record_figures(row: Option<&TenantRow>) -> BTreeMap<String, serde_json::Value> {
+    TENANT_COLUMNS
+        .iter()
+        .filter_map(|c| match c.value {
+            Record { key, read } => {
+                let x = row.and_then(read);
+                let counter = matches!(
+                    c.metric,
+                    Some(Metric {
+                        kind: Kind::Counter,
+                        ..
+                    })
+                );
+                let json = match x {
+                    None => serde_json::Value::Null,
+                    Some(x) if counter => serde_json::Value::from(x as u64),
+                    Some(x) => serde_json::Value::from(x),
+                };
+                Some((key.to_string(), json))
+            }
+            Snapshot(_) => None,
+        })
+        .collect()
 }
 
 /// A column of timeline.csv after `time_s` and `tenant`: its header, and how a tenant's row of
@@ -118,7 +174,7 @@ const fn timeline_only(
     Column {
         metric: None,
         status: None,
-        value: |_| None,
+        value: Snapshot(|_| None),
         timeline: timeline(header, write),
     }
 }
@@ -185,7 +241,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "Memory the tenant's cgroup holds now (usage), in bytes.",
         ),
         status: shown("ALLOCATED", Unit::Bytes, "-"),
-        value: |t| figure(t.allocated_bytes),
+        value: Snapshot(|t| figure(t.allocated_bytes)),
         timeline: timeline("allocated_mb", |l, _, r| mib(l, r.allocated)),
     },
     Column {
@@ -194,7 +250,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The allocation memtide aims at for the tenant, in bytes.",
         ),
         status: shown("TARGET", Unit::Bytes, "-"),
-        value: |t| figure(t.target_bytes),
+        value: Snapshot(|t| figure(t.target_bytes)),
         timeline: timeline("target_mb", |l, _, r| mib(l, r.target)),
     },
     Column {
@@ -203,7 +259,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The estimator's figure for the tenant's active memory, in bytes.",
         ),
         status: shown("ESTIMATE", Unit::Bytes, "-"),
-        value: |t| figure(t.active_estimate_bytes),
+        value: Snapshot(|t| figure(t.active_estimate_bytes)),
         timeline: timeline("active_estimate_mb", |l, _, r| mib(l, r.active_estimate)),
     },
     timeline_only("working_set_mb", |l, _, r| {
@@ -215,7 +271,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The memory limit in force on the tenant's cgroup, in bytes (no series: unlimited).",
         ),
         status: shown("LIMIT", Unit::Bytes, "max"),
-        value: |t| some_u64(t.limit_bytes),
+        value: Snapshot(|t| some_u64(t.limit_bytes)),
         timeline: None,
     },
     Column {
@@ -224,7 +280,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The lowest limit the safety rails allow now, in bytes.",
         ),
         status: shown("FLOOR", Unit::Bytes, "-"),
-        value: |t| figure(t.floor_bytes),
+        value: Snapshot(|t| figure(t.floor_bytes)),
         timeline: None,
     },
     Column {
@@ -233,7 +289,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The tenant's configured min, in bytes.",
         ),
         status: None,
-        value: |t| figure(t.min_bytes),
+        value: Snapshot(|t| figure(t.min_bytes)),
         timeline: None,
     },
     Column {
@@ -242,13 +298,13 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The tenant's configured max, in bytes.",
         ),
         status: None,
-        value: |t| figure(t.max_bytes),
+        value: Snapshot(|t| figure(t.max_bytes)),
         timeline: None,
     },
     Column {
         metric: gauge("memtide_tenant_shares", "The tenant's configured shares."),
         status: None,
-        value: |t| Some(t.shares as f64),
+        value: Snapshot(|t| Some(t.shares as f64)),
         timeline: None,
     },
     Column {
@@ -257,7 +313,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "Anonymous memory the tenant holds, in bytes.",
         ),
         status: None,
-        value: |t| some_u64(t.anon_bytes),
+        value: Snapshot(|t| some_u64(t.anon_bytes)),
         timeline: None,
     },
     Column {
@@ -266,7 +322,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "Page cache the tenant holds, in bytes.",
         ),
         status: None,
-        value: |t| some_u64(t.file_bytes),
+        value: Snapshot(|t| some_u64(t.file_bytes)),
         timeline: None,
     },
     Column {
@@ -275,13 +331,13 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The tenant's memory in swap, in bytes.",
         ),
         status: shown("SWAP", Unit::Bytes, "-"),
-        value: |t| some_u64(t.swap_bytes),
+        value: Snapshot(|t| some_u64(t.swap_bytes)),
         timeline: None,
     },
     Column {
         metric: None,
         status: shown("REFAULTS/S", Unit::PerSecond, "-"),
-        value: |t| t.refaults_per_s,
+        value: Snapshot(|t| t.refaults_per_s),
         timeline: None,
     },
     Column {
@@ -290,7 +346,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The tenant's memory pressure (PSI some avg10), percent.",
         ),
         status: None,
-        value: |t| t.pressure_some_avg10,
+        value: Snapshot(|t| t.pressure_some_avg10),
         timeline: None,
     },
     Column {
@@ -299,7 +355,10 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The share of time all the tenant's tasks stalled on memory at once (PSI full avg10), percent.",
         ),
         status: None,
-        value: |t| t.pressure_full_avg10,
+        value: Record {
+            key: "pressure_full_avg10",
+            read: |r| r.limit?.pressure_full,
+        },
         timeline: None,
     },
     Column {
@@ -308,7 +367,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The tenant's application pool as its balloon agent last reported it, in bytes.",
         ),
         status: None,
-        value: |t| t.app.as_ref().map(|a| a.pool_bytes as f64),
+        value: Snapshot(|t| t.app.as_ref().map(|a| a.pool_bytes as f64)),
         timeline: None,
     },
     Column {
@@ -317,7 +376,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The application pool memtide wants for the tenant, in bytes.",
         ),
         status: None,
-        value: |t| some_u64(t.app.as_ref().and_then(|a| a.wanted_bytes)),
+        value: Snapshot(|t| some_u64(t.app.as_ref().and_then(|a| a.wanted_bytes))),
         timeline: None,
     },
     Column {
@@ -326,12 +385,12 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "How long the application took to answer its last target, in seconds.",
         ),
         status: None,
-        value: |t| {
+        value: Snapshot(|t| {
             t.app
                 .as_ref()
                 .and_then(|a| a.last_resize.as_ref())
                 .map(|r| r.took_s)
-        },
+        }),
         timeline: None,
     },
     Column {
@@ -345,7 +404,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             },
         }),
         status: None,
-        value: |_| None,
+        value: Snapshot(|_| None),
         timeline: None,
     },
     Column {
@@ -354,7 +413,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The pool the tenant's cache quota gives it (its SLO under [cache]), in bytes.",
         ),
         status: None,
-        value: |t| t.cache.as_ref().map(|c| c.quota_bytes as f64),
+        value: Snapshot(|t| t.cache.as_ref().map(|c| c.quota_bytes as f64)),
         timeline: None,
     },
     Column {
@@ -363,7 +422,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The mean latency the tenant's pool curve predicts at its cache quota, in seconds.",
         ),
         status: None,
-        value: |t| t.cache.as_ref().map(|c| c.predicted_latency_us / 1e6),
+        value: Snapshot(|t| t.cache.as_ref().map(|c| c.predicted_latency_us / 1e6)),
         timeline: None,
     },
     Column {
@@ -372,7 +431,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The tenant's weight on the disk [io] manages (BFQ's, 1-1000).",
         ),
         status: None,
-        value: |t| t.disk.as_ref().and_then(|d| d.weight).map(f64::from),
+        value: Snapshot(|t| t.disk.as_ref().and_then(|d| d.weight).map(f64::from)),
         timeline: None,
     },
     Column {
@@ -381,7 +440,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The I/O latency the tenant saw over the last tick, in seconds (on Linux the device's mean await); no series when it did no I/O.",
         ),
         status: None,
-        value: |t| t.disk.as_ref().and_then(|d| d.latency_ms).map(|ms| ms / 1e3),
+        value: Snapshot(|t| t.disk.as_ref().and_then(|d| d.latency_ms).map(|ms| ms / 1e3)),
         timeline: None,
     },
     Column {
@@ -390,7 +449,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "Operations the tenant completed on the disk [io] manages since memtide started watching it.",
         ),
         status: None,
-        value: |t| t.disk.as_ref().map(|d| d.ops_total as f64),
+        value: Snapshot(|t| t.disk.as_ref().map(|d| d.ops_total as f64)),
         timeline: None,
     },
     Column {
@@ -399,7 +458,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "Bytes the tenant read and wrote on the disk [io] manages since memtide started watching it.",
         ),
         status: None,
-        value: |t| t.disk.as_ref().map(|d| d.bytes_total as f64),
+        value: Snapshot(|t| t.disk.as_ref().map(|d| d.bytes_total as f64)),
         timeline: None,
     },
     Column {
@@ -408,7 +467,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "A VM's balloon now: guest memory its guest gave back, in bytes.",
         ),
         status: None,
-        value: |t| t.vm.as_ref().map(|v| v.balloon_bytes as f64),
+        value: Snapshot(|t| t.vm.as_ref().map(|v| v.balloon_bytes as f64)),
         timeline: timeline("balloon_mb", |l, _, r| mib(l, r.balloon_size())),
     },
     Column {
@@ -417,7 +476,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The balloon size the policy asked of a VM this tick, in bytes; no series without a balloon driver.",
         ),
         status: None,
-        value: |t| some_u64(t.vm.as_ref().and_then(|v| v.balloon_target_bytes)),
+        value: Snapshot(|t| some_u64(t.vm.as_ref().and_then(|v| v.balloon_target_bytes))),
         timeline: None,
     },
     Column {
@@ -426,7 +485,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "1 while a VM's balloon driver does not move toward a larger target (host swap takes over), else 0.",
         ),
         status: None,
-        value: |t| t.vm.as_ref().map(|v| f64::from(u8::from(v.stalled))),
+        value: Snapshot(|t| t.vm.as_ref().map(|v| f64::from(u8::from(v.stalled)))),
         timeline: None,
     },
     Column {
@@ -435,7 +494,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "A VM's memory in host swap (its cgroup's swap), in bytes.",
         ),
         status: None,
-        value: |t| t.vm.as_ref().map(|v| v.host_swapped_bytes as f64),
+        value: Snapshot(|t| t.vm.as_ref().map(|v| v.host_swapped_bytes as f64)),
         timeline: timeline("host_swapped_mb", |l, _, r| mib(l, r.host_swapped())),
     },
     timeline_only("throughput", |l, _, r| {
@@ -457,7 +516,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "The tenant's memory merged with other pages by page sharing (KSM), in bytes.",
         ),
         status: None,
-        value: |t| some_u64(t.shared_bytes),
+        value: Snapshot(|t| some_u64(t.shared_bytes)),
         timeline: timeline("shared_mb", |l, _, r| {
             // Empty where the world shares no pages (not 0: nothing was measured).
             if let Some(s) = r.sharing {
@@ -471,7 +530,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "What page sharing saves the tenant net of KSM's bookkeeping (ksm_process_profit), in bytes.",
         ),
         status: None,
-        value: |t| t.sharing_profit_bytes.map(|b| b as f64),
+        value: Snapshot(|t| t.sharing_profit_bytes.map(|b| b as f64)),
         timeline: None,
     },
     timeline_only("ios", |l, _, r| {
@@ -495,7 +554,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "Refaults (anon + file) since memtide started watching the tenant.",
         ),
         status: None,
-        value: |t| some_u64(t.refaults_total),
+        value: Snapshot(|t| some_u64(t.refaults_total)),
         timeline: None,
     },
     Column {
@@ -504,7 +563,7 @@ pub static TENANT_COLUMNS: &[Column] = &[
             "Major page faults of the tenant's cgroup.",
         ),
         status: None,
-        value: |t| some_u64(t.major_faults_total),
+        value: Snapshot(|t| some_u64(t.major_faults_total)),
         timeline: None,
     },
 ];
@@ -532,6 +591,92 @@ mod tests {
         for c in TENANT_COLUMNS {
             assert!(c.metric.is_some() || c.status.is_some() || c.timeline.is_some());
         }
+    }
+
+    /// A row of tenant 1 whose limit lever reports `pressure_full`.
+    fn row(pressure_full: Option<f64>) -> TenantRow {
+        let action = memtide_model::TenantAction::none(
+            memtide_model::TenantId(1),
+            memtide_model::ReclamationState::High,
+        );
+        TenantRow {
+            tenant: action.id,
+            allocated: Bytes(64 << 20),
+            target: Bytes(64 << 20),
+            active_estimate: Bytes::ZERO,
+            working_set: None,
+            throughput: None,
+            latency_ms: None,
+            swap_ins: None,
+            refaults: None,
+            blocked: false,
+            anon: None,
+            file: None,
+            swapped: None,
+            balloon: None,
+            host_swap: None,
+            sharing: None,
+            limit: Some(memtide_model::LimitLever {
+                pressure_full,
+                ..Default::default()
+            }),
+            disk: None,
+            durability: None,
+            mechanisms: action.mechanisms,
+            reason: action.reason,
+        }
+    }
+
+    #[test]
+    fn a_record_figure_reaches_the_snapshot_json_and_the_columns_that_read_it() {
+        let column = TENANT_COLUMNS
+            .iter()
+            .find(|c| {
+                matches!(
+                    c.value,
+                    Record {
+                        key: "pressure_full_avg10",
+                        ..
+                    }
+                )
+            })
+            .expect("PSI full is a record figure");
+        let mut t = TenantSnapshot {
+            figures: record_figures(Some(&row(Some(0.75)))),
+            ..TenantSnapshot::default()
+        };
+        assert_eq!(column.value_of(&t), Some(0.75));
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(json["pressure_full_avg10"], serde_json::json!(0.75));
+        // Without the figure, its key is still there, as null, and the column reads nothing.
+        t.figures = record_figures(Some(&row(None)));
+        assert_eq!(column.value_of(&t), None);
+        let json = serde_json::to_value(&t).unwrap();
+        assert_eq!(
+            json.get("pressure_full_avg10"),
+            Some(&serde_json::Value::Null)
+        );
+        // Before the tenant's first tick too.
+        assert_eq!(
+            record_figures(None)["pressure_full_avg10"],
+            serde_json::Value::Null
+        );
+    }
+
+    #[test]
+    fn record_figure_keys_are_unique_and_never_a_field_of_the_snapshot() {
+        let fields = serde_json::to_value(TenantSnapshot::default()).unwrap();
+        let mut seen = std::collections::BTreeSet::new();
+        for c in TENANT_COLUMNS {
+            if let Record { key, .. } = c.value {
+                assert!(seen.insert(key), "{key} twice");
+                assert!(
+                    fields.get(key).is_none(),
+                    "{key} is a field of the snapshot"
+                );
+            }
+        }
+        assert!(!seen.is_empty());
     }
 
     #[test]
