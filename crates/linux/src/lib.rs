@@ -18,10 +18,10 @@
 //!   while a cgroup is missing or empty), `derive.rs` (the tenant's observation built purely
 //!   from the raw sample and the previous one; its limit lever declares 1 MiB as the smallest
 //!   lowering worth a write, and the policy holds smaller ones while the budget has room),
-//!   `actuator.rs` (the `Actuator` trait a mechanism implements in its own folder: `sampling/`
-//!   (ESX sampling counts from cleared accessed bits) and `protection/` (each tenant's min
-//!   kept from the host's reclaim, its own memory.low or soft limit access) always on, built
-//!   by `LinuxHost::new`; `ksm/`'s `Sharing` and `app_balloon/`, passed with `LinuxHost::with`),
+//!   `actuator.rs` (the `Actuator` trait a mechanism implements in its own folder, with its
+//!   own kernel file access: those every tenant has are built by `LinuxHost::new`, such as
+//!   `sampling/`, ESX sampling counts from cleared accessed bits; those the configuration
+//!   turns on are passed with `LinuxHost::with`, such as `ksm/`'s `Sharing`),
 //!   `oom_guard.rs` (the v1 OOM guard and `rescue_stalled`), `release.rs` (a leaving tenant
 //!   gets back its recorded settings and OOM killer; failed restores are retried every tick and
 //!   at exit, and the first original seen on a cgroup is kept for its next adoption), `lock.rs`

@@ -10,14 +10,12 @@
 //!   chords; [`Slo`], strict with a target and slack, or best effort;
 //! - `observation`: [`HostObservation`] and [`TenantObservation`], counters as `Option`
 //!   (missing is never zero);
-//! - `mechanism`: the registry of mechanisms — [`Levers`], what can move a tenant's memory
-//!   (guest balloon, application balloon, page sharing, host swap, a limit, the protection of
-//!   its min, its disk), each `Option`al with where it stands, the levers present being the
-//!   tenant's capabilities ([`Mechanism`]); [`Moves`], what each lever does this tick, read off
-//!   the planners' notes ([`MechanismNote`]) — and one file per mechanism with its lever, its
-//!   move and its note: `balloon`, `app_balloon`, `sharing` (also [`HostSharing`],
-//!   [`ScanRate`], [`SharingSettings`], [`IoRemapping`]), `host_swap`, `limit`, `protection`,
-//!   `disk` ([`DiskIo`], [`DiskSpec`], [`DiskNote`]); all re-exported here;
+//! - `mechanism`: the registry of mechanisms — [`Levers`], what can move a tenant's memory,
+//!   each `Option`al with where it stands, the levers present being the tenant's capabilities
+//!   ([`Mechanism`]); [`Moves`], what each lever does this tick, read off the planners' notes
+//!   ([`MechanismNote`]) — and one file per mechanism with its lever, its move and its note
+//!   (listed in its docs; `sharing` also holds [`HostSharing`] and [`ScanRate`], `disk`
+//!   [`DiskSpec`]); all re-exported here with a glob;
 //! - `decision`: [`Decision`] and [`TenantAction`] (its [`Moves`]), [`ReclamationState`];
 //! - `reason`: [`Reason`], the figures behind an action (a [`MechanismNote`] with one note per
 //!   lever, the estimator's state, the cache quota, the disk's note), formatted into one
