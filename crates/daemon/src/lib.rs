@@ -14,8 +14,8 @@
 //!   on the `WallClock` with the API's requests and, unless in a dry run, a `StateSaver`;
 //!   `Daemon`, its `Driver`, starts the tenants, publishes each tick, logs each API change,
 //!   reloads on SIGHUP and runs one `shutdown` that every way out takes, `Drop` included.
-//!   `prepare.rs` builds the host with its actuators (`.with(...)`: protection, the
-//!   agents' hub as the application balloon, KSM with `[sharing] enabled`);
+//!   `prepare.rs` builds the host with the actuators its configuration turns on
+//!   (`.with(...)`: the agents' hub as the application balloon, KSM with `[sharing] enabled`);
 //! - `state_file`: the runner's state file over `memtide_qemu::Record`s (a Linux
 //!   `TenantRecord` flattened, a VM's socket and found balloon; older formats load);
 //! - `command`: the runner's request types under the names the API uses;

@@ -249,24 +249,6 @@ impl MemoryCgroup {
         }
     }
 
-    /// The protection from the host's reclaim in force: v1 memory.soft_limit_in_bytes, v2
-    /// memory.low.
-    pub fn protection(&self) -> Result<Limit, FsError> {
-        match self.version {
-            CgroupVersion::V1 => v1::read_soft_limit(&self.dir),
-            CgroupVersion::V2 => v2::read_low(&self.dir),
-        }
-    }
-
-    /// Sets the protection from the host's reclaim: v1 memory.soft_limit_in_bytes, v2
-    /// memory.low (restored with the other settings by [`MemoryCgroup::restore`]).
-    pub fn set_protection(&self, protected: Bytes, timeout: Duration) -> Result<(), FsError> {
-        match self.version {
-            CgroupVersion::V1 => self.write(V1_SOFT_LIMIT, protected.0.to_string(), timeout),
-            CgroupVersion::V2 => self.write(V2_LOW, protected.0.to_string(), timeout),
-        }
-    }
-
     /// Asks the kernel to reclaim `bytes` from the cgroup once (v2 memory.reclaim), leaving no
     /// limit behind. `Ok(false)` when unsupported: v1, or a v2 kernel before 5.19. A partial
     /// reclaim is `FsError::Busy`.

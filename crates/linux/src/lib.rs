@@ -11,16 +11,17 @@
 //!   signalled on an eventfd through `cgroup.event_control`, waited on with one `epoll_wait`)
 //!   and `write.rs` (every kernel write on a kept writer thread with a timeout; EBUSY/EAGAIN,
 //!   vanished cgroups and in-flight writes are typed errors);
-//! - `cgroup`: `MemoryCgroup`, the v1/v2-neutral view (sample, settings, restore, set_limit,
-//!   protection); `block` and `io_cgroup` (a block device set to BFQ and given back; a tenant's
+//! - `cgroup`: `MemoryCgroup`, the v1/v2-neutral view (sample, settings, restore,
+//!   set_limit); `block` and `io_cgroup` (a block device set to BFQ and given back; a tenant's
 //!   I/O weight, caps and counters with their originals);
 //! - `host/`: `LinuxHost`, the world. `world.rs` (attach = adopt, re-adopt or launch, waiting
 //!   while a cgroup is missing or empty), `derive.rs` (the tenant's observation built purely
 //!   from the raw sample and the previous one; its limit lever declares 1 MiB as the smallest
 //!   lowering worth a write, and the policy holds smaller ones while the budget has room),
-//!   `actuator.rs` (the `Actuator` trait a mechanism implements in its own folder: `sampling/`
-//!   (ESX sampling counts from cleared accessed bits) always on, `protection/`, `ksm/`'s
-//!   `Sharing` and `app_balloon/`, the last three passed with `LinuxHost::with`),
+//!   `actuator.rs` (the `Actuator` trait a mechanism implements in its own folder, with its
+//!   own kernel file access: those every tenant has are built by `LinuxHost::new`, such as
+//!   `sampling/`, ESX sampling counts from cleared accessed bits; those the configuration
+//!   turns on are passed with `LinuxHost::with`, such as `ksm/`'s `Sharing`),
 //!   `oom_guard.rs` (the v1 OOM guard and `rescue_stalled`), `release.rs` (a leaving tenant
 //!   gets back its recorded settings and OOM killer; failed restores are retried every tick and
 //!   at exit, and the first original seen on a cgroup is kept for its next adoption), `lock.rs`

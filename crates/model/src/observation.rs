@@ -1,7 +1,6 @@
 //! What a world reports each tick: machine memory and, per tenant, allocation, balloon, swap and event counters.
 
-use crate::lever::Levers;
-use crate::sharing::{HostSharing, IoRemapping};
+use crate::mechanism::{HostSharing, IoRemapping, Levers};
 use crate::tenant::TenantId;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};

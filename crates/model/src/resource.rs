@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Resource {
-    /// Machine memory, in pages, moved by the levers of `crate::lever`.
+    /// Machine memory, in pages, moved by the levers of `crate::mechanism`.
     #[default]
     Memory,
     /// Quotas in a shared storage cache (Gemini), in cache pages.

@@ -1,8 +1,8 @@
 //! Tenant identity and allocation parameters (min / max / shares), and the idle memory tax rate.
 
 use crate::curve::Slo;
-use crate::disk::DiskSpec;
 use crate::estimator_config::EstimatorConfig;
+use crate::mechanism::DiskSpec;
 use crate::units::Pages;
 use serde::{Deserialize, Serialize};
 use std::fmt;

@@ -10,9 +10,9 @@
 //!   ([`AdmissionLedger`]);
 //! - `reclamation`: the high, soft, hard and low states with hysteresis, one
 //!   [`ResourceTracker`] per resource;
-//! - `mechanism/`: one planner per lever (`sharing`, `app_balloon`, `balloon`, `limit` with
-//!   its safety rails, `host_swap` with blocking, `disk`, `protection`) and the chooser in
-//!   `mod.rs` that runs them in order (see [`mechanism`]); `sharing` also sets the host-wide
+//! - `mechanism/`: one planner per lever, each in its own file (`limit` with its safety rails,
+//!   `host_swap` with blocking, ...), and the chooser in `mod.rs` that runs them in order, whose
+//!   docs list them all (see [`mechanism`]); `sharing` also sets the host-wide
 //!   scan rate (idle in high, pressed below, cut to a CPU budget at the measured cost per page,
 //!   [`mechanism::ScanCost`]); `app_balloon` remembers an agent's move in progress in
 //!   [`mechanism::AppWatch`] and takes over a stuck, dead or dishonest agent;

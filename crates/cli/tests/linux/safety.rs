@@ -2,6 +2,7 @@
 
 use crate::host::*;
 use memtide_api::client as status;
+use memtide_linux::host::protection;
 use std::time::{Duration, Instant};
 
 /// A config adopting `cgroup` (under the daemon's own cgroup) with the TWS probe.
@@ -104,7 +105,7 @@ fn a_killed_daemon_readopts_and_sigterm_restores_the_original_limit() {
     };
     let cg = linux.cgroup("readopt");
     cg.set_limit_bytes(900 * MIB);
-    let protection_found = cg.cgroup.protection().unwrap();
+    let protection_found = protection::in_force(&cg.cgroup).unwrap();
     let _toucher = cg.spawn_toucher(&["--active", "64M"]);
     let tmp = tempfile::tempdir().unwrap();
     let mut daemon = Daemon::start(tmp.path(), &tws_config(&cg.path, "256M"), &[]);
@@ -119,7 +120,7 @@ fn a_killed_daemon_readopts_and_sigterm_restores_the_original_limit() {
     }
     // Written in the tenant's first tick, right after the limit.
     let protected = memtide_linux::Limit::Bytes(memtide_model::Bytes(16 * MIB));
-    while cg.cgroup.protection().unwrap() != protected {
+    while protection::in_force(&cg.cgroup).unwrap() != protected {
         assert!(
             Instant::now() < deadline,
             "the tenant's min is not protected:\n{}",
@@ -146,7 +147,7 @@ fn a_killed_daemon_readopts_and_sigterm_restores_the_original_limit() {
         "SIGTERM must restore the limit found before the first start"
     );
     assert_eq!(
-        cg.cgroup.protection().unwrap(),
+        protection::in_force(&cg.cgroup).unwrap(),
         protection_found,
         "SIGTERM must restore the protection found"
     );

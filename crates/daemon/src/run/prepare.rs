@@ -10,7 +10,6 @@ use crate::publish::Publisher;
 use crate::state_file::{self, StateFile};
 use memtide_controller::{Controller, ControllerConfig};
 use memtide_linux::host::ksm::{KsmDriver, Sharing};
-use memtide_linux::host::protection::Protection;
 use memtide_linux::host::{AppBalloon, HostOptions, IoOptions, LinuxError, LinuxHost};
 use memtide_linux::MemoryHierarchy;
 use memtide_model::{Bytes, Pages, TenantId};
@@ -40,10 +39,7 @@ impl Running {
         let slots = slots_under(&config, &parent)?;
         check_parent_in_dry_run(&config, &found, &parent)?;
         let previous = previous_run(&config)?;
-        // Every tenant's min is protected from the host's own reclaim (memory.low, v1's soft
-        // limit); the settings found are restored with the limits.
-        let host = LinuxHost::new(found.clone(), host_options(&config))?
-            .with(Protection::new(found.clone(), config.host.write_timeout));
+        let host = LinuxHost::new(found.clone(), host_options(&config))?;
         let swap = swap_total(&config.host.proc_root);
         let controller = controller_for(&config, host.machine(), swap)?;
         let budget = controller.config().budget.unwrap_or_default();

@@ -94,6 +94,15 @@ impl LinuxHost {
         let info = meminfo::read_meminfo(&options.proc_root)?;
         // Each tenant keeps a few cgroup files open (fs::kept); room for them.
         crate::fs::kept::raise_fd_limit();
+        // ESX sampling serves any tenant whose estimator samples; every tenant's min is
+        // protected from the host's own reclaim (the setting found restored with its limits).
+        let actuators: Vec<Box<dyn Actuator>> = vec![
+            Box::new(sampling::Sampling::new(options.proc_root.clone())),
+            Box::new(protection::Protection::new(
+                hierarchy.clone(),
+                options.write_timeout,
+            )),
+        ];
         Ok(LinuxHost {
             hierarchy,
             machine: info.mem_total.to_pages_floor(),
@@ -108,8 +117,7 @@ impl LinuxHost {
             fired: Vec::new(),
             oom_due: false,
             members: agents::Members::default(),
-            // ESX sampling serves any tenant whose estimator samples.
-            actuators: vec![Box::new(sampling::Sampling::new(options.proc_root.clone()))],
+            actuators,
             options,
             io: None,
         })

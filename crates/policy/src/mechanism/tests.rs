@@ -125,7 +125,8 @@ fn plan_disk(
             host_swap_out: mib(7),
             blocked: true,
             limit: Some(mib(7)),
-            protection: Some(mib(7)),
+            // The note is made anew (`MechanismNote::new`): a lever's planner needs no line here.
+            ..Moves::default()
         });
     plan(
         &PlanInput {

@@ -7,8 +7,9 @@
 //! tenant's `WriteFailed` and tried again at the next change.
 
 use crate::cgroup::MemoryCgroup;
-use crate::fs::hierarchy::MemoryHierarchy;
+use crate::fs::hierarchy::{CgroupVersion, MemoryHierarchy};
 use crate::fs::limit::Limit;
+use crate::fs::{cgroup_v1 as v1, cgroup_v2 as v2, write_bounded, FsError};
 use crate::host::actuator::{Actuator, TenantView};
 use crate::host::Placement;
 use memtide_model::{
@@ -41,6 +42,25 @@ impl Protection {
             tenants: BTreeMap::new(),
         }
     }
+}
+
+/// The protection from the host's reclaim in force in `cgroup`: v1
+/// memory.soft_limit_in_bytes, v2 memory.low.
+pub fn in_force(cgroup: &MemoryCgroup) -> Result<Limit, FsError> {
+    match cgroup.version() {
+        CgroupVersion::V1 => v1::read_soft_limit(cgroup.dir()),
+        CgroupVersion::V2 => v2::read_low(cgroup.dir()),
+    }
+}
+
+/// Sets the protection from the host's reclaim in `cgroup`: v1 memory.soft_limit_in_bytes, v2
+/// memory.low (restored with the other settings by `MemoryCgroup::restore`).
+fn set(cgroup: &MemoryCgroup, protected: Bytes, timeout: Duration) -> Result<(), FsError> {
+    let file = match cgroup.version() {
+        CgroupVersion::V1 => "memory.soft_limit_in_bytes",
+        CgroupVersion::V2 => "memory.low",
+    };
+    write_bounded(&cgroup.dir().join(file), &protected.0.to_string(), timeout)
 }
 
 /// A protection as the lever reports it: zero (v2's default) and `max` (v1's) are none.
@@ -81,7 +101,7 @@ impl Actuator for Protection {
         };
         if p.in_force.is_none() {
             // Unreadable: no lever this tick (tried again at the next).
-            p.in_force = p.cgroup.protection().ok().map(protected);
+            p.in_force = in_force(&p.cgroup).ok().map(protected);
         }
         if let Some(in_force) = p.in_force {
             obs.levers.protection = Some(ProtectionLever {
@@ -94,7 +114,7 @@ impl Actuator for Protection {
         let (Some(to), Some(p)) = (moves.protection, self.tenants.get_mut(&id)) else {
             return;
         };
-        match p.cgroup.set_protection(to.to_bytes(), self.timeout) {
+        match set(&p.cgroup, to.to_bytes(), self.timeout) {
             Ok(()) => p.in_force = Some(Some(to)),
             Err(e) => events.push(WorldEvent::WriteFailed {
                 id,

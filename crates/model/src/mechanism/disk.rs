@@ -1,4 +1,4 @@
-//! A tenant on a shared disk: what it did since the last observation (operations, bytes, latencies, its weight and cap), what it is given (`DiskSpec`), and the planner's note (`DiskNote`).
+//! A tenant on a shared disk: its lever (`DiskIo`: what it did since the last observation, its weight and cap), what it is given (`DiskSpec`), its move (`Moves::disk_weight`) and the planner's note (`DiskNote`, a part of the `Reason` of its own).
 
 use crate::units::Bytes;
 use serde::{Deserialize, Serialize};

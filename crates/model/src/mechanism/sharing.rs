@@ -1,13 +1,56 @@
-//! Content-based page sharing's vocabulary (ESX §4, Linux KSM): how fast memtide asks the host's scanner to look for identical pages, and what sharing saves host-wide.
+//! Content-based page sharing (ESX §4, Linux KSM): a tenant's lever (pages shared and shareable), its move (`Moves::share`) and its planner's note with the clause it adds to the reason line; host-wide, how fast memtide asks the host's scanner to look for identical pages, and what sharing saves.
 //!
 //! ESX keeps two figures apart, and so does memtide: guest pages **shared** (backed by a frame
 //! that holds the same contents for other pages too) and memory **reclaimed** (shared pages
 //! less the one copy each shared frame keeps). Linux KSM counts the same two:
 //! `pages_shared` frames and `pages_sharing` pages saved.
 
+use super::{Clause, Moves, Standing};
 use crate::units::{Bytes, Pages};
 use serde::{Deserialize, Serialize};
+use std::fmt;
 use std::time::Duration;
+
+/// Content-based page sharing of a tenant's memory.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharingLever {
+    /// Pages backed by a frame shared with other pages now.
+    pub shared: Pages,
+    /// Pages found identical to another page but not merged yet: what merging could save.
+    pub shareable: Pages,
+    /// Of `shared`, pages of zeros, where known.
+    pub zero: Option<Pages>,
+    /// What sharing saves this tenant net of the scanner's bookkeeping, in bytes, where the
+    /// world knows it (KSM's `ksm_process_profit`, which can be negative).
+    pub profit: Option<i64>,
+}
+
+/// Page sharing's part: pages that merging could save, and those merged this tick.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharingNote {
+    pub shareable: Pages,
+    pub merge: Pages,
+}
+
+impl SharingNote {
+    /// The note that makes `moves`' merging (see `MechanismNote::with_moves`).
+    pub(super) fn replaying(moves: &Moves) -> Option<SharingNote> {
+        (moves.share > Pages::ZERO).then_some(SharingNote {
+            shareable: moves.share,
+            merge: moves.share,
+        })
+    }
+}
+
+impl Clause for SharingNote {
+    /// `; share 10.0 MiB of 10.0 MiB identical`, only when it merges.
+    fn clause(&self, _at: Standing, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.merge > Pages::ZERO {
+            write!(f, "; share {} of {} identical", self.merge, self.shareable)?;
+        }
+        Ok(())
+    }
+}
 
 /// How fast the host's scanner looks at pages, host-wide: what the sharing policy decides
 /// each tick (`memtide_policy::mechanism::scan_rate`).
