@@ -20,13 +20,16 @@
 //!   lowering worth a write, and the policy holds smaller ones while the budget has room),
 //!   `actuator.rs` (the `Actuator` trait a mechanism implements in its own folder: `sampling/`
 //!   (ESX sampling counts from cleared accessed bits) always on, `protection/`, `ksm/`'s
-//!   `Sharing` and `app_balloon/`, the last three passed with `LinuxHost::with`),
+//!   `Sharing`, `app_balloon/` and `io/`'s `Disk` (the shared disk and each tenant's blkio or
+//!   io cgroup, with its part of the state file's record), the last four passed with
+//!   `LinuxHost::with` and reached again with `LinuxHost::actuator`),
 //!   `oom_guard.rs` (the v1 OOM guard and `rescue_stalled`), `release.rs` (a leaving tenant
 //!   gets back its recorded settings and OOM killer; failed restores are retried every tick and
 //!   at exit, and the first original seen on a cgroup is kept for its next adoption), `lock.rs`
 //!   (one memtide per cgroup: `flock`), `launch.rs` (a command joins its cgroup before exec,
-//!   and asks for KSM with `prctl(PR_SET_MEMORY_MERGE)` unless `isolated`), `io.rs`
-//!   (`LinuxHost::enable_io`), `adapter.rs` (`[tenant.app]` adapters), `paths.rs`.
+//!   and the cgroups its mechanisms made ready, and asks for KSM with
+//!   `prctl(PR_SET_MEMORY_MERGE)` unless `isolated`), `adapter.rs` (`[tenant.app]` adapters),
+//!   `paths.rs`.
 //!
 //! The last floor check runs before each limit write; `cgroup.procs` is read every 10 ticks or
 //! when a pidfd says a process it listed exited. See docs/linux.md.
