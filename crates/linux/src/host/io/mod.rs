@@ -774,6 +774,24 @@ mod tests {
     }
 
     #[test]
+    fn with_disk_io_off_a_record_s_weight_is_still_given_back_and_not_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let mut host = with_disk(fake_host(root, true, "none [bfq]\n"), root);
+        adopt(&mut host, None);
+        weigh(&mut host, 800, 100);
+        let record = host.records().pop().unwrap();
+        drop(host); // SIGKILL; the next run has [io] off.
+
+        let mut host = host_on(root).with(Disk::off(TIMEOUT, false));
+        adopt(&mut host, Some(&record));
+        assert_eq!(read(root.join("blkio/t/blkio.bfq.weight")), "100");
+        assert_eq!(disk(&mut host), None, "its I/O is not managed");
+        assert_eq!(host.records().pop().unwrap().io, None);
+        assert!(host.actuator::<Disk>().unwrap().shared().is_none());
+    }
+
+    #[test]
     fn keeping_a_scheduler_other_than_bfq_on_v1_is_refused_naming_the_device() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
