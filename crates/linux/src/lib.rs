@@ -21,13 +21,16 @@
 //!   `actuator.rs` (the `Actuator` trait a mechanism implements in its own folder, with its
 //!   own kernel file access: those every tenant has are built by `LinuxHost::new`, such as
 //!   `sampling/`, ESX sampling counts from cleared accessed bits; those the configuration
-//!   turns on are passed with `LinuxHost::with`, such as `ksm/`'s `Sharing`),
+//!   turns on are passed with `LinuxHost::with` and reached again with
+//!   `LinuxHost::actuator`, such as `ksm/`'s `Sharing` and `io/`'s `Disk`, the shared disk
+//!   and each tenant's blkio or io cgroup, with its part of the state file's record),
 //!   `oom_guard.rs` (the v1 OOM guard and `rescue_stalled`), `release.rs` (a leaving tenant
 //!   gets back its recorded settings and OOM killer; failed restores are retried every tick and
 //!   at exit, and the first original seen on a cgroup is kept for its next adoption), `lock.rs`
 //!   (one memtide per cgroup: `flock`), `launch.rs` (a command joins its cgroup before exec,
-//!   and asks for KSM with `prctl(PR_SET_MEMORY_MERGE)` unless `isolated`), `io.rs`
-//!   (`LinuxHost::enable_io`), `adapter.rs` (`[tenant.app]` adapters), `paths.rs`.
+//!   and the cgroups its mechanisms made ready, and asks for KSM with
+//!   `prctl(PR_SET_MEMORY_MERGE)` unless `isolated`), `adapter.rs` (`[tenant.app]` adapters),
+//!   `paths.rs`.
 //!
 //! The last floor check runs before each limit write; `cgroup.procs` is read every 10 ticks or
 //! when a pidfd says a process it listed exited. See docs/linux.md.

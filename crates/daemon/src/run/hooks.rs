@@ -96,7 +96,7 @@ impl Sink<QemuHost> for Daemon {
         if let Some(hub) = self.balloon.as_ref().map(|b| b.hub.clone()) {
             self.log_agent_events(&hub);
         }
-        if let Some(io) = t.world.linux().io() {
+        if let Some(io) = super::shared_disk(t.world) {
             for f in io.failures_since(self.io_seen) {
                 let tenant = f.id.and_then(|id| {
                     self.slots

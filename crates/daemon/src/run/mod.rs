@@ -28,7 +28,7 @@ use crate::log::Logger;
 use crate::publish::{Managed, Publisher};
 use crate::state_file::{self, StateFile};
 use memtide_linux::host::io::DiskError;
-use memtide_linux::host::LinuxError;
+use memtide_linux::host::{Disk, IoHost, LinuxError};
 use memtide_model::{Bytes, TenantId};
 use memtide_qemu::{QemuHost, Record};
 use memtide_runner::{Driver, Outcome, Service, Status};
@@ -124,6 +124,18 @@ pub fn run(
     let restored = running.shutdown();
     result?;
     restored
+}
+
+/// The shared disk of the Linux host under `world`, when memtide manages the tenants' I/O
+/// (`[io]`): the daemon reaches the `Disk` it added (`prepare::with_mechanisms`) by its type.
+fn shared_disk(world: &QemuHost) -> Option<&IoHost> {
+    world.linux().actuator::<Disk>().and_then(Disk::shared)
+}
+
+/// The `Disk` of the Linux host under `world`, for the caps the configuration gives (never
+/// the policy).
+fn disk_mut(world: &mut QemuHost) -> Option<&mut Disk> {
+    world.linux_mut().actuator_mut::<Disk>()
 }
 
 /// The daemon and the service it drives: the runner of the QEMU world (the Linux host, with VMs
@@ -240,7 +252,7 @@ impl Daemon {
                 ("readopting", json!(readopting)),
             ],
         );
-        if let Some(io) = service.runner().world().linux().io() {
+        if let Some(io) = shared_disk(service.runner().world()) {
             let device = io.device();
             self.log.info(
                 "io",

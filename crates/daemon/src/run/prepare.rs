@@ -10,7 +10,7 @@ use crate::publish::Publisher;
 use crate::state_file::{self, StateFile};
 use memtide_controller::{Controller, ControllerConfig};
 use memtide_linux::host::ksm::{KsmDriver, Sharing};
-use memtide_linux::host::{AppBalloon, HostOptions, IoOptions, LinuxError, LinuxHost};
+use memtide_linux::host::{AppBalloon, Disk, HostOptions, IoOptions, LinuxError, LinuxHost};
 use memtide_linux::MemoryHierarchy;
 use memtide_model::{Bytes, Pages, TenantId};
 use memtide_policy::{LimitRails, QuotaSettings, ReclamationThresholds};
@@ -153,11 +153,20 @@ fn with_mechanisms(
     if config.sharing.enabled {
         host = with_sharing(host, config, log)?;
     }
-    // So is the device's scheduler, when memtide divides a disk.
-    if config.io.enabled {
-        host.enable_io(&io_options(config, &config.daemon.state_file))?;
-    }
-    Ok((host, balloon))
+    // So is the device's scheduler, when memtide divides a disk. Without, the disk is still
+    // there to give back the weights and caps an earlier run's records hold.
+    let disk = if config.io.enabled {
+        Disk::take_over(
+            &config.host.proc_root,
+            host.hierarchy(),
+            &io_options(config, &config.daemon.state_file),
+            config.host.write_timeout,
+            config.daemon.dry_run,
+        )?
+    } else {
+        Disk::off(config.host.write_timeout, config.daemon.dry_run)
+    };
+    Ok((host.with(disk), balloon))
 }
 
 /// The host with KSM taken over. KSM's own settings are kept beside the state file before any
@@ -319,7 +328,7 @@ fn swap_total(proc_root: &Path) -> Pages {
         .to_pages_floor()
 }
 
-/// How memtide hands `config`'s `[io]` to the host: the device, BFQ or not, and where the
+/// How memtide hands `config`'s `[io]` to the disk: the device, BFQ or not, and where the
 /// scheduler in force is kept (beside the state file).
 fn io_options(config: &DaemonConfig, state_path: &Path) -> IoOptions {
     IoOptions {

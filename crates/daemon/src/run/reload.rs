@@ -208,12 +208,9 @@ impl Daemon {
             );
         }
         if slot.config == *t && cap != before {
-            match service
-                .runner_mut()
-                .world_mut()
-                .linux_mut()
-                .set_io_cap(slot.id, cap)
-            {
+            let set = super::disk_mut(service.runner_mut().world_mut())
+                .map_or(Ok(()), |d| d.set_cap(slot.id, cap));
+            match set {
                 Ok(()) => self.log.info(
                     "io_caps",
                     &[("tenant", json!(t.name)), ("caps", json!(cap))],

@@ -63,10 +63,9 @@ pub(super) fn declare(runner: &mut Runner<QemuHost>, s: &Slot, config: &DaemonCo
         return;
     }
     // Its caps, written as it attaches (a declaration changes nothing on the host).
-    let _ = runner
-        .world_mut()
-        .linux_mut()
-        .set_io_cap(s.id, io_cap(&s.config));
+    if let Some(disk) = super::disk_mut(runner.world_mut()) {
+        let _ = disk.set_cap(s.id, io_cap(&s.config));
+    }
     let placement = match &s.config.origin {
         TenantOrigin::Vm { source, .. } => memtide_qemu::Placement::Vm(VmPlacement {
             source: source.clone(),
@@ -296,7 +295,8 @@ impl Daemon {
                     "admitted",
                     &format!("{how} {}", slot.cgroup),
                 );
-                if let Some(why) = runner.world().linux().io().and_then(|io| io.unmanaged(id)) {
+                if let Some(why) = super::shared_disk(runner.world()).and_then(|d| d.unmanaged(id))
+                {
                     self.log.warn(
                         "io_unmanaged",
                         &[

@@ -61,7 +61,7 @@ impl Adapter {
         }
         self.next_start = now + self.backoff;
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-        let started = spawn_in_cgroup(tenant, &self.argv, dir, None, log, false).map(|c| {
+        let started = spawn_in_cgroup(tenant, &self.argv, dir, &[], log, false).map(|c| {
             let pid = c.id();
             self.child = Some(c);
             pid

@@ -4,20 +4,20 @@ use super::error::LinuxError;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Starts `argv` with its process placed in the cgroup at `dir` (a directory that already
-/// exists) and, when given, in the cgroup at `also` of another v1 hierarchy (the tenant's
-/// blkio cgroup). Output goes to `log` when given (appended), else to /dev/null. With `merge`, the
+/// exists) and in the cgroups at `also` of other v1 hierarchies (the tenant's blkio
+/// cgroup). Output goes to `log` when given (appended), else to /dev/null. With `merge`, the
 /// process asks the kernel to merge all its memory's identical pages
 /// (`prctl(PR_SET_MEMORY_MERGE)`, Linux 6.4+: kept across fork and, since 6.7, exec).
 pub fn spawn_in_cgroup(
     tenant: &str,
     argv: &[String],
     dir: &Path,
-    also: Option<&Path>,
+    also: &[PathBuf],
     log: Option<&Path>,
     merge: bool,
 ) -> Result<Child, LinuxError> {
@@ -34,7 +34,10 @@ pub fn spawn_in_cgroup(
             .map_err(|e| launch_error(std::io::Error::other(e)))
     };
     let procs = procs_of(dir)?;
-    let also = also.map(procs_of).transpose()?;
+    let also = also
+        .iter()
+        .map(|d| procs_of(d))
+        .collect::<Result<Vec<_>, _>>()?;
     let mut command = Command::new(program);
     command.args(args).stdin(Stdio::null());
     match log {
@@ -59,7 +62,7 @@ pub fn spawn_in_cgroup(
     // close) on memory prepared before the fork; it allocates nothing and takes no locks.
     unsafe {
         command.pre_exec(move || {
-            for procs in std::iter::once(&procs).chain(also.as_ref()) {
+            for procs in std::iter::once(&procs).chain(&also) {
                 let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
                 if fd < 0 {
                     return Err(std::io::Error::last_os_error());
@@ -130,15 +133,8 @@ mod tests {
     fn a_launch_into_a_missing_cgroup_fails_naming_the_tenant_and_program() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nope");
-        let err = spawn_in_cgroup(
-            "db",
-            &["/bin/true".to_string()],
-            &missing,
-            None,
-            None,
-            false,
-        )
-        .expect_err("no cgroup.procs to join");
+        let err = spawn_in_cgroup("db", &["/bin/true".to_string()], &missing, &[], None, false)
+            .expect_err("no cgroup.procs to join");
         let msg = err.to_string();
         assert!(msg.contains("\"db\"") && msg.contains("/bin/true"), "{msg}");
     }
@@ -152,7 +148,7 @@ mod tests {
             "t",
             &["/bin/true".to_string()],
             dir.path(),
-            None,
+            &[],
             None,
             false,
         )
@@ -170,21 +166,28 @@ mod tests {
             std::fs::write(d.join("cgroup.procs"), "").unwrap();
         }
         let argv = ["/bin/true".to_string()];
-        let mut child =
-            spawn_in_cgroup("t", &argv, memory.path(), Some(blkio.path()), None, false).unwrap();
+        let mut child = spawn_in_cgroup(
+            "t",
+            &argv,
+            memory.path(),
+            &[blkio.path().to_path_buf()],
+            None,
+            false,
+        )
+        .unwrap();
         assert!(child.wait().unwrap().success());
         for d in [memory.path(), blkio.path()] {
             let written = std::fs::read_to_string(d.join("cgroup.procs")).unwrap();
             assert_eq!(written, "0\n", "{}", d.display());
         }
         let missing = blkio.path().join("gone");
-        assert!(spawn_in_cgroup("t", &argv, memory.path(), Some(&missing), None, false).is_err());
+        assert!(spawn_in_cgroup("t", &argv, memory.path(), &[missing], None, false).is_err());
     }
 
     #[test]
     fn an_empty_command_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(spawn_in_cgroup("t", &[], dir.path(), None, None, false).is_err());
+        assert!(spawn_in_cgroup("t", &[], dir.path(), &[], None, false).is_err());
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The Linux `Host`: tenants are memory cgroups (adopted or launched); observation reads cgroupfs and procfs, actuation writes limits within bounded time, and every write passes a last floor check; with disk I/O enabled, a shared block device and the tenants' blkio or io cgroups too (`io.rs`).
+//! The Linux `Host`: tenants are memory cgroups (adopted or launched); observation reads cgroupfs and procfs, actuation writes limits within bounded time, and every write passes a last floor check; every other mechanism (sampling, protection, KSM, the application balloon, the disk) is an `Actuator` in its own folder.
 
 mod actuator;
 mod adapter;
@@ -18,11 +18,11 @@ pub mod sampling;
 mod tenant;
 mod world;
 
-pub use actuator::{Actuator, TenantView};
+pub use actuator::{Actuator, Attached, Joins, TenantView};
 pub use agents::CgroupTenants;
 pub use app_balloon::AppBalloon;
 pub use error::LinuxError;
-pub use io::{IoFailure, IoHost, IoOptions, IoRecord};
+pub use io::{Disk, IoFailure, IoHost, IoOptions, IoRecord};
 pub use oom_guard::OomRecord;
 use oom_guard::{near_its_limit, oom_kill_disable, set_oom_guard};
 use tenant::OomState;
@@ -35,8 +35,9 @@ use crate::fs::oom_events::OomEvents;
 use crate::fs::{meminfo, pressure, FsError};
 use memtide_controller::Host;
 use memtide_model::{
-    Bytes, Decision, HostObservation, Pages, TenantId, TenantObservation, WorldEvent,
+    Bytes, Decision, HostObservation, Pages, TenantId, TenantObservation, TenantSpec, WorldEvent,
 };
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -85,8 +86,6 @@ pub struct LinuxHost {
     /// The mechanisms it runs besides the limit, each filling its lever and carrying out its
     /// moves (see `actuator.rs`), in the order it was built with.
     actuators: Vec<Box<dyn Actuator>>,
-    /// The disk the tenants share, when memtide manages their I/O (`enable_io`).
-    io: Option<io::IoHost>,
 }
 
 impl LinuxHost {
@@ -119,7 +118,6 @@ impl LinuxHost {
             members: agents::Members::default(),
             actuators,
             options,
-            io: None,
         })
     }
 
@@ -136,91 +134,6 @@ impl LinuxHost {
         })?;
         self.created_parent = Some(dir);
         Ok(())
-    }
-
-    /// Manages the tenants' disk I/O on one device from now on (see `io.rs`): the device's
-    /// scheduler set to BFQ when `options.bfq` (the one in force kept in `options.saved`, or
-    /// taken from there when a crashed run left it), given back by `release_all`. Tenants
-    /// attached with a `disk` in their spec get their blkio or io cgroup managed.
-    pub fn enable_io(&mut self, options: &IoOptions) -> Result<(), LinuxError> {
-        self.io = Some(io::IoHost::take_over(
-            &self.options.proc_root,
-            &self.hierarchy,
-            options,
-            self.options.write_timeout,
-            self.options.dry_run,
-        )?);
-        Ok(())
-    }
-
-    /// The shared disk, when memtide manages the tenants' I/O.
-    pub fn io(&self) -> Option<&io::IoHost> {
-        self.io.as_ref()
-    }
-
-    /// The caps `id`'s configuration gives it on the shared disk (`None`: none, and any cap
-    /// memtide wrote before is given back): kept for its attach, and written now when it runs
-    /// (not in a dry run).
-    pub fn set_io_cap(
-        &mut self,
-        id: TenantId,
-        cap: Option<crate::io_cgroup::IoCap>,
-    ) -> Result<(), LinuxError> {
-        let Some(host) = &mut self.io else {
-            return Ok(());
-        };
-        host.configure_cap(id, cap);
-        let Some(t) = self.tenants.get_mut(&id) else {
-            return Ok(());
-        };
-        let Some(io) = &mut t.io else {
-            return Ok(());
-        };
-        let result = io.apply_cap(host.device().dev(), cap, host.timeout(), host.dry_run());
-        t.record.io = Some(io.record());
-        Ok(result?)
-    }
-
-    /// Manages `id`'s disk I/O: its blkio (v1) or io (v2) cgroup, resuming `record`'s
-    /// originals, with its configured caps. Never fails the tenant: one whose I/O cannot be
-    /// managed runs without, and `IoHost::unmanaged` says why.
-    fn attach_io(&mut self, id: TenantId, record: Option<&IoRecord>, created: Vec<PathBuf>) {
-        let (Some(host), Some(t)) = (&mut self.io, self.tenants.get_mut(&id)) else {
-            return;
-        };
-        let dir = host.dir_of(&t.record.cgroup, t.cgroup.dir());
-        match host.open(id, dir, record, created) {
-            Ok(io) => {
-                t.record.io = Some(io.record());
-                t.io = Some(io);
-            }
-            Err(e) => host.not_managed(id, e.to_string()),
-        }
-    }
-
-    /// A tenant launched anew into the blkio cgroup a crashed run launched it in: the
-    /// directories that run created are removed with it.
-    fn inherit_io_dirs(&mut self, id: TenantId, record: &IoRecord) {
-        let (Some(host), Some(t)) = (&mut self.io, self.tenants.get_mut(&id)) else {
-            return;
-        };
-        if let Some(io) = &mut t.io {
-            io.inherit(&record.created);
-            host.keep_created(&record.created);
-            t.record.io = Some(io.record());
-        }
-    }
-
-    /// Gives back the weight and caps a record holds for a tenant whose I/O is no longer
-    /// managed (not in a dry run).
-    fn give_back_io_record(&mut self, record: &IoRecord) -> Result<(), LinuxError> {
-        if self.options.dry_run {
-            return Ok(());
-        }
-        match io::TenantIo::of_record(record).restore(self.options.write_timeout) {
-            Err(crate::io_cgroup::IoError::Fs(e)) if e.is_vanished() => Ok(()),
-            other => Ok(other?),
-        }
     }
 
     pub fn hierarchy(&self) -> &MemoryHierarchy {
@@ -326,18 +239,20 @@ impl LinuxHost {
             })
     }
 
-    /// Creates `<cgroup_path>` (which must not hold processes), bounds it by `initial_limit`
-    /// and starts `argv` inside it; with `io` (and disk I/O enabled), in its blkio cgroup too,
-    /// which on v1 is created first.
+    /// Creates `<cgroup_path>` (which must not hold processes), bounds it by `spec.max` and
+    /// starts `argv` inside it, and in the cgroups of other hierarchies its mechanisms make
+    /// ready for it (`Actuator::launch`: the disk's blkio cgroup on v1); with `merge`, asked to
+    /// merge its pages when some mechanism shares them.
     pub fn launch(
         &mut self,
         id: TenantId,
-        name: &str,
+        spec: &TenantSpec,
         cgroup_path: &str,
         argv: &[String],
-        initial_limit: Pages,
-        (merge, io): (bool, bool),
+        merge: bool,
     ) -> Result<&ManagedTenant, LinuxError> {
+        let name = spec.name.as_str();
+        let initial_limit = spec.max;
         if self.tenants.contains_key(&id) {
             return Err(LinuxError::Duplicate(name.to_string()));
         }
@@ -363,22 +278,25 @@ impl LinuxHost {
             .as_ref()
             .map(|d| d.join(format!("{name}.log")));
         let merge = merge && self.actuators.iter().any(|a| a.merges_launched());
-        let blkio = match (&mut self.io, io) {
-            (Some(host), true) => host.create_for_launch(cgroup_path)?,
-            _ => None,
-        };
-        let also = blkio.as_ref().map(|(dir, _)| dir.as_path());
-        let child =
-            match launch::spawn_in_cgroup(name, argv, cgroup.dir(), also, log.as_deref(), merge) {
-                Ok(child) => child,
-                Err(e) => {
-                    let _ = std::fs::remove_dir(cgroup.dir());
-                    for dir in blkio.iter().flat_map(|(_, created)| created.iter().rev()) {
-                        let _ = std::fs::remove_dir(dir);
-                    }
-                    return Err(e);
+        let joins = self.launch_joins(id, spec, cgroup_path)?;
+        let child = match launch::spawn_in_cgroup(
+            name,
+            argv,
+            cgroup.dir(),
+            &joins.dirs,
+            log.as_deref(),
+            merge,
+        ) {
+            Ok(child) => child,
+            Err(e) => {
+                let _ = std::fs::remove_dir(cgroup.dir());
+                remove_created(&joins.created);
+                for a in &mut self.actuators {
+                    a.forget(id);
                 }
-            };
+                return Err(e);
+            }
+        };
         self.insert(
             Inserted {
                 id,
@@ -392,14 +310,34 @@ impl LinuxHost {
             },
             false,
         );
-        if io {
-            self.attach_io(
-                id,
-                None,
-                blkio.map(|(_, created)| created).unwrap_or_default(),
-            );
-        }
         Ok(&self.tenants[&id])
+    }
+
+    /// The cgroups every mechanism makes ready for tenant `id` about to be launched; on an
+    /// error, those created so far are removed.
+    fn launch_joins(
+        &mut self,
+        id: TenantId,
+        spec: &TenantSpec,
+        cgroup_path: &str,
+    ) -> Result<Joins, LinuxError> {
+        let mut joins = Joins::default();
+        for a in &mut self.actuators {
+            match a.launch(id, spec, cgroup_path) {
+                Ok(j) => {
+                    joins.dirs.extend(j.dirs);
+                    joins.created.extend(j.created);
+                }
+                Err(e) => {
+                    remove_created(&joins.created);
+                    for a in &mut self.actuators {
+                        a.forget(id);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok(joins)
     }
 
     fn insert(&mut self, new: Inserted<'_>, oom_guard: bool) -> &ManagedTenant {
@@ -447,7 +385,6 @@ impl LinuxHost {
             unreclaimable: Pages::ZERO,
             adapter: None,
             max: None,
-            io: None,
             _lock: lock,
         };
         self.members
@@ -461,6 +398,21 @@ impl LinuxHost {
     pub fn with(mut self, actuator: impl Actuator + 'static) -> LinuxHost {
         self.actuators.push(Box::new(actuator));
         self
+    }
+
+    /// The actuator of type `A` this host runs, if any: how the one who built the host reaches
+    /// a mechanism's own methods (the daemon: the disk's caps and unmanaged tenants).
+    pub fn actuator<A: Actuator>(&self) -> Option<&A> {
+        self.actuators
+            .iter()
+            .find_map(|a| (a.as_ref() as &dyn Any).downcast_ref::<A>())
+    }
+
+    /// The actuator of type `A` this host runs, to change, if any.
+    pub fn actuator_mut<A: Actuator>(&mut self) -> Option<&mut A> {
+        self.actuators
+            .iter_mut()
+            .find_map(|a| (a.as_mut() as &mut dyn Any).downcast_mut::<A>())
     }
 
     /// Which managed tenant holds a process, as the balloon socket asks (see `agents.rs`).
@@ -570,23 +522,6 @@ impl LinuxHost {
         for a in &mut self.actuators {
             a.observe(&view, &mut obs, &mut self.events);
         }
-        let disk = match (&mut t.io, &mut self.io) {
-            (Some(io), Some(host)) => match io.observe(host.device().dev(), host.await_us()) {
-                Ok(disk) => disk,
-                Err(e) => {
-                    if matches!(&e, crate::io_cgroup::IoError::Fs(f) if f.is_vanished()) {
-                        // Its blkio cgroup went away (v1: apart from its memory cgroup).
-                        host.not_managed(id, e.to_string());
-                        t.io = None;
-                        t.record.io = None;
-                    }
-                    host.fail(Some(id), e);
-                    None
-                }
-            },
-            _ => None,
-        };
-        obs.levers.disk = disk.map(Box::new);
         t.last_sample = Some(sample);
         Ok(Some(obs))
     }
@@ -676,26 +611,6 @@ impl LinuxHost {
     }
 }
 
-impl LinuxHost {
-    /// Writes `id`'s disk weight (not in a dry run); the state file's record keeps the weight
-    /// it had before memtide's first.
-    fn apply_disk_weight(&mut self, id: TenantId, weight: u32) {
-        let (Some(host), Some(t)) = (&mut self.io, self.tenants.get_mut(&id)) else {
-            return;
-        };
-        let Some(io) = &mut t.io else {
-            return;
-        };
-        if self.options.dry_run {
-            return;
-        }
-        if let Err(e) = io.set_weight(weight, host.timeout()) {
-            host.fail(Some(id), e);
-        }
-        t.record.io = Some(io.record());
-    }
-}
-
 /// The smallest lowering of a limit worth a kernel write (1 MiB, the rails' smallest shrink
 /// step), as the tenants' limit levers declare it: the policy holds smaller ones back while the
 /// budget has room for them (`memtide_policy::mechanism::limit::hold_small_lowerings`).
@@ -761,11 +676,6 @@ impl Host for LinuxHost {
         for a in &mut self.actuators {
             a.observe_host(&mut obs, &mut self.events);
         }
-        if let Some(io) = &mut self.io {
-            if let Err(e) = io.observe_device() {
-                io.fail(None, e);
-            }
-        }
         self.retry_unrestored();
         self.tend_processes();
         let ids: Vec<TenantId> = self.tenants.keys().copied().collect();
@@ -795,9 +705,6 @@ impl Host for LinuxHost {
                     a.apply(action.id, &moves, &mut self.events);
                 }
             }
-            if let Some(weight) = moves.disk_weight {
-                self.apply_disk_weight(action.id, weight);
-            }
         }
         if !self.options.dry_run {
             for a in &mut self.actuators {
@@ -805,6 +712,13 @@ impl Host for LinuxHost {
             }
         }
         Ok(())
+    }
+}
+
+/// Removes directories created for a launch that failed, deepest first.
+fn remove_created(created: &[PathBuf]) {
+    for dir in created.iter().rev() {
+        let _ = std::fs::remove_dir(dir);
     }
 }
 

@@ -1,4 +1,4 @@
-//! Letting tenants go: an adopted cgroup gets back what memtide changed (limits, OOM killer, disk weight and caps), a launched one is stopped and removed; failed restores are kept and retried.
+//! Letting tenants go: an adopted cgroup gets back what memtide changed (each mechanism's part, from the record, then limits and OOM killer), a launched one is stopped and removed; failed restores are kept and retried.
 
 use super::tenant::{ManagedTenant, OomState, Origin, TenantRecord};
 use super::{launch, oom_kill_disable, LinuxError, LinuxHost};
@@ -17,12 +17,7 @@ impl LinuxHost {
             a.stop();
         }
         self.members.remove(id);
-        for a in &mut self.actuators {
-            a.forget(id);
-        }
-        if let Some(io) = &mut self.io {
-            io.forget(id);
-        }
+        self.forget_mechanisms(&mut t);
         match t.record.origin {
             Origin::Adopted => match self.give_back(&mut t) {
                 Ok(()) => {}
@@ -32,26 +27,30 @@ impl LinuxHost {
                     return Err(e);
                 }
             },
-            Origin::Launched => stop_launched(&mut t, self.options.write_timeout),
+            Origin::Launched => self.stop_launched(&mut t),
         }
         Ok(Some(t.record))
     }
 
-    /// Writes back what memtide changed on an adopted cgroup: its disk weight and caps, the
-    /// recorded limits and, on v1, the OOM killer switch (compared with the kernel's, so a
-    /// guard a crashed memtide left on is switched off too). Nothing in a dry run or when the
-    /// cgroup is gone.
-    fn give_back(&self, t: &mut ManagedTenant) -> Result<(), LinuxError> {
+    /// Every mechanism persists its part of `t`'s record, then forgets it.
+    fn forget_mechanisms(&mut self, t: &mut ManagedTenant) {
+        for a in &mut self.actuators {
+            a.persist(t.id, &mut t.record);
+            a.forget(t.id);
+        }
+    }
+
+    /// Writes back what memtide changed on an adopted cgroup: each mechanism's part, from the
+    /// record (the disk's weight and caps), the recorded limits and, on v1, the OOM killer
+    /// switch (compared with the kernel's, so a guard a crashed memtide left on is switched
+    /// off too). Nothing in a dry run or when the cgroup is gone.
+    fn give_back(&mut self, t: &mut ManagedTenant) -> Result<(), LinuxError> {
         if self.options.dry_run {
             return Ok(());
         }
         let timeout = self.options.write_timeout;
-        if let Some(io) = &mut t.io {
-            match io.restore(timeout) {
-                Err(crate::io_cgroup::IoError::Fs(e)) if e.is_vanished() => {}
-                other => other?,
-            }
-            t.record.io = Some(io.record());
+        for a in &mut self.actuators {
+            a.restore(&mut t.record)?;
         }
         if !t.cgroup.exists() {
             return Ok(());
@@ -111,11 +110,6 @@ impl LinuxHost {
                 errors.push((a.name().to_string(), e));
             }
         }
-        if let Some(io) = &mut self.io {
-            if let Err(e) = io.finish() {
-                errors.push(("io".to_string(), e));
-            }
-        }
         if let Some(dir) = self.created_parent.take() {
             let _ = std::fs::remove_dir(dir);
         }
@@ -134,17 +128,12 @@ impl LinuxHost {
             a.stop();
         }
         self.members.remove(id);
-        for a in &mut self.actuators {
-            a.forget(id);
-        }
+        self.forget_mechanisms(&mut t);
         let name = t.name.clone();
         let may_return = t.record.origin == Origin::Adopted;
-        if let Some(io) = &mut self.io {
-            io.forget(id);
-        }
         let restored = match t.record.origin {
             Origin::Launched => {
-                stop_launched(&mut t, self.options.write_timeout);
+                self.stop_launched(&mut t);
                 false
             }
             Origin::Adopted => match self.give_back(&mut t) {
@@ -168,30 +157,30 @@ impl LinuxHost {
             may_return,
         });
     }
-}
 
-/// Stops a launched tenant's processes and removes its cgroup, and with them its blkio cgroup
-/// and what memtide created to hold it (its weight and caps given back first, should the
-/// directory stay).
-fn stop_launched(t: &mut ManagedTenant, timeout: Duration) {
-    let cgroup = t.cgroup.clone();
-    let child = &mut t.child;
-    launch::stop_processes(
-        || cgroup.pids().unwrap_or_default(),
-        Duration::from_secs(5),
-        || {
-            if let Some(c) = child {
-                let _ = c.try_wait();
-            }
-        },
-    );
-    if let Some(c) = child {
-        let _ = c.wait();
-    }
-    // The kernel refuses to remove a cgroup that still holds processes; nothing else to do then.
-    let _ = std::fs::remove_dir(cgroup.dir());
-    if let Some(io) = &mut t.io {
-        let _ = io.restore(timeout);
-        io.remove_created();
+    /// Stops a launched tenant's processes and removes its cgroup, then lets every mechanism
+    /// give back its part (the disk: its weight and caps, should the blkio cgroup stay, and
+    /// the blkio directories memtide created for it; errors ignored).
+    fn stop_launched(&mut self, t: &mut ManagedTenant) {
+        let cgroup = t.cgroup.clone();
+        let child = &mut t.child;
+        launch::stop_processes(
+            || cgroup.pids().unwrap_or_default(),
+            Duration::from_secs(5),
+            || {
+                if let Some(c) = child {
+                    let _ = c.try_wait();
+                }
+            },
+        );
+        if let Some(c) = child {
+            let _ = c.wait();
+        }
+        // The kernel refuses to remove a cgroup that still holds processes; nothing else to do
+        // then.
+        let _ = std::fs::remove_dir(cgroup.dir());
+        for a in &mut self.actuators {
+            let _ = a.restore(&mut t.record);
+        }
     }
 }

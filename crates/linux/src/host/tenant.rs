@@ -38,8 +38,8 @@ pub struct TenantRecord {
     /// The OOM guard's part (v1), its fields at this level in the state file.
     #[serde(flatten)]
     pub oom: super::OomRecord,
-    /// Its disk I/O, when memtide manages it: the blkio or io cgroup and the weight and caps
-    /// found before memtide changed them.
+    /// The disk's part (`Disk::persist`), when memtide manages the tenant's I/O: the blkio or
+    /// io cgroup and the weight and caps found before memtide changed them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io: Option<super::io::IoRecord>,
 }
@@ -83,8 +83,6 @@ pub struct ManagedTenant {
     pub(crate) max: Option<Pages>,
     /// The application's adapter, kept running in the cgroup.
     pub(crate) adapter: Option<super::adapter::Adapter>,
-    /// Its disk I/O, when memtide manages it.
-    pub(crate) io: Option<super::io::TenantIo>,
     /// Held while memtide manages the cgroup (not in a dry run): no second memtide can adopt it.
     pub(crate) _lock: Option<super::lock::CgroupLock>,
 }

@@ -1,6 +1,6 @@
-//! The Linux host over a tenant's life, as the runner drives every world: attach adopts a cgroup (waiting while it is missing or empty) or launches a command in one, with its disk I/O when its spec shares the disk, detach gives back what memtide changed.
+//! The Linux host over a tenant's life, as the runner drives every world: attach adopts a cgroup (waiting while it is missing or empty) or launches a command in one and hands it to every mechanism (resuming the state file's record), detach gives back what memtide changed.
 
-use super::{LinuxError, LinuxHost, Origin, Original, TenantRecord};
+use super::{Attached, LinuxError, LinuxHost, Origin, Original, TenantRecord};
 use crate::cgroup::MemoryCgroup;
 use memtide_controller::{Attach, Joined, World};
 use memtide_model::{TenantId, TenantSpec, WorldEvent};
@@ -23,6 +23,36 @@ pub struct Placement {
 }
 
 impl LinuxHost {
+    /// Hands tenant `id`, just attached (`launched` now or adopted), to every mechanism with
+    /// the state file's `record` of it; a mechanism that fails to give back its part of the
+    /// record is reported as a failed restore.
+    fn resume_mechanisms(
+        &mut self,
+        id: TenantId,
+        spec: &TenantSpec,
+        launched: bool,
+        record: Option<&TenantRecord>,
+    ) {
+        let Some(t) = self.tenants.get(&id) else {
+            return;
+        };
+        let attached = Attached {
+            id,
+            spec,
+            cgroup: &t.record.cgroup,
+            dir: t.cgroup.dir(),
+            launched,
+        };
+        for a in &mut self.actuators {
+            if let Err(e) = a.resume(&attached, record) {
+                self.events.push(WorldEvent::RestoreFailed {
+                    name: spec.name.clone(),
+                    error: e.to_string(),
+                });
+            }
+        }
+    }
+
     /// The cgroup at `path` holds at least one process.
     fn has_processes(&self, path: &str) -> bool {
         MemoryCgroup::new(self.hierarchy.version, self.hierarchy.dir_of(path))
@@ -40,9 +70,9 @@ impl World for LinuxHost {
 
     /// Adopts the placement's cgroup (re-adopting under `record`'s original after a crash), or
     /// launches its command, and sets up what policy needs: the tenant's max for the OOM guard,
-    /// the access sampler when its estimator samples, and its blkio or io cgroup when its spec
-    /// shares the disk (with disk I/O enabled; a record's I/O originals are given back when it
-    /// no longer does). An adopted cgroup that does not exist or holds no process yet waits
+    /// and every mechanism's part (`Actuator::resume` with the record, then `attach`: the
+    /// access sampler when its estimator samples, its blkio or io cgroup when its spec shares
+    /// the disk, a record's I/O originals given back when it no longer does). An adopted cgroup that does not exist or holds no process yet waits
     /// (its record is kept for when it comes). A launched tenant whose command still runs from
     /// a previous run is re-adopted, not launched twice.
     fn attach(
@@ -54,7 +84,6 @@ impl World for LinuxHost {
     ) -> Result<Attach, LinuxError> {
         let record = record.filter(|r| r.cgroup == placement.cgroup);
         let cgroup = &placement.cgroup;
-        let io = spec.disk.is_some() && self.io.is_some();
         let has_procs = self.has_processes(cgroup);
         let how = match &placement.launch {
             None => {
@@ -93,27 +122,12 @@ impl World for LinuxHost {
                     )?;
                     Joined::Readopted
                 } else {
-                    let flags = (!placement.isolated, io);
-                    self.launch(id, &spec.name, cgroup, argv, spec.max, flags)?;
+                    self.launch(id, spec, cgroup, argv, !placement.isolated)?;
                     Joined::Launched
                 }
             }
         };
-        let io_record = record.and_then(|r| r.io.as_ref());
-        // A launched tenant's I/O was set up as it launched.
-        let launched = how == Joined::Launched;
-        if io && !launched {
-            self.attach_io(id, io_record, Vec::new());
-        } else if let (true, Some(r)) = (io, io_record) {
-            self.inherit_io_dirs(id, r);
-        } else if let (false, Some(r)) = (io, io_record) {
-            if let Err(e) = self.give_back_io_record(r) {
-                self.events.push(WorldEvent::RestoreFailed {
-                    name: spec.name.clone(),
-                    error: e.to_string(),
-                });
-            }
-        }
+        self.resume_mechanisms(id, spec, how == Joined::Launched, record);
         self.set_max(id, spec.max);
         self.set_adapter(id, placement.adapter.clone());
         self.attach_mechanisms(id, spec, placement);
@@ -146,11 +160,19 @@ impl World for LinuxHost {
         match *command {}
     }
 
+    /// Each managed tenant's record with every mechanism's part persisted, then those whose
+    /// restore failed, as they were let go.
     fn records(&self) -> Vec<TenantRecord> {
         self.tenants
             .values()
-            .chain(&self.unrestored)
-            .map(|t| t.record.clone())
+            .map(|t| {
+                let mut record = t.record.clone();
+                for a in &self.actuators {
+                    a.persist(t.id, &mut record);
+                }
+                record
+            })
+            .chain(self.unrestored.iter().map(|t| t.record.clone()))
             .collect()
     }
 
@@ -165,9 +187,9 @@ impl World for LinuxHost {
             Some(Original::of(record)),
             record.origin,
         )?;
-        if let (Some(r), Some(t)) = (&record.io, self.tenants.get_mut(&id)) {
-            t.io = Some(super::io::TenantIo::of_record(r));
-            t.record.io = Some(r.clone());
+        // The mechanisms' parts of the record are given back from the record itself.
+        if let Some(t) = self.tenants.get_mut(&id) {
+            t.record.io = record.io.clone();
         }
         self.release(id).map(|_| ())
     }

@@ -1,4 +1,7 @@
-//! Disk I/O on the Linux host (issue 14, Lai et al.): one block device the tenants share, its scheduler, and each I/O tenant's blkio (v1) or io (v2) cgroup — the policy's weights written, caps only as configured, counters and a latency read each tick, and all of it given back.
+//! Disk I/O on the Linux host (issue 14, Lai et al.), the [`Disk`] actuator: one block device the tenants share, its scheduler, and each I/O tenant's blkio (v1) or io (v2) cgroup — the policy's weights written, caps only as configured, counters and a latency read each tick, and all of it given back.
+//!
+//! This file holds the device's side ([`IoHost`]) and the state-file part ([`IoRecord`]);
+//! `tenant.rs` a tenant's side, `actuator.rs` the mechanism the host runs.
 //!
 //! **The device.** `[io] device` names one whole block device. With `scheduler = "bfq"`,
 //! memtide makes BFQ its scheduler at start (v1's weights act only under BFQ) through
@@ -37,14 +40,20 @@
 //! On v2, `io.stat`'s per-cgroup latency with blk-iocost would be the tenant's own; that is
 //! not done. Syncs and their latency are not measured on Linux (`None`).
 
+mod actuator;
+mod tenant;
+
+pub use actuator::Disk;
+pub(crate) use tenant::TenantIo;
+
 use super::error::LinuxError;
 use crate::block::BlockDevice;
 use crate::fs::diskstat::{self, DiskStat};
 use crate::fs::hierarchy::{parse_mountinfo, MemoryHierarchy};
 use crate::fs::read::read_text;
 use crate::fs::{write_bounded, CgroupVersion, FsError};
-use crate::io_cgroup::{DevNum, IoCap, IoCgroup, IoError, IoInterface, IoOriginals};
-use memtide_model::{Bytes, DiskIo, TenantId};
+use crate::io_cgroup::{IoCap, IoCgroup, IoError, IoInterface, IoOriginals};
+use memtide_model::TenantId;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -68,7 +77,7 @@ pub enum DiskError {
     NoIoCgroup { dir: String, what: &'static str },
 }
 
-/// What `LinuxHost::enable_io` takes.
+/// What [`Disk::take_over`] takes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct IoOptions {
     /// The shared device: a path to its node (`/dev/vdb`, a link to it) or its name under
@@ -153,7 +162,7 @@ impl IoHost {
     /// scheduler a crashed run left (named in `saved`), then, with `bfq`, keeps the scheduler
     /// in force in `saved` and makes BFQ the device's scheduler. Nothing is written in a dry
     /// run. `root` is the root /proc and /sys are read under (`/` live).
-    pub fn take_over(
+    pub(crate) fn take_over(
         root: &Path,
         memory: &MemoryHierarchy,
         options: &IoOptions,
@@ -281,14 +290,6 @@ impl IoHost {
         self.caps.get(&id).copied()
     }
 
-    pub(crate) fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    pub(crate) fn dry_run(&self) -> bool {
-        self.dry_run
-    }
-
     /// A new observation: the device's await since the last one.
     pub(crate) fn observe_device(&mut self) -> Result<(), FsError> {
         let now = diskstat::read_disk_stat(&self.sysfs, self.device.name())?;
@@ -376,13 +377,7 @@ impl IoHost {
             }
             .into());
         }
-        let mut io = TenantIo {
-            cap: None,
-            cgroup,
-            last: None,
-            created,
-        };
-        io.cap = io.cgroup.cap(self.device.dev()).ok();
+        let mut io = TenantIo::new(cgroup, created, self.device.dev());
         let cap = self.configured_cap(id);
         if cap.is_some() || !io.cgroup.originals().caps.is_empty() {
             if let Err(e) = io.apply_cap(self.device.dev(), cap, self.timeout, self.dry_run) {
@@ -435,151 +430,6 @@ impl IoHost {
         }
         Ok(())
     }
-}
-
-/// One tenant's I/O: its cgroup, what it had before memtide, and the counters kept between
-/// ticks.
-#[derive(Debug)]
-pub(crate) struct TenantIo {
-    pub cgroup: IoCgroup,
-    /// The cumulative operations and bytes on the device at the last observation.
-    last: Option<(u64, u64)>,
-    /// The caps in force on the device, as read at attach and after each write.
-    cap: Option<IoCap>,
-    /// The blkio directories memtide created for it (v1, launched), parents first.
-    created: Vec<PathBuf>,
-}
-
-impl TenantIo {
-    /// The tenant's I/O as a record names it (to give back a tenant no longer configured).
-    pub fn of_record(record: &IoRecord) -> TenantIo {
-        TenantIo {
-            cgroup: IoCgroup::new(record.interface, record.dir.clone())
-                .with_originals(record.originals.clone()),
-            last: None,
-            cap: None,
-            created: record.created.clone(),
-        }
-    }
-
-    /// What the state file keeps.
-    pub fn record(&self) -> IoRecord {
-        IoRecord {
-            dir: self.cgroup.dir().to_path_buf(),
-            interface: self.cgroup.interface(),
-            originals: self.cgroup.originals().clone(),
-            created: self.created.clone(),
-        }
-    }
-
-    /// What the tenant did on `device` since the last observation: the first observation has
-    /// no difference yet (0 operations, no latency). `await_us`, the device's mean await, is
-    /// its latency when it did I/O. `None` when the kernel keeps no counters for the cgroup.
-    pub fn observe(
-        &mut self,
-        device: DevNum,
-        await_us: Option<f64>,
-    ) -> Result<Option<DiskIo>, IoError> {
-        let Some(sample) = self.cgroup.sample()? else {
-            return Ok(None);
-        };
-        // A device the cgroup is not listed on has seen no I/O from it.
-        let (ops, bytes) = sample.device(device).map_or((0, 0), |d| {
-            (
-                d.read_ios.saturating_add(d.write_ios),
-                d.read_bytes.0.saturating_add(d.write_bytes.0),
-            )
-        });
-        let (d_ops, d_bytes) = match self.last.replace((ops, bytes)) {
-            None => (0, 0),
-            // Counters that went backwards (the cgroup was made again) start afresh.
-            Some((o, b)) if ops < o || bytes < b => (ops, bytes),
-            Some((o, b)) => (ops - o, bytes - b),
-        };
-        let weight = self
-            .cgroup
-            .weight()?
-            .map(|w| u32::try_from(w).unwrap_or(u32::MAX));
-        Ok(Some(DiskIo {
-            weight,
-            cap_iops: self.cap.and_then(cap_iops),
-            ops: d_ops,
-            bytes: Bytes(d_bytes),
-            latency_us: await_us.filter(|_| d_ops > 0),
-            syncs: None,
-            sync_latency_us: None,
-        }))
-    }
-
-    /// Writes the configured caps on `device` (`None`: the originals back, where memtide
-    /// changed them), nothing in a dry run.
-    pub fn apply_cap(
-        &mut self,
-        device: DevNum,
-        cap: Option<IoCap>,
-        timeout: Duration,
-        dry_run: bool,
-    ) -> Result<(), IoError> {
-        if dry_run {
-            return Ok(());
-        }
-        let want = match cap {
-            Some(c) => c,
-            None => match self
-                .cgroup
-                .originals()
-                .caps
-                .iter()
-                .find(|(d, _)| *d == device)
-            {
-                Some((_, original)) => *original,
-                None => return Ok(()),
-            },
-        };
-        let result = self.cgroup.set_cap(device, want, timeout);
-        self.cap = self.cgroup.cap(device).ok();
-        result
-    }
-
-    /// Writes `weight`.
-    pub fn set_weight(&mut self, weight: u32, timeout: Duration) -> Result<(), IoError> {
-        self.cgroup.set_weight(u64::from(weight), timeout)
-    }
-
-    /// Gives back the weight and caps memtide changed.
-    pub fn restore(&mut self, timeout: Duration) -> Result<(), IoError> {
-        self.cgroup.restore(timeout)?;
-        self.cap = None;
-        Ok(())
-    }
-
-    /// Takes on directories a crashed run created for the tenant, parents first.
-    pub fn inherit(&mut self, created: &[PathBuf]) {
-        for d in created {
-            if !self.created.contains(d) {
-                self.created.push(d.clone());
-            }
-        }
-        self.created.sort_by_key(|d| d.components().count());
-    }
-
-    /// Removes the blkio directories memtide created for a launched tenant, deepest first
-    /// (a parent still holding another tenant's cgroup stays).
-    pub fn remove_created(&self) {
-        for d in self.created.iter().rev() {
-            let _ = std::fs::remove_dir(d);
-        }
-    }
-}
-
-/// The most operations a second a cap lets through: its read and write IOPS caps together;
-/// `None` without an IOPS cap.
-fn cap_iops(cap: IoCap) -> Option<u32> {
-    let total = match (cap.read_iops, cap.write_iops) {
-        (None, None) => return None,
-        (r, w) => r.unwrap_or(0).saturating_add(w.unwrap_or(0)),
-    };
-    Some(u32::try_from(total).unwrap_or(u32::MAX))
 }
 
 /// The v1 blkio hierarchy, from `<root>/proc/self/mountinfo`.
@@ -654,10 +504,13 @@ fn store_saved(path: &Path, saved: &SavedScheduler) -> Result<(), LinuxError> {
 mod tests {
     use super::*;
     use crate::fs::blkio::tests::fake_blkio;
+    use crate::host::io::Disk;
     use crate::host::{HostOptions, LinuxHost, Origin, Placement};
+    use crate::io_cgroup::DevNum;
     use memtide_controller::{Host, World};
     use memtide_model::{
-        Decision, DiskNote, DiskSpec, Pages, ReclamationState, TenantAction, TenantSpec,
+        Bytes, Decision, DiskIo, DiskNote, DiskSpec, Pages, ReclamationState, TenantAction,
+        TenantSpec,
     };
     use std::fs;
 
@@ -736,6 +589,21 @@ mod tests {
         .unwrap();
     }
 
+    /// The disk taken over under `options` on the host `fake_host` made under `root`.
+    fn take_over(host: &LinuxHost, root: &Path, options: &IoOptions) -> Result<Disk, LinuxError> {
+        Disk::take_over(root, host.hierarchy(), options, TIMEOUT, false)
+    }
+
+    /// `host` with the disk taken over under `options(root)`.
+    fn with_disk(host: LinuxHost, root: &Path) -> LinuxHost {
+        let disk = take_over(&host, root, &options(root)).unwrap();
+        host.with(disk)
+    }
+
+    fn shared(host: &LinuxHost) -> &IoHost {
+        host.actuator::<Disk>().unwrap().shared().unwrap()
+    }
+
     fn options(root: &Path) -> IoOptions {
         IoOptions {
             device: "loop0".into(),
@@ -801,9 +669,8 @@ mod tests {
     fn a_tenant_s_io_is_observed_as_deltas_with_the_device_s_await_weighted_and_given_back() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
-        let mut host = fake_host(root, true, "none [bfq]\n");
-        host.enable_io(&options(root)).unwrap();
-        assert_eq!(host.io().unwrap().interface(), IoInterface::V1Bfq);
+        let mut host = with_disk(fake_host(root, true, "none [bfq]\n"), root);
+        assert_eq!(shared(&host).interface(), IoInterface::V1Bfq);
         assert!(root.join("state/io.json").is_file(), "scheduler kept first");
         did(root, 1000);
         adopt(&mut host, None);
@@ -848,14 +715,16 @@ mod tests {
     fn configured_caps_are_written_at_attach_reported_and_given_back_when_dropped() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
-        let mut host = fake_host(root, true, "none [bfq]\n");
-        host.enable_io(&options(root)).unwrap();
+        let mut host = with_disk(fake_host(root, true, "none [bfq]\n"), root);
         let cap = IoCap {
             write_iops: Some(50),
             read_iops: Some(200),
             ..IoCap::NONE
         };
-        host.set_io_cap(TenantId(0), Some(cap)).unwrap();
+        host.actuator_mut::<Disk>()
+            .unwrap()
+            .set_cap(TenantId(0), Some(cap))
+            .unwrap();
         adopt(&mut host, None);
         let file = root.join("blkio/t/blkio.throttle.write_iops_device");
         assert_eq!(read(file.clone()), "7:0 50");
@@ -863,7 +732,10 @@ mod tests {
         let record = host.records().pop().unwrap().io.unwrap();
         assert_eq!(record.originals.caps, vec![(LOOP0, IoCap::NONE)]);
         // A reload without caps gives the originals back at once.
-        host.set_io_cap(TenantId(0), None).unwrap();
+        host.actuator_mut::<Disk>()
+            .unwrap()
+            .set_cap(TenantId(0), None)
+            .unwrap();
         assert_eq!(read(file), "7:0 0");
     }
 
@@ -871,11 +743,10 @@ mod tests {
     fn an_adopted_tenant_without_a_blkio_cgroup_runs_with_its_io_unmanaged() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
-        let mut host = fake_host(root, false, "none [bfq]\n");
-        host.enable_io(&options(root)).unwrap();
+        let mut host = with_disk(fake_host(root, false, "none [bfq]\n"), root);
         adopt(&mut host, None);
         assert!(host.tenant(TenantId(0)).is_some(), "the memory side runs");
-        let why = host.io().unwrap().unmanaged(TenantId(0)).unwrap();
+        let why = shared(&host).unmanaged(TenantId(0)).unwrap();
         let want = format!(
             "there is no blkio cgroup at {}",
             root.join("blkio/t").display()
@@ -888,16 +759,14 @@ mod tests {
     fn a_restarted_daemon_gives_back_the_weight_its_record_holds() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
-        let mut host = fake_host(root, true, "none [bfq]\n");
-        host.enable_io(&options(root)).unwrap();
+        let mut host = with_disk(fake_host(root, true, "none [bfq]\n"), root);
         adopt(&mut host, None);
         weigh(&mut host, 800, 100);
         let record = host.records().pop().unwrap();
         drop(host); // SIGKILL: the weight stays 800.
         assert_eq!(read(root.join("blkio/t/blkio.bfq.weight")), "800");
 
-        let mut host = host_on(root);
-        host.enable_io(&options(root)).unwrap();
+        let mut host = with_disk(host_on(root), root);
         adopt(&mut host, Some(&record));
         assert_eq!(disk(&mut host).unwrap().weight, Some(800));
         host.release(TenantId(0)).unwrap();
@@ -905,15 +774,33 @@ mod tests {
     }
 
     #[test]
+    fn with_disk_io_off_a_record_s_weight_is_still_given_back_and_not_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        let mut host = with_disk(fake_host(root, true, "none [bfq]\n"), root);
+        adopt(&mut host, None);
+        weigh(&mut host, 800, 100);
+        let record = host.records().pop().unwrap();
+        drop(host); // SIGKILL; the next run has [io] off.
+
+        let mut host = host_on(root).with(Disk::off(TIMEOUT, false));
+        adopt(&mut host, Some(&record));
+        assert_eq!(read(root.join("blkio/t/blkio.bfq.weight")), "100");
+        assert_eq!(disk(&mut host), None, "its I/O is not managed");
+        assert_eq!(host.records().pop().unwrap().io, None);
+        assert!(host.actuator::<Disk>().unwrap().shared().is_none());
+    }
+
+    #[test]
     fn keeping_a_scheduler_other_than_bfq_on_v1_is_refused_naming_the_device() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
-        let mut host = fake_host(root, true, "[mq-deadline] bfq\n");
+        let host = fake_host(root, true, "[mq-deadline] bfq\n");
         let keep = IoOptions {
             bfq: false,
             ..options(root)
         };
-        let msg = host.enable_io(&keep).unwrap_err().to_string();
+        let msg = take_over(&host, root, &keep).unwrap_err().to_string();
         assert!(
             msg.contains("device loop0 runs the mq-deadline scheduler"),
             "{msg}"
@@ -922,7 +809,7 @@ mod tests {
             device: "sdz".into(),
             ..options(root)
         };
-        let msg = host.enable_io(&none).unwrap_err().to_string();
+        let msg = take_over(&host, root, &none).unwrap_err().to_string();
         assert!(msg.contains("no block device \"sdz\""), "{msg}");
     }
 
@@ -954,9 +841,9 @@ mod tests {
     fn a_launched_tenant_s_blkio_cgroup_is_created_with_its_parents_and_removed_at_exit() {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
-        let mut host = fake_host(root, true, "none [bfq]\n");
-        host.enable_io(&options(root)).unwrap();
-        let io = host.io.as_mut().unwrap();
+        let host = fake_host(root, true, "none [bfq]\n");
+        let mut io =
+            IoHost::take_over(root, host.hierarchy(), &options(root), TIMEOUT, false).unwrap();
         let (dir, created) = io.create_for_launch("/a/b/t").unwrap().unwrap();
         assert_eq!(dir, root.join("blkio/a/b/t"));
         assert_eq!(
@@ -974,8 +861,7 @@ mod tests {
         // A record written before disk I/O existed has no `io`; one with it round-trips.
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path();
-        let mut host = fake_host(root, true, "none [bfq]\n");
-        host.enable_io(&options(root)).unwrap();
+        let mut host = with_disk(fake_host(root, true, "none [bfq]\n"), root);
         adopt(&mut host, None);
         let record = host.records().pop().unwrap();
         assert_eq!(record.origin, Origin::Adopted);
