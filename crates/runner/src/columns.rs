@@ -51,25 +51,20 @@ impl Column {
     }
 }
 
-/// The record's figures of `row` the snapshot publishes ([`Value::Record`]), by key: a
-/// counter's as an integer, the others as they are; `null` where the tenant has none, so
+/// The record's figures of `row` the snapshot publishes ([`Value::Record`]), by key: an
+/// amount's or a count's as an integer, the others as they are; `null` where the tenant has none, so
 /// every key is always there.
 pub fn record_figures(row: Option<&TenantRow>) -> BTreeMap<String, serde_json::Value> {
     TENANT_COLUMNS
         .iter()
         .filter_map(|c| match c.value {
             Record { key, read } => {
-                let x = row.and_then(read);
-                let counter = matches!(
-                    c.metric,
-                    Some(Metric {
-                        kind: Kind::Counter,
-                        ..
-                    })
-                );
-                let json = match x {
+                // Amounts (`_bytes`) and counts (`_total`) are whole numbers in the JSON, as
+                // the snapshot's own fields are.
+                let whole = key.ends_with("_bytes") || key.ends_with("_total");
+                let json = match row.and_then(read) {
                     None => serde_json::Value::Null,
-                    Some(x) if counter => serde_json::Value::from(x as u64),
+                    Some(x) if whole => serde_json::Value::from(x as u64),
                     Some(x) => serde_json::Value::from(x),
                 };
                 Some((key.to_string(), json))
