@@ -518,6 +518,8 @@ memtide_tenant_swap_bytes{tenant="db"} 0
 # TYPE memtide_tenant_pressure_some_avg10 gauge
 # HELP memtide_tenant_pressure_full_avg10 The share of time all the tenant's tasks stalled on memory at once (PSI full avg10), percent.
 # TYPE memtide_tenant_pressure_full_avg10 gauge
+# HELP memtide_tenant_unevictable_bytes The tenant's unevictable memory (mlocked, ramfs, SHM_LOCK), which no limit reclaims, in bytes.
+# TYPE memtide_tenant_unevictable_bytes gauge
 # HELP memtide_app_pool_bytes The tenant's application pool as its balloon agent last reported it, in bytes.
 # TYPE memtide_app_pool_bytes gauge
 memtide_app_pool_bytes{tenant="db"} 268435456

@@ -358,6 +358,18 @@ pub static TENANT_COLUMNS: &[Column] = &[
     },
     Column {
         metric: gauge(
+            "memtide_tenant_unevictable_bytes",
+            "The tenant's unevictable memory (mlocked, ramfs, SHM_LOCK), which no limit reclaims, in bytes.",
+        ),
+        status: None,
+        value: Record {
+            key: "unevictable_bytes",
+            read: |r| Some(r.limit?.unevictable?.to_bytes().0 as f64),
+        },
+        timeline: None,
+    },
+    Column {
+        metric: gauge(
             "memtide_app_pool_bytes",
             "The tenant's application pool as its balloon agent last reported it, in bytes.",
         ),

@@ -58,6 +58,7 @@ pub fn observation(
         major_faults,
         pressure: now.pressure.as_ref().map(|p| p.some.avg10_pct),
         pressure_full: now.pressure.and_then(|p| p.full).map(|f| f.avg10_pct),
+        unevictable: now.unevictable.map(Bytes::to_pages_ceil),
         smallest_lowering: ctx.smallest_lowering,
     });
     obs
@@ -178,6 +179,7 @@ mod tests {
         let now = CgroupSample {
             refault_file: Some(25),
             major_faults: Some(1),
+            unevictable: Some(Bytes(4097)),
             pressure: Some(Pressure {
                 some: PsiLine {
                     avg10_pct: 2.5,
@@ -207,6 +209,11 @@ mod tests {
         assert!(!lever.unlimited);
         assert_eq!(lever.pressure, Some(2.5));
         assert_eq!(lever.pressure_full, Some(0.75));
+        assert_eq!(
+            lever.unevictable,
+            Some(Pages(2)),
+            "4097 bytes touch two pages"
+        );
     }
 
     #[test]
@@ -217,6 +224,7 @@ mod tests {
             swap: None,
             refault_anon: None,
             major_faults: None,
+            unevictable: None,
             ..before.clone()
         };
         let obs = observation(TenantId(0), &now, Some(&before), &ctx(0));
@@ -226,6 +234,7 @@ mod tests {
         assert_eq!(obs.refaults, Some(0));
         let lever = obs.levers.limit.unwrap();
         assert_eq!(lever.major_faults, None);
+        assert_eq!(lever.unevictable, None, "not read as 0");
         assert_eq!(
             lever.unreclaimable,
             Pages::from_mib(250),

@@ -24,6 +24,10 @@ pub struct LimitLever {
     /// lost work, where "some" is only delay. Where the kernel has it per cgroup (v2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pressure_full: Option<f64>,
+    /// Its unevictable memory (mlocked pages, ramfs, SHM_LOCKed segments), where the kernel
+    /// reports it: part of what it cannot give back, and no limit reclaims it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unevictable: Option<Pages>,
     /// The smallest lowering worth a write to this world (a kernel write that buys almost
     /// nothing costs more than a limit left a little higher): the limit planner holds smaller
     /// ones back while the budget has room for them. Zero: every change is carried out.
