@@ -165,26 +165,7 @@ impl fmt::Display for EstimateNote {
 mod tests {
     use super::*;
     use crate::decision::ReclamationState;
-    use crate::mechanism::{BalloonNote, HostSwapNote};
-
-    fn note(state: ReclamationState) -> MechanismNote {
-        MechanismNote {
-            balloon: Some(BalloonNote {
-                size: Pages::ZERO,
-                target: Some(Pages::from_mib(76)),
-                limit: Some(Pages::from_mib(200)),
-                stalled: false,
-                beyond: Pages::ZERO,
-            }),
-            host_swap: Some(HostSwapNote {
-                wanted: Pages::ZERO,
-                out: Pages::ZERO,
-                room: None,
-                blocked: false,
-            }),
-            ..MechanismNote::new(state, Pages::from_mib(256), Pages::from_mib(180))
-        }
-    }
+    use crate::mechanism::tests::note;
 
     #[test]
     fn reason_reads_as_one_line_with_mechanism_and_estimate() {

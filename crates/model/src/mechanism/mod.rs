@@ -350,7 +350,7 @@ fn clause<N: Clause>(note: &Option<N>, at: Standing, f: &mut fmt::Formatter<'_>)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::time::Duration;
 
@@ -469,7 +469,8 @@ mod tests {
         assert_eq!(serde_json::to_string(&Mechanisms::new()).unwrap(), "[]");
     }
 
-    fn note(state: ReclamationState) -> MechanismNote {
+    /// A VM's note in `state`: its balloon asked to 76 MiB, host swap with nothing to do.
+    pub(crate) fn note(state: ReclamationState) -> MechanismNote {
         MechanismNote {
             balloon: Some(BalloonNote {
                 size: Pages::ZERO,
