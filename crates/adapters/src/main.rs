@@ -151,6 +151,18 @@ fn duration(text: &str) -> Result<Duration, String> {
     memtide_model::written::parse_duration(text)
 }
 
+/// Refuses a server URL carrying a user or password, shown without them: argv is readable by
+/// every local user (`ps`), and the URL goes into error lines.
+fn no_credentials(url: &str) -> Result<()> {
+    match memtide_model::written::url_with_credentials(url) {
+        Some(shown) => anyhow::bail!(
+            "--url {shown}: must not carry a user or password (every local user can read a \
+             command line); use --password-file"
+        ),
+        None => Ok(()),
+    }
+}
+
 /// A password file's first line.
 fn password(file: Option<&Path>) -> Result<Option<String>> {
     file.map(|p| {
@@ -215,6 +227,7 @@ fn run() -> Result<()> {
             password_file,
             common,
         } => {
+            no_credentials(&url)?;
             let password = password(password_file.as_deref())?;
             let connect: Connect = Arc::new(move || {
                 redis_pool::RedisPool::connect(&url, password.clone())
@@ -251,6 +264,7 @@ fn run() -> Result<()> {
             shrink_step,
             mut common,
         } => {
+            no_credentials(&url)?;
             let login = mariadb::Login {
                 endpoint: mariadb::Endpoint::parse(&url)
                     .map_err(|e| anyhow::anyhow!("mariadb: --url {e}"))?,
@@ -267,6 +281,7 @@ fn run() -> Result<()> {
             (connect, PoolKind::BufferPool, "mariadb", common)
         }
         Server::Memcached { url, common } => {
+            no_credentials(&url)?;
             // memcached's limit is in MiB and at least 8 of them.
             let mib = 1 << 20;
             anyhow::ensure!(

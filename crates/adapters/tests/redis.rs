@@ -114,3 +114,30 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
     });
     memtide.server.stop();
 }
+
+#[test]
+fn a_url_carrying_a_password_is_refused_in_one_line_that_does_not_show_it() {
+    for (kind, url) in [
+        ("redis", "redis://:s3cret@127.0.0.1:1"),
+        ("mariadb", "mysql://root:s3cret@127.0.0.1:1"),
+        ("memcached", "memcache://u:s3cret@127.0.0.1:1"),
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_memtide-adapter"))
+            .args([kind, "--url", url, "--min", "8M", "--max", "64M"])
+            .args(["--socket", "/nonexistent/balloon.sock"])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{kind}: {said}");
+        assert_eq!(said.lines().count(), 1, "{kind}: {said}");
+        assert!(
+            said.contains("--url") && said.contains("--password-file"),
+            "{said}"
+        );
+        assert!(said.contains("***@127.0.0.1:1"), "{said}");
+        assert!(
+            !said.contains("s3cret"),
+            "{kind} shows the password: {said}"
+        );
+    }
+}

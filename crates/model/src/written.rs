@@ -1,4 +1,4 @@
-//! Memory sizes (`"512M"`, `"1GiB"`, bytes) and durations (`"500ms"`, `"1s"`, `"2m"`) as people write them, and back: the one parser behind the configuration layer's `Size` and `Duration` (crates/config), the API and the toucher.
+//! Memory sizes (`"512M"`, `"1GiB"`, bytes) and durations (`"500ms"`, `"1s"`, `"2m"`) as people write them, and back: the one parser behind the configuration layer's `Size` and `Duration` (crates/config), the API and the toucher; and the check that a server's URL carries no credentials.
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -141,6 +141,18 @@ fn scaled(number: &str, scale: u128) -> Option<Scaled> {
     Some(Scaled::Whole(total))
 }
 
+/// A server URL that carries credentials (`redis://:secret@host:6379`, `mysql://user:pw@host`),
+/// as it may be shown: the user and password replaced by `***`; `None` for a URL without them.
+/// A password in a URL ends up in a command line (`ps` shows it to every local user) and in
+/// error lines, so memtide refuses such URLs and takes passwords from files only.
+pub fn url_with_credentials(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let (_, host) = authority.rsplit_once('@')?;
+    let path = &rest[authority.len()..];
+    Some(format!("{scheme}://***@{host}{path}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -226,5 +238,28 @@ mod tests {
         assert_eq!(parse_duration(&format_duration(odd)), Ok(odd));
         assert_eq!(format_duration(StdDuration::from_secs(60)), "60s");
         assert_eq!(format_duration(StdDuration::from_secs(120)), "2m");
+    }
+
+    #[test]
+    fn a_url_with_a_user_or_password_is_shown_without_them() {
+        assert_eq!(
+            url_with_credentials("redis://:s3cret@127.0.0.1:6379/0").as_deref(),
+            Some("redis://***@127.0.0.1:6379/0")
+        );
+        assert_eq!(
+            url_with_credentials("mysql://root:pw@db:3306").as_deref(),
+            Some("mysql://***@db:3306")
+        );
+        assert_eq!(
+            url_with_credentials("memcache://a@b@host:11211").as_deref(),
+            Some("memcache://***@host:11211")
+        );
+        for clean in [
+            "redis://127.0.0.1:6379",
+            "unix:///run/a@b/redis.sock",
+            "no-scheme@x",
+        ] {
+            assert_eq!(url_with_credentials(clean), None, "{clean}");
+        }
     }
 }

@@ -375,6 +375,15 @@ fn app_server(
         return Err(not_for("password_file", "redis or mariadb"));
     }
     let url = url.unwrap_or_else(|| default.to_string());
+    if let Some(shown) = memtide_model::written::url_with_credentials(&url) {
+        // Shown without them: the error line is logged.
+        return Err(doc.error_with_value(
+            &at.key("url"),
+            Some(format!("\"{shown}\"")),
+            "must not carry a user or password (a URL goes on the adapter's command line, \
+             which every local user can read); put the password in password_file",
+        ));
+    }
     if kind != AppKind::Jvm
         && !(url.starts_with("unix:///") || schemes.iter().any(|s| url.starts_with(s)))
     {

@@ -906,6 +906,16 @@ fn app_settings_that_make_no_sense_name_their_field() {
             "not a MariaDB address; expected mysql://",
         ),
         (
+            "kind = \"redis\"\nurl = \"redis://:s3cret@127.0.0.1:6379\"\nmin = \"0\"\nmax = \"1G\"\n",
+            "tenant[0].app.url",
+            "= \"redis://***@127.0.0.1:6379\": must not carry a user or password",
+        ),
+        (
+            "kind = \"mariadb\"\nurl = \"mysql://root:s3cret@db:3306\"\nmin = \"0\"\nmax = \"1G\"\n",
+            "tenant[0].app.url",
+            "put the password in password_file",
+        ),
+        (
             "kind = \"jvm\"\nmin = \"0\"\nmax = \"1G\"\n",
             "tenant[0].app.collector",
             "declares its collector",
@@ -936,6 +946,7 @@ fn app_settings_that_make_no_sense_name_their_field() {
             .unwrap_err()
             .to_string();
         assert!(err.contains(field) && err.contains(words), "{app}: {err}");
+        assert!(!err.contains("s3cret"), "the error shows the password: {err}");
     }
 }
 
