@@ -125,6 +125,13 @@ pub fn check_not_in_use<R>(
 
 /// Writes the state file atomically (a temporary file beside it, then a rename), creating its
 /// directory if needed.
+///
+/// The directory may be one others can write to (a misconfiguration the daemon should refuse;
+/// until it does, this must not make root write through a link someone planted): the
+/// temporary is created afresh, never opened if it exists (`O_CREAT | O_EXCL`, which does not
+/// follow a symbolic link), with mode 0600; one left behind, or planted, is removed (the link
+/// itself, never its target) and the create tried again. The rename replaces the directory
+/// entry at `path`, so a link planted there is replaced, not followed.
 pub fn save<R: Serialize>(path: &Path, state: &StateFile<R>) -> Result<(), StateError> {
     let write_error = |source| StateError::Write {
         path: path.to_path_buf(),
@@ -137,8 +144,30 @@ pub fn save<R: Serialize>(path: &Path, state: &StateFile<R>) -> Result<(), State
     tmp.push(".tmp");
     let tmp = PathBuf::from(tmp);
     let text = serde_json::to_string_pretty(state).expect("state serialises");
-    std::fs::write(&tmp, text).map_err(write_error)?;
+    write_fresh(&tmp, text.as_bytes()).map_err(write_error)?;
     std::fs::rename(&tmp, path).map_err(write_error)
+}
+
+/// Writes `bytes` to `tmp`, a file this call creates (see [`save`]).
+fn write_fresh(tmp: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let create = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(tmp)
+    };
+    let mut file = match create() {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::remove_file(tmp)?;
+            create()?
+        }
+        other => other?,
+    };
+    file.write_all(bytes)?;
+    file.sync_all()
 }
 
 /// Removes the state file after a clean exit (a missing file is fine).
@@ -185,6 +214,30 @@ mod tests {
                 )]),
             },
         }
+    }
+
+    #[test]
+    fn a_link_planted_at_the_temporary_or_the_file_is_replaced_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "root's own\n").unwrap();
+        let path = dir.path().join("state.json");
+        std::os::unix::fs::symlink(&victim, dir.path().join("state.json.tmp")).unwrap();
+        save(&path, &state()).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's own\n");
+        assert_eq!(load::<Record>(&path).unwrap(), Some(state()));
+        // A link at the file itself is replaced by the file.
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        save(&path, &state()).unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "root's own\n");
+        assert!(!std::fs::symlink_metadata(&path)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
     }
 
     #[test]
