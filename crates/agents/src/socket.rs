@@ -2,7 +2,9 @@
 //!
 //! The socket is bound first and its mode set after: in between it has the mode the umask
 //! leaves (0755 under the usual 022), which lets nobody else connect, since connecting needs
-//! write permission. Changing the umask instead would race with every other thread.
+//! write permission. Changing the umask instead would race with every other thread. The mode
+//! is set on the file bound, through a descriptor opened without following links, never by
+//! path: a link swapped in since the bind is refused, not followed.
 
 use crate::error::SocketError;
 use std::io::ErrorKind;
@@ -94,13 +96,11 @@ impl BoundSocket {
             path: path.to_path_buf(),
             id: (meta.dev(), meta.ino()),
         };
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).map_err(
-            |source| SocketError::Mode {
-                path: path.to_path_buf(),
-                mode,
-                source,
-            },
-        )?;
+        set_mode(path, bound.id, mode).map_err(|source| SocketError::Mode {
+            path: path.to_path_buf(),
+            mode,
+            source,
+        })?;
         bound
             .listener
             .set_nonblocking(true)
@@ -156,6 +156,27 @@ pub fn peer_pid(stream: &impl AsRawFd) -> Option<i32> {
     (rc == 0 && cred.pid > 0).then_some(cred.pid)
 }
 
+/// Sets the mode of the socket file bound at `path`, known by its device and inode `id`,
+/// without following a link: the file is opened `O_PATH | O_NOFOLLOW` (a link put there since
+/// the bind is opened as the link, and refused), checked to be that socket, and changed through
+/// its descriptor's `/proc/self/fd` entry (`fchmod` on a socket's descriptor would change the
+/// socket, not the file).
+fn set_mode(path: &Path, id: (u64, u64), mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_socket() || (meta.dev(), meta.ino()) != id {
+        return Err(std::io::Error::other(
+            "the file there is no longer the socket memtide bound",
+        ));
+    }
+    let by_fd = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+    std::fs::set_permissions(by_fd, std::fs::Permissions::from_mode(mode))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +191,26 @@ mod tests {
         assert_eq!(meta.permissions().mode() & 0o777, 0o660);
         drop(s);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_link_swapped_in_after_the_bind_is_refused_and_its_target_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.sock");
+        let s = BoundSocket::bind(&path, 0o600).unwrap();
+        let id = s.id;
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "").unwrap();
+        std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::rename(&path, dir.path().join("moved.sock")).unwrap();
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        assert!(set_mode(&path, id, 0o666).is_err());
+        let mode = std::fs::metadata(&victim).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{mode:o}");
+        // The socket itself, where it is now, takes the mode.
+        set_mode(&dir.path().join("moved.sock"), id, 0o640).unwrap();
+        let moved = std::fs::symlink_metadata(dir.path().join("moved.sock")).unwrap();
+        assert_eq!(moved.permissions().mode() & 0o777, 0o640);
     }
 
     #[test]
