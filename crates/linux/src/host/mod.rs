@@ -15,6 +15,7 @@ pub mod paths;
 pub mod protection;
 mod release;
 pub mod sampling;
+mod saved;
 mod tenant;
 mod world;
 

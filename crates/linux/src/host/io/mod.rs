@@ -485,19 +485,12 @@ fn give_back_saved(sysfs: &Path, path: &Path, timeout: Duration) -> Result<(), L
 }
 
 fn store_saved(path: &Path, saved: &SavedScheduler) -> Result<(), LinuxError> {
-    let fail = |e: String| {
+    crate::host::saved::store(path, saved).map_err(|error| {
         LinuxError::Disk(DiskError::Saved {
             path: path.display().to_string(),
-            error: e,
+            error,
         })
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
-    }
-    let text = serde_json::to_string_pretty(saved).map_err(|e| fail(e.to_string()))?;
-    let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, text).map_err(|e| fail(e.to_string()))?;
-    std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
+    })
 }
 
 #[cfg(test)]

@@ -279,19 +279,12 @@ fn load_saved(path: &Path) -> Result<Option<KsmKnobs>, LinuxError> {
 }
 
 fn store_saved(path: &Path, knobs: &KsmKnobs) -> Result<(), LinuxError> {
-    let fail = |e: String| {
+    crate::host::saved::store(path, knobs).map_err(|error| {
         LinuxError::Ksm(KsmError::Saved {
             path: path.display().to_string(),
-            error: e,
+            error,
         })
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| fail(e.to_string()))?;
-    }
-    let text = serde_json::to_string_pretty(knobs).map_err(|e| fail(e.to_string()))?;
-    let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, text).map_err(|e| fail(e.to_string()))?;
-    std::fs::rename(&tmp, path).map_err(|e| fail(e.to_string()))
+    })
 }
 
 #[cfg(test)]
