@@ -88,8 +88,21 @@ impl QemuChild {
         }
     }
 
+    /// Connects, trying again while the socket refuses: QEMU makes the file when it binds,
+    /// a moment before it listens.
     fn connect(&self) -> Qmp {
-        Qmp::connect(&self.socket, TIMEOUT).unwrap()
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            match Qmp::connect(&self.socket, TIMEOUT) {
+                Err(QmpError::Connect { source, .. })
+                    if source.kind() == std::io::ErrorKind::ConnectionRefused
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                other => return other.unwrap(),
+            }
+        }
     }
 
     /// Waits for QEMU to exit on its own; true when it did within the time limit.
