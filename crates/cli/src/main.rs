@@ -274,7 +274,7 @@ fn argument_error(e: &clap::Error) -> ExitCode {
 
 fn daemon(path: &Path, dry_run: bool) -> anyhow::Result<()> {
     use memtide_daemon::run::{ReloadFrom, Signals};
-    let mut config = memtide_daemon::config::DaemonConfig::load(path)?;
+    let mut config = memtide_daemon::run::load_config(path)?;
     config.daemon.dry_run |= dry_run;
     let signals = Signals::default();
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {

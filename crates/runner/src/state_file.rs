@@ -126,12 +126,9 @@ pub fn check_not_in_use<R>(
 /// Writes the state file atomically (a temporary file beside it, then a rename), creating its
 /// directory if needed.
 ///
-/// The directory may be one others can write to (a misconfiguration the daemon should refuse;
-/// until it does, this must not make root write through a link someone planted): the
-/// temporary is created afresh, never opened if it exists (`O_CREAT | O_EXCL`, which does not
-/// follow a symbolic link), with mode 0600; one left behind, or planted, is removed (the link
-/// itself, never its target) and the create tried again. The rename replaces the directory
-/// entry at `path`, so a link planted there is replaced, not followed.
+/// The daemon refuses a state directory others can write to; should one slip through anyway,
+/// [`memtide_files::write_fresh`] still never makes root write through a link planted at the
+/// temporary or the file.
 pub fn save<R: Serialize>(path: &Path, state: &StateFile<R>) -> Result<(), StateError> {
     let write_error = |source| StateError::Write {
         path: path.to_path_buf(),
@@ -140,34 +137,8 @@ pub fn save<R: Serialize>(path: &Path, state: &StateFile<R>) -> Result<(), State
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(write_error)?;
     }
-    let mut tmp = path.as_os_str().to_owned();
-    tmp.push(".tmp");
-    let tmp = PathBuf::from(tmp);
     let text = serde_json::to_string_pretty(state).expect("state serialises");
-    write_fresh(&tmp, text.as_bytes()).map_err(write_error)?;
-    std::fs::rename(&tmp, path).map_err(write_error)
-}
-
-/// Writes `bytes` to `tmp`, a file this call creates (see [`save`]).
-fn write_fresh(tmp: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let create = || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(tmp)
-    };
-    let mut file = match create() {
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            std::fs::remove_file(tmp)?;
-            create()?
-        }
-        other => other?,
-    };
-    file.write_all(bytes)?;
-    file.sync_all()
+    memtide_files::write_fresh(path, text.as_bytes()).map_err(write_error)
 }
 
 /// Removes the state file after a clean exit (a missing file is fine).

@@ -19,4 +19,5 @@ mod mariadb_advice;
 mod metrics;
 mod redis;
 mod safety;
+mod security;
 mod vm;

@@ -55,6 +55,12 @@ pub enum DaemonError {
     Api(String),
     #[error(transparent)]
     Balloon(#[from] memtide_agents::SocketError),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The configuration file or the state directory, which root acts on, can be written by
+    /// someone else.
+    #[error(transparent)]
+    Untrusted(#[from] memtide_files::FilesError),
 }
 
 /// The QEMU world's errors, with the Linux host's kept as they are (their exit status too).
@@ -87,6 +93,8 @@ impl DaemonError {
                 )
                 | DaemonError::Qemu(memtide_qemu::QemuError::Vm { .. })
                 | DaemonError::State(state_file::StateError::InUse { .. })
+                | DaemonError::Config(_)
+                | DaemonError::Untrusted(_)
                 | DaemonError::Balloon(
                     memtide_agents::SocketError::InUse { .. }
                         | memtide_agents::SocketError::NotASocket { .. }
@@ -94,6 +102,14 @@ impl DaemonError {
                 )
         )
     }
+}
+
+/// The configuration at `path` for a daemon, which runs as root what the file says: refused
+/// before it is read when anyone but root (or the user memtide runs as) can write it or a
+/// directory above it.
+pub fn load_config(path: &std::path::Path) -> Result<DaemonConfig, DaemonError> {
+    memtide_files::check_trusted(path, "config file")?;
+    Ok(DaemonConfig::load(path)?)
 }
 
 /// What the signal handlers set.
@@ -279,14 +295,18 @@ impl Daemon {
                     .runner_mut()
                     .redeclare(spec(&self.slots[i], &self.config));
             }
-            let record = records.remove(&name);
+            let record = records
+                .remove(&name)
+                .filter(|r| self.trusted(r, Some(&self.slots[i])));
             let estimate = estimates.get(&name).map(|&b| Bytes(b).to_pages_floor());
             self.start_tenant(service.runner_mut(), i, record.as_ref(), estimate)?;
         }
-        // Tenants the previous run managed but the configuration no longer names get back what
-        // they had.
+        // Tenants the previous run launched but the configuration no longer names are stopped
+        // and their cgroups removed.
         for record in records.into_values() {
-            self.forget(service.runner_mut(), record);
+            if self.trusted(&record, None) {
+                self.forget(service.runner_mut(), record);
+            }
         }
         let configured = !self.slots.is_empty();
         let all_refused = self.slots.iter().all(|slot| {

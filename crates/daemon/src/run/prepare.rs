@@ -118,6 +118,11 @@ fn previous_run(config: &DaemonConfig) -> Result<Option<StateFile>, DaemonError>
         return Ok(None);
     }
     let state_path = &config.daemon.state_file;
+    // What the file holds is acted on as root (cgroups written, processes stopped), and logs
+    // and saved settings are written beside it: only root may write there.
+    if let Some(dir) = state_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        memtide_files::trusted_dir(dir, "state directory")?;
+    }
     let previous = state_file::load(state_path)?;
     if let Some(prev) = &previous {
         state_file::check_not_in_use(state_path, prev, &config.host.proc_root)?;

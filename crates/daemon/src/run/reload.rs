@@ -16,7 +16,7 @@ impl Daemon {
     /// keep their running value and are named in a warning. A file that does not load changes
     /// nothing. The file replaces changes made through the API.
     pub(super) fn reload_file(&mut self, service: &mut Service<QemuHost>, from: &ReloadFrom) {
-        let mut new = match DaemonConfig::load(&from.path) {
+        let mut new = match super::load_config(&from.path) {
             Ok(c) => c,
             Err(e) => {
                 self.log.error(

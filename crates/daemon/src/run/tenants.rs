@@ -5,7 +5,7 @@ use crate::config::{AppConfig, DaemonConfig, EstimatorChoice, TenantConfig, Tena
 use crate::publish::Managed;
 use crate::state_file::TenantChange;
 use memtide_controller::World;
-use memtide_linux::host::{launched_cgroup_path, LinuxError, Placement};
+use memtide_linux::host::{launched_cgroup_path, LinuxError, Origin, Placement};
 use memtide_linux::IoCap;
 use memtide_model::{
     Bytes, DiskSpec, EstimatorConfig, Pages, SamplingConfig, TenantId, TenantSpec, WorkingSetConfig,
@@ -54,6 +54,51 @@ pub(super) fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot,
         cgroup,
         waiting: None,
     })
+}
+
+/// Why a record of the previous run's state file must not be acted on, or `None`.
+///
+/// The file sits in a directory only root can write, but what it says is still checked
+/// against the configuration before root writes a cgroup or stops a process for it: a record
+/// of a configured tenant must name the cgroup and origin the configuration gives it, and a
+/// record of a tenant the configuration no longer names is acted on only when this
+/// configuration's parent holds it as a tenant memtide launched (`PARENT/NAME`), so that
+/// stopping its processes and removing its cgroup touches nothing memtide did not make. An
+/// adopted tenant no longer configured is left as it is (the log names its cgroup).
+pub(super) fn record_refusal(record: &Record, parent: &str, slot: Option<&Slot>) -> Option<String> {
+    let r = &record.linux;
+    let launched = r.origin == Origin::Launched;
+    match slot {
+        Some(slot) if r.cgroup != slot.cgroup => Some(format!(
+            "the record names cgroup {:?}, the configuration {:?}",
+            r.cgroup, slot.cgroup
+        )),
+        Some(slot) if launched != slot.config.launched() => Some(format!(
+            "the record says {}, the configuration {}",
+            r.origin.name(),
+            if slot.config.launched() {
+                "launched"
+            } else {
+                "adopted"
+            }
+        )),
+        Some(_) => None,
+        None if !launched => Some(
+            "an adopted tenant the configuration no longer names: memtide restores only \
+             configured tenants and those it launched; give its cgroup back its settings by hand"
+                .to_string(),
+        ),
+        None if r.cgroup != launched_cgroup_path(parent, &r.name)
+            || r.name.contains('/')
+            || !memtide_linux::is_under(parent, &r.cgroup) =>
+        {
+            Some(format!(
+                "a launched tenant's cgroup lies at {:?} under the parent {parent:?}",
+                launched_cgroup_path(parent, "NAME")
+            ))
+        }
+        None => None,
+    }
 }
 
 /// Declares slot `s` in the runner: its spec and where it lives. A launched tenant is not
@@ -351,6 +396,25 @@ impl Daemon {
         }
     }
 
+    /// Whether the previous run's `record` may be acted on, for the configured tenant `slot` of
+    /// its name (`None`: the configuration no longer names it); a record that may not is logged
+    /// with the reason and left alone.
+    pub(super) fn trusted(&self, record: &Record, slot: Option<&Slot>) -> bool {
+        let Some(why) = record_refusal(record, &self.parent, slot) else {
+            return true;
+        };
+        self.log.warn(
+            "record_refused",
+            &[
+                ("tenant", json!(record.linux.name)),
+                ("cgroup", json!(record.linux.cgroup)),
+                ("origin", json!(record.linux.origin.name())),
+                ("why", json!(why)),
+            ],
+        );
+        false
+    }
+
     /// Stops managing a slot's tenant (restoring it) and forgets it.
     pub(super) fn let_go(&mut self, runner: &mut Runner<QemuHost>, slot: &Slot, why: &str) {
         let running = runner
@@ -393,6 +457,70 @@ mod tests {
         let parsed = DaemonConfig::parse(&text, Path::new("t.toml"));
         let config = parsed.unwrap_or_else(|e| panic!("{e}"));
         (root, config)
+    }
+
+    /// The previous run's record of tenant `name` at `cgroup`, as its file may say.
+    fn record(name: &str, cgroup: &str, origin: Origin) -> Record {
+        use memtide_linux::host::{OomRecord, TenantRecord};
+        use memtide_linux::{Limit, LimitSettings};
+        Record {
+            linux: TenantRecord {
+                name: name.to_string(),
+                cgroup: cgroup.to_string(),
+                origin,
+                original: LimitSettings::V1 {
+                    limit: Limit::Max,
+                    soft_limit: Limit::Max,
+                    memsw_limit: None,
+                    swappiness: Some(60),
+                },
+                oom: OomRecord {
+                    killer_was_disabled: Some(false),
+                    guard_on: true,
+                },
+                io: None,
+            },
+            vm: None,
+        }
+    }
+
+    #[test]
+    fn a_record_of_a_configured_tenant_is_refused_unless_cgroup_and_origin_match() {
+        let (_root, c) = config(true, "weight = 300");
+        let a = slot(&c.tenants[0], TenantId(0), "/m").unwrap();
+        assert_eq!(
+            record_refusal(&record("a", "/m/a", Origin::Adopted), "/m", Some(&a)),
+            None
+        );
+        let elsewhere = record_refusal(
+            &record("a", "/system.slice/x", Origin::Adopted),
+            "/m",
+            Some(&a),
+        );
+        assert!(elsewhere.unwrap().contains("\"/system.slice/x\""));
+        let launched = record_refusal(&record("a", "/m/a", Origin::Launched), "/m", Some(&a));
+        assert!(launched.unwrap().contains("says launched"));
+    }
+
+    #[test]
+    fn a_record_no_longer_configured_is_acted_on_only_when_launched_under_the_parent() {
+        assert_eq!(
+            record_refusal(&record("old", "/m/old", Origin::Launched), "/m", None),
+            None
+        );
+        for (name, cgroup, origin) in [
+            ("old", "/m/old", Origin::Adopted),
+            ("old", "/elsewhere/old", Origin::Launched),
+            ("old", "/m/other", Origin::Launched),
+            ("..", "/m/..", Origin::Launched),
+            ("a/b", "/m/a/b", Origin::Launched),
+        ] {
+            assert!(
+                record_refusal(&record(name, cgroup, origin), "/m", None).is_some(),
+                "{name} at {cgroup} ({}) was trusted",
+                origin.name()
+            );
+        }
     }
 
     fn spec_of(config: &DaemonConfig, i: usize) -> TenantSpec {

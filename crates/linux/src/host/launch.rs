@@ -45,11 +45,8 @@ pub fn spawn_in_cgroup(
             if let Some(dir) = path.parent() {
                 std::fs::create_dir_all(dir).map_err(launch_error)?;
             }
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(path)
-                .map_err(launch_error)?;
+            let file = memtide_files::open_append(path, "tenant log")
+                .map_err(|e| launch_error(std::io::Error::other(e)))?;
             command
                 .stdout(file.try_clone().map_err(launch_error)?)
                 .stderr(file);

@@ -3,14 +3,13 @@
 use serde::Serialize;
 use std::path::Path;
 
-/// Writes `value` to `path` (its directory created if needed) through a temporary beside it
-/// and a rename; the error says what failed, for the caller's own error type.
+/// Writes `value` to `path` (its directory created if needed) through a fresh temporary beside
+/// it and a rename, never through a link planted there ([`memtide_files::write_fresh`]); the
+/// error says what failed, for the caller's own error type.
 pub(crate) fn store(path: &Path, value: &impl Serialize) -> Result<(), String> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
     }
     let text = serde_json::to_string_pretty(value).map_err(|e| e.to_string())?;
-    let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, text).map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
+    memtide_files::write_fresh(path, text.as_bytes()).map_err(|e| e.to_string())
 }
