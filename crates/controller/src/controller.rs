@@ -443,6 +443,7 @@ impl Controller {
     ) -> FirstPass {
         let config = &self.config;
         let cache = &self.cache;
+        let plans = &self.plans;
         let requests = &mut self.requests;
         let pending = &mut self.pending;
         requests.clear();
@@ -499,8 +500,9 @@ impl Controller {
                 ceiling,
                 shares: s.shares,
                 // The tax charges for what the estimator cannot rule out being active, and
-                // for an application pool as its hits and misses say.
-                active: mechanism::active(t, s.estimator.active_bound()),
+                // for an application pool as its hits and misses say (a trusted agent's,
+                // within the tenant's measured memory).
+                active: mechanism::active(t, s.estimator.active_bound(), &plans[next].app),
             });
             pending.push(Pending {
                 at: next,
@@ -560,7 +562,9 @@ impl Controller {
 
     /// Gemini's search (`memtide_policy::cache`): the tenants with an SLO whose application
     /// pool reports a miss-ratio curve share the configured cache budget, less the pools of
-    /// SLO tenants not searched yet (no curve or no statistics: they keep what they have),
+    /// SLO tenants not searched yet (no curve or no statistics: they keep what they have; a
+    /// pool counts only as far as the tenant's measured memory holds it, and an agent taken
+    /// over or in its back-off not at all),
     /// and at most what memory's budget leaves once the other tenants' mins, the searched
     /// tenants' memory outside their pools and the unsearched SLO tenants' use are counted.
     /// Each searched pool lies within its agent's bounds and, with the memory outside it,
@@ -589,7 +593,13 @@ impl Controller {
             }
             // The SLO from the spec: the first pass's `TenantState` stays small without it.
             let s = &self.tenants[next];
-            let (Some(slo), Some(lever)) = (self.specs[next].slo, &t.levers.app_balloon) else {
+            // An agent taken over or in its back-off is as none: its claims count for nothing.
+            let lever = t
+                .levers
+                .app_balloon
+                .as_ref()
+                .filter(|_| self.plans[next].app.trusted());
+            let (Some(slo), Some(lever)) = (self.specs[next].slo, lever) else {
                 memory = memory.saturating_sub(s.min);
                 continue;
             };
@@ -608,7 +618,8 @@ impl Controller {
                 }
                 _ => {
                     memory = memory.saturating_sub(lever.used.max(s.min));
-                    budget = budget.saturating_sub(lever.pool);
+                    // The pool as far as the tenant's measured memory holds it.
+                    budget = budget.saturating_sub(lever.held());
                 }
             }
         }

@@ -61,6 +61,13 @@ impl AppBalloonLever {
     pub fn outside(&self) -> Option<Pages> {
         self.pool_used.map(|p| self.used.saturating_sub(p))
     }
+
+    /// The pool as far as the tenant's measured memory can hold it: the agent's claim, never
+    /// above `used` (a claim beyond it is credited nothing; a world that cannot measure the
+    /// tenant reports `used` zero, so no credit at all).
+    pub fn held(&self) -> Pages {
+        self.pool.min(self.used)
+    }
 }
 
 /// The latest target an agent was sent, and where its answer stands.
@@ -160,6 +167,9 @@ pub enum AppStep {
     Failed { pool: Pages },
     /// The OS takes the tenant over from its agent.
     TakenOver(Takeover),
+    /// A new session of an agent taken over for `why` is ignored for `left` more: the OS
+    /// levers move the tenant as if it had no agent.
+    Distrusted { why: Takeover, left: Duration },
 }
 
 /// Why memtide took a tenant over from its application's agent.
@@ -237,6 +247,12 @@ impl Clause for AppBalloonNote {
                 write!(f, "; app pool refused {pool}: the OS takes its part")
             }
             AppStep::TakenOver(why) => write!(f, "; app agent {why}: the OS takes over"),
+            AppStep::Distrusted { why, left } => write!(
+                f,
+                "; app agent distrusted for {:.0} s more (was {why}): the OS moves the tenant \
+                 as if it had none",
+                left.as_secs_f64()
+            ),
         }
     }
 }
@@ -287,6 +303,16 @@ mod tests {
                 "app agent dishonest: said it released 40.0 MiB, measured memory fell by \
                  1.0 MiB: the OS takes over",
             ),
+            (
+                AppStep::Distrusted {
+                    why: Takeover::Stuck {
+                        deadline: Duration::from_secs(22),
+                    },
+                    left: Duration::from_secs(30),
+                },
+                "app agent distrusted for 30 s more (was stuck: not done within its 22 s \
+                 deadline): the OS moves the tenant as if it had none",
+            ),
         ];
         for (step, want) in cases {
             let m = MechanismNote {
@@ -303,6 +329,31 @@ mod tests {
                 format!("high: allocated 256.0 MiB > target 180.0 MiB; {want}")
             );
         }
+    }
+
+    #[test]
+    fn the_pool_held_is_the_claim_within_the_measured_memory() {
+        let lever = |pool, used| AppBalloonLever {
+            session: 1,
+            pool,
+            pool_used: Some(pool),
+            min: Pages::ZERO,
+            max: Pages(1 << 40),
+            granule: Pages(1),
+            used,
+            hits: None,
+            misses: None,
+            curve: None,
+            durability: None,
+            answer: None,
+            silent_for: Duration::ZERO,
+            dead_after: Duration::from_secs(5),
+        };
+        let mib = Pages::from_mib;
+        assert_eq!(lever(mib(1 << 20), mib(150)).held(), mib(150));
+        assert_eq!(lever(mib(100), mib(150)).held(), mib(100));
+        // Unmeasured: no credit.
+        assert_eq!(lever(mib(100), Pages::ZERO).held(), Pages::ZERO);
     }
 
     #[test]

@@ -7,8 +7,8 @@
 //! to move, and one above it by a granule or more while the tenant uses more than its target
 //! (it would page its own pool):
 //!
-//! - **shrinking**: the application is asked first, with a deadline of 20 s + 15 s per GiB it
-//!   moves. Until it says done, the part of the excess it was asked for is `covered`: the OS
+//! - **shrinking**: the application is asked first, with a deadline for the move (below).
+//!   Until it says done, the part of the excess it was asked for is `covered`: the OS
 //!   levers after this one (guest balloon, limit, host swap in `soft`) hold the fence that much
 //!   above the target. At done the fence follows: it takes what was really released, from
 //!   free memory, at no cost to the tenant. What lies beyond the application's min is the OS
@@ -20,11 +20,25 @@
 //!   not done by its deadline) or dishonest (done, but the tenant's measured memory fell by
 //!   less than half of what the pool gave beyond the part of it that held no data, which was
 //!   never in the tenant's memory) is closed with that reason, and the OS levers move
-//!   the tenant from then on; an agent that registers again starts a new session and is
+//!   the tenant from then on. The tenant's agent stays distrusted for a back-off, 30 s the
+//!   first time and doubling with each takeover up to an hour: a new session in it is
+//!   ignored ([`AppStep::Distrusted`]: no target, no credit), and only one after it is
 //!   trusted afresh. An agent that fails a target is honest: the OS takes that part, and the
 //!   same target is not asked again.
 //!
-//! [`AppWatch`] keeps the move in progress between ticks. Cost: O(1).
+//! **Claims are clamped to measurement.** The pool an agent reports is credited only as far
+//! as the tenant's measured memory holds it ([`AppBalloonLever::held`]: never above `used`,
+//! and nothing when the world measures nothing): the excess a shrink covers, the active
+//! memory the idle tax charges ([`active`]) and the controller's cache budget are all taken
+//! from the pool held. A shrink's deadline comes from the move measured the same way (held
+//! down to wanted) and, once the tenant's application has completed a resize, from its own
+//! speed: twice the time that speed needs plus [`DEADLINE_SLACK`], never more than the
+//! default rule of 20 s + 15 s per GiB (a speed learned slow cannot stretch a deadline). So
+//! a liar claiming a 1 TiB pool in a tenant of 150 MiB holds the fence off at most what the
+//! tenant measurably holds above its target, for at most about 22 s.
+//!
+//! [`AppWatch`] keeps the move in progress between ticks, and the tenant's speed and
+//! back-off across sessions. Cost: O(1).
 
 use super::Need;
 use memtide_model::{
@@ -37,6 +51,12 @@ pub const DEADLINE_BASE: Duration = Duration::from_secs(20);
 /// A target's deadline grows by this much per GiB moved (ALB's slowest resize, a JVM's 2 GB
 /// at 18.9 s, is well within 20 s + 2 x 15 s).
 pub const DEADLINE_PER_GIB: Duration = Duration::from_secs(15);
+/// A deadline from a measured speed is twice the time it needs, plus this.
+pub const DEADLINE_SLACK: Duration = Duration::from_secs(5);
+/// The first back-off after a takeover; each later one doubles it, up to [`DISTRUST_MAX`].
+pub const DISTRUST_FIRST: Duration = Duration::from_secs(30);
+/// The longest back-off.
+pub const DISTRUST_MAX: Duration = Duration::from_secs(3600);
 
 /// The move asked of an agent and not finished yet.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -50,16 +70,30 @@ struct Ask {
     deadline: Duration,
 }
 
+/// The tenant's distrust of its agent after a takeover.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Distrust {
+    why: Takeover,
+    /// What is left of the back-off.
+    left: Duration,
+    /// Takeovers so far: the next back-off is [`DISTRUST_FIRST`] doubled this many times.
+    strikes: u32,
+}
+
 /// What the planner remembers of a tenant's agent between ticks.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AppWatch {
-    /// The session watched: a new one forgets the rest.
+    /// The session watched: a new one forgets the move, the failed target and the takeover,
+    /// not the speed or the distrust (they are the tenant's).
     session: Option<u64>,
     ask: Option<Ask>,
     /// A target the agent failed: not asked again.
     failed: Option<Pages>,
     /// The session was taken over, and why.
     taken_over: Option<Takeover>,
+    /// The tenant's last completed resize: pages moved and the time it took.
+    resized: Option<(Pages, Duration)>,
+    distrust: Option<Distrust>,
 }
 
 impl AppWatch {
@@ -67,16 +101,39 @@ impl AppWatch {
         if self.session != Some(session) {
             *self = AppWatch {
                 session: Some(session),
+                resized: self.resized,
+                distrust: self.distrust,
                 ..AppWatch::default()
             };
         }
     }
+
+    /// Whether the agent's claims count: not while it is taken over or in its back-off.
+    pub fn trusted(&self) -> bool {
+        self.taken_over.is_none() && self.distrust.is_none_or(|d| d.left.is_zero())
+    }
 }
 
-/// The deadline for moving the pool by `moved`.
-pub fn deadline(moved: Pages) -> Duration {
+/// The deadline for moving the pool by `moved`: 20 s + 15 s per GiB, or, once the
+/// application's speed is measured (`resized`: pages it moved and the time it took), twice
+/// the time that speed needs plus [`DEADLINE_SLACK`], whichever is shorter.
+pub fn deadline(moved: Pages, resized: Option<(Pages, Duration)>) -> Duration {
     let gib = moved.to_bytes().0 as f64 / f64::from(1u32 << 30);
-    DEADLINE_BASE + DEADLINE_PER_GIB.mul_f64(gib)
+    let rule = DEADLINE_BASE + DEADLINE_PER_GIB.mul_f64(gib);
+    match resized {
+        Some((pages, took)) if pages > Pages::ZERO => {
+            let needs = took.mul_f64(moved.0 as f64 / pages.0 as f64);
+            rule.min(DEADLINE_SLACK + needs * 2)
+        }
+        _ => rule,
+    }
+}
+
+/// The back-off after `strikes` takeovers (the first is 1).
+fn backoff(strikes: u32) -> Duration {
+    DISTRUST_FIRST
+        .saturating_mul(1 << strikes.saturating_sub(1).min(16))
+        .min(DISTRUST_MAX)
 }
 
 /// The smallest move worth asking for: a granule, or 1/64 of the largest pool.
@@ -133,8 +190,18 @@ fn decide(
     watch: &mut AppWatch,
 ) -> AppStep {
     watch.follow(lever.session);
+    // The back-off runs from the takeover, whichever session is watched.
+    if let Some(d) = &mut watch.distrust {
+        d.left = d.left.saturating_sub(elapsed);
+    }
     if let Some(why) = watch.taken_over {
         return AppStep::TakenOver(why);
+    }
+    if let Some(d) = watch.distrust.filter(|d| !d.left.is_zero()) {
+        return AppStep::Distrusted {
+            why: d.why,
+            left: d.left,
+        };
     }
     if lever.silent_for >= lever.dead_after {
         return take_over(
@@ -157,12 +224,15 @@ fn decide(
         match answer {
             Some(AppStatus::Done) => {
                 watch.ask = None;
-                let claimed = ask.from.saturating_sub(lever.pool);
+                let claimed = ask.from.saturating_sub(lever.held());
                 let measured = ask.used.saturating_sub(lever.used);
                 // A pool may give up first what held no data, which was never in the tenant's
                 // memory: only the rest must show.
                 if measured.0 * 2 < claimed.saturating_sub(ask.unused).0 {
                     return take_over(watch, Takeover::Dishonest { claimed, measured });
+                }
+                if !claimed.is_zero() && !ask.waited.is_zero() {
+                    watch.resized = Some((claimed, ask.waited));
                 }
                 return AppStep::Done { released: claimed };
             }
@@ -210,15 +280,20 @@ fn decide(
             return AppStep::AwaitsFence { pool: wanted, room };
         }
     }
+    // Shrinking, the move is measured from the pool held, not the pool claimed.
+    let held = lever.held();
+    let moved = if wanted > lever.pool {
+        wanted - lever.pool
+    } else {
+        held.saturating_sub(wanted)
+    };
     let ask = Ask {
         pool: wanted,
-        from: lever.pool,
-        unused: lever
-            .pool
-            .saturating_sub(lever.pool_used.unwrap_or(Pages::ZERO)),
+        from: held,
+        unused: held.saturating_sub(lever.pool_used.unwrap_or(Pages::ZERO)),
         used: lever.used,
         waited: Duration::ZERO,
-        deadline: deadline(apart(wanted, lever.pool)),
+        deadline: deadline(moved, watch.resized),
     };
     watch.ask = Some(ask);
     watch.failed = None;
@@ -232,24 +307,32 @@ fn decide(
 fn take_over(watch: &mut AppWatch, why: Takeover) -> AppStep {
     watch.ask = None;
     watch.taken_over = Some(why);
+    let strikes = watch.distrust.map_or(0, |d| d.strikes) + 1;
+    watch.distrust = Some(Distrust {
+        why,
+        left: backoff(strikes),
+        strikes,
+    });
     AppStep::TakenOver(why)
 }
 
 /// The active memory the idle tax charges a tenant for, given its estimator's `bound`: a pool
 /// with misses wants all of itself (the tenant's memory outside the pool plus the whole pool
-/// is active), and a pool with neither hits nor misses is idle (only the memory outside it
-/// can be active). Other tenants, and pools with hits alone, keep the estimator's bound.
-pub fn active(t: &TenantObservation, bound: Pages) -> Pages {
+/// is active, never more than its measured memory), and a pool with neither hits nor misses
+/// is idle (only the memory outside it can be active). Other tenants, pools with hits alone,
+/// and agents not `trusted` (taken over or in their back-off) keep the estimator's bound.
+pub fn active(t: &TenantObservation, bound: Pages, watch: &AppWatch) -> Pages {
     let Some((a, outside)) = t
         .levers
         .app_balloon
         .as_ref()
+        .filter(|_| watch.trusted())
         .and_then(|a| Some((a, a.outside()?)))
     else {
         return bound;
     };
     match (a.hits, a.misses) {
-        (_, Some(misses)) if misses > 0 => bound.max(outside + a.pool),
+        (_, Some(misses)) if misses > 0 => bound.max((outside + a.pool).min(a.used)),
         (Some(0), Some(0)) => bound.min(outside),
         _ => bound,
     }

@@ -509,7 +509,7 @@ fn sharing_goes_first_then_the_application_then_the_guest_balloon() {
         p.note.moves().app_balloon,
         Some(AppMove::Target {
             pool: mib(40),
-            deadline: super::app_balloon::deadline(mib(40)),
+            deadline: super::app_balloon::deadline(mib(40), None),
         })
     );
     assert_eq!(p.note.app_balloon.unwrap().covered, mib(40));
@@ -722,7 +722,7 @@ fn an_agent_not_done_by_its_deadline_is_taken_over_by_the_os() {
         3,
     );
     assert!(matches!(app_step(&p), AppStep::TakenOver(_)));
-    // An agent that registers again is asked afresh.
+    // An agent that registers again within the back-off is ignored.
     let again = AppBalloonLever {
         session: 2,
         ..agent(200, 50)
@@ -735,7 +735,17 @@ fn an_agent_not_done_by_its_deadline_is_taken_over_by_the_os() {
         &mut memory,
         3,
     );
-    assert!(matches!(app_step(&p), AppStep::Asks { .. }), "{p:?}");
+    assert!(
+        matches!(
+            app_step(&p),
+            AppStep::Distrusted {
+                why: Takeover::Stuck { .. },
+                ..
+            }
+        ),
+        "{p:?}"
+    );
+    assert_eq!(p.note.moves().balloon, Some(mib(76)));
 }
 
 #[test]
@@ -814,7 +824,8 @@ fn a_pool_that_gives_back_memory_it_never_used_is_honest() {
         &mut memory,
         3,
     );
-    assert_eq!(app_step(&p), AppStep::Done { released: mib(70) });
+    // Released as measured: the tenant held 70 MiB of the empty pool's 200, and 50 after.
+    assert_eq!(app_step(&p), AppStep::Done { released: mib(20) });
 }
 
 #[test]
@@ -830,7 +841,14 @@ fn nothing_is_asked_before_the_agents_first_statistics() {
     let p = run(&vm_with_agent(256, lever.clone()), Soft, 180, 100);
     assert_eq!(app_step(&p), AppStep::Holds);
     assert_eq!(p.note.moves().balloon, Some(mib(76)));
-    assert_eq!(active(&vm_with_agent(256, lever.clone()), mib(99)), mib(99));
+    assert_eq!(
+        active(
+            &vm_with_agent(256, lever.clone()),
+            mib(99),
+            &AppWatch::default()
+        ),
+        mib(99)
+    );
 }
 
 #[test]
@@ -953,14 +971,29 @@ fn a_pool_with_misses_is_active_and_an_idle_pool_is_taxed() {
         )
     };
     // Misses: the pool and what lies outside it are active, whatever the estimator says.
-    assert_eq!(active(&t(Some(5), Some(3)), mib(60)), mib(250));
+    assert_eq!(
+        active(&t(Some(5), Some(3)), mib(60), &AppWatch::default()),
+        mib(250)
+    );
     // Neither hits nor misses: only the memory outside the pool can be active.
-    assert_eq!(active(&t(Some(0), Some(0)), mib(240)), mib(50));
+    assert_eq!(
+        active(&t(Some(0), Some(0)), mib(240), &AppWatch::default()),
+        mib(50)
+    );
     // Hits alone, or no statistics yet: the estimator's bound.
-    assert_eq!(active(&t(Some(5), Some(0)), mib(120)), mib(120));
-    assert_eq!(active(&t(None, None), mib(120)), mib(120));
+    assert_eq!(
+        active(&t(Some(5), Some(0)), mib(120), &AppWatch::default()),
+        mib(120)
+    );
+    assert_eq!(
+        active(&t(None, None), mib(120), &AppWatch::default()),
+        mib(120)
+    );
     // A tenant without an agent keeps its bound.
-    assert_eq!(active(&observed(&base(Soft)), mib(120)), mib(120));
+    assert_eq!(
+        active(&observed(&base(Soft)), mib(120), &AppWatch::default()),
+        mib(120)
+    );
 }
 
 #[test]
@@ -1048,4 +1081,176 @@ fn no_disk_note_without_a_shared_disk_or_without_a_disk_in_the_spec() {
     assert_eq!(plan_disk(&t, Soft, 180, 64, &mut memory, 3, &spec).1, None);
     let t = on_disk(5000.0);
     assert_eq!(plan_disk(&t, Soft, 180, 64, &mut memory, 3, &None).1, None);
+}
+
+/// An agent that claims a 1 TiB pool, all of it data, in a tenant that measurably uses
+/// `used` MiB.
+fn liar(used: u64) -> AppBalloonLever {
+    AppBalloonLever {
+        pool: mib(1 << 20),
+        pool_used: Some(mib(1 << 20)),
+        max: mib(1 << 20),
+        used: mib(used),
+        ..agent(200, 0)
+    }
+}
+
+#[test]
+fn a_claimed_pool_covers_the_excess_only_as_far_as_the_tenant_holds_it() {
+    // 256 MiB held, target 180, but the tenant measurably uses 200 MiB: the shrink from the
+    // pool held (200) to the 180 wanted covers 20 MiB, not the whole 76 of the excess.
+    let p = run(&vm_with_agent(256, liar(200)), Soft, 180, 100);
+    let note = p.note.app_balloon.unwrap();
+    assert!(
+        matches!(note.step, AppStep::Asks { pool, .. } if pool == mib(180)),
+        "{p:?}"
+    );
+    assert_eq!(note.covered, mib(20));
+    assert_eq!(p.note.moves().balloon, Some(mib(56)));
+    // A world that measures nothing credits the claim nothing.
+    let p = run(&vm_with_agent(256, liar(0)), Soft, 180, 100);
+    assert_eq!(p.note.app_balloon.unwrap().covered, Pages::ZERO);
+    assert_eq!(p.note.moves().balloon, Some(mib(76)));
+}
+
+#[test]
+fn a_shrinks_deadline_comes_from_the_pool_held_not_the_pool_claimed() {
+    // Claimed 1 TiB in a tenant using 256 MiB: the move is 256 - 180 = 76 MiB, so 20 s +
+    // 15 s x 76/1024, not the 4.3 hours 1 TiB would give.
+    let p = run(&vm_with_agent(256, liar(256)), Soft, 180, 100);
+    let AppStep::Asks { deadline, .. } = app_step(&p) else {
+        panic!("{p:?}");
+    };
+    assert_eq!(deadline, super::app_balloon::deadline(mib(76), None));
+    assert!(deadline < Duration::from_secs(22), "{deadline:?}");
+}
+
+#[test]
+fn the_idle_tax_charges_a_pool_with_misses_no_more_than_the_tenant_holds() {
+    let lever = AppBalloonLever {
+        hits: Some(5),
+        misses: Some(3),
+        ..liar(150)
+    };
+    let t = vm_with_agent(256, lever);
+    assert_eq!(active(&t, mib(60), &AppWatch::default()), mib(150));
+}
+
+#[test]
+fn a_deadline_follows_the_applications_measured_speed() {
+    // Before any resize: the rule, 20 s + 15 s per GiB.
+    assert_eq!(
+        super::app_balloon::deadline(mib(512), None),
+        Duration::from_millis(27_500)
+    );
+    // It moved 70 MiB in 2 s: 200 MiB takes 5.7 s at that speed, twice that plus 5 s.
+    let d = super::app_balloon::deadline(mib(200), Some((mib(70), Duration::from_secs(2))));
+    assert!(
+        (d.as_secs_f64() - (5.0 + 2.0 * 2.0 * 200.0 / 70.0)).abs() < 0.01,
+        "{d:?}"
+    );
+    // A speed learned slow never stretches the rule.
+    let slow = super::app_balloon::deadline(mib(512), Some((mib(1), Duration::from_secs(60))));
+    assert_eq!(slow, Duration::from_millis(27_500));
+
+    // The planner learns it from a completed resize: 200 -> 130 MiB, done after 2 s.
+    let mut memory = PlanMemory::default();
+    run_with(
+        &vm_with_agent(256, agent(200, 50)),
+        Soft,
+        180,
+        100,
+        &mut memory,
+        3,
+    );
+    let answered = |pool, status| AppBalloonLever {
+        answer: Some(AppAnswer {
+            target: mib(130),
+            status,
+        }),
+        ..agent(pool, 50)
+    };
+    let working = vm_with_agent(256, answered(165, AppStatus::Working));
+    run_with(&working, Soft, 180, 100, &mut memory, 3);
+    let done = vm_with_agent(256, answered(130, AppStatus::Done));
+    let p = run_with(&done, Soft, 180, 100, &mut memory, 3);
+    assert_eq!(app_step(&p), AppStep::Done { released: mib(70) });
+    // The next shrink, 130 -> 60 MiB (target 110), gets 5 s + 2 x 2 s.
+    let p = run_with(
+        &vm_with_agent(180, agent(130, 50)),
+        Soft,
+        110,
+        100,
+        &mut memory,
+        3,
+    );
+    let AppStep::Asks { pool, deadline, .. } = app_step(&p) else {
+        panic!("{p:?}");
+    };
+    assert_eq!(pool, mib(60));
+    assert_eq!(deadline, Duration::from_secs(9));
+}
+
+#[test]
+fn a_taken_over_agent_stays_distrusted_for_a_back_off_that_doubles() {
+    let mut memory = PlanMemory::default();
+    let dead = |session| AppBalloonLever {
+        session,
+        silent_for: Duration::from_secs(5),
+        ..agent(200, 50)
+    };
+    let fresh = |session| AppBalloonLever {
+        session,
+        ..agent(200, 50)
+    };
+    let step = |lever, memory: &mut PlanMemory| {
+        run_with(&vm_with_agent(256, lever), Soft, 180, 100, memory, 3)
+    };
+    let p = step(dead(1), &mut memory);
+    assert!(matches!(
+        app_step(&p),
+        AppStep::TakenOver(Takeover::Dead { .. })
+    ));
+    assert!(!memory.app.trusted());
+    // It registers again at once: the new session is ignored, the OS takes the whole excess
+    // and the idle tax sees no pool.
+    let p = step(fresh(2), &mut memory);
+    let AppStep::Distrusted { why, left } = app_step(&p) else {
+        panic!("{p:?}");
+    };
+    assert!(matches!(why, Takeover::Dead { .. }));
+    assert_eq!(left, Duration::from_secs(29));
+    assert_eq!(p.note.moves().app_balloon, None);
+    assert_eq!(p.note.moves().balloon, Some(mib(76)));
+    assert!(
+        p.note.to_string().contains("distrusted for 29 s more"),
+        "{}",
+        p.note
+    );
+    let t = vm_with_agent(256, fresh(2));
+    assert_eq!(active(&t, mib(99), &memory.app), mib(99));
+    // 30 s after the takeover it is trusted afresh.
+    for _ in 0..28 {
+        step(fresh(2), &mut memory);
+    }
+    let p = step(fresh(2), &mut memory);
+    assert!(matches!(app_step(&p), AppStep::Asks { .. }), "{p:?}");
+    assert!(memory.app.trusted());
+    // Taken over again, the back-off doubles, and so on up to an hour.
+    step(dead(2), &mut memory);
+    let p = step(fresh(3), &mut memory);
+    assert!(
+        matches!(app_step(&p), AppStep::Distrusted { left, .. } if left == Duration::from_secs(59))
+    );
+    for (session, want) in (4..12).zip([120, 240, 480, 960, 1920, 3600, 3600, 3600]) {
+        while !memory.app.trusted() {
+            step(fresh(session), &mut memory);
+        }
+        step(dead(session), &mut memory);
+        let p = step(fresh(session + 100), &mut memory);
+        let AppStep::Distrusted { left, .. } = app_step(&p) else {
+            panic!("{p:?}");
+        };
+        assert_eq!(left, Duration::from_secs(want - 1), "session {session}");
+    }
 }
