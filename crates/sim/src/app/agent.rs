@@ -31,7 +31,13 @@ pub enum Behaviour {
     Stuck,
     /// Says done at once and reports the target as its pool, but frees nothing.
     Dishonest,
+    /// Registers and reports a pool of [`INFLATED_POOL`] (its max too), all of it data, and
+    /// answers every target `working` forever: a liar that never says done.
+    Inflated,
 }
+
+/// The pool an [`Behaviour::Inflated`] agent claims: 1 TiB, in pages.
+pub const INFLATED_POOL: u32 = 1 << 28;
 
 /// A resize under way.
 #[derive(Copy, Clone, Debug)]
@@ -78,6 +84,7 @@ fn bytes(pages: u32) -> u64 {
 impl Agent {
     /// An agent for application `app` (process `pid`) started at `started`.
     pub fn new(config: AgentConfig, app: &str, pid: u32, started: Duration) -> Agent {
+        let inflated = config.behaviour == Behaviour::Inflated;
         Agent {
             config,
             started,
@@ -85,7 +92,7 @@ impl Agent {
             closed: false,
             resize: None,
             stuck: None,
-            claimed: None,
+            claimed: inflated.then_some(INFLATED_POOL),
             app: app.to_string(),
             pid,
             last_seq: 0,
@@ -103,9 +110,18 @@ impl Agent {
                 kind: pool.kind(),
                 pool_bytes: bytes(self.claimed.unwrap_or(pool.size())),
                 min_bytes: bytes(pool.min()),
-                max_bytes: bytes(pool.max()),
+                max_bytes: bytes(self.max(pool)),
                 granule_bytes: self.config.granule.to_bytes().0.max(1),
             },
+        }
+    }
+
+    /// The largest pool the agent says the application accepts (an inflated one claims its
+    /// whole pool).
+    fn max(&self, pool: &Pool) -> u32 {
+        match self.config.behaviour {
+            Behaviour::Inflated => INFLATED_POOL,
+            _ => pool.max(),
         }
     }
 
@@ -203,11 +219,15 @@ impl Agent {
         });
         let c = pool.counters();
         let size = self.claimed.unwrap_or(pool.size());
+        let used = match self.config.behaviour {
+            Behaviour::Inflated => size,
+            _ => c.used.min(size),
+        };
         send(
             outbox,
             AgentMessage::Stats(Stats {
                 pool_bytes: bytes(size),
-                used_bytes: bytes(c.used.min(size)),
+                used_bytes: bytes(used),
                 hits: c.hits,
                 misses: c.misses,
                 evictions: c.evictions,
@@ -222,7 +242,7 @@ impl Agent {
     /// `bad_field` and otherwise ignored (a resize under way goes on).
     fn take(&mut self, t: &Target, pool: &Pool, outbox: &mut VecDeque<String>) {
         let granule = self.config.granule.to_bytes().0.max(1);
-        let (min, max) = (bytes(pool.min()), bytes(pool.max()));
+        let (min, max) = (bytes(pool.min()), bytes(self.max(pool)));
         let broken = if t.seq <= self.last_seq {
             Some(format!(
                 "target.seq = {} must be above the last, {}",
@@ -264,7 +284,7 @@ impl Agent {
                     ..progress(t.seq, pool.size(), Status::Failed)
                 }),
             ),
-            Behaviour::Stuck => self.stuck = Some(t.seq),
+            Behaviour::Stuck | Behaviour::Inflated => self.stuck = Some(t.seq),
             Behaviour::Dishonest => {
                 self.claimed = Some(to);
                 send(

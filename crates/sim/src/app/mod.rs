@@ -14,7 +14,7 @@ pub mod curve;
 
 use crate::workload::Pool;
 use agent::Agent;
-pub use agent::Behaviour;
+pub use agent::{Behaviour, INFLATED_POOL};
 use memtide_agents::session::{Admitted, Reply, Session, SessionConfig};
 use memtide_balloon::line::Line;
 use memtide_balloon::protocol::AgentMessage;
