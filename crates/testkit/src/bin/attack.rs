@@ -6,11 +6,16 @@
 //!   SECS seconds and prints `opened K of N`.
 //! - `memtide-attack request (--unix PATH | --tcp ADDR) --send TEXT [--timeout SECS]`: writes
 //!   TEXT, prints what comes back until the peer closes or the timeout passes.
+//! - `memtide-attack liar --unix PATH --pool BYTES --seconds SECS`: a balloon agent that lies.
+//!   It registers a pool of BYTES (all of it data, its max too), sends `stats` every second
+//!   with misses growing (a pool in use), answers every target `working` and never resizes;
+//!   closed, it connects again a second later, for SECS seconds in all. It prints
+//!   `target seq=N pool_bytes=P deadline_ms=D` for each target and `closed` for each close.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 enum Target {
     Unix(String),
@@ -88,8 +93,85 @@ fn main() {
             let _ = s.read_to_end(&mut reply);
             print!("{}", String::from_utf8_lossy(&reply));
         }
-        _ => fail("usage: memtide-attack hold|request (--unix PATH | --tcp ADDR) ..."),
+        "liar" => {
+            let Target::Unix(path) = &target else {
+                fail("liar speaks on a --unix socket")
+            };
+            let until = Instant::now() + Duration::from_secs(number("--seconds", 60));
+            let pool = number("--pool", 1 << 40);
+            while Instant::now() < until {
+                if let Err(e) = lie(path, pool, until) {
+                    eprintln!("memtide-attack: liar: {e}");
+                }
+                println!("closed");
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
+        _ => fail("usage: memtide-attack hold|request|liar (--unix PATH | --tcp ADDR) ..."),
     }
+}
+
+/// One session of the liar: hello with a pool of `pool` bytes, then `stats` every second and
+/// `working` for every target, until the socket closes or `until`.
+fn lie(path: &str, pool: u64, until: Instant) -> std::io::Result<()> {
+    let mut s = UnixStream::connect(path)?;
+    s.set_read_timeout(Some(Duration::from_millis(200)))?;
+    let pid = std::process::id();
+    writeln!(
+        s,
+        r#"{{"type":"hello","version":1,"app":"liar","kind":"cache","pid":{pid},"pool_bytes":{pool},"min_bytes":0,"max_bytes":{pool},"granule_bytes":1048576}}"#
+    )?;
+    let mut reader = BufReader::new(s.try_clone()?);
+    let mut line = String::new();
+    let mut misses = 0u64;
+    // Stats from the welcome on.
+    let mut stats_at = None;
+    while Instant::now() < until {
+        if let Some(at) = stats_at.as_mut().filter(|at| Instant::now() >= **at) {
+            misses += 1000;
+            writeln!(
+                s,
+                r#"{{"type":"stats","pool_bytes":{pool},"used_bytes":{pool},"hits":{misses},"misses":{misses},"evictions":0,"dirty_bytes":0}}"#
+            )?;
+            *at += Duration::from_secs(1);
+        }
+        match reader.read_line(&mut line) {
+            Ok(0) => return Ok(()),
+            Ok(_) if line.ends_with('\n') => {
+                if line.contains(r#""type":"welcome""#) {
+                    stats_at = Some(Instant::now());
+                }
+                if line.contains(r#""type":"target""#) {
+                    let field = |name: &str| {
+                        line.split(&format!(r#""{name}":"#))
+                            .nth(1)
+                            .and_then(|v| v.split([',', '}']).next())
+                            .and_then(|v| v.trim().parse::<u64>().ok())
+                            .unwrap_or(0)
+                    };
+                    let seq = field("seq");
+                    println!(
+                        "target seq={seq} pool_bytes={} deadline_ms={}",
+                        field("pool_bytes"),
+                        field("deadline_ms")
+                    );
+                    writeln!(
+                        s,
+                        r#"{{"type":"progress","seq":{seq},"pool_bytes":{pool},"status":"working"}}"#
+                    )?;
+                }
+                line.clear();
+            }
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 fn fail(why: &str) -> ! {
