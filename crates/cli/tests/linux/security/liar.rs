@@ -96,8 +96,8 @@ struct Run {
     idle: u64,
     /// The busy tenant's limit then.
     busy: u64,
-    /// From the liar's registration to its takeover.
-    taken_over_after: Option<Duration>,
+    /// From the liar's registration to its takeover, and the deadline it was given.
+    taken_over: Option<(Duration, Duration)>,
 }
 
 /// Budget 300 MiB: a busy tenant touching 200 MiB and an idle one holding 150 MiB it never
@@ -144,7 +144,7 @@ max = "1G"
         busy_cg.path
     );
     let mut daemon = Daemon::start(tmp.path(), &config, &[]);
-    let mut taken_over_after = None;
+    let mut taken_over = None;
     if let Some(agent) = &agent {
         daemon.wait_for_log(
             &["agent_registered", "tenant=idle"],
@@ -155,7 +155,7 @@ max = "1G"
         let s = daemon.wait_until("the liar is taken over", Duration::from_secs(120), |s| {
             reason_of(s, "idle").contains("the OS takes over")
         });
-        taken_over_after = Some(registered.elapsed());
+        let after = registered.elapsed();
         let reason = reason_of(&s, "idle");
         assert!(reason.contains("app agent stuck"), "{reason}");
         let deadlines = agent.deadlines();
@@ -164,6 +164,7 @@ max = "1G"
             deadlines.iter().all(|d| *d <= DEADLINE_BOUND),
             "deadlines {deadlines:?} beyond {DEADLINE_BOUND:?}"
         );
+        taken_over = Some((after, deadlines[0]));
         // Closed, it connects again at once and is ignored for its back-off.
         daemon.wait_until(
             "the liar's new session is distrusted",
@@ -190,7 +191,7 @@ max = "1G"
     Run {
         idle,
         busy,
-        taken_over_after,
+        taken_over,
     }
 }
 
@@ -206,12 +207,14 @@ fn an_agent_claiming_a_1_tib_pool_is_taken_over_and_its_limit_falls_as_without_o
     };
     let none = run(&linux, "none", false);
     let with = run(&linux, "with", true);
-    let after = with.taken_over_after.unwrap();
+    let (after, deadline) = with.taken_over.unwrap();
     println!(
-        "1 TiB liar: taken over {:.1} s after it registered (deadline bound {:.1} s); idle \
+        "1 TiB liar: taken over {:.1} s after it registered (its deadline {:.1} s, bound \
+         {:.1} s); idle \
          limit {:.0} MiB with the liar (busy {:.0} MiB), {:.0} MiB without an agent (busy \
          {:.0} MiB)",
         after.as_secs_f64(),
+        deadline.as_secs_f64(),
         DEADLINE_BOUND.as_secs_f64(),
         mib(with.idle),
         mib(with.busy),
