@@ -17,7 +17,7 @@ use memtide_api::{
     ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot, VmSnapshot,
 };
 use memtide_controller::Controller;
-use memtide_model::{LimitRail, Pages, Reason, TenantId, WorldEvent};
+use memtide_model::{AppStep, LimitRail, Pages, Reason, TenantId, WorldEvent};
 use memtide_runner::{TenantRow, TickRecord};
 use serde_json::json;
 use std::collections::{BTreeMap, VecDeque};
@@ -407,6 +407,23 @@ impl Publisher {
                 if let Some(note) = row.and_then(|r| r.reason.mechanism.app_balloon) {
                     a.pool_bytes = note.pool.to_bytes().0;
                     a.wanted_bytes = Some(note.wanted.to_bytes().0);
+                    // A session in its agent's back-off is connected but ignored: the OS
+                    // holds the tenant until the policy trusts it again.
+                    match note.step {
+                        AppStep::Distrusted { why, left } => {
+                            a.held_by = "os".to_string();
+                            a.why = Some(format!(
+                                "distrusted for {:.0} s more (was {why})",
+                                left.as_secs_f64()
+                            ));
+                        }
+                        AppStep::TakenOver(_) => {}
+                        _ if a.pid.is_some() => {
+                            a.held_by = "app".to_string();
+                            a.why = None;
+                        }
+                        _ => {}
+                    }
                 }
                 a.clone()
             }),

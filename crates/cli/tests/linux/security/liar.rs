@@ -166,10 +166,22 @@ max = "1G"
         );
         taken_over = Some((after, deadlines[0]));
         // Closed, it connects again at once and is ignored for its back-off.
-        daemon.wait_until(
+        let s = daemon.wait_until(
             "the liar's new session is distrusted",
             Duration::from_secs(30),
             |s| reason_of(s, "idle").contains("distrusted"),
+        );
+        let app = s
+            .tenants
+            .iter()
+            .find(|t| t.name == "idle")
+            .unwrap()
+            .app
+            .clone();
+        assert!(
+            app.as_ref()
+                .is_some_and(|a| a.pid.is_some() && a.held_by == "os"),
+            "a distrusted session is shown as holding the tenant: {app:?}"
         );
     } else {
         daemon.wait_until("both managed", Duration::from_secs(30), |s| {
