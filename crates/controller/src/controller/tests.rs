@@ -306,6 +306,24 @@ fn note_budget(d: &Decision) -> Pages {
 }
 
 #[test]
+fn a_pool_claimed_beyond_the_tenants_memory_takes_only_what_it_holds_off_the_cache_budget() {
+    // Tenant 1 has no curve yet and claims a 1 TiB pool while it holds 600 MiB: the 1 GiB
+    // cache budget loses the 600 MiB it measurably holds, not the whole claim.
+    let mut liar = pooled(1, None);
+    if let Some(a) = liar.levers.app_balloon.as_mut() {
+        a.pool = mib(1 << 20);
+        a.pool_used = Some(mib(1 << 20));
+        a.max = mib(1 << 20);
+    }
+    let mut c = with_slos(4096);
+    let d = c.step(&host(
+        1,
+        vec![pooled(0, Some(knee(800))), liar, pooled(2, None)],
+    ));
+    assert_eq!(note_budget(&d), mib(1024 - 600));
+}
+
+#[test]
 fn when_the_budget_runs_short_the_idle_tenant_gives_memory_first() {
     // 700 MiB held against a 600 MiB budget: memory is wanted.
     let mut c = two_tenants(600, 0.75);
