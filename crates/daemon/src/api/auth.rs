@@ -223,6 +223,10 @@ pub(crate) fn bind_socket(path: &Path, group: Option<u32>) -> Result<UnixListene
     };
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     let dir = dir.unwrap_or_else(|| Path::new("."));
+    // The default directory (the state file's, /run/memtide) may not exist yet on a fresh boot.
+    std::os::unix::fs::DirBuilderExt::mode(fs::DirBuilder::new().recursive(true), 0o755)
+        .create(dir)
+        .map_err(|e| failed("cannot make its directory", e))?;
     let private = private_dir(dir).map_err(|e| failed("cannot make a private directory", e))?;
     let inside = private.join("api.sock");
     let bound = (|| {
@@ -362,10 +366,13 @@ mod tests {
         let path = dir.path().join("api.sock");
         fs::write(&path, "stale").unwrap();
         let _listener = bind_socket(&path, None).unwrap();
+        let deeper = dir.path().join("run/memtide/api.sock");
+        let _made = bind_socket(&deeper, None).unwrap();
+        assert!(deeper.exists(), "its missing directory is made");
         let meta = fs::symlink_metadata(&path).unwrap();
         assert_eq!(meta.mode() & 0o7777, 0o600);
         assert!(std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
         let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(names.len(), 1, "the private directory is gone");
+        assert_eq!(names.len(), 2, "the private directory is gone: {names:?}");
     }
 }
