@@ -279,3 +279,56 @@ fn an_idle_flood_by_a_user_keeps_the_operator_in() {
     let _ = second.kill();
     let _ = second.wait();
 }
+
+#[test]
+fn the_socket_checks_its_peer_beyond_the_files_mode() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "the_socket_checks_its_peer_beyond_the_files_mode";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let Some(user) = UnprivilegedUser::create(test, "g") else {
+        return;
+    };
+    let Some(other) = UnprivilegedUser::create(test, "o") else {
+        return;
+    };
+    let cg = linux.cgroup("sec-peer");
+    let _toucher = cg.spawn_toucher(&["--active", "16M"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let api = format!("[api]\ngroup = \"{}\"\n", user.gid);
+    let mut daemon = daemon_for(&cg, tmp.path(), &api);
+    let meta = std::fs::metadata(&daemon.socket).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    assert_eq!(std::os::unix::fs::MetadataExt::gid(&meta), user.gid);
+    let socket = daemon.socket.display().to_string();
+    let patch = |shares: u32| {
+        http(
+            "PATCH",
+            "/v1/tenants/app",
+            "",
+            &format!(r#"{{"shares": {shares}}}"#),
+        )
+    };
+
+    // A member of the group may change.
+    let answer = attack_request(&user, &["--unix", &socket], &patch(1200));
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    daemon.wait_until("the member's change shows", DEADLINE, |s| {
+        s.tenants[0].shares == 1200
+    });
+    // Someone else cannot connect; with the file opened wide by mistake, the peer check
+    // still refuses them.
+    let answer = attack_request(&other, &["--unix", &socket], &patch(5));
+    assert!(answer.contains("Permission denied"), "{answer}");
+    chmod(&daemon.socket, 0o666);
+    let answer = attack_request(&other, &["--unix", &socket], &patch(5));
+    assert!(answer.starts_with("HTTP/1.1 403 "), "{answer}");
+    assert!(
+        answer.contains(&format!("uid {} may not use this socket", other.uid)),
+        "{answer}"
+    );
+    let ticks = daemon.status().ticks;
+    daemon.wait_until("two more ticks", DEADLINE, |s| s.ticks >= ticks + 2);
+    assert_eq!(daemon.tenant("app").shares, 1200);
+}
