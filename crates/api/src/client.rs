@@ -17,6 +17,7 @@
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -33,6 +34,26 @@ pub const MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
 /// The address `memtide status` asks by default (the daemon's default `[daemon] listen`).
 pub const DEFAULT_ADDRESS: &str = "127.0.0.1:9464";
 
+/// The daemon's Unix socket for changes by default (`[api] socket`: `api.sock` beside the
+/// default state file).
+pub const DEFAULT_SOCKET: &str = "/run/memtide/api.sock";
+
+/// Where a daemon's API is: its TCP address or its Unix socket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Endpoint {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Tcp(addr) => write!(f, "{addr}"),
+            Endpoint::Unix(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
 /// The paths of this API version's endpoints start with this: `/v` and [`API_VERSION`].
 pub const PATH_PREFIX: &str = "/v1";
 
@@ -40,18 +61,18 @@ pub const PATH_PREFIX: &str = "/v1";
 #[derive(Debug)]
 pub enum ClientError {
     /// Nothing listens there (connection refused).
-    NotRunning { addr: SocketAddr },
+    NotRunning { addr: Endpoint },
     /// The exchange (connect, send and receive) took longer than the timeout.
-    Timeout { addr: SocketAddr, timeout: Duration },
+    Timeout { addr: Endpoint, timeout: Duration },
     /// The connection failed otherwise.
-    Io { addr: SocketAddr, source: io::Error },
+    Io { addr: Endpoint, source: io::Error },
     /// The method or path cannot be sent; refused before connecting.
-    InvalidRequest { addr: SocketAddr, why: String },
+    InvalidRequest { addr: Endpoint, why: String },
     /// The answer is not HTTP/1.x as it should be (or is too large, or not UTF-8).
-    BadResponse { addr: SocketAddr, why: String },
+    BadResponse { addr: Endpoint, why: String },
     /// The daemon answered with a status other than 200; `message` is its `error`.
     Http {
-        addr: SocketAddr,
+        addr: Endpoint,
         method: String,
         path: String,
         status: u16,
@@ -59,12 +80,12 @@ pub enum ClientError {
     },
     /// The answer's JSON is not what this version of the API sends; `what` names the answer.
     Decode {
-        addr: SocketAddr,
+        addr: Endpoint,
         what: String,
         source: serde_json::Error,
     },
     /// The daemon's snapshot says it speaks another version of the API.
-    Version { addr: SocketAddr, theirs: u32 },
+    Version { addr: Endpoint, theirs: u32 },
 }
 
 impl fmt::Display for ClientError {
@@ -123,17 +144,62 @@ impl std::error::Error for ClientError {
 
 /// A client of one daemon. Each call is one request on its own connection, bounded by the
 /// client's timeout.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Client {
-    addr: SocketAddr,
+    addr: Endpoint,
     timeout: Duration,
     agent: ureq::Agent,
+    /// Sent as `Authorization: Bearer`; never printed.
+    token: Option<String>,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("addr", &self.addr)
+            .field("timeout", &self.timeout)
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .finish()
+    }
 }
 
 impl Client {
     /// A client of the daemon at `addr`; `timeout` bounds each call as a whole.
     pub fn new(addr: SocketAddr, timeout: Duration) -> Client {
-        let config = ureq::Agent::config_builder()
+        Client {
+            addr: Endpoint::Tcp(addr),
+            timeout,
+            agent: ureq::Agent::new_with_config(Client::config(timeout)),
+            token: None,
+        }
+    }
+
+    /// A client of the daemon's Unix socket at `path` (where root and the members of its
+    /// `[api] group` may change settings); `timeout` bounds each call as a whole.
+    pub fn unix(path: &Path, timeout: Duration) -> Client {
+        let connector = crate::unix::UnixConnector {
+            path: path.to_path_buf(),
+        };
+        Client {
+            addr: Endpoint::Unix(path.to_path_buf()),
+            timeout,
+            agent: ureq::Agent::with_parts(
+                Client::config(timeout),
+                connector,
+                ureq::unversioned::resolver::DefaultResolver::default(),
+            ),
+            token: None,
+        }
+    }
+
+    /// This client with a bearer token, which allows changes over TCP (`[api] token_file`).
+    pub fn with_token(mut self, token: &str) -> Client {
+        self.token = Some(token.trim().to_string());
+        self
+    }
+
+    fn config(timeout: Duration) -> ureq::config::Config {
+        ureq::Agent::config_builder()
             .timeout_global(Some(timeout))
             .http_status_as_error(false)
             .max_redirects(0)
@@ -143,17 +209,12 @@ impl Client {
             .max_idle_connections(0)
             .user_agent(format!("memtide/{}", env!("CARGO_PKG_VERSION")))
             .accept("application/json")
-            .build();
-        Client {
-            addr,
-            timeout,
-            agent: ureq::Agent::new_with_config(config),
-        }
+            .build()
     }
 
-    /// The daemon's address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
+    /// The daemon's address or socket.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.addr
     }
 
     /// The bound on each call.
@@ -169,8 +230,11 @@ impl Client {
         path: &str,
         body: Option<&str>,
     ) -> Result<(u16, String), ClientError> {
-        let addr = self.addr;
-        let invalid = |why: String| ClientError::InvalidRequest { addr, why };
+        let addr = &self.addr;
+        let invalid = |why: String| ClientError::InvalidRequest {
+            addr: addr.clone(),
+            why,
+        };
         if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
             return Err(invalid(format!(
                 "method {method:?} is not upper-case letters"
@@ -183,10 +247,18 @@ impl Client {
         {
             return Err(invalid(format!("path {path:?} must start with / and hold no spaces or control characters (percent-encode them)")));
         }
-        let builder = http::Request::builder()
+        // Over the socket the URI's address only names the host in the `Host` header.
+        let host = match addr {
+            Endpoint::Tcp(a) => a.to_string(),
+            Endpoint::Unix(_) => "127.0.0.1".to_string(),
+        };
+        let mut builder = http::Request::builder()
             .method(method)
-            .uri(format!("http://{addr}{path}"))
+            .uri(format!("http://{host}{path}"))
             .header("Connection", "close");
+        if let Some(token) = &self.token {
+            builder = builder.header("Authorization", format!("Bearer {token}"));
+        }
         let sent = match body {
             Some(body) => builder
                 .header("Content-Type", "application/json")
@@ -213,7 +285,7 @@ impl Client {
             .read_to_vec()
             .map_err(|e| self.error(e))?;
         let text = String::from_utf8(bytes).map_err(|_| ClientError::BadResponse {
-            addr,
+            addr: addr.clone(),
             why: "body is not UTF-8".to_string(),
         })?;
         Ok((status, text))
@@ -224,7 +296,7 @@ impl Client {
         let snapshot: Snapshot = self.get(&format!("{PATH_PREFIX}/status"), "status")?;
         if snapshot.api_version != API_VERSION {
             return Err(ClientError::Version {
-                addr: self.addr,
+                addr: self.addr.clone(),
                 theirs: snapshot.api_version,
             });
         }
@@ -281,7 +353,7 @@ impl Client {
     fn get<T: DeserializeOwned>(&self, path: &str, what: &str) -> Result<T, ClientError> {
         let body = self.expect_200("GET", path, None)?;
         serde_json::from_str(&body).map_err(|source| ClientError::Decode {
-            addr: self.addr,
+            addr: self.addr.clone(),
             what: what.to_string(),
             source,
         })
@@ -289,18 +361,18 @@ impl Client {
 
     fn change<B: Serialize>(&self, method: &str, path: &str, body: &B) -> Result<(), ClientError> {
         let json = serde_json::to_string(body).map_err(|e| ClientError::InvalidRequest {
-            addr: self.addr,
+            addr: self.addr.clone(),
             why: format!("its body does not encode as JSON: {e}"),
         })?;
         let answer = self.expect_200(method, path, Some(&json))?;
         match serde_json::from_str::<Applied>(&answer) {
             Ok(Applied { ok: true }) => Ok(()),
             Ok(Applied { ok: false }) => Err(ClientError::BadResponse {
-                addr: self.addr,
+                addr: self.addr.clone(),
                 why: format!("{method} {path} answered 200 with {{\"ok\": false}}"),
             }),
             Err(source) => Err(ClientError::Decode {
-                addr: self.addr,
+                addr: self.addr.clone(),
                 what: format!("answer to {method} {path}"),
                 source,
             }),
@@ -316,7 +388,7 @@ impl Client {
         let (status, body) = self.request(method, path, body)?;
         if status != 200 {
             return Err(ClientError::Http {
-                addr: self.addr,
+                addr: self.addr.clone(),
                 method: method.to_string(),
                 path: path.to_string(),
                 status,
@@ -328,11 +400,16 @@ impl Client {
 
     /// What a failure of ureq means for the caller.
     fn error(&self, e: ureq::Error) -> ClientError {
-        let addr = self.addr;
-        let bad = |why: String| ClientError::BadResponse { addr, why };
+        let addr = self.addr.clone();
+        let bad = |why: String| ClientError::BadResponse {
+            addr: self.addr.clone(),
+            why,
+        };
         match e {
             ureq::Error::Io(source) => match source.kind() {
-                io::ErrorKind::ConnectionRefused => ClientError::NotRunning { addr },
+                io::ErrorKind::ConnectionRefused | io::ErrorKind::NotFound => {
+                    ClientError::NotRunning { addr }
+                }
                 io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => ClientError::Timeout {
                     addr,
                     timeout: self.timeout,

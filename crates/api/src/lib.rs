@@ -9,8 +9,9 @@
 //!   [`TenantSnapshot`]s, [`DecisionRecord`]s and [`Counters`];
 //! - [`body`]: what changes send and get back — [`TenantPatch`] (with [`Size`]), [`TaxRate`],
 //!   [`Applied`], [`ErrorBody`] — and the [`DecisionQuery`] of `GET /v1/decisions`;
-//! - [`client`]: [`Client`], one call per request with a timeout, and [`ClientError`], whose
-//!   every message names the daemon's address.
+//! - [`client`]: [`Client`], one call per request with a timeout, over TCP (with a bearer
+//!   token for changes) or the daemon's Unix socket (`unix`, ureq's transport for it), and
+//!   [`ClientError`], whose every message names the daemon's address or socket.
 //!
 //! Each type's documentation shows a JSON example; the examples are the files in `json/` of
 //! this crate, and its tests decode each one and check that it encodes back to the same JSON,
@@ -35,9 +36,10 @@
 pub mod body;
 pub mod client;
 pub mod snapshot;
+mod unix;
 
 pub use body::{Applied, DecisionQuery, ErrorBody, Size, TaxRate, TenantPatch};
-pub use client::{fetch, request, Client, ClientError};
+pub use client::{fetch, request, Client, ClientError, Endpoint};
 pub use snapshot::{
     AdviceSnapshot, AppSnapshot, CacheSnapshot, Counters, DecisionRecord, DiskSnapshot,
     HostSnapshot, ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot, VmSnapshot,

@@ -53,6 +53,10 @@ enum Command {
         /// The daemon's API address.
         #[arg(long, default_value = memtide_api::client::DEFAULT_ADDRESS)]
         address: std::net::SocketAddr,
+        /// The daemon's Unix socket (`[api] socket`), asked first when present; TCP when it
+        /// is absent or refuses this user.
+        #[arg(long, default_value = memtide_api::client::DEFAULT_SOCKET)]
+        socket: PathBuf,
         /// Print the daemon's JSON snapshot instead of the table.
         #[arg(long)]
         json: bool,
@@ -202,7 +206,11 @@ fn main() -> ExitCode {
         } => sim(scenario.as_deref(), out, seed, set, variant.as_deref()),
         Command::Bench { quick, write } => bench::run(quick, write.as_deref()).map(|_| ()),
         Command::Daemon { config, dry_run } => daemon(&config, dry_run),
-        Command::Status { address, json } => status(address, json),
+        Command::Status {
+            address,
+            socket,
+            json,
+        } => status(address, &socket, json),
         Command::Cache { command } => cache_command(command),
     };
     match result {
@@ -294,8 +302,16 @@ fn daemon(path: &Path, dry_run: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn status(address: std::net::SocketAddr, json: bool) -> anyhow::Result<()> {
-    let snapshot = memtide_api::fetch(address, std::time::Duration::from_secs(5))?;
+fn status(address: std::net::SocketAddr, socket: &Path, json: bool) -> anyhow::Result<()> {
+    let timeout = std::time::Duration::from_secs(5);
+    let by_socket = socket
+        .exists()
+        .then(|| memtide_api::Client::unix(socket, timeout).status().ok())
+        .flatten();
+    let snapshot = match by_socket {
+        Some(snapshot) => snapshot,
+        None => memtide_api::fetch(address, timeout)?,
+    };
     if json {
         println!("{}", serde_json::to_string_pretty(&snapshot)?);
     } else {

@@ -30,6 +30,7 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq)]
 pub struct DaemonConfig {
     pub daemon: DaemonSection,
+    pub api: ApiSection,
     pub host: HostSection,
     pub policy: PolicySection,
     pub rails: RailsSection,
@@ -67,6 +68,37 @@ pub struct DaemonSection {
     pub log_format: LogFormat,
     /// `decisions_kept = 200`: how many recent decisions the API keeps.
     pub decisions_kept: usize,
+}
+
+/// `[api]`: who may change settings through the API (docs/api.md, "Authority"). Over TCP the
+/// API is read-only unless a request carries the token of `token_file`; the Unix socket takes
+/// changes from root and the members of `group`.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields, expecting = "the [api] table")]
+pub struct ApiSection {
+    /// `socket = "/run/memtide/api.sock"`: the Unix socket for changes. `None`: `api.sock` in
+    /// the state file's directory.
+    #[serde(deserialize_with = "read::some_path")]
+    pub socket: Option<PathBuf>,
+    /// `group = "memtide"`: a group whose members may use the socket besides root (mode 0660,
+    /// owned by root and this group). `None`: root only (mode 0600).
+    pub group: Option<String>,
+    /// `token_file = "/etc/memtide/token"`: a bearer token that allows changes over TCP; the
+    /// file must be root's and readable by no one else. `None`: TCP is read-only.
+    #[serde(deserialize_with = "read::some_path")]
+    pub token_file: Option<PathBuf>,
+}
+
+impl ApiSection {
+    /// The socket's path: the configured one, or `api.sock` beside the state file.
+    pub fn socket_path(&self, state_file: &Path) -> PathBuf {
+        self.socket.clone().unwrap_or_else(|| {
+            state_file
+                .parent()
+                .unwrap_or_else(|| Path::new("/"))
+                .join("api.sock")
+        })
+    }
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
@@ -500,6 +532,7 @@ impl Default for DaemonConfig {
     fn default() -> DaemonConfig {
         DaemonConfig {
             daemon: DaemonSection::default(),
+            api: ApiSection::default(),
             host: HostSection::default(),
             policy: PolicySection::default(),
             rails: RailsSection::default(),

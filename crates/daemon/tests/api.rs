@@ -9,12 +9,15 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use memtide_api::client as status;
+use memtide_api::Client;
 use memtide_api::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
-use memtide_daemon::api::{publish, ApiOptions, ApiServer, SharedSnapshot};
+use memtide_daemon::api::{publish, ApiOptions, ApiServer, SharedSnapshot, SocketServer, Token};
 use memtide_daemon::command::{Change, Refusal, Request};
 use serde_json::Value;
 
 const TIMEOUT: Duration = Duration::from_secs(5);
+/// The token of the harness's server.
+const TOKEN: &str = "test-token-0123456789";
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
@@ -40,8 +43,11 @@ impl Harness {
         self.server.local_addr()
     }
 
+    /// A request over TCP with the token, which allows changes.
     fn call(&self, method: &str, path: &str, body: Option<&str>) -> (u16, String) {
-        status::request(self.addr(), method, path, body, TIMEOUT)
+        Client::new(self.addr(), TIMEOUT)
+            .with_token(TOKEN)
+            .request(method, path, body)
             .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
@@ -194,8 +200,17 @@ fn harness() -> Harness {
     let shared: SharedSnapshot = Arc::new(RwLock::new(snapshot_of(&state)));
     let state = Arc::new(Mutex::new(state));
     let (sender, commands) = mpsc::channel();
-    let server = ApiServer::start("127.0.0.1:0".parse().unwrap(), Arc::clone(&shared), sender)
-        .expect("the API starts on 127.0.0.1:0");
+    let options = ApiOptions {
+        token: Some(Token::from_text(TOKEN.as_bytes()).unwrap()),
+        ..ApiOptions::default()
+    };
+    let server = ApiServer::start_with(
+        "127.0.0.1:0".parse().unwrap(),
+        Arc::clone(&shared),
+        sender,
+        options,
+    )
+    .expect("the API starts on 127.0.0.1:0");
     {
         let (shared, state) = (Arc::clone(&shared), Arc::clone(&state));
         thread::spawn(move || run_fake_loop(commands, shared, state));
@@ -645,7 +660,7 @@ fn responses_carry_content_type_allow_and_close() {
             ],
         ),
         (
-            "DELETE /v1/tenants/db HTTP/1.1\r\nHost: x\r\n\r\n",
+            "DELETE /v1/tenants/db HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test-token-0123456789\r\n\r\n",
             &[
                 "HTTP/1.1 405 ",
                 "Allow: GET, HEAD, PATCH\r\n",
@@ -653,7 +668,7 @@ fn responses_carry_content_type_allow_and_close() {
             ],
         ),
         (
-            "POST /v1/tax-rate HTTP/1.1\r\nHost: x\r\n\r\n",
+            "POST /v1/tax-rate HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer test-token-0123456789\r\n\r\n",
             &["HTTP/1.1 405 ", "Allow: GET, HEAD, PUT\r\n"],
         ),
         (
@@ -782,20 +797,17 @@ fn a_loop_that_does_not_answer_gives_503_while_reads_still_answer() {
     let (sender, commands) = mpsc::channel::<Request>();
     let options = ApiOptions {
         reply_timeout: Duration::from_millis(500),
+        token: Some(Token::from_text(TOKEN.as_bytes()).unwrap()),
         ..ApiOptions::default()
     };
     let server =
         ApiServer::start_with("127.0.0.1:0".parse().unwrap(), shared, sender, options).unwrap();
     let addr = server.local_addr();
     let waiting = thread::spawn(move || {
-        status::request(
-            addr,
-            "PUT",
-            "/v1/tax-rate",
-            Some(r#"{"tax_rate": 0.5}"#),
-            TIMEOUT,
-        )
-        .unwrap()
+        Client::new(addr, TIMEOUT)
+            .with_token(TOKEN)
+            .request("PUT", "/v1/tax-rate", Some(r#"{"tax_rate": 0.5}"#))
+            .unwrap()
     });
     // While the change waits for the loop, reads are served at once.
     thread::sleep(Duration::from_millis(100));
@@ -859,9 +871,9 @@ fn idle_connections_do_not_lock_out_the_api_and_a_silent_one_gets_408() {
 
 #[test]
 fn the_api_crates_client_and_json_examples_work_against_the_server() {
-    use memtide_api::{Client, ClientError, DecisionQuery, ErrorBody, TenantPatch};
+    use memtide_api::{ClientError, DecisionQuery, ErrorBody, TenantPatch};
     let h = harness();
-    let client = Client::new(h.addr(), TIMEOUT);
+    let client = Client::new(h.addr(), TIMEOUT).with_token(TOKEN);
     let snap = h.snapshot();
     assert_eq!(client.status().unwrap(), snap);
     assert_eq!(client.host().unwrap(), snap.host);
@@ -929,4 +941,161 @@ fn the_api_crates_client_and_json_examples_work_against_the_server() {
     assert_eq!(code, 404);
     let body: ErrorBody = serde_json::from_str(&body).unwrap();
     assert_eq!(body.error, "no tenant named \"a b/c\"");
+}
+
+#[test]
+fn changes_over_tcp_without_the_token_get_403_and_reach_nothing() {
+    let h = harness();
+    let addr = h.addr();
+    let before = h.state();
+    for client in [
+        Client::new(addr, TIMEOUT),
+        Client::new(addr, TIMEOUT).with_token("test-token-0123456788"),
+        Client::new(addr, TIMEOUT).with_token("short"),
+    ] {
+        for (method, path, body) in [
+            ("PATCH", "/v1/tenants/db", r#"{"max": "128M"}"#),
+            ("PUT", "/v1/tax-rate", r#"{"tax_rate": 0.1}"#),
+            ("POST", "/v1/tax-rate", "{}"),
+            ("DELETE", "/v1/tenants/db", ""),
+        ] {
+            let (code, answer) = client.request(method, path, Some(body)).unwrap();
+            assert_eq!(code, 403, "{client:?} {method} {path}: {answer}");
+            let error = error_of(&answer);
+            assert!(error.contains("token_file"), "{error}");
+            assert!(error.contains("Unix socket"), "{error}");
+            assert!(!error.contains(TOKEN), "{error}");
+        }
+    }
+    // A token in another scheme is no token.
+    let response = raw(
+        addr,
+        format!("PUT /v1/tax-rate HTTP/1.1\r\nAuthorization: Basic {TOKEN}\r\nContent-Length: 2\r\n\r\n{{}}")
+            .as_bytes(),
+    );
+    assert!(response.starts_with("HTTP/1.1 403 "), "{response}");
+    assert_eq!(h.state(), before, "nothing reached the loop");
+    assert_eq!(h.call("GET", "/v1/status", None).0, 200);
+}
+
+/// A socket server beside the harness's TCP server, on the same fake loop.
+fn socket_of(h: &Harness, dir: &std::path::Path) -> SocketServer {
+    let (sender, commands) = mpsc::channel();
+    let (shared, state) = (Arc::clone(&h.shared), Arc::clone(&h.state));
+    thread::spawn(move || run_fake_loop(commands, shared, state));
+    SocketServer::start(
+        &dir.join("api.sock"),
+        None,
+        Arc::clone(&h.shared),
+        sender,
+        ApiOptions::default(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn root_changes_through_the_socket_without_a_token() {
+    // The tests run as root on the project's hosts; as anyone else only the mode is checked.
+    let h = harness();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = socket_of(&h, dir.path());
+    let meta = std::fs::metadata(socket.path()).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777,
+        0o600
+    );
+    if our_uid() != 0 {
+        eprintln!("not root: the socket's peer check is tested in crates/cli/tests/linux/security");
+        return;
+    }
+    let client = Client::unix(socket.path(), TIMEOUT);
+    assert_eq!(client.status().unwrap(), h.snapshot());
+    let (code, body) = client
+        .request("PATCH", "/v1/tenants/db", Some(r#"{"shares": 7}"#))
+        .unwrap();
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(h.state().tenants["db"].2, 7);
+}
+
+/// Our uid, from /proc (no libc in this test crate).
+fn our_uid() -> u32 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("Uid:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+fn a_flood_of_idle_connections_keeps_no_one_out() {
+    let h = harness();
+    let addr = h.addr();
+    let dir = tempfile::tempdir().unwrap();
+    let socket = socket_of(&h, dir.path());
+    // 1,000 connections from one address that send nothing (or half a head).
+    let flood: Vec<TcpStream> = (0..1000)
+        .filter_map(|i| {
+            let mut s = TcpStream::connect_timeout(&addr, TIMEOUT).ok()?;
+            if i % 2 == 0 {
+                let _ = s.write_all(b"GET /v1/status HT");
+            }
+            Some(s)
+        })
+        .collect();
+    assert!(flood.len() >= 900, "opened {} of 1000", flood.len());
+    let started = Instant::now();
+    let (code, _) = h.call("GET", "/v1/status", None);
+    let tcp = started.elapsed();
+    assert_eq!(code, 200, "a read over TCP is answered during the flood");
+    let started = Instant::now();
+    let root = our_uid() == 0;
+    if root {
+        let (code, body) = Client::unix(socket.path(), TIMEOUT)
+            .request("PATCH", "/v1/tenants/db", Some(r#"{"shares": 9}"#))
+            .unwrap();
+        assert_eq!(code, 200, "{body}");
+    }
+    let unix = started.elapsed();
+    let started = Instant::now();
+    let (code, _) = h.call("PUT", "/v1/tax-rate", Some(r#"{"tax_rate": 0.5}"#));
+    let tcp_change = started.elapsed();
+    assert_eq!(code, 200);
+    eprintln!(
+        "during a flood of {} idle connections: GET over TCP {tcp:?}, PATCH over the socket \
+         {unix:?} (root: {root}), PUT with the token {tcp_change:?}",
+        flood.len()
+    );
+    drop(flood);
+}
+
+#[test]
+fn a_peers_oldest_idle_connections_are_closed_beyond_its_bound() {
+    let shared = SharedSnapshot::default();
+    let (sender, _commands) = mpsc::channel::<Request>();
+    let options = ApiOptions {
+        per_peer_connections: 4,
+        ..ApiOptions::default()
+    };
+    let server =
+        ApiServer::start_with("127.0.0.1:0".parse().unwrap(), shared, sender, options).unwrap();
+    let addr = server.local_addr();
+    let mut first = TcpStream::connect_timeout(&addr, TIMEOUT).unwrap();
+    first.set_read_timeout(Some(TIMEOUT)).unwrap();
+    thread::sleep(Duration::from_millis(50));
+    let _later: Vec<TcpStream> = (0..4)
+        .map(|_| TcpStream::connect_timeout(&addr, TIMEOUT).unwrap())
+        .collect();
+    // The fifth connection of 127.0.0.1 closed the first, silently and well before its 3 s.
+    let started = Instant::now();
+    let mut out = Vec::new();
+    let _ = first.read_to_end(&mut out);
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    eprintln!(
+        "the oldest idle connection closed after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        status::request(addr, "GET", "/healthz", None, TIMEOUT)
+            .unwrap()
+            .0,
+        200
+    );
 }

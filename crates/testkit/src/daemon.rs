@@ -34,6 +34,8 @@ pub struct Daemon {
     pub dir: PathBuf,
     pub config: PathBuf,
     pub state: PathBuf,
+    /// The Unix socket for changes (`[api] socket`'s default: beside the state file).
+    pub socket: PathBuf,
     pub log: PathBuf,
 }
 
@@ -52,11 +54,17 @@ impl Daemon {
             addr,
             dir: dir.to_path_buf(),
             config: config_path,
+            socket: dir.join("api.sock"),
             state,
             log: dir.join("daemon.log"),
         };
         d.spawn(extra_args);
         d
+    }
+
+    /// A client of the daemon's Unix socket, which takes changes from root (the tests' user).
+    pub fn changer(&self, timeout: Duration) -> memtide_api::Client {
+        memtide_api::Client::unix(&self.socket, timeout)
     }
 
     /// Starts (again) with the same config.

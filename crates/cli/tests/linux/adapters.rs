@@ -315,7 +315,8 @@ fn hung_or_killed(test: &str, kill: bool) {
     let mut daemon = Daemon::start(tmp.path(), &config(&redis, "1G", ""), &[]);
     daemon.wait_for_log(&["agent_registered"], Duration::from_secs(30));
     redis.signal(libc::SIGSTOP);
-    memtide_api::Client::new(daemon.addr, Duration::from_secs(5))
+    daemon
+        .changer(Duration::from_secs(5))
         .patch_tenant(
             "cache",
             &memtide_api::TenantPatch {

@@ -1,7 +1,6 @@
 //! The daemon's safety rails on this machine's real cgroups: dry run writes nothing, no limit under anonymous memory without swap, re-adoption after SIGKILL, restore on SIGTERM, launched tenants stopped, and bad input refused with nothing changed.
 
 use crate::host::*;
-use memtide_api::client as status;
 use memtide_linux::host::protection;
 use std::time::{Duration, Instant};
 
@@ -276,7 +275,7 @@ fn bad_api_requests_are_refused_and_change_nothing() {
         ("PATCH", "/v1/tenants/app", r#"{"min": "900G"}"#, 400),
     ];
     for (method, path, body, want) in cases {
-        let (code, text) = status::request(daemon.addr, method, path, Some(body), t).unwrap();
+        let (code, text) = daemon.changer(t).request(method, path, Some(body)).unwrap();
         // 900G is a well-formed size above max: the API or admission refuses it.
         let want_ok = code == want || (body.contains("900G") && code == 409);
         assert!(want_ok, "{method} {path} {body}: {code} {text}");
@@ -290,23 +289,19 @@ fn bad_api_requests_are_refused_and_change_nothing() {
     assert_eq!(after.tenants[0].max_bytes, before.tenants[0].max_bytes);
     assert_eq!(after.tenants[0].shares, before.tenants[0].shares);
 
-    let (code, text) = status::request(
-        daemon.addr,
-        "PUT",
-        "/v1/tax-rate",
-        Some(r#"{"tax_rate": 0.5}"#),
-        t,
-    )
-    .unwrap();
+    let (code, text) = daemon
+        .changer(t)
+        .request("PUT", "/v1/tax-rate", Some(r#"{"tax_rate": 0.5}"#))
+        .unwrap();
     assert_eq!(code, 200, "{text}");
-    let (code, text) = status::request(
-        daemon.addr,
-        "PATCH",
-        "/v1/tenants/app",
-        Some(r#"{"shares": 2000, "min": "32M"}"#),
-        t,
-    )
-    .unwrap();
+    let (code, text) = daemon
+        .changer(t)
+        .request(
+            "PATCH",
+            "/v1/tenants/app",
+            Some(r#"{"shares": 2000, "min": "32M"}"#),
+        )
+        .unwrap();
     assert_eq!(code, 200, "{text}");
     let s = daemon.wait_until("the changes show", Duration::from_secs(10), |s| {
         s.host.tax_rate == 0.5 && s.tenants[0].shares == 2000

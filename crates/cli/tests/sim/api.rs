@@ -9,7 +9,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use memtide_api::Snapshot;
-use memtide_daemon::api::{ApiServer, SharedSnapshot};
+use memtide_daemon::api::{ApiOptions, ApiServer, SharedSnapshot, SocketServer};
 
 /// The documented example snapshot, as `memtide status --json` prints it.
 const EXAMPLE: &str = include_str!("../../../api/json/snapshot.json");
@@ -149,4 +149,42 @@ fn status_with_an_address_that_is_not_one_is_a_usage_error() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn status_asks_the_socket_first_and_tcp_without_it() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let snapshot: Snapshot = serde_json::from_str(EXAMPLE).unwrap();
+    let shared: SharedSnapshot = Arc::new(RwLock::new(snapshot));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("api.sock");
+    let (tx, _rx) = mpsc::channel();
+    let socket = SocketServer::start(&path, None, shared, tx, ApiOptions::default()).unwrap();
+    // Nothing listens on this address: the answer can only have come through the socket.
+    let nobody = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let out = memtide_status(&[
+        "--address",
+        &nobody.to_string(),
+        "--socket",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), EXAMPLE);
+    drop(socket);
+    // Without the socket, TCP.
+    let (server, _loop) = server();
+    let addr = server.local_addr().to_string();
+    let out = memtide_status(&[
+        "--address",
+        &addr,
+        "--socket",
+        path.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), EXAMPLE);
 }

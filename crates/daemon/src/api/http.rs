@@ -1,11 +1,12 @@
-//! The small HTTP/1.1 server side the API needs: read one request with limits on head and body, write one response, close.
+//! The small HTTP/1.1 server side the API needs: parse one request from the bytes a connection sent so far, with limits on head and body; write one response.
 //!
-//! Every connection carries exactly one request and is closed after the response
+//! The event loop (`event.rs`) reads without blocking and calls [`parse`] after each read, so a
+//! slow client holds no thread. Every connection carries exactly one request and is closed after the response
 //! (`Connection: close`), so there is no keep-alive or pipelining state. Request bodies need a
 //! `Content-Length` (no chunked uploads); a declared length above the limit is refused before a
 //! byte of the body is read or any buffer is sized from it.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 
 /// How much of a request the server accepts.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -17,13 +18,26 @@ pub(crate) struct Limits {
 }
 
 /// One request as read off the wire.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct HttpRequest {
     /// `GET`, `PATCH`, ... as sent (upper case ASCII letters).
     pub(crate) method: String,
     /// The request target in origin form: `/v1/tenants/db?x=y`.
     pub(crate) target: String,
+    /// The token of an `Authorization: Bearer` header; never printed.
+    pub(crate) bearer: Option<String>,
     pub(crate) body: Vec<u8>,
+}
+
+impl std::fmt::Debug for HttpRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpRequest")
+            .field("method", &self.method)
+            .field("target", &self.target)
+            .field("bearer", &self.bearer.as_ref().map(|_| "<hidden>"))
+            .field("body", &String::from_utf8_lossy(&self.body))
+            .finish()
+    }
 }
 
 /// Why no request could be read.
@@ -79,43 +93,83 @@ impl Reply {
     }
 }
 
-/// Reads one request from `stream`, answering `Expect: 100-continue` on it when asked.
-pub(crate) fn read_request<S: Read + Write>(
-    stream: &mut S,
-    limits: &Limits,
-) -> Result<HttpRequest, ReadError> {
-    let mut buf: Vec<u8> = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 1024];
-    let (head_end, body_start) = loop {
-        if let Some(found) = find_head_end(&buf) {
-            break found;
-        }
+/// How far the bytes a connection sent so far go.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Parsed {
+    /// The request is not complete yet; `expect_continue`: its head is, it asked for
+    /// `100 Continue` and no byte of its body has come.
+    Incomplete {
+        expect_continue: bool,
+    },
+    Request(HttpRequest),
+}
+
+/// Parses what a connection sent so far (`eof`: and then closed). A declared body over the
+/// limit is refused as soon as the head is complete, before any buffer is sized from it.
+pub(crate) fn parse(buf: &[u8], eof: bool, limits: &Limits) -> Result<Parsed, ReadError> {
+    let Some((head_end, body_start)) = find_head_end(buf) else {
         if buf.len() > limits.head_bytes {
             return Err(head_too_large(limits));
         }
-        match stream.read(&mut chunk) {
-            Ok(0) if buf.is_empty() => return Err(ReadError::Closed),
-            Ok(0) => {
-                return Err(reject(
-                    400,
-                    "the connection closed in the middle of the request head",
-                ))
-            }
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => {
-                return Err(reject(408, "the request head did not arrive in time"))
-            }
-            Err(_) => return Err(ReadError::Closed),
-        }
+        return match (eof, buf.is_empty()) {
+            (false, _) => Ok(Parsed::Incomplete {
+                expect_continue: false,
+            }),
+            (true, true) => Err(ReadError::Closed),
+            (true, false) => Err(reject(
+                400,
+                "the connection closed in the middle of the request head",
+            )),
+        };
     };
-    if head_end > limits.head_bytes {
+    let (parsed, length) = checked_head(&buf[..head_end], limits)?;
+    let have = buf.len() - body_start;
+    if have >= length {
+        return Ok(Parsed::Request(HttpRequest {
+            method: parsed.method,
+            target: parsed.target,
+            bearer: parsed.bearer,
+            body: buf[body_start..body_start + length].to_vec(),
+        }));
+    }
+    if eof {
+        return Err(reject(
+            400,
+            format!(
+                "the connection closed after {have} of the {length} body bytes announced by Content-Length"
+            ),
+        ));
+    }
+    Ok(Parsed::Incomplete {
+        expect_continue: parsed.expect_continue && have == 0,
+    })
+}
+
+/// The answer to a connection whose request did not arrive in time.
+pub(crate) fn timed_out(buf: &[u8], limits: &Limits) -> ReadError {
+    let Some((head_end, body_start)) = find_head_end(buf) else {
+        return reject(408, "the request head did not arrive in time");
+    };
+    match checked_head(&buf[..head_end], limits) {
+        Ok((_, length)) => reject(
+            408,
+            format!(
+                "only {} of the {length} body bytes announced by Content-Length arrived in time",
+                buf.len() - body_start
+            ),
+        ),
+        Err(e) => e,
+    }
+}
+
+/// The parsed head and its body's length, within the limits.
+fn checked_head(head: &[u8], limits: &Limits) -> Result<(Head, usize), ReadError> {
+    if head.len() > limits.head_bytes {
         return Err(head_too_large(limits));
     }
-    let head = std::str::from_utf8(&buf[..head_end])
-        .map_err(|_| reject(400, "the request head is not UTF-8"))?;
+    let head =
+        std::str::from_utf8(head).map_err(|_| reject(400, "the request head is not UTF-8"))?;
     let parsed = parse_head(head)?;
-
     let length = parsed.content_length.unwrap_or(0);
     if length > limits.body_bytes as u64 {
         return Err(reject(
@@ -126,26 +180,7 @@ pub(crate) fn read_request<S: Read + Write>(
             ),
         ));
     }
-    let length = length as usize; // at most limits.body_bytes
-    let mut body: Vec<u8> = buf[body_start..].to_vec();
-    if body.len() >= length {
-        body.truncate(length);
-    } else {
-        if parsed.expect_continue && body.is_empty() {
-            stream
-                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                .and_then(|()| stream.flush())
-                .map_err(|_| ReadError::Closed)?;
-        }
-        let have = body.len();
-        body.resize(length, 0);
-        read_exact_or_reject(stream, &mut body[have..], have, length)?;
-    }
-    Ok(HttpRequest {
-        method: parsed.method,
-        target: parsed.target,
-        body,
-    })
+    Ok((parsed, length as usize)) // at most limits.body_bytes
 }
 
 fn head_too_large(limits: &Limits) -> ReadError {
@@ -156,48 +191,6 @@ fn head_too_large(limits: &Limits) -> ReadError {
             limits.head_bytes
         ),
     )
-}
-
-fn is_timeout(e: &io::Error) -> bool {
-    matches!(
-        e.kind(),
-        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-    )
-}
-
-fn read_exact_or_reject<R: Read>(
-    stream: &mut R,
-    mut rest: &mut [u8],
-    mut have: usize,
-    length: usize,
-) -> Result<(), ReadError> {
-    while !rest.is_empty() {
-        match stream.read(rest) {
-            Ok(0) => {
-                return Err(reject(
-                    400,
-                    format!(
-                        "the connection closed after {have} of the {length} body bytes announced by Content-Length"
-                    ),
-                ))
-            }
-            Ok(n) => {
-                have += n;
-                rest = &mut rest[n..];
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if is_timeout(&e) => {
-                return Err(reject(
-                    408,
-                    format!(
-                        "only {have} of the {length} body bytes announced by Content-Length arrived in time"
-                    ),
-                ))
-            }
-            Err(_) => return Err(ReadError::Closed),
-        }
-    }
-    Ok(())
 }
 
 /// Where the head ends and the body starts: after the first empty line (`\r\n\r\n` or `\n\n`).
@@ -224,6 +217,7 @@ struct Head {
     target: String,
     content_length: Option<u64>,
     expect_continue: bool,
+    bearer: Option<String>,
 }
 
 fn parse_head(head: &str) -> Result<Head, ReadError> {
@@ -267,6 +261,7 @@ fn parse_head(head: &str) -> Result<Head, ReadError> {
 
     let mut content_length: Option<u64> = None;
     let mut expect_continue = false;
+    let mut bearer = None;
     for line in lines {
         if line.is_empty() {
             continue;
@@ -308,6 +303,12 @@ fn parse_head(head: &str) -> Result<Head, ReadError> {
                     clip(value)
                 ),
             ));
+        } else if name.eq_ignore_ascii_case("authorization") {
+            // Never echoed: the value is a secret. Another scheme is no token at all.
+            bearer = value
+                .split_once(' ')
+                .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+                .map(|(_, token)| token.trim().to_string());
         } else if name.eq_ignore_ascii_case("expect") {
             if value.eq_ignore_ascii_case("100-continue") {
                 expect_continue = true;
@@ -324,6 +325,7 @@ fn parse_head(head: &str) -> Result<Head, ReadError> {
         target: target.to_string(),
         content_length,
         expect_continue,
+        bearer,
     })
 }
 
@@ -370,6 +372,7 @@ fn reason_phrase(status: u16) -> &'static str {
         100 => "Continue",
         200 => "OK",
         400 => "Bad Request",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
@@ -388,46 +391,6 @@ fn reason_phrase(status: u16) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Cursor;
-
-    /// A stream that reads from a fixed input and records what is written to it.
-    struct Fake {
-        input: Cursor<Vec<u8>>,
-        output: Vec<u8>,
-        /// Reads never cross this input offset in one call (a client waiting for `100 Continue`).
-        first_read_max: usize,
-    }
-
-    impl Fake {
-        fn new(input: &[u8]) -> Fake {
-            Fake {
-                input: Cursor::new(input.to_vec()),
-                output: Vec::new(),
-                first_read_max: usize::MAX,
-            }
-        }
-    }
-
-    impl Read for Fake {
-        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-            let pos = self.input.position() as usize;
-            let n = if pos < self.first_read_max {
-                buf.len().min(self.first_read_max - pos)
-            } else {
-                buf.len()
-            };
-            self.input.read(&mut buf[..n])
-        }
-    }
-
-    impl Write for Fake {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.output.write(buf)
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
 
     const LIMITS: Limits = Limits {
         head_bytes: 256,
@@ -435,7 +398,10 @@ mod tests {
     };
 
     fn read(input: &[u8]) -> Result<HttpRequest, ReadError> {
-        read_request(&mut Fake::new(input), &LIMITS)
+        match parse(input, true, &LIMITS)? {
+            Parsed::Request(req) => Ok(req),
+            other => panic!("expected a request, got {other:?}"),
+        }
     }
 
     fn status_of(input: &[u8]) -> u16 {
@@ -516,14 +482,51 @@ mod tests {
     }
 
     #[test]
-    fn answers_expect_continue_before_reading_the_body() {
+    fn asks_for_the_body_with_100_continue_only_before_it_comes() {
         let head = b"PUT / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
-        let mut fake = Fake::new(head);
-        fake.first_read_max = head.len();
-        fake.input.get_mut().extend_from_slice(b"{}");
-        let req = read_request(&mut fake, &LIMITS).unwrap();
-        assert_eq!(req.body, b"{}");
-        assert_eq!(fake.output, b"HTTP/1.1 100 Continue\r\n\r\n");
+        assert_eq!(
+            parse(head, false, &LIMITS),
+            Ok(Parsed::Incomplete {
+                expect_continue: true
+            })
+        );
+        let mut partial = head.to_vec();
+        partial.push(b'{');
+        assert_eq!(
+            parse(&partial, false, &LIMITS),
+            Ok(Parsed::Incomplete {
+                expect_continue: false
+            })
+        );
+        partial.push(b'}');
+        assert_eq!(read(&partial).unwrap().body, b"{}");
+    }
+
+    #[test]
+    fn a_partial_request_waits_and_its_timeout_says_what_was_missing() {
+        let head = b"PUT / HTTP/1.1\r\nContent-Length: 4\r\n\r\n{}";
+        assert!(matches!(
+            parse(head, false, &LIMITS),
+            Ok(Parsed::Incomplete { .. })
+        ));
+        let ReadError::Reject { status, message } = timed_out(head, &LIMITS) else {
+            panic!("a timeout is answered");
+        };
+        assert_eq!(status, 408);
+        assert!(message.contains("only 2 of the 4 body bytes"), "{message}");
+        assert!(matches!(
+            timed_out(b"GET / HT", &LIMITS),
+            ReadError::Reject { status: 408, .. }
+        ));
+    }
+
+    #[test]
+    fn a_bearer_token_is_read_but_never_printed() {
+        let req = read(b"GET / HTTP/1.1\r\nAuthorization: Bearer s3cret\r\n\r\n").unwrap();
+        assert_eq!(req.bearer.as_deref(), Some("s3cret"));
+        assert!(!format!("{req:?}").contains("s3cret"));
+        let basic = read(b"GET / HTTP/1.1\r\nAuthorization: Basic s3cret\r\n\r\n").unwrap();
+        assert_eq!(basic.bearer, None);
     }
 
     #[test]

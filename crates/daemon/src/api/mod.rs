@@ -6,27 +6,38 @@
 //! request that fails those checks gets a 400 and never reaches the loop. A change the loop does
 //! not answer within [`ApiOptions::reply_timeout`] gets a 503.
 //!
-//! The server is our own small HTTP/1.1 implementation on `std::net` (one request per
-//! connection, `Connection: close`), not `tiny_http`: tiny_http 0.12 sizes a buffer from the
-//! declared `Content-Length` of any body it has to skip, so one request announcing a huge body
-//! aborts the process on allocation failure (tiny-http/tiny-http#290). Here a declared body over
-//! the limit is refused before anything is read, every connection has a deadline, and the
-//! number of connections served at once is bounded. Endpoints: see docs/api.md.
+//! **Authority** (`auth.rs`). Over TCP ([`ApiServer`]) the API is read-only: a change gets 403
+//! unless it carries the `[api] token_file` token (`Authorization: Bearer`). The Unix socket
+//! ([`SocketServer`]) takes changes from root and the members of `[api] group`, checked with
+//! `SO_PEERCRED`; anyone else gets 403 (and cannot connect at all through the file's mode).
+//!
+//! The server is our own small HTTP/1.1 implementation on `std::net` and a mio event loop
+//! (`event.rs`: one request per connection, `Connection: close`), not `tiny_http`: tiny_http
+//! 0.12 sizes a buffer from the declared `Content-Length` of any body it has to skip, so one
+//! request announcing a huge body aborts the process on allocation failure
+//! (tiny-http/tiny-http#290). Here a declared body over the limit is refused before anything is
+//! read, every connection has a deadline, idle connections hold no thread and each peer's are
+//! bounded. Endpoints: see docs/api.md.
 
+mod auth;
 mod body;
+mod event;
 mod http;
 mod routes;
 
-use std::io::{self, Read, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
 use std::sync::{Arc, RwLock};
-use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use crate::command::Request;
-use http::{Limits, ReadError, Reply};
+pub use auth::{group_id, Token};
+use event::{Listener, Server};
+use http::Limits;
 use memtide_api::Snapshot;
 use routes::Handler;
 
@@ -43,13 +54,12 @@ pub fn publish(shared: &SharedSnapshot, snapshot: Snapshot) {
 }
 
 /// Tunables of the API server; [`ApiOptions::default`] suits the daemon.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub struct ApiOptions {
     /// Longest wait for the loop's answer to a change before replying 503 (default 5 s).
     pub reply_timeout: Duration,
     /// Longest time a client may take to send its whole request (default 3 s); a client that
-    /// sends nothing in that time gets 408. Short, so idle connections cannot hold the
-    /// connection slots for long.
+    /// sends nothing in that time gets 408.
     pub request_timeout: Duration,
     /// Longest time a client may take to take the response (default 10 s).
     pub io_timeout: Duration,
@@ -57,10 +67,13 @@ pub struct ApiOptions {
     pub body_limit_bytes: usize,
     /// Largest request line plus headers; larger ones get 431 (default 16 KiB).
     pub head_limit_bytes: usize,
-    /// Connections served at once, each on its own thread; more are answered 503 at once
-    /// (default 512: with the short request timeout, a burst of idle connections neither locks
-    /// out `memtide status` nor costs more than their threads' untouched stacks).
-    pub max_connections: usize,
+    /// Connections of one peer (IP address, or uid on the Unix socket) waiting for their
+    /// request; a new one beyond that closes the peer's oldest (default 128).
+    pub per_peer_connections: usize,
+    /// Threads answering requests (default 4 on TCP; the socket has its own).
+    pub workers: usize,
+    /// TCP only: the token that allows changes (none: read-only).
+    pub token: Option<Token>,
 }
 
 impl Default for ApiOptions {
@@ -71,7 +84,9 @@ impl Default for ApiOptions {
             io_timeout: Duration::from_secs(10),
             body_limit_bytes: 64 * 1024,
             head_limit_bytes: 16 * 1024,
-            max_connections: 512,
+            per_peer_connections: 128,
+            workers: 4,
+            token: None,
         }
     }
 }
@@ -85,24 +100,92 @@ pub enum ApiError {
         #[source]
         source: io::Error,
     },
-    #[error("cannot start the API thread for {addr}: {source}")]
+    #[error("cannot start the API threads for {at}: {source}")]
     Spawn {
-        addr: SocketAddr,
+        at: String,
         #[source]
         source: io::Error,
     },
+    #[error("API socket {}: {why}", path.display())]
+    Socket { path: PathBuf, why: String },
+    #[error("[api] token_file {}: {why}", path.display())]
+    TokenFile { path: PathBuf, why: String },
+    #[error("[api] group {name:?}: {why}")]
+    Group { name: String, why: String },
 }
 
-/// A running API server. Stops on [`ApiServer::shutdown`] or when dropped.
+/// A listener's loop, stopped when dropped.
+#[derive(Debug)]
+struct Running {
+    stop: Arc<AtomicBool>,
+    waker: Arc<mio::Waker>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Running {
+    fn start(
+        listener: Listener,
+        handler: Handler,
+        options: ApiOptions,
+        at: String,
+    ) -> Result<Running, ApiError> {
+        let server = Arc::new(Server {
+            handler,
+            limits: Limits {
+                head_bytes: options.head_limit_bytes,
+                body_bytes: options.body_limit_bytes,
+            },
+            request_timeout: options.request_timeout,
+            io_timeout: options.io_timeout,
+            per_peer: options.per_peer_connections,
+            token: options.token,
+        });
+        let stop = Arc::new(AtomicBool::new(false));
+        let (waker, thread) = event::spawn(listener, server, options.workers, Arc::clone(&stop))
+            .map_err(|source| ApiError::Spawn { at, source })?;
+        Ok(Running {
+            stop,
+            waker,
+            thread: Some(thread),
+        })
+    }
+
+    /// Stops the loop and closes the listener; answers being written finish on their workers.
+    fn stop(&mut self) {
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        self.stop.store(true, Ordering::SeqCst);
+        if self.waker.wake().is_ok() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn handler(shared: SharedSnapshot, commands: Sender<Request>, options: &ApiOptions) -> Handler {
+    Handler {
+        shared,
+        commands,
+        reply_timeout: options.reply_timeout,
+    }
+}
+
+/// The API on TCP: reads for anyone, changes with the token. Stops on
+/// [`ApiServer::shutdown`] or when dropped.
 #[derive(Debug)]
 pub struct ApiServer {
     local_addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    acceptor: Option<JoinHandle<()>>,
+    running: Running,
 }
 
 impl ApiServer {
-    /// Binds `listen` and serves the API on its own threads with [`ApiOptions::default`].
+    /// Binds `listen` and serves the API, read-only, with [`ApiOptions::default`].
     pub fn start(
         listen: SocketAddr,
         shared: SharedSnapshot,
@@ -124,36 +207,17 @@ impl ApiServer {
         };
         let listener = TcpListener::bind(listen).map_err(bind_error)?;
         let local_addr = listener.local_addr().map_err(bind_error)?;
-        let server = Arc::new(Server {
-            handler: Handler {
-                shared,
-                commands,
-                reply_timeout: options.reply_timeout,
-            },
-            limits: Limits {
-                head_bytes: options.head_limit_bytes,
-                body_bytes: options.body_limit_bytes,
-            },
-            request_timeout: options.request_timeout,
-            io_timeout: options.io_timeout,
-            max_connections: options.max_connections.max(1),
-            active: AtomicUsize::new(0),
-        });
-        let stop = Arc::new(AtomicBool::new(false));
-        let acceptor = {
-            let stop = Arc::clone(&stop);
-            thread::Builder::new()
-                .name("memtide-api".to_string())
-                .spawn(move || accept_loop(&listener, &server, &stop))
-                .map_err(|source| ApiError::Spawn {
-                    addr: local_addr,
-                    source,
-                })?
-        };
+        listener.set_nonblocking(true).map_err(bind_error)?;
+        let handler = handler(shared, commands, &options);
+        let running = Running::start(
+            Listener::Tcp(listener),
+            handler,
+            options,
+            local_addr.to_string(),
+        )?;
         Ok(ApiServer {
             local_addr,
-            stop,
-            acceptor: Some(acceptor),
+            running,
         })
     }
 
@@ -162,176 +226,75 @@ impl ApiServer {
         self.local_addr
     }
 
-    /// Stops accepting connections and closes the listener. Requests already being served
-    /// finish on their own threads.
+    /// Stops accepting connections and closes the listener. Requests already being answered
+    /// finish on their workers.
     pub fn shutdown(mut self) {
-        self.stop_accepting();
+        self.running.stop();
     }
+}
 
-    fn stop_accepting(&mut self) {
-        let Some(acceptor) = self.acceptor.take() else {
-            return;
+/// The API on a Unix socket, for changes by root and the members of a group, with its own
+/// loop and workers. Removes the socket file when stopped.
+#[derive(Debug)]
+pub struct SocketServer {
+    path: PathBuf,
+    running: Running,
+}
+
+impl SocketServer {
+    /// Binds the socket at `path` (mode 0660 owned by root and `group`; 0600 without one) and
+    /// serves the API there. `options.token` is not used: the peer's identity is the authority.
+    pub fn start(
+        path: &Path,
+        group: Option<u32>,
+        shared: SharedSnapshot,
+        commands: Sender<Request>,
+        options: ApiOptions,
+    ) -> Result<SocketServer, ApiError> {
+        let listener = auth::bind_socket(path, group)?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| ApiError::Socket {
+                path: path.to_path_buf(),
+                why: e.to_string(),
+            })?;
+        let handler = handler(shared, commands, &options);
+        let options = ApiOptions {
+            token: None,
+            ..options
         };
-        self.stop.store(true, Ordering::SeqCst);
-        // Wake the blocking accept with a connection of our own.
-        let wake = SocketAddr::new(reachable_ip(self.local_addr.ip()), self.local_addr.port());
-        if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok() {
-            let _ = acceptor.join();
-        }
-        // Otherwise the thread stops at its next connection; there is nothing to wait for.
+        let rule = auth::PeerRule { group };
+        let running = Running::start(
+            Listener::Unix(listener, rule),
+            handler,
+            options,
+            path.display().to_string(),
+        )?;
+        Ok(SocketServer {
+            path: path.to_path_buf(),
+            running,
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 
-impl Drop for ApiServer {
+impl Drop for SocketServer {
     fn drop(&mut self) {
-        self.stop_accepting();
-    }
-}
-
-/// An address to connect to for a listener bound to `ip` (the unspecified address means loopback).
-fn reachable_ip(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(v4) if v4.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        IpAddr::V6(v6) if v6.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
-        other => other,
-    }
-}
-
-/// State shared by the accept thread and the connection threads.
-struct Server {
-    handler: Handler,
-    limits: Limits,
-    request_timeout: Duration,
-    io_timeout: Duration,
-    max_connections: usize,
-    active: AtomicUsize,
-}
-
-/// Counts a connection as served until dropped.
-struct Active(Arc<Server>);
-
-impl Drop for Active {
-    fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-fn accept_loop(listener: &TcpListener, server: &Arc<Server>, stop: &AtomicBool) {
-    for conn in listener.incoming() {
-        if stop.load(Ordering::SeqCst) {
-            break;
-        }
-        let stream = match conn {
-            Ok(stream) => stream,
-            Err(_) => {
-                // Out of file descriptors or an aborted handshake: back off briefly.
-                thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        if server.active.fetch_add(1, Ordering::SeqCst) >= server.max_connections {
-            server.active.fetch_sub(1, Ordering::SeqCst);
-            refuse_busy(stream, server.max_connections);
-            continue;
-        }
-        let active = Active(Arc::clone(server));
-        // If the thread cannot start, the closure (stream and count) is dropped: the
-        // connection closes and the count goes back down.
-        let _ = thread::Builder::new()
-            .name("memtide-api-conn".to_string())
-            .spawn(move || serve_connection(stream, &active.0));
-    }
-}
-
-fn refuse_busy(mut stream: TcpStream, max: usize) {
-    let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
-    let reply = Reply::error(
-        503,
-        &format!("the API is serving {max} connections already; retry shortly"),
-    );
-    let _ = http::write_response(&mut stream, &reply, false);
-    let _ = stream.shutdown(Shutdown::Both);
-}
-
-fn serve_connection(stream: TcpStream, server: &Server) {
-    let _ = stream.set_nodelay(true);
-    let mut io = Deadline {
-        stream: &stream,
-        until: Instant::now() + server.request_timeout,
-    };
-    let (reply, head_only) = match http::read_request(&mut io, &server.limits) {
-        Ok(req) => (
-            server.handler.handle(&req.method, &req.target, &req.body),
-            req.method == "HEAD",
-        ),
-        Err(ReadError::Closed) => return,
-        Err(ReadError::Reject { status, message }) => (Reply::error(status, &message), false),
-    };
-    io.until = Instant::now() + server.io_timeout;
-    let _ = http::write_response(&mut io, &reply, head_only);
-    let _ = stream.shutdown(Shutdown::Write);
-    linger(&stream);
-}
-
-/// Reads and drops what the client still sends (briefly), so that closing with unread data
-/// does not reset the connection before the client has read the response.
-fn linger(stream: &TcpStream) {
-    let mut io = Deadline {
-        stream,
-        until: Instant::now() + Duration::from_secs(1),
-    };
-    let mut buf = [0u8; 8192];
-    let mut drained = 0usize;
-    while drained < 256 * 1024 {
-        match io.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => drained += n,
-        }
-    }
-}
-
-/// A stream whose reads and writes fail with `TimedOut` once `until` has passed.
-struct Deadline<'a> {
-    stream: &'a TcpStream,
-    until: Instant,
-}
-
-impl Deadline<'_> {
-    fn left(&self) -> io::Result<Duration> {
-        let left = self.until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            Err(io::Error::new(io::ErrorKind::TimedOut, "deadline passed"))
-        } else {
-            Ok(left)
-        }
-    }
-}
-
-impl Read for Deadline<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.stream.set_read_timeout(Some(self.left()?))?;
-        let mut stream = self.stream;
-        stream.read(buf)
-    }
-}
-
-impl Write for Deadline<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.stream.set_write_timeout(Some(self.left()?))?;
-        let mut stream = self.stream;
-        stream.write(buf)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        let mut stream = self.stream;
-        stream.flush()
+        self.running.stop();
+        let _ = std::fs::remove_file(&self.path);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::TcpStream;
     use std::sync::mpsc;
+    use std::thread;
 
     fn start_on(addr: SocketAddr) -> Result<ApiServer, ApiError> {
         let (tx, _rx) = mpsc::channel();
@@ -366,17 +329,22 @@ mod tests {
     }
 
     #[test]
-    fn the_unspecified_address_is_woken_through_loopback() {
-        assert_eq!(
-            reachable_ip("0.0.0.0".parse().unwrap()),
-            IpAddr::V4(Ipv4Addr::LOCALHOST)
-        );
-        assert_eq!(
-            reachable_ip("::".parse().unwrap()),
-            IpAddr::V6(Ipv6Addr::LOCALHOST)
-        );
-        let ip: IpAddr = "10.1.2.3".parse().unwrap();
-        assert_eq!(reachable_ip(ip), ip);
+    fn the_socket_file_goes_with_its_server() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api.sock");
+        let (tx, _rx) = mpsc::channel();
+        let server = SocketServer::start(
+            &path,
+            None,
+            SharedSnapshot::default(),
+            tx,
+            ApiOptions::default(),
+        )
+        .unwrap();
+        assert_eq!(server.path(), path);
+        assert!(std::os::unix::net::UnixStream::connect(&path).is_ok());
+        drop(server);
+        assert!(!path.exists());
     }
 
     #[test]

@@ -15,6 +15,11 @@ use memtide_api::{Applied, DecisionQuery, Snapshot, TaxRate};
 /// Prometheus text exposition format 0.0.4.
 pub(crate) const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// The answer to a change without authority.
+pub(crate) const NO_AUTHORITY: &str = "changes need authority: over TCP the API is read-only \
+    unless the request carries the [api] token_file token (Authorization: Bearer TOKEN); or use \
+    the Unix socket ([api] socket) as root or a member of [api] group; see docs/api.md";
+
 /// What every request handler needs.
 pub(crate) struct Handler {
     pub(crate) shared: SharedSnapshot,
@@ -46,8 +51,15 @@ impl Endpoint {
 }
 
 impl Handler {
-    /// Answers one request. Never panics, whatever the input.
-    pub(crate) fn handle(&self, method: &str, target: &str, body: &[u8]) -> Reply {
+    /// Answers one request; `may_change`: the caller has authority to change settings (a
+    /// change without it gets 403). Never panics, whatever the input.
+    pub(crate) fn handle(
+        &self,
+        method: &str,
+        target: &str,
+        body: &[u8],
+        may_change: bool,
+    ) -> Reply {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let endpoint = match path.split('/').skip(1).collect::<Vec<_>>().as_slice() {
             ["healthz"] => Endpoint::Healthz,
@@ -71,6 +83,9 @@ impl Handler {
             }
         };
         let get = method == "GET" || method == "HEAD";
+        if !get && !may_change {
+            return Reply::error(403, NO_AUTHORITY);
+        }
         match (&endpoint, get, method) {
             (Endpoint::Healthz, true, _) => Reply::text(200, TEXT, "ok".to_string()),
             (Endpoint::Metrics, true, _) => Reply::text(
@@ -215,29 +230,32 @@ mod tests {
         let (tx, _rx) = mpsc::channel();
         let h = handler(tx);
         assert_eq!(
-            ticks(&h.handle("GET", "/v1/decisions", b"")),
+            ticks(&h.handle("GET", "/v1/decisions", b"", true)),
             [0, 1, 2, 3, 4, 5]
         );
         assert_eq!(
-            ticks(&h.handle("GET", "/v1/decisions?limit=2", b"")),
+            ticks(&h.handle("GET", "/v1/decisions?limit=2", b"", true)),
             [4, 5]
         );
         assert_eq!(
-            ticks(&h.handle("GET", "/v1/decisions?tenant=db&limit=2", b"")),
+            ticks(&h.handle("GET", "/v1/decisions?tenant=db&limit=2", b"", true)),
             [2, 4]
         );
-        assert_eq!(h.handle("GET", "/v1/decisions?limit=0", b"").status, 400);
+        assert_eq!(
+            h.handle("GET", "/v1/decisions?limit=0", b"", true).status,
+            400
+        );
     }
 
     #[test]
     fn methods_not_allowed_name_the_allowed_ones() {
         let (tx, _rx) = mpsc::channel();
         let h = handler(tx);
-        let r = h.handle("DELETE", "/v1/tenants/db", b"");
+        let r = h.handle("DELETE", "/v1/tenants/db", b"", true);
         assert_eq!((r.status, r.allow), (405, Some("GET, HEAD, PATCH")));
-        let r = h.handle("POST", "/v1/tax-rate", b"");
+        let r = h.handle("POST", "/v1/tax-rate", b"", true);
         assert_eq!((r.status, r.allow), (405, Some("GET, HEAD, PUT")));
-        assert_eq!(h.handle("HEAD", "/v1/status", b"").status, 200);
+        assert_eq!(h.handle("HEAD", "/v1/status", b"", true).status, 200);
     }
 
     #[test]
@@ -252,7 +270,7 @@ mod tests {
             "/v2/status",
             "/metrics/",
         ] {
-            assert_eq!(h.handle("GET", path, b"").status, 404, "{path}");
+            assert_eq!(h.handle("GET", path, b"", true).status, 404, "{path}");
         }
     }
 
@@ -260,20 +278,40 @@ mod tests {
     fn a_silent_loop_gives_503_and_a_gone_loop_too() {
         let (tx, rx) = mpsc::channel();
         let h = handler(tx);
-        let r = h.handle("PUT", "/v1/tax-rate", br#"{"tax_rate": 0.5}"#);
+        let r = h.handle("PUT", "/v1/tax-rate", br#"{"tax_rate": 0.5}"#, true);
         assert_eq!(r.status, 503);
         assert!(r.body.contains("did not answer within 0.1s"), "{}", r.body);
         drop(rx);
-        let r = h.handle("PUT", "/v1/tax-rate", br#"{"tax_rate": 0.5}"#);
+        let r = h.handle("PUT", "/v1/tax-rate", br#"{"tax_rate": 0.5}"#, true);
         assert_eq!(r.status, 503);
         assert!(r.body.contains("not running"), "{}", r.body);
+    }
+
+    #[test]
+    fn changes_without_authority_get_403_saying_how_to_get_it() {
+        let (tx, rx) = mpsc::channel();
+        let h = handler(tx);
+        for (method, path) in [
+            ("PATCH", "/v1/tenants/db"),
+            ("PUT", "/v1/tax-rate"),
+            ("POST", "/v1/tax-rate"),
+            ("DELETE", "/v1/tenants/db"),
+        ] {
+            let r = h.handle(method, path, br#"{"max": "1G"}"#, false);
+            assert_eq!(r.status, 403, "{method} {path}");
+            assert!(r.body.contains("Unix socket"), "{}", r.body);
+            assert!(r.body.contains("token_file"), "{}", r.body);
+        }
+        assert!(rx.try_recv().is_err(), "nothing reached the loop");
+        assert_eq!(h.handle("GET", "/v1/status", b"", false).status, 200);
+        assert_eq!(h.handle("HEAD", "/metrics", b"", false).status, 200);
     }
 
     #[test]
     fn tenant_names_are_percent_decoded() {
         let (tx, _rx) = mpsc::channel();
         let h = handler(tx);
-        assert_eq!(h.handle("GET", "/v1/tenants/%64b", b"").status, 200);
-        assert_eq!(h.handle("GET", "/v1/tenants/%ff", b"").status, 400);
+        assert_eq!(h.handle("GET", "/v1/tenants/%64b", b"", true).status, 200);
+        assert_eq!(h.handle("GET", "/v1/tenants/%ff", b"", true).status, 400);
     }
 }

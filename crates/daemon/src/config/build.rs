@@ -27,6 +27,7 @@ pub(super) fn root() -> FieldPath {
 pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
     let FileDoc {
         daemon,
+        api,
         host,
         policy,
         rails,
@@ -68,6 +69,7 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
     }
     Ok(DaemonConfig {
         daemon,
+        api,
         host,
         policy,
         rails,
@@ -128,7 +130,7 @@ fn check_daemon(doc: &Document, d: &DaemonSection) -> Result<()> {
         doc,
         at.key("listen"),
         d.listen_public || d.listen.ip().is_loopback(),
-        "is not a loopback address; the API has no authentication, so it listens on \
+        "is not a loopback address; the API's reads need no authority, so it listens on \
          127.0.0.1 or [::1] unless [daemon] listen_public = true",
     )?;
     require(

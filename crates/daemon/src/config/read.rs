@@ -29,6 +29,11 @@ pub(super) fn path<'de, D: Deserializer<'de>>(d: D) -> Result<PathBuf, D::Error>
     }
 }
 
+/// An optional path (a key that is absent stays `None` through `#[serde(default)]`).
+pub(super) fn some_path<'de, D: Deserializer<'de>>(d: D) -> Result<Option<PathBuf>, D::Error> {
+    path(d).map(Some)
+}
+
 /// Whether `text` may be a path.
 pub(super) fn is_path(text: &str) -> bool {
     !text.is_empty() && !text.contains('\0')

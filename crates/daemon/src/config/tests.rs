@@ -336,6 +336,11 @@ dry_run = true
 log_format = "json"
 decisions_kept = 1000
 
+[api]
+socket = "/run/memtide/api.sock"
+group = "memtide"
+token_file = "/etc/memtide/token"
+
 [host]
 proc_root = "/tmp/fake"
 parent = "/memtide/"
@@ -413,6 +418,11 @@ fn a_full_file_reads_every_key() {
             dry_run: true,
             log_format: LogFormat::Json,
             decisions_kept: 1000,
+        },
+        api: ApiSection {
+            socket: Some(PathBuf::from("/run/memtide/api.sock")),
+            group: Some("memtide".into()),
+            token_file: Some(PathBuf::from("/etc/memtide/token")),
         },
         host: HostSection {
             proc_root: PathBuf::from("/tmp/fake"),
@@ -1003,4 +1013,14 @@ fn parsing_alone_reads_no_host_file() {
     assert_eq!(c.tenants[1].adopted_cgroup(), None);
     let e = DaemonConfig::parse_on_host(text, Path::new(FILE)).unwrap_err();
     assert_eq!(e.field(), Some("io.device"), "{e}");
+}
+
+#[test]
+fn the_api_socket_defaults_to_the_state_files_directory() {
+    let c = parse_ok("[daemon]\nstate_file = \"/var/lib/memtide/state.json\"\n");
+    assert_eq!(c.api, ApiSection::default());
+    assert_eq!(
+        c.api.socket_path(&c.daemon.state_file),
+        PathBuf::from("/var/lib/memtide/api.sock")
+    );
 }

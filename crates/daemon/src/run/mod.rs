@@ -173,6 +173,8 @@ struct Daemon {
     /// Records of the state file found at start, by tenant name, until their tenants start.
     previous: Option<StateFile>,
     api: Option<crate::api::ApiServer>,
+    /// The Unix socket for changes (`[api] socket`).
+    socket: Option<crate::api::SocketServer>,
     /// The application balloon socket and its hub (`[balloon] enabled`).
     balloon: Option<Balloon>,
     signals: Signals,
@@ -196,10 +198,13 @@ impl Running {
 
     /// Ticks until a stop signal.
     fn serve(&mut self) -> Result<(), DaemonError> {
-        if let Some(api) = &self.daemon.api {
+        if let (Some(api), Some(socket)) = (&self.daemon.api, &self.daemon.socket) {
             self.daemon.log.info(
                 "listening",
-                &[("address", json!(api.local_addr().to_string()))],
+                &[
+                    ("address", json!(api.local_addr().to_string())),
+                    ("socket", json!(socket.path().display().to_string())),
+                ],
             );
         }
         self.service.serve(&mut self.daemon)?;
@@ -340,6 +345,7 @@ impl Daemon {
             .count();
         self.log.info("stopping", &[("tenants", json!(running))]);
         self.api = None;
+        self.socket = None;
         // Agents hear bye before their tenants' limits are given back.
         if let Some(b) = self.balloon.take() {
             b.server.stop();

@@ -2,6 +2,7 @@
 
 use super::tenants::{declare, slot, spec, waiting_view, Slot};
 use super::{Daemon, DaemonError, ReloadFrom, Running, Signals};
+use crate::api::{ApiOptions, ApiServer, SocketServer, Token};
 use crate::config::{
     BalloonSection, DaemonConfig, IoScheduler, ParentCgroup, RailsSection, Reclaim,
 };
@@ -47,8 +48,7 @@ impl Running {
         let (sender, requests) = std::sync::mpsc::channel();
         // The port is taken before anything changes: a daemon that cannot serve its API
         // leaves the host as it found it.
-        let api = crate::api::ApiServer::start(config.daemon.listen, publisher.shared(), sender)
-            .map_err(|e| DaemonError::Api(format!("API on {}: {e}", config.daemon.listen)))?;
+        let (api, socket) = start_api(&config, &publisher, sender)?;
         let (host, balloon) = with_mechanisms(host, &config, &log)?;
         let mut runner = Runner::new(qemu_world(host, &config), controller, config.daemon.tick);
         for s in &slots {
@@ -72,6 +72,7 @@ impl Running {
                 hierarchy: found.version.name(),
                 previous,
                 api: Some(api),
+                socket: Some(socket),
                 balloon,
                 signals,
                 reload_from,
@@ -84,6 +85,48 @@ impl Running {
             },
         })
     }
+}
+
+/// The API on TCP (changes with the `[api] token_file` token only) and on the Unix socket (changes
+/// by root and `[api] group`). A token file or group that is not right is the user's error.
+fn start_api(
+    config: &DaemonConfig,
+    publisher: &Publisher,
+    sender: std::sync::mpsc::Sender<crate::command::Request>,
+) -> Result<(ApiServer, SocketServer), DaemonError> {
+    let usage = |e: crate::api::ApiError| DaemonError::Usage(e.to_string());
+    let token = match &config.api.token_file {
+        Some(path) => Some(Token::read(path).map_err(usage)?),
+        None => None,
+    };
+    let group = match &config.api.group {
+        Some(name) => Some(crate::api::group_id(name).map_err(usage)?),
+        None => None,
+    };
+    let listen = config.daemon.listen;
+    let tcp = ApiServer::start_with(
+        listen,
+        publisher.shared(),
+        sender.clone(),
+        ApiOptions {
+            token,
+            ..ApiOptions::default()
+        },
+    )
+    .map_err(|e| DaemonError::Api(format!("API on {listen}: {e}")))?;
+    let path = config.api.socket_path(&config.daemon.state_file);
+    let socket = SocketServer::start(
+        &path,
+        group,
+        publisher.shared(),
+        sender,
+        ApiOptions {
+            workers: 2,
+            ..ApiOptions::default()
+        },
+    )
+    .map_err(|e| DaemonError::Api(e.to_string()))?;
+    Ok((tcp, socket))
 }
 
 /// A slot for each configured tenant, in order; the first tenant outside `parent` is an error.

@@ -3,5 +3,6 @@
 //! the policy wants, the daemon ticking, every change refused or authorised). The attacker is
 //! a real unprivileged user the test makes ([`memtide_testkit::UnprivilegedUser`]).
 
+mod api;
 mod liar;
 mod state;

@@ -1,0 +1,378 @@
+//! Who may change settings through the API: the bearer token for TCP, the peer of the Unix socket (root or a member of its group), and the socket itself made with its owner and mode before anyone can reach it.
+//!
+//! **The socket file.** `fchmod`/`fchown` on an `AF_UNIX` socket's descriptor do not change the
+//! file `bind` creates, and a `bind` then `chmod` by path leaves a moment in which the file has
+//! the umask's mode and can be connected to. So the socket is bound in a fresh private
+//! directory (`mkdtemp`, mode 0700, beside the final path so the rename stays on one file
+//! system), where no one else can reach it, given its mode and owner there (by path, inside a
+//! directory only root can enter: nothing can be swapped under us), then renamed into place;
+//! the private directory is removed. The rename replaces a stale socket of an earlier run.
+//!
+//! **The token.** The file must be a regular file owned by root and readable or writable by no
+//! one else (opened with `O_NOFOLLOW`, checked on the descriptor). Tokens are compared in
+//! constant time (no timing tells how much of a guess was right); the token appears in no
+//! error, log line or `Debug` output.
+
+use std::ffi::{CString, OsString};
+use std::fs;
+use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+
+use super::ApiError;
+
+/// Largest token file read.
+const MAX_TOKEN_BYTES: u64 = 4096;
+
+/// The bearer token that allows changes over TCP.
+#[derive(Clone)]
+pub struct Token(Vec<u8>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(<hidden>)")
+    }
+}
+
+impl Token {
+    /// Reads the token from `path`: root's file, no access for group or others, one
+    /// non-empty line (surrounding white space dropped).
+    pub fn read(path: &Path) -> Result<Token, ApiError> {
+        let bad = |why: String| ApiError::TokenFile {
+            path: path.to_path_buf(),
+            why,
+        };
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(path)
+            .map_err(|e| bad(format!("cannot open it: {e}")))?;
+        let meta = file
+            .metadata()
+            .map_err(|e| bad(format!("cannot read its owner and mode: {e}")))?;
+        Token::check_meta(meta.is_file(), meta.uid(), meta.mode()).map_err(bad)?;
+        let mut text = Vec::new();
+        (&mut file)
+            .take(MAX_TOKEN_BYTES + 1)
+            .read_to_end(&mut text)
+            .map_err(|e| bad(format!("cannot read it: {e}")))?;
+        if text.len() as u64 > MAX_TOKEN_BYTES {
+            return Err(bad(format!("is longer than {MAX_TOKEN_BYTES} bytes")));
+        }
+        Token::from_text(&text).map_err(bad)
+    }
+
+    /// A token given as text (one non-empty line, surrounding white space dropped).
+    pub fn from_text(text: &[u8]) -> Result<Token, String> {
+        let token = text.trim_ascii();
+        if token.is_empty() {
+            return Err("holds no token".to_string());
+        }
+        if token.iter().any(|b| !b.is_ascii_graphic()) {
+            return Err("holds more than one word (white space or control bytes inside)".into());
+        }
+        Ok(Token(token.to_vec()))
+    }
+
+    fn check_meta(is_file: bool, uid: u32, mode: u32) -> Result<(), String> {
+        if !is_file {
+            return Err("is not a regular file".to_string());
+        }
+        if uid != 0 {
+            return Err(format!("is owned by uid {uid}, not root"));
+        }
+        if mode & 0o077 != 0 {
+            return Err(format!(
+                "has mode {:04o}; group and others must have no access (chmod 600)",
+                mode & 0o7777
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether `given` is this token, in time that depends only on the lengths.
+    pub(crate) fn matches(&self, given: &str) -> bool {
+        let given = given.as_bytes();
+        if given.len() != self.0.len() {
+            return false;
+        }
+        let diff = self
+            .0
+            .iter()
+            .zip(given)
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b));
+        std::hint::black_box(diff) == 0
+    }
+}
+
+/// The credentials of a Unix socket's peer (`SO_PEERCRED`): as it connected.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PeerCred {
+    pub(crate) pid: i32,
+    pub(crate) uid: u32,
+    pub(crate) gid: u32,
+}
+
+/// Reads `SO_PEERCRED` of a connected Unix socket.
+pub(crate) fn peer_cred(stream: &impl AsRawFd) -> io::Result<PeerCred> {
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the fd is open.
+    let rc = unsafe {
+        libc::getsockopt(
+            stream.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&mut cred as *mut libc::ucred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(PeerCred {
+        pid: cred.pid,
+        uid: cred.uid,
+        gid: cred.gid,
+    })
+}
+
+/// Who may change settings through the Unix socket: root, and the members of `group`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct PeerRule {
+    pub(crate) group: Option<u32>,
+}
+
+impl PeerRule {
+    /// Whether the peer may change settings: uid 0, or `group` as its gid or among the
+    /// supplementary groups of its process (`/proc/<pid>/status`, `Groups:`).
+    pub(crate) fn allows(&self, peer: PeerCred, proc_status: impl FnOnce() -> String) -> bool {
+        if peer.uid == 0 {
+            return true;
+        }
+        let Some(group) = self.group else {
+            return false;
+        };
+        peer.gid == group || supplementary_groups(&proc_status()).contains(&group)
+    }
+}
+
+/// The `Groups:` line of a `/proc/<pid>/status` text (none when absent or unreadable).
+fn supplementary_groups(status: &str) -> Vec<u32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Groups:"))
+        .map(|g| {
+            g.split_whitespace()
+                .filter_map(|n| n.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The text of `/proc/<pid>/status` (empty when the process is gone).
+pub(crate) fn proc_status(pid: i32) -> String {
+    fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default()
+}
+
+/// The gid of a group given by name (or as a number).
+pub fn group_id(name: &str) -> Result<u32, ApiError> {
+    let unknown = |why: String| ApiError::Group {
+        name: name.to_string(),
+        why,
+    };
+    if let Ok(gid) = name.parse::<u32>() {
+        return Ok(gid);
+    }
+    let c_name = CString::new(name).map_err(|_| unknown("contains a NUL byte".into()))?;
+    let mut grp: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the sizes given; `found` points into `grp` or is null.
+    let rc = unsafe {
+        libc::getgrnam_r(
+            c_name.as_ptr(),
+            &mut grp,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 {
+        return Err(unknown(io::Error::from_raw_os_error(rc).to_string()));
+    }
+    if found.is_null() {
+        return Err(unknown("no such group".into()));
+    }
+    Ok(grp.gr_gid)
+}
+
+/// Binds the Unix socket at `path` with mode 0660 (0600 without a group), owned by root and
+/// `group`, before anyone else can reach it (see the file's docs).
+pub(crate) fn bind_socket(path: &Path, group: Option<u32>) -> Result<UnixListener, ApiError> {
+    let failed = |what: &str, e: io::Error| ApiError::Socket {
+        path: path.to_path_buf(),
+        why: format!("{what}: {e}"),
+    };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+    let dir = dir.unwrap_or_else(|| Path::new("."));
+    // The default directory (the state file's, /run/memtide) may not exist yet on a fresh boot.
+    std::os::unix::fs::DirBuilderExt::mode(fs::DirBuilder::new().recursive(true), 0o755)
+        .create(dir)
+        .map_err(|e| failed("cannot make its directory", e))?;
+    let private = private_dir(dir).map_err(|e| failed("cannot make a private directory", e))?;
+    let inside = private.join("api.sock");
+    let bound = (|| {
+        let listener = UnixListener::bind(&inside).map_err(|e| failed("cannot bind", e))?;
+        let mode = if group.is_some() { 0o660 } else { 0o600 };
+        chown(&inside, group).map_err(|e| failed("cannot give it its owner", e))?;
+        fs::set_permissions(&inside, std::os::unix::fs::PermissionsExt::from_mode(mode))
+            .map_err(|e| failed("cannot set its mode", e))?;
+        fs::rename(&inside, path).map_err(|e| failed("cannot move it into place", e))?;
+        Ok(listener)
+    })();
+    let _ = fs::remove_file(&inside);
+    let _ = fs::remove_dir(&private);
+    bound
+}
+
+/// A fresh directory only we can enter, in `dir`.
+fn private_dir(dir: &Path) -> io::Result<PathBuf> {
+    let mut template = dir.join(".api.sock.XXXXXX").into_os_string().into_vec();
+    template.push(0);
+    // SAFETY: `template` is NUL-terminated and writable; mkdtemp fills in the X's.
+    let made = unsafe { libc::mkdtemp(template.as_mut_ptr().cast()) };
+    if made.is_null() {
+        return Err(io::Error::last_os_error());
+    }
+    template.pop();
+    Ok(PathBuf::from(OsString::from_vec(template)))
+}
+
+/// Root (our own uid) and `group` own `path`; without a group, the group is left as is.
+fn chown(path: &Path, group: Option<u32>) -> io::Result<()> {
+    let Some(gid) = group else {
+        return Ok(());
+    };
+    let c_path = CString::new(path.as_os_str().as_bytes())?;
+    // SAFETY: a valid NUL-terminated path; -1 leaves the owner as it is (the daemon's uid).
+    if unsafe { libc::lchown(c_path.as_ptr(), u32::MAX, gid) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(text: &str) -> Token {
+        Token::from_text(text.as_bytes()).unwrap()
+    }
+
+    #[test]
+    fn only_the_same_token_matches() {
+        let t = token("  abc123\n");
+        assert!(t.matches("abc123"));
+        assert!(!t.matches("abc124"));
+        assert!(!t.matches("abc12"));
+        assert!(!t.matches("abc1234"));
+        assert!(!t.matches(""));
+    }
+
+    #[test]
+    fn a_token_file_must_hold_one_word() {
+        assert!(Token::from_text(b" \n").unwrap_err().contains("no token"));
+        assert!(Token::from_text(b"a b").unwrap_err().contains("one word"));
+    }
+
+    #[test]
+    fn a_token_never_shows_in_debug() {
+        assert_eq!(format!("{:?}", token("s3cret")), "Token(<hidden>)");
+    }
+
+    #[test]
+    fn a_token_file_must_be_roots_and_private() {
+        assert_eq!(Token::check_meta(true, 0, 0o100600), Ok(()));
+        assert_eq!(Token::check_meta(true, 0, 0o100400), Ok(()));
+        let err = Token::check_meta(true, 1000, 0o100600).unwrap_err();
+        assert_eq!(err, "is owned by uid 1000, not root");
+        let err = Token::check_meta(true, 0, 0o100640).unwrap_err();
+        assert!(err.contains("mode 0640"), "{err}");
+        assert!(Token::check_meta(true, 0, 0o100604).is_err());
+        assert!(Token::check_meta(false, 0, 0o40700).is_err());
+    }
+
+    #[test]
+    fn reading_a_token_file_names_it_and_never_the_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        fs::write(&path, "s3cret\n").unwrap();
+        fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        let err = Token::read(&path).unwrap_err().to_string();
+        assert!(err.contains(&path.display().to_string()), "{err}");
+        assert!(!err.contains("s3cret"), "{err}");
+        let missing = Token::read(&dir.path().join("none"))
+            .unwrap_err()
+            .to_string();
+        assert!(missing.contains("cannot open it"), "{missing}");
+    }
+
+    const ALICE: PeerCred = PeerCred {
+        pid: 42,
+        uid: 1000,
+        gid: 1000,
+    };
+
+    #[test]
+    fn root_may_always_change() {
+        let root = PeerCred { uid: 0, ..ALICE };
+        assert!(PeerRule { group: None }.allows(root, String::new));
+    }
+
+    #[test]
+    fn others_need_the_group_as_gid_or_supplementary() {
+        let rule = PeerRule { group: Some(500) };
+        let status = || "Name:\tx\nGroups:\t27 500 1000 \n".to_string();
+        assert!(!PeerRule { group: None }.allows(ALICE, status));
+        assert!(rule.allows(ALICE, status));
+        assert!(rule.allows(PeerCred { gid: 500, ..ALICE }, String::new));
+        assert!(!rule.allows(ALICE, || "Groups:\t27 1000\n".to_string()));
+        assert!(!rule.allows(ALICE, || "Groups:\n".to_string()));
+        assert!(
+            !rule.allows(ALICE, String::new),
+            "a process gone is refused"
+        );
+    }
+
+    #[test]
+    fn groups_are_named_or_numbered() {
+        assert_eq!(group_id("0").unwrap(), 0);
+        assert_eq!(group_id("root").unwrap(), 0);
+        let err = group_id("no-such-group-memtide").unwrap_err().to_string();
+        assert!(err.contains("no-such-group-memtide"), "{err}");
+    }
+
+    #[test]
+    fn the_socket_is_bound_with_its_mode_and_no_leftovers() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api.sock");
+        fs::write(&path, "stale").unwrap();
+        let _listener = bind_socket(&path, None).unwrap();
+        let deeper = dir.path().join("run/memtide/api.sock");
+        let _made = bind_socket(&deeper, None).unwrap();
+        assert!(deeper.exists(), "its missing directory is made");
+        let meta = fs::symlink_metadata(&path).unwrap();
+        assert_eq!(meta.mode() & 0o7777, 0o600);
+        assert!(std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(names.len(), 2, "the private directory is gone: {names:?}");
+    }
+}
