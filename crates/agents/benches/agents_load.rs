@@ -53,6 +53,8 @@ fn main() {
             socket: dir.path().join("b.sock"),
             mode: 0o600,
             max_connections: agents + 10,
+            max_per_uid: agents + 10,
+            descriptors: None,
         },
         hub.handler(),
     )

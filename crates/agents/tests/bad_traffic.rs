@@ -27,6 +27,8 @@ fn serve(dir: &Path, config: SessionConfig, max_connections: usize) -> (Server, 
             socket: dir.join("b.sock"),
             mode: 0o600,
             max_connections,
+            max_per_uid: max_connections,
+            descriptors: None,
         },
         hub.handler(),
     )

@@ -178,8 +178,12 @@ pub struct BalloonSection {
     /// Default: 5s, or `stats_interval` when longer.
     #[serde(deserialize_with = "read_as::duration")]
     pub dead_after: Duration,
-    /// `max_agents = 16384`: connections served at once (1..=1000000).
+    /// `max_agents = 16384`: connections served at once (1..=1000000); never more than a
+    /// quarter of the descriptor budget allows (`memtide_linux::host::max_agent_connections`).
     pub max_agents: usize,
+    /// `max_agents_per_uid = 64`: connections served at once from one user, the peer's uid
+    /// (1..=1000000): one user's flood cannot lock out other users' agents.
+    pub max_agents_per_uid: usize,
 }
 
 /// `[sharing]`: content-based page sharing through the kernel's KSM (docs/sharing.md).
@@ -491,6 +495,7 @@ impl Default for BalloonSection {
             stats_interval: Duration::from_secs(1),
             dead_after: Duration::from_secs(5),
             max_agents: 16_384,
+            max_agents_per_uid: 64,
         }
     }
 }

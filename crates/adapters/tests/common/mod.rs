@@ -73,6 +73,8 @@ impl Memtide {
                 socket: dir.join("b.sock"),
                 mode: 0o600,
                 max_connections: 4,
+                max_per_uid: 4,
+                descriptors: None,
             },
             hub.handler(),
         )

@@ -237,6 +237,7 @@ impl Balloon {
     fn start(config: &BalloonSection, host: &LinuxHost) -> Result<Balloon, DaemonError> {
         use memtide_agents::hub::{Hub, SessionConfig};
         use memtide_agents::server::{Server, ServerConfig};
+        use memtide_linux::host::{max_agent_connections, AgentDescriptors};
         let hub = Hub::new(
             SessionConfig {
                 stats_interval: config.stats_interval,
@@ -249,7 +250,9 @@ impl Balloon {
             &ServerConfig {
                 socket: config.socket.clone(),
                 mode: config.mode,
-                max_connections: config.max_agents,
+                max_connections: config.max_agents.min(max_agent_connections()),
+                max_per_uid: config.max_agents_per_uid,
+                descriptors: Some(std::sync::Arc::new(AgentDescriptors)),
             },
             hub.handler(),
         )?;
