@@ -3,4 +3,5 @@
 //! the policy wants, the daemon ticking, every change refused or authorised). The attacker is
 //! a real unprivileged user the test makes ([`memtide_testkit::UnprivilegedUser`]).
 
+mod balloon;
 mod state;
