@@ -93,6 +93,8 @@ pub struct ServerConfig {
     pub socket: PathBuf,
     /// Permission bits of the socket file.
     pub mode: u32,
+    /// The socket file's group (`None`: root's).
+    pub group: Option<u32>,
     /// Connections served at once, at most.
     pub max_connections: usize,
     /// Connections served at once from one user (the peer's uid), at most.
@@ -123,7 +125,7 @@ pub struct Server {
 impl Server {
     /// Binds the socket and starts the loop's thread with `handler`.
     pub fn start<H: Handler>(config: &ServerConfig, handler: H) -> Result<Server, SocketError> {
-        let bound = BoundSocket::bind(&config.socket, config.mode)?;
+        let bound = BoundSocket::bind(&config.socket, config.mode, config.group)?;
         let loop_err = |source| SocketError::EventLoop {
             path: config.socket.clone(),
             source,

@@ -1,15 +1,18 @@
 //! The balloon socket's file: bound with the configured mode, a stale socket left by a memtide that died replaced, a live one or any other file refused, and removed when memtide stops, only if it is still the one it bound.
 //!
-//! The socket is bound first and its mode set after: in between it has the mode the umask
-//! leaves (0755 under the usual 022), which lets nobody else connect, since connecting needs
-//! write permission. Changing the umask instead would race with every other thread. The mode
-//! is set on the file bound, through a descriptor opened without following links, never by
-//! path: a link swapped in since the bind is refused, not followed.
+//! The socket is never visible before its owner, group and mode are set: it is bound in a
+//! private directory (`.memtide-<pid>`, 0700, beside the socket), given its group (`[balloon]
+//! group`) and mode there, and only then renamed into place (`RENAME_NOREPLACE`: a file that
+//! appeared there meanwhile is refused, not replaced). Changing the umask instead would race
+//! with every other thread. The mode is set on the file bound, through a descriptor opened
+//! without following links, never by path: a link swapped in since the bind is refused, not
+//! followed. Whether the directory itself can be trusted is the daemon's to check
+//! (`memtide_files`), before it binds.
 
 use crate::error::SocketError;
 use std::io::ErrorKind;
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -28,10 +31,10 @@ pub struct BoundSocket {
 }
 
 impl BoundSocket {
-    /// Binds `path` with permission bits `mode`, creating its directory (0755) if missing.
-    /// A socket file nobody listens on is replaced; a live socket or a file of another kind
-    /// is an error, and nothing is changed.
-    pub fn bind(path: &Path, mode: u32) -> Result<BoundSocket, SocketError> {
+    /// Binds `path` with permission bits `mode` and group `group` (`None`: root's), creating
+    /// its directory (0755) if missing. A socket file nobody listens on is replaced; a live
+    /// socket or a file of another kind is an error, and nothing is changed.
+    pub fn bind(path: &Path, mode: u32, group: Option<u32>) -> Result<BoundSocket, SocketError> {
         let len = path.as_os_str().len();
         if len > MAX_PATH_BYTES {
             return Err(SocketError::PathTooLong {
@@ -80,28 +83,20 @@ impl BoundSocket {
                 })
             }
         }
-        let listener = UnixListener::bind(path).map_err(|source| SocketError::Bind {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        // std listens with a backlog of 128; a burst of agents connecting at once (a host
-        // starting its services) gets the system's maximum instead.
-        // SAFETY: the descriptor is the listener's own, alive for this call.
-        unsafe { libc::listen(listener.as_raw_fd(), libc::SOMAXCONN) };
-        let meta = std::fs::symlink_metadata(path).map_err(|source| SocketError::Probe {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let bound = BoundSocket {
-            listener,
-            path: path.to_path_buf(),
-            id: (meta.dev(), meta.ino()),
-        };
-        set_mode(path, bound.id, mode).map_err(|source| SocketError::Mode {
-            path: path.to_path_buf(),
-            mode,
-            source,
-        })?;
+        let private = private_dir(path);
+        let _ = std::fs::remove_file(private.join("s"));
+        let _ = std::fs::remove_dir(&private);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&private)
+            .map_err(|source| SocketError::Bind {
+                path: private.clone(),
+                source,
+            })?;
+        let placed = bind_private(&private.join("s"), path, mode, group);
+        let _ = std::fs::remove_file(private.join("s"));
+        let _ = std::fs::remove_dir(&private);
+        let bound = placed?;
         bound
             .listener
             .set_nonblocking(true)
@@ -260,6 +255,91 @@ pub(crate) fn pidfd_open(pid: u32) -> Option<OwnedFd> {
     Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// The private directory a socket for `path` is bound in before it is renamed into place.
+fn private_dir(path: &Path) -> PathBuf {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    dir.join(format!(".memtide-{}", std::process::id()))
+}
+
+/// Binds `tmp` (in the private directory), sets its group and mode, listens and renames it
+/// to `path` unless something is there.
+fn bind_private(
+    tmp: &Path,
+    path: &Path,
+    mode: u32,
+    group: Option<u32>,
+) -> Result<BoundSocket, SocketError> {
+    let len = tmp.as_os_str().len();
+    if len > MAX_PATH_BYTES {
+        return Err(SocketError::PathTooLong {
+            path: tmp.to_path_buf(),
+            len,
+        });
+    }
+    let bind_err = |source| SocketError::Bind {
+        path: path.to_path_buf(),
+        source,
+    };
+    let listener = UnixListener::bind(tmp).map_err(bind_err)?;
+    // std listens with a backlog of 128; a burst of agents connecting at once (a host
+    // starting its services) gets the system's maximum instead.
+    // SAFETY: the descriptor is the listener's own, alive for this call.
+    unsafe { libc::listen(listener.as_raw_fd(), libc::SOMAXCONN) };
+    let meta = std::fs::symlink_metadata(tmp).map_err(|source| SocketError::Probe {
+        path: tmp.to_path_buf(),
+        source,
+    })?;
+    let id = (meta.dev(), meta.ino());
+    if let Some(gid) = group {
+        std::os::unix::fs::lchown(tmp, None, Some(gid)).map_err(|source| SocketError::Group {
+            path: path.to_path_buf(),
+            gid,
+            source,
+        })?;
+    }
+    set_mode(tmp, id, mode).map_err(|source| SocketError::Mode {
+        path: path.to_path_buf(),
+        mode,
+        source,
+    })?;
+    rename_no_replace(tmp, path).map_err(|source| match source.kind() {
+        ErrorKind::AlreadyExists => SocketError::InUse {
+            path: path.to_path_buf(),
+        },
+        _ => bind_err(source),
+    })?;
+    Ok(BoundSocket {
+        listener,
+        path: path.to_path_buf(),
+        id,
+    })
+}
+
+/// `renameat2(from, to, RENAME_NOREPLACE)`: `AlreadyExists` when `to` exists.
+fn rename_no_replace(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| std::io::Error::from(ErrorKind::InvalidInput))
+    };
+    let (from, to) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths alive for the call.
+    let rc = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            from.as_ptr(),
+            libc::AT_FDCWD,
+            to.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// Sets the mode of the socket file bound at `path`, known by its device and inode `id`,
 /// without following a link: the file is opened `O_PATH | O_NOFOLLOW` (a link put there since
 /// the bind is opened as the link, and refused), checked to be that socket, and changed through
@@ -289,7 +369,7 @@ mod tests {
     fn binds_with_the_mode_and_removes_its_file_when_dropped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run/balloon.sock");
-        let s = BoundSocket::bind(&path, 0o660).unwrap();
+        let s = BoundSocket::bind(&path, 0o660, None).unwrap();
         let meta = std::fs::symlink_metadata(&path).unwrap();
         assert!(meta.file_type().is_socket());
         assert_eq!(meta.permissions().mode() & 0o777, 0o660);
@@ -298,10 +378,31 @@ mod tests {
     }
 
     #[test]
+    fn the_socket_appears_with_its_group_and_mode_and_no_private_directory_is_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("b.sock");
+        // Root may give any group; another user only its own.
+        // SAFETY: getegid has no preconditions.
+        let gid = if unsafe { libc::geteuid() } == 0 {
+            4242
+        } else {
+            unsafe { libc::getegid() }
+        };
+        let _s = BoundSocket::bind(&path, 0o660, Some(gid)).unwrap();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        assert!(meta.file_type().is_socket());
+        assert_eq!(meta.gid(), gid);
+        assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "only the socket: {left:?}");
+        UnixStream::connect(&path).expect("the renamed socket still listens");
+    }
+
+    #[test]
     fn a_link_swapped_in_after_the_bind_is_refused_and_its_target_left_alone() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.sock");
-        let s = BoundSocket::bind(&path, 0o600).unwrap();
+        let s = BoundSocket::bind(&path, 0o600, None).unwrap();
         let id = s.id;
         let victim = dir.path().join("victim");
         std::fs::write(&victim, "").unwrap();
@@ -322,8 +423,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.sock");
         drop(UnixListener::bind(&path).unwrap()); // the file stays, nobody listens
-        let live = BoundSocket::bind(&path, 0o600).unwrap();
-        let err = BoundSocket::bind(&path, 0o600).unwrap_err();
+        let live = BoundSocket::bind(&path, 0o600, None).unwrap();
+        let err = BoundSocket::bind(&path, 0o600, None).unwrap_err();
         assert!(matches!(err, SocketError::InUse { .. }), "{err}");
         assert!(path.exists(), "a refused bind leaves the live socket alone");
         drop(live);
@@ -334,7 +435,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.sock");
         std::fs::write(&path, "precious").unwrap();
-        let err = BoundSocket::bind(&path, 0o660).unwrap_err();
+        let err = BoundSocket::bind(&path, 0o660, None).unwrap_err();
         assert!(err.to_string().contains("not a socket"), "{err}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "precious");
     }
@@ -342,7 +443,7 @@ mod tests {
     #[test]
     fn a_path_too_long_for_the_kernel_is_refused() {
         let path = PathBuf::from(format!("/tmp/{}", "x".repeat(120)));
-        let err = BoundSocket::bind(&path, 0o660).unwrap_err();
+        let err = BoundSocket::bind(&path, 0o660, None).unwrap_err();
         assert!(err.to_string().contains("107"), "{err}");
     }
 
@@ -350,7 +451,7 @@ mod tests {
     fn a_socket_put_there_by_someone_else_is_not_removed() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.sock");
-        let ours = BoundSocket::bind(&path, 0o660).unwrap();
+        let ours = BoundSocket::bind(&path, 0o660, None).unwrap();
         std::fs::remove_file(&path).unwrap();
         let theirs = UnixListener::bind(&path).unwrap();
         drop(ours);
@@ -362,7 +463,7 @@ mod tests {
     fn the_peer_is_the_connecting_process_pinned_alive() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("b.sock");
-        let s = BoundSocket::bind(&path, 0o660).unwrap();
+        let s = BoundSocket::bind(&path, 0o660, None).unwrap();
         let _client = UnixStream::connect(&path).unwrap();
         s.listener().set_nonblocking(false).unwrap();
         let (server_end, _) = s.listener().accept().unwrap();

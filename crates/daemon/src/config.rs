@@ -171,6 +171,10 @@ pub struct BalloonSection {
     /// `mode = "0660"`: the socket file's permission bits (the owning group may connect).
     #[serde(deserialize_with = "read::mode")]
     pub mode: u32,
+    /// `group = "memtide"`: the socket file's group, so that its members may connect (with
+    /// `mode` giving the group write permission). Default: root's group. The socket's owner,
+    /// group and mode are set before it appears at `socket`.
+    pub group: Option<String>,
     /// `stats_interval = "1s"`: agents send statistics this often (100ms..=60s).
     #[serde(deserialize_with = "read_as::duration")]
     pub stats_interval: Duration,
@@ -492,6 +496,7 @@ impl Default for BalloonSection {
             enabled: true,
             socket: PathBuf::from("/run/memtide/balloon.sock"),
             mode: 0o660,
+            group: None,
             stats_interval: Duration::from_secs(1),
             dead_after: Duration::from_secs(5),
             max_agents: 16_384,

@@ -358,6 +358,7 @@ backoff_pressure = 25.5
 enabled = false
 socket = "/run/agents/b.sock"
 mode = "0600"
+group = "memtide"
 stats_interval = "2s"
 dead_after = "20s"
 max_agents = 100
@@ -437,6 +438,7 @@ fn a_full_file_reads_every_key() {
             enabled: false,
             socket: PathBuf::from("/run/agents/b.sock"),
             mode: 0o600,
+            group: Some("memtide".into()),
             stats_interval: Duration::from_secs(2),
             dead_after: Duration::from_secs(20),
             max_agents: 100,

@@ -246,10 +246,16 @@ impl Balloon {
             },
             Box::new(host.agent_tenants()),
         );
+        // Root binds and renames in the socket's directory: only root may write there.
+        if let Some(dir) = config.socket.parent().filter(|d| d.exists()) {
+            memtide_files::check_trusted(dir, "balloon socket directory")?;
+        }
+        let group = config.group.as_deref().map(group_id).transpose()?;
         let server = Server::start(
             &ServerConfig {
                 socket: config.socket.clone(),
                 mode: config.mode,
+                group,
                 max_connections: config.max_agents.min(max_agent_connections()),
                 max_per_uid: config.max_agents_per_uid,
                 descriptors: Some(std::sync::Arc::new(AgentDescriptors)),
@@ -259,6 +265,31 @@ impl Balloon {
         hub.set_wake(server.waker());
         Ok(Balloon { server, hub })
     }
+}
+
+/// The id of group `name` (`[balloon] group`); an unknown group is the user's error.
+fn group_id(name: &str) -> Result<u32, DaemonError> {
+    let unknown = || DaemonError::Usage(format!("[balloon] group = {name:?}: no such group"));
+    let c = std::ffi::CString::new(name).map_err(|_| unknown())?;
+    // SAFETY: `struct group` is plain data (integers and pointers): all zeros is a value.
+    let mut group: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is to a live buffer of the size passed; `found` is written by
+    // getgrnam_r and read only when it returned 0.
+    let rc = unsafe {
+        libc::getgrnam_r(
+            c.as_ptr(),
+            &mut group,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() {
+        return Err(unknown());
+    }
+    Ok(group.gr_gid)
 }
 
 /// The controller for `config` on a host with `machine` memory and `swap`: the budget (given,
