@@ -1,4 +1,4 @@
-//! The balloon socket cannot be turned against the agents it serves: an identity cannot be borrowed (a pid reused by a process in a tenant after the process that connected exited is refused), one user's flood of connections neither locks out another user's agent nor costs the daemon more than a stated RSS, unfinished lines are given back, and `[balloon] group` lets that group's members connect and no one else.
+//! The balloon socket cannot be turned against the agents it serves: an identity cannot be borrowed (a pid reused by a process in a tenant after the process that connected exited is refused).
 
 use crate::host::*;
 use std::os::unix::fs::PermissionsExt;
@@ -11,17 +11,6 @@ fn hello(pid: &str) -> String {
     format!(
         r#"{{"type":"hello","version":1,"app":"attack","kind":"buffer_pool","pid":{pid},"pool_bytes":67108864,"min_bytes":16777216,"max_bytes":134217728,"granule_bytes":1048576}}\n"#
     )
-}
-
-/// The daemon's resident memory (`VmRSS`), in bytes.
-fn rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS in /proc/<pid>/status");
-    kib * 1024
 }
 
 /// A daemon adopting `cg` as tenant "app", its balloon socket `[balloon]` as given.
@@ -102,7 +91,10 @@ fn a_pid_reused_in_a_tenant_does_not_lend_the_tenant_its_identity() {
         },
         String::new,
     );
-    println!("pid {peer} reused in the tenant after {:?}", started.elapsed());
+    println!(
+        "pid {peer} reused in the tenant after {:?}",
+        started.elapsed()
+    );
 
     // The child says hello for that pid, as the socket recorded it.
     std::fs::write(&go, "").unwrap();
