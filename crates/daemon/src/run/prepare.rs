@@ -383,6 +383,17 @@ mod tests {
     use std::path::PathBuf;
 
     #[test]
+    fn a_balloon_group_is_found_by_name_and_an_unknown_one_is_the_user_s_error() {
+        assert_eq!(group_id("root").unwrap(), 0);
+        let err = group_id("memtide-no-such-group").unwrap_err();
+        assert!(err.is_usage(), "{err}");
+        assert_eq!(
+            err.to_string(),
+            r#"[balloon] group = "memtide-no-such-group": no such group"#
+        );
+    }
+
+    #[test]
     fn the_disk_s_scheduler_in_force_is_kept_beside_the_state_file() {
         let mut c = DaemonConfig::default();
         c.io.enabled = true;
