@@ -53,6 +53,9 @@ fn main() {
             socket: dir.path().join("b.sock"),
             mode: 0o600,
             max_connections: agents + 10,
+            group: None,
+            max_per_uid: agents + 10,
+            descriptors: None,
         },
         hub.handler(),
     )

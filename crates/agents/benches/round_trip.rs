@@ -67,6 +67,9 @@ fn round_trip(c: &mut Criterion) {
             socket: dir.path().join("b.sock"),
             mode: 0o600,
             max_connections: 4,
+            group: None,
+            max_per_uid: 4,
+            descriptors: None,
         },
         hub.handler(),
     )

@@ -37,6 +37,12 @@ pub enum SocketError {
         mode: u32,
         source: std::io::Error,
     },
+    #[error("balloon socket {}: cannot give it group {gid}: {source}", path.display())]
+    Group {
+        path: PathBuf,
+        gid: u32,
+        source: std::io::Error,
+    },
     #[error("balloon socket {}: cannot start its event loop: {source}", path.display())]
     EventLoop {
         path: PathBuf,

@@ -4,42 +4,50 @@
 //! the time, and writes what it answers ([`HubHandler`]). A world (the Linux host) reads each
 //! tenant's [`AppBalloonLever`], carries out the policy's [`AppMove`]s and takes the events
 //! ([`Hub`]). Both hold the same state behind one mutex, taken once per line or per call: a
-//! few microseconds, never across I/O.
+//! few microseconds, never across I/O (a line of a connection not yet registered takes it
+//! twice: the peer's tenant is read from `/proc` between).
 //!
 //! What the hub decides itself is who an agent is: a `hello` must name the socket peer's pid,
-//! that process must be in a tenant the world manages ([`Tenants`]), and a tenant has one
-//! live agent. Everything else of the protocol (errors counted to `violations`, stats,
-//! targets, answers, durability rates, the lever) is the session's, the same one the
-//! simulator drives. Times are `Duration`s since the hub began.
+//! that process must be in a tenant the world manages ([`Tenants`]) and still be the process
+//! that connected once that was read (its pidfd, [`Peer::alive`]: a pid reused by a process
+//! in another tenant is refused), and a tenant has one live agent. A connection that has not
+//! said `hello` within `hello_within` is closed. Everything else of the protocol (errors
+//! counted to `violations`, stats, targets, answers, durability rates, the lever) is the
+//! session's, the same one the simulator drives. Times are `Duration`s since the hub began.
 
 use crate::server::{ConnId, Handler, Outbox};
 use crate::session::{Admitted, Reply, Session};
 pub use crate::session::{AgentEvent, Closed, SessionConfig};
+use crate::socket::Peer;
 use memtide_balloon::line::Line;
 use memtide_balloon::protocol::{ErrorCode, Hello, ProtocolError};
 use memtide_model::{AppBalloonLever, AppMove, Pages, TenantId};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-/// Who holds a process: the world's answer for identity.
-pub trait Tenants: Send {
+/// Who holds a process: the world's answer for identity (asked on the event loop's thread,
+/// outside the hub's lock).
+pub trait Tenants: Send + Sync {
     /// The tenant whose cgroup (or VM) holds process `pid`, with its name.
     fn tenant_of(&self, pid: u32) -> Option<(TenantId, String)>;
 }
 
-/// A connection: its peer's pid and its session.
+/// A connection: its peer, when it opened, and its session.
 #[derive(Debug)]
 struct Conn {
-    pid: Option<u32>,
+    peer: Arc<Peer>,
+    opened: Duration,
     session: Session,
 }
 
 struct State {
     config: SessionConfig,
-    tenants: Box<dyn Tenants>,
     conns: BTreeMap<ConnId, Conn>,
+    /// Connections by when they opened (and that time), oldest first: each is looked at once,
+    /// when `hello_within` has passed.
+    hello_due: VecDeque<(Duration, ConnId)>,
     /// Each tenant's live agent's connection.
     agents: BTreeMap<TenantId, ConnId>,
     sessions: u64,
@@ -53,6 +61,7 @@ struct State {
 #[derive(Clone)]
 pub struct Hub {
     state: Arc<Mutex<State>>,
+    tenants: Arc<dyn Tenants>,
     wake: Arc<Mutex<Option<crate::server::Wake>>>,
     start: Instant,
 }
@@ -68,13 +77,14 @@ impl Hub {
         Hub {
             state: Arc::new(Mutex::new(State {
                 config,
-                tenants,
                 conns: BTreeMap::new(),
+                hello_due: VecDeque::new(),
                 agents: BTreeMap::new(),
                 sessions: 0,
                 events: Vec::new(),
                 pending: Vec::new(),
             })),
+            tenants: Arc::from(tenants),
             wake: Arc::new(Mutex::new(None)),
             start: Instant::now(),
         }
@@ -152,22 +162,28 @@ impl HubHandler {
 }
 
 impl Handler for HubHandler {
-    fn opened(&mut self, conn: ConnId, pid: Option<i32>, _now: Instant) {
-        let pid = pid.and_then(|p| u32::try_from(p).ok());
-        self.hub.lock().open(conn, pid);
+    fn opened(&mut self, conn: ConnId, peer: Peer, now: Instant) {
+        let at = self.at(now);
+        self.hub.lock().open(conn, peer, at);
     }
 
     fn line(&mut self, conn: ConnId, line: Line, now: Instant, out: &mut Outbox) {
         let at = self.at(now);
-        self.hub.lock().on_line(conn, line, at, out);
+        // Who the peer is, for a hello this line may be: read from /proc outside the lock.
+        let unregistered = self.hub.lock().unregistered_peer(conn);
+        let identity = unregistered.map(|peer| identify(&peer, self.hub.tenants.as_ref()));
+        self.hub.lock().on_line(conn, line, at, identity, out);
     }
 
     fn closed(&mut self, conn: ConnId, _now: Instant) {
         self.hub.lock().on_closed(conn);
     }
 
-    fn poll(&mut self, _now: Instant, out: &mut Outbox) {
-        self.hub.lock().on_poll(out);
+    fn poll(&mut self, now: Instant, out: &mut Outbox) {
+        let at = self.at(now);
+        let mut s = self.hub.lock();
+        s.close_overdue(at, out);
+        s.on_poll(out);
     }
 
     fn stopping(&mut self, _now: Instant, out: &mut Outbox) {
@@ -177,6 +193,7 @@ impl Handler for HubHandler {
             write(conn, c.session.stop(), out);
         }
         s.conns.clear();
+        s.hello_due.clear();
         s.agents.clear();
     }
 }
@@ -192,9 +209,41 @@ fn write(conn: ConnId, reply: Reply, out: &mut Outbox) {
 }
 
 impl State {
-    fn open(&mut self, conn: ConnId, pid: Option<u32>) {
+    fn open(&mut self, conn: ConnId, peer: Peer, now: Duration) {
         let session = Session::new(self.config.clone());
-        self.conns.insert(conn, Conn { pid, session });
+        self.conns.insert(
+            conn,
+            Conn {
+                peer: Arc::new(peer),
+                opened: now,
+                session,
+            },
+        );
+        self.hello_due.push_back((now, conn));
+    }
+
+    /// The peer of `conn` while it has not registered (a hello may still come).
+    fn unregistered_peer(&self, conn: ConnId) -> Option<Arc<Peer>> {
+        let c = self.conns.get(&conn)?;
+        c.session.tenant().is_none().then(|| c.peer.clone())
+    }
+
+    /// Closes the connections that have not said hello within `hello_within` of opening.
+    fn close_overdue(&mut self, now: Duration, out: &mut Outbox) {
+        let within = self.config.hello_within;
+        while let Some(&(opened, conn)) = self.hello_due.front() {
+            if now.saturating_sub(opened) < within {
+                break;
+            }
+            self.hello_due.pop_front();
+            // The same connection (its number may have been reused since), not yet closed.
+            let Some(c) = self.conns.get_mut(&conn).filter(|c| c.opened == opened) else {
+                continue;
+            };
+            let reply = c.session.hello_overdue();
+            let reply = self.follow(conn, reply);
+            write(conn, reply, out);
+        }
     }
 
     /// The session of `tenant`'s live agent.
@@ -203,11 +252,19 @@ impl State {
         self.conns.get_mut(conn).map(|c| &mut c.session)
     }
 
-    fn on_line(&mut self, conn: ConnId, line: Line, now: Duration, out: &mut Outbox) {
+    /// Takes one line from `conn`; `identity` is its peer's, read before the lock was taken
+    /// (`None` once registered: no hello is admitted then).
+    fn on_line(
+        &mut self,
+        conn: ConnId,
+        line: Line,
+        now: Duration,
+        identity: Option<Identity>,
+        out: &mut Outbox,
+    ) {
         let State {
             conns,
             agents,
-            tenants,
             sessions,
             ..
         } = self;
@@ -215,9 +272,9 @@ impl State {
         let Some(c) = conns.get_mut(&conn) else {
             return;
         };
-        let peer = c.pid;
+        let peer = c.peer.pid;
         let reply = c.session.line(line, now, |hello| {
-            admit(hello, peer, tenants.as_ref(), agents, sessions)
+            admit(hello, peer, identity, agents, sessions)
         });
         let reply = self.follow(conn, reply);
         write(conn, reply, out);
@@ -281,12 +338,40 @@ impl State {
     }
 }
 
-/// Who `hello` registers: the socket peer's own pid, in a managed tenant without a live
-/// agent; the session gets the next id.
+/// A connection's peer's tenant and name, or why it has none.
+type Identity = Result<(TenantId, String), ProtocolError>;
+
+/// The tenant of `peer`'s process, read from the world ([`Tenants`]), if that process is still
+/// the one that connected after the reading: a pid names a process only while it lives, so a
+/// peer that exited since it connected may have left its pid to a process in another tenant.
+fn identify(peer: &Peer, tenants: &dyn Tenants) -> Identity {
+    let Some(pid) = peer.pid else {
+        return Err(ProtocolError::new(
+            ErrorCode::Identity,
+            "the socket peer's credentials could not be read",
+        ));
+    };
+    let tenant = tenants.tenant_of(pid);
+    if !peer.alive() {
+        return Err(ProtocolError::new(
+            ErrorCode::Identity,
+            format!("process {pid} that connected has exited; its pid no longer proves who sends"),
+        ));
+    }
+    tenant.ok_or_else(|| {
+        ProtocolError::new(
+            ErrorCode::Identity,
+            format!("process {pid} is in no tenant memtide manages"),
+        )
+    })
+}
+
+/// Who `hello` registers: the socket peer's own pid, in a managed tenant (`identity`) without
+/// a live agent; the session gets the next id.
 fn admit(
     hello: &Hello,
     peer: Option<u32>,
-    tenants: &dyn Tenants,
+    identity: Option<Identity>,
     agents: &BTreeMap<TenantId, ConnId>,
     sessions: &mut u64,
 ) -> Result<Admitted, ProtocolError> {
@@ -300,12 +385,12 @@ fn admit(
             ),
         ));
     }
-    let Some((tenant, name)) = tenants.tenant_of(hello.pid) else {
-        return Err(ProtocolError::new(
+    let (tenant, name) = identity.unwrap_or_else(|| {
+        Err(ProtocolError::new(
             ErrorCode::Identity,
-            format!("process {} is in no tenant memtide manages", hello.pid),
-        ));
-    };
+            "the socket peer's tenant was not read",
+        ))
+    })?;
     if agents.contains_key(&tenant) {
         return Err(ProtocolError::new(
             ErrorCode::Busy,
@@ -357,10 +442,13 @@ mod tests {
     /// Feeds `line` from `conn` at `at`, returning what the hub answered and closed.
     fn feed(hub: &Hub, conn: usize, line: &str, at: Duration) -> (Vec<String>, Vec<ConnId>) {
         let mut out = Outbox::default();
+        let peer = hub.lock().unregistered_peer(ConnId(conn));
+        let identity = peer.map(|p| identify(&p, hub.tenants.as_ref()));
         hub.lock().on_line(
             ConnId(conn),
             Line::Complete(line.as_bytes().to_vec()),
             at,
+            identity,
             &mut out,
         );
         (out.lines.into_iter().map(|l| l.1).collect(), out.close)
@@ -373,8 +461,15 @@ mod tests {
         (out.lines.into_iter().map(|l| l.1).collect(), out.close)
     }
 
+    /// A connection from `pid` at time 0, its pidfd on a live process (this one).
     fn open(hub: &Hub, conn: usize, pid: u32) {
-        hub.lock().open(ConnId(conn), Some(pid));
+        open_at(hub, conn, pid, s(0));
+    }
+
+    fn open_at(hub: &Hub, conn: usize, pid: u32, at: Duration) {
+        let pidfd = crate::socket::pidfd_open(std::process::id());
+        let peer = Peer::from_parts(Some(pid), Some(0), pidfd);
+        hub.lock().open(ConnId(conn), peer, at);
     }
 
     fn hello(pid: u32) -> String {
@@ -445,6 +540,54 @@ mod tests {
         assert!(lines[0].contains("in no tenant"), "{lines:?}");
         assert_eq!(closed, vec![ConnId(1)]);
         assert!(h.lever(DB, Pages::ZERO, s(0)).is_none());
+    }
+
+    #[test]
+    fn a_hello_from_a_peer_that_exited_is_refused_though_its_pid_is_now_a_tenant_s() {
+        let h = hub();
+        // Process 100 connected and exited; its pid now names tenant db's process.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pidfd = crate::socket::pidfd_open(child.id());
+        child.wait().unwrap();
+        h.lock()
+            .open(ConnId(0), Peer::from_parts(Some(100), Some(0), pidfd), s(0));
+        let (lines, closed) = feed(&h, 0, &hello(100), s(0));
+        assert!(
+            lines[0].contains(r#""code":"identity""#) && lines[0].contains("has exited"),
+            "{lines:?}"
+        );
+        assert_eq!(closed, vec![ConnId(0)]);
+        assert!(
+            h.lever(DB, Pages::ZERO, s(0)).is_none(),
+            "not welcomed as db"
+        );
+    }
+
+    #[test]
+    fn a_connection_without_hello_is_closed_once_hello_within_has_passed() {
+        let h = hub();
+        open_at(&h, 0, 100, s(0));
+        registered(&h, 1, 200);
+        open_at(&h, 2, 300, s(3));
+        let mut out = Outbox::default();
+        h.lock().close_overdue(s(4), &mut out);
+        assert!(out.close.is_empty(), "none is 5 s old yet");
+        h.lock().close_overdue(s(5), &mut out);
+        assert_eq!(out.close, vec![ConnId(0)], "the registered agent stays");
+        assert!(
+            out.lines[0].1.contains(r#""code":"not_registered""#)
+                && out.lines[0].1.contains(r#""fatal":true"#),
+            "{:?}",
+            out.lines
+        );
+        // Connection 2's number reused by a newer connection: it is timed from its own open.
+        h.lock().on_closed(ConnId(2));
+        open_at(&h, 2, 300, s(7));
+        let mut out = Outbox::default();
+        h.lock().close_overdue(s(9), &mut out);
+        assert!(out.close.is_empty(), "{:?}", out.close);
+        h.lock().close_overdue(s(12), &mut out);
+        assert_eq!(out.close, vec![ConnId(2)]);
     }
 
     #[test]

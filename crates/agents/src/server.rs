@@ -1,18 +1,27 @@
 //! The balloon socket's event loop: one thread serves every agent connection with mio (epoll) — accepts, reads lines of at most 64 KiB, hands them to a [`Handler`], writes its answers, and wakes for its timers and for work queued from other threads.
 //!
-//! One thread and a few KiB per connection, so 10,000 connected agents cost no more than
-//! their buffers: each connection keeps the unfinished line it is reading (at most 64 KiB,
-//! `memtide_balloon::line`) and the answers not yet written (at most [`MAX_PENDING_OUT`]; an
-//! agent that stops reading is closed rather than buffered without end). Connections beyond
-//! [`ServerConfig::max_connections`] are accepted and closed at once, so the backlog never
-//! fills with agents that will not be served. The handler runs on this thread; other threads
-//! reach it through the state they share with it and wake the loop with [`Wake`].
+//! One thread and a few hundred bytes per idle connection: a connection keeps the unfinished
+//! line it is reading (at most 64 KiB, `memtide_balloon::line`, and no buffer at all between
+//! lines) and the answers not yet written (at most [`MAX_PENDING_OUT`], released once written;
+//! an agent that stops reading is closed rather than buffered without end).
+//!
+//! Who may hold connections is bounded at accept, so that no one user can lock agents out:
+//! at most [`ServerConfig::max_connections`] in all, at most [`ServerConfig::max_per_uid`]
+//! from one user (the peer's uid, `SO_PEERCRED`), and each connection's two descriptors (its
+//! socket and its peer's pidfd, [`Peer`]) counted in the process's descriptor budget
+//! ([`Descriptors`]), so connections never take the descriptors the ticks need. A connection
+//! past any of these is accepted and closed at once, so the backlog never fills with agents
+//! that will not be served. A connection that never says hello is the handler's to close.
+//! The handler runs on this thread; other threads reach it through the state they share with
+//! it and wake the loop with [`Wake`].
 
 use crate::error::SocketError;
-use crate::socket::{peer_pid, BoundSocket};
+use crate::socket::{BoundSocket, Peer};
 use memtide_balloon::line::{Line, LineSplitter};
 use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token, Waker};
+use std::collections::BTreeMap;
+use std::fmt;
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -56,8 +65,8 @@ impl Outbox {
 
 /// The protocol side of the loop. Every call gets the time it happens at and an [`Outbox`].
 pub trait Handler: Send + 'static {
-    /// A connection from process `pid` (`None`: its credentials could not be read).
-    fn opened(&mut self, conn: ConnId, pid: Option<i32>, now: Instant);
+    /// A connection from `peer`, pinned at accept.
+    fn opened(&mut self, conn: ConnId, peer: Peer, now: Instant);
     /// One line read from `conn` (or a line too long, or not UTF-8).
     fn line(&mut self, conn: ConnId, line: Line, now: Instant, out: &mut Outbox);
     /// `conn` is gone (the peer closed, a write failed, or the handler closed it).
@@ -69,14 +78,29 @@ pub trait Handler: Send + 'static {
     fn stopping(&mut self, now: Instant, out: &mut Outbox);
 }
 
+/// The process's descriptor budget, as the loop counts its connections in it.
+pub trait Descriptors: Send + Sync + fmt::Debug {
+    /// Places for `n` descriptors, held until the box is dropped; `None` when fewer are left.
+    fn take(&self, n: usize) -> Option<Box<dyn Send>>;
+}
+
+/// Descriptors one connection holds: its socket and its peer's pidfd.
+const DESCRIPTORS_PER_CONNECTION: usize = 2;
+
 /// How the loop serves.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     pub socket: PathBuf,
     /// Permission bits of the socket file.
     pub mode: u32,
+    /// The socket file's group (`None`: root's).
+    pub group: Option<u32>,
     /// Connections served at once, at most.
     pub max_connections: usize,
+    /// Connections served at once from one user (the peer's uid), at most.
+    pub max_per_uid: usize,
+    /// Where each connection's descriptors are counted (`None`: not counted).
+    pub descriptors: Option<Arc<dyn Descriptors>>,
 }
 
 /// Wakes the loop from another thread (after queueing work for its handler).
@@ -101,7 +125,7 @@ pub struct Server {
 impl Server {
     /// Binds the socket and starts the loop's thread with `handler`.
     pub fn start<H: Handler>(config: &ServerConfig, handler: H) -> Result<Server, SocketError> {
-        let bound = BoundSocket::bind(&config.socket, config.mode)?;
+        let bound = BoundSocket::bind(&config.socket, config.mode, config.group)?;
         let loop_err = |source| SocketError::EventLoop {
             path: config.socket.clone(),
             source,
@@ -122,6 +146,9 @@ impl Server {
             free: Vec::new(),
             handler,
             max_connections: config.max_connections,
+            max_per_uid: config.max_per_uid,
+            per_uid: BTreeMap::new(),
+            descriptors: config.descriptors.clone(),
             accept_pending: false,
             touched: Vec::new(),
         };
@@ -171,6 +198,9 @@ impl Drop for Server {
 
 struct Conn {
     stream: UnixStream,
+    uid: u32,
+    /// This connection's places in the descriptor budget.
+    _places: Option<Box<dyn Send>>,
     splitter: LineSplitter,
     out: Vec<u8>,
     /// Bytes of `out` already written.
@@ -189,6 +219,10 @@ struct Loop<H> {
     free: Vec<usize>,
     handler: H,
     max_connections: usize,
+    max_per_uid: usize,
+    /// Connections served now, by the peer's uid.
+    per_uid: BTreeMap<u32, usize>,
+    descriptors: Option<Arc<dyn Descriptors>>,
     /// `accept` ran out of descriptors: try again on the next turn rather than wait for an
     /// edge that will not come.
     accept_pending: bool,
@@ -249,10 +283,23 @@ impl<H: Handler> Loop<H> {
                 Ok((stream, _)) => {
                     let live = self.conns.len() - self.free.len();
                     if live >= self.max_connections {
-                        drop(stream);
                         continue;
                     }
-                    self.add(stream, now);
+                    let peer = Peer::of(&stream);
+                    let Some(uid) = peer.uid else {
+                        continue;
+                    };
+                    if self.per_uid.get(&uid).copied().unwrap_or(0) >= self.max_per_uid {
+                        continue;
+                    }
+                    let places = match &self.descriptors {
+                        Some(d) => match d.take(DESCRIPTORS_PER_CONNECTION) {
+                            Some(places) => Some(places),
+                            None => continue,
+                        },
+                        None => None,
+                    };
+                    self.add(stream, peer, uid, places, now);
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -265,7 +312,14 @@ impl<H: Handler> Loop<H> {
         }
     }
 
-    fn add(&mut self, mut stream: UnixStream, now: Instant) {
+    fn add(
+        &mut self,
+        mut stream: UnixStream,
+        peer: Peer,
+        uid: u32,
+        places: Option<Box<dyn Send>>,
+        now: Instant,
+    ) {
         let idx = self.free.pop().unwrap_or(self.conns.len());
         let token = Token(idx + FIRST_CONN);
         if self
@@ -277,9 +331,11 @@ impl<H: Handler> Loop<H> {
             self.free.push(idx);
             return;
         }
-        let pid = peer_pid(&stream);
+        *self.per_uid.entry(uid).or_insert(0) += 1;
         let conn = Conn {
             stream,
+            uid,
+            _places: places,
             splitter: LineSplitter::new(),
             out: Vec::new(),
             written: 0,
@@ -291,7 +347,7 @@ impl<H: Handler> Loop<H> {
         } else {
             self.conns[idx] = Some(conn);
         }
-        self.handler.opened(ConnId(idx), pid, now);
+        self.handler.opened(ConnId(idx), peer, now);
     }
 
     /// Reads what `id` has and hands its lines to the handler. A read shorter than the buffer
@@ -388,7 +444,8 @@ impl<H: Handler> Loop<H> {
             }
         }
         if conn.written == conn.out.len() {
-            conn.out.clear();
+            // Released, not kept: an idle connection holds no buffer.
+            conn.out = Vec::new();
             conn.written = 0;
             if conn.closing {
                 self.drop_conn(id, now);
@@ -417,6 +474,12 @@ impl<H: Handler> Loop<H> {
     fn drop_conn(&mut self, id: ConnId, now: Instant) {
         if let Some(mut conn) = self.conns.get_mut(id.0).and_then(Option::take) {
             let _ = self.poll.registry().deregister(&mut conn.stream);
+            if let Some(n) = self.per_uid.get_mut(&conn.uid) {
+                *n -= 1;
+                if *n == 0 {
+                    self.per_uid.remove(&conn.uid);
+                }
+            }
             self.free.push(id.0);
             self.handler.closed(id, now);
         }

@@ -1,4 +1,4 @@
-//! Bad traffic against a real server and hub: a 1 MB line, binary garbage, 10,000 connections at once, and an agent that never answers. Each gets its error, or is closed when the policy takes it over; no other tenant's agent is touched, and the server keeps serving.
+//! Bad traffic against a real server and hub: a 1 MB line, binary garbage, 10,000 connections at once, and an agent that never answers, connections that never say hello, one user past its share. Each gets its error, or is closed when the policy takes it over; no other tenant's agent is touched, and the server keeps serving.
 
 use memtide_agents::hub::{AgentEvent, Closed, Hub, SessionConfig, Tenants};
 use memtide_agents::server::{Server, ServerConfig};
@@ -21,12 +21,24 @@ impl Tenants for AllInDb {
 }
 
 fn serve(dir: &Path, config: SessionConfig, max_connections: usize) -> (Server, Hub) {
+    serve_per_uid(dir, config, max_connections, max_connections)
+}
+
+fn serve_per_uid(
+    dir: &Path,
+    config: SessionConfig,
+    max_connections: usize,
+    max_per_uid: usize,
+) -> (Server, Hub) {
     let hub = Hub::new(config, Box::new(AllInDb));
     let server = Server::start(
         &ServerConfig {
             socket: dir.join("b.sock"),
             mode: 0o600,
             max_connections,
+            group: None,
+            max_per_uid,
+            descriptors: None,
         },
         hub.handler(),
     )
@@ -203,4 +215,72 @@ fn ten_thousand_connections_at_once_are_served() {
     drop(clients.stdin.take());
     let _ = clients.wait();
     server.stop();
+}
+
+#[test]
+fn a_connection_that_never_says_hello_is_closed_and_an_agent_still_registers() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = SessionConfig {
+        hello_within: Duration::from_millis(300),
+        ..SessionConfig::default()
+    };
+    let (_server, _hub) = serve(dir.path(), config, 16);
+    let path = dir.path().join("b.sock");
+    let started = std::time::Instant::now();
+    let mut idle = Client::connect(&path);
+    let line = idle.line();
+    assert!(
+        line.contains(r#""code":"not_registered""#) && line.contains(r#""fatal":true"#),
+        "{line}"
+    );
+    assert_eq!(idle.line(), "", "closed after the error");
+    println!(
+        "an idle connection was closed after {:?}",
+        started.elapsed()
+    );
+    let mut agent = Client::connect(&path);
+    assert!(agent.hello().contains(r#""type":"welcome""#));
+}
+
+#[test]
+fn one_user_past_its_share_is_closed_at_once_and_a_freed_place_serves_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, _hub) = serve_per_uid(dir.path(), SessionConfig::default(), 100, 3);
+    let path = dir.path().join("b.sock");
+    let mut held: Vec<Client> = (0..3).map(|_| Client::connect(&path)).collect();
+    let mut over = Client::connect(&path);
+    assert_eq!(
+        over.line(),
+        "",
+        "the fourth connection from this uid is closed"
+    );
+    // One of the three goes: its place is this user's again.
+    held.pop();
+    let mut agent = wait_for_place(&path);
+    assert!(agent.hello().contains(r#""type":"welcome""#));
+    drop(held);
+}
+
+/// A connection that is served (not closed at once), once the server has seen a close.
+fn wait_for_place(path: &Path) -> Client {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut c = Client::connect(path);
+        c.writer
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let mut probe = [0u8; 1];
+        match std::io::Read::read(&mut c.writer, &mut probe) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                c.writer
+                    .set_read_timeout(Some(Duration::from_secs(10)))
+                    .unwrap();
+                return c;
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(std::time::Instant::now() < deadline, "no place freed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

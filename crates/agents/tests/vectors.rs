@@ -27,6 +27,9 @@ fn serve(dir: &Path) -> (Server, Hub) {
         socket: dir.join("balloon.sock"),
         mode: 0o660,
         max_connections: 64,
+        group: None,
+        max_per_uid: 64,
+        descriptors: None,
     };
     let server = Server::start(&config, hub.handler()).unwrap();
     hub.set_wake(server.waker());

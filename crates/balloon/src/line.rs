@@ -3,7 +3,7 @@
 //! [`LineSplitter`] is the whole rule and does no I/O, so a blocking reader and a non-blocking
 //! event loop use it alike: feed it the bytes a read returned and take the lines they
 //! complete. It keeps only the unfinished line, never more than 65,535 bytes, so one connection
-//! costs at most that much however its peer writes. [`LineReader`] wraps it around a blocking
+//! costs at most that much however its peer writes, and nothing once the line is finished. [`LineReader`] wraps it around a blocking
 //! [`Read`].
 
 use std::collections::VecDeque;
@@ -49,16 +49,16 @@ impl LineSplitter {
             if self.dropping {
                 self.dropping = false;
             } else if self.partial.len() + head.len() >= MAX_LINE_BYTES {
-                self.partial.clear();
+                self.partial = Vec::new();
                 lines.push(Line::TooLong);
             } else {
+                // The unfinished start becomes the line: the splitter keeps no buffer between
+                // lines, so an idle connection costs none.
                 let mut line = if self.partial.is_empty() {
                     head.to_vec()
                 } else {
-                    let mut line = Vec::with_capacity(self.partial.len() + head.len());
-                    line.extend_from_slice(&self.partial);
+                    let mut line = std::mem::take(&mut self.partial);
                     line.extend_from_slice(head);
-                    self.partial.clear();
                     line
                 };
                 if line.last() == Some(&b'\r') {
@@ -140,6 +140,23 @@ mod tests {
 
     fn complete(text: &str) -> Line {
         Line::Complete(text.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_finished_long_line_leaves_no_buffer_behind() {
+        let mut splitter = LineSplitter::new();
+        assert!(splitter.feed(&[b'x'; 60_000]).is_empty());
+        assert!(splitter.partial.capacity() >= 60_000);
+        let lines = splitter.feed(b"x\n");
+        assert!(matches!(&lines[..], [Line::Complete(l)] if l.len() == 60_001));
+        assert_eq!(splitter.partial.capacity(), 0, "released, not kept");
+        assert!(splitter.feed(&[b'y'; 70_000]).len() == 1);
+        assert!(splitter.feed(b"\n").is_empty());
+        assert_eq!(
+            splitter.partial.capacity(),
+            0,
+            "a line too long is not kept either"
+        );
     }
 
     #[test]

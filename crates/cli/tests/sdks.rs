@@ -72,6 +72,9 @@ fn sample_follows_targets(test: &str, sdk: Sdk) {
             socket: dir.path().join("b.sock"),
             mode: 0o600,
             max_connections: 8,
+            group: None,
+            max_per_uid: 8,
+            descriptors: None,
         },
         hub.handler(),
     )

@@ -203,6 +203,10 @@ pub struct BalloonSection {
     /// `mode = "0660"`: the socket file's permission bits (the owning group may connect).
     #[serde(deserialize_with = "read::mode")]
     pub mode: u32,
+    /// `group = "memtide"`: the socket file's group, so that its members may connect (with
+    /// `mode` giving the group write permission). Default: root's group. The socket's owner,
+    /// group and mode are set before it appears at `socket`.
+    pub group: Option<String>,
     /// `stats_interval = "1s"`: agents send statistics this often (100ms..=60s).
     #[serde(deserialize_with = "read_as::duration")]
     pub stats_interval: Duration,
@@ -210,8 +214,12 @@ pub struct BalloonSection {
     /// Default: 5s, or `stats_interval` when longer.
     #[serde(deserialize_with = "read_as::duration")]
     pub dead_after: Duration,
-    /// `max_agents = 16384`: connections served at once (1..=1000000).
+    /// `max_agents = 16384`: connections served at once (1..=1000000); never more than a
+    /// quarter of the descriptor budget allows (`memtide_linux::host::max_agent_connections`).
     pub max_agents: usize,
+    /// `max_agents_per_uid = 64`: connections served at once from one user, the peer's uid
+    /// (1..=1000000): one user's flood cannot lock out other users' agents.
+    pub max_agents_per_uid: usize,
 }
 
 /// `[sharing]`: content-based page sharing through the kernel's KSM (docs/sharing.md).
@@ -520,9 +528,11 @@ impl Default for BalloonSection {
             enabled: true,
             socket: PathBuf::from("/run/memtide/balloon.sock"),
             mode: 0o660,
+            group: None,
             stats_interval: Duration::from_secs(1),
             dead_after: Duration::from_secs(5),
             max_agents: 16_384,
+            max_agents_per_uid: 64,
         }
     }
 }

@@ -73,6 +73,9 @@ impl Memtide {
                 socket: dir.join("b.sock"),
                 mode: 0o600,
                 max_connections: 4,
+                group: None,
+                max_per_uid: 4,
+                descriptors: None,
             },
             hub.handler(),
         )

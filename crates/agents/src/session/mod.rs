@@ -49,15 +49,18 @@ pub struct SessionConfig {
     pub dead_after: Duration,
     /// Errors on one connection before it is closed (the last is `violations`).
     pub max_violations: u32,
+    /// A connection that has not said `hello` this long after it opened is closed.
+    pub hello_within: Duration,
 }
 
 impl Default for SessionConfig {
-    /// 1 s stats, dead after 5 s, 8 errors.
+    /// 1 s stats, dead after 5 s, 8 errors, `hello` within 5 s.
     fn default() -> SessionConfig {
         SessionConfig {
             stats_interval: Duration::from_secs(1),
             dead_after: Duration::from_secs(5),
             max_violations: 8,
+            hello_within: Duration::from_secs(5),
         }
     }
 }
@@ -296,6 +299,24 @@ impl Session {
             close: true,
             events: Vec::new(),
         }
+    }
+
+    /// `hello_within` has passed since the connection opened: a connection that has not said
+    /// `hello` hears a fatal `not_registered` and is closed; a registered agent is left alone.
+    pub fn hello_overdue(&mut self) -> Reply {
+        let mut reply = Reply::default();
+        if self.closed || self.agent.is_some() {
+            return reply;
+        }
+        let message = format!(
+            "no hello within {} ms of connecting; closing",
+            self.config.hello_within.as_millis()
+        );
+        reply
+            .lines
+            .push(error_line(ErrorCode::NotRegistered, message, true));
+        self.close(Closed::Vanished, &mut reply);
+        reply
     }
 
     /// The connection closed under the session: its agent, if any, vanished.

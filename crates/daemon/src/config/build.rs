@@ -236,6 +236,12 @@ fn check_balloon(doc: &Document, b: &BalloonSection) -> Result<()> {
         at.key("max_agents"),
         (1..=1_000_000).contains(&b.max_agents),
         "must be between 1 and 1000000",
+    )?;
+    require(
+        doc,
+        at.key("max_agents_per_uid"),
+        (1..=1_000_000).contains(&b.max_agents_per_uid),
+        "must be between 1 and 1000000",
     )
 }
 

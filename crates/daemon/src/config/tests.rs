@@ -363,9 +363,11 @@ backoff_pressure = 25.5
 enabled = false
 socket = "/run/agents/b.sock"
 mode = "0600"
+group = "memtide"
 stats_interval = "2s"
 dead_after = "20s"
 max_agents = 100
+max_agents_per_uid = 10
 
 [sharing]
 enabled = true
@@ -446,9 +448,11 @@ fn a_full_file_reads_every_key() {
             enabled: false,
             socket: PathBuf::from("/run/agents/b.sock"),
             mode: 0o600,
+            group: Some("memtide".into()),
             stats_interval: Duration::from_secs(2),
             dead_after: Duration::from_secs(20),
             max_agents: 100,
+            max_agents_per_uid: 10,
         },
         sharing: SharingSection {
             enabled: true,
@@ -866,6 +870,11 @@ fn balloon_settings_out_of_range_name_their_field() {
         (
             "[balloon]\nmax_agents = 0\n",
             "balloon.max_agents",
+            "between 1 and",
+        ),
+        (
+            "[balloon]\nmax_agents_per_uid = 0\n",
+            "balloon.max_agents_per_uid",
             "between 1 and 1000000",
         ),
         ("[balloon]\nsocket = \"\"\n", "balloon.socket", "not a path"),

@@ -280,6 +280,7 @@ impl Balloon {
     fn start(config: &BalloonSection, host: &LinuxHost) -> Result<Balloon, DaemonError> {
         use memtide_agents::hub::{Hub, SessionConfig};
         use memtide_agents::server::{Server, ServerConfig};
+        use memtide_linux::host::{max_agent_connections, AgentDescriptors};
         let hub = Hub::new(
             SessionConfig {
                 stats_interval: config.stats_interval,
@@ -288,17 +289,50 @@ impl Balloon {
             },
             Box::new(host.agent_tenants()),
         );
+        // Root binds and renames in the socket's directory: only root may write there.
+        if let Some(dir) = config.socket.parent().filter(|d| d.exists()) {
+            memtide_files::check_trusted(dir, "balloon socket directory")?;
+        }
+        let group = config.group.as_deref().map(group_id).transpose()?;
         let server = Server::start(
             &ServerConfig {
                 socket: config.socket.clone(),
                 mode: config.mode,
-                max_connections: config.max_agents,
+                group,
+                max_connections: config.max_agents.min(max_agent_connections()),
+                max_per_uid: config.max_agents_per_uid,
+                descriptors: Some(std::sync::Arc::new(AgentDescriptors)),
             },
             hub.handler(),
         )?;
         hub.set_wake(server.waker());
         Ok(Balloon { server, hub })
     }
+}
+
+/// The id of group `name` (`[balloon] group`); an unknown group is the user's error.
+fn group_id(name: &str) -> Result<u32, DaemonError> {
+    let unknown = || DaemonError::Usage(format!("[balloon] group = {name:?}: no such group"));
+    let c = std::ffi::CString::new(name).map_err(|_| unknown())?;
+    // SAFETY: `struct group` is plain data (integers and pointers): all zeros is a value.
+    let mut group: libc::group = unsafe { std::mem::zeroed() };
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    let mut found: *mut libc::group = std::ptr::null_mut();
+    // SAFETY: every pointer is to a live buffer of the size passed; `found` is written by
+    // getgrnam_r and read only when it returned 0.
+    let rc = unsafe {
+        libc::getgrnam_r(
+            c.as_ptr(),
+            &mut group,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() {
+        return Err(unknown());
+    }
+    Ok(group.gr_gid)
 }
 
 /// The controller for `config` on a host with `machine` memory and `swap`: the budget (given,
@@ -390,6 +424,17 @@ fn io_options(config: &DaemonConfig, state_path: &Path) -> IoOptions {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn a_balloon_group_is_found_by_name_and_an_unknown_one_is_the_user_s_error() {
+        assert_eq!(group_id("root").unwrap(), 0);
+        let err = group_id("memtide-no-such-group").unwrap_err();
+        assert!(err.is_usage(), "{err}");
+        assert_eq!(
+            err.to_string(),
+            r#"[balloon] group = "memtide-no-such-group": no such group"#
+        );
+    }
 
     #[test]
     fn the_disk_s_scheduler_in_force_is_kept_beside_the_state_file() {

@@ -60,7 +60,7 @@ static KEPT: AtomicUsize = AtomicUsize::new(0);
 
 /// How many descriptors may be kept: half the soft limit in force now (read when a descriptor
 /// is to be kept, which happens once per file, so a limit raised later counts).
-fn budget() -> usize {
+pub fn budget() -> usize {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -73,7 +73,8 @@ fn budget() -> usize {
 }
 
 /// One kept descriptor's place in the budget, given back when dropped. Whatever keeps a
-/// descriptor open for long takes one (kept files, OOM eventfds).
+/// descriptor open for long takes one (kept files, OOM eventfds, the balloon socket's
+/// connections: `host::agents::AgentDescriptors`).
 #[derive(Debug)]
 pub struct Slot(());
 

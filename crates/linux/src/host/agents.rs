@@ -3,9 +3,18 @@
 //! The event loop of the balloon socket asks from its own thread, so the host keeps the
 //! tenants' directories in a [`Members`] map it updates as tenants come and go, and
 //! [`CgroupTenants`] reads that map and `/proc`: one small file read per `hello`.
+//!
+//! The socket's connections are counted in the descriptor budget kept files share
+//! ([`AgentDescriptors`], two descriptors each: the socket and the peer's pidfd), and there are
+//! at most [`max_agent_connections`] of them: a quarter of the budget, so that even when
+//! every one is taken half the budget is left for kept files and the rest of the process
+//! keeps the other half of the open-file limit. With the open-file limit at 4,096 that is
+//! 512 connections.
 
 use crate::fs::hierarchy::{own_cgroup, MemoryHierarchy};
+use crate::fs::kept::{self, Slot};
 use memtide_agents::hub::Tenants;
+use memtide_agents::server::Descriptors;
 use memtide_model::TenantId;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -28,6 +37,24 @@ impl Members {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&id);
+    }
+}
+
+/// The balloon socket's connections at most that the descriptor budget leaves room for (see
+/// the module docs).
+pub fn max_agent_connections() -> usize {
+    kept::budget() / 4
+}
+
+/// The descriptor budget, as the balloon socket counts its connections in it.
+#[derive(Debug)]
+pub struct AgentDescriptors;
+
+impl Descriptors for AgentDescriptors {
+    fn take(&self, n: usize) -> Option<Box<dyn Send>> {
+        // All or none: places taken before one was missing are given back as they drop.
+        let slots: Option<Vec<Slot>> = (0..n).map(|_| Slot::take()).collect();
+        slots.map(|s| Box::new(s) as Box<dyn Send>)
     }
 }
 
@@ -114,6 +141,16 @@ mod tests {
             "/memtide/db2 is not under /memtide/db"
         );
         assert_eq!(t.tenant_of(99), None);
+    }
+
+    #[test]
+    fn agent_connections_take_places_in_the_budget_all_or_none() {
+        let places = AgentDescriptors.take(2).expect("room for two descriptors");
+        drop(places);
+        // More than the whole budget: none taken, and what was taken on the way given back.
+        assert!(AgentDescriptors.take(kept::budget() + 1).is_none());
+        assert!(AgentDescriptors.take(2).is_some());
+        assert!(max_agent_connections() * 4 <= kept::budget());
     }
 
     #[test]

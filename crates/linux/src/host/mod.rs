@@ -20,7 +20,7 @@ mod tenant;
 mod world;
 
 pub use actuator::{Actuator, Attached, Joins, TenantView};
-pub use agents::CgroupTenants;
+pub use agents::{max_agent_connections, AgentDescriptors, CgroupTenants};
 pub use app_balloon::AppBalloon;
 pub use error::LinuxError;
 pub use io::{Disk, IoFailure, IoHost, IoOptions, IoRecord};

@@ -1,5 +1,5 @@
 //! memtide-attack: what the security tests run as an unprivileged user against a real daemon's
-//! sockets. Arguments are parsed by hand: a test tool with two verbs, not worth clap.
+//! sockets. Arguments are parsed by hand: a test tool with four verbs, not worth clap.
 //!
 //! - `memtide-attack hold (--unix PATH | --tcp ADDR) --count N [--send TEXT] --hold SECS`:
 //!   opens N connections, writes TEXT (escapes `\n` understood) on each, keeps them all open
@@ -11,9 +11,15 @@
 //!   with misses growing (a pool in use), answers every target `working` and never resizes;
 //!   closed, it connects again a second later, for SECS seconds in all. It prints
 //!   `target seq=N pool_bytes=P deadline_ms=D` for each target and `closed` for each close.
+//! - `memtide-attack handoff --unix PATH --send TEXT --after FILE --reply FILE [--timeout
+//!   SECS]`: connects, forks and exits at once, printing its own pid (the socket peer's); the
+//!   child keeps the connection, waits for the first FILE to exist, writes TEXT (`{pid}`
+//!   replaced by that pid) and writes what comes back to the reply FILE. The borrowed identity
+//!   of issue 27: the pid the socket recorded may name another process by then.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -107,7 +113,46 @@ fn main() {
                 std::thread::sleep(Duration::from_secs(1));
             }
         }
-        _ => fail("usage: memtide-attack hold|request|liar (--unix PATH | --tcp ADDR) ..."),
+        "handoff" => {
+            let timeout = Duration::from_secs(number("--timeout", 30));
+            let after = value("--after").unwrap_or_else(|| fail("--after FILE is needed"));
+            let reply_to = value("--reply").unwrap_or_else(|| fail("--reply FILE is needed"));
+            let mut s =
+                connect(&target, timeout).unwrap_or_else(|e| fail(&format!("connect: {e}")));
+            let me = std::process::id();
+            println!("{me}");
+            let _ = std::io::stdout().flush();
+            // SAFETY: this program has one thread; the child only makes system calls and
+            // allocates, as a single-threaded process may after fork.
+            match unsafe { libc::fork() } {
+                -1 => fail("fork failed"),
+                0 => {}
+                _ => std::process::exit(0),
+            }
+            // The child: let go of the caller's pipes, so it sees the parent end.
+            let null = std::fs::OpenOptions::new()
+                .write(true)
+                .open("/dev/null")
+                .unwrap_or_else(|e| fail(&format!("/dev/null: {e}")));
+            // SAFETY: dup2 onto the standard descriptors this process owns.
+            unsafe {
+                libc::dup2(null.as_raw_fd(), 1);
+                libc::dup2(null.as_raw_fd(), 2);
+            }
+            let until = std::time::Instant::now() + timeout;
+            while !std::path::Path::new(&after).exists() {
+                if std::time::Instant::now() > until {
+                    std::process::exit(3);
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let text = send.unwrap_or_default().replace("{pid}", &me.to_string());
+            let _ = s.write_all(text.as_bytes());
+            let mut reply = Vec::new();
+            let _ = s.read_to_end(&mut reply);
+            let _ = std::fs::write(&reply_to, reply);
+        }
+        _ => fail("usage: memtide-attack hold|request|liar|handoff (--unix PATH | --tcp ADDR) ..."),
     }
 }
 

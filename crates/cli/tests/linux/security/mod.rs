@@ -4,5 +4,6 @@
 //! a real unprivileged user the test makes ([`memtide_testkit::UnprivilegedUser`]).
 
 mod api;
+mod balloon;
 mod liar;
 mod state;
