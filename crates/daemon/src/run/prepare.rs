@@ -312,27 +312,13 @@ impl Balloon {
 
 /// The id of group `name` (`[balloon] group`); an unknown group is the user's error.
 fn group_id(name: &str) -> Result<u32, DaemonError> {
-    let unknown = || DaemonError::Usage(format!("[balloon] group = {name:?}: no such group"));
-    let c = std::ffi::CString::new(name).map_err(|_| unknown())?;
-    // SAFETY: `struct group` is plain data (integers and pointers): all zeros is a value.
-    let mut group: libc::group = unsafe { std::mem::zeroed() };
-    let mut buf = vec![0 as libc::c_char; 16 * 1024];
-    let mut found: *mut libc::group = std::ptr::null_mut();
-    // SAFETY: every pointer is to a live buffer of the size passed; `found` is written by
-    // getgrnam_r and read only when it returned 0.
-    let rc = unsafe {
-        libc::getgrnam_r(
-            c.as_ptr(),
-            &mut group,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut found,
-        )
-    };
-    if rc != 0 || found.is_null() {
-        return Err(unknown());
-    }
-    Ok(group.gr_gid)
+    crate::api::group_id(name).map_err(|e| {
+        let why = match e {
+            crate::api::ApiError::Group { why, .. } => why,
+            other => other.to_string(),
+        };
+        DaemonError::Usage(format!("[balloon] group = {name:?}: {why}"))
+    })
 }
 
 /// The controller for `config` on a host with `machine` memory and `swap`: the budget (given,

@@ -223,7 +223,9 @@ fn a_forged_state_file_naming_cgroups_outside_the_configuration_is_refused_not_a
     assert_eq!(refused.len(), 3, "not three refusals:\n{log}");
     for name in ["app", "ghost", "intruder"] {
         assert!(
-            refused.iter().any(|l| l.contains(&format!(" tenant={name} "))),
+            refused
+                .iter()
+                .any(|l| l.contains(&format!(" tenant={name} "))),
             "no refusal of {name}:\n{log}"
         );
     }
