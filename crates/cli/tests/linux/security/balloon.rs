@@ -1,4 +1,4 @@
-//! The balloon socket cannot be turned against the agents it serves: an identity cannot be borrowed (a pid reused by a process in a tenant after the process that connected exited is refused).
+//! The balloon socket cannot be turned against the agents it serves: an identity cannot be borrowed (a pid reused by a process in a tenant after the process that connected exited is refused), and a user's flood of idle or unfinished connections neither locks a real agent out nor costs more than a stated RSS.
 
 use crate::host::*;
 use std::os::unix::fs::PermissionsExt;
@@ -118,4 +118,96 @@ fn a_pid_reused_in_a_tenant_does_not_lend_the_tenant_its_identity() {
         "{text}"
     );
     assert!(!daemon.log_text().contains("agent_registered"));
+}
+
+/// The daemon's resident memory, in bytes.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// The RSS a flood may add, stated: 16,384 idle connections and 2,000 unfinished 65,000-byte
+/// lines (130 MB were held before the per-uid bound and the released buffers).
+const FLOOD_RSS_BOUND: u64 = 24 * MIB;
+
+#[test]
+fn a_users_flood_of_idle_and_unfinished_connections_locks_no_agent_out() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "a_users_flood_of_idle_and_unfinished_connections_locks_no_agent_out";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let Some(user) = UnprivilegedUser::create(test, "f") else {
+        return;
+    };
+    let cg = linux.cgroup("sec-flood");
+    let _toucher = cg.spawn_toucher(&["--active", "16M"]);
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = tmp.path().join("balloon.sock");
+    let mut daemon = daemon_with(tmp.path(), &cg, "mode = \"0666\"");
+    daemon.wait_until("ticking", Duration::from_secs(20), |s| s.ticks >= 2);
+    let before = rss_bytes(daemon.pid());
+    let path = socket.to_str().unwrap();
+    let line = "x".repeat(65_000);
+    let mut idle = user
+        .attack()
+        .args(["hold", "--unix", path, "--count", "16384", "--hold", "30"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut unfinished = user
+        .attack()
+        .args(["hold", "--unix", path, "--count", "2000", "--hold", "30"])
+        .args(["--send", &line])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_secs(8));
+    let during = rss_bytes(daemon.pid());
+    let ticks = daemon.status().ticks;
+
+    // A real agent, root's, in the tenant's cgroup, says hello during the flood.
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ > "$3"; exec "$0" request --unix "$1" --send "$(printf '%s' "$2" | sed "s/{pid}/$$/")" --timeout 3"#)
+        .arg(attack_path())
+        .arg(path)
+        .arg(hello("{pid}"))
+        .arg(cg.dir().join("cgroup.procs"))
+        .output()
+        .unwrap();
+    let reply = String::from_utf8_lossy(&out.stdout);
+    let _ = idle.kill();
+    let _ = unfinished.kill();
+    let _ = idle.wait();
+    let _ = unfinished.wait();
+    std::thread::sleep(Duration::from_secs(2));
+    let after = rss_bytes(daemon.pid());
+    println!(
+        "daemon RSS: {:.1} MiB before, {:.1} MiB during the flood, {:.1} MiB after (bound +{} MiB)",
+        mib(before),
+        mib(during),
+        mib(after),
+        FLOOD_RSS_BOUND / MIB
+    );
+    assert!(
+        reply.contains(r#""type":"welcome""#),
+        "the real agent was locked out: {reply} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        during <= before + FLOOD_RSS_BOUND,
+        "the flood cost {:.1} MiB",
+        mib(during - before)
+    );
+    daemon.wait_until("ticks go on", Duration::from_secs(10), |s| {
+        s.ticks > ticks + 2
+    });
 }
