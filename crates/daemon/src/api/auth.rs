@@ -223,10 +223,12 @@ pub(crate) fn bind_socket(path: &Path, group: Option<u32>) -> Result<UnixListene
     };
     let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
     let dir = dir.unwrap_or_else(|| Path::new("."));
-    // The default directory (the state file's, /run/memtide) may not exist yet on a fresh boot.
-    std::os::unix::fs::DirBuilderExt::mode(fs::DirBuilder::new().recursive(true), 0o755)
-        .create(dir)
-        .map_err(|e| failed("cannot make its directory", e))?;
+    // The default directory (the state file's, /run/memtide) may not exist yet on a fresh boot;
+    // root binds and renames there, so only root may write it.
+    memtide_files::trusted_dir(dir, "API socket directory").map_err(|e| ApiError::Socket {
+        path: path.to_path_buf(),
+        why: e.to_string(),
+    })?;
     let private = private_dir(dir).map_err(|e| failed("cannot make a private directory", e))?;
     let inside = private.join("api.sock");
     let bound = (|| {
@@ -374,5 +376,21 @@ mod tests {
         assert!(std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
         let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(names.len(), 2, "the private directory is gone: {names:?}");
+    }
+
+    #[test]
+    fn a_socket_directory_others_can_write_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let open = dir.path().join("open");
+        fs::create_dir(&open).unwrap();
+        fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+        let msg = bind_socket(&open.join("api.sock"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("API socket directory") && msg.contains("writable by others"),
+            "{msg}"
+        );
+        assert!(!open.join("api.sock").exists());
     }
 }
