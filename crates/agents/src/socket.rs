@@ -202,8 +202,9 @@ pub fn peer_pid(stream: &impl AsRawFd) -> Option<i32> {
     peer_cred(stream).map(|c| c.pid).filter(|&p| p > 0)
 }
 
-/// `SO_PEERCRED` of a connected Unix socket, or `None` if it cannot be read.
-fn peer_cred(stream: &impl AsRawFd) -> Option<libc::ucred> {
+/// `SO_PEERCRED` of a connected Unix socket, or `None` if it cannot be read (the API's
+/// socket reads its peer's uid and groups here too).
+pub fn peer_cred(stream: &impl AsRawFd) -> Option<libc::ucred> {
     let mut cred = libc::ucred {
         pid: 0,
         uid: 0,

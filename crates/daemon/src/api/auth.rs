@@ -116,27 +116,10 @@ pub(crate) struct PeerCred {
     pub(crate) gid: u32,
 }
 
-/// Reads `SO_PEERCRED` of a connected Unix socket.
+/// Reads `SO_PEERCRED` of a connected Unix socket (`memtide_agents::socket::peer_cred`).
 pub(crate) fn peer_cred(stream: &impl AsRawFd) -> io::Result<PeerCred> {
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: `cred` and `len` are valid for writes of the sizes given; the fd is open.
-    let rc = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&mut cred as *mut libc::ucred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
+    let cred = memtide_agents::socket::peer_cred(stream)
+        .ok_or_else(|| io::Error::other("cannot read the peer's SO_PEERCRED"))?;
     Ok(PeerCred {
         pid: cred.pid,
         uid: cred.uid,
