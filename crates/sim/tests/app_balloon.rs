@@ -300,7 +300,7 @@ const LIAR_BOUND: usize = 24;
 #[test]
 fn an_agent_claiming_a_1_tib_pool_is_taken_over_within_its_measured_deadline() {
     let ticks = 60;
-    let (_, decisions) = squeeze(Some(agent(Behaviour::Inflated)), 150, ticks);
+    let (mut world, decisions) = squeeze(Some(agent(Behaviour::Inflated)), 150, ticks);
     let first = &decisions[0].actions[0].reason.mechanism;
     assert_eq!(
         first.app_balloon.map(|a| a.pool),
@@ -312,12 +312,13 @@ fn an_agent_claiming_a_1_tib_pool_is_taken_over_within_its_measured_deadline() {
         panic!("{why:?}");
     };
     assert!(at <= LIAR_BOUND, "at {at}, {deadline:?}");
-    // Then the VM falls where it falls with no agent at all.
-    let (_, without) = squeeze(None, 150, ticks);
-    let allocated = |d: &[Decision]| d.last().unwrap().actions[0].reason.mechanism.allocated;
-    let (liar, none) = (allocated(&decisions), allocated(&without));
+    // Then the VM holds what it holds with no agent at all: the memory the world measures
+    // (the allocation target alone would match whatever the agent did).
+    let (mut without, _) = squeeze(None, 150, ticks);
+    let held = |w: &mut SimWorld| w.observe().unwrap().tenants[0].allocated;
+    let (liar, none) = (held(&mut world), held(&mut without));
     println!(
-        "1 TiB liar taken over after {at} s (deadline {:.1} s); allocated after {ticks} s: \
+        "1 TiB liar taken over after {at} s (deadline {:.1} s); the VM holds after {ticks} s: \
          {liar} with it, {none} without an agent",
         deadline.as_secs_f64()
     );
