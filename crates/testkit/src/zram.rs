@@ -1,5 +1,7 @@
 //! zram swap for the tests that need swap: made by scripts/zram-swap.sh only when the host
-//! has none, removed after.
+//! has none, removed after. A device left by a test process that was killed (its state file
+//! names a pid that no longer runs) is removed first, so one interrupted run does not fail
+//! every later one with "this host already has swap".
 
 use crate::{repo, skip_or_fail, swap_total};
 use std::path::PathBuf;
@@ -12,6 +14,7 @@ pub struct Zram {
 }
 
 pub fn zram(test: &str, size: &str) -> Option<Zram> {
+    remove_orphans();
     if swap_total() > 0 {
         skip_or_fail(
             test,
@@ -19,7 +22,7 @@ pub fn zram(test: &str, size: &str) -> Option<Zram> {
         );
         return None;
     }
-    let state = std::env::temp_dir().join(format!("memtide-zram-{}.dev", std::process::id()));
+    let state = std::env::temp_dir().join(format!("{STATE_PREFIX}{}.dev", std::process::id()));
     let out = Command::new("bash")
         .arg(repo().join("scripts/zram-swap.sh"))
         .args(["up", size])
@@ -39,20 +42,52 @@ pub fn zram(test: &str, size: &str) -> Option<Zram> {
     Some(Zram { state })
 }
 
+const STATE_PREFIX: &str = "memtide-zram-";
+
+/// Takes down every device whose state file names a test process that is gone.
+fn remove_orphans() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(STATE_PREFIX))
+            .and_then(|n| n.strip_suffix(".dev"))
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            eprintln!(
+                "removing the zram swap left by test process {pid} ({})",
+                entry.path().display()
+            );
+            down(&entry.path());
+        }
+    }
+}
+
+/// `scripts/zram-swap.sh down` for the device recorded in `state`.
+fn down(state: &std::path::Path) {
+    let out = Command::new("bash")
+        .arg(repo().join("scripts/zram-swap.sh"))
+        .arg("down")
+        .env("MEMTIDE_ZRAM_STATE", state)
+        .output();
+    if let Ok(o) = out {
+        if !o.status.success() {
+            eprintln!(
+                "zram-swap.sh down: {}",
+                String::from_utf8_lossy(&o.stderr).trim()
+            );
+        }
+    }
+}
+
 impl Drop for Zram {
     fn drop(&mut self) {
-        let out = Command::new("bash")
-            .arg(repo().join("scripts/zram-swap.sh"))
-            .arg("down")
-            .env("MEMTIDE_ZRAM_STATE", &self.state)
-            .output();
-        if let Ok(o) = out {
-            if !o.status.success() {
-                eprintln!(
-                    "zram-swap.sh down: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                );
-            }
-        }
+        down(&self.state);
     }
 }
