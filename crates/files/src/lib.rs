@@ -149,6 +149,44 @@ pub fn write_fresh(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// Reads the small file at `path` (one root wrote with [`write_fresh`]) without following a
+/// link: `None` when there is none; a symbolic or hard link, or anything but a regular file,
+/// is refused (`what` names it in errors), so a planted link cannot make root read, and act
+/// on, another file.
+pub fn read_plain(path: &Path, what: &'static str) -> Result<Option<String>, FilesError> {
+    use std::io::Read;
+    let io = |source| FilesError::Io {
+        what,
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // O_NOFOLLOW on a symbolic link.
+        Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(FilesError::NotPlain {
+                what,
+                path: path.to_path_buf(),
+            })
+        }
+        other => other.map_err(io)?,
+    };
+    let meta = file.metadata().map_err(io)?;
+    if !meta.is_file() || meta.nlink() != 1 {
+        return Err(FilesError::NotPlain {
+            what,
+            path: path.to_path_buf(),
+        });
+    }
+    let mut text = String::new();
+    file.read_to_string(&mut text).map_err(io)?;
+    Ok(Some(text))
+}
+
 /// Opens the log at `path` for appending, created 0640 when missing, without following a
 /// link; refuses anything but a regular file with one link (`what` names it in errors).
 pub fn open_append(path: &Path, what: &'static str) -> Result<std::fs::File, FilesError> {
@@ -281,6 +319,32 @@ mod tests {
         assert!(meta.is_file());
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "{}");
+    }
+
+    #[test]
+    fn a_plain_file_is_read_a_missing_one_is_none_and_a_link_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("app-db.pool");
+        assert!(read_plain(&file, "pool record").unwrap().is_none());
+        write_fresh(&file, b"536870912\n").unwrap();
+        assert_eq!(
+            read_plain(&file, "pool record").unwrap().as_deref(),
+            Some("536870912\n")
+        );
+        let target = dir.path().join("elsewhere");
+        std::fs::write(&target, "1").unwrap();
+        let soft = dir.path().join("soft.pool");
+        symlink(&target, &soft).unwrap();
+        let hard = dir.path().join("hard.pool");
+        std::fs::hard_link(&target, &hard).unwrap();
+        for link in [soft, hard] {
+            let e = read_plain(&link, "pool record").unwrap_err();
+            assert!(
+                matches!(e, FilesError::NotPlain { .. }),
+                "{}: {e}",
+                link.display()
+            );
+        }
     }
 
     #[test]
