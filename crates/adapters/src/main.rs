@@ -24,7 +24,9 @@
 //! - `jvm` (`JvmPool`): `jcmd` children with a time-out — `SoftMaxHeapSize` then `GC.run` under
 //!   ZGC and Shenandoah, G1's free ratios aimed at the target then `GC.run`; a shrink done once
 //!   `GC.heap_info` shows the committed heap at the target; the JVM found in the adapter's own
-//!   memory cgroup, its collector checked.
+//!   memory cgroup, its collector checked;
+//! - `record` (`Record`): the pool's size as first found, given back at a stop, kept in the
+//!   `--restore-file` across a killed adapter or daemon.
 //!
 //! The daemon's `[tenant.app]` starts it (`memtide_linux`'s `host/adapter.rs`). Tests run
 //! against real servers in a test memory cgroup (`tests/common/mariadb.rs`,
@@ -34,6 +36,7 @@
 mod jvm;
 mod mariadb;
 mod memcached;
+mod record;
 mod redis_pool;
 mod server;
 
@@ -77,6 +80,11 @@ struct Common {
     /// The name memtide sees (default: the server's kind).
     #[arg(long)]
     app: Option<String>,
+    /// Where the pool's size as first found is kept, so that a stop gives it back even after
+    /// this adapter (or memtide) was killed and started again: read when it exists, else
+    /// written; removed at the stop. Without it, the size found at start is given back.
+    #[arg(long)]
+    restore_file: Option<PathBuf>,
 }
 
 #[derive(Subcommand)]
@@ -323,12 +331,21 @@ fn run() -> Result<()> {
             Duration::from_secs(1)
         },
     };
-    // Until SIGTERM or SIGINT: then the agent says bye, and memtide's limit has the tenant.
+    let record = record::Record::new(common.restore_file);
+    // Until SIGTERM or SIGINT: then the agent says bye, memtide's limit has the tenant, and
+    // the pool goes back to its size at start. (Started by memtide, the adapter is killed
+    // with it, by its parent-death signal: it gives nothing back under memtide's limit.)
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(signal, stop.clone()).context("signal handler")?;
     }
     // A server without a bound yet starts at the largest pool memtide may give.
-    server::run(connect, reg, |now| if now == 0 { max } else { now }, stop)
-        .map_err(|why| anyhow::anyhow!("{name}: {why}"))
+    server::run(
+        connect,
+        reg,
+        |now| if now == 0 { max } else { now },
+        stop,
+        &record,
+    )
+    .map_err(|why| anyhow::anyhow!("{name}: {why}"))
 }

@@ -81,7 +81,8 @@ impl Pool for RedisPool {
     fn resize(&mut self, bytes: u64) -> Result<(), Refusal> {
         let fail = |what: &str, e: redis::RedisError| Refusal::new(format!("redis: {what}: {e}"));
         let was = self.size()?;
-        let shrinking = was == 0 || bytes < was;
+        // 0 is no limit: only the give-back at exit asks it, of a Redis that had none.
+        let shrinking = bytes != 0 && (was == 0 || bytes < was);
         if shrinking {
             // Only a limit under what Redis holds needs eviction; under noeviction Redis would
             // refuse writes instead of giving memory back.

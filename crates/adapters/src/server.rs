@@ -12,7 +12,12 @@
 //!   the data the pool gave up (memtide's own honesty rule), for up to [`CONFIRM`]. If it has not,
 //!   the answer is `failed`, naming both figures, and memtide's OS mechanism takes that part:
 //!   better than a `done` memtide would judge dishonest.
+//! - **Giving the pool back.** On a stop the agent says bye, then the pool is set back to the
+//!   size the adapter found at start, before it brought it within `[min, max]` (or the size
+//!   an earlier run recorded: `record.rs`), through the resizing connection once any resize
+//!   under way has returned. A refusal is the adapter's error, naming the size.
 
+use crate::record::Record;
 use memtide_balloon::agent::{Agent, PoolStats, Refusal};
 use memtide_balloon::protocol::{PoolInfo, PoolKind};
 use memtide_linux::cgroup::MemoryCgroup;
@@ -142,7 +147,28 @@ fn shrink(
     }
 }
 
-/// Runs the agent for the pool `connect` makes until `stop` is set, then says bye.
+/// Gives the pool back to `original` (nothing to do when it is there); the failure names
+/// the size, for an operator to set by hand.
+fn give_back(held: &mut Held, original: u64) -> Result<(), String> {
+    let now = held.with(|p| p.size());
+    if now.as_ref().is_ok_and(|&n| n == original) {
+        return Ok(());
+    }
+    held.with(|p| p.resize(original)).map_err(|r| {
+        format!(
+            "giving the pool back to the {original} bytes it had at start: {}",
+            r.reason
+        )
+    })?;
+    eprintln!(
+        "memtide-adapter: pool given back: {} -> {original} bytes",
+        now.map_or_else(|_| "?".to_string(), |n| n.to_string())
+    );
+    Ok(())
+}
+
+/// Runs the agent for the pool `connect` makes until `stop` is set, then says bye and gives
+/// the pool back to the size it had at start (`record`'s, when an earlier run recorded it).
 ///
 /// The pool's starting size is the server's, brought within `[min, max]` (a server without a
 /// bound yet starts at `max`, as `start_at` decides).
@@ -151,9 +177,11 @@ pub fn run(
     reg: Registration,
     start_at: impl FnOnce(u64) -> u64,
     stop: Arc<AtomicBool>,
+    record: &Record,
 ) -> Result<(), String> {
     let mut first = (connect)()?;
     let now = first.size().map_err(|r| r.reason)?;
+    let original = record.original(now).map_err(|e| e.to_string())?;
     let start = start_at(now).clamp(reg.min_bytes, reg.max_bytes);
     if start != now {
         first
@@ -196,7 +224,7 @@ pub fn run(
         max_bytes: reg.max_bytes,
         granule_bytes: reg.granule_bytes,
     };
-    let (down, up, seen) = (resizer.clone(), resizer, last.clone());
+    let (down, up, seen) = (resizer.clone(), resizer.clone(), last.clone());
     let mut builder = Agent::builder(info)
         .on_shrink(move |b| {
             let mut held = down.lock().unwrap_or_else(PoisonError::into_inner);
@@ -223,8 +251,15 @@ pub fn run(
         std::thread::sleep(Duration::from_millis(100));
     }
     agent.stop();
+    let given_back = give_back(
+        &mut resizer.lock().unwrap_or_else(PoisonError::into_inner),
+        original,
+    );
+    // Given back or not: a server that is gone restarts at its own size, and one that refused
+    // is named on stderr with the size to set.
+    record.remove();
     let _ = reader.join();
-    Ok(())
+    given_back
 }
 
 #[cfg(test)]
@@ -295,6 +330,44 @@ mod tests {
         };
         let r = held.with(|p| p.size()).unwrap_err();
         assert!(r.reason.contains("connection refused"), "{}", r.reason);
+    }
+
+    /// A connection to a [`Flaky`] pool of `size` bytes whose every `fail_every`th resize
+    /// fails; `made` counts the connections.
+    fn flaky(size: u64, fail_every: u32, made: Arc<AtomicU32>) -> Held {
+        let calls = Arc::new(AtomicU32::new(1));
+        Held {
+            connect: Arc::new(move || {
+                made.fetch_add(1, Ordering::SeqCst);
+                Ok(Box::new(Flaky {
+                    size,
+                    used: 0,
+                    calls: calls.clone(),
+                    fail_every,
+                }) as Box<dyn Pool>)
+            }),
+            pool: None,
+        }
+    }
+
+    #[test]
+    fn a_stop_gives_the_pool_back_to_its_size_at_start_and_a_refusal_names_that_size() {
+        let made = Arc::new(AtomicU32::new(0));
+        let mut held = flaky(128, u32::MAX, made.clone());
+        give_back(&mut held, 512).unwrap();
+        assert_eq!(held.with(|p| p.size()).unwrap(), 512);
+        give_back(&mut held, 512).unwrap();
+        assert_eq!(
+            made.load(Ordering::SeqCst),
+            1,
+            "no resize to the size in force"
+        );
+        let mut refusing = flaky(128, 1, made);
+        let e = give_back(&mut refusing, 512).unwrap_err();
+        assert!(
+            e.contains("512 bytes") && e.contains("connection reset"),
+            "{e}"
+        );
     }
 
     #[test]

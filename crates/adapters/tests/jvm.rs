@@ -1,4 +1,4 @@
-//! The JVM adapter against real JVMs (OpenJDK 17's Shenandoah, ZGC and G1 running tests/java/Heap.java in a memory cgroup of their own, the adapter beside them) and memtide's real balloon server and hub: it registers, shrinks a heap grown to over 1 GiB around a 300 MiB live set to 600 MiB — done, and the cgroup's usage falls by at least half of what the heap gave up — and grows it back; a JVM killed mid-shrink is a `failed` answer with a reason; a collector other than the declared one is refused, naming both.
+//! The JVM adapter against real JVMs (OpenJDK 17's Shenandoah, ZGC and G1 running tests/java/Heap.java in a memory cgroup of their own, the adapter beside them) and memtide's real balloon server and hub: it registers, shrinks a heap grown to over 1 GiB around a 300 MiB live set to 600 MiB — done, and the cgroup's usage falls by at least half of what the heap gave up — and grows it back; a JVM killed mid-shrink is a `failed` answer with a reason; a stopped adapter gives the JVM back the soft max heap it found; a collector other than the declared one is refused, naming both.
 
 mod common;
 
@@ -282,6 +282,44 @@ fn a_jvm_killed_mid_shrink_is_a_failed_answer_with_a_reason() {
     assert!(
         adapter.0.try_wait().unwrap().is_none(),
         "the adapter outlives its JVM"
+    );
+    memtide.server.stop();
+}
+
+/// Shenandoah started with its soft max at 512 MiB (the default: its `-Xmx`), shrunk to
+/// 128 MiB by memtide, is given its soft max back when the adapter stops.
+#[test]
+fn a_stopped_adapter_gives_the_jvm_back_the_soft_max_heap_it_found() {
+    let _one = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+    if !have_java() {
+        return;
+    }
+    let Some(cg) = TestCgroup::new("give-back") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    compile(dir.path());
+    let flags = ["-Xmx512m", "-Xms64m", "-XX:+UseShenandoahGC"];
+    let jvm = Jvm::start(&cg, dir.path(), &flags, 64);
+    let memtide = Memtide::start(dir.path());
+    let mut adapter = adapter(
+        &memtide,
+        &cg,
+        &["--collector", "shenandoah", "--min", "64M", "--max", "512M"],
+    );
+    target(&memtide, 128 * MIB);
+    let (status, reason) = answered(&memtide, 128 * MIB);
+    assert_eq!(status, ProgressStatus::Done, "{reason:?}");
+    let soft_max = |want: u64| format!("-XX:SoftMaxHeapSize={want} ");
+    let flags = jcmd(jvm.pid(), "VM.flags");
+    assert!(flags.contains(&soft_max(128 * MIB)), "{flags}");
+
+    let status = adapter.stop();
+    assert!(status.success(), "adapter exit {status}");
+    let flags = jcmd(jvm.pid(), "VM.flags");
+    assert!(
+        flags.contains(&soft_max(512 * MIB)),
+        "the soft max found at start is given back: {flags}"
     );
     memtide.server.stop();
 }

@@ -1,4 +1,4 @@
-//! The memcached adapter against a real `memcached` (Debian's, on loopback, launched as docs/apps.md says) and memtide's real balloon server and hub: it registers, shrinks a memcached holding over 600 MiB by 512 MiB — pages freed, the server's resident memory falling — grows it back, and answers `failed` without dying when memcached is killed during a shrink.
+//! The memcached adapter against a real `memcached` (Debian's, on loopback, launched as docs/apps.md says) and memtide's real balloon server and hub: it registers, shrinks a memcached holding over 600 MiB by 512 MiB — pages freed, the server's resident memory falling — grows it back, and answers `failed` without dying when memcached is killed during a shrink; stopped, it gives the restarted memcached back the limit it found.
 
 mod common;
 
@@ -230,5 +230,13 @@ fn memcached_killed_during_a_shrink_is_a_failed_answer_and_the_adapter_keeps_run
     memtide.target(80 * MIB, Duration::from_secs(30));
     memtide.done(80 * MIB);
     assert!(adapter.0.try_wait().unwrap().is_none());
+
+    // Stopped, it gives memcached back the limit it found at start.
+    let status = adapter.stop();
+    assert!(status.success(), "adapter exit {status}");
+    assert_eq!(
+        Client::connect(port).stats("stats")["limit_maxbytes"],
+        512 * MIB
+    );
     memtide.server.stop();
 }

@@ -1,4 +1,4 @@
-//! The Redis adapter against a real `redis-server` (Debian's, on loopback) and memtide's real balloon server and hub: it registers, shrinks Redis's `maxmemory` by well over half — keys evicted, the server's resident memory falling — grows it back, and says bye when stopped.
+//! The Redis adapter against a real `redis-server` (Debian's, on loopback) and memtide's real balloon server and hub: it registers, shrinks Redis's `maxmemory` by well over half — keys evicted, the server's resident memory falling — grows it back, and when stopped says bye and gives Redis back the `maxmemory` it found.
 
 mod common;
 
@@ -68,7 +68,7 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
     let memtide = Memtide::start(dir.path());
     let mut command = cg.command(env!("CARGO_BIN_EXE_memtide-adapter"));
     command.args(["redis", "--url", &url, "--min", "16M", "--max", "256M"]);
-    let adapter = memtide.spawn(command);
+    let mut adapter = memtide.spawn(command);
     memtide.registered();
 
     memtide.target(48 * MIB, Duration::from_secs(30));
@@ -98,11 +98,10 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
         .unwrap();
     assert_eq!(max, 256 * MIB);
 
-    // Stopped, the adapter says bye: memtide's limit has the tenant from then on.
-    Command::new("kill")
-        .arg(adapter.0.id().to_string())
-        .status()
-        .unwrap();
+    // Stopped, the adapter says bye (memtide's limit has the tenant from then on) and gives
+    // Redis back the maxmemory it found: none.
+    let status = adapter.stop();
+    assert!(status.success(), "adapter exit {status}");
     memtide.wait_for("bye", |e| {
         matches!(
             e,
@@ -112,6 +111,15 @@ fn the_redis_adapter_shrinks_redis_by_more_than_half_and_grows_it_back() {
             }
         )
     });
+    let (_, max): (String, u64) = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(
+        max, 0,
+        "the maxmemory Redis had at start (none) is given back"
+    );
     memtide.server.stop();
 }
 

@@ -42,6 +42,29 @@ impl Drop for Proc {
     }
 }
 
+impl Proc {
+    /// Stops the adapter as memtide does (SIGTERM) and waits for it: it says bye and gives
+    /// the pool back before it exits.
+    pub fn stop(&mut self) -> std::process::ExitStatus {
+        let sent = Command::new("kill")
+            .arg(self.0.id().to_string())
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill {}", self.0.id());
+        let until = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.0.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < until,
+                "the adapter did not stop on SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
 /// A process's resident memory.
 pub fn rss(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
