@@ -617,6 +617,12 @@ impl Publisher {
                     &[("tenant", json!(name_of(id))), ("error", json!(error))],
                 );
             }
+            WorldEvent::StrayAdapterKilled { id, pid } => {
+                log.warn(
+                    "stray_adapter_killed",
+                    &[("tenant", json!(name_of(id))), ("pid", json!(pid))],
+                );
+            }
             WorldEvent::Rescued { id, from, to } => self.rescued(from, to, &name_of(id), log),
             WorldEvent::SharingFailed { ref error } => {
                 log.warn("sharing_failed", &[("error", json!(error))]);

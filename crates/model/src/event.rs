@@ -46,6 +46,9 @@ pub enum WorldEvent {
     /// The tenant's adapter (a balloon agent for its server) could not be started; it is
     /// tried again after a back-off.
     AdapterFailed { id: TenantId, error: String },
+    /// An adapter an earlier memtide left in the tenant's cgroup was killed as the tenant was
+    /// adopted (its pool left for the new adapter to give back).
+    StrayAdapterKilled { id: TenantId, pid: u32 },
     /// Page sharing could not be read or driven this tick (the scanner keeps its last pace).
     SharingFailed { error: String },
     /// A tenant marked isolated has pages merged with others' (its own processes asked the

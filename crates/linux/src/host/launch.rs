@@ -1,4 +1,4 @@
-//! Launching a tenant's command inside a new cgroup: the child joins the cgroup (and, on cgroup v1 with disk I/O managed, its blkio cgroup) before it executes, so none of its memory or I/O is charged elsewhere; stopping it again.
+//! Launching a tenant's command inside a new cgroup: the child joins the cgroup (and, on cgroup v1 with disk I/O managed, its blkio cgroup) before it executes, so none of its memory or I/O is charged elsewhere, and (an adapter) may be tied to memtide's life; stopping it again.
 
 use super::error::LinuxError;
 use std::ffi::CString;
@@ -8,18 +8,30 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// What a started process asks of the kernel before it executes, besides its cgroups.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Asks {
+    /// Merge all its memory's identical pages (`prctl(PR_SET_MEMORY_MERGE)`, Linux 6.4+: kept
+    /// across fork and, since 6.7, exec).
+    pub merge: bool,
+    /// Be killed (SIGKILL) when memtide dies (`prctl(PR_SET_PDEATHSIG)`), and not start when
+    /// memtide died before it could ask. The kernel sends it when the *thread* that started the
+    /// process exits: start it from one that lives as long as memtide (the daemon's main
+    /// thread, which runs its loop).
+    pub dies_with_memtide: bool,
+}
+
 /// Starts `argv` with its process placed in the cgroup at `dir` (a directory that already
 /// exists) and in the cgroups at `also` of other v1 hierarchies (the tenant's blkio
-/// cgroup). Output goes to `log` when given (appended), else to /dev/null. With `merge`, the
-/// process asks the kernel to merge all its memory's identical pages
-/// (`prctl(PR_SET_MEMORY_MERGE)`, Linux 6.4+: kept across fork and, since 6.7, exec).
+/// cgroup), asking the kernel what `asks` says. Output goes to `log` when given (appended),
+/// else to /dev/null.
 pub fn spawn_in_cgroup(
     tenant: &str,
     argv: &[String],
     dir: &Path,
     also: &[PathBuf],
     log: Option<&Path>,
-    merge: bool,
+    asks: Asks,
 ) -> Result<Child, LinuxError> {
     let launch_error = |error| LinuxError::Launch {
         tenant: tenant.to_string(),
@@ -55,8 +67,11 @@ pub fn spawn_in_cgroup(
             command.stdout(Stdio::null()).stderr(Stdio::null());
         }
     }
+    // SAFETY: getpid(2) has no preconditions and cannot fail.
+    let memtide = unsafe { libc::getpid() };
     // SAFETY: between fork and exec the closure only makes raw system calls (open, write,
-    // close) on memory prepared before the fork; it allocates nothing and takes no locks.
+    // close, prctl, getppid) on memory prepared before the fork; it allocates nothing and
+    // takes no locks.
     unsafe {
         command.pre_exec(move || {
             for procs in std::iter::once(&procs).chain(&also) {
@@ -72,8 +87,18 @@ pub fn spawn_in_cgroup(
                     return Err(err);
                 }
             }
-            if merge && libc::prctl(super::ksm::PR_SET_MEMORY_MERGE, 1, 0, 0, 0) < 0 {
+            if asks.merge && libc::prctl(super::ksm::PR_SET_MEMORY_MERGE, 1, 0, 0, 0) < 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if asks.dies_with_memtide {
+                let kill = libc::SIGKILL as libc::c_ulong;
+                if libc::prctl(libc::PR_SET_PDEATHSIG, kill, 0, 0, 0) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // memtide died before the prctl: nothing would ever send the signal.
+                if libc::getppid() != memtide {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
             }
             Ok(())
         });
@@ -130,8 +155,15 @@ mod tests {
     fn a_launch_into_a_missing_cgroup_fails_naming_the_tenant_and_program() {
         let dir = tempfile::tempdir().unwrap();
         let missing = dir.path().join("nope");
-        let err = spawn_in_cgroup("db", &["/bin/true".to_string()], &missing, &[], None, false)
-            .expect_err("no cgroup.procs to join");
+        let err = spawn_in_cgroup(
+            "db",
+            &["/bin/true".to_string()],
+            &missing,
+            &[],
+            None,
+            Asks::default(),
+        )
+        .expect_err("no cgroup.procs to join");
         let msg = err.to_string();
         assert!(msg.contains("\"db\"") && msg.contains("/bin/true"), "{msg}");
     }
@@ -147,7 +179,7 @@ mod tests {
             dir.path(),
             &[],
             None,
-            false,
+            Asks::default(),
         )
         .unwrap();
         assert!(child.wait().unwrap().success());
@@ -169,7 +201,7 @@ mod tests {
             memory.path(),
             &[blkio.path().to_path_buf()],
             None,
-            false,
+            Asks::default(),
         )
         .unwrap();
         assert!(child.wait().unwrap().success());
@@ -178,13 +210,37 @@ mod tests {
             assert_eq!(written, "0\n", "{}", d.display());
         }
         let missing = blkio.path().join("gone");
-        assert!(spawn_in_cgroup("t", &argv, memory.path(), &[missing], None, false).is_err());
+        assert!(
+            spawn_in_cgroup("t", &argv, memory.path(), &[missing], None, Asks::default()).is_err()
+        );
+    }
+
+    #[test]
+    fn a_child_that_dies_with_memtide_is_killed_when_the_thread_that_started_it_ends() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("cgroup.procs"), "").unwrap();
+        let cgroup = dir.path().to_path_buf();
+        let asks = Asks {
+            dies_with_memtide: true,
+            ..Asks::default()
+        };
+        let argv = ["sleep".to_string(), "30".to_string()];
+        let started = std::time::Instant::now();
+        let mut child = std::thread::spawn(move || {
+            spawn_in_cgroup("t", &argv, &cgroup, &[], None, asks).unwrap()
+        })
+        .join()
+        .unwrap();
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(libc::SIGKILL), "{status}");
+        assert!(started.elapsed() < Duration::from_secs(10));
     }
 
     #[test]
     fn an_empty_command_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(spawn_in_cgroup("t", &[], dir.path(), &[], None, false).is_err());
+        assert!(spawn_in_cgroup("t", &[], dir.path(), &[], None, Asks::default()).is_err());
     }
 
     #[test]

@@ -286,7 +286,11 @@ impl LinuxHost {
             cgroup.dir(),
             &joins.dirs,
             log.as_deref(),
-            merge,
+            launch::Asks {
+                merge,
+                // Its own command: a restarted daemon adopts it again.
+                dies_with_memtide: false,
+            },
         ) {
             Ok(child) => child,
             Err(e) => {
@@ -425,14 +429,28 @@ impl LinuxHost {
         }
     }
 
-    /// Keeps `argv` (an adapter) running in `id`'s cgroup from the next observation on.
+    /// Keeps `argv` (an adapter) running in `id`'s cgroup from the next observation on,
+    /// killing first any adapter an earlier memtide left there.
     fn set_adapter(&mut self, id: TenantId, argv: Option<Vec<String>>) {
-        if let Some(t) = self.tenants.get_mut(&id) {
-            if let Some(mut old) = t.adapter.take() {
-                old.stop();
-            }
-            t.adapter = argv.map(adapter::Adapter::new);
+        let Some(t) = self.tenants.get_mut(&id) else {
+            return;
+        };
+        if let Some(mut old) = t.adapter.take() {
+            old.stop(true);
         }
+        let log = self
+            .options
+            .log_dir
+            .as_ref()
+            .map(|d| d.join(format!("{}-adapter.log", t.name)));
+        let Some(new) = argv.map(|argv| adapter::Adapter::new(argv, log)) else {
+            return;
+        };
+        let pids = t.cgroup.pids().unwrap_or_default();
+        for pid in new.kill_strays(&pids, &self.options.proc_root) {
+            self.events.push(WorldEvent::StrayAdapterKilled { id, pid });
+        }
+        t.adapter = Some(new);
     }
 
     /// Tells every mechanism that `id` is attached with `spec`.
@@ -468,12 +486,7 @@ impl LinuxHost {
                 }
             }
             if let Some(a) = &mut t.adapter {
-                let log = self
-                    .options
-                    .log_dir
-                    .as_ref()
-                    .map(|d| d.join(format!("{}-adapter.log", t.name)));
-                let (exited, started) = a.keep_running(&t.name, t.cgroup.dir(), log.as_deref());
+                let (exited, started) = a.keep_running(&t.name, t.cgroup.dir());
                 for error in exited
                     .into_iter()
                     .chain(started.and_then(Result::err).map(|e| e.to_string()))
@@ -494,12 +507,14 @@ impl LinuxHost {
         let machine = self.machine;
         let t = self.tenants.get_mut(&id).expect("observed tenants exist");
         let sample = t.reader.sample()?;
-        // The whole list only when the sampler or page sharing is to use it; else whether there
-        // is anyone.
+        // The whole list only when the sampler or page sharing is to use it, or to count the
+        // adapter out (a tenant whose server exited is gone, though its adapter runs on); else
+        // whether there is anyone.
         let wants_pids = self.actuators.iter().any(|a| a.wants_pids(id, now));
-        let has_processes = if wants_pids {
+        let adapter = t.adapter.as_ref().and_then(adapter::Adapter::pid);
+        let has_processes = if wants_pids || adapter.is_some() {
             t.reader.pids(&mut t.pids)?;
-            !t.pids.is_empty()
+            t.pids.iter().any(|&p| Some(p) != adapter)
         } else {
             t.reader.has_processes()?
         };

@@ -1,4 +1,4 @@
-//! Letting tenants go: an adopted cgroup gets back what memtide changed (each mechanism's part, from the record, then limits and OOM killer), a launched one is stopped and removed; failed restores are kept and retried.
+//! Letting tenants go: an adopted cgroup gets back what memtide changed (each mechanism's part, from the record, then limits and OOM killer, then its adapter gives the pool back), a launched one is stopped and removed; failed restores are kept and retried.
 
 use super::tenant::{ManagedTenant, OomState, Origin, TenantRecord};
 use super::{launch, oom_kill_disable, LinuxError, LinuxHost};
@@ -7,27 +7,35 @@ use std::time::Duration;
 
 impl LinuxHost {
     /// Stops managing `id`: an adopted cgroup gets its recorded settings back and its OOM
-    /// killer switch (unless this is a dry run, which changed nothing); a launched one is
+    /// killer switch (unless this is a dry run, which changed nothing), and then its adapter
+    /// is stopped, giving its pool back (never before the limit is raised: a pool grown under
+    /// memtide's limit would push the tenant into swap or its OOM killer); a launched one is
     /// stopped and its cgroup removed.
     pub fn release(&mut self, id: TenantId) -> Result<Option<TenantRecord>, LinuxError> {
         let Some(mut t) = self.tenants.remove(&id) else {
             return Ok(None);
         };
-        if let Some(a) = &mut t.adapter {
-            a.stop();
-        }
         self.members.remove(id);
         self.forget_mechanisms(&mut t);
         match t.record.origin {
-            Origin::Adopted => match self.give_back(&mut t) {
-                Ok(()) => {}
-                Err(e) if e.is_vanished() => {}
-                Err(e) => {
+            Origin::Adopted => {
+                let given_back = match self.give_back(&mut t) {
+                    Err(e) if !e.is_vanished() => Err(e),
+                    _ => Ok(()),
+                };
+                let stopped = stop_adapter(&mut t, given_back.is_ok());
+                if let Some(error) = stopped {
+                    self.events.push(WorldEvent::AdapterFailed { id, error });
+                }
+                if let Err(e) = given_back {
                     self.unrestored.push(t);
                     return Err(e);
                 }
-            },
-            Origin::Launched => self.stop_launched(&mut t),
+            }
+            Origin::Launched => {
+                stop_adapter(&mut t, false);
+                self.stop_launched(&mut t);
+            }
         }
         Ok(Some(t.record))
     }
@@ -124,22 +132,28 @@ impl LinuxHost {
         let Some(mut t) = self.tenants.remove(&id) else {
             return;
         };
-        if let Some(a) = &mut t.adapter {
-            a.stop();
-        }
         self.members.remove(id);
         self.forget_mechanisms(&mut t);
         let name = t.name.clone();
         let may_return = t.record.origin == Origin::Adopted;
+        // Its server is gone: an adapter's failure to give the pool back says nothing new.
         let restored = match t.record.origin {
             Origin::Launched => {
+                stop_adapter(&mut t, false);
                 self.stop_launched(&mut t);
                 false
             }
             Origin::Adopted => match self.give_back(&mut t) {
-                Ok(()) => !self.options.dry_run && t.cgroup.exists(),
-                Err(e) if e.is_vanished() => false,
+                Ok(()) => {
+                    stop_adapter(&mut t, true);
+                    !self.options.dry_run && t.cgroup.exists()
+                }
+                Err(e) if e.is_vanished() => {
+                    stop_adapter(&mut t, true);
+                    false
+                }
                 Err(e) => {
+                    stop_adapter(&mut t, false);
                     self.events.push(WorldEvent::RestoreFailed {
                         name: name.clone(),
                         error: e.to_string(),
@@ -183,4 +197,10 @@ impl LinuxHost {
             let _ = a.restore(&mut t.record);
         }
     }
+}
+
+/// Stops `t`'s adapter, if it has one: giving its pool back (`give_back`, once the tenant's
+/// limits are) or killed. Says how it ended when a give-back failed.
+fn stop_adapter(t: &mut ManagedTenant, give_back: bool) -> Option<String> {
+    t.adapter.take()?.stop(give_back)
 }
