@@ -127,7 +127,7 @@ pub(super) fn declare(runner: &mut Runner<QemuHost>, s: &Slot, config: &DaemonCo
                 .app
                 .as_ref()
                 .filter(|_| config.balloon.enabled && !config.daemon.dry_run)
-                .map(|app| adapter_argv(&s.config.name, app, &config.balloon.socket));
+                .map(|app| adapter_argv(&s.config, app, config));
             memtide_qemu::Placement::Cgroup(Placement {
                 cgroup: s.cgroup.clone(),
                 launch,
@@ -139,9 +139,18 @@ pub(super) fn declare(runner: &mut Runner<QemuHost>, s: &Slot, config: &DaemonCo
     runner.declare(spec(s, config), placement);
 }
 
-/// `memtide-adapter`'s command line for a tenant's server: the program beside this one when
-/// it is there (an install puts both in one directory), else the one on `PATH`.
-fn adapter_argv(tenant: &str, app: &AppConfig, socket: &Path) -> Vec<String> {
+/// `memtide-adapter`'s command line for tenant `t`'s server: the program beside this one when
+/// it is there (an install puts both in one directory), else the one on `PATH`. An adopted
+/// server outlives memtide: its pool's size at start is kept in `app-<name>.pool` beside the
+/// state file (a directory only root may write), to be given back even after a crash; a
+/// launched one is stopped with memtide.
+fn adapter_argv(t: &TenantConfig, app: &AppConfig, config: &DaemonConfig) -> Vec<String> {
+    let tenant = &t.name;
+    let socket = &config.balloon.socket;
+    let record = (!t.launched()).then(|| {
+        let dir = config.daemon.state_file.parent().unwrap_or(Path::new("/"));
+        dir.join(format!("app-{tenant}.pool"))
+    });
     let program = std::env::current_exe()
         .ok()
         .and_then(|exe| exe.parent().map(|d| d.join("memtide-adapter")))
@@ -181,6 +190,9 @@ fn adapter_argv(tenant: &str, app: &AppConfig, socket: &Path) -> Vec<String> {
     arg("--granule", app.granule_bytes.to_string());
     arg("--app", tenant.to_string());
     arg("--socket", socket.to_string_lossy().into_owned());
+    if let Some(r) = &record {
+        arg("--restore-file", r.to_string_lossy().into_owned());
+    }
     argv
 }
 
@@ -521,6 +533,29 @@ mod tests {
                 origin.name()
             );
         }
+    }
+
+    #[test]
+    fn an_adopted_server_s_adapter_keeps_its_pool_beside_the_state_file_and_a_launched_one_not() {
+        let text = "[daemon]\nstate_file = \"/var/lib/memtide/state.json\"\n\
+                    [balloon]\nenabled = true\n\
+                    [[tenant]]\nname = \"db\"\ncgroup = \"/m/db\"\nmax = \"1G\"\n\
+                    [tenant.app]\nkind = \"redis\"\nmin = \"16M\"\nmax = \"256M\"\n\
+                    [[tenant]]\nname = \"job\"\ncommand = [\"redis-server\"]\nmax = \"1G\"\n\
+                    [tenant.app]\nkind = \"redis\"\nmin = \"16M\"\nmax = \"256M\"\n";
+        let config =
+            DaemonConfig::parse(text, Path::new("t.toml")).unwrap_or_else(|e| panic!("{e}"));
+        let argv = |i: usize| {
+            let t = &config.tenants[i];
+            adapter_argv(t, t.app.as_ref().unwrap(), &config)
+        };
+        let adopted = argv(0);
+        let at = adopted
+            .iter()
+            .position(|a| a == "--restore-file")
+            .expect("a record file");
+        assert_eq!(adopted[at + 1], "/var/lib/memtide/app-db.pool");
+        assert!(!argv(1).iter().any(|a| a == "--restore-file"));
     }
 
     fn spec_of(config: &DaemonConfig, i: usize) -> TenantSpec {
