@@ -1,5 +1,6 @@
-//! Unmodified servers under `memtide daemon` through their adapters: a real `redis-server` in an adopted cgroup with `[tenant.app] kind = "redis"`. When the budget runs short Redis is asked to shrink its own `maxmemory` before the limit moves, its memory really goes back, nothing is killed, and at stop the adapter goes and the limit is given back. And the failure paths — a wrong password, a server that refuses, one that hangs, one killed mid-resize — each end with the cgroup limit (the OS mechanism) holding the tenant and the reason logged, with no OOM kill and the tenant beside it untouched.
+//! Unmodified servers under `memtide daemon` through their adapters: a real `redis-server` in an adopted cgroup with `[tenant.app] kind = "redis"`. When the budget runs short Redis is asked to shrink its own `maxmemory` before the limit moves, its memory really goes back, nothing is killed, and at stop the adapter goes and the limit is given back. And the failure paths — a wrong password, a server that refuses, one that hangs — each end with the cgroup limit (the OS mechanism) holding the tenant and the reason logged, with no OOM kill and the tenant beside it untouched. And the adapters' life: Redis and MariaDB get back the pool they had before memtide when the daemon stops, also after a `kill -9` of the daemon (which takes its adapters with it) and a restart; a server killed mid-resize or shut down while managed has its tenant dropped and its limit and OOM killer given back, though its adapter ran.
 
+use crate::host::mariadb::{self, DataDir, Mariadbd, Tables};
 use crate::host::*;
 use memtide_testkit::samples::build_adapter;
 use std::path::Path;
@@ -345,6 +346,12 @@ fn hung_or_killed(test: &str, kill: bool) {
         );
         std::thread::sleep(Duration::from_millis(200));
     }
+    if kill {
+        // Only the adapter is left in the cgroup: the tenant is gone all the same.
+        gone_and_restored(&mut daemon, &redis.cg, "cache", None);
+        bystander_untouched(&daemon);
+        return;
+    }
     os_holds(&mut daemon, &redis);
     let app = daemon.tenant("cache").app.expect("an app");
     assert!(
@@ -356,9 +363,7 @@ fn hung_or_killed(test: &str, kill: bool) {
         "{app:?}"
     );
     bystander_untouched(&daemon);
-    if !kill {
-        redis.signal(libc::SIGCONT);
-    }
+    redis.signal(libc::SIGCONT);
 }
 
 #[test]
@@ -371,7 +376,243 @@ fn a_redis_that_hangs_past_the_deadline_is_left_to_its_limit() {
 }
 
 #[test]
-fn a_redis_killed_mid_resize_is_left_to_its_limit() {
+fn a_redis_killed_mid_resize_has_its_tenant_dropped_and_restored() {
     let _gate = memtide_testkit::file_gate(module_path!());
-    hung_or_killed("a_redis_killed_mid_resize_is_left_to_its_limit", true);
+    hung_or_killed(
+        "a_redis_killed_mid_resize_has_its_tenant_dropped_and_restored",
+        true,
+    );
+}
+
+/// The `memtide-adapter` processes in `cg`.
+fn adapters_in(cg: &TestCgroup) -> Vec<u32> {
+    cg.cgroup
+        .pids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/exe"))
+                .is_ok_and(|exe| exe.to_string_lossy().contains("memtide-adapter"))
+        })
+        .collect()
+}
+
+/// Waits until the daemon's log has `n` lines with `word`.
+fn wait_for_lines(daemon: &Daemon, word: &str, n: usize) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while daemon
+        .log_text()
+        .lines()
+        .filter(|l| l.contains(word))
+        .count()
+        < n
+    {
+        assert!(
+            Instant::now() < until,
+            "fewer than {n} {word} lines within 60 s; log:\n{}",
+            daemon.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Waits until `tenant` has left the status (dropped: its server gone), then checks that its
+/// cgroup got back its limit (`limit`, `None` for none) and OOM killer (v1), the log says
+/// `dropped`, and no adapter is left in it.
+fn gone_and_restored(daemon: &mut Daemon, cg: &TestCgroup, tenant: &str, limit: Option<u64>) {
+    daemon.wait_until(
+        &format!("{tenant} is dropped"),
+        Duration::from_secs(30),
+        |s| s.tenants.iter().all(|t| t.name != tenant),
+    );
+    let log = daemon.log_text();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("dropped") && l.contains(tenant)),
+        "{log}"
+    );
+    assert_eq!(limit_bytes(&cg.sample()), limit, "its limit is given back");
+    if let Ok(oom) = memtide_linux::fs::cgroup_v1::read_oom_control(cg.dir()) {
+        assert!(!oom.oom_kill_disable, "its OOM killer is given back");
+    }
+    assert_eq!(adapters_in(cg), Vec::<u32>::new(), "its adapter is stopped");
+}
+
+/// A daemon managing a server through its adapter, whose `pool` it finds at `original` and
+/// the adapter shrinks to `shrunk` as it starts (its `[tenant.app] max`): a SIGTERM gives the
+/// pool back; a SIGKILL takes the adapter with it and leaves the pool and its record; the
+/// restarted daemon has one adapter in the tenant, and its SIGTERM gives back the pool as it
+/// was before memtide, not as the restarted adapter found it.
+fn pool_given_back_at_stop_and_after_a_crash(
+    daemon: &mut Daemon,
+    cg: &TestCgroup,
+    tenant: &str,
+    pool: impl Fn() -> u64,
+    (original, shrunk): (u64, u64),
+) {
+    let record = daemon.dir.join(format!("app-{tenant}.pool"));
+    let registered = |daemon: &Daemon, n: usize| {
+        wait_for_lines(daemon, "agent_registered", n);
+        assert_eq!(pool(), shrunk, "the adapter shrank the pool to its max");
+    };
+    registered(daemon, 1);
+    assert_eq!(
+        std::fs::read_to_string(&record).unwrap().trim(),
+        original.to_string()
+    );
+    let status = daemon.signal_and_wait(libc::SIGTERM);
+    assert!(status.success(), "daemon exit {status}");
+    assert_eq!(pool(), original, "a daemon stop gives the pool back");
+    assert_eq!(adapters_in(cg), Vec::<u32>::new());
+    assert!(!record.exists(), "the record goes with the stop");
+
+    daemon.spawn(&[]);
+    registered(daemon, 2);
+    let killed = Instant::now();
+    assert!(!daemon.signal_and_wait(libc::SIGKILL).success());
+    while !adapters_in(cg).is_empty() {
+        assert!(
+            killed.elapsed() < Duration::from_secs(3),
+            "the adapter outlived its daemon: {:?}",
+            adapters_in(cg)
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Nothing given back under memtide's limit, which stays until the next daemon.
+    assert_eq!(pool(), shrunk);
+    assert!(record.exists(), "the record outlives the crash");
+
+    daemon.spawn(&[]);
+    registered(daemon, 3);
+    assert_eq!(adapters_in(cg).len(), 1, "one adapter, no orphan");
+    let status = daemon.signal_and_wait(libc::SIGTERM);
+    assert!(status.success(), "daemon exit {status}");
+    assert_eq!(
+        pool(),
+        original,
+        "the pool from before memtide, not the one the restarted adapter found"
+    );
+    assert!(!record.exists());
+}
+
+#[test]
+fn redis_gets_back_its_maxmemory_at_stop_and_after_a_crash_and_restart() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "redis_gets_back_its_maxmemory_at_stop_and_after_a_crash_and_restart";
+    let Some(linux) = prerequisites(test) else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let redis = Redis::start(
+        &linux,
+        tmp.path(),
+        "give-back",
+        &["--maxmemory", "300mb"],
+        8,
+    );
+    let maxmemory = || {
+        let said = redis.cli(&["config", "get", "maxmemory"]);
+        said.lines()
+            .nth(1)
+            .unwrap_or_default()
+            .trim()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert_eq!(maxmemory(), 300 * MIB);
+    let mut daemon = Daemon::start(tmp.path(), &config(&redis, "1G", ""), &[]);
+    pool_given_back_at_stop_and_after_a_crash(
+        &mut daemon,
+        &redis.cg,
+        "cache",
+        maxmemory,
+        (300 * MIB, 256 * MIB),
+    );
+}
+
+/// A MariaDB in test cgroup `name` with a `pool` buffer pool, on a small data directory.
+fn mariadb_in(
+    linux: &Linux,
+    test: &str,
+    name: &str,
+    pool: &str,
+) -> Option<(DataDir, TestCgroup, Mariadbd)> {
+    if let Some(why) = mariadb::missing() {
+        skip_or_fail(test, &why);
+        return None;
+    }
+    build_adapter();
+    let data = DataDir::prepare(Tables {
+        tables: 1,
+        rows: 1000,
+    })
+    .expect("prepare a data directory");
+    let cg = linux.cgroup(name);
+    let server = Mariadbd::start(&data, pool, Some(&cg)).expect("start mariadbd");
+    Some((data, cg, server))
+}
+
+/// Tenant `app` in `cgroup`: the MariaDB on `socket` through its adapter, its pool between
+/// 64 and 256 MiB.
+fn mariadb_config(cgroup: &str, socket: &Path, budget: &str) -> String {
+    adopt_config(
+        cgroup,
+        budget,
+        &format!(
+            "\n[tenant.app]\nkind = \"mariadb\"\nurl = \"unix://{}\"\nuser = \"root\"\n\
+             min = \"64M\"\nmax = \"256M\"\n",
+            socket.display()
+        ),
+    )
+}
+
+#[test]
+fn mariadb_gets_back_its_buffer_pool_at_stop_and_after_a_crash_and_restart() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "mariadb_gets_back_its_buffer_pool_at_stop_and_after_a_crash_and_restart";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let Some((_data, cg, server)) = mariadb_in(&linux, test, "mdb-give-back", "512M") else {
+        return;
+    };
+    assert_eq!(server.pool_bytes().unwrap(), 512 * MIB);
+    let tmp = tempfile::tempdir().unwrap();
+    let config = mariadb_config(&cg.path, &server.socket, "8G");
+    let mut daemon = Daemon::start(tmp.path(), &config, &[]);
+    pool_given_back_at_stop_and_after_a_crash(
+        &mut daemon,
+        &cg,
+        "app",
+        || server.pool_bytes().unwrap(),
+        (512 * MIB, 256 * MIB),
+    );
+}
+
+#[test]
+fn a_mariadb_shut_down_while_managed_has_its_tenant_dropped_and_restored() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "a_mariadb_shut_down_while_managed_has_its_tenant_dropped_and_restored";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let Some((_data, cg, mut server)) = mariadb_in(&linux, test, "mdb-shutdown", "128M") else {
+        return;
+    };
+    cg.set_limit_bytes(900 * MIB);
+    let tmp = tempfile::tempdir().unwrap();
+    let config = mariadb_config(&cg.path, &server.socket, "160M");
+    let mut daemon = Daemon::start(tmp.path(), &config, &[]);
+    daemon.wait_for_log(&["agent_registered"], Duration::from_secs(60));
+    // memtide holds the tenant: a limit of its own, and (v1) the OOM guard on under the max.
+    daemon.wait_until("memtide limits the tenant", Duration::from_secs(60), |_| {
+        limit_bytes(&cg.sample()).is_some_and(|l| l < 900 * MIB)
+            && memtide_linux::fs::cgroup_v1::read_oom_control(cg.dir())
+                .map_or(true, |o| o.oom_kill_disable)
+    });
+    assert_eq!(adapters_in(&cg).len(), 1);
+    server.shutdown().expect("mariadb-admin shutdown");
+    gone_and_restored(&mut daemon, &cg, "app", Some(900 * MIB));
+    let status = daemon.signal_and_wait(libc::SIGTERM);
+    assert!(status.success(), "daemon exit {status}");
 }
