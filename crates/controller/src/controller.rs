@@ -474,8 +474,12 @@ impl Controller {
                 pass.budget_bound = true;
                 pass.measured &= s.estimator.measured();
             }
+            // Capped at the estimate, a tenant still gets what a trusted application pool
+            // says it wants: the estimator may be blind to the pool's own misses.
             let cap = if s.cap_at_estimate {
-                s.estimator.ceiling().clamp_to(s.min, s.max)
+                mechanism::app_wants(t, &plans[next].app)
+                    .map_or(s.estimator.ceiling(), |w| w.max(s.estimator.ceiling()))
+                    .clamp_to(s.min, s.max)
             } else {
                 s.max
             };

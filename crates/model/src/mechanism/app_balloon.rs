@@ -161,6 +161,9 @@ pub enum AppStep {
     },
     /// Growing to `pool` waits for the OS fence to rise first: the tenant may hold `room` now.
     AwaitsFence { pool: Pages, room: Pages },
+    /// A shrink toward what memtide wants goes in paced moves: the next, to `next`, is asked
+    /// in `wait` (the hold after the last move). What is left of the shrink stays covered.
+    Paces { next: Pages, wait: Duration },
     /// The agent said done, having given back `released` (the fence now follows).
     Done { released: Pages },
     /// The agent could not resize to `pool`: the OS levers take its part.
@@ -240,6 +243,13 @@ impl Clause for AppBalloonNote {
                 "; app pool {} -> {pool} once the fence rises (room {room})",
                 self.pool
             ),
+            AppStep::Paces { next, wait } => write!(
+                f,
+                "; app pool {} -> {next} in {:.0} s (paced toward {})",
+                self.pool,
+                wait.as_secs_f64(),
+                self.wanted
+            ),
             AppStep::Done { released } => {
                 write!(f, "; app pool done at {} (released {released})", self.pool)
             }
@@ -274,6 +284,13 @@ mod tests {
                     room: mib(150),
                 },
                 "app pool 100.0 MiB -> 200.0 MiB once the fence rises (room 150.0 MiB)",
+            ),
+            (
+                AppStep::Paces {
+                    next: mib(88),
+                    wait: Duration::from_secs(4),
+                },
+                "app pool 100.0 MiB -> 88.0 MiB in 4 s (paced toward 60.0 MiB)",
             ),
             (
                 AppStep::Done { released: mib(30) },

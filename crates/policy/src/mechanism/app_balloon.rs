@@ -37,8 +37,27 @@
 //! a liar claiming a 1 TiB pool in a tenant of 150 MiB holds the fence off at most what the
 //! tenant measurably holds above its target, for at most about 22 s.
 //!
-//! [`AppWatch`] keeps the move in progress between ticks, and the tenant's speed and
-//! back-off across sessions. Cost: O(1).
+//! **A busy pool keeps its hot pages, and does not swing** (what a real two-database run showed
+//! without them: a warm busy pool sent to its minimum in one move, and pools resized every 2 s):
+//!
+//! - **paced shrinks**: a pool serving requests gives up per move at most its free part (pages
+//!   holding no data) and its cold part: from its miss-ratio curve where the agent sends one,
+//!   the pages whose loss raises the miss ratio by at most [`COLD_MISS_RISE`], and at least
+//!   [`PACE_FRACTION`] of the pool (without a curve, that fraction: the estimate the counters
+//!   allow, as the MariaDB adapter's 64 MiB of a 512 MiB pool). An idle pool (no requests) goes
+//!   in one move. Until the pool is down to what memtide wants, the whole planned shrink is
+//!   `covered` ([`AppStep::Paces`] between moves): the OS fence never pages out of a trusted
+//!   pool what the pool is about to give back itself;
+//! - **a hold**: a move waits [`HOLD`] after the previous one ended (done or failed), so a
+//!   pool moves at most once per its resize time plus the hold; a move that reverses the
+//!   previous one's direction waits [`REVERSE_HOLD`], unless the tenant uses more than its
+//!   target (it would page its own pool);
+//! - **growth by use**: a pool serving requests is grown only while it is full of data or
+//!   misses (one serving them from free pages without misses has no use for more), and any
+//!   pool only by at least two steps' worth.
+//!
+//! [`AppWatch`] keeps the move in progress between ticks, and the tenant's speed, back-off and
+//! last move across sessions. Cost: O(1), and O(curve points) for a pool with a curve.
 
 use super::Need;
 use memtide_model::{
@@ -57,11 +76,24 @@ pub const DEADLINE_SLACK: Duration = Duration::from_secs(5);
 pub const DISTRUST_FIRST: Duration = Duration::from_secs(30);
 /// The longest back-off.
 pub const DISTRUST_MAX: Duration = Duration::from_secs(3600);
+/// The least time between the end of one move and the next.
+pub const HOLD: Duration = Duration::from_secs(5);
+/// The least time between the end of one move and a move the other way.
+pub const REVERSE_HOLD: Duration = Duration::from_secs(60);
+/// A pool serving requests gives up at least this fraction of itself per move.
+pub const PACE_FRACTION: f64 = 1.0 / 8.0;
+/// The rise of the miss ratio (on the pool's curve) up to which pages count as cold.
+pub const COLD_MISS_RISE: f64 = 0.01;
+/// The miss ratio (misses over requests since the previous observation) at or above which a
+/// pool is short of memory; below it, a pool whose data fits.
+pub const SHORT_MISS_RATIO: f64 = 0.001;
 
 /// The move asked of an agent and not finished yet.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct Ask {
     pool: Pages,
+    /// Whether it grows the pool.
+    grows: bool,
     /// The pool, what of it held no data, and the tenant's measured memory when it was asked.
     from: Pages,
     unused: Pages,
@@ -94,6 +126,8 @@ pub struct AppWatch {
     /// The tenant's last completed resize: pages moved and the time it took.
     resized: Option<(Pages, Duration)>,
     distrust: Option<Distrust>,
+    /// The tenant's last move that ended: whether it grew the pool, and the time since.
+    ended: Option<(bool, Duration)>,
 }
 
 impl AppWatch {
@@ -103,6 +137,7 @@ impl AppWatch {
                 session: Some(session),
                 resized: self.resized,
                 distrust: self.distrust,
+                ended: self.ended,
                 ..AppWatch::default()
             };
         }
@@ -156,6 +191,79 @@ fn apart(a: Pages, b: Pages) -> Pages {
     a.max(b) - a.min(b)
 }
 
+/// How a pool is used, from its agent's hits and misses since the previous observation.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PoolUse {
+    /// No statistics yet.
+    Unknown,
+    /// Neither hits nor misses: nothing reads the pool.
+    Idle,
+    /// Requests, missing less than [`SHORT_MISS_RATIO`] of them: its data fits.
+    Fits,
+    /// Requests missing at least [`SHORT_MISS_RATIO`] of them: it would use more.
+    Short,
+}
+
+/// How `lever`'s pool is used (see [`PoolUse`]).
+pub fn pool_use(lever: &AppBalloonLever) -> PoolUse {
+    match (lever.hits, lever.misses) {
+        (Some(hits), Some(misses)) => {
+            let requests = hits.saturating_add(misses);
+            if requests == 0 {
+                PoolUse::Idle
+            } else if misses as f64 >= SHORT_MISS_RATIO * requests as f64 {
+                PoolUse::Short
+            } else {
+                PoolUse::Fits
+            }
+        }
+        _ => PoolUse::Unknown,
+    }
+}
+
+/// The memory a trusted agent's pool says its tenant wants, where it says anything: a pool
+/// short of memory, its memory outside the pool and its largest pool; one whose data fits, the
+/// memory outside and the data (`None`: an idle pool, no statistics, or an agent not trusted;
+/// the estimator's word stands). Allocation caps a tenant at no less than this, so that an
+/// estimator blind to the pool's own misses (TWS watches the kernel's refaults; a pool's
+/// misses are reads from disk) never shrinks a pool in use toward its minimum.
+pub fn wants(lever: &AppBalloonLever, watch: &AppWatch) -> Option<Pages> {
+    if !watch.trusted() {
+        return None;
+    }
+    let outside = lever.outside()?;
+    match pool_use(lever) {
+        PoolUse::Short => Some(outside + lever.max),
+        PoolUse::Fits => Some((outside + lever.pool_used?).min(lever.used.max(outside))),
+        PoolUse::Idle | PoolUse::Unknown => None,
+    }
+}
+
+/// The most a pool gives up in one move (see the module docs): everything when idle, else its
+/// free part and its cold part.
+fn pace(lever: &AppBalloonLever, held: Pages) -> Pages {
+    if matches!(pool_use(lever), PoolUse::Idle | PoolUse::Unknown) {
+        return held;
+    }
+    let free = held.saturating_sub(lever.pool_used.unwrap_or(held));
+    let least = Pages((held.0 as f64 * PACE_FRACTION) as u64);
+    let cold = lever.curve.as_ref().map_or(Pages::ZERO, |curve| {
+        // The smallest pool whose miss ratio stays within COLD_MISS_RISE of today's.
+        let limit = curve.miss_ratio(held) + COLD_MISS_RISE;
+        let (mut lo, mut hi) = (lever.min.min(held).0, held.0);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if curve.miss_ratio(Pages(mid)) <= limit {
+                hi = mid;
+            } else {
+                lo = mid + 1;
+            }
+        }
+        held - Pages(lo)
+    });
+    (free + least.max(cold)).min(held)
+}
+
 /// Plans the application balloon and takes what it covers out of `need.left`. `room` is what
 /// the OS fence lets the tenant hold now (`None`: no fence), `elapsed` the time since the last
 /// observation.
@@ -167,16 +275,23 @@ pub(super) fn plan(
     watch: &mut AppWatch,
 ) -> AppBalloonNote {
     let step = decide(need, lever, room, elapsed, watch);
+    let wanted = wanted(lever, need.target);
+    // What the pool is left to give back on its way down to what memtide wants: the fence
+    // holds it while the application is asked or paced toward it.
     let covered = match (step, watch.ask) {
-        (AppStep::Asks { .. }, Some(ask)) if ask.pool < ask.from => {
-            need.left.min(ask.from - ask.pool)
-        }
+        (AppStep::Asks { .. }, Some(ask)) if ask.pool < ask.from => need
+            .left
+            .min(ask.from - wanted.unwrap_or(ask.pool).min(ask.pool)),
+        // Between paced moves the fence follows what the pool gave, and no further.
+        (AppStep::Paces { .. } | AppStep::Done { .. }, _) => need
+            .left
+            .min(lever.held().saturating_sub(wanted.unwrap_or(lever.pool))),
         _ => Pages::ZERO,
     };
     need.left -= covered;
     AppBalloonNote {
         pool: lever.pool,
-        wanted: wanted(lever, need.target).unwrap_or(lever.pool),
+        wanted: wanted.unwrap_or(lever.pool),
         step,
         covered,
     }
@@ -190,9 +305,13 @@ fn decide(
     watch: &mut AppWatch,
 ) -> AppStep {
     watch.follow(lever.session);
-    // The back-off runs from the takeover, whichever session is watched.
+    // The back-off runs from the takeover, whichever session is watched; the hold from the
+    // last move's end.
     if let Some(d) = &mut watch.distrust {
         d.left = d.left.saturating_sub(elapsed);
+    }
+    if let Some((_, since)) = &mut watch.ended {
+        *since += elapsed;
     }
     if let Some(why) = watch.taken_over {
         return AppStep::TakenOver(why);
@@ -224,6 +343,7 @@ fn decide(
         match answer {
             Some(AppStatus::Done) => {
                 watch.ask = None;
+                watch.ended = Some((ask.grows, Duration::ZERO));
                 let claimed = ask.from.saturating_sub(lever.held());
                 let measured = ask.used.saturating_sub(lever.used);
                 // A pool may give up first what held no data, which was never in the tenant's
@@ -239,6 +359,7 @@ fn decide(
             Some(AppStatus::Failed) => {
                 watch.failed = Some(ask.pool);
                 watch.ask = None;
+                watch.ended = Some((ask.grows, Duration::ZERO));
                 return AppStep::Failed { pool: ask.pool };
             }
             _ if ask.waited >= ask.deadline => {
@@ -249,8 +370,14 @@ fn decide(
                     },
                 );
             }
-            // A new target supersedes one in progress only when the pool wanted moved on.
-            _ if apart(wanted, ask.pool) < step(lever) => {
+            // A new target supersedes one in progress only when it turns the move around by a
+            // step; a paced shrink runs to its step.
+            _ if !(if ask.grows {
+                wanted + step(lever) <= lever.pool
+            } else {
+                wanted >= lever.pool + step(lever)
+            }) =>
+            {
                 return AppStep::Asks {
                     pool: ask.pool,
                     waited: ask.waited,
@@ -263,14 +390,51 @@ fn decide(
     // A step's worth, or any granule when the tenant uses more than its target and would
     // page its own pool.
     let gap = apart(wanted, lever.pool);
-    let pressed = wanted < lever.pool && lever.used > need.target;
+    let grows = wanted > lever.pool;
+    let pressed = !grows && lever.used > need.target;
     if gap < lever.granule.max(Pages(1))
         || (gap < step(lever) && !pressed)
         || watch.failed == Some(wanted)
     {
         return AppStep::Holds;
     }
-    if wanted > lever.pool {
+    // Shrinking, the move is measured from the pool held, not the pool claimed; paced to the
+    // pool's free and cold part.
+    let held = lever.held();
+    let next = if grows {
+        wanted
+    } else {
+        let g = lever.granule.0.max(1);
+        let paced = held.saturating_sub(pace(lever, held)).0.div_ceil(g) * g;
+        wanted.max(Pages(paced))
+    };
+    if grows {
+        // A pool serving requests from free pages without misses has no use for more (an idle
+        // one is given what its target allows: nothing reads it, so nothing fills it until
+        // something does); a small rise is not worth a resize.
+        let full = lever
+            .pool_used
+            .is_some_and(|u| u + step(lever) >= lever.pool);
+        if (pool_use(lever) == PoolUse::Fits && !full) || gap < step(lever) + step(lever) {
+            return AppStep::Holds;
+        }
+    }
+    if let Some((grew, since)) = watch.ended {
+        let hold = if grew == grows || pressed {
+            HOLD
+        } else {
+            REVERSE_HOLD
+        };
+        if since < hold {
+            let wait = hold - since;
+            return if grows || held <= wanted {
+                AppStep::Holds
+            } else {
+                AppStep::Paces { next, wait }
+            };
+        }
+    }
+    if grows {
         // Growing: the fence first.
         let needs = lever
             .used
@@ -280,15 +444,14 @@ fn decide(
             return AppStep::AwaitsFence { pool: wanted, room };
         }
     }
-    // Shrinking, the move is measured from the pool held, not the pool claimed.
-    let held = lever.held();
-    let moved = if wanted > lever.pool {
+    let moved = if grows {
         wanted - lever.pool
     } else {
-        held.saturating_sub(wanted)
+        held.saturating_sub(next)
     };
     let ask = Ask {
-        pool: wanted,
+        pool: next,
+        grows,
         from: held,
         unused: held.saturating_sub(lever.pool_used.unwrap_or(Pages::ZERO)),
         used: lever.used,

@@ -213,6 +213,13 @@ fn fence_room(levers: &Levers) -> Option<Pages> {
     }
 }
 
+/// The memory a tenant's trusted application pool says it wants, where it says anything
+/// (see [`app_balloon::wants`]): allocation caps the tenant at no less.
+#[inline]
+pub fn app_wants(t: &TenantObservation, watch: &AppWatch) -> Option<Pages> {
+    app_balloon::wants(t.levers.app_balloon.as_ref()?, watch)
+}
+
 /// Whether a tenant's memory counts against the budget's own reclamation state: memory that
 /// a limit moves is what the tenants hold, which the budget bounds (the machine's free memory
 /// says little on a shared Linux host), and so is every tenant's on a `shared_host` (a VM on

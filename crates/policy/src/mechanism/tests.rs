@@ -460,7 +460,7 @@ fn agent(pool: u64, outside: u64) -> AppBalloonLever {
         max: mib(200),
         granule: mib(1),
         used: mib(pool + outside),
-        hits: Some(100),
+        hits: Some(0),
         misses: Some(0),
         curve: None,
         durability: None,
@@ -923,16 +923,27 @@ fn a_failed_target_goes_to_the_os_and_is_not_asked_again() {
         3,
     );
     assert_eq!(app_step(&p), AppStep::Holds);
-    // A different target is asked.
-    let p = run_with(
-        &vm_with_agent(256, refused.clone()),
-        Soft,
-        150,
-        100,
-        &mut memory,
-        3,
-    );
+    // A different target is asked once the hold after the failure has passed (a tick is 1 s);
+    // until then the shrink is paced, and covered.
+    // Ticks since the failure's: the one that held, then these.
+    let mut ticks = 1;
+    let p = loop {
+        let p = run_with(
+            &vm_with_agent(256, refused.clone()),
+            Soft,
+            150,
+            100,
+            &mut memory,
+            3,
+        );
+        ticks += 1;
+        if !matches!(app_step(&p), AppStep::Paces { .. }) {
+            break p;
+        }
+        assert_eq!(p.note.app_balloon.unwrap().covered, mib(100), "{p:?}");
+    };
     assert!(matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(100)));
+    assert_eq!(ticks, super::app_balloon::HOLD.as_secs(), "{p:?}");
 }
 
 #[test]
@@ -1175,15 +1186,20 @@ fn a_deadline_follows_the_applications_measured_speed() {
     let done = vm_with_agent(256, answered(130, AppStatus::Done));
     let p = run_with(&done, Soft, 180, 100, &mut memory, 3);
     assert_eq!(app_step(&p), AppStep::Done { released: mib(70) });
-    // The next shrink, 130 -> 60 MiB (target 110), gets 5 s + 2 x 2 s.
-    let p = run_with(
-        &vm_with_agent(180, agent(130, 50)),
-        Soft,
-        110,
-        100,
-        &mut memory,
-        3,
-    );
+    // The next shrink, 130 -> 60 MiB (target 110), once the hold has passed, gets 5 s + 2 x 2 s.
+    let p = (0..super::app_balloon::HOLD.as_secs())
+        .map(|_| {
+            run_with(
+                &vm_with_agent(180, agent(130, 50)),
+                Soft,
+                110,
+                100,
+                &mut memory,
+                3,
+            )
+        })
+        .last()
+        .unwrap();
     let AppStep::Asks { pool, deadline, .. } = app_step(&p) else {
         panic!("{p:?}");
     };
@@ -1253,4 +1269,222 @@ fn a_taken_over_agent_stays_distrusted_for_a_back_off_that_doubles() {
         };
         assert_eq!(left, Duration::from_secs(want - 1), "session {session}");
     }
+}
+
+/// `agent(pool, outside)` serving requests: `misses` of every 1,000.
+fn serving(pool: u64, outside: u64, misses: u64) -> AppBalloonLever {
+    AppBalloonLever {
+        hits: Some(1000 - misses),
+        misses: Some(misses),
+        ..agent(pool, outside)
+    }
+}
+
+/// Ticks `lever`'s VM (256 MiB, holding `pool + 40`) at `target` until the planner asks the
+/// agent something or `ticks` pass; the plans, in order.
+fn until_asked(
+    lever: &AppBalloonLever,
+    target: u64,
+    memory: &mut PlanMemory,
+    ticks: u32,
+) -> Vec<Plan> {
+    let allocated = lever.used.0 / mib(1).0;
+    let mut plans = Vec::new();
+    for _ in 0..ticks {
+        let p = run_with(
+            &vm_with_agent(allocated, lever.clone()),
+            Soft,
+            target,
+            100,
+            memory,
+            3,
+        );
+        let asked = matches!(app_step(&p), AppStep::Asks { .. });
+        plans.push(p);
+        if asked {
+            break;
+        }
+    }
+    plans
+}
+
+#[test]
+fn a_busy_pool_shrinks_in_paced_steps_and_the_os_pages_none_of_it() {
+    // 160 MiB of data serving requests, 40 outside, target 120: the pool is wanted at 80, but
+    // goes 20 MiB (an eighth) per move, and the fence holds the whole planned shrink.
+    let mut memory = PlanMemory::default();
+    let p = run_with(
+        &vm_with_agent(200, serving(160, 40, 20)),
+        Soft,
+        120,
+        100,
+        &mut memory,
+        3,
+    );
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(140)),
+        "{p:?}"
+    );
+    let note = p.note.app_balloon.unwrap();
+    assert_eq!((note.wanted, note.covered), (mib(80), mib(80)));
+    assert_eq!(
+        p.note.moves().balloon,
+        Some(mib(256 - 200)),
+        "the guest keeps what it holds"
+    );
+    // Done at 140: the next move waits the hold, paced and still covered, then goes to 120.
+    let done = AppBalloonLever {
+        answer: Some(AppAnswer {
+            target: mib(140),
+            status: AppStatus::Done,
+        }),
+        ..serving(140, 40, 20)
+    };
+    let p = run_with(
+        &vm_with_agent(180, done.clone()),
+        Soft,
+        120,
+        100,
+        &mut memory,
+        3,
+    );
+    assert_eq!(app_step(&p), AppStep::Done { released: mib(20) });
+    let plans = until_asked(&done, 120, &mut memory, 10);
+    let (waits, asked) = plans.split_at(plans.len() - 1);
+    assert_eq!(waits.len() as u64 + 1, super::app_balloon::HOLD.as_secs());
+    for w in waits {
+        assert!(
+            matches!(app_step(w), AppStep::Paces { next, .. } if next == mib(123)),
+            "{w:?}"
+        );
+        assert_eq!(w.note.app_balloon.unwrap().covered, mib(60));
+        assert!(
+            w.note.to_string().contains("paced toward 80.0 MiB"),
+            "{}",
+            w.note
+        );
+    }
+    assert!(matches!(app_step(&asked[0]), AppStep::Asks { pool, .. } if pool == mib(123)));
+}
+
+#[test]
+fn an_idle_pool_goes_in_one_move_and_a_curve_frees_its_cold_part_at_once() {
+    let mut memory = PlanMemory::default();
+    let p = run_with(
+        &vm_with_agent(200, agent(160, 40)),
+        Soft,
+        120,
+        100,
+        &mut memory,
+        3,
+    );
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(80)),
+        "{p:?}"
+    );
+    // A busy pool whose curve is flat down to 100 MiB: 60 MiB are cold.
+    let curve =
+        memtide_model::MissCurve::new([(mib(50), 0.5), (mib(100), 0.02), (mib(160), 0.015)])
+            .unwrap();
+    let lever = AppBalloonLever {
+        curve: Some(Box::new(curve)),
+        ..serving(160, 40, 20)
+    };
+    let p = run(&vm_with_agent(200, lever), Soft, 120, 100);
+    let AppStep::Asks { pool, .. } = app_step(&p) else {
+        panic!("{p:?}");
+    };
+    assert!(pool >= mib(100) && pool <= mib(101), "{pool}");
+}
+
+#[test]
+fn a_pool_in_use_grows_only_when_full_or_missing_and_not_back_within_the_reverse_hold() {
+    // 100 MiB of pool, 60 of them data, no misses: more memory is of no use to it.
+    let half_full = AppBalloonLever {
+        pool_used: Some(mib(60)),
+        used: mib(100),
+        ..serving(100, 40, 0)
+    };
+    let p = run(&vm_with_agent(100, half_full), Soft, 240, 100);
+    assert_eq!(app_step(&p), AppStep::Holds);
+    // Full of data, missing, or read by nothing, it grows to what the target leaves.
+    let idle = AppBalloonLever {
+        pool_used: Some(mib(60)),
+        used: mib(100),
+        ..agent(100, 40)
+    };
+    for lever in [serving(100, 40, 0), serving(100, 40, 30), idle] {
+        let p = run(&vm_with_agent(140, lever), Soft, 240, 100);
+        assert!(
+            matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(200)),
+            "{p:?}"
+        );
+    }
+    // Just shrunk, a missing pool waits the reverse hold before it grows back.
+    let mut memory = PlanMemory::default();
+    run_with(
+        &vm_with_agent(200, serving(160, 40, 20)),
+        Soft,
+        120,
+        100,
+        &mut memory,
+        3,
+    );
+    let done = AppBalloonLever {
+        answer: Some(AppAnswer {
+            target: mib(140),
+            status: AppStatus::Done,
+        }),
+        ..serving(140, 40, 20)
+    };
+    run_with(
+        &vm_with_agent(180, done.clone()),
+        Soft,
+        120,
+        100,
+        &mut memory,
+        3,
+    );
+    let reverse = super::app_balloon::REVERSE_HOLD.as_secs() as u32;
+    let plans = until_asked(&done, 240, &mut memory, reverse + 5);
+    assert_eq!(plans.len() as u32, reverse, "{:?}", plans.last());
+    assert!(plans[..plans.len() - 1]
+        .iter()
+        .all(|p| app_step(p) == AppStep::Holds));
+    assert!(
+        matches!(app_step(plans.last().unwrap()), AppStep::Asks { pool, .. } if pool == mib(200))
+    );
+}
+
+#[test]
+fn a_pool_in_use_says_what_its_tenant_wants_and_an_idle_or_distrusted_one_does_not() {
+    let watch = AppWatch::default();
+    // Short of memory: the memory outside and its largest pool.
+    assert_eq!(
+        super::app_balloon::wants(&serving(160, 40, 20), &watch),
+        Some(mib(240))
+    );
+    // Its data fits: the memory outside and the data.
+    let fits = AppBalloonLever {
+        pool_used: Some(mib(120)),
+        used: mib(160),
+        ..serving(160, 40, 0)
+    };
+    assert_eq!(super::app_balloon::wants(&fits, &watch), Some(mib(160)));
+    assert_eq!(super::app_balloon::wants(&agent(160, 40), &watch), None);
+    // A dead agent is taken over: from then on its pool says nothing.
+    let mut memory = PlanMemory::default();
+    let dead = AppBalloonLever {
+        silent_for: Duration::from_secs(5),
+        ..serving(160, 40, 20)
+    };
+    run_with(
+        &vm_with_agent(200, dead.clone()),
+        Soft,
+        120,
+        100,
+        &mut memory,
+        3,
+    );
+    assert_eq!(super::app_balloon::wants(&dead, &memory.app), None);
 }
