@@ -35,53 +35,30 @@ DB_PID=
 kill_servers() { if [[ -n $DB_PID ]]; then kill -KILL "$DB_PID" 2>/dev/null; wait "$DB_PID" 2>/dev/null; fi; }
 # shellcheck source=scripts/alb-common.sh
 source "$(dirname "$0")/alb-common.sh"
-for tool in /usr/sbin/mariadbd mariadb-install-db mariadb mariadb-admin sysbench; do
-    command -v "$tool" >/dev/null || die "$tool is missing"
-done
+mdb_tools
 SOCK=$DIR/sock
-sql() { mariadb -S "$SOCK" -uroot -N -B -e "$1"; }
+sql() { mdb_sql "$SOCK" "$1"; }
 
 # Starts mariadbd with POOL on the data directory, in cgroup CG (a path, or "" for none).
 start_db() { # POOL CG
-    local pool=$1 cg=$2
-    sh -c '[ -z "$1" ] || echo $$ > "$1/cgroup.procs"; shift; exec "$@"' sh "${cg:+$ROOT$cg}" \
-        /usr/sbin/mariadbd --no-defaults --datadir="$DIR/data" --socket="$SOCK" --skip-networking \
-        --user=root --log-error="$DIR/err.log" --pid-file="$DIR/pid" \
-        --innodb-buffer-pool-size="$pool" --innodb-flush-log-at-trx-commit=0 \
-        --innodb-log-file-size=256M --innodb-flush-method=O_DIRECT \
-        --innodb-buffer-pool-load-at-startup=0 --innodb-buffer-pool-dump-at-shutdown=0 \
-        --max-connections=64 2>/dev/null &
-    DB_PID=$!
-    for _ in $(seq 1200); do sql 'SELECT 1' >/dev/null 2>&1 && return; sleep 0.1; done
-    cat "$DIR/err.log" >&2
-    die "mariadbd did not answer within 120 s"
+    mdb_start "$DIR/data" "$SOCK" "$1" "$2"
+    DB_PID=$MDB_PID
 }
 stop_db() {
-    mariadb-admin -S "$SOCK" -uroot shutdown >/dev/null 2>&1 || kill -TERM "$DB_PID"
-    wait "$DB_PID" 2>/dev/null || true
+    mdb_stop "$SOCK" "$DB_PID"
     DB_PID=
 }
 # Reads every table's clustered index into the pool (the working set).
-warm_scan() {
-    local t
-    for t in $(seq "$TABLES"); do sql "SELECT SUM(LENGTH(c) + LENGTH(pad)) FROM sbtest.sbtest$t FORCE INDEX (PRIMARY)" >/dev/null; done
-}
-SB=(sysbench oltp_read_only --db-driver=mysql --mysql-socket="$SOCK" --mysql-user=root
-    --mysql-db=sbtest --tables="$TABLES" --table-size="$ROWS" --rand-type=uniform)
+warm_scan() { mdb_warm "$SOCK" "$TABLES"; }
 # Runs sysbench for $1 seconds; the output goes to $2.
-bench() { "${SB[@]}" --threads="$THREADS" --time="$1" --report-interval=10 run >"$2"; }
-tps_of() { awk '/transactions:/ { gsub(/\(/, "", $3); print $3 }' "$1"; }
-p95_of() { awk '/95th percentile:/ { print $3 }' "$1"; }
+bench() { mdb_sysbench "$SOCK" "$TABLES" "$ROWS" --threads="$THREADS" --time="$1" --report-interval=10 run >"$2"; }
 
 echo "== $(/usr/sbin/mariadbd --version | cut -d' ' -f1-4); $(sysbench --version); $(nproc) cores, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo); kernel $(uname -r); cgroup v$V"
 echo "== preparing $TABLES tables x $ROWS rows (uniform access)"
-mariadb-install-db --datadir="$DIR/data" --user=root --auth-root-authentication-method=normal \
-    --skip-test-db >"$DIR/install.log" 2>&1 || { cat "$DIR/install.log" >&2; exit 1; }
+mdb_install "$DIR/data"
 start_db "$BIG_POOL" ""
-sql 'CREATE DATABASE sbtest'
-"${SB[@]}" --threads=2 prepare >"$DIR/prepare.log"
-sql "ANALYZE TABLE $(seq -s, -f 'sbtest.sbtest%g' "$TABLES")" >/dev/null
-read -r DATA INDEX < <(sql "SELECT SUM(data_length), SUM(index_length) FROM information_schema.tables WHERE table_schema = 'sbtest'")
+mdb_prepare "$SOCK" "$TABLES" "$ROWS" "$DIR/prepare.log" >"$DIR/sizes"
+read -r DATA INDEX <"$DIR/sizes"
 echo "   clustered index (what oltp_read_only reads) $(mib "$DATA") MiB, secondary index $(mib "$INDEX") MiB; flush method $(sql 'SELECT @@innodb_flush_method')"
 stop_db
 
@@ -127,7 +104,7 @@ new_cgroup ballooned
 start_db "$BIG_POOL" "$CG"
 warm_scan
 echo "   warmed: usage $(mib "$(cgfile "$CG" "$USAGE")") MiB"
-PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+PORT=$(free_port)
 cat >"$DIR/memtide.toml" <<EOF
 [daemon]
 tick = "250ms"
@@ -169,9 +146,7 @@ echo "   shrunk in $((SECONDS - t0)) s: pool $(mib "$(sql 'SELECT @@innodb_buffe
 grep -E 'agent_answered' "$DIR/daemon.log" | head -5 | sed 's/^/   /'
 measure ballooned "$CG"
 if grep -q 'taken over' "$DIR/daemon.log"; then NOTE[ballooned]+="; TAKEN OVER: $(grep -m1 'taken over' "$DIR/daemon.log")"; fi
-kill -TERM "$DAEMON_PID"
-wait "$DAEMON_PID" || true
-DAEMON_PID=
+stop_daemon
 stop_db
 
 echo

@@ -10,6 +10,7 @@ mod host;
 
 mod adapters;
 mod alb_fig1;
+mod alb_two_dbs;
 mod balloon;
 mod convergence;
 mod io;

@@ -1,0 +1,217 @@
+//! Issue 28's two databases in short (scripts/alb-two-dbs.sh is the full run): two MariaDB servers with warm pools over one budget, the busy one under sysbench throughout, the idle one woken late; memtide with limits only (b) against memtide with the mariadb adapters (c). Asserts the issue's shape: (c) serves the busy database at least 0.9 × as well as (b) before the wake-up, gives the pools back at exit, swaps no pool pages, and nothing is killed.
+
+use crate::host::mariadb;
+use crate::host::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+/// The script's setup, scaled to CI: 9 × 100,000 rows (~195 MiB of clustered index) per
+/// server, 256 MiB pools (warm, ~290 MiB of cgroup usage each) under a 400 MiB budget: about
+/// 180 MiB over, as issue 28's 2 × 475 MiB against 800 MiB is 150 MiB over.
+const SETUP: &[(&str, &str)] = &[
+    ("TABLES", "9"),
+    ("ROWS", "100000"),
+    ("POOL", "256M"),
+    ("BUDGET", "400M"),
+    ("STATIC", "198M"),
+    ("APP_MIN", "64M"),
+    ("TENANT_MIN", "96M"),
+    ("T_DAEMON", "20"),
+    ("T_WAKE", "110"),
+    ("T_END", "170"),
+    ("CONDITIONS", "b c"),
+];
+
+/// What the script reported for one condition: its `RESULT <tag> key=value` lines.
+struct Outcome(BTreeMap<String, String>);
+
+impl Outcome {
+    fn get(&self, key: &str) -> &str {
+        self.0
+            .get(key)
+            .unwrap_or_else(|| panic!("no {key} in the script's results"))
+    }
+
+    fn num(&self, key: &str) -> u64 {
+        let v = self.get(key);
+        v.parse()
+            .unwrap_or_else(|_| panic!("{key}={v} is not a number"))
+    }
+
+    /// The busy database's TPS windows ending in (from, to] seconds.
+    fn busy_tps(&self, from: u64, to: u64) -> Vec<f64> {
+        self.get("busy_windows")
+            .split(',')
+            .filter_map(|w| {
+                let (end, tps) = w.split_once(':')?;
+                let end: u64 = end.parse().ok()?;
+                (end > from && end <= to).then(|| tps.parse().ok())?
+            })
+            .collect()
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(f64::total_cmp);
+    assert!(!v.is_empty(), "no windows");
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// The `RESULT` lines of the script's output, by condition tag (`b1`, `c1`).
+fn outcomes(text: &str) -> BTreeMap<String, Outcome> {
+    let mut by_tag: BTreeMap<String, Outcome> = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("RESULT ") else {
+            continue;
+        };
+        let Some((tag, kv)) = rest.split_once(' ') else {
+            continue;
+        };
+        let Some((k, v)) = kv.split_once('=') else {
+            continue;
+        };
+        by_tag
+            .entry(tag.to_string())
+            .or_insert_with(|| Outcome(BTreeMap::new()))
+            .0
+            .insert(k.to_string(), v.to_string());
+    }
+    by_tag
+}
+
+fn setting(key: &str) -> u64 {
+    let v = SETUP.iter().find(|(k, _)| *k == key).expect("a setting").1;
+    v.trim_end_matches('M').parse::<u64>().expect("a number")
+        * if v.ends_with('M') { MIB } else { 1 }
+}
+
+#[test]
+fn the_adapters_keep_the_busy_database_as_fast_as_limits_and_give_the_pools_back() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "the_adapters_keep_the_busy_database_as_fast_as_limits_and_give_the_pools_back";
+    let Some(_linux) = linux(test) else {
+        return;
+    };
+    if let Some(why) = mariadb::missing() {
+        skip_or_fail(test, &why);
+        return;
+    }
+    if swap_total() > 0 {
+        skip_or_fail(
+            test,
+            "this host already has swap; the script sets up its own zram",
+        );
+        return;
+    }
+    memtide_testkit::samples::build_adapter();
+    let target = memtide_path()
+        .parent()
+        .expect("the binaries' folder")
+        .to_path_buf();
+    let repo = memtide_testkit::repo();
+    let started = Instant::now();
+    let out = Command::new("bash")
+        .arg(repo.join("scripts/alb-two-dbs.sh"))
+        .envs(SETUP.iter().copied())
+        .env("TARGET_DIR", &target)
+        .current_dir(&repo)
+        .output()
+        .expect("run scripts/alb-two-dbs.sh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stdout}");
+    assert!(
+        out.status.success(),
+        "scripts/alb-two-dbs.sh failed ({}) after {:.0?}:\n{stderr}",
+        out.status,
+        started.elapsed()
+    );
+    let by_tag = outcomes(&stdout);
+    let (b, c) = (&by_tag["b1"], &by_tag["c1"]);
+    let (t_daemon, t_wake) = (setting("T_DAEMON"), setting("T_WAKE"));
+    let pool = setting("POOL");
+
+    for (name, o) in [("(b) limits only", b), ("(c) adapters", c)] {
+        assert_eq!(
+            (
+                o.num("oom_kills"),
+                o.get("servers_alive"),
+                o.get("busy_ok"),
+                o.get("woken_ok")
+            ),
+            (0, "1", "1", "1"),
+            "{name}: nothing is OOM-killed, both servers and both sysbench runs live to the end"
+        );
+        assert_eq!(
+            o.num("daemon_exit"),
+            0,
+            "{name}: the daemon exits cleanly on SIGTERM"
+        );
+    }
+    let busy = |o: &Outcome| median(&o.busy_tps(t_daemon + 10, t_wake));
+    let (tps_b, tps_c) = (busy(b), busy(c));
+    eprintln!(
+        "busy database before the wake-up, median TPS per 10 s: (b) {tps_b:.0}, (c) {tps_c:.0} ({:.2} of b); \
+         pool resizes (c) {} / {}; swap at the end (c) {:.0} / {:.0} MiB; pools after exit (c) {:.0} / {:.0} MiB",
+        tps_c / tps_b,
+        c.get("resizes_busy"),
+        c.get("resizes_idle"),
+        mib(c.num("swap_busy_bytes")),
+        mib(c.num("swap_idle_bytes")),
+        mib(c.num("pool_busy_exit_bytes")),
+        mib(c.num("pool_idle_exit_bytes")),
+    );
+    // The shape, each claim checked and every one that fails named together.
+    let mut broken = Vec::new();
+    let exit = (c.num("pool_busy_exit_bytes"), c.num("pool_idle_exit_bytes"));
+    if exit != (pool, pool) {
+        broken.push(format!(
+            "(c): after the daemon's SIGTERM both pools are back at the configured {:.0} MiB: \
+             they are at {:.0} / {:.0} MiB",
+            mib(pool),
+            mib(exit.0),
+            mib(exit.1)
+        ));
+    }
+    for side in ["busy", "idle"] {
+        let swap = c.num(&format!("swap_{side}_bytes"));
+        if swap > 16 * MIB {
+            broken.push(format!(
+                "(c): the {side} database's pool is shrunk, not swapped: {:.0} MiB in swap at the end",
+                mib(swap)
+            ));
+        }
+    }
+    if tps_c < 0.9 * tps_b {
+        broken.push(format!(
+            "(c) serves the busy database at least 0.9 × as well as (b) before the wake-up: \
+             median {tps_c:.0} against {tps_b:.0} TPS ({:.2})",
+            tps_c / tps_b
+        ));
+    }
+    assert!(
+        broken.is_empty(),
+        "issue 28's shape does not hold:\n{}",
+        broken.join("\n")
+    );
+}
+
+#[test]
+fn the_script_reads_its_results() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let text = "noise\nRESULT c1 busy_windows=10:100.5,20:200,30:300,40:50\nRESULT c1 oom_kills=0\nRESULT b1 oom_kills=2\n";
+    let o = outcomes(text);
+    assert_eq!(o["c1"].busy_tps(10, 40), vec![200.0, 300.0, 50.0]);
+    assert_eq!(median(&o["c1"].busy_tps(0, 40)), 150.25);
+    assert_eq!((o["c1"].num("oom_kills"), o["b1"].num("oom_kills")), (0, 2));
+    assert_eq!(setting("POOL"), 256 * MIB);
+    assert!(Path::new(&memtide_testkit::repo().join("scripts/alb-two-dbs.sh")).is_file());
+}
