@@ -253,3 +253,72 @@ fn alb_fig8_the_giver_drops_at_once_and_the_receiver_warms_up_over_minutes() {
         }
     }
 }
+
+/// The pool sizes `name`'s agent was asked for, with when, in order.
+fn asked(r: &RunRecord, name: &str) -> Vec<(f64, Pages, Pages)> {
+    let mut out = Vec::new();
+    for (t, row) in rows(r, name, 0.0, f64::INFINITY) {
+        if let Some(note) = row.reason.mechanism.app_balloon {
+            if let AppStep::Asks { pool, waited, .. } = note.step {
+                if waited.is_zero() {
+                    out.push((t, note.pool, pool));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn alb_two_dbs_the_idle_pool_goes_first_the_busy_one_stays_warm_and_none_swings() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let mib = Pages::from_mib;
+    for (seed, r) in run_seeds("alb-two-dbs.toml", None, &[], &SEEDS) {
+        let pool = |name: &str, from: f64, to: f64| -> Vec<Pages> {
+            rows(&r, name, from, to)
+                .iter()
+                .filter_map(|(_, row)| row.reason.mechanism.app_balloon.map(|n| n.pool))
+                .collect()
+        };
+        // While the other idles (from 80 s, once the first moves are over, to the wake-up):
+        // the busy pool is at its max, the idle one at its min.
+        let (busy, idle) = (pool("busy", 80.0, 270.0), pool("idle", 80.0, 270.0));
+        assert!(
+            busy.iter().all(|&p| p >= mib(504)),
+            "seed {seed}: busy {busy:?}"
+        );
+        assert!(
+            idle.iter().all(|&p| p <= mib(136)),
+            "seed {seed}: idle {idle:?}"
+        );
+        // After the wake-up the woken pool grows and the busy one gives back in paced moves
+        // of at most an eighth of itself (and a granule's rounding).
+        let woken = pool("idle", 330.0, 420.0);
+        assert!(
+            woken.iter().all(|&p| p >= mib(250)),
+            "seed {seed}: woken {woken:?}"
+        );
+        for (t, from, to) in asked(&r, "busy").into_iter().filter(|a| a.0 >= 270.0) {
+            assert!(
+                to >= from || from - to <= mib(1) + Pages(from.0 / 8),
+                "seed {seed}: at {t} s the busy pool was asked {from} -> {to}"
+            );
+        }
+        // No pool swings: after the start (both pools fill from empty), each changes direction
+        // at most twice (down while idle, up when woken; up, then down at the wake-up).
+        for name in ["busy", "idle"] {
+            let moves = asked(&r, name);
+            let ups: Vec<bool> = moves
+                .iter()
+                .filter(|(t, ..)| *t >= 25.0)
+                .map(|&(_, from, to)| to > from)
+                .collect();
+            let turns = ups.windows(2).filter(|w| w[0] != w[1]).count();
+            assert!(
+                turns <= 2 && moves.len() <= 24,
+                "seed {seed}: {name}: {} resizes, {turns} turns: {moves:?}",
+                moves.len()
+            );
+        }
+    }
+}

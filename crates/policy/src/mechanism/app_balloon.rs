@@ -49,9 +49,9 @@
 //!   `covered` ([`AppStep::Paces`] between moves): the OS fence never pages out of a trusted
 //!   pool what the pool is about to give back itself;
 //! - **a hold**: a move waits [`HOLD`] after the previous one ended (done or failed), so a
-//!   pool moves at most once per its resize time plus the hold; a move that reverses the
-//!   previous one's direction waits [`REVERSE_HOLD`], unless the tenant uses more than its
-//!   target (it would page its own pool);
+//!   pool moves at most once per its resize time plus the hold; a move that reverses a
+//!   previous one of two steps or more waits [`REVERSE_HOLD`], unless the tenant uses more
+//!   than its target (it would page its own pool);
 //! - **growth by use**: a pool serving requests is grown only while it is full of data or
 //!   misses (one serving them from free pages without misses has no use for more), and any
 //!   pool only by at least two steps' worth.
@@ -126,8 +126,9 @@ pub struct AppWatch {
     /// The tenant's last completed resize: pages moved and the time it took.
     resized: Option<(Pages, Duration)>,
     distrust: Option<Distrust>,
-    /// The tenant's last move that ended: whether it grew the pool, and the time since.
-    ended: Option<(bool, Duration)>,
+    /// The tenant's last move that ended: whether it grew the pool, whether it moved it by
+    /// two steps or more, and the time since.
+    ended: Option<(bool, bool, Duration)>,
 }
 
 impl AppWatch {
@@ -310,7 +311,7 @@ fn decide(
     if let Some(d) = &mut watch.distrust {
         d.left = d.left.saturating_sub(elapsed);
     }
-    if let Some((_, since)) = &mut watch.ended {
+    if let Some((_, _, since)) = &mut watch.ended {
         *since += elapsed;
     }
     if let Some(why) = watch.taken_over {
@@ -343,7 +344,8 @@ fn decide(
         match answer {
             Some(AppStatus::Done) => {
                 watch.ask = None;
-                watch.ended = Some((ask.grows, Duration::ZERO));
+                let big = apart(ask.pool, ask.from) >= step(lever) + step(lever);
+                watch.ended = Some((ask.grows, big, Duration::ZERO));
                 let claimed = ask.from.saturating_sub(lever.held());
                 let measured = ask.used.saturating_sub(lever.used);
                 // A pool may give up first what held no data, which was never in the tenant's
@@ -359,7 +361,7 @@ fn decide(
             Some(AppStatus::Failed) => {
                 watch.failed = Some(ask.pool);
                 watch.ask = None;
-                watch.ended = Some((ask.grows, Duration::ZERO));
+                watch.ended = Some((ask.grows, false, Duration::ZERO));
                 return AppStep::Failed { pool: ask.pool };
             }
             _ if ask.waited >= ask.deadline => {
@@ -419,8 +421,8 @@ fn decide(
             return AppStep::Holds;
         }
     }
-    if let Some((grew, since)) = watch.ended {
-        let hold = if grew == grows || pressed {
+    if let Some((grew, big, since)) = watch.ended {
+        let hold = if grew == grows || pressed || !big {
             HOLD
         } else {
             REVERSE_HOLD
