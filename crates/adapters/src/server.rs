@@ -108,20 +108,19 @@ impl OwnCgroup {
 fn shrink(
     held: &mut Held,
     cgroup: &OwnCgroup,
-    last: &Mutex<Option<PoolStats>>,
+    last: &Mutex<PoolStats>,
     bytes: u64,
 ) -> Result<(), Refusal> {
     let from = held.with(|p| p.size())?;
     // What of the pool is in memory now, read at the shrink: the statistics thread's last
-    // reading may be missing (a shrink before its first reading would count the whole pool)
-    // or old (a heap's garbage since collected).
+    // reading may be old (a heap's garbage since collected).
     let used = match held.with(|p| p.resident()) {
         Ok(r) => r,
-        Err(_) => last
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .as_ref()
-            .map_or(from, |s| s.used_bytes),
+        Err(_) => {
+            last.lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .used_bytes
+        }
     };
     let before = cgroup.usage();
     held.with(|p| p.resize(bytes))?;
@@ -188,11 +187,17 @@ pub fn run(
             .resize(start)
             .map_err(|r| format!("setting the pool to {start} bytes: {}", r.reason))?;
     }
+    // The statistics the agent registers with are the server's own: sent before the reader
+    // thread's first reading, zeros (no data, no requests) read as an empty idle pool, and a
+    // warm busy pool was shrunk to its min at memtide's first decision.
+    let stats = first
+        .stats()
+        .map_err(|r| format!("reading the pool's statistics: {}", r.reason))?;
     let resizer = Arc::new(Mutex::new(Held {
         connect: connect.clone(),
         pool: Some(first),
     }));
-    let last: Arc<Mutex<Option<PoolStats>>> = Arc::new(Mutex::new(None));
+    let last: Arc<Mutex<PoolStats>> = Arc::new(Mutex::new(stats));
     let reader = {
         let (last, stop, every) = (last.clone(), stop.clone(), reg.stats_every);
         let mut held = Held {
@@ -204,7 +209,7 @@ pub fn run(
             .spawn(move || {
                 while !stop.load(Ordering::SeqCst) {
                     if let Ok(s) = held.with(|p| p.stats()) {
-                        *last.lock().unwrap_or_else(PoisonError::into_inner) = Some(s);
+                        *last.lock().unwrap_or_else(PoisonError::into_inner) = s;
                     }
                     // In slices, so that a stop is not kept waiting.
                     let next = Instant::now() + every;
@@ -235,12 +240,7 @@ pub fn run(
                 .unwrap_or_else(PoisonError::into_inner)
                 .with(|p| p.resize(b))
         })
-        .stats(move || {
-            last.lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clone()
-                .unwrap_or_default()
-        });
+        .stats(move || last.lock().unwrap_or_else(PoisonError::into_inner).clone());
     if let Some(s) = reg.socket {
         builder = builder.socket(s);
     }
@@ -384,8 +384,11 @@ mod tests {
             pool: None,
         };
         // 10 bytes of data in a pool of 100, shrunk to 50: nothing held data. The server's
-        // reading counts, not a missing earlier one (which would take the whole pool as data).
-        let last = Mutex::new(None);
+        // reading counts, not an old one saying the whole pool held data.
+        let last = Mutex::new(PoolStats {
+            used_bytes: 100,
+            ..PoolStats::default()
+        });
         // A cgroup whose usage never falls: a shrink taken to release data would wait and fail.
         let tmp = tempfile::tempdir().unwrap();
         for (file, text) in [

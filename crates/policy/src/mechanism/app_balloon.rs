@@ -51,7 +51,8 @@
 //! - **a hold**: a move waits [`HOLD`] after the previous one ended (done or failed), so a
 //!   pool moves at most once per its resize time plus the hold; a move that reverses a
 //!   previous one of two steps or more waits [`REVERSE_HOLD`], unless the tenant uses more
-//!   than its target (it would page its own pool);
+//!   than its target (it would page its own pool), and a pool that misses grows back after
+//!   [`MISSING_REVERSE_HOLD`];
 //! - **growth by use**: a pool serving requests is grown only while it is full of data or
 //!   misses (one serving them from free pages without misses has no use for more), and any
 //!   pool only by at least two steps' worth.
@@ -80,6 +81,9 @@ pub const DISTRUST_MAX: Duration = Duration::from_secs(3600);
 pub const HOLD: Duration = Duration::from_secs(5);
 /// The least time between the end of one move and a move the other way.
 pub const REVERSE_HOLD: Duration = Duration::from_secs(60);
+/// The least time between the end of a shrink and growing a pool that misses (a database
+/// woken just after its idle pool was shrunk must not wait [`REVERSE_HOLD`]).
+pub const MISSING_REVERSE_HOLD: Duration = Duration::from_secs(15);
 /// A pool serving requests gives up at least this fraction of itself per move.
 pub const PACE_FRACTION: f64 = 1.0 / 8.0;
 /// The rise of the miss ratio (on the pool's curve) up to which pages count as cold.
@@ -424,6 +428,8 @@ fn decide(
     if let Some((grew, big, since)) = watch.ended {
         let hold = if grew == grows || pressed || !big {
             HOLD
+        } else if grows && pool_use(lever) == PoolUse::Short {
+            MISSING_REVERSE_HOLD
         } else {
             REVERSE_HOLD
         };
