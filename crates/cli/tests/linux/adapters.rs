@@ -202,6 +202,18 @@ fn the_daemon_shrinks_redis_through_its_adapter() {
         |_| redis.cg.sample().usage.0 < 128 * MIB,
     );
     daemon.wait_for_log(&["agent_answered", "status=done"], Duration::from_secs(10));
+    // A pool that served requests goes down in paced moves, 5 s apart.
+    daemon.wait_until(
+        "the pool is paced down to its share",
+        Duration::from_secs(60),
+        |s| {
+            s.tenants
+                .iter()
+                .filter(|t| t.name == "cache")
+                .filter_map(|t| t.app.as_ref())
+                .any(|a| a.pool_bytes <= 160 * MIB)
+        },
+    );
     // The status names the pool, what memtide wants, the last resize and who holds the tenant.
     let app = daemon
         .tenant("cache")

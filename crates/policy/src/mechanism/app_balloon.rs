@@ -54,8 +54,9 @@
 //!   than its target (it would page its own pool), and a pool that misses grows back after
 //!   [`MISSING_REVERSE_HOLD`];
 //! - **growth by use**: a pool serving requests is grown only while it is full of data or
-//!   misses (one serving them from free pages without misses has no use for more), and any
-//!   pool only by at least two steps' worth.
+//!   misses (one serving them from free pages without misses has no use for more); an idle
+//!   one not within [`REVERSE_HOLD`] of a shrink, however small; any only by at least two
+//!   steps' worth.
 //!
 //! [`AppWatch`] keeps the move in progress between ticks, and the tenant's speed, back-off and
 //! last move across sessions. Cost: O(1), and O(curve points) for a pool with a curve.
@@ -416,8 +417,8 @@ fn decide(
     };
     if grows {
         // A pool serving requests from free pages without misses has no use for more (an idle
-        // one is given what its target allows: nothing reads it, so nothing fills it until
-        // something does); a small rise is not worth a resize.
+        // one is given what its target allows, but not within the reverse hold of a shrink);
+        // a small rise is not worth a resize.
         let full = lever
             .pool_used
             .is_some_and(|u| u + step(lever) >= lever.pool);
@@ -426,7 +427,9 @@ fn decide(
         }
     }
     if let Some((grew, big, since)) = watch.ended {
-        let hold = if grew == grows || pressed || !big {
+        let hold = if grows && !grew && pool_use(lever) == PoolUse::Idle {
+            REVERSE_HOLD
+        } else if grew == grows || pressed || !big {
             HOLD
         } else if grows && pool_use(lever) == PoolUse::Short {
             MISSING_REVERSE_HOLD
