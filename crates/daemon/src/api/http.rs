@@ -559,3 +559,251 @@ mod tests {
         );
     }
 }
+
+/// The request parser against arbitrary and mutated requests (issue 27's bounded fuzz target
+/// for the HTTP parser, run as proptest cases in every test run): whatever a client sends, in
+/// whatever pieces, [`parse`] never panics, never asks for more than the limits allow, answers
+/// a refusal with a 4xx/5xx status and one line, and reads a whole valid request the same
+/// whichever way it was split.
+#[cfg(test)]
+mod properties {
+    use super::*;
+    use proptest::prelude::*;
+
+    const LIMITS: Limits = Limits {
+        head_bytes: 512,
+        body_bytes: 64,
+    };
+
+    /// A valid request: its bytes, the request it must read as and its bearer token.
+    #[derive(Clone, Debug)]
+    struct Valid {
+        bytes: Vec<u8>,
+        method: String,
+        target: String,
+        token: Option<String>,
+        body: Vec<u8>,
+        /// Where the `Authorization` line (with its line end) lies in `bytes`.
+        auth: Option<std::ops::Range<usize>>,
+    }
+
+    fn valid() -> impl Strategy<Value = Valid> {
+        (
+            prop::sample::select(vec!["GET", "HEAD", "PATCH", "PUT", "POST", "DELETE"]),
+            "(/[a-z0-9_.-]{0,12}){1,4}(\\?[a-z]{1,4}=[a-z0-9]{0,6})?",
+            prop::option::of("[A-Za-z0-9._~-]{8,40}"),
+            prop::collection::vec(any::<u8>(), 0..=LIMITS.body_bytes),
+            any::<bool>(),
+            prop::collection::vec(("X-[A-Za-z]{1,10}", "[ -~]{0,30}"), 0..4),
+        )
+            .prop_map(|(method, target, token, body, crlf, extra)| {
+                let eol = if crlf { "\r\n" } else { "\n" };
+                let mut head = format!("{method} {target} HTTP/1.1{eol}Host: 127.0.0.1{eol}");
+                for (name, value) in &extra {
+                    head.push_str(&format!("{name}: {value}{eol}"));
+                }
+                let auth = token.as_ref().map(|t| {
+                    let start = head.len();
+                    head.push_str(&format!("Authorization: Bearer {t}{eol}"));
+                    start..head.len()
+                });
+                head.push_str(&format!("Content-Length: {}{eol}{eol}", body.len()));
+                let mut bytes = head.into_bytes();
+                bytes.extend_from_slice(&body);
+                Valid {
+                    bytes,
+                    method: method.to_string(),
+                    target,
+                    token,
+                    body,
+                    auth,
+                }
+            })
+    }
+
+    /// A change to a request's bytes; positions are taken modulo the length.
+    #[derive(Clone, Debug)]
+    enum Edit {
+        Replace(prop::sample::Index, u8),
+        Insert(prop::sample::Index, u8),
+        Delete(prop::sample::Index),
+        Repeat(prop::sample::Index, usize),
+        Truncate(prop::sample::Index),
+    }
+
+    fn edit() -> impl Strategy<Value = Edit> {
+        // Bytes that matter to the parser more often than any byte would.
+        let byte = prop_oneof![
+            prop::sample::select(b"\r\n :\t0123456789/?%\x00\x7f\xff".to_vec()),
+            any::<u8>(),
+        ];
+        prop_oneof![
+            (any::<prop::sample::Index>(), byte.clone()).prop_map(|(i, b)| Edit::Replace(i, b)),
+            (any::<prop::sample::Index>(), byte).prop_map(|(i, b)| Edit::Insert(i, b)),
+            any::<prop::sample::Index>().prop_map(Edit::Delete),
+            (any::<prop::sample::Index>(), 1usize..600).prop_map(|(i, n)| Edit::Repeat(i, n)),
+            any::<prop::sample::Index>().prop_map(Edit::Truncate),
+        ]
+    }
+
+    /// `bytes` with the edits applied outside `keep` (which moves as bytes go in and out).
+    fn mutate(bytes: &[u8], edits: &[Edit], keep: Option<std::ops::Range<usize>>) -> Vec<u8> {
+        let mut out = bytes.to_vec();
+        let mut keep = keep;
+        for edit in edits {
+            if out.is_empty() {
+                break;
+            }
+            let at = |i: &prop::sample::Index, len: usize| i.index(len);
+            let pos = match edit {
+                Edit::Replace(i, _)
+                | Edit::Insert(i, _)
+                | Edit::Delete(i)
+                | Edit::Repeat(i, _)
+                | Edit::Truncate(i) => at(i, out.len()),
+            };
+            if let Some(k) = &keep {
+                // The line kept whole, and the line end before it.
+                if pos + 1 >= k.start && pos < k.end {
+                    continue;
+                }
+            }
+            let shift = |keep: &mut Option<std::ops::Range<usize>>, by: isize| {
+                if let Some(k) = keep.as_mut() {
+                    if pos < k.start {
+                        *k = (k.start as isize + by) as usize..(k.end as isize + by) as usize;
+                    }
+                }
+            };
+            match edit {
+                Edit::Replace(_, b) => out[pos] = *b,
+                Edit::Insert(_, b) => {
+                    out.insert(pos, *b);
+                    shift(&mut keep, 1);
+                }
+                Edit::Delete(_) => {
+                    out.remove(pos);
+                    shift(&mut keep, -1);
+                }
+                Edit::Repeat(_, n) => {
+                    let b = out[pos];
+                    out.splice(pos..pos, std::iter::repeat_n(b, *n));
+                    shift(&mut keep, *n as isize);
+                }
+                Edit::Truncate(_) => {
+                    out.truncate(pos);
+                    if keep.as_ref().is_some_and(|k| k.end > pos) {
+                        keep = None;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// What must hold of any answer to any bytes; `secret` must never be echoed.
+    fn check(buf: &[u8], eof: bool, secret: Option<&str>) -> Result<(), TestCaseError> {
+        match parse(buf, eof, &LIMITS) {
+            Ok(Parsed::Incomplete { .. }) => {
+                prop_assert!(!eof, "asked for more after the peer closed");
+                // Never waits on more than a head and a body within the limits.
+                prop_assert!(
+                    buf.len() <= LIMITS.head_bytes + 2 + LIMITS.body_bytes,
+                    "waits for more with {} bytes held",
+                    buf.len()
+                );
+            }
+            Ok(Parsed::Request(req)) => {
+                prop_assert!(req.body.len() <= LIMITS.body_bytes);
+                prop_assert!(!req.method.is_empty());
+                prop_assert!(req.method.bytes().all(|b| b.is_ascii_uppercase()));
+                prop_assert!(req.target.starts_with('/'));
+                prop_assert!(!req.target.bytes().any(|b| b.is_ascii_control()));
+                if let Some(s) = secret {
+                    prop_assert!(!format!("{req:?}").contains(s), "Debug shows the token");
+                }
+            }
+            Err(ReadError::Closed) => prop_assert!(eof && buf.is_empty()),
+            Err(ReadError::Reject { status, message }) => {
+                prop_assert!((400..600).contains(&status), "status {status}");
+                prop_assert!(!message.is_empty());
+                prop_assert!(
+                    !message.contains('\n') && !message.contains('\r'),
+                    "{message:?}"
+                );
+                // A clipped client string is at most 80 characters, each escaped to at most 10 bytes.
+                prop_assert!(message.len() < 1024, "a {}-byte message", message.len());
+                if let Some(s) = secret {
+                    prop_assert!(!message.contains(s), "the token echoed in {message:?}");
+                }
+            }
+        }
+        if !eof {
+            // A timeout's answer follows the same rules.
+            let ReadError::Reject { status, message } = timed_out(buf, &LIMITS) else {
+                return Ok(());
+            };
+            prop_assert!((400..600).contains(&status));
+            prop_assert!(!message.contains('\n'));
+            if let Some(s) = secret {
+                prop_assert!(!message.contains(s), "the token echoed in {message:?}");
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 5000,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn arbitrary_bytes_never_panic_the_parser(
+            buf in prop::collection::vec(any::<u8>(), 0..1200),
+            eof in any::<bool>(),
+        ) {
+            check(&buf, eof, None)?;
+        }
+
+        #[test]
+        fn mutated_requests_parse_or_are_refused_in_one_line(
+            request in valid(),
+            edits in prop::collection::vec(edit(), 1..6),
+            eof in any::<bool>(),
+        ) {
+            let buf = mutate(&request.bytes, &edits, request.auth.clone());
+            // The token is a secret only while its header line stands whole.
+            let kept = buf.windows(request.auth.as_ref().map_or(1, |a| a.len()))
+                .any(|w| request.auth.as_ref().is_some_and(|a| w == &request.bytes[a.clone()]));
+            let secret = request.token.as_deref().filter(|_| kept);
+            check(&buf, eof, secret)?;
+        }
+
+        #[test]
+        fn a_valid_request_reads_the_same_however_it_is_split(
+            request in valid(),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let bytes = &request.bytes;
+            let cut = cut.index(bytes.len());
+            // Every prefix waits for more, without a refusal.
+            let partial = parse(&bytes[..cut], false, &LIMITS);
+            prop_assert!(
+                matches!(partial, Ok(Parsed::Incomplete { .. })),
+                "{cut} of {} bytes: {partial:?}",
+                bytes.len()
+            );
+            let Ok(Parsed::Request(req)) = parse(bytes, false, &LIMITS) else {
+                return Err(TestCaseError::fail("a whole valid request did not read"));
+            };
+            prop_assert_eq!(&req.method, &request.method);
+            prop_assert_eq!(&req.target, &request.target);
+            prop_assert_eq!(&req.bearer, &request.token);
+            prop_assert_eq!(&req.body, &request.body);
+            // The same bytes at the peer's close read the same.
+            prop_assert_eq!(parse(bytes, true, &LIMITS), Ok(Parsed::Request(req)));
+        }
+    }
+}
