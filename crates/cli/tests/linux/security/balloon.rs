@@ -1,4 +1,8 @@
-//! The balloon socket cannot be turned against the agents it serves: an identity cannot be borrowed (a pid reused by a process in a tenant after the process that connected exited is refused), and a user's flood of idle or unfinished connections neither locks a real agent out nor costs more than a stated RSS.
+//! The balloon socket cannot be turned against the agents it serves or the daemon: an identity
+//! cannot be borrowed (a pid reused by a process in a tenant after the process that connected
+//! exited is refused); only root and the members of `[balloon] group` can connect; a user's
+//! flood of idle or unfinished connections neither locks a real agent out nor costs more than
+//! a stated RSS.
 
 use crate::host::*;
 use std::os::unix::fs::PermissionsExt;
@@ -120,6 +124,25 @@ fn a_pid_reused_in_a_tenant_does_not_lend_the_tenant_its_identity() {
     assert!(!daemon.log_text().contains("agent_registered"));
 }
 
+/// What root's agent gets back (its stdout and stderr): a process in `cg` that says hello on
+/// the balloon socket at `path` for itself and reads for 3 s.
+fn root_agent(cg: &TestCgroup, path: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(r#"echo $$ > "$3"; exec "$0" request --unix "$1" --send "$2" --timeout 3"#)
+        .arg(attack_path())
+        .arg(path)
+        .arg(hello("{pid}"))
+        .arg(cg.dir().join("cgroup.procs"))
+        .output()
+        .unwrap();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// The daemon's resident memory, in bytes.
 fn rss_bytes(pid: u32) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
@@ -174,16 +197,7 @@ fn a_users_flood_of_idle_and_unfinished_connections_locks_no_agent_out() {
     let ticks = daemon.status().ticks;
 
     // A real agent, root's, in the tenant's cgroup, says hello during the flood.
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(r#"echo $$ > "$3"; exec "$0" request --unix "$1" --send "$(printf '%s' "$2" | sed "s/{pid}/$$/")" --timeout 3"#)
-        .arg(attack_path())
-        .arg(path)
-        .arg(hello("{pid}"))
-        .arg(cg.dir().join("cgroup.procs"))
-        .output()
-        .unwrap();
-    let reply = String::from_utf8_lossy(&out.stdout);
+    let reply = root_agent(&cg, path);
     let _ = idle.kill();
     let _ = unfinished.kill();
     let _ = idle.wait();
@@ -199,8 +213,7 @@ fn a_users_flood_of_idle_and_unfinished_connections_locks_no_agent_out() {
     );
     assert!(
         reply.contains(r#""type":"welcome""#),
-        "the real agent was locked out: {reply} {}",
-        String::from_utf8_lossy(&out.stderr)
+        "the real agent was locked out: {reply}"
     );
     assert!(
         during <= before + FLOOD_RSS_BOUND,
@@ -210,4 +223,100 @@ fn a_users_flood_of_idle_and_unfinished_connections_locks_no_agent_out() {
     daemon.wait_until("ticks go on", Duration::from_secs(10), |s| {
         s.ticks > ticks + 2
     });
+}
+
+#[test]
+fn the_balloon_group_lets_its_members_agents_in_and_no_one_else() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "the_balloon_group_lets_its_members_agents_in_and_no_one_else";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    // Declared before its members, so that it is removed after them.
+    let Some(group) = UnprivilegedGroup::create(test, "b") else {
+        return;
+    };
+    let Some(member) = UnprivilegedUser::create_in(test, "m", &group) else {
+        return;
+    };
+    let Some(other) = UnprivilegedUser::create(test, "o") else {
+        return;
+    };
+    assert!(
+        member.groups.contains(&group.gid) && member.gid != group.gid,
+        "a member through a supplementary group, as `usermod -aG` makes one: {:?}",
+        member.groups
+    );
+    assert!(!other.groups.contains(&group.gid));
+    let cg = linux.cgroup("sec-group");
+    let _toucher = cg.spawn_toucher(&["--active", "16M"]);
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let socket = tmp.path().join("balloon.sock");
+    let balloon = format!("mode = \"0660\"\ngroup = \"{}\"", group.name);
+    let mut daemon = daemon_with(tmp.path(), &cg, &balloon);
+    daemon.wait_until("app managed", Duration::from_secs(20), |s| {
+        s.tenants.len() == 1
+    });
+    let meta = std::fs::metadata(&socket).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    assert_eq!(
+        (
+            std::os::unix::fs::MetadataExt::uid(&meta),
+            std::os::unix::fs::MetadataExt::gid(&meta)
+        ),
+        (0, group.gid)
+    );
+    let path = socket.to_str().unwrap();
+    // Each user's agent runs in the tenant's cgroup, so that the socket alone stands between
+    // it and a welcome.
+    let agent = |user: &UnprivilegedUser| {
+        let mut command = user.command_in(&attack_path(), &cg);
+        command
+            .args(["request", "--unix", path, "--send", &hello("{pid}")])
+            .args(["--timeout", "3"]);
+        command
+    };
+
+    // Someone outside the group cannot connect: the file's mode refuses them. (The balloon
+    // socket checks no group of its peer itself; its file is the gate.)
+    let out = agent(&other).output().unwrap();
+    let answer = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("the non-member: {}", answer.trim());
+    assert!(answer.contains("Permission denied"), "{answer}");
+    assert!(!answer.contains("welcome"), "{answer}");
+
+    // A member connects and is answered by the protocol: welcomed as the tenant's agent.
+    let child = agent(&member)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    daemon.wait_until(
+        "the member's agent registered for app",
+        Duration::from_secs(10),
+        |s| {
+            s.tenants[0]
+                .app
+                .as_ref()
+                .is_some_and(|a| a.pid == Some(pid))
+        },
+    );
+    let out = child.wait_with_output().unwrap();
+    let answer = String::from_utf8_lossy(&out.stdout);
+    println!("the member: {}", answer.trim());
+    assert!(
+        answer.contains(r#""type":"welcome""#) && answer.contains(r#""tenant":"app""#),
+        "{answer}"
+    );
+    let log = daemon.log_text();
+    assert_eq!(
+        log.matches("agent_registered").count(),
+        1,
+        "only the member's agent registered:\n{log}"
+    );
 }
