@@ -6,6 +6,7 @@ use crate::{free_port, toucher_path};
 use memtide_api::{Snapshot, TenantSnapshot};
 use std::io::Read;
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -37,11 +38,24 @@ pub struct Daemon {
     /// The Unix socket for changes (`[api] socket`'s default: beside the state file).
     pub socket: PathBuf,
     pub log: PathBuf,
+    /// The open-file limit (soft and hard) the daemon is started with; `None`: this
+    /// process's.
+    nofile: Option<u64>,
 }
 
 impl Daemon {
     /// Writes `config` (which must use `{listen}` and `{state}` placeholders) and starts the daemon.
     pub fn start(dir: &Path, config: &str, extra_args: &[&str]) -> Daemon {
+        Daemon::start_with(dir, config, extra_args, None)
+    }
+
+    /// [`Daemon::start`] with its open-file limit, soft and hard, at `nofile` (as
+    /// `prlimit --nofile=N:N` would start it; the daemon lifts its soft limit to the hard one).
+    pub fn start_with_nofile(dir: &Path, config: &str, extra_args: &[&str], nofile: u64) -> Daemon {
+        Daemon::start_with(dir, config, extra_args, Some(nofile))
+    }
+
+    fn start_with(dir: &Path, config: &str, extra_args: &[&str], nofile: Option<u64>) -> Daemon {
         let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let state = dir.join("state.json");
         let text = config
@@ -57,6 +71,7 @@ impl Daemon {
             socket: dir.join("api.sock"),
             state,
             log: dir.join("daemon.log"),
+            nofile,
         };
         d.spawn(extra_args);
         d
@@ -80,16 +95,31 @@ impl Daemon {
             toucher_dir.display(),
             std::env::var("PATH").unwrap_or_default()
         );
-        let child = Command::new(memtide_path())
+        let mut command = Command::new(memtide_path());
+        command
             .arg("daemon")
             .arg("--config")
             .arg(&self.config)
             .args(extra_args)
             .env("PATH", path)
             .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start memtide daemon");
+            .stderr(log);
+        if let Some(nofile) = self.nofile {
+            let limit = libc::rlimit {
+                rlim_cur: nofile,
+                rlim_max: nofile,
+            };
+            // SAFETY: setrlimit is async-signal-safe and reads a struct copied into the closure.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = command.spawn().expect("start memtide daemon");
         self.child = Some(child);
         self.wait_until("the API answers", Duration::from_secs(20), |_| true);
     }

@@ -2,7 +2,8 @@
 //! keeps the tests of one former test file apart from another's ([`file_gate`]), the real host
 //! ([`linux`], [`TestCgroup`], [`Zram`]), a `memtide daemon` driven through its API
 //! ([`Daemon`]), the waits ([`wait_for`]), the SDKs' sample pools ([`samples`]) and a real
-//! unprivileged user with its attack tool ([`UnprivilegedUser`], `memtide-attack`).
+//! unprivileged user, in a group if need be, with its attack tool ([`UnprivilegedUser`],
+//! [`UnprivilegedGroup`], `memtide-attack`).
 //!
 //! A dev-dependency only, never published. The skip rule skips with the reason, and fails
 //! instead under `CI` or `MEMTIDE_REQUIRE_LINUX=1`; `tests/purity.rs` proves the pure crates'
@@ -25,7 +26,7 @@ pub use host::{
     limit_bytes, linux, mib, remove_tree, swap_total, toucher_path, Linux, TestCgroup, Toucher, MIB,
 };
 pub use skip::{required, skip_or_fail, REQUIRE_VAR};
-pub use user::{attack_path, UnprivilegedUser};
+pub use user::{attack_path, UnprivilegedGroup, UnprivilegedUser};
 pub use wait::wait_for;
 pub use zram::{zram, Zram};
 

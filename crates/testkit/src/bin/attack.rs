@@ -5,7 +5,8 @@
 //!   opens N connections, writes TEXT (escapes `\n` understood) on each, keeps them all open
 //!   SECS seconds and prints `opened K of N`.
 //! - `memtide-attack request (--unix PATH | --tcp ADDR) --send TEXT [--timeout SECS]`: writes
-//!   TEXT, prints what comes back until the peer closes or the timeout passes.
+//!   TEXT (`{pid}` replaced by its own pid, as an agent's hello names it), prints what comes
+//!   back until the peer closes or the timeout passes.
 //! - `memtide-attack liar --unix PATH --pool BYTES --seconds SECS`: a balloon agent that lies.
 //!   It registers a pool of BYTES (all of it data, its max too), sends `stats` every second
 //!   with misses growing (a pool in use), answers every target `working` and never resizes;
@@ -92,6 +93,7 @@ fn main() {
             let mut s =
                 connect(&target, timeout).unwrap_or_else(|e| fail(&format!("connect: {e}")));
             if let Some(text) = &send {
+                let text = text.replace("{pid}", &std::process::id().to_string());
                 s.write_all(text.as_bytes())
                     .unwrap_or_else(|e| fail(&format!("write: {e}")));
             }

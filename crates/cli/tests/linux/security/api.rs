@@ -1,7 +1,8 @@
 //! The API cannot be turned against the operator: a local user changes nothing over TCP or
 //! the Unix socket, a token allows changes over TCP and a wrong one does not, and a user's
 //! flood of 1,000 idle connections keeps neither root's read over TCP nor root's change over
-//! the socket from being answered, while the daemon keeps ticking.
+//! the socket from being answered, while the daemon keeps ticking; nor does a flood of the
+//! socket itself by a member of `[api] group`.
 
 use crate::host::*;
 use std::io::{BufRead, BufReader};
@@ -212,11 +213,18 @@ fn a_token_allows_changes_over_tcp_and_a_wrong_one_does_not() {
     );
 }
 
-/// Starts `memtide-attack hold` as the user and waits until it has opened its connections.
-fn flood(user: &UnprivilegedUser, addr: &str, count: u32, hold_secs: u32) -> (Child, String) {
+/// Starts `memtide-attack hold` as the user against `target` (`--tcp ADDR` or `--unix PATH`)
+/// and waits until it has opened its connections.
+fn flood(
+    user: &UnprivilegedUser,
+    target: [&str; 2],
+    count: u32,
+    hold_secs: u32,
+) -> (Child, String) {
     let mut child = user
         .attack()
-        .args(["hold", "--tcp", addr])
+        .arg("hold")
+        .args(target)
         .args(["--count", &count.to_string()])
         .args(["--hold", &hold_secs.to_string()])
         .stdout(Stdio::piped())
@@ -242,7 +250,7 @@ fn an_idle_flood_by_a_user_keeps_the_operator_in() {
     let _toucher = cg.spawn_toucher(&["--active", "16M"]);
     let tmp = tempfile::tempdir().unwrap();
     let mut daemon = daemon_for(&cg, tmp.path(), "");
-    let (mut attacker, opened) = flood(&user, &daemon.addr.to_string(), 1000, 30);
+    let (mut attacker, opened) = flood(&user, ["--tcp", &daemon.addr.to_string()], 1000, 30);
     eprintln!("the user's flood: {opened}");
     assert!(opened.starts_with("opened "), "{opened}");
     let ticks = daemon.status().ticks;
@@ -261,7 +269,7 @@ fn an_idle_flood_by_a_user_keeps_the_operator_in() {
     let patch_socket = started.elapsed();
     assert_eq!(code, 200, "{text}");
     // A second flood on top of the first, then the same again.
-    let (mut second, opened_again) = flood(&user, &daemon.addr.to_string(), 1000, 30);
+    let (mut second, opened_again) = flood(&user, ["--tcp", &daemon.addr.to_string()], 1000, 30);
     let started = Instant::now();
     memtide_api::Client::new(daemon.addr, DEADLINE)
         .status()
@@ -331,4 +339,76 @@ fn the_socket_checks_its_peer_beyond_the_files_mode() {
     let ticks = daemon.status().ticks;
     daemon.wait_until("two more ticks", DEADLINE, |s| s.ticks >= ticks + 2);
     assert_eq!(daemon.tenant("app").shares, 1200);
+}
+
+#[test]
+fn an_idle_flood_of_the_socket_by_a_group_member_keeps_root_in() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "an_idle_flood_of_the_socket_by_a_group_member_keeps_root_in";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    // Declared before its member, so that it is removed after it.
+    let Some(group) = UnprivilegedGroup::create(test, "a") else {
+        return;
+    };
+    let Some(member) = UnprivilegedUser::create_in(test, "s", &group) else {
+        return;
+    };
+    let cg = linux.cgroup("sec-sockflood");
+    let _toucher = cg.spawn_toucher(&["--active", "16M"]);
+    let tmp = tempfile::tempdir().unwrap();
+    let api = format!("[api]\ngroup = \"{}\"\n", group.name);
+    let mut daemon = daemon_for(&cg, tmp.path(), &api);
+    let meta = std::fs::metadata(&daemon.socket).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o660);
+    assert_eq!(std::os::unix::fs::MetadataExt::gid(&meta), group.gid);
+    let socket = daemon.socket.display().to_string();
+
+    // The member may change (its supplementary group, read from /proc at accept), so its
+    // connections are served, not refused.
+    let answer = attack_request(
+        &member,
+        &["--unix", &socket],
+        &http("PATCH", "/v1/tenants/app", "", r#"{"shares": 1200}"#),
+    );
+    assert!(answer.starts_with("HTTP/1.1 200 "), "{answer}");
+    let (mut attacker, opened) = flood(&member, ["--unix", &socket], 1000, 30);
+    eprintln!("the member's flood: {opened}");
+    assert_eq!(opened, "opened 1000 of 1000");
+    let ticks = daemon.status().ticks;
+
+    let started = Instant::now();
+    let snapshot = daemon
+        .changer(DEADLINE)
+        .status()
+        .expect("root's GET over the socket is answered during the flood");
+    let get_socket = started.elapsed();
+    assert_eq!(snapshot.tenants[0].shares, 1200);
+    let started = Instant::now();
+    let (code, text) = daemon
+        .changer(DEADLINE)
+        .request("PATCH", "/v1/tenants/app", Some(r#"{"shares": 1500}"#))
+        .expect("root's PATCH over the socket is answered during the flood");
+    let patch_socket = started.elapsed();
+    assert_eq!(code, 200, "{text}");
+    // A second flood on top of the first, then the same again.
+    let (mut second, opened_again) = flood(&member, ["--unix", &socket], 1000, 30);
+    let started = Instant::now();
+    daemon
+        .changer(DEADLINE)
+        .status()
+        .expect("answered during two floods");
+    let get_socket_2 = started.elapsed();
+    eprintln!(
+        "during the member's flood of the socket ({opened}, then {opened_again} more): GET over \
+         the socket {get_socket:?} then {get_socket_2:?}, PATCH over the socket {patch_socket:?}"
+    );
+    daemon.wait_until("the daemon keeps ticking", DEADLINE, |s| {
+        s.ticks >= ticks + 4 && s.tenants[0].shares == 1500
+    });
+    let _ = attacker.kill();
+    let _ = attacker.wait();
+    let _ = second.kill();
+    let _ = second.wait();
 }
