@@ -27,6 +27,8 @@ use crate::config::DaemonConfig;
 use crate::log::Logger;
 use crate::publish::{Managed, Publisher};
 use crate::state_file::{self, StateFile};
+use memtide_agents::ServerError;
+use memtide_files::socket::SocketError;
 use memtide_linux::host::io::DiskError;
 use memtide_linux::host::{Disk, IoHost, LinuxError};
 use memtide_model::{Bytes, TenantId};
@@ -54,7 +56,7 @@ pub enum DaemonError {
     #[error("{0}")]
     Api(String),
     #[error(transparent)]
-    Balloon(#[from] memtide_agents::SocketError),
+    Balloon(#[from] ServerError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     /// The configuration file or the state directory, which root acts on, can be written by
@@ -95,13 +97,20 @@ impl DaemonError {
                 | DaemonError::State(state_file::StateError::InUse { .. })
                 | DaemonError::Config(_)
                 | DaemonError::Untrusted(_)
-                | DaemonError::Balloon(
-                    memtide_agents::SocketError::InUse { .. }
-                        | memtide_agents::SocketError::NotASocket { .. }
-                        | memtide_agents::SocketError::PathTooLong { .. }
-                )
-        )
+        ) || matches!(self, DaemonError::Balloon(ServerError::Socket(e)) if socket_refused(e))
     }
+}
+
+/// True when a socket's file was refused for what the configuration gave (a path too long, a
+/// directory others can write, a live socket or another file there): the user's to fix.
+fn socket_refused(e: &SocketError) -> bool {
+    matches!(
+        e,
+        SocketError::PathTooLong { .. }
+            | SocketError::Directory { .. }
+            | SocketError::InUse { .. }
+            | SocketError::NotASocket { .. }
+    )
 }
 
 /// The configuration at `path` for a daemon, which runs as root what the file says: refused

@@ -275,8 +275,9 @@ pub(super) struct Balloon {
 }
 
 impl Balloon {
-    /// Binds the socket (before anything on the host changes) and starts its loop; an agent
-    /// registers for the tenant whose cgroup holds its process.
+    /// Binds the socket (before anything on the host changes; its directory must be trusted,
+    /// as root binds and renames there) and starts its loop; an agent registers for the tenant
+    /// whose cgroup holds its process.
     fn start(config: &BalloonSection, host: &LinuxHost) -> Result<Balloon, DaemonError> {
         use memtide_agents::hub::{Hub, SessionConfig};
         use memtide_agents::server::{Server, ServerConfig};
@@ -289,10 +290,6 @@ impl Balloon {
             },
             Box::new(host.agent_tenants()),
         );
-        // Root binds and renames in the socket's directory: only root may write there.
-        if let Some(dir) = config.socket.parent().filter(|d| d.exists()) {
-            memtide_files::check_trusted(dir, "balloon socket directory")?;
-        }
         let group = config.group.as_deref().map(group_id).transpose()?;
         let server = Server::start(
             &ServerConfig {
