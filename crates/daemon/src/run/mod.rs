@@ -23,6 +23,7 @@ mod tenants;
 
 pub use prepare::check_admission;
 
+use crate::api::ApiError;
 use crate::config::DaemonConfig;
 use crate::log::Logger;
 use crate::publish::{Managed, Publisher};
@@ -53,8 +54,9 @@ pub enum DaemonError {
     Qemu(memtide_qemu::QemuError),
     #[error(transparent)]
     State(#[from] state_file::StateError),
-    #[error("{0}")]
-    Api(String),
+    /// The API could not start: its port, its socket, its token file or group.
+    #[error(transparent)]
+    Api(#[from] ApiError),
     #[error(transparent)]
     Balloon(#[from] ServerError),
     #[error(transparent)]
@@ -77,8 +79,8 @@ impl From<memtide_qemu::QemuError> for DaemonError {
 
 impl DaemonError {
     /// True for errors in what the user gave (config, cgroup names, a cgroup another memtide
-    /// holds, every tenant refused, a disk this host cannot divide as `[io]` asks): exit
-    /// status 2.
+    /// holds, every tenant refused, a disk this host cannot divide as `[io]` asks, the API's
+    /// token file or group, a socket path another daemon serves): exit status 2.
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
@@ -97,7 +99,12 @@ impl DaemonError {
                 | DaemonError::State(state_file::StateError::InUse { .. })
                 | DaemonError::Config(_)
                 | DaemonError::Untrusted(_)
-        ) || matches!(self, DaemonError::Balloon(ServerError::Socket(e)) if socket_refused(e))
+                | DaemonError::Api(ApiError::TokenFile { .. } | ApiError::Group { .. })
+        ) || match self {
+            DaemonError::Api(ApiError::Socket(e))
+            | DaemonError::Balloon(ServerError::Socket(e)) => socket_refused(e),
+            _ => false,
+        }
     }
 }
 
