@@ -1,6 +1,7 @@
 //! memtide's side of the application balloon protocol (docs/balloon-protocol.md): the socket applications' agents connect to, its event loop, and the hub where each tenant's agent, pool and takeovers are kept for the worlds to read.
 //!
-//! - [`socket`]: the socket file (mode, stale sockets, removal) and the peer's pid;
+//! - [`socket`]: the peer of a connection (its pid and uid, pinned by a pidfd); the socket's
+//!   file is `memtide_files::socket`'s;
 //! - [`server`]: one thread serving every connection with mio, for any [`server::Handler`];
 //! - [`session`]: one connection's session as a socket-free state machine (lines and times
 //!   in; lines, a close and events out; the tenant's lever read from it), which the
@@ -11,9 +12,10 @@
 //! The wire format itself (messages, framing) is `memtide-balloon`'s, the crate applications
 //! link; this crate is what memtide adds to it.
 //!
-//! In detail: a [`socket::BoundSocket`] is created with its mode, replaces a stale socket,
-//! refuses a live one or another file, and is removed on drop only if still ours
-//! ([`socket::peer_pid`] reads `SO_PEERCRED`); the server reads 64 KiB lines through
+//! In detail: the server binds its file with `memtide_files::socket::BoundSocket` (a trusted
+//! directory, its group and mode set before it appears, a stale socket replaced, a live one or
+//! another file refused, removed on drop only if still ours), pins each peer at accept
+//! ([`socket::Peer`]; [`socket::peer_pid`] reads `SO_PEERCRED`), reads 64 KiB lines through
 //! `LineSplitter`, keeps a bounded output buffer per connection and at most
 //! `max_connections`, and gives its [`server::Handler`] lines, opens, closes and a 50 ms poll
 //! ([`server::Wake`] wakes it from other threads); a session keeps registration, errors
@@ -38,4 +40,4 @@ pub mod server;
 pub mod session;
 pub mod socket;
 
-pub use error::SocketError;
+pub use error::ServerError;

@@ -15,9 +15,10 @@
 //! The handler runs on this thread; other threads reach it through the state they share with
 //! it and wake the loop with [`Wake`].
 
-use crate::error::SocketError;
-use crate::socket::{BoundSocket, Peer};
+use crate::error::ServerError;
+use crate::socket::Peer;
 use memtide_balloon::line::{Line, LineSplitter};
+use memtide_files::socket::BoundSocket;
 use mio::net::{UnixListener, UnixStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 use std::collections::BTreeMap;
@@ -93,7 +94,8 @@ pub struct ServerConfig {
     pub socket: PathBuf,
     /// Permission bits of the socket file.
     pub mode: u32,
-    /// The socket file's group (`None`: root's).
+    /// The socket file's group (`None`: root's). Its directory is made if missing and must be
+    /// trusted (`memtide_files::socket`).
     pub group: Option<u32>,
     /// Connections served at once, at most.
     pub max_connections: usize,
@@ -124,9 +126,9 @@ pub struct Server {
 
 impl Server {
     /// Binds the socket and starts the loop's thread with `handler`.
-    pub fn start<H: Handler>(config: &ServerConfig, handler: H) -> Result<Server, SocketError> {
-        let bound = BoundSocket::bind(&config.socket, config.mode, config.group)?;
-        let loop_err = |source| SocketError::EventLoop {
+    pub fn start<H: Handler>(config: &ServerConfig, handler: H) -> Result<Server, ServerError> {
+        let bound = BoundSocket::bind(&config.socket, "balloon socket", config.mode, config.group)?;
+        let loop_err = |source| ServerError::EventLoop {
             path: config.socket.clone(),
             source,
         };

@@ -16,9 +16,14 @@
 //! renames it over the file, so a link at the file itself is replaced, not followed.
 //! [`open_append`] opens a log with `O_NOFOLLOW` and refuses anything but a regular file with
 //! one link, so neither a symbolic nor a hard link planted there reaches another file.
+//! [`socket::BoundSocket`] binds a Unix socket root serves (the balloon socket, the API's) in a
+//! trusted directory, with its group and mode set before it appears, never over a live socket
+//! or another file, and removes it at the end only if it is still the one bound.
 //!
 //! Written here rather than taken from a crate: the checks are a few `stat` calls whose errors
 //! must name memtide's own paths and the chmod that fixes them.
+
+pub mod socket;
 
 use std::io::Write;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};

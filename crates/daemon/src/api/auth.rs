@@ -1,26 +1,20 @@
-//! Who may change settings through the API: the bearer token for TCP, the peer of the Unix socket (root or a member of its group), and the socket itself made with its owner and mode before anyone can reach it.
+//! Who may change settings through the API: the bearer token for TCP and the peer of the Unix socket (root or a member of its group).
 //!
-//! **The socket file.** `fchmod`/`fchown` on an `AF_UNIX` socket's descriptor do not change the
-//! file `bind` creates, and a `bind` then `chmod` by path leaves a moment in which the file has
-//! the umask's mode and can be connected to. So the socket is bound in a fresh private
-//! directory (`mkdtemp`, mode 0700, beside the final path so the rename stays on one file
-//! system), where no one else can reach it, given its mode and owner there (by path, inside a
-//! directory only root can enter: nothing can be swapped under us), then renamed into place;
-//! the private directory is removed. The rename replaces a stale socket of an earlier run.
+//! The socket's file is `memtide_files::socket`'s, as the balloon socket's is: made with its
+//! owner and mode in a private directory before anyone can reach it, never put over a live
+//! daemon's socket (see `SocketServer::start`).
 //!
 //! **The token.** The file must be a regular file owned by root and readable or writable by no
 //! one else (opened with `O_NOFOLLOW`, checked on the descriptor). Tokens are compared in
 //! constant time (no timing tells how much of a guess was right); the token appears in no
 //! error, log line or `Debug` output.
 
-use std::ffi::{CString, OsString};
+use std::ffi::CString;
 use std::fs;
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-use std::os::unix::net::UnixListener;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::ApiError;
 
@@ -197,63 +191,6 @@ pub fn group_id(name: &str) -> Result<u32, ApiError> {
     Ok(grp.gr_gid)
 }
 
-/// Binds the Unix socket at `path` with mode 0660 (0600 without a group), owned by root and
-/// `group`, before anyone else can reach it (see the file's docs).
-pub(crate) fn bind_socket(path: &Path, group: Option<u32>) -> Result<UnixListener, ApiError> {
-    let failed = |what: &str, e: io::Error| ApiError::Socket {
-        path: path.to_path_buf(),
-        why: format!("{what}: {e}"),
-    };
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
-    let dir = dir.unwrap_or_else(|| Path::new("."));
-    // The default directory (the state file's, /run/memtide) may not exist yet on a fresh boot;
-    // root binds and renames there, so only root may write it.
-    memtide_files::trusted_dir(dir, "API socket directory").map_err(|e| ApiError::Socket {
-        path: path.to_path_buf(),
-        why: e.to_string(),
-    })?;
-    let private = private_dir(dir).map_err(|e| failed("cannot make a private directory", e))?;
-    let inside = private.join("api.sock");
-    let bound = (|| {
-        let listener = UnixListener::bind(&inside).map_err(|e| failed("cannot bind", e))?;
-        let mode = if group.is_some() { 0o660 } else { 0o600 };
-        chown(&inside, group).map_err(|e| failed("cannot give it its owner", e))?;
-        fs::set_permissions(&inside, std::os::unix::fs::PermissionsExt::from_mode(mode))
-            .map_err(|e| failed("cannot set its mode", e))?;
-        fs::rename(&inside, path).map_err(|e| failed("cannot move it into place", e))?;
-        Ok(listener)
-    })();
-    let _ = fs::remove_file(&inside);
-    let _ = fs::remove_dir(&private);
-    bound
-}
-
-/// A fresh directory only we can enter, in `dir`.
-fn private_dir(dir: &Path) -> io::Result<PathBuf> {
-    let mut template = dir.join(".api.sock.XXXXXX").into_os_string().into_vec();
-    template.push(0);
-    // SAFETY: `template` is NUL-terminated and writable; mkdtemp fills in the X's.
-    let made = unsafe { libc::mkdtemp(template.as_mut_ptr().cast()) };
-    if made.is_null() {
-        return Err(io::Error::last_os_error());
-    }
-    template.pop();
-    Ok(PathBuf::from(OsString::from_vec(template)))
-}
-
-/// Root (our own uid) and `group` own `path`; without a group, the group is left as is.
-fn chown(path: &Path, group: Option<u32>) -> io::Result<()> {
-    let Some(gid) = group else {
-        return Ok(());
-    };
-    let c_path = CString::new(path.as_os_str().as_bytes())?;
-    // SAFETY: a valid NUL-terminated path; -1 leaves the owner as it is (the daemon's uid).
-    if unsafe { libc::lchown(c_path.as_ptr(), u32::MAX, gid) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -343,37 +280,5 @@ mod tests {
         assert_eq!(group_id("root").unwrap(), 0);
         let err = group_id("no-such-group-memtide").unwrap_err().to_string();
         assert!(err.contains("no-such-group-memtide"), "{err}");
-    }
-
-    #[test]
-    fn the_socket_is_bound_with_its_mode_and_no_leftovers() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("api.sock");
-        fs::write(&path, "stale").unwrap();
-        let _listener = bind_socket(&path, None).unwrap();
-        let deeper = dir.path().join("run/memtide/api.sock");
-        let _made = bind_socket(&deeper, None).unwrap();
-        assert!(deeper.exists(), "its missing directory is made");
-        let meta = fs::symlink_metadata(&path).unwrap();
-        assert_eq!(meta.mode() & 0o7777, 0o600);
-        assert!(std::os::unix::fs::FileTypeExt::is_socket(&meta.file_type()));
-        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
-        assert_eq!(names.len(), 2, "the private directory is gone: {names:?}");
-    }
-
-    #[test]
-    fn a_socket_directory_others_can_write_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let open = dir.path().join("open");
-        fs::create_dir(&open).unwrap();
-        fs::set_permissions(&open, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-        let msg = bind_socket(&open.join("api.sock"), None)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            msg.contains("API socket directory") && msg.contains("writable by others"),
-            "{msg}"
-        );
-        assert!(!open.join("api.sock").exists());
     }
 }

@@ -39,6 +39,7 @@ pub use auth::{group_id, Token};
 use event::{Listener, Server};
 use http::Limits;
 use memtide_api::Snapshot;
+use memtide_files::socket::{BoundSocket, SocketError};
 use routes::Handler;
 
 /// The snapshot the loop publishes and the API reads.
@@ -106,8 +107,10 @@ pub enum ApiError {
         #[source]
         source: io::Error,
     },
-    #[error("API socket {}: {why}", path.display())]
-    Socket { path: PathBuf, why: String },
+    /// The socket's file could not be bound (a live daemon's socket there, another file, an
+    /// untrusted directory, ...).
+    #[error(transparent)]
+    Socket(#[from] SocketError),
     #[error("[api] token_file {}: {why}", path.display())]
     TokenFile { path: PathBuf, why: String },
     #[error("[api] group {name:?}: {why}")]
@@ -234,16 +237,22 @@ impl ApiServer {
 }
 
 /// The API on a Unix socket, for changes by root and the members of a group, with its own
-/// loop and workers. Removes the socket file when stopped.
+/// loop and workers. Removes the socket file when stopped, if it is still the one bound.
 #[derive(Debug)]
 pub struct SocketServer {
-    path: PathBuf,
     running: Running,
+    /// The socket's file, removed when dropped if it is still the one bound.
+    bound: BoundSocket,
 }
 
 impl SocketServer {
     /// Binds the socket at `path` (mode 0660 owned by root and `group`; 0600 without one) and
     /// serves the API there. `options.token` is not used: the peer's identity is the authority.
+    ///
+    /// The file is bound by `memtide_files::socket`: its directory made if missing and refused
+    /// unless trusted, a stale socket replaced, and a live one (another daemon's) or a file of
+    /// another kind refused ([`SocketError::InUse`], [`SocketError::NotASocket`]), never
+    /// replaced.
     pub fn start(
         path: &Path,
         group: Option<u32>,
@@ -251,12 +260,14 @@ impl SocketServer {
         commands: Sender<Request>,
         options: ApiOptions,
     ) -> Result<SocketServer, ApiError> {
-        let listener = auth::bind_socket(path, group)?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| ApiError::Socket {
-                path: path.to_path_buf(),
-                why: e.to_string(),
+        let mode = if group.is_some() { 0o660 } else { 0o600 };
+        let bound = BoundSocket::bind(path, "API socket", mode, group)?;
+        let listener = bound
+            .listener()
+            .try_clone()
+            .map_err(|source| ApiError::Spawn {
+                at: path.display().to_string(),
+                source,
             })?;
         let handler = handler(shared, commands, &options);
         let options = ApiOptions {
@@ -270,22 +281,19 @@ impl SocketServer {
             options,
             path.display().to_string(),
         )?;
-        Ok(SocketServer {
-            path: path.to_path_buf(),
-            running,
-        })
+        Ok(SocketServer { running, bound })
     }
 
     /// The socket's path.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.bound.path()
     }
 }
 
 impl Drop for SocketServer {
+    /// Stops the loop; the file goes after, with `bound`.
     fn drop(&mut self) {
         self.running.stop();
-        let _ = std::fs::remove_file(&self.path);
     }
 }
 
@@ -344,6 +352,56 @@ mod tests {
         assert_eq!(server.path(), path);
         assert!(std::os::unix::net::UnixStream::connect(&path).is_ok());
         drop(server);
+        assert!(!path.exists());
+    }
+
+    /// A raw `GET /healthz` over the socket at `path`: the answer's status line.
+    fn healthz(path: &Path) -> String {
+        use std::io::{Read, Write};
+        let mut stream = std::os::unix::net::UnixStream::connect(path).unwrap();
+        stream
+            .write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer.lines().next().unwrap_or_default().to_string()
+    }
+
+    #[test]
+    fn a_live_daemon_s_socket_is_refused_and_a_stale_one_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("api.sock");
+        let start = || {
+            let (tx, _rx) = mpsc::channel();
+            SocketServer::start(
+                &path,
+                None,
+                SharedSnapshot::default(),
+                tx,
+                ApiOptions::default(),
+            )
+        };
+        // A daemon that died left its socket: nobody answers there.
+        drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+        let first = start().expect("the stale socket is replaced");
+        assert!(healthz(&path).contains(" 200 "), "{}", healthz(&path));
+
+        // A second daemon (another state file, the same socket) is refused, naming it.
+        let err = start().unwrap_err();
+        assert!(
+            matches!(err, ApiError::Socket(SocketError::InUse { .. })),
+            "{err:?}"
+        );
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with(&format!(
+                "API socket {}: another process is serving it",
+                path.display()
+            )),
+            "{msg}"
+        );
+        assert!(healthz(&path).contains(" 200 "), "the first still serves");
+        drop(first);
         assert!(!path.exists());
     }
 

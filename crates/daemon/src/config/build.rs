@@ -210,7 +210,7 @@ fn balloon_defaults(doc: &Document, b: &mut BalloonSection, daemon: &DaemonSecti
 fn check_balloon(doc: &Document, b: &BalloonSection) -> Result<()> {
     let at = root().key("balloon");
     let len = b.socket.as_os_str().len();
-    let max = memtide_agents::socket::MAX_PATH_BYTES;
+    let max = memtide_files::socket::MAX_PATH_BYTES;
     require(
         doc,
         at.key("socket"),

@@ -23,10 +23,13 @@ mod tenants;
 
 pub use prepare::check_admission;
 
+use crate::api::ApiError;
 use crate::config::DaemonConfig;
 use crate::log::Logger;
 use crate::publish::{Managed, Publisher};
 use crate::state_file::{self, StateFile};
+use memtide_agents::ServerError;
+use memtide_files::socket::SocketError;
 use memtide_linux::host::io::DiskError;
 use memtide_linux::host::{Disk, IoHost, LinuxError};
 use memtide_model::{Bytes, TenantId};
@@ -51,10 +54,11 @@ pub enum DaemonError {
     Qemu(memtide_qemu::QemuError),
     #[error(transparent)]
     State(#[from] state_file::StateError),
-    #[error("{0}")]
-    Api(String),
+    /// The API could not start: its port, its socket, its token file or group.
     #[error(transparent)]
-    Balloon(#[from] memtide_agents::SocketError),
+    Api(#[from] ApiError),
+    #[error(transparent)]
+    Balloon(#[from] ServerError),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     /// The configuration file or the state directory, which root acts on, can be written by
@@ -75,8 +79,8 @@ impl From<memtide_qemu::QemuError> for DaemonError {
 
 impl DaemonError {
     /// True for errors in what the user gave (config, cgroup names, a cgroup another memtide
-    /// holds, every tenant refused, a disk this host cannot divide as `[io]` asks): exit
-    /// status 2.
+    /// holds, every tenant refused, a disk this host cannot divide as `[io]` asks, the API's
+    /// token file or group, a socket path another daemon serves): exit status 2.
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
@@ -95,13 +99,25 @@ impl DaemonError {
                 | DaemonError::State(state_file::StateError::InUse { .. })
                 | DaemonError::Config(_)
                 | DaemonError::Untrusted(_)
-                | DaemonError::Balloon(
-                    memtide_agents::SocketError::InUse { .. }
-                        | memtide_agents::SocketError::NotASocket { .. }
-                        | memtide_agents::SocketError::PathTooLong { .. }
-                )
-        )
+                | DaemonError::Api(ApiError::TokenFile { .. } | ApiError::Group { .. })
+        ) || match self {
+            DaemonError::Api(ApiError::Socket(e))
+            | DaemonError::Balloon(ServerError::Socket(e)) => socket_refused(e),
+            _ => false,
+        }
     }
+}
+
+/// True when a socket's file was refused for what the configuration gave (a path too long, a
+/// directory others can write, a live socket or another file there): the user's to fix.
+fn socket_refused(e: &SocketError) -> bool {
+    matches!(
+        e,
+        SocketError::PathTooLong { .. }
+            | SocketError::Directory { .. }
+            | SocketError::InUse { .. }
+            | SocketError::NotASocket { .. }
+    )
 }
 
 /// The configuration at `path` for a daemon, which runs as root what the file says: refused

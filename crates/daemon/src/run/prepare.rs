@@ -88,19 +88,19 @@ impl Running {
 }
 
 /// The API on TCP (changes with the `[api] token_file` token only) and on the Unix socket (changes
-/// by root and `[api] group`). A token file or group that is not right is the user's error.
+/// by root and `[api] group`). A token file or group that is not right, or a socket path another
+/// daemon serves, is the user's error (`DaemonError::is_usage`).
 fn start_api(
     config: &DaemonConfig,
     publisher: &Publisher,
     sender: std::sync::mpsc::Sender<crate::command::Request>,
 ) -> Result<(ApiServer, SocketServer), DaemonError> {
-    let usage = |e: crate::api::ApiError| DaemonError::Usage(e.to_string());
     let token = match &config.api.token_file {
-        Some(path) => Some(Token::read(path).map_err(usage)?),
+        Some(path) => Some(Token::read(path)?),
         None => None,
     };
     let group = match &config.api.group {
-        Some(name) => Some(crate::api::group_id(name).map_err(usage)?),
+        Some(name) => Some(crate::api::group_id(name)?),
         None => None,
     };
     let listen = config.daemon.listen;
@@ -112,8 +112,7 @@ fn start_api(
             token,
             ..ApiOptions::default()
         },
-    )
-    .map_err(|e| DaemonError::Api(format!("API on {listen}: {e}")))?;
+    )?;
     let path = config.api.socket_path(&config.daemon.state_file);
     let socket = SocketServer::start(
         &path,
@@ -124,8 +123,7 @@ fn start_api(
             workers: 2,
             ..ApiOptions::default()
         },
-    )
-    .map_err(|e| DaemonError::Api(e.to_string()))?;
+    )?;
     Ok((tcp, socket))
 }
 
@@ -275,8 +273,9 @@ pub(super) struct Balloon {
 }
 
 impl Balloon {
-    /// Binds the socket (before anything on the host changes) and starts its loop; an agent
-    /// registers for the tenant whose cgroup holds its process.
+    /// Binds the socket (before anything on the host changes; its directory must be trusted,
+    /// as root binds and renames there) and starts its loop; an agent registers for the tenant
+    /// whose cgroup holds its process.
     fn start(config: &BalloonSection, host: &LinuxHost) -> Result<Balloon, DaemonError> {
         use memtide_agents::hub::{Hub, SessionConfig};
         use memtide_agents::server::{Server, ServerConfig};
@@ -289,10 +288,6 @@ impl Balloon {
             },
             Box::new(host.agent_tenants()),
         );
-        // Root binds and renames in the socket's directory: only root may write there.
-        if let Some(dir) = config.socket.parent().filter(|d| d.exists()) {
-            memtide_files::check_trusted(dir, "balloon socket directory")?;
-        }
         let group = config.group.as_deref().map(group_id).transpose()?;
         let server = Server::start(
             &ServerConfig {
@@ -410,6 +405,33 @@ fn io_options(config: &DaemonConfig, state_path: &Path) -> IoOptions {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn an_api_socket_another_daemon_serves_is_the_user_s_error_on_one_line() {
+        use memtide_files::socket::SocketError;
+        let path = PathBuf::from("/run/memtide/api.sock");
+        let in_use: DaemonError = crate::api::ApiError::Socket(SocketError::InUse {
+            what: "API socket",
+            path: path.clone(),
+        })
+        .into();
+        assert!(in_use.is_usage(), "{in_use}");
+        assert_eq!(
+            in_use.to_string(),
+            "API socket /run/memtide/api.sock: another process is serving it (is memtide \
+             already running?)"
+        );
+        let failed: DaemonError = crate::api::ApiError::Socket(SocketError::Bind {
+            what: "API socket",
+            path,
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        })
+        .into();
+        assert!(
+            !failed.is_usage(),
+            "the host's failure, not the user's: {failed}"
+        );
+    }
 
     #[test]
     fn a_balloon_group_is_found_by_name_and_an_unknown_one_is_the_user_s_error() {

@@ -1,8 +1,9 @@
 //! The API cannot be turned against the operator: a local user changes nothing over TCP or
-//! the Unix socket, a token allows changes over TCP and a wrong one does not, and a user's
-//! flood of 1,000 idle connections keeps neither root's read over TCP nor root's change over
-//! the socket from being answered, while the daemon keeps ticking; nor does a flood of the
-//! socket itself by a member of `[api] group`.
+//! the Unix socket, a token allows changes over TCP and a wrong one does not, a user's flood
+//! of 1,000 idle connections keeps neither root's read over TCP nor root's change over the
+//! socket from being answered, while the daemon keeps ticking; nor does a flood of the socket
+//! itself by a member of `[api] group`; and a second daemon cannot take a live daemon's socket
+//! (it replaces only a dead one's).
 
 use crate::host::*;
 use std::io::{BufRead, BufReader};
@@ -411,4 +412,107 @@ fn an_idle_flood_of_the_socket_by_a_group_member_keeps_root_in() {
     let _ = attacker.wait();
     let _ = second.kill();
     let _ = second.wait();
+}
+
+/// Runs `memtide daemon` on `config` in `dir` as `daemon_to_exit` does, but for at most
+/// [`DEADLINE`]: (exit code, stderr, the state file). A daemon still running then started where
+/// it should have been refused: it is killed and the test fails.
+fn daemon_refused(dir: &Path, config: &str) -> (i32, String, std::path::PathBuf) {
+    let (state, path, err) = (
+        dir.join("state.json"),
+        dir.join("memtide.toml"),
+        dir.join("stderr"),
+    );
+    let text = config
+        .replace("{listen}", &format!("127.0.0.1:{}", free_port()))
+        .replace("{state}", &state.display().to_string());
+    std::fs::write(&path, text).unwrap();
+    let mut child = std::process::Command::new(memtide_path())
+        .arg("daemon")
+        .arg("--config")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + DEADLINE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the daemon started instead of being refused; stderr:\n{}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    (status.code().unwrap_or(-1), stderr, state)
+}
+
+#[test]
+fn a_second_daemon_cannot_take_a_live_daemon_s_socket_and_replaces_a_dead_one_s() {
+    use std::os::unix::fs::MetadataExt;
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "a_second_daemon_cannot_take_a_live_daemon_s_socket_and_replaces_a_dead_one_s";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let (cg, other) = (linux.cgroup("sec-sock-a"), linux.cgroup("sec-sock-b"));
+    other.set_limit_bytes(800 * MIB);
+    let _touchers = [&cg, &other].map(|c| c.spawn_toucher(&["--active", "8M"]));
+    let tmp = tempfile::tempdir().unwrap();
+    let mut first = daemon_for(&cg, tmp.path(), "");
+    let socket = first.socket.clone();
+    let inode = |p: &Path| std::fs::symlink_metadata(p).map(|m| m.ino()).ok();
+    let bound = inode(&socket);
+
+    // Another state file, another tenant, the same [api] socket: refused at start, one line,
+    // exit 2, before anything on the host changes.
+    let second_dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{}\n[api]\nsocket = \"{}\"\n",
+        adopt_config(&other.path, "1G", "").replace("name = \"app\"", "name = \"second\""),
+        socket.display()
+    );
+    let (code, stderr, state) = daemon_refused(second_dir.path(), &config);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "API socket {}: another process is serving it",
+            socket.display()
+        )),
+        "{stderr}"
+    );
+    assert!(!state.exists());
+    assert_eq!(limit_bytes(&other.sample()), Some(800 * MIB));
+    // The live daemon keeps its socket and answers on it.
+    assert_eq!(
+        inode(&socket),
+        bound,
+        "the live daemon's socket is left in place"
+    );
+    let served = first
+        .changer(DEADLINE)
+        .status()
+        .expect("the first still serves");
+    assert_eq!(served.tenants[0].name, "app");
+
+    // A daemon that died leaves its socket behind: the next one replaces it.
+    assert!(!first.signal_and_wait(libc::SIGKILL).success());
+    assert!(socket.exists(), "a killed daemon cannot remove its socket");
+    let mut second = Daemon::start(second_dir.path(), &config, &[]);
+    second.wait_until("second managed", DEADLINE, |s| s.tenants.len() == 1);
+    let served = memtide_api::Client::unix(&socket, DEADLINE)
+        .status()
+        .expect("the second daemon serves on the socket");
+    assert_eq!(served.tenants[0].name, "second");
+    assert_ne!(inode(&socket), bound);
+    assert!(second.signal_and_wait(libc::SIGTERM).success());
+    assert!(!socket.exists(), "a daemon removes its own socket at exit");
 }

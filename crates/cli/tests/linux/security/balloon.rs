@@ -62,7 +62,14 @@ fn a_pid_reused_in_a_tenant_does_not_lend_the_tenant_its_identity() {
     let tmp = tempfile::tempdir().unwrap();
     let socket = tmp.path().join("balloon.sock");
     let daemon = daemon_with(tmp.path(), &cg, "mode = \"0666\"");
-    assert!(socket.exists());
+    // The API answers before the balloon socket is bound: a loaded host may see the gap.
+    wait_for(
+        "the balloon socket",
+        Duration::from_secs(10),
+        Duration::from_millis(20),
+        || socket.exists().then_some(()),
+        || daemon.log_text(),
+    );
     let talk = tempfile::tempdir().unwrap();
     std::fs::set_permissions(talk.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let go = talk.path().join("go");
