@@ -1,7 +1,9 @@
 //! The application balloon's planner (ALB): a tenant whose application (a database's buffer pool, a JVM heap) has a live agent is asked before the OS is, because the application knows which of its pages matter; the OS fence follows what it really gave back.
 //!
 //! The pool memtide wants is `wanted = target - outside`, where `outside` is the tenant's
-//! measured memory besides the pool's data, rounded down to the granule and kept within the
+//! measured memory besides the pool's data (besides the whole pool it holds when the pool
+//! misses: a miss takes a free page first, so every page it holds is in the tenant's memory,
+//! its free list too), rounded down to the granule and kept within the
 //! application's `[min, max]`; nothing is asked before the agent's first statistics say what
 //! the pool holds. A pool more than a step (`max(granule, max / 64)`) away from it is asked
 //! to move, and one above it by a granule or more while the tenant uses more than its target
@@ -182,13 +184,27 @@ fn step(lever: &AppBalloonLever) -> Pages {
     lever.granule.max(Pages(lever.max.0 / 64)).max(Pages(1))
 }
 
+/// The tenant's memory a move of its pool toward a target leaves in place. A pool that misses
+/// has touched every page it holds (a miss takes a free page before it evicts one), so all of
+/// it is the pool's: counting its free pages as outside would keep the tenant short of its
+/// target by the free list the server keeps (InnoDB's LRU refills it to `lru_scan_depth`
+/// pages), and the missing pool would never press for the rest of the budget. Other pools may
+/// hold pages never touched, not in the tenant's memory: only their data is the pool's.
+fn outside_for_move(lever: &AppBalloonLever) -> Option<Pages> {
+    let outside = lever.outside()?;
+    Some(match pool_use(lever) {
+        PoolUse::Short => outside.min(lever.used.saturating_sub(lever.held())),
+        _ => outside,
+    })
+}
+
 /// The pool memtide wants: `target - outside` on the granule within `[min, max]` (`None`
 /// before the agent's first statistics, or when no multiple of the granule lies within them).
 fn wanted(lever: &AppBalloonLever, target: Pages) -> Option<Pages> {
     let g = lever.granule.0.max(1);
     let lo = lever.min.0.div_ceil(g) * g;
     let hi = lever.max.0 / g * g;
-    let want = target.saturating_sub(lever.outside()?).0 / g * g;
+    let want = target.saturating_sub(outside_for_move(lever)?).0 / g * g;
     (lo <= hi).then(|| Pages(want.clamp(lo, hi)))
 }
 
@@ -447,10 +463,7 @@ fn decide(
     }
     if grows {
         // Growing: the fence first.
-        let needs = lever
-            .used
-            .saturating_sub(lever.pool_used.unwrap_or(Pages::ZERO))
-            + wanted;
+        let needs = outside_for_move(lever).unwrap_or(lever.used) + wanted;
         if let Some(room) = room.filter(|&r| r < needs) {
             return AppStep::AwaitsFence { pool: wanted, room };
         }

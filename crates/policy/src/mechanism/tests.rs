@@ -1462,6 +1462,35 @@ fn a_pool_in_use_grows_only_when_full_or_missing_and_not_back_within_the_reverse
 }
 
 #[test]
+fn a_missing_pool_grows_to_its_whole_target_though_it_keeps_free_pages() {
+    // 100 MiB of pool with 20 of them free (the server's free list), 40 outside: the tenant
+    // holds 140. At a target of 180 a pool that misses has touched every page it holds, so
+    // all 100 are the pool's and it is asked for 140, which brings the tenant to its target;
+    // counting its free pages as outside would ask for 120 and leave 20 MiB of the target
+    // unused for good.
+    let missing = AppBalloonLever {
+        pool_used: Some(mib(80)),
+        ..serving(100, 40, 30)
+    };
+    let p = run(&vm_with_agent(140, missing), Soft, 180, 100);
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(140)),
+        "{p:?}"
+    );
+    // An idle pool's free pages may never have been touched: only its data is the pool's.
+    let idle = AppBalloonLever {
+        pool_used: Some(mib(80)),
+        used: mib(120),
+        ..agent(100, 40)
+    };
+    let p = run(&vm_with_agent(120, idle), Soft, 180, 100);
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(140)),
+        "{p:?}"
+    );
+}
+
+#[test]
 fn a_pool_in_use_says_what_its_tenant_wants_and_an_idle_or_distrusted_one_does_not() {
     let watch = AppWatch::default();
     // Short of memory: the memory outside and its largest pool.
