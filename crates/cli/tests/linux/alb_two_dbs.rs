@@ -1,4 +1,4 @@
-//! Issue 28's two databases in short (scripts/alb-two-dbs.sh is the full run): two MariaDB servers with warm pools over one budget, the busy one under sysbench throughout, the idle one woken late; memtide with limits only (b) against memtide with the mariadb adapters (c). Asserts the issue's shape: (c) serves the busy database at least 0.75 × as well as (b) before the wake-up (the issue's target is 0.9: measured 0.88 here, 1.07 in the full run, 0.41 before the fix), gives the pools back at exit, pages out no busy pool, resizes a pool at most 16 times, and nothing is killed.
+//! Issue 28's two databases in short (scripts/alb-two-dbs.sh is the full run): two MariaDB servers with warm pools over one budget, the busy one under sysbench throughout, the idle one woken late; memtide with limits only (b) against memtide with the mariadb adapters (c). Asserts the issue's shape: (c) serves the busy database at least 0.8 × as well as (b) before the wake-up (the issue's target is at least as well: measured 0.98 here and 1.07 in the full run; 0.88 before a missing pool's free list counted as its own, 0.41 before the first fix), gives the pools back at exit, pages out no busy pool, resizes a pool at most 16 times, and nothing is killed.
 
 use crate::host::mariadb;
 use crate::host::*;
@@ -204,11 +204,11 @@ fn the_adapters_keep_the_busy_database_as_fast_as_limits_and_give_the_pools_back
             ));
         }
     }
-    // Issue 28's target is 0.9 (measured here 0.88 and, in the full run, 1.07); this guards the
-    // fix (0.41 before it) on a shared 2-vCPU machine, and the issue stays open for the rest.
-    if tps_c < 0.75 * tps_b {
+    // Issue 28's target is "at least as well" (measured here 0.98); 0.8 leaves room for a
+    // shared 2-vCPU machine's noise and still fails the policy before the first fix (0.41).
+    if tps_c < 0.8 * tps_b {
         broken.push(format!(
-            "(c) serves the busy database at least 0.75 × as well as (b) before the wake-up: \
+            "(c) serves the busy database at least 0.8 × as well as (b) before the wake-up: \
              median {tps_c:.0} against {tps_b:.0} TPS ({:.2})",
             tps_c / tps_b
         ));
