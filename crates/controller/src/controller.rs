@@ -607,7 +607,7 @@ impl Controller {
                 memory = memory.saturating_sub(s.min);
                 continue;
             };
-            match (&lever.curve, lever.outside()) {
+            match (&lever.curve, mechanism::app_outside(lever)) {
                 (Some(curve), Some(outside)) => {
                     memory = memory.saturating_sub(outside);
                     cache.at[next] = cache.tenants.len() as u32;

@@ -189,8 +189,9 @@ fn step(lever: &AppBalloonLever) -> Pages {
 /// it is the pool's: counting its free pages as outside would keep the tenant short of its
 /// target by the free list the server keeps (InnoDB's LRU refills it to `lru_scan_depth`
 /// pages), and the missing pool would never press for the rest of the budget. Other pools may
-/// hold pages never touched, not in the tenant's memory: only their data is the pool's.
-fn outside_for_move(lever: &AppBalloonLever) -> Option<Pages> {
+/// hold pages never touched, not in the tenant's memory: only their data is the pool's. The
+/// cache search sizes a tenant's memory as its pool's quota plus this, so the two agree.
+pub fn outside_for_move(lever: &AppBalloonLever) -> Option<Pages> {
     let outside = lever.outside()?;
     Some(match pool_use(lever) {
         PoolUse::Short => outside.min(lever.used.saturating_sub(lever.held())),

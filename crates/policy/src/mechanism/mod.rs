@@ -213,6 +213,13 @@ fn fence_room(levers: &Levers) -> Option<Pages> {
     }
 }
 
+/// The tenant's memory outside its application pool, as sizing the pool counts it (see
+/// [`app_balloon::outside_for_move`]).
+#[inline]
+pub fn app_outside(lever: &memtide_model::AppBalloonLever) -> Option<Pages> {
+    app_balloon::outside_for_move(lever)
+}
+
 /// The memory a tenant's trusted application pool says it wants, where it says anything
 /// (see [`app_balloon::wants`]): allocation caps the tenant at no less.
 #[inline]
