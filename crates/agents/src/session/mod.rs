@@ -147,14 +147,6 @@ struct Sent {
     at: Duration,
 }
 
-/// How long a pool must show no request before its lever says so. An agent reads its
-/// server on a clock of its own and sends its last reading when asked, so a tick may see no
-/// new reading, or the same one twice: hits and misses that did not move for one tick are no
-/// news, and read as an idle pool they made the idle tax take a busy pool's tenant down and
-/// the pacing take the pool whole (issue 28's two databases, t = 299.6 s). Until this long
-/// after the last read that showed requests, a read without any repeats that one's counts.
-pub const QUIET_AFTER: Duration = Duration::from_secs(3);
-
 /// A registered agent.
 #[derive(Clone, Debug)]
 struct Agent {
@@ -164,11 +156,14 @@ struct Agent {
     stats: Option<Stats>,
     /// When the last `stats` came (the `hello`'s time before the first).
     last_stats: Duration,
-    /// Hits and misses when the lever was last read (deltas are reported).
+    /// How many `stats` messages came.
+    readings: u64,
+    /// Hits and misses when the lever was last read (deltas are reported), how many `stats`
+    /// had come then, and the deltas reported then: a read with no `stats` since the last
+    /// one reports those again.
     counted: Option<(u64, u64)>,
-    /// When a read last showed requests, and the hits and misses it showed (see
-    /// [`QUIET_AFTER`]).
-    busy: Option<(Duration, u64, u64)>,
+    counted_at: u64,
+    counted_delta: (Option<u64>, Option<u64>),
     /// The database's durability figures, when its agent reports them.
     syncs: Syncs,
     sent: Option<Sent>,
@@ -235,26 +230,26 @@ impl Session {
         let dead_after = self.config.dead_after;
         let a = self.agent.as_mut().filter(|_| !self.closed)?;
         let counts = a.stats.as_ref().map(|st| (st.hits, st.misses));
-        let delta = match (counts, a.counted) {
-            (Some((h, m)), Some((h0, m0))) => Some((h.saturating_sub(h0), m.saturating_sub(m0))),
-            (Some((h, m)), None) => Some((h, m)),
-            (None, _) => None,
-        };
-        if counts.is_some() {
-            a.counted = counts;
-        }
-        // A read without requests shortly after one with some repeats that one: see
-        // QUIET_AFTER.
-        let (hits, misses) = match (delta, a.busy) {
-            (Some((h, m)), _) if h + m > 0 => {
-                a.busy = Some((now, h, m));
-                (Some(h), Some(m))
+        // No statistics since the last read is no news, not a pool that nobody read: the
+        // agent's readings and the ticks run on clocks of their own, and a tick that falls
+        // between two readings would otherwise see an idle pool (and the policy would take
+        // it whole).
+        let (hits, misses) = if counts.is_some() && a.counted_at == a.readings {
+            a.counted_delta
+        } else {
+            let delta = match (counts, a.counted) {
+                (Some((h, m)), Some((h0, m0))) => {
+                    (Some(h.saturating_sub(h0)), Some(m.saturating_sub(m0)))
+                }
+                (Some((h, m)), None) => (Some(h), Some(m)),
+                (None, _) => (None, None),
+            };
+            if counts.is_some() {
+                a.counted = counts;
+                a.counted_at = a.readings;
+                a.counted_delta = delta;
             }
-            (Some(_), Some((at, h, m))) if now.saturating_sub(at) < QUIET_AFTER => {
-                (Some(h), Some(m))
-            }
-            (Some((h, m)), _) => (Some(h), Some(m)),
-            (None, _) => (None, None),
+            delta
         };
         Some(AppBalloonLever {
             session: a.id,
@@ -460,8 +455,10 @@ impl Session {
             pool: h.pool,
             stats: None,
             last_stats: now,
+            readings: 0,
             counted: None,
-            busy: None,
+            counted_at: 0,
+            counted_delta: (None, None),
             syncs: Syncs::default(),
             sent: None,
         });
@@ -503,6 +500,7 @@ impl Session {
         }
         a.pool.pool_bytes = s.pool_bytes;
         a.last_stats = now;
+        a.readings += 1;
         a.syncs.read(s.durability.as_ref(), now);
         a.stats = Some(s);
         Ok(())
@@ -817,8 +815,7 @@ mod tests {
     }
 
     #[test]
-    fn the_lever_reports_hits_and_misses_since_it_was_last_read_and_idleness_only_after_a_quiet_span(
-    ) {
+    fn the_lever_reports_hits_and_misses_since_it_was_last_read_and_repeats_them_without_news() {
         let mut session = registered(s(0));
         send(&mut session, stats(512 * MIB, 100, 10), s(1));
         let first = session.lever(mib(600), s(1)).unwrap();
@@ -827,16 +824,13 @@ mod tests {
         send(&mut session, stats(512 * MIB, 160, 20), s(3));
         let next = session.lever(mib(600), s(3)).unwrap();
         assert_eq!((next.hits, next.misses), (Some(60), Some(10)));
-        // A read before the next statistics, or of a reading sent twice, repeats what the
-        // last requests were: no news is not an idle pool.
+        // A read before the next statistics repeats what the last ones said: no news is not
+        // an idle pool.
         let again = session.lever(mib(600), s(4)).unwrap();
         assert_eq!((again.hits, again.misses), (Some(60), Some(10)));
+        // Statistics that did not move are an idle pool.
         send(&mut session, stats(512 * MIB, 160, 20), s(5));
-        let same = session.lever(mib(600), s(5)).unwrap();
-        assert_eq!((same.hits, same.misses), (Some(60), Some(10)));
-        // Counters that stay put for QUIET_AFTER are an idle pool.
-        send(&mut session, stats(512 * MIB, 160, 20), s(6));
-        let idle = session.lever(mib(600), s(6)).unwrap();
+        let idle = session.lever(mib(600), s(5)).unwrap();
         assert_eq!((idle.hits, idle.misses), (Some(0), Some(0)));
     }
 

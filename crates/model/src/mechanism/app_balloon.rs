@@ -32,9 +32,8 @@ pub struct AppBalloonLever {
     /// it.
     pub used: Pages,
     /// The pool's hits and misses since the previous observation (`None` before its first
-    /// statistics). Zero of both is an idle pool only after a few seconds without a request
-    /// (agents' `QUIET_AFTER`); before that an observation without requests repeats the last
-    /// one with some, as an agent may send no new reading between two ticks, or one twice.
+    /// statistics); when no statistics came since, the last such counts again (no news is not
+    /// an idle pool).
     pub hits: Option<u64>,
     pub misses: Option<u64>,
     /// The pool's miss-ratio curve as the agent last sampled it (`None` while the agent has
