@@ -156,14 +156,8 @@ struct Agent {
     stats: Option<Stats>,
     /// When the last `stats` came (the `hello`'s time before the first).
     last_stats: Duration,
-    /// How many `stats` messages came.
-    readings: u64,
-    /// Hits and misses when the lever was last read (deltas are reported), how many `stats`
-    /// had come then, and the deltas reported then: a read with no `stats` since the last
-    /// one reports those again.
+    /// Hits and misses when the lever was last read (deltas are reported).
     counted: Option<(u64, u64)>,
-    counted_at: u64,
-    counted_delta: (Option<u64>, Option<u64>),
     /// The database's durability figures, when its agent reports them.
     syncs: Syncs,
     sent: Option<Sent>,
@@ -230,27 +224,16 @@ impl Session {
         let dead_after = self.config.dead_after;
         let a = self.agent.as_mut().filter(|_| !self.closed)?;
         let counts = a.stats.as_ref().map(|st| (st.hits, st.misses));
-        // No statistics since the last read is no news, not a pool that nobody read: the
-        // agent's readings and the ticks run on clocks of their own, and a tick that falls
-        // between two readings would otherwise see an idle pool (and the policy would take
-        // it whole).
-        let (hits, misses) = if counts.is_some() && a.counted_at == a.readings {
-            a.counted_delta
-        } else {
-            let delta = match (counts, a.counted) {
-                (Some((h, m)), Some((h0, m0))) => {
-                    (Some(h.saturating_sub(h0)), Some(m.saturating_sub(m0)))
-                }
-                (Some((h, m)), None) => (Some(h), Some(m)),
-                (None, _) => (None, None),
-            };
-            if counts.is_some() {
-                a.counted = counts;
-                a.counted_at = a.readings;
-                a.counted_delta = delta;
+        let (hits, misses) = match (counts, a.counted) {
+            (Some((h, m)), Some((h0, m0))) => {
+                (Some(h.saturating_sub(h0)), Some(m.saturating_sub(m0)))
             }
-            delta
+            (Some((h, m)), None) => (Some(h), Some(m)),
+            (None, _) => (None, None),
         };
+        if counts.is_some() {
+            a.counted = counts;
+        }
         Some(AppBalloonLever {
             session: a.id,
             pool: pages(a.pool.pool_bytes),
@@ -455,10 +438,7 @@ impl Session {
             pool: h.pool,
             stats: None,
             last_stats: now,
-            readings: 0,
             counted: None,
-            counted_at: 0,
-            counted_delta: (None, None),
             syncs: Syncs::default(),
             sent: None,
         });
@@ -500,7 +480,6 @@ impl Session {
         }
         a.pool.pool_bytes = s.pool_bytes;
         a.last_stats = now;
-        a.readings += 1;
         a.syncs.read(s.durability.as_ref(), now);
         a.stats = Some(s);
         Ok(())
@@ -815,7 +794,7 @@ mod tests {
     }
 
     #[test]
-    fn the_lever_reports_hits_and_misses_since_it_was_last_read_and_repeats_them_without_news() {
+    fn the_lever_reports_hits_and_misses_since_it_was_last_read() {
         let mut session = registered(s(0));
         send(&mut session, stats(512 * MIB, 100, 10), s(1));
         let first = session.lever(mib(600), s(1)).unwrap();
@@ -824,14 +803,6 @@ mod tests {
         send(&mut session, stats(512 * MIB, 160, 20), s(3));
         let next = session.lever(mib(600), s(3)).unwrap();
         assert_eq!((next.hits, next.misses), (Some(60), Some(10)));
-        // A read before the next statistics repeats what the last ones said: no news is not
-        // an idle pool.
-        let again = session.lever(mib(600), s(4)).unwrap();
-        assert_eq!((again.hits, again.misses), (Some(60), Some(10)));
-        // Statistics that did not move are an idle pool.
-        send(&mut session, stats(512 * MIB, 160, 20), s(5));
-        let idle = session.lever(mib(600), s(5)).unwrap();
-        assert_eq!((idle.hits, idle.misses), (Some(0), Some(0)));
     }
 
     #[test]

@@ -32,8 +32,7 @@ pub struct AppBalloonLever {
     /// it.
     pub used: Pages,
     /// The pool's hits and misses since the previous observation (`None` before its first
-    /// statistics); when no statistics came since, the last such counts again (no news is not
-    /// an idle pool).
+    /// statistics).
     pub hits: Option<u64>,
     pub misses: Option<u64>,
     /// The pool's miss-ratio curve as the agent last sampled it (`None` while the agent has
