@@ -324,12 +324,14 @@ fn run() -> Result<()> {
         granule_bytes: common.granule,
         socket: common.socket,
         // A JVM's statistics cost a jcmd (a JVM of its own, ~0.25 s of CPU): read them less
-        // often. The agent sends the last ones read at memtide's interval either way.
+        // often, and send the last ones read at memtide's interval. Other servers' are a
+        // query: each message reads its own.
         stats_every: if kind == PoolKind::Heap {
             Duration::from_secs(5)
         } else {
             Duration::from_secs(1)
         },
+        fresh_stats: kind != PoolKind::Heap,
     };
     let record = record::Record::new(common.restore_file);
     // Until SIGTERM or SIGINT: then the agent says bye, memtide's limit has the tenant, and
