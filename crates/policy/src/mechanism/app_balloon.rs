@@ -60,6 +60,20 @@
 //!   one not within [`REVERSE_HOLD`] of a shrink, however small; any only by at least two
 //!   steps' worth.
 //!
+//! **Cold memory may live in swap, as it would under a limit alone.** The OS fence is a limit
+//! on the tenant's resident memory, and the kernel behind it pages out the tenant's coldest
+//! pages: in a real two-database run on zram, limits alone kept both 512 MiB pools whole with
+//! 84 MiB of each server's memory (its startup allocations, never read again) in swap and
+//! almost no swap-ins, while pools sized to leave that memory resident held 312 MiB for
+//! 392 MiB of data and read the rest from disk. So where the fence is a limit with swap to
+//! spare, a pool that misses grows past what fits beside everything else by a probe (two
+//! steps) at a time while the tenant's swap-ins stay under [`COLD_SWAP_INS`] per second: the
+//! kernel pays for it with the tenant's coldest pages. The tenant's swap memtide counts as
+//! cold (`AppWatch::in_swap`) is never more than one probe beyond what is in swap, so the
+//! kernel can never be made to page more than one probe of the pool itself; at
+//! [`HOT_SWAP_INS`] per second or more (pages in use were paged) it falls by a probe each
+//! tick, and the pool makes room for them again.
+//!
 //! [`AppWatch`] keeps the move in progress between ticks, and the tenant's speed, back-off and
 //! last move across sessions. Cost: O(1), and O(curve points) for a pool with a curve.
 
@@ -94,6 +108,26 @@ pub const COLD_MISS_RISE: f64 = 0.01;
 /// The miss ratio (misses over requests since the previous observation) at or above which a
 /// pool is short of memory; below it, a pool whose data fits.
 pub const SHORT_MISS_RATIO: f64 = 0.001;
+
+/// Swap-ins per second (over the last tick) at or under which the tenant's swap holds only
+/// memory it does not use: a pool that misses may push more of it there.
+pub const COLD_SWAP_INS: f64 = 8.0;
+/// Swap-ins per second at or above which pages in use are in swap: the cold memory counted
+/// falls by a probe each tick.
+pub const HOT_SWAP_INS: f64 = 64.0;
+
+/// A tenant's swap as the application balloon sees it.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub struct SwapSeen {
+    /// The tenant's memory in its swap.
+    pub swapped: Pages,
+    /// Whether the fence is a limit behind which the kernel may page more of the tenant out
+    /// (it has swap to spare).
+    pub room: bool,
+    /// Its swap-ins (major faults) per second over the last tick (`None`: not counted, and
+    /// none of it counts as cold).
+    pub swap_ins_per_s: Option<f64>,
+}
 
 /// The move asked of an agent and not finished yet.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -136,6 +170,9 @@ pub struct AppWatch {
     /// The tenant's last move that ended: whether it grew the pool, whether it moved it by
     /// two steps or more, and the time since.
     ended: Option<(bool, bool, Duration)>,
+    /// The tenant's swap counted as cold: the pool is sized for the target plus this (see
+    /// the module docs).
+    pub(crate) in_swap: Pages,
 }
 
 impl AppWatch {
@@ -154,6 +191,27 @@ impl AppWatch {
     /// Whether the agent's claims count: not while it is taken over or in its back-off.
     pub fn trusted(&self) -> bool {
         self.taken_over.is_none() && self.distrust.is_none_or(|d| d.left.is_zero())
+    }
+
+    /// Follows the tenant's swap (see the module docs): the cold memory counted rises to what
+    /// is in swap plus a probe while a pool that misses sees no swap-ins, falls by a probe a
+    /// tick while swap-ins are hot, and never stands more than a probe above what is in swap.
+    fn follow_swap(&mut self, lever: &AppBalloonLever, swap: SwapSeen) {
+        let probe = step(lever) + step(lever);
+        let Some(rate) = swap.swap_ins_per_s else {
+            self.in_swap = Pages::ZERO;
+            return;
+        };
+        if rate >= HOT_SWAP_INS {
+            self.in_swap = self.in_swap.saturating_sub(probe);
+        } else if rate <= COLD_SWAP_INS
+            && swap.room
+            && pool_use(lever) == PoolUse::Short
+            && lever.pool + step(lever) <= lever.max
+        {
+            self.in_swap = swap.swapped + probe;
+        }
+        self.in_swap = self.in_swap.min(swap.swapped + probe);
     }
 }
 
@@ -288,17 +346,18 @@ fn pace(lever: &AppBalloonLever, held: Pages) -> Pages {
 }
 
 /// Plans the application balloon and takes what it covers out of `need.left`. `room` is what
-/// the OS fence lets the tenant hold now (`None`: no fence), `elapsed` the time since the last
-/// observation.
+/// the OS fence lets the tenant hold now (`None`: no fence), `swap` what its swap says,
+/// `elapsed` the time since the last observation.
 pub(super) fn plan(
     need: &mut Need,
     lever: &AppBalloonLever,
     room: Option<Pages>,
+    swap: SwapSeen,
     elapsed: Duration,
     watch: &mut AppWatch,
 ) -> AppBalloonNote {
-    let step = decide(need, lever, room, elapsed, watch);
-    let wanted = wanted(lever, need.target);
+    let step = decide(need, lever, room, swap, elapsed, watch);
+    let wanted = wanted(lever, need.target + watch.in_swap);
     // What the pool is left to give back on its way down to what memtide wants: the fence
     // holds it while the application is asked or paced toward it.
     let covered = match (step, watch.ask) {
@@ -324,10 +383,14 @@ fn decide(
     need: &Need,
     lever: &AppBalloonLever,
     room: Option<Pages>,
+    swap: SwapSeen,
     elapsed: Duration,
     watch: &mut AppWatch,
 ) -> AppStep {
     watch.follow(lever.session);
+    watch.follow_swap(lever, swap);
+    // The pool is sized for the target and the tenant's cold memory in swap.
+    let sized = need.target + watch.in_swap;
     // The back-off runs from the takeover, whichever session is watched; the hold from the
     // last move's end.
     if let Some(d) = &mut watch.distrust {
@@ -353,7 +416,7 @@ fn decide(
             },
         );
     }
-    let Some(wanted) = wanted(lever, need.target) else {
+    let Some(wanted) = wanted(lever, sized) else {
         return AppStep::Holds;
     };
     if let Some(mut ask) = watch.ask {
@@ -415,7 +478,7 @@ fn decide(
     // page its own pool.
     let gap = apart(wanted, lever.pool);
     let grows = wanted > lever.pool;
-    let pressed = !grows && lever.used > need.target;
+    let pressed = !grows && lever.used > sized;
     if gap < lever.granule.max(Pages(1))
         || (gap < step(lever) && !pressed)
         || watch.failed == Some(wanted)
@@ -463,8 +526,9 @@ fn decide(
         }
     }
     if grows {
-        // Growing: the fence first.
-        let needs = outside_for_move(lever).unwrap_or(lever.used) + wanted;
+        // Growing: the fence first (the cold memory in swap needs none of it).
+        let needs =
+            (outside_for_move(lever).unwrap_or(lever.used) + wanted).saturating_sub(watch.in_swap);
         if let Some(room) = room.filter(|&r| r < needs) {
             return AppStep::AwaitsFence { pool: wanted, room };
         }

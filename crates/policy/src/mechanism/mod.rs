@@ -150,6 +150,7 @@ pub fn plan(
             &mut need,
             lever,
             fence_room(levers),
+            swap_seen(t, input.elapsed),
             input.elapsed.unwrap_or_default(),
             &mut memory.app,
         );
@@ -201,6 +202,33 @@ pub fn plan(
         let spec = input.disk.as_ref()?;
         Some(disk::plan(spec, io, &mut memory.disk))
     });
+}
+
+/// What a tenant's swap tells the application balloon: only behind a limit, whose kernel pages
+/// out the tenant's coldest pages, and only where swap-ins are counted over a known time (a
+/// guest's balloon leaves that choice to the guest, which memtide does not see).
+fn swap_seen(t: &TenantObservation, elapsed: Option<Duration>) -> app_balloon::SwapSeen {
+    let Some(limit) = t
+        .levers
+        .limit
+        .as_ref()
+        .filter(|_| t.levers.balloon.is_none())
+    else {
+        return app_balloon::SwapSeen::default();
+    };
+    let secs = elapsed.map_or(0.0, |e| e.as_secs_f64());
+    app_balloon::SwapSeen {
+        swapped: t.swapped.unwrap_or(Pages::ZERO),
+        room: t
+            .anon
+            .is_some_and(|anon| anon > limit.unreclaimable + Pages::from_mib(1)),
+        // Swap-ins where the kernel counts them (v2's anonymous refaults), else major faults.
+        swap_ins_per_s: t
+            .swap_ins
+            .or(limit.major_faults)
+            .filter(|_| secs > 0.0)
+            .map(|faults| faults as f64 / secs),
+    }
 }
 
 /// What the OS fence lets a tenant hold now: the memory its guest balloon leaves it, or its

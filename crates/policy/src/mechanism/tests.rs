@@ -1522,3 +1522,104 @@ fn a_pool_in_use_says_what_its_tenant_wants_and_an_idle_or_distrusted_one_does_n
     );
     assert_eq!(super::app_balloon::wants(&dead, &memory.app), None);
 }
+
+/// A cgroup holding `resident` MiB under a limit at that, with `swapped` MiB in its swap and
+/// `faults` major faults in the last second, swap to spare when `room`, and `lever`'s agent.
+fn behind_limit(
+    resident: u64,
+    swapped: u64,
+    faults: u64,
+    room: bool,
+    lever: AppBalloonLever,
+) -> TenantObservation {
+    let mut t = TenantObservation::new(TenantId(0), mib(resident));
+    t.anon = Some(mib(resident));
+    t.swapped = Some(mib(swapped));
+    t.levers.limit = Some(LimitLever {
+        limit: mib(resident),
+        unlimited: false,
+        unreclaimable: if room { Pages::ZERO } else { mib(resident) },
+        major_faults: Some(faults),
+        ..LimitLever::default()
+    });
+    t.levers.app_balloon = Some(lever);
+    t
+}
+
+/// A 512 MiB-max pool of `pool` MiB, all data, missing, beside `outside` MiB (resident or in
+/// swap), in a tenant whose measured memory is both.
+fn missing_pool(pool: u64, outside: u64) -> AppBalloonLever {
+    AppBalloonLever {
+        max: mib(512),
+        ..serving(pool, outside, 30)
+    }
+}
+
+#[test]
+fn a_missing_pool_behind_a_limit_pushes_cold_memory_to_swap_a_probe_at_a_time() {
+    // 400 MiB resident at a 400 MiB target: a 312 MiB pool and 88 MiB outside it, nothing in
+    // swap, no swap-ins. Sized to fit beside the 88, the pool would stay at 312; with swap to
+    // spare it grows by a probe (two steps of 8 MiB), and the kernel pages out as much of
+    // the tenant's coldest memory.
+    let mut memory = PlanMemory::default();
+    let t = behind_limit(400, 0, 0, true, missing_pool(312, 88));
+    let p = run_with(&t, Low, 400, 100, &mut memory, 3);
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(328)),
+        "{p:?}"
+    );
+    // Done: 16 MiB of the outside went to swap (it still counts in the tenant's memory). After
+    // the hold the next probe goes: the pool is sized for the target and the 16 in swap, plus
+    // a probe.
+    let done = AppBalloonLever {
+        answer: Some(AppAnswer {
+            target: mib(328),
+            status: AppStatus::Done,
+        }),
+        ..missing_pool(328, 88)
+    };
+    let mut asked = None;
+    for _ in 0..10 {
+        let p = run_with(
+            &behind_limit(400, 16, 0, true, done.clone()),
+            Low,
+            400,
+            100,
+            &mut memory,
+            3,
+        );
+        if let AppStep::Asks { pool, .. } = app_step(&p) {
+            asked = Some(pool);
+            break;
+        }
+    }
+    assert_eq!(asked, Some(mib(344)));
+}
+
+#[test]
+fn no_cold_memory_is_pushed_to_swap_while_swap_ins_are_hot_or_without_swap() {
+    // The same tenant with 80 swap-ins a second: pages in use are in swap, the pool stays
+    // sized to fit beside all of it and is not grown.
+    for t in [
+        behind_limit(400, 0, 80, true, missing_pool(312, 88)),
+        behind_limit(400, 0, 0, false, missing_pool(312, 88)),
+    ] {
+        let p = run(&t, Low, 400, 100);
+        assert_eq!(app_step(&p), AppStep::Holds, "{p:?}");
+    }
+    // A probe ahead, and then hot: the cold memory counted falls back a probe a tick, and the
+    // pool (one probe above what fits beside everything) is asked down again.
+    let mut memory = PlanMemory::default();
+    run_with(
+        &behind_limit(400, 0, 0, true, missing_pool(312, 88)),
+        Low,
+        400,
+        100,
+        &mut memory,
+        3,
+    );
+    assert_eq!(memory.app.in_swap, mib(16));
+    let hot = behind_limit(400, 16, 200, true, missing_pool(328, 88));
+    run_with(&hot, Low, 400, 100, &mut memory, 3);
+    assert_eq!(memory.app.in_swap, Pages::ZERO);
+}
