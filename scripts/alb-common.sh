@@ -81,6 +81,9 @@ cgfile() { cat "$ROOT$1/$2"; }
 swap_of() {
     if [[ $V == 1 ]]; then awk '$1 == "swap" { print $2 }' "$ROOT$1/memory.stat"; else cat "$ROOT$1/memory.swap.current"; fi
 }
+# Major faults of cgroup $1 so far: its swap-ins (and file-backed faults, few for O_DIRECT
+# InnoDB), pages.
+majfaults() { awk '$1 == "pgmajfault" { print $2 }' "$ROOT$1/memory.stat"; }
 oom_kills() {
     if [[ $V == 1 ]]; then awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.oom_control"; else awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.events"; fi
 }

@@ -10,7 +10,8 @@
 #                      shrinks the pools through memtide-adapter.
 # The conditions run alternating (a b c, a b c, ... for ROUNDS rounds). Prints the busy
 # database's TPS per 10-s window before T_DAEMON, from T_DAEMON + 10 to T_WAKE and from T_WAKE
-# + 10 to T_END, the woken database's, each cgroup's swap at the end, the pools at the end and
+# + 10 to T_END, the woken database's, each cgroup's swap at the end and what it swapped in
+# (major faults) from T_DAEMON, the pools at the end and
 # after the daemon's SIGTERM, pool resizes (the daemon's `agent_answered` lines) and OOM kills,
 # as a markdown table, and `RESULT <condition><round> key=value` lines for a test to read.
 #
@@ -197,6 +198,8 @@ run_condition() { # COND ROUND
     sb_busy=$!
     PIDS+=("$sb_busy")
     sleep_until "$T_DAEMON"
+    local mf_busy0 mf_idle0 mf_busy_w mf_idle_w
+    mf_busy0=$(majfaults "$CG_BUSY") mf_idle0=$(majfaults "$CG_IDLE")
     if [[ $cond == a ]]; then
         squeeze "$CG_BUSY" "$(bytes "$STATIC")" &
         local sq=$!
@@ -215,6 +218,7 @@ run_condition() { # COND ROUND
         echo "   t = $(now) s: memtide started"
     fi
     sleep_until "$T_WAKE"
+    mf_busy_w=$(majfaults "$CG_BUSY") mf_idle_w=$(majfaults "$CG_IDLE")
     mdb_sysbench "$DIR/idle.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$((T_END - T_WAKE))" \
         --report-interval=10 --rand-seed="$((SEED + 1))" run >"$RUN/idle.out" 2>&1 &
     sb_idle=$!
@@ -227,6 +231,8 @@ run_condition() { # COND ROUND
     local swap_busy swap_idle end_busy end_idle exit_busy exit_idle ooms alive=1 rb ri lb li
     swap_busy=$(swap_of "$CG_BUSY")
     swap_idle=$(swap_of "$CG_IDLE")
+    local mf_busy mf_idle
+    mf_busy=$(majfaults "$CG_BUSY") mf_idle=$(majfaults "$CG_IDLE")
     end_busy=$(mdb_sql "$DIR/busy.sock" 'SELECT @@innodb_buffer_pool_size' || echo 0)
     end_idle=$(mdb_sql "$DIR/idle.sock" 'SELECT @@innodb_buffer_pool_size' || echo 0)
     exit_busy=$end_busy exit_idle=$end_idle
@@ -248,6 +254,8 @@ run_condition() { # COND ROUND
         "busy_tps=$(tps_of "$RUN/busy.out")" "woken_tps=$(tps_of "$RUN/idle.out")" \
         "busy_ok=$busy_ok" "woken_ok=$idle_ok" "servers_alive=$alive" \
         "swap_busy_bytes=$swap_busy" "swap_idle_bytes=$swap_idle" "pool_start_bytes=$pool0" \
+        "swapins_busy=$((mf_busy - mf_busy0))" "swapins_idle=$((mf_idle - mf_idle0))" \
+        "swapins_busy_woken=$((mf_busy - mf_busy_w))" "swapins_idle_woken=$((mf_idle - mf_idle_w))" \
         "pool_busy_end_bytes=$end_busy" "pool_idle_end_bytes=$end_idle" \
         "pool_busy_exit_bytes=$exit_busy" "pool_idle_exit_bytes=$exit_idle" \
         "resizes_busy=${rb#* }" "resizes_idle=${ri#* }" "answers_busy=${rb% *}" "answers_idle=${ri% *}" \
@@ -255,6 +263,7 @@ run_condition() { # COND ROUND
     ROW[$tag]="| ($tag) $(case $cond in a) echo "static limits, $STATIC each, no memtide" ;; b) echo "memtide, limits only" ;; c) echo "memtide + mariadb adapters" ;; esac)"
     ROW[$tag]+=" | $(window_stats "$RUN/busy.out" 0 "$T_DAEMON") | $(window_stats "$RUN/busy.out" $((T_DAEMON + 10)) "$T_WAKE")"
     ROW[$tag]+=" | $(window_stats "$RUN/busy.out" $((T_WAKE + 10)) "$T_END") | $(mib "$swap_busy") / $(mib "$swap_idle") MiB"
+    ROW[$tag]+=" | $(mib $(((mf_busy - mf_busy0) * 4096))) / $(mib $(((mf_idle - mf_idle0) * 4096))) MiB"
     ROW[$tag]+=" | $(mib "$end_busy") / $(mib "$end_idle"); $(mib "$exit_busy") / $(mib "$exit_idle") after exit"
     ROW[$tag]+=" | ${rb#* } / ${ri#* } | $ooms |"
     WOKEN[$tag]="| ($tag) | $(tps_of "$RUN/idle.out") | $(window_stats "$RUN/idle.out" 0 $((T_END - T_WAKE))) | $(tps_windows "$RUN/idle.out" | awk 'NR == 1 { printf "%.0f", $2 }') |"
@@ -277,8 +286,8 @@ done
 echo
 echo "Two MariaDB servers, $TABLES x $ROWS rows ($(mib "$DATA") MiB clustered) each, pools $POOL, $THREADS threads, budget $BUDGET, tws, tax $TAX; busy from 0 s, memtide (or the limits) from $T_DAEMON s, the idle one woken at $T_WAKE s, end $T_END s. Busy database TPS per 10-s window, min–max (median):"
 echo
-echo "| condition | before memtide (0–$T_DAEMON s) | $((T_DAEMON + 10))–$T_WAKE s | after the wake-up ($((T_WAKE + 10))–$T_END s) | swap at the end (busy / idle) | pools at the end (MiB, busy / idle) | resizes (busy / idle) | OOM kills |"
-echo "|---|---|---|---|---|---|---|---|"
+echo "| condition | before memtide (0–$T_DAEMON s) | $((T_DAEMON + 10))–$T_WAKE s | after the wake-up ($((T_WAKE + 10))–$T_END s) | swap at the end (busy / idle) | swapped in from t = $T_DAEMON s (busy / idle) | pools at the end (MiB, busy / idle) | resizes (busy / idle) | OOM kills |"
+echo "|---|---|---|---|---|---|---|---|---|"
 for tag in "${TAGS[@]}"; do echo "${ROW[$tag]}"; done
 echo
 echo "The woken database:"

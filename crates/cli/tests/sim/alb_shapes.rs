@@ -280,9 +280,11 @@ fn alb_two_dbs_the_idle_pool_goes_first_the_busy_one_stays_warm_and_none_swings(
                 .filter_map(|(_, row)| row.reason.mechanism.app_balloon.map(|n| n.pool))
                 .collect()
         };
-        // While the other idles (from 80 s, once the first moves are over, to the wake-up):
-        // the busy pool is at its max, the idle one at its min.
-        let (busy, idle) = (pool("busy", 80.0, 270.0), pool("idle", 80.0, 270.0));
+        // While the other idles (from 90 s, once the first moves are over, to the wake-up):
+        // the busy pool is at its max, the idle one at its min. The busy pool reaches its max
+        // at 74-81 s across the seeds (70 s before a pool behind a limit could count cold
+        // memory in swap: the sim's database pages some of its other memory out at first).
+        let (busy, idle) = (pool("busy", 90.0, 270.0), pool("idle", 90.0, 270.0));
         assert!(
             busy.iter().all(|&p| p >= mib(504)),
             "seed {seed}: busy {busy:?}"

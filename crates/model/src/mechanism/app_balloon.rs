@@ -117,6 +117,10 @@ pub struct AppBalloonNote {
     /// What of the excess the application is left to give back: the OS fence holds this much
     /// above the target until the application is done.
     pub covered: Pages,
+    /// The tenant's memory in swap counted as cold: `wanted` is sized for the target plus
+    /// this, since the kernel behind a limit keeps it paged out at no cost to the tenant.
+    #[serde(default, skip_serializing_if = "Pages::is_zero")]
+    pub cold_in_swap: Pages,
 }
 
 impl AppBalloonNote {
@@ -143,6 +147,7 @@ impl AppBalloonNote {
                 AppMove::TakeOver(why) => AppStep::TakenOver(why),
             },
             covered: Pages::ZERO,
+            cold_in_swap: Pages::ZERO,
         })
     }
 }
@@ -224,6 +229,20 @@ impl Clause for AppBalloonNote {
     /// `; app pool 130.0 MiB -> 64.0 MiB (asked 3 s ago, deadline 21 s)` and the like; a pool
     /// that holds reads only above the target.
     fn clause(&self, at: Standing, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.step_clause(at, f)?;
+        if !self.cold_in_swap.is_zero() && (at.over || self.step != AppStep::Holds) {
+            write!(
+                f,
+                " (sized with {} of cold memory in swap)",
+                self.cold_in_swap
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl AppBalloonNote {
+    fn step_clause(&self, at: Standing, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.step {
             AppStep::Holds if at.over => write!(f, "; app pool holds at {}", self.pool),
             AppStep::Holds => Ok(()),
@@ -338,6 +357,7 @@ mod tests {
                     wanted: mib(60),
                     step,
                     covered: Pages::ZERO,
+                    cold_in_swap: Pages::ZERO,
                 }),
                 ..MechanismNote::new(ReclamationState::High, mib(256), mib(180))
             };

@@ -505,6 +505,7 @@ pub(crate) mod tests {
                     deadline: Duration::from_secs(21),
                 },
                 covered: Pages::from_mib(66),
+                cold_in_swap: Pages::ZERO,
             }),
             limit: Some(LimitNote {
                 from: Pages::from_mib(256),

@@ -66,13 +66,17 @@
 //! 84 MiB of each server's memory (its startup allocations, never read again) in swap and
 //! almost no swap-ins, while pools sized to leave that memory resident held 312 MiB for
 //! 392 MiB of data and read the rest from disk. So where the fence is a limit with swap to
-//! spare, a pool that misses grows past what fits beside everything else by a probe (two
-//! steps) at a time while the tenant's swap-ins stay under [`COLD_SWAP_INS`] per second: the
-//! kernel pays for it with the tenant's coldest pages. The tenant's swap memtide counts as
+//! spare, a pool that misses in a tenant resident up to its target grows past what fits
+//! beside everything else by a probe (two steps) at a time while the tenant's swap-ins stay under
+//! [`COLD_SWAP_INS`] per second: the kernel pays for it with the tenant's coldest pages.
+//! The tenant's swap memtide counts as
 //! cold (`AppWatch::in_swap`) is never more than one probe beyond what is in swap, so the
-//! kernel can never be made to page more than one probe of the pool itself; at
-//! [`HOT_SWAP_INS`] per second or more (pages in use were paged) it falls by a probe each
-//! tick, and the pool makes room for them again.
+//! kernel can never be made to page more than one probe of the pool itself. At
+//! [`HOT_SWAP_INS`] per second or more the cold memory has run out (in the same run: 75 MiB
+//! of each server's, then the kernel paged the pool's own pages in and out, swap no larger):
+//! the swap counted as cold is capped a probe under what is in swap, so the pool gives back
+//! its last probe and makes room for them, and the cap stands until the tenant's target moves
+//! by a step (without it the pool grew into the same wall every 20 s: 20 resizes in 140 s).
 //!
 //! [`AppWatch`] keeps the move in progress between ticks, and the tenant's speed, back-off and
 //! last move across sessions. Cost: O(1), and O(curve points) for a pool with a curve.
@@ -173,6 +177,9 @@ pub struct AppWatch {
     /// The tenant's swap counted as cold: the pool is sized for the target plus this (see
     /// the module docs).
     pub(crate) in_swap: Pages,
+    /// The most of it that may count as cold, found when swap-ins turned hot, and the target
+    /// then.
+    cold_cap: Option<(Pages, Pages)>,
 }
 
 impl AppWatch {
@@ -193,25 +200,39 @@ impl AppWatch {
         self.taken_over.is_none() && self.distrust.is_none_or(|d| d.left.is_zero())
     }
 
-    /// Follows the tenant's swap (see the module docs): the cold memory counted rises to what
-    /// is in swap plus a probe while a pool that misses sees no swap-ins, falls by a probe a
-    /// tick while swap-ins are hot, and never stands more than a probe above what is in swap.
-    fn follow_swap(&mut self, lever: &AppBalloonLever, swap: SwapSeen) {
+    /// Follows the tenant's swap at `target` (see the module docs): the cold memory counted
+    /// rises to what is in swap plus a probe while a pool that misses sees no swap-ins, is
+    /// capped a probe under what is in swap once they turn hot (until the target moves by a
+    /// step), and never stands more than a probe above what is in swap.
+    fn follow_swap(&mut self, lever: &AppBalloonLever, swap: SwapSeen, target: Pages) {
         let probe = step(lever) + step(lever);
         let Some(rate) = swap.swap_ins_per_s else {
             self.in_swap = Pages::ZERO;
+            self.cold_cap = None;
             return;
         };
+        if self
+            .cold_cap
+            .is_some_and(|(_, at)| apart(at, target) >= step(lever))
+        {
+            self.cold_cap = None;
+        }
         if rate >= HOT_SWAP_INS {
-            self.in_swap = self.in_swap.saturating_sub(probe);
+            let cap = swap.swapped.saturating_sub(probe);
+            let cap = self.cold_cap.map_or(cap, |(c, _)| c.min(cap));
+            self.cold_cap = Some((cap, target));
         } else if rate <= COLD_SWAP_INS
             && swap.room
+            && lever.used.saturating_sub(swap.swapped) + step(lever) >= target
             && pool_use(lever) == PoolUse::Short
             && lever.pool + step(lever) <= lever.max
         {
             self.in_swap = swap.swapped + probe;
         }
-        self.in_swap = self.in_swap.min(swap.swapped + probe);
+        self.in_swap = self
+            .in_swap
+            .min(swap.swapped + probe)
+            .min(self.cold_cap.map_or(Pages(u64::MAX), |(c, _)| c));
     }
 }
 
@@ -376,6 +397,7 @@ pub(super) fn plan(
         wanted: wanted.unwrap_or(lever.pool),
         step,
         covered,
+        cold_in_swap: watch.in_swap,
     }
 }
 
@@ -388,7 +410,7 @@ fn decide(
     watch: &mut AppWatch,
 ) -> AppStep {
     watch.follow(lever.session);
-    watch.follow_swap(lever, swap);
+    watch.follow_swap(lever, swap, need.target);
     // The pool is sized for the target and the tenant's cold memory in swap.
     let sized = need.target + watch.in_swap;
     // The back-off runs from the takeover, whichever session is watched; the hold from the

@@ -1622,4 +1622,18 @@ fn no_cold_memory_is_pushed_to_swap_while_swap_ins_are_hot_or_without_swap() {
     let hot = behind_limit(400, 16, 200, true, missing_pool(328, 88));
     run_with(&hot, Low, 400, 100, &mut memory, 3);
     assert_eq!(memory.app.in_swap, Pages::ZERO);
+    // Quiet again at the same target, the cap found stands: the pool does not grow into the
+    // same wall again. Once the target moves by a step, probing starts afresh.
+    let quiet = behind_limit(400, 40, 0, true, missing_pool(312, 128));
+    run_with(&quiet, Low, 400, 100, &mut memory, 3);
+    assert_eq!(memory.app.in_swap, Pages::ZERO);
+    let p = run_with(&quiet, Low, 408, 100, &mut memory, 3);
+    assert_eq!(memory.app.in_swap, mib(56));
+    assert!(
+        p.note
+            .to_string()
+            .contains("(sized with 56.0 MiB of cold memory in swap)"),
+        "{}",
+        p.note
+    );
 }
