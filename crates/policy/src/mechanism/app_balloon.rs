@@ -74,9 +74,10 @@
 //! kernel can never be made to page more than one probe of the pool itself. At
 //! [`HOT_SWAP_INS`] per second or more the cold memory has run out (in the same run: 75 MiB
 //! of each server's, then the kernel paged the pool's own pages in and out, swap no larger):
-//! the swap counted as cold is capped a probe under what is in swap, so the pool gives back
-//! its last probe and makes room for them, and the cap stands until the tenant's target moves
-//! by a step (without it the pool grew into the same wall every 20 s: 20 resizes in 140 s).
+//! the swap counted as cold is capped a probe under where it stood (and under what is in
+//! swap), so the pool gives back its last probe and makes room for them, and the cap stands
+//! until the tenant's target moves by a step (without it the pool grew into the same wall
+//! every 20 s: 20 resizes in 140 s).
 //!
 //! [`AppWatch`] keeps the move in progress between ticks, and the tenant's speed, back-off and
 //! last move across sessions. Cost: O(1), and O(curve points) for a pool with a curve.
@@ -202,7 +203,7 @@ impl AppWatch {
 
     /// Follows the tenant's swap at `target` (see the module docs): the cold memory counted
     /// rises to what is in swap plus a probe while a pool that misses sees no swap-ins, is
-    /// capped a probe under what is in swap once they turn hot (until the target moves by a
+    /// capped a probe under where it stood once they turn hot (until the target moves by a
     /// step), and never stands more than a probe above what is in swap.
     fn follow_swap(&mut self, lever: &AppBalloonLever, swap: SwapSeen, target: Pages) {
         let probe = step(lever) + step(lever);
@@ -218,9 +219,14 @@ impl AppWatch {
             self.cold_cap = None;
         }
         if rate >= HOT_SWAP_INS {
-            let cap = swap.swapped.saturating_sub(probe);
-            let cap = self.cold_cap.map_or(cap, |(c, _)| c.min(cap));
-            self.cold_cap = Some((cap, target));
+            // The pool gives back its last probe, once at this target: swap-ins go on for a
+            // few ticks while the pages come back, and a cap lowered each of them took 50 MiB
+            // from a pool that had pushed 16 too far (measured).
+            let cap = match self.cold_cap {
+                Some((cap, _)) => cap,
+                None => self.in_swap.saturating_sub(probe),
+            };
+            self.cold_cap = Some((cap.min(swap.swapped), target));
         } else if rate <= COLD_SWAP_INS
             && swap.room
             && lever.used.saturating_sub(swap.swapped) + step(lever) >= target

@@ -1636,4 +1636,21 @@ fn no_cold_memory_is_pushed_to_swap_while_swap_ins_are_hot_or_without_swap() {
         "{}",
         p.note
     );
+    // The last probe is given back once: swap-ins that go on while the pages come back do
+    // not take more.
+    let mut once = PlanMemory::default();
+    run_with(
+        &behind_limit(400, 16, 0, true, missing_pool(328, 88)),
+        Low,
+        400,
+        100,
+        &mut once,
+        3,
+    );
+    assert_eq!(once.app.in_swap, mib(32));
+    for _ in 0..3 {
+        let hot = behind_limit(400, 16, 200, true, missing_pool(344, 72));
+        run_with(&hot, Low, 400, 100, &mut once, 3);
+        assert_eq!(once.app.in_swap, mib(16));
+    }
 }
