@@ -31,6 +31,7 @@ DIR=$(mktemp -d "/tmp/$ALB.XXXXXX")
 DAEMON_PID=
 CGROUPS=()
 ZRAM_STATE=$DIR/zram.dev
+SWAPFILE=
 cleanup() {
     set +e
     if [[ -n $DAEMON_PID ]]; then
@@ -43,6 +44,7 @@ cleanup() {
     local cg
     for cg in "${CGROUPS[@]}"; do remove_cgroup "$cg"; done
     [[ -f $ZRAM_STATE ]] && MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" down
+    [[ -n $SWAPFILE ]] && swapoff "$SWAPFILE" && rm -f "$SWAPFILE"
     if [[ ${KEEP:-0} == 1 ]]; then echo "$ALB: kept $DIR" >&2; else rm -rf "$DIR"; fi
 }
 # Kills what is left in cgroup $1 (a full path) and removes it, if it is there.
@@ -84,6 +86,14 @@ swap_of() {
 # Major faults of cgroup $1 so far: its swap-ins (and file-backed faults, few for O_DIRECT
 # InnoDB), pages.
 majfaults() { awk '$1 == "pgmajfault" { print $2 }' "$ROOT$1/memory.stat"; }
+# The RAM the zram swap device uses now (its compressed pages and their metadata), bytes:
+# memory the tenants' swap holds outside every cgroup's charge.
+zram_ram() {
+    local dev
+    [[ -f $ZRAM_STATE ]] || { echo 0; return; }
+    dev=$(<"$ZRAM_STATE")
+    awk '{ print $3 }' "/sys/block/${dev##*/}/mm_stat"
+}
 oom_kills() {
     if [[ $V == 1 ]]; then awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.oom_control"; else awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.events"; fi
 }

@@ -11,7 +11,8 @@
 # The conditions run alternating (a b c, a b c, ... for ROUNDS rounds). Prints the busy
 # database's TPS per 10-s window before T_DAEMON, from T_DAEMON + 10 to T_WAKE and from T_WAKE
 # + 10 to T_END, the woken database's, each cgroup's swap at the end and what it swapped in
-# (major faults) from T_DAEMON, the pools at the end and
+# (major faults) from T_DAEMON, the RAM zram holds for them (outside every cgroup's charge) at
+# T_WAKE and the end, the pools at the end and
 # after the daemon's SIGTERM, pool resizes (the daemon's `agent_answered` lines) and OOM kills,
 # as a markdown table, and `RESULT <condition><round> key=value` lines for a test to read.
 #
@@ -22,8 +23,9 @@
 #   the busy and the woken run (4), T_DAEMON (30), T_WAKE (270), T_END (420) seconds,
 #   CONDITIONS ("a b c"), ROUNDS (1), SEED (1: the busy run's --rand-seed, the woken run's is
 #   SEED + 1), TICK (the daemon's, 1s), TAX (0.75), TENANT_MIN (160M), TENANT_MAX (1G),
-#   APP_MIN (the pool's, 128M), ZRAM (2G), TARGET_DIR (target/release), OUT (a file the RESULT
-#   lines are written to as well), KEEP=1 keeps the temporary directory: per condition the
+#   APP_MIN (the pool's, 128M), ZRAM (2G: the swap's size), SWAP (zram, or file: a swap
+#   file of that size on the disk under the temporary directory, the paper's premise),
+#   TARGET_DIR (target/release), OUT (a file the RESULT lines are written to as well), KEEP=1 keeps the temporary directory: per condition the
 #   sysbench outputs, the daemon's JSON log (daemon.log), its config and status.jsonl (the
 #   daemon's /v1/host and /v1/tenants each second: every tenant's allocation, target, reason).
 # Needs mariadbd, mariadb-install-db, the mariadb client, sysbench 1.0, curl, zram, cgroup
@@ -41,6 +43,7 @@ T_DAEMON=${T_DAEMON:-30}
 T_WAKE=${T_WAKE:-270}
 T_END=${T_END:-420}
 CONDITIONS=${CONDITIONS:-a b c}
+SWAP=${SWAP:-zram}
 ROUNDS=${ROUNDS:-1}
 SEED=${SEED:-1}
 TICK=${TICK:-1s}
@@ -88,8 +91,18 @@ PIDS=()
 cp -a "$DIR/busy" "$DIR/idle"
 echo "   clustered index (what oltp_read_only reads) $(mib "$DATA") MiB, secondary $(mib "$INDEX") MiB, in $((SECONDS - t)) s"
 
-MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" up "$ZRAM" >/dev/null
-echo "== zram swap $ZRAM: $(awk 'NR > 1 { print $1 }' /proc/swaps | tr '\n' ' ')"
+if [[ $SWAP == file ]]; then
+    # The paper's premise: swap on the disk the databases read from.
+    SWAPFILE=$DIR/swapfile
+    fallocate -l "$ZRAM" "$SWAPFILE"
+    chmod 600 "$SWAPFILE"
+    mkswap -q "$SWAPFILE"
+    swapon -p 100 "$SWAPFILE"
+    echo "== swap file $ZRAM on the disk: $SWAPFILE"
+else
+    MEMTIDE_ZRAM_STATE=$ZRAM_STATE bash "$REPO/scripts/zram-swap.sh" up "$ZRAM" >/dev/null
+    echo "== zram swap $ZRAM: $(awk 'NR > 1 { print $1 }' /proc/swaps | tr '\n' ' ')"
+fi
 
 # Seconds since the condition's t = 0 (T0, from date +%s.%N), and a sleep until t = $1.
 now() { awk -v a="$T0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - a }'; }
@@ -219,6 +232,8 @@ run_condition() { # COND ROUND
     fi
     sleep_until "$T_WAKE"
     mf_busy_w=$(majfaults "$CG_BUSY") mf_idle_w=$(majfaults "$CG_IDLE")
+    local zram_wake
+    zram_wake=$(zram_ram)
     mdb_sysbench "$DIR/idle.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$((T_END - T_WAKE))" \
         --report-interval=10 --rand-seed="$((SEED + 1))" run >"$RUN/idle.out" 2>&1 &
     sb_idle=$!
@@ -231,8 +246,9 @@ run_condition() { # COND ROUND
     local swap_busy swap_idle end_busy end_idle exit_busy exit_idle ooms alive=1 rb ri lb li
     swap_busy=$(swap_of "$CG_BUSY")
     swap_idle=$(swap_of "$CG_IDLE")
-    local mf_busy mf_idle
+    local mf_busy mf_idle zram_end
     mf_busy=$(majfaults "$CG_BUSY") mf_idle=$(majfaults "$CG_IDLE")
+    zram_end=$(zram_ram)
     end_busy=$(mdb_sql "$DIR/busy.sock" 'SELECT @@innodb_buffer_pool_size' || echo 0)
     end_idle=$(mdb_sql "$DIR/idle.sock" 'SELECT @@innodb_buffer_pool_size' || echo 0)
     exit_busy=$end_busy exit_idle=$end_idle
@@ -256,6 +272,7 @@ run_condition() { # COND ROUND
         "swap_busy_bytes=$swap_busy" "swap_idle_bytes=$swap_idle" "pool_start_bytes=$pool0" \
         "swapins_busy=$((mf_busy - mf_busy0))" "swapins_idle=$((mf_idle - mf_idle0))" \
         "swapins_busy_woken=$((mf_busy - mf_busy_w))" "swapins_idle_woken=$((mf_idle - mf_idle_w))" \
+        "zram_ram_wake_bytes=$zram_wake" "zram_ram_end_bytes=$zram_end" \
         "pool_busy_end_bytes=$end_busy" "pool_idle_end_bytes=$end_idle" \
         "pool_busy_exit_bytes=$exit_busy" "pool_idle_exit_bytes=$exit_idle" \
         "resizes_busy=${rb#* }" "resizes_idle=${ri#* }" "answers_busy=${rb% *}" "answers_idle=${ri% *}" \
@@ -264,6 +281,7 @@ run_condition() { # COND ROUND
     ROW[$tag]+=" | $(window_stats "$RUN/busy.out" 0 "$T_DAEMON") | $(window_stats "$RUN/busy.out" $((T_DAEMON + 10)) "$T_WAKE")"
     ROW[$tag]+=" | $(window_stats "$RUN/busy.out" $((T_WAKE + 10)) "$T_END") | $(mib "$swap_busy") / $(mib "$swap_idle") MiB"
     ROW[$tag]+=" | $(mib $(((mf_busy - mf_busy0) * 4096))) / $(mib $(((mf_idle - mf_idle0) * 4096))) MiB"
+    ROW[$tag]+=" | $(mib "$zram_wake") / $(mib "$zram_end") MiB"
     ROW[$tag]+=" | $(mib "$end_busy") / $(mib "$end_idle"); $(mib "$exit_busy") / $(mib "$exit_idle") after exit"
     ROW[$tag]+=" | ${rb#* } / ${ri#* } | $ooms |"
     WOKEN[$tag]="| ($tag) | $(tps_of "$RUN/idle.out") | $(window_stats "$RUN/idle.out" 0 $((T_END - T_WAKE))) | $(tps_windows "$RUN/idle.out" | awk 'NR == 1 { printf "%.0f", $2 }') |"
@@ -286,8 +304,8 @@ done
 echo
 echo "Two MariaDB servers, $TABLES x $ROWS rows ($(mib "$DATA") MiB clustered) each, pools $POOL, $THREADS threads, budget $BUDGET, tws, tax $TAX; busy from 0 s, memtide (or the limits) from $T_DAEMON s, the idle one woken at $T_WAKE s, end $T_END s. Busy database TPS per 10-s window, min–max (median):"
 echo
-echo "| condition | before memtide (0–$T_DAEMON s) | $((T_DAEMON + 10))–$T_WAKE s | after the wake-up ($((T_WAKE + 10))–$T_END s) | swap at the end (busy / idle) | swapped in from t = $T_DAEMON s (busy / idle) | pools at the end (MiB, busy / idle) | resizes (busy / idle) | OOM kills |"
-echo "|---|---|---|---|---|---|---|---|---|"
+echo "| condition | before memtide (0–$T_DAEMON s) | $((T_DAEMON + 10))–$T_WAKE s | after the wake-up ($((T_WAKE + 10))–$T_END s) | swap at the end (busy / idle) | swapped in from t = $T_DAEMON s (busy / idle) | zram's RAM at the wake-up / end | pools at the end (MiB, busy / idle) | resizes (busy / idle) | OOM kills |"
+echo "|---|---|---|---|---|---|---|---|---|---|"
 for tag in "${TAGS[@]}"; do echo "${ROW[$tag]}"; done
 echo
 echo "The woken database:"
