@@ -86,14 +86,6 @@ swap_of() {
 # Major faults of cgroup $1 so far: its swap-ins (and file-backed faults, few for O_DIRECT
 # InnoDB), pages.
 majfaults() { awk '$1 == "pgmajfault" { print $2 }' "$ROOT$1/memory.stat"; }
-# The RAM the zram swap device uses now (its compressed pages and their metadata), bytes:
-# memory the tenants' swap holds outside every cgroup's charge.
-zram_ram() {
-    local dev
-    [[ -f $ZRAM_STATE ]] || { echo 0; return; }
-    dev=$(<"$ZRAM_STATE")
-    awk '{ print $3 }' "/sys/block/${dev##*/}/mm_stat"
-}
 oom_kills() {
     if [[ $V == 1 ]]; then awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.oom_control"; else awk '$1 == "oom_kill" { print $2 }' "$ROOT$1/memory.events"; fi
 }
@@ -114,8 +106,12 @@ squeeze() {
     done
 }
 # RAM the zram device really holds (its compressed pages and their overhead): memory outside
-# every cgroup's charge.
-zram_ram() { awk '{ print $3 }' "/sys/block/$(awk 'NR == 2 { sub(/.*\//, "", $1); print $1 }' /proc/swaps)/mm_stat"; }
+# every cgroup's charge; 0 when the swap is not a zram device.
+zram_ram() {
+    local stat
+    stat="/sys/block/$(awk 'NR == 2 { sub(/.*\//, "", $1); print $1 }' /proc/swaps)/mm_stat"
+    if [[ -f $stat ]]; then awk '{ print $3 }' "$stat"; else echo 0; fi
+}
 mib() { awk -v b="$1" 'BEGIN { printf "%.0f", b / 1048576 }'; }
 
 # MariaDB, for the scripts that run it (alb-mariadb.sh, alb-two-dbs.sh): each server on a data
