@@ -12,12 +12,12 @@
 # database's TPS per 10-s window before T_DAEMON, from T_DAEMON + 10 to T_WAKE and from T_WAKE
 # + 10 to T_END, the woken database's, each cgroup's swap at the end and what it swapped in
 # (major faults) from T_DAEMON, the RAM zram holds for them (outside every cgroup's charge) at
-# T_WAKE and the end, the pools at the end and
-# after the daemon's SIGTERM, pool resizes (the daemon's `agent_answered` lines) and OOM kills,
-# as a markdown table, and `RESULT <condition><round> key=value` lines for a test to read.
+# T_WAKE and the end, the pools at the end and after the daemon's SIGTERM, pool resizes (the
+# daemon's `agent_answered` lines) and OOM kills, as a markdown table, and
+# `RESULT <condition><round> key=value` lines for a test to read.
 #
 # Usage: scripts/alb-two-dbs.sh   (as root, from the repository, after
-#                                  cargo build --release -p memtide-cli -p memtide-adapter)
+#                                  cargo build --release --workspace)
 # Environment (defaults: issue 28's setup):
 #   TABLES (9), ROWS per table (200000), POOL (512M), BUDGET (800M), STATIC (398M), THREADS of
 #   the busy and the woken run (4), T_DAEMON (30), T_WAKE (270), T_END (420) seconds,
@@ -25,12 +25,13 @@
 #   SEED + 1), TICK (the daemon's, 1s), TAX (0.75), TENANT_MIN (160M), TENANT_MAX (1G),
 #   APP_MIN (the pool's, 128M), ZRAM (2G: the swap's size), SWAP (zram, or file: a swap
 #   file of that size on the disk under the temporary directory, the paper's premise),
-#   TARGET_DIR (target/release), OUT (a file the RESULT lines are written to as well), KEEP=1 keeps the temporary directory: per condition the
-#   sysbench outputs, the daemon's JSON log (daemon.log), its config and status.jsonl (the
-#   daemon's /v1/host and /v1/tenants each second: every tenant's allocation, target, reason).
+#   TARGET_DIR (target/release), OUT (a file the RESULT lines are written to as well), KEEP=1
+#   keeps the temporary directory: per condition the sysbench outputs, the daemon's JSON log
+#   (daemon.log), its config and status.jsonl (the daemon's /v1/host and /v1/tenants each
+#   second: every tenant's allocation, target, reason).
 # Needs mariadbd, mariadb-install-db, the mariadb client, sysbench 1.0, curl, zram, cgroup
 # v1 or v2. The servers, sysbench, the daemon, the cgroups made under this shell's own and the
-# zram device are removed at exit.
+# zram device (or swap file) are removed at exit.
 set -euo pipefail
 
 TABLES=${TABLES:-9}

@@ -67,11 +67,11 @@
 //! almost no swap-ins, while pools sized to leave that memory resident held 312 MiB for
 //! 392 MiB of data and read the rest from disk. So where the fence is a limit with swap to
 //! spare, a pool that misses in a tenant resident up to its target grows past what fits
-//! beside everything else by a probe (two steps) at a time while the tenant's swap-ins stay under
-//! [`COLD_SWAP_INS`] per second: the kernel pays for it with the tenant's coldest pages.
-//! The tenant's swap memtide counts as
-//! cold (`AppWatch::in_swap`) is never more than one probe beyond what is in swap, so the
-//! kernel can never be made to page more than one probe of the pool itself. At
+//! beside everything else by a probe (two steps) at a time while the tenant's swap-ins stay
+//! under [`COLD_SWAP_INS`] per second: the kernel pays for it with the tenant's coldest pages.
+//! The tenant's swap memtide counts as cold (`AppWatch::in_swap`) is never more than one probe
+//! beyond what is in swap, so the kernel can never be made to page more than one probe of the
+//! pool itself. At
 //! [`HOT_SWAP_INS`] per second or more the cold memory has run out (in the same run: 75 MiB
 //! of each server's, then the kernel paged the pool's own pages in and out, swap no larger):
 //! the swap counted as cold is capped a probe under where it stood (and under what is in
@@ -117,8 +117,8 @@ pub const SHORT_MISS_RATIO: f64 = 0.001;
 /// Swap-ins per second (over the last tick) at or under which the tenant's swap holds only
 /// memory it does not use: a pool that misses may push more of it there.
 pub const COLD_SWAP_INS: f64 = 8.0;
-/// Swap-ins per second at or above which pages in use are in swap: the cold memory counted
-/// falls by a probe each tick.
+/// Swap-ins per second at or above which pages in use are in swap: the pool gives back its
+/// last probe (see [`AppWatch`]'s `follow_swap`).
 pub const HOT_SWAP_INS: f64 = 64.0;
 
 /// A tenant's swap as the application balloon sees it.
