@@ -52,13 +52,13 @@
 //!   pool what the pool is about to give back itself;
 //! - **a hold**: a move waits [`HOLD`] after the previous one ended (done or failed), so a
 //!   pool moves at most once per its resize time plus the hold; a move that reverses a
-//!   previous one of two steps or more waits [`REVERSE_HOLD`], unless the tenant uses more
+//!   previous rise or a previous shrink of two steps or more waits [`REVERSE_HOLD`], unless the tenant uses more
 //!   than its target (it would page its own pool), and a pool that misses grows back after
 //!   [`MISSING_REVERSE_HOLD`];
 //! - **growth by use**: a pool serving requests is grown only while it is full of data or
 //!   misses (one serving them from free pages without misses has no use for more); an idle
-//!   one not within [`REVERSE_HOLD`] of a shrink, however small; any only by at least two
-//!   steps' worth.
+//!   one not within [`REVERSE_HOLD`] of a shrink, however small; a pool that misses by a step
+//!   or more, any other only by at least two steps' worth.
 //!
 //! **Cold memory may live in swap, as it would under a limit alone.** The OS fence is a limit
 //! on the tenant's resident memory, and the kernel behind it pages out the tenant's coldest
@@ -68,16 +68,21 @@
 //! 392 MiB of data and read the rest from disk. So where the fence is a limit with swap to
 //! spare, a pool that misses in a tenant resident up to its target grows past what fits
 //! beside everything else by a probe (two steps) at a time while the tenant's swap-ins stay
-//! under [`COLD_SWAP_INS`] per second: the kernel pays for it with the tenant's coldest pages.
+//! under [`COLD_SWAP_INS`] per second, or under [`QUIET_SWAP_SHARE`] of the pool's misses
+//! per second: the kernel pays for it with the tenant's coldest pages, and a swap-in costs
+//! at most what the miss it replaces does (a read from disk; on zram, microseconds).
 //! The tenant's swap memtide counts as cold (`AppWatch::in_swap`) is never more than one probe
 //! beyond what is in swap, so the kernel can never be made to page more than one probe of the
 //! pool itself. At
-//! [`HOT_SWAP_INS`] per second or more the cold memory has run out (in the same run: 75 MiB
+//! [`HOT_SWAP_INS`] per second or more, and at least as many as the pool misses, the cold memory has run out (in the same run: 75 MiB
 //! of each server's, then the kernel paged the pool's own pages in and out, swap no larger):
 //! the swap counted as cold is capped a probe under where it stood (and under what is in
 //! swap), so the pool gives back its last probe and makes room for them, and the cap stands
 //! until the tenant's target moves by a step (without it the pool grew into the same wall
-//! every 20 s: 20 resizes in 140 s).
+//! every 20 s: 20 resizes in 140 s), or until swap-ins have been quiet for
+//! [`COLD_CAP_LIFT`], twice as long for each cap found again at the same target (the kernel
+//! swaps in for a while as it makes room for a probe, then stops: a cap that stood for
+//! good held both pools of a real run a probe short of their data).
 //!
 //! [`AppWatch`] keeps the move in progress between ticks, and the tenant's speed, back-off and
 //! last move across sessions. Cost: O(1), and O(curve points) for a pool with a curve.
@@ -120,6 +125,13 @@ pub const COLD_SWAP_INS: f64 = 8.0;
 /// Swap-ins per second at or above which pages in use are in swap: the pool gives back its
 /// last probe (see [`AppWatch`]'s `follow_swap`).
 pub const HOT_SWAP_INS: f64 = 64.0;
+/// Quiet swap-ins for this long lift a cold memory's cap (twice as long for each cap found
+/// again at the same target, up to 16 times).
+pub const COLD_CAP_LIFT: Duration = Duration::from_secs(60);
+/// A pool that misses may push cold memory to swap while the tenant's swap-ins stay under
+/// this share of its misses (or under [`COLD_SWAP_INS`]); at as many swap-ins as misses, or
+/// [`HOT_SWAP_INS`] if more, it gives back its last probe.
+pub const QUIET_SWAP_SHARE: f64 = 0.25;
 
 /// A tenant's swap as the application balloon sees it.
 #[derive(Copy, Clone, Debug, Default, PartialEq)]
@@ -178,9 +190,21 @@ pub struct AppWatch {
     /// The tenant's swap counted as cold: the pool is sized for the target plus this (see
     /// the module docs).
     pub(crate) in_swap: Pages,
-    /// The most of it that may count as cold, found when swap-ins turned hot, and the target
-    /// then.
-    cold_cap: Option<(Pages, Pages)>,
+    /// The most of it that may count as cold, found when swap-ins turned hot.
+    cold_cap: Option<ColdCap>,
+}
+
+/// The cold memory's cap at a target (see [`AppWatch`]'s `follow_swap`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct ColdCap {
+    /// The most swap that counts as cold (`None`: lifted after quiet swap-ins).
+    cap: Option<Pages>,
+    /// The target when it was found: a move of a step forgets the cap.
+    target: Pages,
+    /// How long swap-ins have been quiet since.
+    quiet: Duration,
+    /// Caps found at this target: each doubles the quiet time that lifts the next.
+    strikes: u32,
 }
 
 impl AppWatch {
@@ -204,41 +228,80 @@ impl AppWatch {
     /// Follows the tenant's swap at `target` (see the module docs): the cold memory counted
     /// rises to what is in swap plus a probe while a pool that misses sees no swap-ins, is
     /// capped a probe under where it stood once they turn hot (until the target moves by a
-    /// step), and never stands more than a probe above what is in swap.
-    fn follow_swap(&mut self, lever: &AppBalloonLever, swap: SwapSeen, target: Pages) {
+    /// step, or they have been quiet for [`COLD_CAP_LIFT`], doubled for each cap found at
+    /// this target), and never stands more than a probe above what is in swap.
+    fn follow_swap(
+        &mut self,
+        lever: &AppBalloonLever,
+        swap: SwapSeen,
+        target: Pages,
+        elapsed: Duration,
+    ) {
         let probe = step(lever) + step(lever);
         let Some(rate) = swap.swap_ins_per_s else {
             self.in_swap = Pages::ZERO;
             self.cold_cap = None;
             return;
         };
+        // The pool's reads from disk per second, over the same tick: a swap-in counts as
+        // much as one of them.
+        let misses = lever
+            .misses
+            .filter(|_| !elapsed.is_zero())
+            .map_or(0.0, |m| m as f64 / elapsed.as_secs_f64());
         if self
             .cold_cap
-            .is_some_and(|(_, at)| apart(at, target) >= step(lever))
+            .is_some_and(|c| apart(c.target, target) >= step(lever))
         {
             self.cold_cap = None;
         }
-        if rate >= HOT_SWAP_INS {
+        let quiet = rate <= COLD_SWAP_INS.max(misses * QUIET_SWAP_SHARE);
+        if rate >= HOT_SWAP_INS.max(misses) {
             // The pool gives back its last probe, once at this target: swap-ins go on for a
             // few ticks while the pages come back, and a cap lowered each of them took 50 MiB
             // from a pool that had pushed 16 too far (measured).
-            let cap = match self.cold_cap {
-                Some((cap, _)) => cap,
-                None => self.in_swap.saturating_sub(probe),
-            };
-            self.cold_cap = Some((cap.min(swap.swapped), target));
-        } else if rate <= COLD_SWAP_INS
-            && swap.room
-            && lever.used.saturating_sub(swap.swapped) + step(lever) >= target
-            && pool_use(lever) == PoolUse::Short
-            && lever.pool + step(lever) <= lever.max
-        {
-            self.in_swap = swap.swapped + probe;
+            let c = self.cold_cap.get_or_insert(ColdCap {
+                cap: None,
+                target,
+                quiet: Duration::ZERO,
+                strikes: 0,
+            });
+            let cap = c.cap.unwrap_or_else(|| {
+                c.strikes += 1;
+                self.in_swap.saturating_sub(probe)
+            });
+            c.cap = Some(cap.min(swap.swapped));
+            c.target = target;
+            c.quiet = Duration::ZERO;
+        } else {
+            // Swap-ins turn hot while the kernel makes room for a probe, and may be quiet
+            // again once it has: a cap stands until they have been quiet for a while
+            // (measured: 100 a second for 20 s after a probe, then none, and both pools held
+            // a probe short of their data for the rest of the run).
+            if let Some(c) = &mut self.cold_cap {
+                c.quiet = if quiet {
+                    c.quiet + elapsed
+                } else {
+                    Duration::ZERO
+                };
+                let lift = COLD_CAP_LIFT.saturating_mul(1 << c.strikes.saturating_sub(1).min(4));
+                if c.quiet >= lift {
+                    c.cap = None;
+                }
+            }
+            if quiet
+                && swap.room
+                && lever.used.saturating_sub(swap.swapped) + step(lever) >= target
+                && pool_use(lever) == PoolUse::Short
+                && lever.pool + step(lever) <= lever.max
+            {
+                self.in_swap = swap.swapped + probe;
+            }
         }
         self.in_swap = self
             .in_swap
             .min(swap.swapped + probe)
-            .min(self.cold_cap.map_or(Pages(u64::MAX), |(c, _)| c));
+            .min(self.cold_cap.and_then(|c| c.cap).unwrap_or(Pages(u64::MAX)));
     }
 }
 
@@ -416,7 +479,7 @@ fn decide(
     watch: &mut AppWatch,
 ) -> AppStep {
     watch.follow(lever.session);
-    watch.follow_swap(lever, swap, need.target);
+    watch.follow_swap(lever, swap, need.target, elapsed);
     // The pool is sized for the target and the tenant's cold memory in swap.
     let sized = need.target + watch.in_swap;
     // The back-off runs from the takeover, whichever session is watched; the hold from the
@@ -457,7 +520,8 @@ fn decide(
         match answer {
             Some(AppStatus::Done) => {
                 watch.ask = None;
-                let big = apart(ask.pool, ask.from) >= step(lever) + step(lever);
+                // Any rise counts as big: only a missing pool grows by a single step.
+                let big = ask.grows || apart(ask.pool, ask.from) >= step(lever) + step(lever);
                 watch.ended = Some((ask.grows, big, Duration::ZERO));
                 let claimed = ask.from.saturating_sub(lever.held());
                 let measured = ask.used.saturating_sub(lever.used);
@@ -529,11 +593,18 @@ fn decide(
     if grows {
         // A pool serving requests from free pages without misses has no use for more (an idle
         // one is given what its target allows, but not within the reverse hold of a shrink);
-        // a small rise is not worth a resize.
+        // a rise under two steps is not worth a resize, unless the pool misses (a woken
+        // database held a step short of its target read that step from disk: 291 MiB of pool
+        // for 305 wanted, measured).
         let full = lever
             .pool_used
             .is_some_and(|u| u + step(lever) >= lever.pool);
-        if (pool_use(lever) == PoolUse::Fits && !full) || gap < step(lever) + step(lever) {
+        let small = match pool_use(lever) {
+            PoolUse::Short => false,
+            PoolUse::Fits if !full => true,
+            _ => gap < step(lever) + step(lever),
+        };
+        if small {
             return AppStep::Holds;
         }
     }

@@ -1597,6 +1597,83 @@ fn a_missing_pool_behind_a_limit_pushes_cold_memory_to_swap_a_probe_at_a_time() 
 }
 
 #[test]
+fn swap_ins_count_against_the_pools_misses_they_replace() {
+    // 40 swap-ins a second: too many for cold memory alone, but the pool misses 300 times a
+    // second, each a read from disk. A swap-in costs no more than a miss, so the pool still
+    // grows by a probe.
+    let lever = |misses| AppBalloonLever {
+        max: mib(512),
+        ..serving(312, 88, misses)
+    };
+    let mut memory = PlanMemory::default();
+    let p = run_with(
+        &behind_limit(400, 0, 40, true, lever(300)),
+        Low,
+        400,
+        100,
+        &mut memory,
+        3,
+    );
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(328)),
+        "{p:?}"
+    );
+    // Between a quarter of the misses and as many as them: the cold memory counted stands.
+    let mut between = PlanMemory::default();
+    run_with(
+        &behind_limit(400, 0, 0, true, lever(300)),
+        Low,
+        400,
+        100,
+        &mut between,
+        3,
+    );
+    assert_eq!(between.app.in_swap, mib(16));
+    run_with(
+        &behind_limit(400, 16, 200, true, lever(300)),
+        Low,
+        400,
+        100,
+        &mut between,
+        3,
+    );
+    assert_eq!(between.app.in_swap, mib(16));
+    // As many swap-ins as misses: the last probe goes back.
+    run_with(
+        &behind_limit(400, 16, 300, true, lever(300)),
+        Low,
+        400,
+        100,
+        &mut between,
+        3,
+    );
+    assert_eq!(between.app.in_swap, Pages::ZERO);
+}
+
+#[test]
+fn a_missing_pool_grows_by_a_single_step_and_an_idle_one_by_two() {
+    // 8 MiB below what its target allows (a step of a 512 MiB pool): a pool that misses
+    // grows; an idle one holds.
+    let short = AppBalloonLever {
+        max: mib(512),
+        ..serving(304, 88, 30)
+    };
+    let idle = AppBalloonLever {
+        max: mib(512),
+        hits: Some(0),
+        misses: Some(0),
+        ..agent(304, 88)
+    };
+    let t = |lever| behind_limit(400, 0, 0, false, lever);
+    let p = run(&t(short), Low, 400, 100);
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(312)),
+        "{p:?}"
+    );
+    assert_eq!(app_step(&run(&t(idle), Low, 400, 100)), AppStep::Holds);
+}
+
+#[test]
 fn no_cold_memory_is_pushed_to_swap_while_swap_ins_are_hot_or_without_swap() {
     // The same tenant with 80 swap-ins a second: pages in use are in swap, the pool stays
     // sized to fit beside all of it and is not grown.
@@ -1636,6 +1713,24 @@ fn no_cold_memory_is_pushed_to_swap_while_swap_ins_are_hot_or_without_swap() {
         "{}",
         p.note
     );
+    // A minute of quiet swap-ins lifts the cap, and the pool probes again; the next cap
+    // found at the same target takes two minutes to lift.
+    let quiet_at = |memory: &mut PlanMemory, ticks| {
+        for _ in 0..ticks {
+            run_with(&quiet, Low, 408, 100, memory, 3);
+        }
+        memory.app.in_swap
+    };
+    assert_eq!(quiet_at(&mut memory, 1), mib(56));
+    let hot = behind_limit(400, 40, 200, true, missing_pool(312, 128));
+    run_with(&hot, Low, 408, 100, &mut memory, 3);
+    assert_eq!(memory.app.in_swap, mib(40));
+    assert_eq!(quiet_at(&mut memory, 59), mib(40));
+    assert_eq!(quiet_at(&mut memory, 1), mib(56));
+    run_with(&hot, Low, 408, 100, &mut memory, 3);
+    assert_eq!(memory.app.in_swap, mib(40));
+    assert_eq!(quiet_at(&mut memory, 119), mib(40));
+    assert_eq!(quiet_at(&mut memory, 1), mib(56));
     // The last probe is given back once: swap-ins that go on while the pages come back do
     // not take more.
     let mut once = PlanMemory::default();
