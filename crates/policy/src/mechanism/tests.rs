@@ -1674,6 +1674,73 @@ fn a_missing_pool_grows_by_a_single_step_and_an_idle_one_by_two() {
 }
 
 #[test]
+fn a_missing_pool_takes_what_a_stalled_fence_allows() {
+    // A 236 MiB pool that misses, 80 MiB outside it, under a 332 MiB limit that stays there,
+    // at a 350 MiB target: it awaits the fence for 10 s, then takes the 252 MiB the fence
+    // lets it hold.
+    let mut memory = PlanMemory::default();
+    let t = behind_limit(332, 0, 0, false, missing_pool(236, 80));
+    let mut steps = Vec::new();
+    for _ in 0..12 {
+        steps.push(app_step(&run_with(&t, Low, 350, 100, &mut memory, 3)));
+    }
+    assert!(
+        steps[..10]
+            .iter()
+            .all(|s| matches!(s, AppStep::AwaitsFence { pool, .. } if *pool == mib(270))),
+        "{steps:?}"
+    );
+    assert!(
+        matches!(steps[10], AppStep::Asks { pool, .. } if pool == mib(252)),
+        "{steps:?}"
+    );
+    // A fence still rising is awaited, however long.
+    let mut rising = PlanMemory::default();
+    for (i, limit) in (300..330).step_by(2).enumerate() {
+        let p = run_with(
+            &behind_limit(limit, 0, 0, false, missing_pool(200, 80)),
+            Low,
+            350,
+            100,
+            &mut rising,
+            3,
+        );
+        assert!(
+            matches!(app_step(&p), AppStep::AwaitsFence { .. }),
+            "tick {i}: {p:?}"
+        );
+    }
+}
+
+#[test]
+fn an_idle_pool_is_sized_without_cold_memory_in_swap() {
+    let mut memory = PlanMemory::default();
+    run_with(
+        &behind_limit(400, 0, 0, true, missing_pool(312, 88)),
+        Low,
+        400,
+        100,
+        &mut memory,
+        3,
+    );
+    assert_eq!(memory.app.in_swap, mib(16));
+    let idle = AppBalloonLever {
+        hits: Some(0),
+        misses: Some(0),
+        ..missing_pool(328, 88)
+    };
+    run_with(
+        &behind_limit(400, 16, 0, true, idle),
+        Low,
+        400,
+        100,
+        &mut memory,
+        3,
+    );
+    assert_eq!(memory.app.in_swap, Pages::ZERO);
+}
+
+#[test]
 fn no_cold_memory_is_pushed_to_swap_while_swap_ins_are_hot_or_without_swap() {
     // The same tenant with 80 swap-ins a second: pages in use are in swap, the pool stays
     // sized to fit beside all of it and is not grown.
