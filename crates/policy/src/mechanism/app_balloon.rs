@@ -17,7 +17,9 @@
 //!   levers' at once;
 //! - **growing**: the fence rises first (the balloon deflates, the limit rises, toward the
 //!   target as for any tenant), and the application is asked only once the tenant may hold
-//!   `outside + wanted`;
+//!   `outside + wanted`; a pool that misses, awaiting a fence that has not risen for
+//!   [`FENCE_STALL`], is asked for what the fence lets it hold, when that is two steps or
+//!   more (the others' paced moves may leave the fence short of the target for good);
 //! - **takeover**: an agent that is dead (no statistics for its `dead_after`), stuck (a target
 //!   not done by its deadline) or dishonest (done, but the tenant's measured memory fell by
 //!   less than half of what the pool gave beyond the part of it that held no data, which was
@@ -79,10 +81,8 @@
 //! the swap counted as cold is capped a probe under where it stood (and under what is in
 //! swap), so the pool gives back its last probe and makes room for them, and the cap stands
 //! until the tenant's target moves by a step (without it the pool grew into the same wall
-//! every 20 s: 20 resizes in 140 s), or until swap-ins have been quiet for
-//! [`COLD_CAP_LIFT`], twice as long for each cap found again at the same target (the kernel
-//! swaps in for a while as it makes room for a probe, then stops: a cap that stood for
-//! good held both pools of a real run a probe short of their data).
+//! every 20 s: 20 resizes in 140 s; lifted after a minute of quiet swap-ins, the pools of
+//! two real runs probed again and met the same wall, their swap no larger).
 //!
 //! [`AppWatch`] keeps the move in progress between ticks, and the tenant's speed, back-off and
 //! last move across sessions. Cost: O(1), and O(curve points) for a pool with a curve.
@@ -128,9 +128,6 @@ pub const HOT_SWAP_INS: f64 = 64.0;
 /// A pool that misses, awaiting a fence that has not risen for this long, takes what the
 /// fence lets it hold.
 pub const FENCE_STALL: Duration = Duration::from_secs(10);
-/// Quiet swap-ins for this long lift a cold memory's cap (twice as long for each cap found
-/// again at the same target, up to 16 times).
-pub const COLD_CAP_LIFT: Duration = Duration::from_secs(60);
 /// A pool that misses may push cold memory to swap while the tenant's swap-ins stay under
 /// this share of its misses (or under [`COLD_SWAP_INS`]); at as many swap-ins as misses, or
 /// [`HOT_SWAP_INS`] if more, it gives back its last probe.
@@ -193,23 +190,11 @@ pub struct AppWatch {
     /// The tenant's swap counted as cold: the pool is sized for the target plus this (see
     /// the module docs).
     pub(crate) in_swap: Pages,
-    /// The most of it that may count as cold, found when swap-ins turned hot.
-    cold_cap: Option<ColdCap>,
+    /// The most of it that may count as cold, found when swap-ins turned hot, and the target
+    /// then.
+    cold_cap: Option<(Pages, Pages)>,
     /// A rise awaiting the fence: the room it last saw, and how long the room has not risen.
     awaiting_fence: Option<(Pages, Duration)>,
-}
-
-/// The cold memory's cap at a target (see [`AppWatch`]'s `follow_swap`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct ColdCap {
-    /// The most swap that counts as cold (`None`: lifted after quiet swap-ins).
-    cap: Option<Pages>,
-    /// The target when it was found: a move of a step forgets the cap.
-    target: Pages,
-    /// How long swap-ins have been quiet since.
-    quiet: Duration,
-    /// Caps found at this target: each doubles the quiet time that lifts the next.
-    strikes: u32,
 }
 
 impl AppWatch {
@@ -233,8 +218,7 @@ impl AppWatch {
     /// Follows the tenant's swap at `target` (see the module docs): the cold memory counted
     /// rises to what is in swap plus a probe while a pool that misses sees no swap-ins, is
     /// capped a probe under where it stood once they turn hot (until the target moves by a
-    /// step, or they have been quiet for [`COLD_CAP_LIFT`], doubled for each cap found at
-    /// this target), and never stands more than a probe above what is in swap.
+    /// step), and never stands more than a probe above what is in swap.
     fn follow_swap(
         &mut self,
         lever: &AppBalloonLever,
@@ -256,7 +240,7 @@ impl AppWatch {
             .map_or(0.0, |m| m as f64 / elapsed.as_secs_f64());
         if self
             .cold_cap
-            .is_some_and(|c| apart(c.target, target) >= step(lever))
+            .is_some_and(|(_, at)| apart(at, target) >= step(lever))
         {
             self.cold_cap = None;
         }
@@ -265,53 +249,27 @@ impl AppWatch {
             // memory in swap it grew while idle (a simulated run: 128 -> 149 MiB).
             self.in_swap = Pages::ZERO;
         }
-        let quiet = rate <= COLD_SWAP_INS.max(misses * QUIET_SWAP_SHARE);
         if rate >= HOT_SWAP_INS.max(misses) {
             // The pool gives back its last probe, once at this target: swap-ins go on for a
             // few ticks while the pages come back, and a cap lowered each of them took 50 MiB
             // from a pool that had pushed 16 too far (measured).
-            let c = self.cold_cap.get_or_insert(ColdCap {
-                cap: None,
-                target,
-                quiet: Duration::ZERO,
-                strikes: 0,
-            });
-            let cap = c.cap.unwrap_or_else(|| {
-                c.strikes += 1;
-                self.in_swap.saturating_sub(probe)
-            });
-            c.cap = Some(cap.min(swap.swapped));
-            c.target = target;
-            c.quiet = Duration::ZERO;
-        } else {
-            // Swap-ins turn hot while the kernel makes room for a probe, and may be quiet
-            // again once it has: a cap stands until they have been quiet for a while
-            // (measured: 100 a second for 20 s after a probe, then none, and both pools held
-            // a probe short of their data for the rest of the run).
-            if let Some(c) = &mut self.cold_cap {
-                c.quiet = if quiet {
-                    c.quiet + elapsed
-                } else {
-                    Duration::ZERO
-                };
-                let lift = COLD_CAP_LIFT.saturating_mul(1 << c.strikes.saturating_sub(1).min(4));
-                if c.quiet >= lift {
-                    c.cap = None;
-                }
-            }
-            if quiet
-                && swap.room
-                && lever.used.saturating_sub(swap.swapped) + step(lever) >= target
-                && pool_use(lever) == PoolUse::Short
-                && lever.pool + step(lever) <= lever.max
-            {
-                self.in_swap = swap.swapped + probe;
-            }
+            let cap = match self.cold_cap {
+                Some((cap, _)) => cap,
+                None => self.in_swap.saturating_sub(probe),
+            };
+            self.cold_cap = Some((cap.min(swap.swapped), target));
+        } else if rate <= COLD_SWAP_INS.max(misses * QUIET_SWAP_SHARE)
+            && swap.room
+            && lever.used.saturating_sub(swap.swapped) + step(lever) >= target
+            && pool_use(lever) == PoolUse::Short
+            && lever.pool + step(lever) <= lever.max
+        {
+            self.in_swap = swap.swapped + probe;
         }
         self.in_swap = self
             .in_swap
             .min(swap.swapped + probe)
-            .min(self.cold_cap.and_then(|c| c.cap).unwrap_or(Pages(u64::MAX)));
+            .min(self.cold_cap.map_or(Pages(u64::MAX), |(c, _)| c));
     }
 }
 

@@ -1780,24 +1780,6 @@ fn no_cold_memory_is_pushed_to_swap_while_swap_ins_are_hot_or_without_swap() {
         "{}",
         p.note
     );
-    // A minute of quiet swap-ins lifts the cap, and the pool probes again; the next cap
-    // found at the same target takes two minutes to lift.
-    let quiet_at = |memory: &mut PlanMemory, ticks| {
-        for _ in 0..ticks {
-            run_with(&quiet, Low, 408, 100, memory, 3);
-        }
-        memory.app.in_swap
-    };
-    assert_eq!(quiet_at(&mut memory, 1), mib(56));
-    let hot = behind_limit(400, 40, 200, true, missing_pool(312, 128));
-    run_with(&hot, Low, 408, 100, &mut memory, 3);
-    assert_eq!(memory.app.in_swap, mib(40));
-    assert_eq!(quiet_at(&mut memory, 59), mib(40));
-    assert_eq!(quiet_at(&mut memory, 1), mib(56));
-    run_with(&hot, Low, 408, 100, &mut memory, 3);
-    assert_eq!(memory.app.in_swap, mib(40));
-    assert_eq!(quiet_at(&mut memory, 119), mib(40));
-    assert_eq!(quiet_at(&mut memory, 1), mib(56));
     // The last probe is given back once: swap-ins that go on while the pages come back do
     // not take more.
     let mut once = PlanMemory::default();
