@@ -195,6 +195,9 @@ pub struct AppWatch {
     cold_cap: Option<(Pages, Pages)>,
     /// A rise awaiting the fence: the room it last saw, and how long the room has not risen.
     awaiting_fence: Option<(Pages, Duration)>,
+    /// The pool's last completed move was a shrink: every page it kept had held data, so all
+    /// of it is in the tenant's memory (see [`outside_seen`]).
+    shrunk: bool,
 }
 
 impl AppWatch {
@@ -315,13 +318,27 @@ pub fn outside_for_move(lever: &AppBalloonLever) -> Option<Pages> {
     })
 }
 
+/// [`outside_for_move`], for a pool memtide has just shrunk: the pages it kept had all held
+/// data, and the ones a shrink left free are still in the tenant's memory, so all of it is
+/// the pool's, as for a pool that misses. Counted as outside, they made each shrink of a
+/// real idle pool ask for the next at the same target (237 -> 166 -> 139 MiB while its
+/// target stood at 255-271 MiB), dropping data the woken database then read from disk.
+fn outside_seen(lever: &AppBalloonLever, watch: &AppWatch) -> Option<Pages> {
+    let outside = outside_for_move(lever)?;
+    Some(if watch.shrunk {
+        outside.min(lever.used.saturating_sub(lever.held()))
+    } else {
+        outside
+    })
+}
+
 /// The pool memtide wants: `target - outside` on the granule within `[min, max]` (`None`
 /// before the agent's first statistics, or when no multiple of the granule lies within them).
-fn wanted(lever: &AppBalloonLever, target: Pages) -> Option<Pages> {
+fn wanted(lever: &AppBalloonLever, watch: &AppWatch, target: Pages) -> Option<Pages> {
     let g = lever.granule.0.max(1);
     let lo = lever.min.0.div_ceil(g) * g;
     let hi = lever.max.0 / g * g;
-    let want = target.saturating_sub(outside_for_move(lever)?).0 / g * g;
+    let want = target.saturating_sub(outside_seen(lever, watch)?).0 / g * g;
     (lo <= hi).then(|| Pages(want.clamp(lo, hi)))
 }
 
@@ -415,7 +432,7 @@ pub(super) fn plan(
     watch: &mut AppWatch,
 ) -> AppBalloonNote {
     let step = decide(need, lever, room, swap, elapsed, watch);
-    let wanted = wanted(lever, need.target + watch.in_swap);
+    let wanted = wanted(lever, watch, need.target + watch.in_swap);
     // What the pool is left to give back on its way down to what memtide wants: the fence
     // holds it while the application is asked or paced toward it.
     let covered = match (step, watch.ask) {
@@ -476,7 +493,7 @@ fn decide(
             },
         );
     }
-    let Some(wanted) = wanted(lever, sized) else {
+    let Some(wanted) = wanted(lever, watch, sized) else {
         return AppStep::Holds;
     };
     if let Some(mut ask) = watch.ask {
@@ -492,6 +509,7 @@ fn decide(
                 // Any rise counts as big: only a missing pool grows by a single step.
                 let big = ask.grows || apart(ask.pool, ask.from) >= step(lever) + step(lever);
                 watch.ended = Some((ask.grows, big, Duration::ZERO));
+                watch.shrunk = !ask.grows;
                 let claimed = ask.from.saturating_sub(lever.held());
                 let measured = ask.used.saturating_sub(lever.used);
                 // A pool may give up first what held no data, which was never in the tenant's
@@ -598,7 +616,7 @@ fn decide(
     }
     if grows {
         // Growing: the fence first (the cold memory in swap needs none of it).
-        let outside = outside_for_move(lever).unwrap_or(lever.used);
+        let outside = outside_seen(lever, watch).unwrap_or(lever.used);
         let needs = (outside + wanted).saturating_sub(watch.in_swap);
         if let Some(room) = room.filter(|&r| r < needs) {
             // A pool that misses takes what the fence lets it hold, two steps or more, once

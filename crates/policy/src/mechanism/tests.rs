@@ -1398,6 +1398,49 @@ fn an_idle_pool_goes_in_one_move_and_a_curve_frees_its_cold_part_at_once() {
 }
 
 #[test]
+fn a_shrunk_idle_pool_is_not_shrunk_again_for_its_own_free_pages() {
+    // An idle 160 MiB pool beside 40 MiB, at a 120 MiB target: asked down to 80 in one move.
+    let mut memory = PlanMemory::default();
+    let p = run_with(
+        &vm_with_agent(200, agent(160, 40)),
+        Soft,
+        120,
+        100,
+        &mut memory,
+        3,
+    );
+    assert!(
+        matches!(app_step(&p), AppStep::Asks { pool, .. } if pool == mib(80)),
+        "{p:?}"
+    );
+    // Done: 60 MiB of the 80 hold data, the other 20 were freed by the shrink and are still
+    // in the tenant's memory (120 MiB). At the same target the pool stays.
+    let done = AppBalloonLever {
+        pool_used: Some(mib(60)),
+        answer: Some(AppAnswer {
+            target: mib(80),
+            status: AppStatus::Done,
+        }),
+        ..agent(80, 40)
+    };
+    for tick in 0..10 {
+        let p = run_with(
+            &vm_with_agent(120, done.clone()),
+            Soft,
+            120,
+            100,
+            &mut memory,
+            3,
+        );
+        let step = app_step(&p);
+        assert!(
+            matches!(step, AppStep::Done { .. } | AppStep::Holds),
+            "tick {tick}: {p:?}"
+        );
+    }
+}
+
+#[test]
 fn a_pool_in_use_grows_only_when_full_or_missing_and_not_back_within_the_reverse_hold() {
     // 100 MiB of pool, 60 of them data, no misses: more memory is of no use to it.
     let half_full = AppBalloonLever {
