@@ -970,7 +970,7 @@ fn a_pool_too_big_for_its_fence_is_asked_down_even_without_excess() {
 }
 
 #[test]
-fn a_pool_with_misses_is_active_and_an_idle_pool_is_taxed() {
+fn a_pool_in_use_is_active_and_an_idle_pool_is_taxed() {
     let t = |hits, misses| {
         vm_with_agent(
             256,
@@ -991,10 +991,15 @@ fn a_pool_with_misses_is_active_and_an_idle_pool_is_taxed() {
         active(&t(Some(0), Some(0)), mib(240), &AppWatch::default()),
         mib(50)
     );
-    // Hits alone, or no statistics yet: the estimator's bound.
+    // Hits alone: the pool's data and what lies outside it (the tenant's memory), or the
+    // estimator's bound if more. No statistics yet: the bound.
     assert_eq!(
         active(&t(Some(5), Some(0)), mib(120), &AppWatch::default()),
-        mib(120)
+        mib(250)
+    );
+    assert_eq!(
+        active(&t(Some(5), Some(0)), mib(300), &AppWatch::default()),
+        mib(300)
     );
     assert_eq!(
         active(&t(None, None), mib(120), &AppWatch::default()),
