@@ -253,7 +253,7 @@ fn parse_head(head: &str) -> Result<Head, ReadError> {
         v if v.starts_with("HTTP/") => {
             return Err(reject(
                 505,
-                format!("HTTP version {v:?} is not supported; use HTTP/1.1"),
+                format!("HTTP version {:?} is not supported; use HTTP/1.1", clip(v)),
             ))
         }
         v => return Err(reject(400, format!("malformed HTTP version {:?}", clip(v)))),
@@ -440,6 +440,23 @@ mod tests {
         assert_eq!(status_of(huge), 413);
         let beyond_u64 = b"PUT /x HTTP/1.1\r\nContent-Length: 99999999999999999999999\r\n\r\n";
         assert_eq!(status_of(beyond_u64), 413);
+    }
+
+    #[test]
+    fn an_unsupported_version_is_clipped_in_the_answer() {
+        let mut input = b"GET / HTTP/".to_vec();
+        input.extend(std::iter::repeat_n(b'9', 200));
+        input.extend_from_slice(b"\r\n\r\n");
+        let limits = Limits {
+            head_bytes: 1024,
+            body_bytes: 16,
+        };
+        let Err(ReadError::Reject { status, message }) = parse(&input, true, &limits) else {
+            panic!("a 200-digit version must be refused");
+        };
+        assert_eq!(status, 505);
+        assert!(message.contains('…'), "{message}");
+        assert!(message.len() < 200, "a {}-byte message", message.len());
     }
 
     #[test]
