@@ -25,6 +25,7 @@ pub mod pressure;
 pub mod procs;
 pub(crate) mod read;
 pub mod smaps;
+pub mod subtree;
 pub mod write;
 
 pub use error::FsError;

@@ -16,6 +16,17 @@ pub enum LinuxError {
     OutsideParent { cgroup: String, parent: String },
     #[error("cannot create cgroup {dir}: {error}")]
     CreateCgroup { dir: String, error: std::io::Error },
+    #[error(
+        "the memory controller is not delegated to {dir} (its cgroup.controllers: {controllers:?}); enable +memory in its parent's cgroup.subtree_control, or run memtide under systemd with Delegate=yes"
+    )]
+    NotDelegated { dir: String, controllers: String },
+    #[error(
+        "cannot enable the memory controller for the children of {dir}: {error}; a cgroup that delegates it may hold no process (cgroup v2), so run memtide in a cgroup of its own or set [host] parent to an empty cgroup"
+    )]
+    Delegate {
+        dir: String,
+        error: crate::fs::FsError,
+    },
     #[error("cannot start {program:?} for tenant {tenant:?}: {error}")]
     Launch {
         tenant: String,

@@ -4,6 +4,7 @@ mod actuator;
 mod adapter;
 mod agents;
 mod app_balloon;
+mod delegate;
 pub mod derive;
 mod error;
 pub mod io;
@@ -71,8 +72,8 @@ pub struct LinuxHost {
     events: Vec<WorldEvent>,
     machine: Pages,
     swap_free: Pages,
-    /// The parent cgroup this host created (removed, when empty, by `release_all`).
-    created_parent: Option<PathBuf>,
+    /// What making the parent ready changed (undone by `release_all`).
+    parent: delegate::Delegation,
     /// v1: the eventfds the kernel signals when a guarded tenant enters OOM (made when the
     /// first guard goes on; `None` also when epoll is unavailable, and every guarded tenant's
     /// memory.oom_control is then read at each check).
@@ -112,7 +113,7 @@ impl LinuxHost {
             unrestored: Vec::new(),
             first_seen: BTreeMap::new(),
             events: Vec::new(),
-            created_parent: None,
+            parent: delegate::Delegation::default(),
             oom_events: None,
             fired: Vec::new(),
             oom_due: false,
@@ -122,18 +123,14 @@ impl LinuxHost {
         })
     }
 
-    /// Creates the parent cgroup `path` (and what leads to it) when it does not exist; it is
-    /// removed again, when empty, once every tenant is released.
+    /// Makes the parent cgroup `path` ready for launched tenants: creates it (and what leads to
+    /// it) when missing and, on cgroup v2, delegates the memory controller down to its
+    /// children, moving memtide into a leaf of its own first when it runs there (see
+    /// [`delegate`]); undone, where that harms no one, once every tenant is released.
     pub fn create_parent(&mut self, path: &str) -> Result<(), LinuxError> {
-        let dir = self.hierarchy.dir_of(path);
-        if dir.is_dir() {
-            return Ok(());
-        }
-        std::fs::create_dir_all(&dir).map_err(|error| LinuxError::CreateCgroup {
-            dir: dir.display().to_string(),
-            error,
-        })?;
-        self.created_parent = Some(dir);
+        self.parent.undo(self.options.write_timeout);
+        self.parent =
+            delegate::Delegation::prepare(&self.hierarchy, path, self.options.write_timeout)?;
         Ok(())
     }
 
@@ -258,28 +255,38 @@ impl LinuxHost {
             return Err(LinuxError::Duplicate(name.to_string()));
         }
         let cgroup = self.cgroup_for(cgroup_path);
-        if !cgroup.exists() {
+        let created = !cgroup.exists();
+        if created {
             std::fs::create_dir(cgroup.dir()).map_err(|error| LinuxError::CreateCgroup {
                 dir: cgroup.dir().display().to_string(),
                 error,
             })?;
         }
-        let lock = self.lock(cgroup_path, &cgroup)?;
-        let original = Original {
-            settings: cgroup.settings()?,
-            oom_kill_disable: oom_kill_disable(&cgroup)?,
+        // A failed start leaves nothing: the cgroup made here goes again.
+        let made = |e: LinuxError| {
+            if created {
+                let _ = std::fs::remove_dir(cgroup.dir());
+            }
+            e
         };
-        cgroup.set_limit(
-            Limit::Bytes(initial_limit.to_bytes()),
-            self.options.write_timeout,
-        )?;
+        let lock = self.lock(cgroup_path, &cgroup).map_err(made)?;
+        let original = Original {
+            settings: cgroup.settings().map_err(|e| made(e.into()))?,
+            oom_kill_disable: oom_kill_disable(&cgroup).map_err(|e| made(e.into()))?,
+        };
+        cgroup
+            .set_limit(
+                Limit::Bytes(initial_limit.to_bytes()),
+                self.options.write_timeout,
+            )
+            .map_err(|e| made(e.into()))?;
         let log = self
             .options
             .log_dir
             .as_ref()
             .map(|d| d.join(format!("{name}.log")));
         let merge = merge && self.actuators.iter().any(|a| a.merges_launched());
-        let joins = self.launch_joins(id, spec, cgroup_path)?;
+        let joins = self.launch_joins(id, spec, cgroup_path).map_err(made)?;
         let child = match launch::spawn_in_cgroup(
             name,
             argv,
@@ -294,7 +301,7 @@ impl LinuxHost {
         ) {
             Ok(child) => child,
             Err(e) => {
-                let _ = std::fs::remove_dir(cgroup.dir());
+                let e = made(e);
                 remove_created(&joins.created);
                 for a in &mut self.actuators {
                     a.forget(id);
@@ -815,6 +822,21 @@ mod tests {
             sharing: None,
             actions: vec![a],
         }
+    }
+
+    #[test]
+    fn a_failed_launch_removes_the_cgroup_it_made() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        // A fake tree gives a new directory no memory files: reading its settings fails, as
+        // when the parent does not delegate the memory controller.
+        let spec = TenantSpec::new(TenantId(7), "busy", Pages::ZERO, Pages::from_mib(100));
+        let err = host
+            .launch(TenantId(7), &spec, "/busy", &["true".to_string()], false)
+            .map(|_| ())
+            .unwrap_err();
+        assert!(err.to_string().contains("memory.high"), "{err}");
+        assert!(!root.path().join("cg/busy").exists());
     }
 
     #[test]

@@ -118,9 +118,7 @@ impl LinuxHost {
                 errors.push((a.name().to_string(), e));
             }
         }
-        if let Some(dir) = self.created_parent.take() {
-            let _ = std::fs::remove_dir(dir);
-        }
+        self.parent.undo(self.options.write_timeout);
         errors
     }
 
