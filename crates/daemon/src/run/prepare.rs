@@ -11,7 +11,9 @@ use crate::publish::Publisher;
 use crate::state_file::{self, StateFile};
 use memtide_controller::{Controller, ControllerConfig};
 use memtide_linux::host::ksm::{KsmDriver, Sharing};
-use memtide_linux::host::{AppBalloon, Disk, HostOptions, IoOptions, LinuxError, LinuxHost};
+use memtide_linux::host::{
+    AppBalloon, Disk, HostOptions, IoOptions, LinuxError, LinuxHost, DAEMON_LEAF,
+};
 use memtide_linux::MemoryHierarchy;
 use memtide_model::{Bytes, Pages, TenantId};
 use memtide_policy::{LimitRails, QuotaSettings, ReclamationThresholds};
@@ -34,7 +36,15 @@ impl Running {
         let log = Logger::new(config.daemon.log_format);
         let found = MemoryHierarchy::detect(&config.host.proc_root).map_err(LinuxError::from)?;
         let parent = match &config.host.parent {
-            ParentCgroup::OwnCgroup => found.own_cgroup.clone(),
+            // A daemon that moved itself into its leaf (cgroup v2, see docs/linux.md) and was
+            // started again from there still means the cgroup it delegated.
+            ParentCgroup::OwnCgroup => found
+                .own_cgroup
+                .strip_suffix(&format!("/{DAEMON_LEAF}"))
+                .map_or_else(
+                    || found.own_cgroup.clone(),
+                    |p| if p.is_empty() { "/" } else { p }.to_string(),
+                ),
             ParentCgroup::Path(p) => p.clone(),
         };
         let slots = slots_under(&config, &parent)?;

@@ -23,6 +23,7 @@ mod world;
 pub use actuator::{Actuator, Attached, Joins, TenantView};
 pub use agents::{max_agent_connections, AgentDescriptors, CgroupTenants};
 pub use app_balloon::AppBalloon;
+pub use delegate::LEAF as DAEMON_LEAF;
 pub use error::LinuxError;
 pub use io::{Disk, IoFailure, IoHost, IoOptions, IoRecord};
 pub use oom_guard::OomRecord;
