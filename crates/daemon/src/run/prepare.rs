@@ -36,15 +36,7 @@ impl Running {
         let log = Logger::new(config.daemon.log_format);
         let found = MemoryHierarchy::detect(&config.host.proc_root).map_err(LinuxError::from)?;
         let parent = match &config.host.parent {
-            // A daemon that moved itself into its leaf (cgroup v2, see docs/linux.md) and was
-            // started again from there still means the cgroup it delegated.
-            ParentCgroup::OwnCgroup => found
-                .own_cgroup
-                .strip_suffix(&format!("/{DAEMON_LEAF}"))
-                .map_or_else(
-                    || found.own_cgroup.clone(),
-                    |p| if p.is_empty() { "/" } else { p }.to_string(),
-                ),
+            ParentCgroup::OwnCgroup => own_parent(&found.own_cgroup),
             ParentCgroup::Path(p) => p.clone(),
         };
         let slots = slots_under(&config, &parent)?;
@@ -94,6 +86,17 @@ impl Running {
                 config,
             },
         })
+    }
+}
+
+/// The cgroup `parent = "self"` means for a daemon running in `own`: that one, or the cgroup
+/// above memtide's own leaf when it moved itself there and was started again from it (cgroup
+/// v2, docs/linux.md).
+fn own_parent(own: &str) -> String {
+    match own.strip_suffix(&format!("/{DAEMON_LEAF}")) {
+        Some("") => "/".to_string(),
+        Some(above) => above.to_string(),
+        None => own.to_string(),
     }
 }
 
@@ -415,6 +418,14 @@ fn io_options(config: &DaemonConfig, state_path: &Path) -> IoOptions {
 mod tests {
     use super::*;
     use std::path::PathBuf;
+
+    #[test]
+    fn self_from_memtide_s_own_leaf_is_the_cgroup_above_it() {
+        assert_eq!(own_parent("/svc"), "/svc");
+        assert_eq!(own_parent("/svc/memtide-daemon"), "/svc");
+        assert_eq!(own_parent("/memtide-daemon"), "/");
+        assert_eq!(own_parent("/svc/memtide-daemonx"), "/svc/memtide-daemonx");
+    }
 
     #[test]
     fn an_api_socket_another_daemon_serves_is_the_user_s_error_on_one_line() {
