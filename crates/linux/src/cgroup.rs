@@ -47,6 +47,14 @@ pub struct CgroupSample {
     pub pressure: Option<Pressure>,
     /// The kernel accounts this cgroup's swap (v1: memsw files exist; v2: memory.swap.max does).
     pub swap_accounting: bool,
+    /// v2 memory.swap.max: the most swap the cgroup may use (`Limit::Max`: unbounded); `None`
+    /// on v1 or without swap accounting (unknown, not zero).
+    #[serde(default)]
+    pub swap_max: Option<Limit>,
+    /// v2 memory.events `high`: how often the cgroup was throttled and reclaimed for being
+    /// over memory.high (cumulative); `None` on v1 or where the kernel does not count it.
+    #[serde(default)]
+    pub events_high: Option<u64>,
 }
 
 /// The limit-related settings of a cgroup, recorded before memtide changes them and written
@@ -87,6 +95,8 @@ const V2_MAX: &str = "memory.max";
 const V2_LOW: &str = "memory.low";
 const V2_MIN: &str = "memory.min";
 const V2_RECLAIM: &str = "memory.reclaim";
+const V2_SWAP_MAX: &str = "memory.swap.max";
+const V2_EVENTS: &str = "memory.events";
 
 impl MemoryCgroup {
     pub fn new(version: CgroupVersion, dir: PathBuf) -> Self {
@@ -311,6 +321,10 @@ pub struct CgroupReader {
     /// v1 memory.memsw.usage_in_bytes (read only when memory.stat has no `swap`), v2
     /// memory.swap.current.
     swap: KeptFile,
+    /// v2 memory.swap.max.
+    swap_max: KeptFile,
+    /// v2 memory.events.
+    events: KeptFile,
     /// v2 memory.pressure.
     pressure: KeptFile,
     /// v1 memory.oom_control.
@@ -352,6 +366,8 @@ impl CgroupReader {
             max: KeptFile::new(d.join(V2_MAX)),
             stat: KeptFile::new(d.join("memory.stat")),
             swap: KeptFile::new(d.join(swap)),
+            swap_max: KeptFile::new(d.join(V2_SWAP_MAX)),
+            events: KeptFile::new(d.join(V2_EVENTS)),
             pressure: KeptFile::new(d.join("memory.pressure")),
             oom_control: KeptFile::new(d.join("memory.oom_control")),
             memsw_limit: KeptFile::new(d.join(V1_MEMSW_LIMIT)),
@@ -396,6 +412,8 @@ impl CgroupReader {
             major_faults: stat.pgmajfault,
             pressure: None,
             swap_accounting,
+            swap_max: None,
+            events_high: None,
         })
     }
 
@@ -409,6 +427,14 @@ impl CgroupReader {
         let stat = v2::parse_stat(self.stat.path(), text)?;
         // memory.swap.current and memory.swap.max exist together, with swap accounting.
         let swap = read_optional_u64(&mut self.swap, &mut self.buf)?.map(Bytes);
+        let swap_max = match self.swap_max.read_optional_str(&mut self.buf)? {
+            Some(text) => Some(Limit::parse_v2(self.swap_max.path(), V2_SWAP_MAX, text)?),
+            None => None,
+        };
+        let events_high = match self.events.read_optional_str(&mut self.buf)? {
+            Some(text) => v2::parse_events(self.events.path(), text)?.high,
+            None => None,
+        };
         let pressure = match self.pressure.read_optional_str(&mut self.buf)? {
             Some(text) => Some(crate::fs::pressure::parse_pressure(
                 self.pressure.path(),
@@ -428,6 +454,8 @@ impl CgroupReader {
             major_faults: stat.pgmajfault,
             pressure,
             swap_accounting: swap.is_some(),
+            swap_max,
+            events_high,
         })
     }
 
@@ -680,11 +708,35 @@ mod tests {
         assert_eq!(s.refault_file, Some(11));
         assert_eq!(s.pressure.unwrap().some.total_stall_us, 1234);
         assert!(s.swap_accounting);
+        assert_eq!(s.swap_max, Some(Limit::Max));
+        assert_eq!(s.events_high, Some(4));
+        fs::write(cg.dir().join("memory.swap.max"), "0\n").unwrap();
+        assert_eq!(cg.sample().unwrap().swap_max, Some(mib(0)));
 
         let (_tmp, cg) = v2_cgroup(false);
+        fs::remove_file(cg.dir().join("memory.events")).unwrap();
         let s = cg.sample().unwrap();
         assert_eq!(s.swap, None);
         assert!(!s.swap_accounting);
+        assert_eq!(s.swap_max, None, "no swap accounting: unknown, not 0");
+        assert_eq!(s.events_high, None, "no memory.events: unknown, not 0");
+    }
+
+    #[test]
+    fn a_v2_readers_swap_max_and_events_are_read_again_through_kept_files() {
+        let (_tmp, cg) = v2_cgroup(true);
+        let mut r = CgroupReader::new(&cg);
+        assert_eq!(r.sample().unwrap().events_high, Some(4));
+        fs::write(cg.dir().join("memory.swap.max"), "1048576\n").unwrap();
+        fs::write(cg.dir().join("memory.events"), "low 0\nhigh 90\nmax 0\n").unwrap();
+        let s = r.sample().unwrap();
+        assert_eq!((s.swap_max, s.events_high), (Some(mib(1)), Some(90)));
+        fs::write(cg.dir().join("memory.swap.max"), "lots\n").unwrap();
+        let msg = r.sample().unwrap_err().to_string();
+        assert!(
+            msg.contains("memory.swap.max") && msg.contains("lots"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -72,8 +72,9 @@ pub fn limit_pages(limit: Limit, machine: Pages) -> Pages {
     }
 }
 
-/// Memory the tenant cannot give back now: its anonymous memory beyond the free swap (all of
-/// it when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole
+/// Memory the tenant cannot give back now: its anonymous memory beyond the swap it may still
+/// use (the host's free swap, and no more than its own v2 memory.swap.max leaves it; none at
+/// all when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole
 /// usage minus known page cache: never as zero.
 pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool) -> Pages {
     let anon = match (sample.anon, sample.file) {
@@ -82,9 +83,26 @@ pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool
         (None, None) => sample.usage,
     }
     .to_pages_ceil();
-    let swap_room = if no_anon_swap { Pages::ZERO } else { swap_free };
+    let swap_room = if no_anon_swap {
+        Pages::ZERO
+    } else {
+        swap_allowed(sample).map_or(swap_free, |allowed| allowed.min(swap_free))
+    };
     let unevictable = sample.unevictable.unwrap_or(Bytes::ZERO).to_pages_ceil();
     anon.saturating_sub(swap_room) + unevictable
+}
+
+/// The swap the cgroup's own v2 memory.swap.max still lets it use: the limit less what it has
+/// in swap (all of it taken when that is unknown); `None` when it sets no bound (`max`) or the
+/// limit is unknown (v1, no swap accounting: the host's free swap alone bounds it).
+fn swap_allowed(sample: &CgroupSample) -> Option<Pages> {
+    match sample.swap_max? {
+        Limit::Max => None,
+        Limit::Bytes(max) => Some(
+            max.saturating_sub(sample.swap.unwrap_or(max))
+                .to_pages_floor(),
+        ),
+    }
 }
 
 /// Pages in swap at a reading.
@@ -137,6 +155,8 @@ mod tests {
             major_faults: Some(3),
             pressure: None,
             swap_accounting: true,
+            swap_max: None,
+            events_high: None,
         }
     }
 
@@ -261,6 +281,57 @@ mod tests {
             unreclaimable(&unevictable, Pages::from_mib(1000), false),
             Pages::from_mib(10)
         );
+    }
+
+    #[test]
+    fn a_cgroups_own_swap_max_bounds_the_swap_its_anon_may_use() {
+        let mib = Pages::from_mib;
+        let with = |swap_max: Option<Limit>, swap: Option<u64>| CgroupSample {
+            swap_max,
+            swap: swap.map(|m| Bytes(m * MIB)),
+            ..sample(Limit::Max)
+        };
+        let bytes = |m: u64| Some(Limit::Bytes(Bytes(m * MIB)));
+        // 250 MiB anon, `swap_free` MiB free on the host.
+        let cases = [
+            (with(bytes(0), Some(0)), 1000, mib(250), "swap.max 0: none"),
+            (
+                with(bytes(100), Some(40)),
+                1000,
+                mib(190),
+                "60 MiB left of 100",
+            ),
+            (
+                with(bytes(100), Some(40)),
+                30,
+                mib(220),
+                "the host has less",
+            ),
+            (with(bytes(100), Some(120)), 1000, mib(250), "over its max"),
+            (
+                with(bytes(100), None),
+                1000,
+                mib(250),
+                "usage unknown: all used",
+            ),
+            (
+                with(Some(Limit::Max), Some(40)),
+                1000,
+                mib(0),
+                "max: unbounded",
+            ),
+            (
+                with(None, None),
+                100,
+                mib(150),
+                "unknown: the host's swap alone",
+            ),
+        ];
+        for (s, swap_free, want, why) in cases {
+            assert_eq!(unreclaimable(&s, mib(swap_free), false), want, "{why}");
+        }
+        let obs = observation(TenantId(0), &with(bytes(0), Some(0)), None, &ctx(1000));
+        assert_eq!(obs.levers.limit.unwrap().unreclaimable, mib(250));
     }
 
     #[test]

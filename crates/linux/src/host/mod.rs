@@ -845,6 +845,43 @@ mod tests {
     }
 
     #[test]
+    fn a_v2_tenant_whose_swap_max_is_zero_keeps_its_anon_in_the_floor_despite_host_swap() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        std::fs::write(
+            root.path().join("proc/meminfo"),
+            "MemTotal: 8388608 kB\nMemFree: 4194304 kB\nMemAvailable: 6291456 kB\nSwapTotal: 1048576 kB\nSwapFree: 1048576 kB\n",
+        )
+        .unwrap();
+        let dir = root.path().join("cg/t");
+        std::fs::write(dir.join("memory.swap.max"), "0").unwrap();
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        let floor = |host: &mut LinuxHost| {
+            host.observe().unwrap().tenants[0]
+                .levers
+                .limit
+                .unwrap()
+                .unreclaimable
+        };
+        assert_eq!(floor(&mut host), Pages::from_mib(250), "may not swap");
+        host.drain_events();
+        host.apply(&limit_to(TenantId(0), 200)).unwrap();
+        assert!(
+            matches!(host.drain_events()[..], [WorldEvent::BelowFloor { .. }]),
+            "the last check refuses a limit under its anon"
+        );
+        std::fs::write(dir.join("memory.swap.max"), (100 * MIB).to_string()).unwrap();
+        assert_eq!(
+            floor(&mut host),
+            Pages::from_mib(150),
+            "100 MiB it may swap"
+        );
+        std::fs::write(dir.join("memory.swap.max"), "max").unwrap();
+        assert_eq!(floor(&mut host), Pages::ZERO, "the host's 1 GiB free");
+    }
+
+    #[test]
     fn a_v2_limit_is_memory_high_and_the_excess_is_reclaimed_now() {
         let root = tempfile::tempdir().unwrap();
         let mut host = fake_v2(root.path(), 300);
