@@ -178,6 +178,7 @@ fn host_options(config: &DaemonConfig) -> HostOptions {
         write_timeout: config.host.write_timeout,
         dry_run: config.daemon.dry_run,
         log_dir: config.daemon.state_file.parent().map(|d| d.join("logs")),
+        rescue_pressure: config.rails.backoff_pressure,
     }
 }
 

@@ -19,6 +19,8 @@ pub struct Context {
     pub no_anon_swap: bool,
     /// The smallest lowering of its limit worth a kernel write (see `SMALLEST_LOWERING`).
     pub smallest_lowering: Pages,
+    /// v2 memory.reclaim lately answered EAGAIN for this tenant (see `host::ReclaimRefusal`).
+    pub reclaim_refused: bool,
 }
 
 /// The observation of tenant `id` from its reading `now` and the one before (`None` at the
@@ -30,7 +32,7 @@ pub fn observation(
     before: Option<&CgroupSample>,
     ctx: &Context,
 ) -> TenantObservation {
-    let (swap_ins, refaults, major_faults) = match before {
+    let (swap_ins, refaults, major_faults, throttled) = match before {
         Some(b) => (
             distinct_swap_ins(
                 delta(now.refault_anon, b.refault_anon),
@@ -39,8 +41,9 @@ pub fn observation(
             ),
             delta(now.refault_file, b.refault_file),
             delta(now.major_faults, b.major_faults),
+            delta(now.events_high, b.events_high),
         ),
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     let mut obs = TenantObservation {
         anon: now.anon.map(Bytes::to_pages_floor),
@@ -60,6 +63,8 @@ pub fn observation(
         pressure_full: now.pressure.and_then(|p| p.full).map(|f| f.avg10_pct),
         unevictable: now.unevictable.map(Bytes::to_pages_ceil),
         smallest_lowering: ctx.smallest_lowering,
+        throttled,
+        reclaim_refused: ctx.reclaim_refused,
     });
     obs
 }
@@ -166,6 +171,7 @@ mod tests {
             swap_free: Pages::from_mib(swap_free_mib),
             no_anon_swap: false,
             smallest_lowering: Pages(256),
+            reclaim_refused: false,
         }
     }
 
@@ -196,9 +202,14 @@ mod tests {
     #[test]
     fn counters_become_deltas_and_a_counter_that_went_backwards_starts_afresh() {
         let before = sample(Limit::Bytes(Bytes(400 * MIB)));
+        let before = CgroupSample {
+            events_high: Some(40),
+            ..before
+        };
         let now = CgroupSample {
             refault_file: Some(25),
             major_faults: Some(1),
+            events_high: Some(52),
             unevictable: Some(Bytes(4097)),
             pressure: Some(Pressure {
                 some: PsiLine {
@@ -229,6 +240,8 @@ mod tests {
         assert!(!lever.unlimited);
         assert_eq!(lever.pressure, Some(2.5));
         assert_eq!(lever.pressure_full, Some(0.75));
+        assert_eq!(lever.throttled, Some(12), "memory.events high 40 then 52");
+        assert!(!lever.reclaim_refused);
         assert_eq!(
             lever.unevictable,
             Some(Pages(2)),
@@ -247,7 +260,13 @@ mod tests {
             unevictable: None,
             ..before.clone()
         };
-        let obs = observation(TenantId(0), &now, Some(&before), &ctx(0));
+        let refused = Context {
+            reclaim_refused: true,
+            ..ctx(0)
+        };
+        let obs = observation(TenantId(0), &now, Some(&before), &refused);
+        assert!(obs.levers.limit.unwrap().reclaim_refused);
+        assert_eq!(obs.levers.limit.unwrap().throttled, None, "v1: not counted");
         assert_eq!(obs.anon, None);
         assert_eq!(obs.swapped, None);
         assert_eq!(obs.swap_ins, None);
