@@ -97,17 +97,20 @@ pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool
     anon.saturating_sub(swap_room) + unevictable
 }
 
-/// The swap the cgroup's own v2 memory.swap.max still lets it use: the limit less what it has
-/// in swap (all of it taken when that is unknown); `None` when it sets no bound (`max`) or the
-/// limit is unknown (v1, no swap accounting: the host's free swap alone bounds it).
+/// The swap the v2 memory.swap.max of the cgroup and of those above it still let it use: the
+/// least of its own limit less what it has in swap (all of it taken when that is unknown) and
+/// the room the limits above leave; `None` when none sets a bound (`max`) or none is known
+/// (v1, no swap accounting: the host's free swap alone bounds it).
 fn swap_allowed(sample: &CgroupSample) -> Option<Pages> {
-    match sample.swap_max? {
-        Limit::Max => None,
-        Limit::Bytes(max) => Some(
-            max.saturating_sub(sample.swap.unwrap_or(max))
-                .to_pages_floor(),
-        ),
+    let own = match sample.swap_max {
+        Some(Limit::Bytes(max)) => Some(max.saturating_sub(sample.swap.unwrap_or(max))),
+        Some(Limit::Max) | None => None,
+    };
+    match (own, sample.swap_room_above) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
     }
+    .map(Bytes::to_pages_floor)
 }
 
 /// Pages in swap at a reading.
@@ -161,6 +164,7 @@ mod tests {
             pressure: None,
             swap_accounting: true,
             swap_max: None,
+            swap_room_above: None,
             events_high: None,
         }
     }
@@ -346,6 +350,16 @@ mod tests {
                 "unknown: the host's swap alone",
             ),
         ];
+        let above = |swap_max: Option<Limit>, room_mib: u64| CgroupSample {
+            swap_room_above: Some(Bytes(room_mib * MIB)),
+            ..with(swap_max, Some(40))
+        };
+        let cases = cases.into_iter().chain([
+            (above(bytes(100), 20), 1000, mib(230), "20 MiB left above"),
+            (above(bytes(100), 200), 1000, mib(190), "its own 60 MiB"),
+            (above(Some(Limit::Max), 20), 1000, mib(230), "its own max"),
+            (above(None, 20), 1000, mib(230), "its own unknown"),
+        ]);
         for (s, swap_free, want, why) in cases {
             assert_eq!(unreclaimable(&s, mib(swap_free), false), want, "{why}");
         }

@@ -370,6 +370,8 @@ impl LinuxHost {
                 ..
             }
         );
+        let mut reader = CgroupReader::new(&cgroup);
+        reader.watch_swap_above(&self.hierarchy.mount);
         let tenant = ManagedTenant {
             id,
             name: name.to_string(),
@@ -384,7 +386,7 @@ impl LinuxHost {
                 },
                 io: None,
             },
-            reader: CgroupReader::new(&cgroup),
+            reader,
             pids: Vec::new(),
             oom: OomState::default(),
             cgroup,
@@ -913,6 +915,30 @@ mod tests {
         );
         std::fs::write(dir.join("memory.swap.max"), "max").unwrap();
         assert_eq!(floor(&mut host), Pages::ZERO, "the host's 1 GiB free");
+    }
+
+    #[test]
+    fn a_v2_tenant_under_a_parent_that_may_not_swap_keeps_its_anon_in_the_floor() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        std::fs::write(
+            root.path().join("proc/meminfo"),
+            "MemTotal: 8388608 kB\nMemFree: 4194304 kB\nMemAvailable: 6291456 kB\nSwapTotal: 1048576 kB\nSwapFree: 1048576 kB\n",
+        )
+        .unwrap();
+        let parent = root.path().join("cg/p");
+        std::fs::create_dir(&parent).unwrap();
+        std::fs::rename(root.path().join("cg/t"), parent.join("t")).unwrap();
+        std::fs::write(parent.join("memory.swap.max"), (64 * MIB).to_string()).unwrap();
+        std::fs::write(parent.join("memory.swap.current"), (14 * MIB).to_string()).unwrap();
+        host.adopt(TenantId(0), "t", "/p/t", None, Origin::Adopted)
+            .unwrap();
+        let floor = host.observe().unwrap().tenants[0]
+            .levers
+            .limit
+            .unwrap()
+            .unreclaimable;
+        assert_eq!(floor, Pages::from_mib(200), "50 MiB of swap left above it");
     }
 
     #[test]
