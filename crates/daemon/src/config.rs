@@ -186,7 +186,8 @@ pub struct RailsSection {
     /// second (pages) stop a tenant's shrinking at once.
     #[serde(rename = "backoff_refaults_per_s")]
     pub backoff_faults_per_s: f64,
-    /// `backoff_pressure = 10.0`: host or tenant PSI some avg10 (percent) above this stops shrinking.
+    /// `backoff_pressure = 10.0`: the tenant's own PSI some avg10 (percent) at or above which
+    /// its shrinking stops and, throttled over its v2 memory.high, it is rescued.
     pub backoff_pressure: f64,
 }
 
