@@ -379,6 +379,7 @@ pub(super) fn rails(r: &RailsSection) -> LimitRails {
         floor_margin: Bytes(r.floor_margin_bytes).to_pages_ceil(),
         backoff_faults_per_s: r.backoff_faults_per_s,
         backoff_pressure: r.backoff_pressure,
+        backoff_throttled_per_s: r.backoff_throttled_per_s,
         ..LimitRails::default()
     }
 }
