@@ -69,9 +69,9 @@ impl Default for LimitRails {
 
 /// Throttles at its limit per second that stop a tenant's shrink by default. The kernel counts
 /// one (memory.events `high`) each time a task of a cgroup over memory.high returns to user
-/// space after charging more, and delays it: a tenant taking in memory faster than its limit
-/// lets it (some 25 MiB/s in charge batches of 64 pages) counts about 100 a second, one that
-/// only touches a page over its limit now and then a few.
+/// space after charging more (checked once per charge batch of 64 pages), and delays it: a
+/// tenant charging some 25 MiB/s over its limit counts about 100 a second (reckoned from the
+/// kernel's code, not measured), one that only touches a page over it now and then a few.
 pub const BACKOFF_THROTTLED_PER_S: f64 = 100.0;
 
 /// One tenant's situation, as the rails need it.
