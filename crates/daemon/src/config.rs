@@ -186,8 +186,12 @@ pub struct RailsSection {
     /// second (pages) stop a tenant's shrinking at once.
     #[serde(rename = "backoff_refaults_per_s")]
     pub backoff_faults_per_s: f64,
-    /// `backoff_pressure = 10.0`: host or tenant PSI some avg10 (percent) above this stops shrinking.
+    /// `backoff_pressure = 10.0`: the tenant's own PSI some avg10 (percent) at or above which
+    /// its shrinking stops and, throttled over its v2 memory.high, it is rescued.
     pub backoff_pressure: f64,
+    /// `backoff_throttled_per_s = 100`: the kernel throttling a tenant over its v2 memory.high
+    /// this often a second or more (memory.events `high`) stops its shrinking.
+    pub backoff_throttled_per_s: f64,
 }
 
 /// `[balloon]`: the application balloon socket (docs/balloon-protocol.md).
@@ -518,6 +522,7 @@ impl Default for RailsSection {
             floor_margin_bytes: 32 * MIB,
             backoff_faults_per_s: 2000.0,
             backoff_pressure: 10.0,
+            backoff_throttled_per_s: memtide_policy::mechanism::limit::BACKOFF_THROTTLED_PER_S,
         }
     }
 }

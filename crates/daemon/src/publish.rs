@@ -285,6 +285,8 @@ impl Publisher {
                 note.rail,
                 LimitRail::BackoffFaults { .. }
                     | LimitRail::BackoffPressure { .. }
+                    | LimitRail::BackoffThrottled { .. }
+                    | LimitRail::BackoffRefused
                     | LimitRail::Budget { .. }
             ) || (note.rail == LimitRail::Floor
                 && note.to == note.from

@@ -47,6 +47,18 @@ pub struct CgroupSample {
     pub pressure: Option<Pressure>,
     /// The kernel accounts this cgroup's swap (v1: memsw files exist; v2: memory.swap.max does).
     pub swap_accounting: bool,
+    /// v2 memory.swap.max: the most swap the cgroup may use (`Limit::Max`: unbounded); `None`
+    /// on v1 or without swap accounting (unknown, not zero).
+    #[serde(default)]
+    pub swap_max: Option<Limit>,
+    /// v2: the least swap the memory.swap.max of the cgroups above leaves it (limit − usage),
+    /// among those [`CgroupReader::watch_swap_above`] watches; `None` when none bounds it.
+    #[serde(default)]
+    pub swap_room_above: Option<Bytes>,
+    /// v2 memory.events `high`: how often the cgroup was throttled and reclaimed for being
+    /// over memory.high (cumulative); `None` on v1 or where the kernel does not count it.
+    #[serde(default)]
+    pub events_high: Option<u64>,
 }
 
 /// The limit-related settings of a cgroup, recorded before memtide changes them and written
@@ -87,6 +99,8 @@ const V2_MAX: &str = "memory.max";
 const V2_LOW: &str = "memory.low";
 const V2_MIN: &str = "memory.min";
 const V2_RECLAIM: &str = "memory.reclaim";
+const V2_SWAP_MAX: &str = "memory.swap.max";
+const V2_EVENTS: &str = "memory.events";
 
 impl MemoryCgroup {
     pub fn new(version: CgroupVersion, dir: PathBuf) -> Self {
@@ -311,6 +325,13 @@ pub struct CgroupReader {
     /// v1 memory.memsw.usage_in_bytes (read only when memory.stat has no `swap`), v2
     /// memory.swap.current.
     swap: KeptFile,
+    /// v2 memory.swap.max.
+    swap_max: KeptFile,
+    /// v2 memory.events.
+    events: KeptFile,
+    /// v2: memory.swap.max and memory.swap.current of the cgroups above whose swap limit was
+    /// bounded when they were looked at (see [`CgroupReader::watch_swap_above`]).
+    swap_above: Vec<(KeptFile, KeptFile)>,
     /// v2 memory.pressure.
     pressure: KeptFile,
     /// v1 memory.oom_control.
@@ -352,6 +373,9 @@ impl CgroupReader {
             max: KeptFile::new(d.join(V2_MAX)),
             stat: KeptFile::new(d.join("memory.stat")),
             swap: KeptFile::new(d.join(swap)),
+            swap_max: KeptFile::new(d.join(V2_SWAP_MAX)),
+            events: KeptFile::new(d.join(V2_EVENTS)),
+            swap_above: Vec::new(),
             pressure: KeptFile::new(d.join("memory.pressure")),
             oom_control: KeptFile::new(d.join("memory.oom_control")),
             memsw_limit: KeptFile::new(d.join(V1_MEMSW_LIMIT)),
@@ -396,6 +420,9 @@ impl CgroupReader {
             major_faults: stat.pgmajfault,
             pressure: None,
             swap_accounting,
+            swap_max: None,
+            swap_room_above: None,
+            events_high: None,
         })
     }
 
@@ -409,6 +436,15 @@ impl CgroupReader {
         let stat = v2::parse_stat(self.stat.path(), text)?;
         // memory.swap.current and memory.swap.max exist together, with swap accounting.
         let swap = read_optional_u64(&mut self.swap, &mut self.buf)?.map(Bytes);
+        let swap_max = match self.swap_max.read_optional_str(&mut self.buf)? {
+            Some(text) => Some(Limit::parse_v2(self.swap_max.path(), V2_SWAP_MAX, text)?),
+            None => None,
+        };
+        let swap_room_above = self.swap_room_above()?;
+        let events_high = match self.events.read_optional_str(&mut self.buf)? {
+            Some(text) => v2::parse_events(self.events.path(), text)?.high,
+            None => None,
+        };
         let pressure = match self.pressure.read_optional_str(&mut self.buf)? {
             Some(text) => Some(crate::fs::pressure::parse_pressure(
                 self.pressure.path(),
@@ -428,7 +464,51 @@ impl CgroupReader {
             major_faults: stat.pgmajfault,
             pressure,
             swap_accounting: swap.is_some(),
+            swap_max,
+            swap_room_above,
+            events_high,
         })
+    }
+
+    /// v2: watches the swap limit of every cgroup from this one's parent up to `mount` (the
+    /// hierarchy's mount point, whose root cgroup has no swap limit) that bounds it now, so
+    /// each reading knows the swap they leave it (`CgroupSample::swap_room_above`), at two
+    /// kept files per bounding cgroup and none for the others. A cgroup above whose limit is
+    /// `max` now is not read again: one set later goes unseen until the tenant is adopted
+    /// again. One that cannot be read is left out.
+    pub fn watch_swap_above(&mut self, mount: &Path) {
+        self.swap_above.clear();
+        if self.version != CgroupVersion::V2 {
+            return;
+        }
+        let mut dir = self.dir.path().parent();
+        while let Some(d) = dir.filter(|d| d.starts_with(mount) && *d != mount) {
+            if let Ok(Some(Limit::Bytes(_))) = v2::read_swap_max(d) {
+                self.swap_above.push((
+                    KeptFile::new(d.join(V2_SWAP_MAX)),
+                    KeptFile::new(d.join("memory.swap.current")),
+                ));
+            }
+            dir = d.parent();
+        }
+    }
+
+    /// The least swap the watched cgroups above leave (their limit less their usage; all of
+    /// it taken when the usage is unknown); `None` when none bounds it now.
+    fn swap_room_above(&mut self) -> Result<Option<Bytes>, FsError> {
+        let mut least: Option<Bytes> = None;
+        for (max, current) in &mut self.swap_above {
+            let Some(text) = max.read_optional_str(&mut self.buf)? else {
+                continue;
+            };
+            let Limit::Bytes(limit) = Limit::parse_v2(max.path(), V2_SWAP_MAX, text)? else {
+                continue;
+            };
+            let used = read_optional_u64(current, &mut self.buf)?.map(Bytes);
+            let room = limit.saturating_sub(used.unwrap_or(limit));
+            least = Some(least.map_or(room, |l| l.min(room)));
+        }
+        Ok(least)
     }
 
     /// The processes in this cgroup (not those in child cgroups), into `out` (cleared first).
@@ -680,11 +760,78 @@ mod tests {
         assert_eq!(s.refault_file, Some(11));
         assert_eq!(s.pressure.unwrap().some.total_stall_us, 1234);
         assert!(s.swap_accounting);
+        assert_eq!(s.swap_max, Some(Limit::Max));
+        assert_eq!(s.events_high, Some(4));
+        fs::write(cg.dir().join("memory.swap.max"), "0\n").unwrap();
+        assert_eq!(cg.sample().unwrap().swap_max, Some(mib(0)));
 
         let (_tmp, cg) = v2_cgroup(false);
+        fs::remove_file(cg.dir().join("memory.events")).unwrap();
         let s = cg.sample().unwrap();
         assert_eq!(s.swap, None);
         assert!(!s.swap_accounting);
+        assert_eq!(s.swap_max, None, "no swap accounting: unknown, not 0");
+        assert_eq!(s.events_high, None, "no memory.events: unknown, not 0");
+    }
+
+    #[test]
+    fn a_v2_readers_swap_max_and_events_are_read_again_through_kept_files() {
+        let (_tmp, cg) = v2_cgroup(true);
+        let mut r = CgroupReader::new(&cg);
+        assert_eq!(r.sample().unwrap().events_high, Some(4));
+        fs::write(cg.dir().join("memory.swap.max"), "1048576\n").unwrap();
+        fs::write(cg.dir().join("memory.events"), "low 0\nhigh 90\nmax 0\n").unwrap();
+        let s = r.sample().unwrap();
+        assert_eq!((s.swap_max, s.events_high), (Some(mib(1)), Some(90)));
+        fs::write(cg.dir().join("memory.swap.max"), "lots\n").unwrap();
+        let msg = r.sample().unwrap_err().to_string();
+        assert!(
+            msg.contains("memory.swap.max") && msg.contains("lots"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn the_swap_limits_above_a_v2_cgroup_bound_its_room_when_watched() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mount = tmp.path();
+        // mount/a (swap.max 100 MiB, 30 used) / b (max) / tenant (max, its own).
+        let (a, b) = (mount.join("a"), mount.join("a/b"));
+        let dir = b.join("tenant");
+        fake_v2(&dir, true);
+        for (d, max, current) in [(&a, "104857600\n", "31457280\n"), (&b, "max\n", "0\n")] {
+            fs::write(d.join("memory.swap.max"), max).unwrap();
+            fs::write(d.join("memory.swap.current"), current).unwrap();
+        }
+        let cg = MemoryCgroup::new(CgroupVersion::V2, dir);
+        let mut r = CgroupReader::new(&cg);
+        assert_eq!(r.sample().unwrap().swap_room_above, None, "not watched");
+        r.watch_swap_above(mount);
+        assert_eq!(
+            r.sample().unwrap().swap_room_above,
+            Some(Bytes::from_mib(70))
+        );
+        fs::write(a.join("memory.swap.current"), "94371840\n").unwrap();
+        assert_eq!(
+            r.sample().unwrap().swap_room_above,
+            Some(Bytes::from_mib(10))
+        );
+        // b was unbounded when looked at: not read, until watched again.
+        fs::write(b.join("memory.swap.max"), "0\n").unwrap();
+        assert_eq!(
+            r.sample().unwrap().swap_room_above,
+            Some(Bytes::from_mib(10))
+        );
+        r.watch_swap_above(mount);
+        assert_eq!(r.sample().unwrap().swap_room_above, Some(Bytes::ZERO));
+        // Back to max above: no bound.
+        fs::write(a.join("memory.swap.max"), "max\n").unwrap();
+        fs::write(b.join("memory.swap.max"), "max\n").unwrap();
+        assert_eq!(r.sample().unwrap().swap_room_above, None);
+        // The mount point itself (the root cgroup) is never read.
+        fs::write(mount.join("memory.swap.max"), "0\n").unwrap();
+        r.watch_swap_above(mount);
+        assert_eq!(r.sample().unwrap().swap_room_above, None);
     }
 
     #[test]

@@ -54,8 +54,9 @@ pub enum WorldEvent {
     /// A tenant marked isolated has pages merged with others' (its own processes asked the
     /// kernel to merge): reported once.
     IsolatedMerged { id: TenantId, pages: Pages },
-    /// A tenant stalled at its limit (Linux v1, OOM killer disabled by memtide) got its limit
-    /// raised at once, between ticks.
+    /// A tenant stalled at its limit got its limit raised at once: Linux v1, its OOM killer
+    /// disabled by memtide, between ticks; v2, throttled over memory.high under pressure, at
+    /// the tick.
     Rescued {
         id: TenantId,
         from: Pages,

@@ -190,6 +190,13 @@ fn check_rails(doc: &Document, r: &RailsSection) -> Result<()> {
         r.backoff_pressure,
         |v| v > 0.0 && v <= 100.0,
         "must be > 0 and <= 100 (PSI avg10 is a percentage)",
+    )?;
+    number_in(
+        doc,
+        at.key("backoff_throttled_per_s"),
+        r.backoff_throttled_per_s,
+        |v| v > 0.0,
+        "must be a finite number > 0",
     )
 }
 

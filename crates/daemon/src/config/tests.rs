@@ -82,6 +82,7 @@ const BAD: &[(&str, &str, &str, &str)] = &[
     ("[rails]\nbackoff_refaults_per_s = -inf\n", "rails.backoff_refaults_per_s", "-inf", "must be a finite number > 0"),
     ("[rails]\nbackoff_pressure = -1.0\n", "rails.backoff_pressure", "-1.0", "must be > 0 and <= 100"),
     ("[rails]\nbackoff_pressure = 150\n", "rails.backoff_pressure", "150", "must be > 0 and <= 100"),
+    ("[rails]\nbackoff_throttled_per_s = 0\n", "rails.backoff_throttled_per_s", "0", "must be a finite number > 0"),
     ("[rails]\nbackoff_faults_per_s = 5\n", "rails.backoff_faults_per_s", "5", "unknown field `backoff_faults_per_s`, expected one of `shrink_step`"),
     // [[tenant]]: name
     ("[[tenant]]\ncgroup = \"/a\"\nmax = \"1G\"\n", "tenant[0]", "", "missing field `name`"),
@@ -284,6 +285,7 @@ fn an_empty_file_gives_every_default() {
     assert_eq!(r.floor_margin_bytes, 32 * MIB);
     assert_eq!(r.backoff_faults_per_s, 2000.0);
     assert_eq!(r.backoff_pressure, 10.0);
+    assert_eq!(r.backoff_throttled_per_s, 100.0);
     assert!(c.tenants.is_empty());
     // Empty sections are the same as absent ones.
     assert_eq!(parse_ok("[daemon]\n[host]\n[policy]\n[rails]\n"), c);
@@ -358,6 +360,7 @@ shrink_step = 0.1
 floor_margin = 67108864
 backoff_refaults_per_s = 500
 backoff_pressure = 25.5
+backoff_throttled_per_s = 40
 
 [balloon]
 enabled = false
@@ -443,6 +446,7 @@ fn a_full_file_reads_every_key() {
             floor_margin_bytes: 64 * MIB,
             backoff_faults_per_s: 500.0,
             backoff_pressure: 25.5,
+            backoff_throttled_per_s: 40.0,
         },
         balloon: BalloonSection {
             enabled: false,

@@ -191,6 +191,7 @@ fn host_options(config: &DaemonConfig) -> HostOptions {
         write_timeout: config.host.write_timeout,
         dry_run: config.daemon.dry_run,
         log_dir: config.daemon.state_file.parent().map(|d| d.join("logs")),
+        rescue_pressure: config.rails.backoff_pressure,
     }
 }
 
@@ -391,6 +392,7 @@ pub(super) fn rails(r: &RailsSection) -> LimitRails {
         floor_margin: Bytes(r.floor_margin_bytes).to_pages_ceil(),
         backoff_faults_per_s: r.backoff_faults_per_s,
         backoff_pressure: r.backoff_pressure,
+        backoff_throttled_per_s: r.backoff_throttled_per_s,
         ..LimitRails::default()
     }
 }

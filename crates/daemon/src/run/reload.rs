@@ -89,6 +89,10 @@ impl Daemon {
         runner.set_tick_length(new.daemon.tick);
         runner.controller_mut().set_rails(rails(&new.rails));
         runner
+            .world_mut()
+            .linux_mut()
+            .set_rescue_pressure(new.rails.backoff_pressure);
+        runner
             .controller_mut()
             .set_reclaim_always(new.policy.reclaim == Reclaim::Always);
         runner.controller_mut().set_cache(cache(new.cache.as_ref()));

@@ -19,6 +19,8 @@ pub struct Context {
     pub no_anon_swap: bool,
     /// The smallest lowering of its limit worth a kernel write (see `SMALLEST_LOWERING`).
     pub smallest_lowering: Pages,
+    /// v2 memory.reclaim lately answered EAGAIN for this tenant (see `host::ReclaimRefusal`).
+    pub reclaim_refused: bool,
 }
 
 /// The observation of tenant `id` from its reading `now` and the one before (`None` at the
@@ -30,7 +32,7 @@ pub fn observation(
     before: Option<&CgroupSample>,
     ctx: &Context,
 ) -> TenantObservation {
-    let (swap_ins, refaults, major_faults) = match before {
+    let (swap_ins, refaults, major_faults, throttled) = match before {
         Some(b) => (
             distinct_swap_ins(
                 delta(now.refault_anon, b.refault_anon),
@@ -39,8 +41,9 @@ pub fn observation(
             ),
             delta(now.refault_file, b.refault_file),
             delta(now.major_faults, b.major_faults),
+            delta(now.events_high, b.events_high),
         ),
-        None => (None, None, None),
+        None => (None, None, None, None),
     };
     let mut obs = TenantObservation {
         anon: now.anon.map(Bytes::to_pages_floor),
@@ -60,6 +63,8 @@ pub fn observation(
         pressure_full: now.pressure.and_then(|p| p.full).map(|f| f.avg10_pct),
         unevictable: now.unevictable.map(Bytes::to_pages_ceil),
         smallest_lowering: ctx.smallest_lowering,
+        throttled,
+        reclaim_refused: ctx.reclaim_refused,
     });
     obs
 }
@@ -72,8 +77,9 @@ pub fn limit_pages(limit: Limit, machine: Pages) -> Pages {
     }
 }
 
-/// Memory the tenant cannot give back now: its anonymous memory beyond the free swap (all of
-/// it when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole
+/// Memory the tenant cannot give back now: its anonymous memory beyond the swap it may still
+/// use (the host's free swap, and no more than its own v2 memory.swap.max leaves it; none at
+/// all when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole
 /// usage minus known page cache: never as zero.
 pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool) -> Pages {
     let anon = match (sample.anon, sample.file) {
@@ -82,9 +88,29 @@ pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool
         (None, None) => sample.usage,
     }
     .to_pages_ceil();
-    let swap_room = if no_anon_swap { Pages::ZERO } else { swap_free };
+    let swap_room = if no_anon_swap {
+        Pages::ZERO
+    } else {
+        swap_allowed(sample).map_or(swap_free, |allowed| allowed.min(swap_free))
+    };
     let unevictable = sample.unevictable.unwrap_or(Bytes::ZERO).to_pages_ceil();
     anon.saturating_sub(swap_room) + unevictable
+}
+
+/// The swap the v2 memory.swap.max of the cgroup and of those above it still let it use: the
+/// least of its own limit less what it has in swap (all of it taken when that is unknown) and
+/// the room the limits above leave; `None` when none sets a bound (`max`) or none is known
+/// (v1, no swap accounting: the host's free swap alone bounds it).
+fn swap_allowed(sample: &CgroupSample) -> Option<Pages> {
+    let own = match sample.swap_max {
+        Some(Limit::Bytes(max)) => Some(max.saturating_sub(sample.swap.unwrap_or(max))),
+        Some(Limit::Max) | None => None,
+    };
+    match (own, sample.swap_room_above) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+    .map(Bytes::to_pages_floor)
 }
 
 /// Pages in swap at a reading.
@@ -137,6 +163,9 @@ mod tests {
             major_faults: Some(3),
             pressure: None,
             swap_accounting: true,
+            swap_max: None,
+            swap_room_above: None,
+            events_high: None,
         }
     }
 
@@ -146,6 +175,7 @@ mod tests {
             swap_free: Pages::from_mib(swap_free_mib),
             no_anon_swap: false,
             smallest_lowering: Pages(256),
+            reclaim_refused: false,
         }
     }
 
@@ -176,9 +206,14 @@ mod tests {
     #[test]
     fn counters_become_deltas_and_a_counter_that_went_backwards_starts_afresh() {
         let before = sample(Limit::Bytes(Bytes(400 * MIB)));
+        let before = CgroupSample {
+            events_high: Some(40),
+            ..before
+        };
         let now = CgroupSample {
             refault_file: Some(25),
             major_faults: Some(1),
+            events_high: Some(52),
             unevictable: Some(Bytes(4097)),
             pressure: Some(Pressure {
                 some: PsiLine {
@@ -209,6 +244,8 @@ mod tests {
         assert!(!lever.unlimited);
         assert_eq!(lever.pressure, Some(2.5));
         assert_eq!(lever.pressure_full, Some(0.75));
+        assert_eq!(lever.throttled, Some(12), "memory.events high 40 then 52");
+        assert!(!lever.reclaim_refused);
         assert_eq!(
             lever.unevictable,
             Some(Pages(2)),
@@ -227,7 +264,13 @@ mod tests {
             unevictable: None,
             ..before.clone()
         };
-        let obs = observation(TenantId(0), &now, Some(&before), &ctx(0));
+        let refused = Context {
+            reclaim_refused: true,
+            ..ctx(0)
+        };
+        let obs = observation(TenantId(0), &now, Some(&before), &refused);
+        assert!(obs.levers.limit.unwrap().reclaim_refused);
+        assert_eq!(obs.levers.limit.unwrap().throttled, None, "v1: not counted");
         assert_eq!(obs.anon, None);
         assert_eq!(obs.swapped, None);
         assert_eq!(obs.swap_ins, None);
@@ -261,6 +304,67 @@ mod tests {
             unreclaimable(&unevictable, Pages::from_mib(1000), false),
             Pages::from_mib(10)
         );
+    }
+
+    #[test]
+    fn a_cgroups_own_swap_max_bounds_the_swap_its_anon_may_use() {
+        let mib = Pages::from_mib;
+        let with = |swap_max: Option<Limit>, swap: Option<u64>| CgroupSample {
+            swap_max,
+            swap: swap.map(|m| Bytes(m * MIB)),
+            ..sample(Limit::Max)
+        };
+        let bytes = |m: u64| Some(Limit::Bytes(Bytes(m * MIB)));
+        // 250 MiB anon, `swap_free` MiB free on the host.
+        let cases = [
+            (with(bytes(0), Some(0)), 1000, mib(250), "swap.max 0: none"),
+            (
+                with(bytes(100), Some(40)),
+                1000,
+                mib(190),
+                "60 MiB left of 100",
+            ),
+            (
+                with(bytes(100), Some(40)),
+                30,
+                mib(220),
+                "the host has less",
+            ),
+            (with(bytes(100), Some(120)), 1000, mib(250), "over its max"),
+            (
+                with(bytes(100), None),
+                1000,
+                mib(250),
+                "usage unknown: all used",
+            ),
+            (
+                with(Some(Limit::Max), Some(40)),
+                1000,
+                mib(0),
+                "max: unbounded",
+            ),
+            (
+                with(None, None),
+                100,
+                mib(150),
+                "unknown: the host's swap alone",
+            ),
+        ];
+        let above = |swap_max: Option<Limit>, room_mib: u64| CgroupSample {
+            swap_room_above: Some(Bytes(room_mib * MIB)),
+            ..with(swap_max, Some(40))
+        };
+        let cases = cases.into_iter().chain([
+            (above(bytes(100), 20), 1000, mib(230), "20 MiB left above"),
+            (above(bytes(100), 200), 1000, mib(190), "its own 60 MiB"),
+            (above(Some(Limit::Max), 20), 1000, mib(230), "its own max"),
+            (above(None, 20), 1000, mib(230), "its own unknown"),
+        ]);
+        for (s, swap_free, want, why) in cases {
+            assert_eq!(unreclaimable(&s, mib(swap_free), false), want, "{why}");
+        }
+        let obs = observation(TenantId(0), &with(bytes(0), Some(0)), None, &ctx(1000));
+        assert_eq!(obs.levers.limit.unwrap().unreclaimable, mib(250));
     }
 
     #[test]

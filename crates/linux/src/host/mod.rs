@@ -15,6 +15,7 @@ mod oom_guard;
 pub mod paths;
 pub mod protection;
 mod release;
+mod rescue;
 pub mod sampling;
 mod saved;
 mod tenant;
@@ -56,6 +57,9 @@ pub struct HostOptions {
     pub dry_run: bool,
     /// Where launched commands' output goes (one `<name>.log` per tenant); `None`: discarded.
     pub log_dir: Option<PathBuf>,
+    /// The tenant's own PSI some avg10 (percent) at which a v2 tenant throttled over its
+    /// memory.high is rescued (see `rescue.rs`): the rails' `backoff_pressure`.
+    pub rescue_pressure: f64,
 }
 
 /// The real host.
@@ -374,6 +378,8 @@ impl LinuxHost {
                 ..
             }
         );
+        let mut reader = CgroupReader::new(&cgroup);
+        reader.watch_swap_above(&self.hierarchy.mount);
         let tenant = ManagedTenant {
             id,
             name: name.to_string(),
@@ -388,7 +394,7 @@ impl LinuxHost {
                 },
                 io: None,
             },
-            reader: CgroupReader::new(&cgroup),
+            reader,
             pids: Vec::new(),
             oom: OomState::default(),
             cgroup,
@@ -396,6 +402,7 @@ impl LinuxHost {
             no_anon_swap,
             last_sample: None,
             unreclaimable: Pages::ZERO,
+            reclaim_refused: 0,
             adapter: None,
             max: None,
             _lock: lock,
@@ -514,7 +521,7 @@ impl LinuxHost {
         let swap_free = self.swap_free;
         let machine = self.machine;
         let t = self.tenants.get_mut(&id).expect("observed tenants exist");
-        let sample = t.reader.sample()?;
+        let mut sample = t.reader.sample()?;
         // The whole list only when the sampler or page sharing is to use it, or to count the
         // adapter out (a tenant whose server exited is gone, though its adapter runs on); else
         // whether there is anyone.
@@ -534,11 +541,23 @@ impl LinuxHost {
         let near_limit = near_its_limit(&sample);
         t.oom.pending |= t.record.oom.guard_on && near_limit;
         self.oom_due |= t.record.oom.guard_on && near_limit;
+        t.reclaim_refused = t.reclaim_refused.saturating_sub(1);
+        let reclaim_refused = t.reclaim_refused > 0;
+        if !self.options.dry_run {
+            let rescue = rescue::Rescue {
+                machine,
+                pressure: self.options.rescue_pressure,
+                reclaim_refused,
+                timeout: self.options.write_timeout,
+            };
+            rescue.throttled(t, &mut sample, &mut self.events);
+        }
         let ctx = derive::Context {
             machine,
             swap_free,
             no_anon_swap: t.no_anon_swap,
             smallest_lowering: SMALLEST_LOWERING,
+            reclaim_refused,
         };
         let mut obs = derive::observation(id, &sample, t.last_sample.as_ref(), &ctx);
         t.unreclaimable = obs.levers.limit.map_or(Pages::ZERO, |l| l.unreclaimable);
@@ -607,15 +626,15 @@ impl LinuxHost {
                 // v2: memory.high only throttles the tenant toward the new limit as it
                 // allocates; memory.reclaim takes the excess now, without a limit to remember.
                 // (v1's limit write reclaims by itself; `reclaim` is a no-op there.)
+                // One the kernel could not do (EAGAIN) is not asked again for a while: it
+                // counts as the tenant's pressure (the rails hold its shrinks, a throttled
+                // tenant is rescued), and memory.high alone moves it meanwhile.
                 let usage = t.last_sample.as_ref().map_or(Bytes::ZERO, |s| s.usage);
                 let excess = usage.saturating_sub(to.to_bytes());
-                if excess > Bytes::ZERO {
-                    if let Err(e) = t.cgroup.reclaim(excess, timeout) {
-                        self.events.push(WorldEvent::WriteFailed {
-                            id,
-                            to,
-                            error: e.to_string(),
-                        });
+                if excess > Bytes::ZERO && t.reclaim_refused == 0 {
+                    let answer = t.cgroup.reclaim(excess, timeout);
+                    if let Some(error) = reclaim_answered(t, answer) {
+                        self.events.push(WorldEvent::WriteFailed { id, to, error });
                     }
                 }
                 self.events.push(WorldEvent::Limit {
@@ -639,6 +658,22 @@ impl LinuxHost {
 /// step), as the tenants' limit levers declare it: the policy holds smaller ones back while the
 /// budget has room for them (`memtide_policy::mechanism::limit::hold_small_lowerings`).
 pub const SMALLEST_LOWERING: Pages = Pages(256);
+
+/// Observations during which a tenant whose memory.reclaim answered EAGAIN counts as under
+/// pressure (`LimitLever::reclaim_refused`: the rails hold its shrinks) and memory.reclaim is
+/// not written for it: the kernel just found nothing more to take.
+pub const RECLAIM_REFUSED_TICKS: u32 = 10;
+
+/// Takes note of memory.reclaim's answer for `t`: an EAGAIN (`FsError::Busy`) starts its
+/// refusal ([`RECLAIM_REFUSED_TICKS`]). Returns the failure to report, if any.
+fn reclaim_answered(t: &mut ManagedTenant, answer: Result<bool, FsError>) -> Option<String> {
+    let e = answer.err()?;
+    if e.is_busy() {
+        // This tick's, then the next observations'.
+        t.reclaim_refused = RECLAIM_REFUSED_TICKS + 1;
+    }
+    Some(e.to_string())
+}
 
 /// A tenant about to be managed, as `insert` takes it.
 struct Inserted<'a> {
@@ -802,6 +837,7 @@ mod tests {
                 write_timeout: Duration::from_secs(5),
                 dry_run: false,
                 log_dir: None,
+                rescue_pressure: 10.0,
             },
         )
         .unwrap()
@@ -865,6 +901,67 @@ mod tests {
         assert_eq!(limit.pressure, Some(1.5));
         let again = host.observe().unwrap();
         assert_eq!(again.tenants[0].refaults, Some(0));
+    }
+
+    #[test]
+    fn a_v2_tenant_whose_swap_max_is_zero_keeps_its_anon_in_the_floor_despite_host_swap() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        std::fs::write(
+            root.path().join("proc/meminfo"),
+            "MemTotal: 8388608 kB\nMemFree: 4194304 kB\nMemAvailable: 6291456 kB\nSwapTotal: 1048576 kB\nSwapFree: 1048576 kB\n",
+        )
+        .unwrap();
+        let dir = root.path().join("cg/t");
+        std::fs::write(dir.join("memory.swap.max"), "0").unwrap();
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        let floor = |host: &mut LinuxHost| {
+            host.observe().unwrap().tenants[0]
+                .levers
+                .limit
+                .unwrap()
+                .unreclaimable
+        };
+        assert_eq!(floor(&mut host), Pages::from_mib(250), "may not swap");
+        host.drain_events();
+        host.apply(&limit_to(TenantId(0), 200)).unwrap();
+        assert!(
+            matches!(host.drain_events()[..], [WorldEvent::BelowFloor { .. }]),
+            "the last check refuses a limit under its anon"
+        );
+        std::fs::write(dir.join("memory.swap.max"), (100 * MIB).to_string()).unwrap();
+        assert_eq!(
+            floor(&mut host),
+            Pages::from_mib(150),
+            "100 MiB it may swap"
+        );
+        std::fs::write(dir.join("memory.swap.max"), "max").unwrap();
+        assert_eq!(floor(&mut host), Pages::ZERO, "the host's 1 GiB free");
+    }
+
+    #[test]
+    fn a_v2_tenant_under_a_parent_that_may_not_swap_keeps_its_anon_in_the_floor() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        std::fs::write(
+            root.path().join("proc/meminfo"),
+            "MemTotal: 8388608 kB\nMemFree: 4194304 kB\nMemAvailable: 6291456 kB\nSwapTotal: 1048576 kB\nSwapFree: 1048576 kB\n",
+        )
+        .unwrap();
+        let parent = root.path().join("cg/p");
+        std::fs::create_dir(&parent).unwrap();
+        std::fs::rename(root.path().join("cg/t"), parent.join("t")).unwrap();
+        std::fs::write(parent.join("memory.swap.max"), (64 * MIB).to_string()).unwrap();
+        std::fs::write(parent.join("memory.swap.current"), (14 * MIB).to_string()).unwrap();
+        host.adopt(TenantId(0), "t", "/p/t", None, Origin::Adopted)
+            .unwrap();
+        let floor = host.observe().unwrap().tenants[0]
+            .levers
+            .limit
+            .unwrap()
+            .unreclaimable;
+        assert_eq!(floor, Pages::from_mib(200), "50 MiB of swap left above it");
     }
 
     #[test]
@@ -965,6 +1062,7 @@ mod tests {
                 write_timeout: Duration::from_secs(5),
                 dry_run: false,
                 log_dir: None,
+                rescue_pressure: 10.0,
             },
         )
         .unwrap()
@@ -1151,6 +1249,149 @@ mod tests {
             rescues(&mut host),
             vec![(Pages::from_mib(200), Pages::from_mib(210))]
         );
+    }
+
+    /// The lever of tenant 0 at a new observation.
+    fn lever(host: &mut LinuxHost) -> memtide_model::LimitLever {
+        host.observe().unwrap().tenants[0].levers.limit.unwrap()
+    }
+
+    #[test]
+    fn a_reclaim_the_kernel_refused_holds_shrinks_and_is_not_asked_again_for_ten_ticks() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        let reclaim = root.path().join("cg/t/memory.reclaim");
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        assert!(!lever(&mut host).reclaim_refused);
+        host.apply(&limit_to(TenantId(0), 280)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&reclaim).unwrap(),
+            (20 * MIB).to_string()
+        );
+        // The kernel answers EAGAIN (as write_bounded reports it): reported, and remembered.
+        let t = host.tenants.get_mut(&TenantId(0)).unwrap();
+        let busy = FsError::Busy {
+            path: reclaim.clone(),
+            value: (20 * MIB).to_string(),
+        };
+        let error = reclaim_answered(t, Err(busy)).unwrap();
+        assert!(error.contains("memory.reclaim"), "{error}");
+        std::fs::write(&reclaim, "").unwrap();
+        for tick in 1..=RECLAIM_REFUSED_TICKS {
+            assert!(lever(&mut host).reclaim_refused, "tick {tick}: pressure");
+            // A lowering meanwhile moves memory.high alone.
+            host.apply(&limit_to(TenantId(0), 280 - u64::from(tick)))
+                .unwrap();
+            assert_eq!(
+                std::fs::read_to_string(&reclaim).unwrap(),
+                "",
+                "tick {tick}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(root.path().join("cg/t/memory.high")).unwrap(),
+            (270 * MIB).to_string()
+        );
+        assert!(!lever(&mut host).reclaim_refused, "ten ticks later");
+        host.apply(&limit_to(TenantId(0), 260)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&reclaim).unwrap(),
+            (40 * MIB).to_string()
+        );
+        // Any other failure is reported, and asked again at the next lowering.
+        let t = host.tenants.get_mut(&TenantId(0)).unwrap();
+        let other = FsError::Write {
+            path: reclaim.clone(),
+            value: "1".to_string(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        };
+        assert!(reclaim_answered(t, Err(other)).is_some());
+        assert!(reclaim_answered(t, Ok(true)).is_none());
+        assert!(!lever(&mut host).reclaim_refused);
+    }
+
+    /// Tenant 0's memory.events `high` count and own PSI some avg10.
+    fn throttle(root: &Path, high: u64, avg10: f64) {
+        let dir = root.join("cg/t");
+        std::fs::write(
+            dir.join("memory.events"),
+            format!("low 0\nhigh {high}\nmax 0\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join("memory.pressure"),
+            format!("some avg10={avg10:.2} avg60=0.00 avg300=0.00 total=1\n"),
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn a_v2_tenant_throttled_over_its_high_is_rescued_under_pressure_or_a_refused_reclaim() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        let high = root.path().join("cg/t/memory.high");
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.set_max(TenantId(0), Pages::from_mib(300));
+        throttle(root.path(), 10, 0.0);
+        host.observe().unwrap();
+        host.apply(&limit_to(TenantId(0), 280)).unwrap();
+        host.drain_events();
+        let rescued = |host: &mut LinuxHost| {
+            let limit = lever(host).limit;
+            let events: Vec<_> = host
+                .drain_events()
+                .into_iter()
+                .filter_map(|e| match e {
+                    WorldEvent::Rescued { from, to, .. } => Some((from, to)),
+                    _ => None,
+                })
+                .collect();
+            (limit, events)
+        };
+        let mib = Pages::from_mib;
+        // Throttled (usage 300 over high 280) without pressure: left to the rails.
+        throttle(root.path(), 20, 9.9);
+        assert_eq!(rescued(&mut host), (mib(280), vec![]));
+        // Under pressure but no longer throttled: nothing.
+        throttle(root.path(), 20, 50.0);
+        assert_eq!(rescued(&mut host), (mib(280), vec![]));
+        // Both: raised at once by one step, and observed at its new limit.
+        throttle(root.path(), 30, 10.0);
+        assert_eq!(rescued(&mut host), (mib(294), vec![(mib(280), mib(294))]));
+        assert_eq!(
+            std::fs::read_to_string(&high).unwrap(),
+            (294 * MIB).to_string()
+        );
+        // A refused reclaim stands for the pressure; never above the tenant's max.
+        let t = host.tenants.get_mut(&TenantId(0)).unwrap();
+        t.reclaim_refused = RECLAIM_REFUSED_TICKS + 1;
+        throttle(root.path(), 40, 0.0);
+        assert_eq!(rescued(&mut host), (mib(300), vec![(mib(294), mib(300))]));
+        throttle(root.path(), 50, 80.0);
+        assert_eq!(rescued(&mut host), (mib(300), vec![]), "at its max");
+        // Well under its limit, a tenant is not held by it.
+        host.set_max(TenantId(0), mib(1024));
+        std::fs::write(
+            root.path().join("cg/t/memory.current"),
+            (200 * MIB).to_string(),
+        )
+        .unwrap();
+        throttle(root.path(), 60, 80.0);
+        assert_eq!(rescued(&mut host), (mib(300), vec![]));
+        // Nor in a dry run, which writes nothing.
+        std::fs::write(
+            root.path().join("cg/t/memory.current"),
+            (300 * MIB).to_string(),
+        )
+        .unwrap();
+        host.options.dry_run = true;
+        throttle(root.path(), 70, 80.0);
+        assert_eq!(rescued(&mut host), (mib(300), vec![]));
+        host.options.dry_run = false;
+        throttle(root.path(), 80, 80.0);
+        assert_eq!(rescued(&mut host), (mib(315), vec![(mib(300), mib(315))]));
     }
 
     #[test]

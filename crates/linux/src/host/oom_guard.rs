@@ -5,7 +5,7 @@ use super::LinuxHost;
 use crate::cgroup::{CgroupSample, Limit, MemoryCgroup};
 use crate::fs::oom_events::OomEvents;
 use crate::fs::FsError;
-use memtide_model::{Bytes, Pages, TenantId, WorldEvent};
+use memtide_model::{Bytes, TenantId, WorldEvent};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -70,7 +70,7 @@ impl LinuxHost {
                 _ => continue,
             };
             let max = t.max.unwrap_or(machine);
-            let to = (from + from.scale(0.05).max(Pages::from_mib(8))).min(max);
+            let to = super::rescue::raised(from, max);
             if to > from
                 && t.reader
                     .set_limit(&t.cgroup, Limit::Bytes(to.to_bytes()), timeout)

@@ -79,6 +79,10 @@ pub struct ManagedTenant {
     pub last_sample: Option<CgroupSample>,
     /// What the tenant cannot give back, as last computed.
     pub unreclaimable: Pages,
+    /// v2: ticks left, this one included, during which a memory.reclaim that answered EAGAIN
+    /// counts as the tenant's pressure and memory.reclaim is not written for it again (each
+    /// observation takes one; 0 or 1 after it: none).
+    pub(crate) reclaim_refused: u32,
     /// The tenant's configured max: the OOM guard is on only while the limit is below it.
     pub(crate) max: Option<Pages>,
     /// The application's adapter, kept running in the cgroup.

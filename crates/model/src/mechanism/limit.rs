@@ -28,6 +28,14 @@ pub struct LimitLever {
     /// reports it: part of what it cannot give back, and no limit reclaims it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unevictable: Option<Pages>,
+    /// How often the world throttled the tenant for being over its limit since the last
+    /// observation (cgroup v2: memory.events `high`), where the world counts it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttled: Option<u64>,
+    /// The world lately could not take the tenant down to its limit (cgroup v2: memory.reclaim
+    /// answered EAGAIN): it has nothing more to give now, whatever its target says.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reclaim_refused: bool,
     /// The smallest lowering worth a write to this world (a kernel write that buys almost
     /// nothing costs more than a limit left a little higher): the limit planner holds smaller
     /// ones back while the budget has room for them. Zero: every change is carried out.
@@ -80,6 +88,11 @@ pub enum LimitRail {
     BackoffFaults { faults_per_s: f64 },
     /// Shrinking stopped: pressure (PSI some avg10, percent) at or above the threshold.
     BackoffPressure { pressure: f64 },
+    /// Shrinking stopped: the world throttles the tenant at its limit (times per second) at
+    /// or above the threshold.
+    BackoffThrottled { per_s: f64 },
+    /// Shrinking stopped: the world lately could not reclaim the tenant down to its limit.
+    BackoffRefused,
     /// A raise to `wanted` cut short: the limits may not add up to more than the budget, so a
     /// tenant gets more only as fast as the others give memory back.
     Budget { wanted: Pages },
@@ -96,7 +109,10 @@ impl LimitRail {
             LimitRail::Target => "target",
             LimitRail::Floor => "floor",
             LimitRail::Step => "step",
-            LimitRail::BackoffFaults { .. } | LimitRail::BackoffPressure { .. } => "backoff",
+            LimitRail::BackoffFaults { .. }
+            | LimitRail::BackoffPressure { .. }
+            | LimitRail::BackoffThrottled { .. }
+            | LimitRail::BackoffRefused => "backoff",
             LimitRail::Budget { .. } => "budget",
             LimitRail::Small { .. } => "small",
         }
@@ -120,6 +136,15 @@ impl fmt::Display for LimitNote {
             }
             LimitRail::BackoffPressure { pressure } => {
                 write!(f, " (backing off: pressure {pressure:.1}%)")
+            }
+            LimitRail::BackoffThrottled { per_s } => {
+                write!(
+                    f,
+                    " (backing off: throttled {per_s:.0} times/s at its limit)"
+                )
+            }
+            LimitRail::BackoffRefused => {
+                f.write_str(" (backing off: the kernel could not reclaim down to its limit)")
             }
             LimitRail::Budget { wanted } => write!(
                 f,
@@ -169,6 +194,18 @@ mod tests {
                 300,
                 300,
                 "limit holds at 300.0 MiB (backing off: 5000 faults/s)",
+            ),
+            (
+                LimitRail::BackoffThrottled { per_s: 240.0 },
+                300,
+                300,
+                "limit holds at 300.0 MiB (backing off: throttled 240 times/s at its limit)",
+            ),
+            (
+                LimitRail::BackoffRefused,
+                300,
+                300,
+                "limit holds at 300.0 MiB (backing off: the kernel could not reclaim down to its limit)",
             ),
         ];
         for (rail, from, to, want) in cases {

@@ -9,7 +9,9 @@
 //! 2. `wanted = max(target, floor)`. A limit that rises is set to `wanted` at once: a tenant
 //!    that needs memory must not wait.
 //! 3. A limit that would fall is held where it is while the tenant faults at or above
-//!    `backoff_faults_per_s` or its (or the host's) pressure is at or above `backoff_pressure`.
+//!    `backoff_faults_per_s`, its pressure is at or above `backoff_pressure`, the world
+//!    throttles it at its limit `backoff_throttled_per_s` times a second or more, or the world
+//!    lately could not reclaim it down to its limit.
 //! 4. Otherwise it falls to `wanted`, but by at most one step below what the tenant holds:
 //!    `max(wanted, min(limit, allocated) - max(shrink_step * allocated, min_step))`. Slack
 //!    between a loose limit and the usage goes at once; reclaiming memory the tenant holds goes
@@ -48,6 +50,8 @@ pub struct LimitRails {
     pub backoff_faults_per_s: f64,
     /// PSI some avg10 (percent) that stops a shrink.
     pub backoff_pressure: f64,
+    /// Throttles at the limit per second (cgroup v2 memory.events `high`) that stop a shrink.
+    pub backoff_throttled_per_s: f64,
 }
 
 impl Default for LimitRails {
@@ -58,9 +62,17 @@ impl Default for LimitRails {
             floor_margin: Pages::from_mib(32),
             backoff_faults_per_s: 2000.0,
             backoff_pressure: 10.0,
+            backoff_throttled_per_s: BACKOFF_THROTTLED_PER_S,
         }
     }
 }
+
+/// Throttles at its limit per second that stop a tenant's shrink by default. The kernel counts
+/// one (memory.events `high`) each time a task of a cgroup over memory.high returns to user
+/// space after charging more (checked once per charge batch of 64 pages), and delays it: a
+/// tenant charging some 25 MiB/s over its limit counts about 100 a second (reckoned from the
+/// kernel's code, not measured), one that only touches a page over it now and then a few.
+pub const BACKOFF_THROTTLED_PER_S: f64 = 100.0;
 
 /// One tenant's situation, as the rails need it.
 #[derive(Clone, Debug, PartialEq)]
@@ -76,8 +88,12 @@ pub struct LimitInput {
     pub unreclaimable: Pages,
     /// Faults per second over the last tick, where known.
     pub faults_per_s: Option<f64>,
-    /// The higher of the tenant's and the host's pressure, where known.
+    /// The tenant's own pressure, where known.
     pub pressure: Option<f64>,
+    /// Times per second the world throttled it at its limit over the last tick, where known.
+    pub throttled_per_s: Option<f64>,
+    /// The world lately could not reclaim it down to its limit.
+    pub reclaim_refused: bool,
 }
 
 /// Chooses this tick's limit (see the module docs).
@@ -110,6 +126,15 @@ pub fn plan_limit(input: &LimitInput, rails: &LimitRails) -> LimitNote {
     }
     if let Some(pressure) = input.pressure.filter(|&p| p >= rails.backoff_pressure) {
         return note(from, LimitRail::BackoffPressure { pressure });
+    }
+    if let Some(per_s) = input
+        .throttled_per_s
+        .filter(|&t| t >= rails.backoff_throttled_per_s)
+    {
+        return note(from, LimitRail::BackoffThrottled { per_s });
+    }
+    if input.reclaim_refused {
+        return note(from, LimitRail::BackoffRefused);
     }
     let step = input.allocated.scale(rails.shrink_step).max(rails.min_step);
     let stepped = from.min(input.allocated).saturating_sub(step);
@@ -172,9 +197,7 @@ pub fn plan(
         (Some(a), Some(b)) => Some(a.max(b)),
         (a, b) => a.or(b),
     };
-    let faults_per_s = faults
-        .zip(elapsed)
-        .map(|(n, dt)| n as f64 / dt.as_secs_f64());
+    let per_s = |n: Option<u64>| n.zip(elapsed).map(|(n, dt)| n as f64 / dt.as_secs_f64());
     let note = plan_limit(
         &LimitInput {
             target,
@@ -183,8 +206,10 @@ pub fn plan(
             limit: lever.limit,
             unlimited: lever.unlimited,
             unreclaimable: lever.unreclaimable,
-            faults_per_s,
+            faults_per_s: per_s(faults),
             pressure: lever.pressure,
+            throttled_per_s: per_s(lever.throttled),
+            reclaim_refused: lever.reclaim_refused,
         },
         rails,
     );
@@ -397,6 +422,8 @@ mod tests {
             unreclaimable: mib(100),
             faults_per_s: Some(0.0),
             pressure: None,
+            throttled_per_s: Some(0.0),
+            reclaim_refused: false,
         }
     }
 
@@ -507,6 +534,43 @@ mod tests {
                 rail: LimitRail::BackoffPressure { pressure: 12.5 },
             },
             Case {
+                name: "throttling at the limit stops a shrink",
+                input: LimitInput {
+                    throttled_per_s: Some(150.0),
+                    ..base(200)
+                },
+                to: mib(400),
+                rail: LimitRail::BackoffThrottled { per_s: 150.0 },
+            },
+            Case {
+                name: "throttling now and then does not",
+                input: LimitInput {
+                    throttled_per_s: Some(99.0),
+                    ..base(200)
+                },
+                to: mib(380),
+                rail: LimitRail::Step,
+            },
+            Case {
+                name: "a reclaim the world could not do stops a shrink",
+                input: LimitInput {
+                    reclaim_refused: true,
+                    ..base(200)
+                },
+                to: mib(400),
+                rail: LimitRail::BackoffRefused,
+            },
+            Case {
+                name: "a refused reclaim does not stop a rise",
+                input: LimitInput {
+                    reclaim_refused: true,
+                    throttled_per_s: Some(5000.0),
+                    ..base(500)
+                },
+                to: mib(500),
+                rail: LimitRail::Target,
+            },
+            Case {
                 name: "faults do not stop a rise",
                 input: LimitInput {
                     faults_per_s: Some(9000.0),
@@ -520,6 +584,7 @@ mod tests {
                 input: LimitInput {
                     faults_per_s: None,
                     pressure: None,
+                    throttled_per_s: None,
                     ..base(200)
                 },
                 to: mib(380),
@@ -532,6 +597,29 @@ mod tests {
             assert_eq!(note.rail, case.rail, "{}", case.name);
             assert_eq!(note.from, case.input.limit, "{}", case.name);
         }
+    }
+
+    #[test]
+    fn a_lever_s_throttles_are_rated_per_second_and_its_refused_reclaim_holds_a_shrink() {
+        let rails = LimitRails::default();
+        let mut t = TenantObservation::new(memtide_model::TenantId(0), mib(400));
+        (t.refaults, t.swap_ins) = (Some(0), Some(0));
+        let lever = |throttled, reclaim_refused| LimitLever {
+            limit: mib(400),
+            unreclaimable: mib(100),
+            throttled,
+            reclaim_refused,
+            ..LimitLever::default()
+        };
+        let two_s = Some(Duration::from_secs(2));
+        let rail = |l: &LimitLever| plan(&t, l, mib(64), mib(200), two_s, &rails).rail;
+        assert_eq!(
+            rail(&lever(Some(300), false)),
+            LimitRail::BackoffThrottled { per_s: 150.0 }
+        );
+        assert_eq!(rail(&lever(Some(150), false)), LimitRail::Step, "75/s");
+        assert_eq!(rail(&lever(None, false)), LimitRail::Step, "not counted");
+        assert_eq!(rail(&lever(None, true)), LimitRail::BackoffRefused);
     }
 
     #[test]

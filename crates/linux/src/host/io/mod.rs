@@ -549,6 +549,7 @@ mod tests {
                 write_timeout: TIMEOUT,
                 dry_run: false,
                 log_dir: None,
+                rescue_pressure: 10.0,
             },
         )
         .unwrap()
