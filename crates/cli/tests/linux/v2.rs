@@ -1,8 +1,9 @@
 //! memtide on a real cgroup v2 hierarchy (issue 29), inside a QEMU guest since this host's
 //! memory controller is v1 only: the idle tax on three adopted tenants with every file given
 //! back on SIGTERM, the floor honouring a tenant's own memory.swap.max, a SIGKILL and restart,
-//! and a second daemon refused. Each test boots one guest (host/v2guest.rs) whose workload
-//! prints what the guest's kernel files read; the assertions here are made on those lines.
+//! a second daemon refused, TWS converging and a shrink held on the tenant's own PSI. Each
+//! test boots one guest (host/v2guest.rs) whose workload prints what the guest's kernel files
+//! read; the assertions here are made on those lines. Guest times are printed (`--nocapture`).
 
 use crate::host::v2guest::{run, Line, Run};
 use crate::host::{mib, MIB};

@@ -271,7 +271,8 @@ pub fn run(test: &str, body: &str, timeout: Duration) -> Option<Run> {
         disk: None,
         memory: memtide_model::Bytes(GUEST_MIB << 20),
         cpus: GUEST_CPUS,
-        // memtide.zram: 1 GiB of compressed swap; the touchers' idle pages are zeros, cheap.
+        // memtide.zram: 1 GiB of compressed swap. Most tests' touchers write zero pages, which
+        // zram keeps for nothing; those that need swap-ins to cost something write unique ones.
         append: Some(format!(
             "console=ttyS0 quiet memtide.zram=1G memtide.then=poweroff memtide.run=\"sh {SCRIPT}\""
         )),
