@@ -11,4 +11,5 @@ pub use memtide_testkit::*;
 pub mod disk;
 pub mod mariadb;
 pub mod redis;
+pub mod v2guest;
 pub mod vm;
