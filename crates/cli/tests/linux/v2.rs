@@ -608,3 +608,111 @@ dump f /run/memtide/f.log
     run.assert_no_oom_kill(&["hot"]);
     run.assert_files_equal("before", "after", &["hot"]);
 }
+
+/// `parent = "self"` as under systemd's `Delegate=yes`: the daemon runs in /svc (a cgroup of
+/// the hierarchy's children, memory offered but not enabled there) and launches two tenants
+/// beside itself. It moves into /svc/memtide-daemon, enables memory for /svc's children,
+/// launches both with memory files of their own and, on SIGTERM, stops them, removes their
+/// cgroups, disables the controller again and moves back out of its leaf (removed). Then the
+/// same from /svc2, where another process stays: the start is refused in one line naming
+/// /svc2, and nothing memtide made is left.
+#[test]
+fn on_v2_parent_self_delegates_memory_from_memtide_s_own_leaf_and_gives_it_back() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "on_v2_parent_self_delegates_memory_from_memtide_s_own_leaf_and_gives_it_back";
+    let conf = |port: u16, name: &str| {
+        format!(
+            "[daemon]\ntick = \"500ms\"\nlisten = \"127.0.0.1:{port}\"\n\
+             state_file = \"/run/memtide/{name}.json\"\n\n\
+             [host]\nparent = \"self\"\nbudget = \"400M\"\n\n\
+             [[tenant]]\nname = \"busy\"\ncommand = [\"memtide-toucher\", \"--active\", \"120M\", \"--content\", \"zero\"]\n\
+             min = \"32M\"\nmax = \"300M\"\n\n\
+             [[tenant]]\nname = \"idle\"\ncommand = [\"memtide-toucher\", \"--active\", \"8M\", \"--idle\", \"100M\", \"--content\", \"zero\"]\n\
+             min = \"32M\"\nmax = \"300M\"\n"
+        )
+    };
+    let body = format!(
+        r#"
+S=/sys/fs/cgroup/svc
+mkdir $S /sys/fs/cgroup/svc2
+# A shell in /svc starts the daemon there, as systemd starts a delegated service.
+say "svc before subtree=[$(cat $S/cgroup.subtree_control)] offered=$(tr ' ' , <$S/cgroup.controllers)"
+{}{}sh -c 'echo $$ >/sys/fs/cgroup/svc/cgroup.procs && exec memtide daemon --config /etc/memtide/s.toml' >/dev/null 2>>/run/memtide/s.log &
+DPID=$!
+wait_until 60 sh -c "[ -d $S/busy ] && [ -d $S/idle ] && [ \$(cat $S/busy/memory.current) -ge $((100 << 20)) ]" ||
+    say "error what=launch subtree=[$(cat $S/cgroup.subtree_control)]"
+say "svc running subtree=[$(cat $S/cgroup.subtree_control)] daemon=$(cut -d: -f3 /proc/$DPID/cgroup)" \
+    "busy_high=$(cat $S/busy/memory.high) idle_high=$(cat $S/idle/memory.high)" \
+    "children=$(cd $S && ls -d */ | tr -d / | tr '\n' ,)"
+sleep 3
+stop TERM s
+say "svc after subtree=[$(cat $S/cgroup.subtree_control)] children=[$(cd $S && ls -d */ 2>/dev/null | tr -d / | tr '\n' ,)]"
+dump s /run/memtide/s.log
+# Another process in /svc2 besides the daemon: memory cannot be enabled there.
+sleep 300 &
+echo $! >/sys/fs/cgroup/svc2/cgroup.procs
+sh -c 'echo $$ >/sys/fs/cgroup/svc2/cgroup.procs && exec memtide daemon --config /etc/memtide/r.toml' >/dev/null 2>/run/memtide/r.log
+say "refused status=$? subtree=[$(cat /sys/fs/cgroup/svc2/cgroup.subtree_control)] children=[$(cd /sys/fs/cgroup/svc2 && ls -d */ 2>/dev/null | tr -d / | tr '\n' ,)]"
+dump r /run/memtide/r.log
+"#,
+        write_file("/etc/memtide/s.toml", &conf(9470, "s")),
+        write_file("/etc/memtide/r.toml", &conf(9471, "r")),
+    );
+    let Some(run) = run(test, &body, GUEST_TIMEOUT) else {
+        return;
+    };
+    run.assert_no_errors();
+    assert_v2(&run, "s");
+    let svc = run.lines("svc");
+    let phase = |p: &str| {
+        svc.iter()
+            .find(|l| l.text.contains(&format!("svc {p} ")))
+            .unwrap_or_else(|| panic!("no {p} line:\n{}", run.tail(80)))
+    };
+    assert_eq!(phase("before").get("subtree"), "[]");
+    let running = phase("running");
+    assert_eq!(running.get("subtree"), "[memory]", "{}", running.text);
+    assert_eq!(
+        running.get("daemon"),
+        "/svc/memtide-daemon",
+        "{}",
+        running.text
+    );
+    for t in ["busy_high", "idle_high"] {
+        assert!(
+            running.bytes(t).is_some(),
+            "a launched tenant has no memory.high of its own: {}",
+            running.text
+        );
+    }
+    let stopped = &run.lines("daemon")[0];
+    assert_eq!(
+        stopped.get("status"),
+        "0",
+        "{}\n{}",
+        stopped.text,
+        run.log("s")
+    );
+    let after = phase("after");
+    assert_eq!(
+        (after.get("subtree"), after.get("children")),
+        ("[]", "[]"),
+        "memtide left its changes to /svc: {}\n{}",
+        after.text,
+        run.log("s")
+    );
+    let refused = &run.lines("refused")[0];
+    let log = run.log("r");
+    assert_ne!(refused.get("status"), "0", "{}\n{log}", refused.text);
+    assert!(
+        log.lines()
+            .any(|l| l.contains("/svc2") && l.contains("memory controller")),
+        "the refusal does not name /svc2:\n{log}"
+    );
+    assert_eq!(
+        (refused.get("subtree"), refused.get("children")),
+        ("[]", "[]"),
+        "a refused start left something in /svc2: {}\n{log}",
+        refused.text
+    );
+}
