@@ -35,6 +35,9 @@ pub struct CgroupSample {
     pub anon: Option<Bytes>,
     /// Page cache: v1 `total_cache`, v2 `file`.
     pub file: Option<Bytes>,
+    /// tmpfs and shared memory, part of `file` but backed by swap like anonymous memory: v1
+    /// `total_shmem`, v2 `shmem`.
+    pub shmem: Option<Bytes>,
     /// Swapped out: v1 `total_swap` (or memsw usage − usage), v2 memory.swap.current.
     pub swap: Option<Bytes>,
     pub unevictable: Option<Bytes>,
@@ -413,6 +416,7 @@ impl CgroupReader {
             limit,
             anon: stat.rss,
             file: stat.cache,
+            shmem: stat.shmem,
             swap,
             unevictable: stat.unevictable,
             refault_anon: stat.workingset_refault_anon,
@@ -457,6 +461,7 @@ impl CgroupReader {
             limit: high.min(max),
             anon: stat.anon,
             file: stat.file,
+            shmem: stat.shmem,
             swap,
             unevictable: stat.unevictable,
             refault_anon: stat.workingset_refault_anon,

@@ -77,16 +77,20 @@ pub fn limit_pages(limit: Limit, machine: Pages) -> Pages {
     }
 }
 
-/// Memory the tenant cannot give back now: its anonymous memory beyond the swap it may still
-/// use (the host's free swap, and no more than its own v2 memory.swap.max leaves it; none at
-/// all when the cgroup may not swap), plus unevictable pages. Unknown anon counts as the whole
-/// usage minus known page cache: never as zero.
+/// Memory the tenant cannot give back now: its swap-backed memory (anonymous, and tmpfs or
+/// shared memory, which the kernel counts as page cache but can only swap) beyond the swap it
+/// may still use (the host's free swap, and no more than its own v2 memory.swap.max leaves it;
+/// none at all when the cgroup may not swap), plus unevictable pages. Unknown anon counts as
+/// the whole usage minus known page cache: never as zero; shmem is added where the kernel
+/// prints it (every kernel memtide runs on does).
 pub fn unreclaimable(sample: &CgroupSample, swap_free: Pages, no_anon_swap: bool) -> Pages {
-    let anon = match (sample.anon, sample.file) {
-        (Some(a), _) => a,
-        (None, Some(f)) => sample.usage.saturating_sub(f),
-        (None, None) => sample.usage,
+    let anon = match (sample.anon, sample.file, sample.shmem) {
+        (Some(a), _, Some(shmem)) => a + shmem,
+        (Some(a), _, None) => a,
+        (None, Some(f), _) => sample.usage.saturating_sub(f) + sample.shmem.unwrap_or_default(),
+        (None, None, _) => sample.usage,
     }
+    .min(sample.usage)
     .to_pages_ceil();
     let swap_room = if no_anon_swap {
         Pages::ZERO
@@ -156,6 +160,7 @@ mod tests {
             limit,
             anon: Some(Bytes(250 * MIB)),
             file: Some(Bytes(50 * MIB)),
+            shmem: Some(Bytes::ZERO),
             swap: Some(Bytes::ZERO),
             unevictable: Some(Bytes::ZERO),
             refault_anon: Some(10),
@@ -304,6 +309,21 @@ mod tests {
             unreclaimable(&unevictable, Pages::from_mib(1000), false),
             Pages::from_mib(10)
         );
+    }
+
+    #[test]
+    fn tmpfs_and_shared_memory_count_with_anon_as_memory_only_swap_can_take() {
+        // 250 anon + 40 of the 50 MiB cache in tmpfs: without swap all 290 stay.
+        let s = CgroupSample {
+            shmem: Some(Bytes(40 * MIB)),
+            ..sample(Limit::Max)
+        };
+        assert_eq!(unreclaimable(&s, Pages::ZERO, false), Pages::from_mib(290));
+        assert_eq!(
+            unreclaimable(&s, Pages::from_mib(100), false),
+            Pages::from_mib(190)
+        );
+        assert_eq!(unreclaimable(&s, Pages::ZERO, true), Pages::from_mib(290));
     }
 
     #[test]
