@@ -21,4 +21,5 @@ mod metrics;
 mod redis;
 mod safety;
 mod security;
+mod systemd;
 mod vm;
