@@ -107,10 +107,11 @@ flock 9 || die 1 "cannot lock $out/.lock"
 scratch=$(mktemp -d "$out/.build.XXXXXX")
 cleanup() {
     # debootstrap mounts proc and sys in its tree; a failure may leave them there.
-    findmnt -rn -o TARGET | grep "^$scratch/" | sort -r | while read -r m; do
+    local m
+    for m in $(findmnt -rn -o TARGET | grep "^$scratch/" | sort -r || true); do
         umount -l "$m" || true
     done
-    rm -rf --one-file-system "$scratch"
+    rm -rf --one-file-system "$scratch" || true
 }
 trap cleanup EXIT
 
