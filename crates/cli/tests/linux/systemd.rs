@@ -1,4 +1,4 @@
-//! memtide as systemd runs it (issue 29): the Debian package (scripts/deb.sh, built from the binaries under test) installed in a Debian 12 guest with systemd on a real cgroup v2 hierarchy (scripts/debian-guest.sh, booted under TCG), memtide.service adopting two Redis services by their cgroup paths, reloaded and stopped with systemctl.
+//! memtide as systemd runs it (issue 29): the Debian package (scripts/deb.sh, built from the binaries under test) installed in a Debian 12 guest with systemd on a real cgroup v2 hierarchy (scripts/debian-guest.sh, booted under TCG), memtide.service adopting two Redis services (one by its cgroup path, one by its unit name), reloaded and stopped with systemctl.
 //!
 //! The guest runs a script from a second virtio disk (the cloud kernel has no 9p, and a disk
 //! made with `mkfs.ext4 -d` needs neither a loop mount nor a change to the cached root image,
@@ -287,7 +287,7 @@ max = "512M"
 
 [[tenant]]
 name = "idle"
-cgroup = '$(systemctl show -p ControlGroup --value "$(unit idle)")'
+unit = "$(unit idle)"
 min = "32M"
 max = "512M"
 EOF
@@ -337,7 +337,7 @@ M done
 
 /// memtide.service from the Debian package, in a systemd guest on cgroup v2: installed,
 /// enabled and started by the package; started again by systemctl with a config adopting two
-/// Redis services by their cgroup paths under a budget below their use, it logs its start to
+/// Redis services (one by its cgroup path, one by `unit =`) under a budget below their use, it logs its start to
 /// the journal, the idle service gives memory first while the busy one serves GETs, no OOM
 /// kill happens, `systemctl reload` rereads the config in the same process, and `systemctl
 /// stop` gives each service back exactly the memory.high, memory.max and memory.low systemd
