@@ -114,13 +114,20 @@ fi
 if [[ -z $depends ]]; then
     glibc=$(objdump -T "$root/usr/bin/memtide" "$root/usr/bin/memtide-adapter" |
         grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -uV | tail -n 1)
-    pkgs=$(readelf -dW "$root/usr/bin/memtide" "$root/usr/bin/memtide-adapter" |
-        sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u | while read -r lib; do
-            path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ { print $NF; exit }')
-            [[ -n $path ]] || die 1 "the binaries need $lib, which this machine lacks"
-            dpkg -S "$(readlink -f "$path")" 2>/dev/null | head -n 1 | cut -d: -f1 ||
-                dpkg -S "$path" | head -n 1 | cut -d: -f1
-        done | sort -u)
+    pkgs=""
+    for lib in $(readelf -dW "$root/usr/bin/memtide" "$root/usr/bin/memtide-adapter" |
+        sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u); do
+        path=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64/ { print $NF; exit }') || true
+        [[ -n $path ]] || die 1 "the binaries need $lib, which this machine lacks"
+        # dpkg knows the file by the path it installed, /lib or /usr/lib (merged /usr).
+        pkg=""
+        for p in "$path" "$(readlink -f "$path")" "${path/#\/usr\/lib\//\/lib/}"; do
+            pkg=$(dpkg -S "$p" 2>/dev/null | head -n 1 | cut -d: -f1) || pkg=""
+            [[ -z $pkg ]] || break
+        done
+        [[ -n $pkg ]] || die 1 "no installed package holds $path (needed by the binaries)"
+        [[ " $pkgs " == *" $pkg "* ]] || pkgs="$pkgs $pkg"
+    done
     for p in $pkgs; do
         if [[ $p == libc6 && -n $glibc ]]; then p="libc6 (>= $glibc)"; fi
         depends="$depends${depends:+, }$p"
