@@ -311,6 +311,18 @@ n=0
 while ! journalctl -u memtide -o cat | grep -q ' reloaded ' && [ $n -lt 30 ]; do sleep 1; n=$((n + 1)); done
 M reload status=$st active=$(systemctl is-active memtide) pid=$(systemctl show -p MainPID --value memtide)
 
+# A crash: systemd restarts it (Restart=on-failure), and it re-adopts from the state file kept
+# in /run/memtide (RuntimeDirectoryPreserve=yes).
+old=$(systemctl show -p MainPID --value memtide)
+systemctl kill --kill-who=main -s KILL memtide
+n=0
+while [ $n -lt 60 ]; do
+    sleep 1; n=$((n + 1))
+    now=$(systemctl show -p MainPID --value memtide)
+    [ "$now" != 0 ] && [ "$now" != "$old" ] && journalctl -u memtide -o cat | grep -q ' info start .*readopting=true' && break
+done
+M crash restarts=$(systemctl show -p NRestarts --value memtide) pid=$(systemctl show -p MainPID --value memtide) active=$(systemctl is-active memtide) readopting=$(journalctl -u memtide -o cat | grep -c ' info start .*readopting=true') seconds=$n
+
 kill $bench
 for n in busy idle; do
     e=$(cgroup $n)/memory.events
@@ -335,13 +347,13 @@ M done
 /// enabled and started by the package; started again by systemctl with a config adopting two
 /// Redis services (one by its cgroup path, one by `unit =`) under a budget below their use, it logs its start to
 /// the journal, the idle service gives memory first while the busy one serves GETs, no OOM
-/// kill happens, `systemctl reload` rereads the config in the same process, and `systemctl
-/// stop` gives each service back exactly the memory.high, memory.max and memory.low systemd
-/// had set.
+/// kill happens, `systemctl reload` rereads the config in the same process, a SIGKILL is
+/// followed by systemd's restart and a re-adoption from the state file, and `systemctl stop`
+/// gives each service back exactly the memory.high, memory.max and memory.low systemd had set.
 #[test]
-fn memtide_service_adopts_systemd_services_reloads_and_restores_their_limits_at_stop() {
+fn memtide_service_adopts_services_reloads_survives_a_kill_and_restores_their_limits() {
     let _gate = memtide_testkit::file_gate(module_path!());
-    let test = "memtide_service_adopts_systemd_services_reloads_and_restores_their_limits_at_stop";
+    let test = "memtide_service_adopts_services_reloads_survives_a_kill_and_restores_their_limits";
     let Some(d) = debian(test) else { return };
     let tmp = tempfile::tempdir().unwrap();
     let deb = package(tmp.path());
@@ -492,7 +504,18 @@ fn memtide_service_adopts_systemd_services_reloads_and_restores_their_limits_at_
         "no `reloaded` line: {journal:?}"
     );
 
-    // Stop: a clean exit, and every limit back as systemd had set it.
+    // SIGKILL: restarted by systemd, re-adopting from the state file.
+    let crash = one("crash");
+    assert_eq!(crash.get("restarts"), "1", "{crash:?}");
+    assert_eq!(crash.get("active"), "active", "{crash:?}");
+    assert_ne!(crash.get("pid"), started.get("pid"), "{crash:?}");
+    assert!(
+        crash.num("readopting") >= 1,
+        "the restarted daemon did not re-adopt from its state file: {crash:?}"
+    );
+
+    // Stop: a clean exit, and every limit back as systemd had set it (the values the first
+    // daemon found, kept through the crash).
     let stopped = one("stopped");
     assert_eq!(stopped.get("active"), "inactive", "{stopped:?}");
     assert_eq!(stopped.get("result"), "success", "{stopped:?}");
