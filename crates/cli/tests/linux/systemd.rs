@@ -221,6 +221,10 @@ st=$?
 [ $st = 0 ] || sed 's/^/memtide-systemd: dpkg-line /' /tmp/dpkg.log
 M install status=$st enabled=$(systemctl is-enabled memtide) active=$(systemctl is-active memtide) seconds=$(($(date +%s) - t0))
 systemctl stop memtide
+systemd-analyze verify memtide.service >/tmp/verify.log 2>&1
+M verify status=$? lines=$(grep -c . /tmp/verify.log)
+sed 's/^/memtide-systemd: verify-line /' /tmp/verify.log
+M security $(systemd-analyze security memtide.service 2>/dev/null | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\) \([A-Z]*\).*/exposure=\1 level=\2/p')
 
 unit() {{ echo "redis-server@$1.service"; }}
 cgroup() {{ echo "$CG$(systemctl show -p ControlGroup --value "$(unit "$1")")"; }}
@@ -425,6 +429,15 @@ fn memtide_service_adopts_services_reloads_survives_a_kill_and_restores_their_li
     assert_eq!(install.get("status"), "0", "dpkg -i failed: {install:?}");
     assert_eq!(install.get("enabled"), "enabled", "{install:?}");
     assert_eq!(install.get("active"), "active", "{install:?}");
+
+    // The unit as systemd reads it: no warning.
+    let verify = one("verify");
+    assert_eq!(
+        verify.get("lines"),
+        "0",
+        "systemd-analyze verify complains; see above"
+    );
+    assert_eq!(verify.get("status"), "0", "{verify:?}");
 
     // Both Redis services full, their own limits set by systemd.
     for name in ["busy", "idle"] {
