@@ -15,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The longest the guest may take from QEMU's start to its power-off (under TCG on a machine
-/// shared with other tests; a run takes about two minutes).
+/// shared with other tests; a run takes 55 to 90 s).
 const DEADLINE: Duration = Duration::from_secs(360);
 /// Each Redis holds this many values of `VALUE_BYTES` (each one in jemalloc's 64 KiB size
 /// class): 160 MiB, 320 MiB for both under a budget of `BUDGET_MIB`. Large values, so that
