@@ -1,6 +1,7 @@
 #!/bin/sh
 # guest-init.sh: /init of memtide's QEMU test guest. scripts/guest-image.sh copies it into the
-# initramfs; it runs as PID 1 under busybox sh and must never exit.
+# initramfs; it runs as PID 1 under busybox sh and must never exit (with memtide.root it ends by
+# exec'ing the root disk's init instead).
 #
 # It mounts proc, sys and devtmpfs, loads the virtio modules (virtio_ring, virtio,
 # virtio_pci_modern_dev, virtio_pci_legacy_dev, virtio_pci, then virtio_balloon), sets up a zram
@@ -25,6 +26,13 @@
 #   memtide.disk=DEV[:mkfs] mount /dev/DEV (a virtio disk is vda) on /mnt, first making an ext2
 #                           file system on it with :mkfs; for page-cache workloads (the root
 #                           file system is RAM)
+#   memtide.root=DEV        boot a real system instead of a workload: after the modules and zram
+#                           (both stay: the swap is kept), mount /dev/DEV (ext4, e.g. vda, the
+#                           image scripts/debian-guest.sh builds) read-write on /newroot, move
+#                           /proc, /sys and /dev there and switch_root to its /sbin/init (systemd);
+#                           memtide.disk, the shell, the workload and `ready` are then not done.
+#                           If the disk cannot be mounted, the boot goes on as without it
+#   memtide.init=PATH       the root disk's init for memtide.root (default /sbin/init)
 #   memtide.shell=ttyS1     a command shell on that serial port (raw tty: no prompt, no echo):
 #                           each line written to it is run as it arrives by one shell's `eval`
 #                           (cd and variables persist; stdin is /dev/null) and its output and
@@ -38,6 +46,7 @@
 #   memtide-guest: init kernel=REL
 #   memtide-guest: error: WHAT                 (something failed; the boot goes on)
 #   memtide-guest: zram /dev/zram0 size=SIZE comp=ALG
+#   memtide-guest: switch_root /dev/DEV init=PATH uptime_s=S   (memtide.root: the last line)
 #   memtide-guest: ready kernel=REL uptime_s=S mem_total_kb=N swap_total_kb=N
 #                  balloon=on|off|failed zram=SIZE|off modules=a,b,... shell=DEV|off disk=/mnt|none
 #                                              (one line; modules: those this init loaded, in order)
@@ -164,14 +173,43 @@ if [ "$zram_size" != 0 ]; then
     fi
 fi
 
+# Waits up to 5 s for the block device /dev/$1 (virtio_blk loaded first); 1 if it never came.
+wait_disk() {
+    has_module virtio_blk && load virtio_blk
+    n=0
+    while [ ! -b "/dev/$1" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
+    [ -b "/dev/$1" ]
+}
+
+# A real root file system: systemd's, from a disk.
+if root=$(param memtide.root); then
+    init=$(param memtide.init) || init=/sbin/init
+    mkdir -p /newroot
+    if ! wait_disk "$root"; then
+        say "error: no block device /dev/$root for the root"
+    elif ! out=$(mount -t ext4 -o rw "/dev/$root" /newroot 2>&1); then
+        say "error: mount /dev/$root /newroot: $(first "$out")"
+    elif [ ! -e "/newroot$init" ] && [ ! -L "/newroot$init" ]; then
+        say "error: /dev/$root has no $init"
+        umount /newroot
+    else
+        say "switch_root /dev/$root init=$init uptime_s=$(cut -d' ' -f1 /proc/uptime)"
+        for m in /dev/pts /dev /proc /sys; do
+            mkdir -p "/newroot$m"
+        done
+        umount /dev/pts 2>/dev/null
+        for m in /dev /proc /sys; do
+            mount --move "$m" "/newroot$m" || say "error: cannot move $m to the new root"
+        done
+        exec switch_root /newroot "$init"
+    fi
+fi
+
 # A disk for page-cache workloads.
 DISK=none
 if disk=$(param memtide.disk); then
     dev=${disk%%:*}
-    has_module virtio_blk && load virtio_blk
-    n=0
-    while [ ! -b "/dev/$dev" ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
-    if [ ! -b "/dev/$dev" ]; then
+    if ! wait_disk "$dev"; then
         say "error: no block device /dev/$dev"
     else
         if [ "${disk#*:}" = mkfs ] && ! out=$(mke2fs -q -F "/dev/$dev" 2>&1); then

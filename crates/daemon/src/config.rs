@@ -346,6 +346,13 @@ pub enum EstimatorChoice {
 pub enum TenantOrigin {
     /// `cgroup = "/memtide/db"`: an existing cgroup, adopted; must lie under the parent.
     Adopt { cgroup: String },
+    /// `unit = "redis-server.service"`: a systemd unit's cgroup, adopted. The cgroup is found
+    /// by the check against the host (`check::against_host`, asking systemd for the unit's
+    /// `ControlGroup`: the unit must be running then) and must lie under the parent.
+    Unit {
+        unit: String,
+        cgroup: Option<String>,
+    },
     /// `command = ["memtide-toucher", "--active", "400M"]`: memtide creates
     /// `<parent>/<name>`, starts the command in it, and stops it on exit.
     Launch { argv: Vec<String> },
@@ -595,11 +602,17 @@ impl DaemonConfig {
     pub fn first_adopted_outside(&self, parent: &str) -> Option<&TenantConfig> {
         self.tenants.iter().find(|t| match &t.origin {
             TenantOrigin::Adopt { cgroup }
+            | TenantOrigin::Unit {
+                cgroup: Some(cgroup),
+                ..
+            }
             | TenantOrigin::Vm {
                 cgroup: Some(cgroup),
                 ..
             } => !cgroup_is_strictly_under(cgroup, parent),
-            TenantOrigin::Launch { .. } | TenantOrigin::Vm { cgroup: None, .. } => false,
+            TenantOrigin::Launch { .. }
+            | TenantOrigin::Unit { cgroup: None, .. }
+            | TenantOrigin::Vm { cgroup: None, .. } => false,
         })
     }
 }
@@ -638,11 +651,17 @@ impl TenantConfig {
     pub fn adopted_cgroup(&self) -> Option<&str> {
         match &self.origin {
             TenantOrigin::Adopt { cgroup }
+            | TenantOrigin::Unit {
+                cgroup: Some(cgroup),
+                ..
+            }
             | TenantOrigin::Vm {
                 cgroup: Some(cgroup),
                 ..
             } => Some(cgroup),
-            TenantOrigin::Launch { .. } | TenantOrigin::Vm { cgroup: None, .. } => None,
+            TenantOrigin::Launch { .. }
+            | TenantOrigin::Unit { cgroup: None, .. }
+            | TenantOrigin::Vm { cgroup: None, .. } => None,
         }
     }
 
@@ -650,7 +669,7 @@ impl TenantConfig {
     pub fn launched(&self) -> bool {
         match &self.origin {
             TenantOrigin::Launch { .. } => true,
-            TenantOrigin::Adopt { .. } => false,
+            TenantOrigin::Adopt { .. } | TenantOrigin::Unit { .. } => false,
             TenantOrigin::Vm { source, .. } => {
                 matches!(source, memtide_qemu::vm::VmSource::Launch(_))
             }

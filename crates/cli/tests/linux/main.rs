@@ -21,5 +21,6 @@ mod metrics;
 mod redis;
 mod safety;
 mod security;
+mod systemd;
 mod v2;
 mod vm;

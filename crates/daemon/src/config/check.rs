@@ -1,4 +1,4 @@
-//! The one check of a parsed configuration against the host it runs on (the shared disk's device, each launched VM's files, memory and QEMU, each adopted VM's cgroup found through its QMP socket), made at start and at every reload through a [`HostProbe`] that tests replace; parsing itself reads no host file.
+//! The one check of a parsed configuration against the host it runs on (the shared disk's device, each launched VM's files, memory and QEMU, each adopted VM's cgroup found through its QMP socket, each adopted systemd unit's cgroup asked of systemd), made at start and at every reload through a [`HostProbe`] that tests replace; parsing itself reads no host file.
 
 use super::{DaemonConfig, TenantOrigin};
 use memtide_config::{ConfigError, Document, FieldPath};
@@ -12,6 +12,8 @@ pub trait HostProbe {
     fn block_device(&self, device: &str) -> Result<(), String>;
     /// The memory cgroup of the QEMU process serving the QMP socket `qmp`; why not.
     fn vm_cgroup(&self, qmp: &Path) -> Result<String, String>;
+    /// The cgroup of the running systemd unit `unit` (its `ControlGroup`); why not.
+    fn unit_cgroup(&self, unit: &str) -> Result<String, String>;
     /// Whether the VM `spec` can be launched here: its files exist, its memory fits the
     /// host's, QEMU is there.
     fn vm_launch(&self, spec: &LaunchSpec) -> Result<(), LaunchRefusal>;
@@ -27,7 +29,7 @@ pub enum LaunchRefusal {
 }
 
 /// Checks `config` (read from `doc`) against the host `probe` answers for, and fills in
-/// what only the host knows: each adopted VM's cgroup. The first problem is an error at the
+/// what only the host knows: each adopted VM's and systemd unit's cgroup. The first problem is an error at the
 /// field it concerns.
 pub fn against_host(
     config: &mut DaemonConfig,
@@ -45,6 +47,30 @@ pub fn against_host(
     }
     let mut adopted_vm = false;
     for (i, t) in config.tenants.iter_mut().enumerate() {
+        if let TenantOrigin::Unit { unit, cgroup } = &mut t.origin {
+            let at = root.key("tenant").index(i).key("unit");
+            let found = probe.unit_cgroup(unit).map_err(|why| doc.error(&at, why))?;
+            let found = super::read::cgroup_path(&found).map_err(|why| {
+                doc.error(
+                    &at,
+                    format!("has the cgroup \"{found}\" from systemd, which {why}"),
+                )
+            })?;
+            if let super::ParentCgroup::Path(parent) = &config.host.parent {
+                if !super::cgroup_is_strictly_under(&found, parent) {
+                    return Err(doc.error(
+                        &at,
+                        format!(
+                            "is in cgroup \"{found}\", outside the configured parent \"{parent}\"; \
+                             an adopted cgroup must lie strictly under the parent"
+                        ),
+                    ));
+                }
+            }
+            *cgroup = Some(found);
+            adopted_vm = true;
+            continue;
+        }
         let at = root.key("tenant").index(i).key("vm");
         let TenantOrigin::Vm { source, cgroup } = &mut t.origin else {
             continue;
@@ -67,7 +93,7 @@ pub fn against_host(
         }
     }
     if adopted_vm {
-        // Their cgroups are known now: they must not nest with the others'.
+        // Their cgroups (VMs' and units') are known now: they must not nest with the others'.
         super::tenant::check_cgroups(doc, &config.host, &config.tenants)?;
     }
     Ok(())
@@ -126,11 +152,58 @@ impl HostProbe for HostFiles {
             .map_err(|e| e.to_string())
     }
 
+    fn unit_cgroup(&self, unit: &str) -> Result<String, String> {
+        let out = std::process::Command::new("systemctl")
+            .args([
+                "show",
+                "-p",
+                "LoadState",
+                "-p",
+                "ActiveState",
+                "-p",
+                "ControlGroup",
+                "--",
+            ])
+            .arg(unit)
+            .output()
+            .map_err(|e| format!("cannot ask systemd for unit {unit}: systemctl: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cannot ask systemd for unit {unit}: systemctl show: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        unit_cgroup_of(unit, &String::from_utf8_lossy(&out.stdout))
+    }
+
     fn vm_launch(&self, spec: &LaunchSpec) -> Result<(), LaunchRefusal> {
         let machine = memtide_linux::read_meminfo(&self.proc_root)
             .map_err(|e| LaunchRefusal::Meminfo(e.to_string()))?
             .mem_total;
         spec.check(machine).map_err(LaunchRefusal::Vm)
+    }
+}
+
+/// The cgroup in `systemctl show -p LoadState -p ActiveState -p ControlGroup UNIT`'s answer
+/// `text`, or why there is none.
+fn unit_cgroup_of(unit: &str, text: &str) -> Result<String, String> {
+    let value = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
+            .unwrap_or("")
+            .trim()
+    };
+    match (
+        value("LoadState"),
+        value("ActiveState"),
+        value("ControlGroup"),
+    ) {
+        ("not-found", _, _) => Err(format!("is not a unit systemd knows ({unit})")),
+        (_, state, "") => Err(format!(
+            "is not running ({unit} is {}), so it has no cgroup to adopt; start it first",
+            if state.is_empty() { "unknown" } else { state }
+        )),
+        (_, _, cgroup) => Ok(cgroup.to_string()),
     }
 }
 
@@ -144,6 +217,7 @@ mod tests {
     struct FakeHost {
         no_device: Option<String>,
         vm_cgroups: Vec<(PathBuf, String)>,
+        units: Vec<(&'static str, &'static str)>,
         launch: Option<fn() -> VmError>,
         asked: RefCell<Vec<String>>,
     }
@@ -163,6 +237,15 @@ mod tests {
                 .find(|(q, _)| q == qmp)
                 .map(|(_, c)| c.clone())
                 .ok_or_else(|| format!("{}: connection refused", qmp.display()))
+        }
+
+        fn unit_cgroup(&self, unit: &str) -> Result<String, String> {
+            self.asked.borrow_mut().push(format!("unit {unit}"));
+            self.units
+                .iter()
+                .find(|(u, _)| *u == unit)
+                .map(|(_, c)| c.to_string())
+                .ok_or_else(|| format!("is not a unit systemd knows ({unit})"))
         }
 
         fn vm_launch(&self, spec: &LaunchSpec) -> Result<(), LaunchRefusal> {
@@ -185,6 +268,79 @@ mod tests {
 
     fn adopted(name: &str, qmp: &str) -> String {
         format!("[[tenant]]\nname = \"{name}\"\nmax = \"1G\"\n[tenant.vm]\nqmp = \"{qmp}\"\n")
+    }
+
+    const UNITS: &str = "[host]\nparent = \"/system.slice\"\n\
+        [[tenant]]\nname = \"a\"\nunit = \"redis-server@a.service\"\nmax = \"1G\"\n\
+        [[tenant]]\nname = \"b\"\ncgroup = \"/system.slice/b.service\"\nmax = \"1G\"\n";
+
+    #[test]
+    fn a_unit_s_cgroup_is_asked_of_systemd_and_must_lie_under_the_parent() {
+        let host = FakeHost {
+            units: vec![(
+                "redis-server@a.service",
+                "/system.slice/system-redis\\x2dserver.slice/redis-server@a.service",
+            )],
+            ..FakeHost::default()
+        };
+        let config = check(UNITS, &host).unwrap();
+        assert_eq!(*host.asked.borrow(), ["unit redis-server@a.service"]);
+        assert_eq!(
+            config.tenants[0].adopted_cgroup(),
+            Some("/system.slice/system-redis\\x2dserver.slice/redis-server@a.service")
+        );
+        assert!(!config.tenants[0].launched());
+
+        let outside = FakeHost {
+            units: vec![("redis-server@a.service", "/user.slice/redis.service")],
+            ..FakeHost::default()
+        };
+        let e = check(UNITS, &outside).unwrap_err();
+        assert_eq!(e.field(), Some("tenant[0].unit"));
+        assert!(
+            e.to_string().contains(
+                "is in cgroup \"/user.slice/redis.service\", outside the configured parent \"/system.slice\""
+            ),
+            "{e}"
+        );
+
+        let same = FakeHost {
+            units: vec![("redis-server@a.service", "/system.slice/b.service")],
+            ..FakeHost::default()
+        };
+        let e = check(UNITS, &same).unwrap_err();
+        assert!(
+            e.to_string().contains("is also tenant \"a\"'s cgroup"),
+            "{e}"
+        );
+
+        let e = check(UNITS, &FakeHost::default()).unwrap_err();
+        assert_eq!(e.field(), Some("tenant[0].unit"));
+        assert!(
+            e.to_string()
+                .ends_with("is not a unit systemd knows (redis-server@a.service)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn systemctl_show_s_answer_gives_the_cgroup_or_why_there_is_none() {
+        let running =
+            "LoadState=loaded\nActiveState=active\nControlGroup=/system.slice/redis.service\n";
+        assert_eq!(
+            unit_cgroup_of("redis.service", running).unwrap(),
+            "/system.slice/redis.service"
+        );
+        let stopped = "LoadState=loaded\nActiveState=inactive\nControlGroup=\n";
+        assert_eq!(
+            unit_cgroup_of("redis.service", stopped).unwrap_err(),
+            "is not running (redis.service is inactive), so it has no cgroup to adopt; start it first"
+        );
+        let unknown = "LoadState=not-found\nActiveState=inactive\nControlGroup=\n";
+        assert_eq!(
+            unit_cgroup_of("nope.service", unknown).unwrap_err(),
+            "is not a unit systemd knows (nope.service)"
+        );
     }
 
     #[test]

@@ -45,6 +45,7 @@ pub(super) struct TenantDoc {
     pub(super) slo: Option<SloDoc>,
     pub(super) io: Option<TenantIoDoc>,
     pub(super) vm: Option<VmDoc>,
+    pub(super) unit: Option<String>,
 }
 
 /// `[tenant.vm]`: a QEMU VM memtide launches (kernel or disk, memory, …) or adopts by its QMP

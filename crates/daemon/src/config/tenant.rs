@@ -98,6 +98,23 @@ fn valid_name(name: &str) -> bool {
         && name != ".."
 }
 
+/// What [`valid_unit`] accepts, for its error.
+const UNIT_RULE: &str = "a unit such as \"redis-server.service\" or \"redis-server@a.service\": \
+     1 to 255 letters, digits, `:`, `-`, `_`, `.`, `@` or `\\`, with a type suffix \
+     (.service, .scope, .slice, ...)";
+
+/// Whether `unit` may name a systemd unit (systemd's own rule: unit_name_is_valid), with a
+/// type suffix so that systemctl is asked about exactly that unit.
+fn valid_unit(unit: &str) -> bool {
+    let chars_ok = unit
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, ':' | '-' | '_' | '.' | '@' | '\\'));
+    let suffix_ok = unit.rsplit_once('.').is_some_and(|(stem, kind)| {
+        !stem.is_empty() && kind.chars().all(|c| c.is_ascii_lowercase()) && !kind.is_empty()
+    });
+    (1..=255).contains(&unit.len()) && chars_ok && suffix_ok && !unit.starts_with('-')
+}
+
 pub(super) fn tenants(
     doc: &Document,
     docs: Vec<TenantDoc>,
@@ -136,7 +153,22 @@ fn tenant(
         ParentCgroup::OwnCgroup => format!("<the daemon's cgroup>/{}", t.name),
         ParentCgroup::Path(p) => join(p, &t.name),
     };
-    let origin = match (t.cgroup, t.command, t.vm) {
+    let origin = if let Some(unit) = t.unit {
+        if t.cgroup.is_some() || t.command.is_some() || t.vm.is_some() {
+            return Err(doc.error(
+                &at.key("unit"),
+                "adopts a systemd unit's cgroup; give no cgroup, command or [tenant.vm] beside it",
+            ));
+        }
+        if !valid_unit(&unit) {
+            return Err(doc.error(
+                &at.key("unit"),
+                format!("is not a systemd unit name; expected {UNIT_RULE}"),
+            ));
+        }
+        TenantOrigin::Unit { unit, cgroup: None }
+    } else {
+        match (t.cgroup, t.command, t.vm) {
         (None, None, Some(vm_doc)) => vm(doc, &at.key("vm"), vm_doc)?,
         (cgroup, command, Some(_)) if cgroup.is_some() || command.is_some() => {
             return Err(doc.error(
@@ -182,6 +214,7 @@ fn tenant(
         (Some(text), None, _) => TenantOrigin::Adopt {
             cgroup: adopted_cgroup(doc, &at.key("cgroup"), &text, host)?,
         },
+    }
     };
     let max_bytes = t.max.bytes();
     if max_bytes == 0 {
@@ -544,6 +577,10 @@ pub(super) fn check_cgroups(
         let at = root().key("tenant").index(later.1);
         return Err(match tenants[later.1].origin {
             TenantOrigin::Adopt { .. } => doc.error(&at.key("cgroup"), message),
+            TenantOrigin::Unit { ref unit, .. } => doc.error(
+                &at.key("unit"),
+                format!("is {unit} in cgroup \"{}\", which {message}", later.2),
+            ),
             TenantOrigin::Vm {
                 source: memtide_qemu::vm::VmSource::Adopt { .. },
                 ..

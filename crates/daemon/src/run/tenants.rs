@@ -30,7 +30,11 @@ pub(super) struct Slot {
 /// A slot for tenant `t`: its cgroup path, checked to lie under the parent.
 pub(super) fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot, DaemonError> {
     let cgroup = match &t.origin {
-        TenantOrigin::Adopt { cgroup } => {
+        TenantOrigin::Adopt { cgroup }
+        | TenantOrigin::Unit {
+            cgroup: Some(cgroup),
+            ..
+        } => {
             if !memtide_linux::is_under(parent, cgroup) {
                 return Err(LinuxError::OutsideParent {
                     cgroup: cgroup.clone(),
@@ -46,6 +50,13 @@ pub(super) fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot,
         } => cgroup.clone(),
         TenantOrigin::Launch { .. } | TenantOrigin::Vm { cgroup: None, .. } => {
             launched_cgroup_path(parent, &t.name)
+        }
+        // The check against the host finds it before any slot is made.
+        TenantOrigin::Unit { unit, cgroup: None } => {
+            return Err(DaemonError::Usage(format!(
+                "tenant \"{}\": the cgroup of unit {unit} is not known",
+                t.name
+            )))
         }
     };
     Ok(Slot {
@@ -116,7 +127,7 @@ pub(super) fn declare(runner: &mut Runner<QemuHost>, s: &Slot, config: &DaemonCo
             source: source.clone(),
             cgroup: s.cgroup.clone(),
         }),
-        TenantOrigin::Adopt { .. } | TenantOrigin::Launch { .. } => {
+        TenantOrigin::Adopt { .. } | TenantOrigin::Unit { .. } | TenantOrigin::Launch { .. } => {
             let launch = match &s.config.origin {
                 TenantOrigin::Launch { argv } => Some(argv.clone()),
                 _ => None,
