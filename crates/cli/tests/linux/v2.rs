@@ -716,3 +716,85 @@ dump r /run/memtide/r.log
         refused.text
     );
 }
+
+/// A tenant's life on v2 around a running daemon: "gone", whose process exits, is dropped and
+/// gets back every file memtide may change while the daemon runs on; "idle", removed from the
+/// config and SIGHUP sent, is released with its files as they were; "busy" is given back at
+/// SIGTERM. Originals are set to non-defaults first, so a restore is told from a reset.
+#[test]
+fn on_v2_an_emptied_tenant_and_one_removed_by_sighup_get_their_files_back_at_once() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "on_v2_an_emptied_tenant_and_one_removed_by_sighup_get_their_files_back_at_once";
+    let all = [
+        ("busy", "32M", "500M"),
+        ("idle", "32M", "500M"),
+        ("gone", "32M", "500M"),
+    ];
+    let three = config(9466, "/run/memtide/l.json", "220M", "tax_rate = 0.75", &all);
+    let two = config(
+        9466,
+        "/run/memtide/l.json",
+        "220M",
+        "tax_rate = 0.75",
+        &[all[0], all[2]],
+    );
+    let body = format!(
+        r#"
+tenant busy --active 100M --content zero
+tenant idle --active 8M --idle 150M --content zero
+tenant gone --active 60M --content zero
+echo 600M >$CG/idle/memory.high
+echo 4M >$CG/gone/memory.low
+echo 900M >$CG/gone/memory.max
+echo 1 >$CG/busy/memory.oom.group
+filled busy $((98 << 20)) 60
+filled idle $((155 << 20)) 60
+filled gone $((58 << 20)) 60
+files before
+{}daemon /etc/memtide/l.toml /run/memtide/l.log
+sampler &
+SP=$!
+wait_until 50 sh -c "[ \$(cat $CG/idle/memory.high) -lt $((150 << 20)) ] && [ \$(cat $CG/gone/memory.high) != max ]" ||
+    say "note what=never-limited"
+files limited
+kill $(cat $CG/gone/cgroup.procs)
+logged dropped /run/memtide/l.log 30
+files dropped
+{}kill -HUP $DPID
+logged released /run/memtide/l.log 30
+files reloaded
+sleep 2
+stop TERM l
+kill $SP
+files after
+dump l /run/memtide/l.log
+"#,
+        write_file("/etc/memtide/l.toml", &three),
+        write_file("/etc/memtide/l.toml", &two),
+    );
+    let Some(run) = run(test, &body, GUEST_TIMEOUT) else {
+        return;
+    };
+    run.assert_no_errors();
+    assert_v2(&run, "l");
+    let log = run.log("l");
+    for (tenant, key) in [("idle", "high"), ("gone", "high")] {
+        assert_ne!(
+            run.files("limited", tenant).get(key),
+            run.files("before", tenant).get(key),
+            "memtide never changed {tenant}'s memory.{key}:\n{log}"
+        );
+    }
+    assert!(
+        log.lines()
+            .any(|l| l.contains("dropped") && l.contains("gone")),
+        "{log}"
+    );
+    assert!(log.contains("reloaded"), "{log}");
+    run.assert_files_equal("before", "dropped", &["gone"]);
+    run.assert_files_equal("before", "reloaded", &["idle", "gone"]);
+    let stopped = &run.lines("daemon")[0];
+    assert_eq!(stopped.get("status"), "0", "{}\n{log}", stopped.text);
+    run.assert_no_oom_kill(&["busy", "idle"]);
+    run.assert_files_equal("before", "after", &["busy", "idle", "gone"]);
+}
