@@ -17,7 +17,7 @@ use memtide_api::{
     ResizeSnapshot, SharingSnapshot, Snapshot, TenantSnapshot, VmSnapshot,
 };
 use memtide_controller::Controller;
-use memtide_model::{AppStep, LimitRail, Pages, Reason, TenantId, WorldEvent};
+use memtide_model::{AppStep, LimitRail, Pages, Reason, Stall, TenantId, WorldEvent};
 use memtide_runner::{TenantRow, TickRecord};
 use serde_json::json;
 use std::collections::{BTreeMap, VecDeque};
@@ -471,19 +471,25 @@ impl Publisher {
     /// Logs and records limits raised between ticks for tenants stalled at their limit.
     pub fn rescues(&mut self, events: Vec<WorldEvent>, managed: &[Managed], log: &Logger) {
         for event in events {
-            if let WorldEvent::Rescued { id, from, to } = event {
+            if let WorldEvent::Rescued {
+                id,
+                from,
+                to,
+                stall,
+            } = event
+            {
                 let name = managed
                     .iter()
                     .find(|m| m.id == id)
                     .map_or_else(|| id.to_string(), |m| m.name.clone());
-                self.rescued(from, to, &name, log);
+                self.rescued(from, to, stall, &name, log);
             }
         }
     }
 
-    fn rescued(&mut self, from: Pages, to: Pages, name: &str, log: &Logger) {
+    fn rescued(&mut self, from: Pages, to: Pages, stall: Stall, name: &str, log: &Logger) {
         self.counters.limit_raised += 1;
-        let reason = "stalled at its limit (out of memory, killer held off): raised at once";
+        let reason = stall.reason();
         log.warn(
             "rescued",
             &[
@@ -625,7 +631,12 @@ impl Publisher {
                     &[("tenant", json!(name_of(id))), ("pid", json!(pid))],
                 );
             }
-            WorldEvent::Rescued { id, from, to } => self.rescued(from, to, &name_of(id), log),
+            WorldEvent::Rescued {
+                id,
+                from,
+                to,
+                stall,
+            } => self.rescued(from, to, stall, &name_of(id), log),
             WorldEvent::SharingFailed { ref error } => {
                 log.warn("sharing_failed", &[("error", json!(error))]);
             }

@@ -61,6 +61,7 @@ pub enum WorldEvent {
         id: TenantId,
         from: Pages,
         to: Pages,
+        stall: Stall,
     },
     /// A VM's balloon was asked to reach `size` (or, in a dry run, would have been).
     Balloon {
@@ -74,4 +75,27 @@ pub enum WorldEvent {
     /// A VM's QMP socket could not be reached or answered an error: this tick it has no
     /// balloon lever, only host swap.
     VmFailed { id: TenantId, error: String },
+}
+
+/// How a rescued tenant was stalled at its limit.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Stall {
+    /// Out of memory with its OOM killer held off by memtide (Linux v1).
+    OutOfMemory,
+    /// Throttled over memory.high, under pressure or with reclaim refused (Linux v2).
+    Throttled,
+}
+
+impl Stall {
+    /// Why the limit was raised, as the log and the API say it.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Stall::OutOfMemory => {
+                "stalled at its limit (out of memory, killer held off): raised at once"
+            }
+            Stall::Throttled => {
+                "throttled over its memory.high under pressure (or reclaim refused): raised at once"
+            }
+        }
+    }
 }

@@ -42,7 +42,7 @@ pub use curve::{CurveError, MissCurve, Slo, SloError};
 pub use decision::{Decision, ReclamationState, TenantAction};
 pub use durability::{Durability, PerSecond};
 pub use estimator_config::{EstimatorConfig, SamplingConfig, WorkingSetConfig};
-pub use event::WorldEvent;
+pub use event::{Stall, WorldEvent};
 pub use mechanism::*;
 pub use observation::{CompletedSample, HostObservation, SampleCounts, TenantObservation};
 pub use reason::{CacheNote, EstimateNote, ProbePhase, Reason};

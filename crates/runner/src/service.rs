@@ -503,6 +503,7 @@ mod tests {
                 id: TenantId(0),
                 from: Pages::from_mib(1),
                 to: Pages::from_mib(2),
+                stall: memtide_model::Stall::OutOfMemory,
             }],
             ..FakeWorld::default()
         };
@@ -518,7 +519,7 @@ mod tests {
             driver.lines,
             [
                 "0ms tick: 0 decided",
-                "between: [Rescued { id: TenantId(0), from: Pages(256), to: Pages(512) }]",
+                "between: [Rescued { id: TenantId(0), from: Pages(256), to: Pages(512), stall: OutOfMemory }]",
                 "250ms reload",
                 "250ms tick: 0 decided",
                 "2000ms tick: 0 decided",

@@ -536,23 +536,20 @@ dump e /run/memtide/e.log
     run.assert_files_equal("before", "after", &["ws"]);
 }
 
-/// The back-off rail on v2's per-cgroup PSI: "hot" touches 300 MiB (incompressible, so each
-/// page back from zram costs a decompression) under a 200 MiB budget, with TWS. memtide
-/// shrinks it toward the budget in steps of 1% (at the default 5% it reaches the budget in
-/// 2 s, before a 10 s average can rise); once its memory.high is under the working set the
-/// tenant stalls, its own memory.pressure (some avg10) passes the default `backoff_pressure`
-/// of 10%, and memtide holds the shrink (a `hold` naming the pressure). The fault back-off is
-/// set out of reach, so only the pressure can hold it. Nobody is OOM-killed; SIGTERM gives
-/// every file back.
-#[test]
-fn on_v2_a_shrink_holds_while_the_tenants_own_memory_pressure_is_high() {
-    let _gate = memtide_testkit::file_gate(module_path!());
-    let test = "on_v2_a_shrink_holds_while_the_tenants_own_memory_pressure_is_high";
+/// The back-off rails on v2's per-cgroup signals, and the v2 rescue: "hot" touches 300 MiB
+/// (incompressible, so each page back from zram costs a decompression) under a 200 MiB budget,
+/// with TWS. memtide shrinks it toward the budget in steps of 1% (at the default 5% it reaches
+/// the budget in 2 s, before a 10 s average can rise); once its memory.high is under the
+/// working set the kernel throttles the tenant, and memtide holds the shrink on the signal
+/// `rails` leaves in reach (a `hold` naming it) and, its own memory.pressure (some avg10)
+/// passing the default `backoff_pressure` of 10%, raises memory.high at once (`rescued`). The
+/// fault back-off is set out of reach. Nobody is OOM-killed; SIGTERM gives every file back.
+fn throttled_tenant_is_held_and_rescued(test: &str, log_name: &str, rails: &str, held: &str) {
     let conf = config(
         9464,
-        "/run/memtide/f.json",
+        &format!("/run/memtide/{log_name}.json"),
         "200M",
-        "\n[rails]\nbackoff_refaults_per_s = 1000000000\nshrink_step = 0.01",
+        &format!("\n[rails]\nbackoff_refaults_per_s = 1000000000\nshrink_step = 0.01\n{rails}"),
         &[("hot", "64M", "1G")],
     )
     .replace("estimator = \"sampling\"", "estimator = \"tws\"");
@@ -564,38 +561,44 @@ tenant hot --active 300M --pause-ms 50
 filled hot $((298 << 20)) 60
 files before
 sample
-{}daemon /etc/memtide/f.toml /run/memtide/f.log
+{{}}daemon /etc/memtide/{log_name}.toml /run/memtide/{log_name}.log
 sampler &
 SP=$!
-wait_until 50 grep -q "backing off: pressure" /run/memtide/f.log || say "note what=no-pressure-hold"
+wait_until 50 sh -c "grep -q '{held}' /run/memtide/{log_name}.log && grep -q rescued /run/memtide/{log_name}.log" ||
+    say "note what=no-hold-or-rescue"
 sleep 2
-stop TERM f
+stop TERM {log_name}
 kill $SP
 sample
 files after
-dump f /run/memtide/f.log
-"#,
-        write_file("/etc/memtide/f.toml", &conf)
-    );
+dump {log_name} /run/memtide/{log_name}.log
+"#
+    )
+    .replace("{}", &write_file(&format!("/etc/memtide/{log_name}.toml"), &conf));
     let Some(run) = run(test, &body, GUEST_TIMEOUT) else {
         return;
     };
     run.assert_no_errors();
-    assert_v2(&run, "f");
+    assert_v2(&run, log_name);
     let trace = trace(&run, "hot");
     let peak = run
         .samples("hot")
         .iter()
         .map(|s| s.get("some_avg10").parse::<f64>().unwrap_or(0.0))
         .fold(0.0, f64::max);
-    let log = run.log("f");
+    let log = run.log(log_name);
     let holds: Vec<&str> = log
         .lines()
-        .filter(|l| l.contains(" hold ") && l.contains("backing off: pressure"))
+        .filter(|l| l.contains(" hold ") && l.contains(held))
+        .collect();
+    let rescues: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" rescued ") && l.contains("throttled over its memory.high"))
         .collect();
     println!(
-        "pressure on v2: the tenant's some avg10 peaked at {peak:.1}%\n{}\n{trace}",
-        holds.join("\n")
+        "{held} on v2: the tenant's some avg10 peaked at {peak:.1}%\n{}\n{}\n{trace}",
+        holds.join("\n"),
+        rescues.join("\n")
     );
     assert!(
         peak >= 10.0,
@@ -603,10 +606,40 @@ dump f /run/memtide/f.log
     );
     assert!(
         !holds.is_empty(),
-        "memtide never held a shrink on the tenant's pressure (peak {peak:.1}%):\n{log}"
+        "memtide never held a shrink {held:?} (peak {peak:.1}%):\n{log}"
+    );
+    // Held is not enough once memory.high is under the working set: the v2 rescue raises it.
+    assert!(
+        !rescues.is_empty(),
+        "memtide never raised the throttled tenant's memory.high (peak {peak:.1}%):\n{log}"
     );
     run.assert_no_oom_kill(&["hot"]);
     run.assert_files_equal("before", "after", &["hot"]);
+}
+
+/// The hold on the tenant's own memory.pressure, the throttling back-off out of reach.
+#[test]
+fn on_v2_a_shrink_holds_while_the_tenants_own_memory_pressure_is_high() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    throttled_tenant_is_held_and_rescued(
+        "on_v2_a_shrink_holds_while_the_tenants_own_memory_pressure_is_high",
+        "f",
+        "backoff_throttled_per_s = 1000000000",
+        "backing off: pressure",
+    );
+}
+
+/// The hold on memory.events `high` (the default `backoff_throttled_per_s`), which comes
+/// before the 10-second pressure average can rise.
+#[test]
+fn on_v2_a_shrink_holds_while_the_kernel_throttles_the_tenant() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    throttled_tenant_is_held_and_rescued(
+        "on_v2_a_shrink_holds_while_the_kernel_throttles_the_tenant",
+        "g",
+        "",
+        "backing off: throttled",
+    );
 }
 
 /// `parent = "self"` as under systemd's `Delegate=yes`: the daemon runs in /svc (a cgroup of

@@ -5,7 +5,7 @@ use super::LinuxHost;
 use crate::cgroup::{CgroupSample, Limit, MemoryCgroup};
 use crate::fs::oom_events::OomEvents;
 use crate::fs::FsError;
-use memtide_model::{Bytes, TenantId, WorldEvent};
+use memtide_model::{Bytes, Stall, TenantId, WorldEvent};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -76,7 +76,12 @@ impl LinuxHost {
                     .set_limit(&t.cgroup, Limit::Bytes(to.to_bytes()), timeout)
                     .is_ok()
             {
-                self.events.push(WorldEvent::Rescued { id: t.id, from, to });
+                self.events.push(WorldEvent::Rescued {
+                    id: t.id,
+                    from,
+                    to,
+                    stall: Stall::OutOfMemory,
+                });
                 if let Some(s) = &mut t.last_sample {
                     s.limit = Limit::Bytes(to.to_bytes());
                 }

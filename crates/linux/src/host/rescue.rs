@@ -17,7 +17,7 @@ use super::oom_guard::near_its_limit;
 use super::tenant::ManagedTenant;
 use super::LinuxHost;
 use crate::cgroup::{CgroupSample, Limit, LimitSettings};
-use memtide_model::{Pages, WorldEvent};
+use memtide_model::{Pages, Stall, WorldEvent};
 use std::time::Duration;
 
 /// What the rescue of one tick needs besides the tenant.
@@ -77,7 +77,12 @@ impl Rescue {
         {
             Ok(()) => {
                 now.limit = Limit::Bytes(to.to_bytes());
-                events.push(WorldEvent::Rescued { id: t.id, from, to });
+                events.push(WorldEvent::Rescued {
+                    id: t.id,
+                    from,
+                    to,
+                    stall: Stall::Throttled,
+                });
             }
             Err(e) if e.is_vanished() => {}
             Err(e) => events.push(WorldEvent::WriteFailed {
