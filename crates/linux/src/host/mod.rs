@@ -843,6 +843,15 @@ mod tests {
         .unwrap()
     }
 
+    /// The fake host's /proc/meminfo with 1 GiB of swap, all free.
+    fn free_swap_of_1_gib(root: &Path) {
+        std::fs::write(
+            root.join("proc/meminfo"),
+            "MemTotal: 8388608 kB\nMemFree: 4194304 kB\nMemAvailable: 6291456 kB\nSwapTotal: 1048576 kB\nSwapFree: 1048576 kB\n",
+        )
+        .unwrap();
+    }
+
     fn limit_to(id: TenantId, mib: u64) -> Decision {
         let mut a = TenantAction::none(id, ReclamationState::High);
         a.reason.mechanism = a.reason.mechanism.with_moves(memtide_model::Moves {
@@ -907,11 +916,7 @@ mod tests {
     fn a_v2_tenant_whose_swap_max_is_zero_keeps_its_anon_in_the_floor_despite_host_swap() {
         let root = tempfile::tempdir().unwrap();
         let mut host = fake_v2(root.path(), 300);
-        std::fs::write(
-            root.path().join("proc/meminfo"),
-            "MemTotal: 8388608 kB\nMemFree: 4194304 kB\nMemAvailable: 6291456 kB\nSwapTotal: 1048576 kB\nSwapFree: 1048576 kB\n",
-        )
-        .unwrap();
+        free_swap_of_1_gib(root.path());
         let dir = root.path().join("cg/t");
         std::fs::write(dir.join("memory.swap.max"), "0").unwrap();
         host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
@@ -944,11 +949,7 @@ mod tests {
     fn a_v2_tenant_under_a_parent_that_may_not_swap_keeps_its_anon_in_the_floor() {
         let root = tempfile::tempdir().unwrap();
         let mut host = fake_v2(root.path(), 300);
-        std::fs::write(
-            root.path().join("proc/meminfo"),
-            "MemTotal: 8388608 kB\nMemFree: 4194304 kB\nMemAvailable: 6291456 kB\nSwapTotal: 1048576 kB\nSwapFree: 1048576 kB\n",
-        )
-        .unwrap();
+        free_swap_of_1_gib(root.path());
         let parent = root.path().join("cg/p");
         std::fs::create_dir(&parent).unwrap();
         std::fs::rename(root.path().join("cg/t"), parent.join("t")).unwrap();

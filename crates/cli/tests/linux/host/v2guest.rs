@@ -4,7 +4,7 @@
 //! script that mounts cgroup2 and prints `memtide-v2:` marker lines on the console, and the
 //! parsing of those lines on the host.
 
-use super::vm::{guest, Guest};
+use super::vm::{guest, spawn_in, Guest};
 use super::{linux, memtide_path, toucher_path, TestCgroup};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -347,22 +347,6 @@ impl Drop for Qemu {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-/// Starts `argv` with its process already in `cgroup`.
-fn spawn_in(argv: &[String], cgroup: &TestCgroup) -> Child {
-    use std::os::unix::process::CommandExt;
-    let procs = cgroup.dir().join("cgroup.procs");
-    let mut c = Command::new(&argv[0]);
-    c.args(&argv[1..])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    // SAFETY: the closure only writes to a file between fork and exec.
-    unsafe {
-        c.pre_exec(move || std::fs::write(&procs, b"0\n"));
-    }
-    c.spawn().expect("start qemu-system-x86_64")
 }
 
 /// The image's initramfs followed by a gzip'd newc archive of the binaries under test, the

@@ -151,6 +151,22 @@ pub fn wait_ready(console: impl Fn() -> String, timeout: Duration) -> Duration {
     start.elapsed()
 }
 
+/// Starts QEMU's `argv` with its process already in `cgroup` (it joins before it executes).
+pub fn spawn_in(argv: &[String], cgroup: &TestCgroup) -> Child {
+    use std::os::unix::process::CommandExt;
+    let procs = cgroup.dir().join("cgroup.procs");
+    let mut c = Command::new(&argv[0]);
+    c.args(&argv[1..])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: the closure only writes to a file between fork and exec.
+    unsafe {
+        c.pre_exec(move || std::fs::write(&procs, b"0\n"));
+    }
+    c.spawn().expect("start qemu-system-x86_64")
+}
+
 /// A QEMU a test started in a cgroup of its own, for the daemon to adopt by its QMP socket;
 /// killed on drop.
 pub struct OwnVm {
@@ -164,20 +180,7 @@ pub struct OwnVm {
 impl OwnVm {
     /// Starts `argv` inside `cgroup` and waits for its QMP socket and the guest's `ready`.
     pub fn start(argv: Vec<String>, cgroup: TestCgroup, qmp: PathBuf, console: PathBuf) -> OwnVm {
-        let procs = cgroup.dir().join("cgroup.procs");
-        let child = {
-            use std::os::unix::process::CommandExt;
-            let mut c = Command::new(&argv[0]);
-            c.args(&argv[1..])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null());
-            // SAFETY: the closure only writes to a file between fork and exec.
-            unsafe {
-                c.pre_exec(move || std::fs::write(&procs, b"0\n"));
-            }
-            c.spawn().expect("start qemu-system-x86_64")
-        };
+        let child = spawn_in(&argv, &cgroup);
         let vm = OwnVm {
             child: Some(child),
             qmp,
