@@ -464,9 +464,11 @@ dump d2 /run/memtide/d2.log
 /// TWS on a real v2 tenant: "ws" (memory.max 1G) touches 300 MiB of the 450 it holds; the
 /// budget has room and `reclaim = "always"` lets the probe run (TWS as published).
 /// memory.high comes down to within 20% above the working set and stays there 5 s (the time is
-/// printed; v1's figure is 11 s; the probe's back-up after it touches the working set lands
-/// about 15% above it, measured 345 MiB, hence 20%). Nobody is OOM-killed; SIGTERM gives every
-/// file back.
+/// printed; v1's figure is 11 s). The probe's back-up after it touches the working set adds
+/// the refaults of one epoch, which vary with the guest's timing (measured 345 and 390 MiB);
+/// when it lands above the band, the cool-down and the SLOW steps after it bring it back, and
+/// the guest waits (100 s at most) until the band has held. Nobody is OOM-killed; SIGTERM
+/// gives every file back.
 #[test]
 fn on_v2_tws_brings_memory_high_down_to_the_working_set() {
     let _gate = memtide_testkit::file_gate(module_path!());
@@ -491,10 +493,22 @@ sample
 daemon /etc/memtide/e.toml /run/memtide/e.log
 sampler &
 SP=$!
-# Until memory.high is in the band, then 6 s more of the probe (the band must hold 5 s).
-wait_until 70 sh -c "h=\$(cat $CG/ws/memory.high); [ \$h != max ] && [ \$h -le $((360 << 20)) ]" ||
-    say "note what=never-in-band"
-sleep 6
+# Until memory.high has stayed in the band for 6 s (the host asks 5 s of its samples): the
+# probe's back-up after it meets the working set lands 15-30% above it, by how many refaults
+# one epoch saw, and the SLOW steps after the cool-down bring it back into the band.
+end=$(($(cut -d. -f1 /proc/uptime) + 100))
+since=
+while [ "$(cut -d. -f1 /proc/uptime)" -lt $end ]; do
+    h=$(cat $CG/ws/memory.high)
+    now=$(cut -d. -f1 /proc/uptime)
+    if [ $h != max ] && [ $h -ge $((280 << 20)) ] && [ $h -le $((360 << 20)) ]; then
+        since=${{since:-$now}}
+        [ $((now - since)) -ge 7 ] && break
+    else
+        since=
+    fi
+    sleep 0.2
+done
 stop TERM e
 kill $SP
 sample
