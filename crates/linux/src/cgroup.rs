@@ -533,6 +533,12 @@ impl CgroupReader {
         Ok(())
     }
 
+    /// The inode of the cgroup's directory as the last reading of cgroup.procs found it: a
+    /// cgroup removed and made again under the same path (a service restarted) has another.
+    pub fn identity(&self) -> Option<u64> {
+        self.dir.identity()
+    }
+
     /// True when the cgroup holds a process (not counting child cgroups). The first process
     /// cgroup.procs lists is tracked through a pidfd; while it has not exited, the answer is
     /// yes without reading cgroup.procs, for [`PROCS_REREAD_EVERY`] answers, after which (or

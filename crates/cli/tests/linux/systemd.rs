@@ -228,8 +228,8 @@ M security $(systemd-analyze security memtide.service 2>/dev/null | sed -n 's/.*
 
 unit() {{ echo "redis-server@$1.service"; }}
 cgroup() {{ echo "$CG$(systemctl show -p ControlGroup --value "$(unit "$1")")"; }}
-port() {{ case $1 in busy) echo 6381 ;; idle) echo 6382 ;; esac; }}
-for n in busy idle; do
+port() {{ case $1 in busy) echo 6381 ;; idle) echo 6382 ;; late) echo 6383 ;; esac; }}
+for n in busy idle late; do
     cat >/etc/redis/redis-$n.conf <<EOF
 port $(port $n)
 bind 127.0.0.1
@@ -243,7 +243,8 @@ save ""
 appendonly no
 EOF
     chown redis:redis /etc/redis/redis-$n.conf
-    systemctl start "$(unit $n)" || M error start $n
+    # "late" is configured for memtide but started only once memtide runs.
+    [ $n = late ] || systemctl start "$(unit $n)" || M error start $n
 done
 # Limits of their own, for stop to give back exactly.
 systemctl set-property --runtime "$(unit busy)" MemoryMax=1G MemoryLow=16M
@@ -290,6 +291,12 @@ name = "idle"
 unit = "$(unit idle)"
 min = "32M"
 max = "512M"
+
+[[tenant]]
+name = "late"
+unit = "$(unit late)"
+min = "8M"
+max = "64M"
 EOF
 t0=$(date +%s)
 systemctl start memtide
@@ -307,6 +314,21 @@ while [ $(($(date +%s) - t0)) -lt 120 ]; do
     # Ten seconds more after the idle one gave, to see what the busy one does meanwhile.
     [ $given != 0 ] && [ $(($(date +%s) - given)) -ge 10 ] && break
 done
+
+# "late", not running at memtide's start, waits; started by systemd it is adopted, and
+# restarted by systemd it is dropped as its cgroup vanishes and adopted again.
+J() {{ journalctl -u memtide -o cat; }}
+adopted() {{ J | grep -cE ' info (re)?adopted tenant=late '; }}
+M late-waiting waiting=$(J | grep -c ' waiting tenant=late ') adopted=$(adopted) active=$(systemctl is-active "$(unit late)")
+systemctl start "$(unit late)"
+n=0
+until [ $(adopted) -ge 1 ] || [ $n -ge 30 ]; do sleep 1; n=$((n + 1)); done
+M late-started adopted=$(adopted) cgroup=$(systemctl show -p ControlGroup --value "$(unit late)") logged=$(J | grep -E ' info (re)?adopted tenant=late ' | head -n 1 | sed 's/.* cgroup=\([^ ]*\).*/\1/') seconds=$n
+systemctl restart "$(unit late)"
+n=0
+until [ $(adopted) -ge 2 ] || [ $n -ge 30 ]; do sleep 1; n=$((n + 1)); done
+M late-restarted adopted=$(adopted) dropped=$(J | grep -c ' info dropped tenant=late ') active=$(systemctl is-active "$(unit late)") seconds=$n
+limits late late
 
 sed -i 's/^tax_rate = .*/tax_rate = 0.5/' /etc/memtide/memtide.toml
 systemctl reload memtide
@@ -337,6 +359,7 @@ systemctl stop memtide
 M stopped active=$(systemctl is-active memtide) result=$(systemctl show -p Result --value memtide) status=$(systemctl show -p ExecMainStatus --value memtide)
 limits after busy
 limits after idle
+limits after late
 
 J=$(journalctl -u memtide -o cat)
 M journal lines=$(echo "$J" | wc -l) start=$(echo "$J" | grep -c ' info start ') reloaded=$(echo "$J" | grep -c ' info reloaded ') limits=$(echo "$J" | grep -c ' limit ') failed=$(echo "$J" | grep -cE '_failed|error ') warn=$(echo "$J" | grep -cE ' (warn|error) ')
@@ -354,6 +377,8 @@ M done
 /// kill happens, `systemctl reload` rereads the config in the same process, a SIGKILL is
 /// followed by systemd's restart and a re-adoption from the state file, and `systemctl stop`
 /// gives each service back exactly the memory.high, memory.max and memory.low systemd had set.
+/// A third service, named by `unit =` and not running when memtide starts, waits; it is
+/// adopted once systemd starts it and again after `systemctl restart`.
 #[test]
 fn memtide_service_adopts_services_reloads_survives_a_kill_and_restores_their_limits() {
     let _gate = memtide_testkit::file_gate(module_path!());
@@ -515,6 +540,43 @@ fn memtide_service_adopts_services_reloads_survives_a_kill_and_restores_their_li
     assert!(
         journal.num("reloaded") >= 1,
         "no `reloaded` line: {journal:?}"
+    );
+
+    // A unit not running at memtide's start waits, is adopted once systemd starts it, and
+    // is adopted again after systemd restarts it.
+    let waiting = one("late-waiting");
+    assert!(
+        waiting.num("waiting") >= 1,
+        "no `waiting` line for the unit not yet running: {waiting:?}"
+    );
+    assert_eq!(waiting.get("adopted"), "0", "{waiting:?}");
+    assert_eq!(waiting.get("active"), "inactive", "{waiting:?}");
+    let started_late = one("late-started");
+    assert_eq!(
+        started_late.get("adopted"),
+        "1",
+        "the unit was not adopted within 30 s of its start: {started_late:?}"
+    );
+    assert!(
+        started_late
+            .get("logged")
+            .trim_matches('"')
+            .ends_with("redis-server@late.service"),
+        "{started_late:?}"
+    );
+    let restarted = one("late-restarted");
+    assert_eq!(
+        restarted.get("adopted"),
+        "2",
+        "the restarted unit was not adopted again within 30 s: {restarted:?}"
+    );
+    assert!(restarted.num("dropped") >= 1, "{restarted:?}");
+    assert_eq!(restarted.get("active"), "active", "{restarted:?}");
+    let late = named("after", "late");
+    assert_eq!(
+        (late.get("high"), late.get("max"), late.get("low")),
+        ("max", "max", "0"),
+        "the late unit's limits were not given back at stop: {late:?}"
     );
 
     // SIGKILL: restarted by systemd, re-adopting from the state file.

@@ -153,23 +153,42 @@ impl HostProbe for HostFiles {
     }
 
     fn unit_cgroup(&self, unit: &str) -> Result<String, String> {
-        let out = std::process::Command::new("systemctl")
-            .args([
-                "show",
-                "-p",
-                "LoadState",
-                "-p",
-                "ActiveState",
-                "-p",
-                "ControlGroup",
-                "--",
-            ])
+        let asked = || format!("cannot ask systemd for unit {unit}");
+        let mut child = std::process::Command::new("systemctl")
+            .args(["show", "-p", "Id", "-p", "LoadState", "-p", "ActiveState"])
+            .args(["-p", "ControlGroup", "-p", "Slice", "--"])
             .arg(unit)
-            .output()
-            .map_err(|e| format!("cannot ask systemd for unit {unit}: systemctl: {e}"))?;
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("{}: systemctl: {e}", asked()))?;
+        // A hung systemd (or D-Bus) must not hang a start or a reload: the answer, a few
+        // short lines, fits a pipe's buffer, so polling the exit loses nothing.
+        let started = std::time::Instant::now();
+        while child
+            .try_wait()
+            .map_err(|e| format!("{}: {e}", asked()))?
+            .is_none()
+        {
+            if started.elapsed() >= SYSTEMCTL_DEADLINE {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "{}: systemctl show did not answer within {} s",
+                    asked(),
+                    SYSTEMCTL_DEADLINE.as_secs()
+                ));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let out = child
+            .wait_with_output()
+            .map_err(|e| format!("{}: {e}", asked()))?;
         if !out.status.success() {
             return Err(format!(
-                "cannot ask systemd for unit {unit}: systemctl show: {}",
+                "{}: systemctl show: {}",
+                asked(),
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
@@ -184,8 +203,14 @@ impl HostProbe for HostFiles {
     }
 }
 
-/// The cgroup in `systemctl show -p LoadState -p ActiveState -p ControlGroup UNIT`'s answer
-/// `text`, or why there is none.
+/// How long `systemctl show` may take to answer.
+const SYSTEMCTL_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The cgroup in `systemctl show -p Id -p LoadState -p ActiveState -p ControlGroup -p Slice
+/// UNIT`'s answer `text`, or why there is none. A running unit has its `ControlGroup`; a
+/// loaded unit that is not running gets the one systemd will give it when it starts (its
+/// slice's path, then its name, escaped as systemd escapes them), so that it is adopted as it
+/// starts; until then it waits, as an adopted cgroup that does not exist yet does.
 fn unit_cgroup_of(unit: &str, text: &str) -> Result<String, String> {
     let value = |key: &str| {
         text.lines()
@@ -195,15 +220,73 @@ fn unit_cgroup_of(unit: &str, text: &str) -> Result<String, String> {
     };
     match (
         value("LoadState"),
-        value("ActiveState"),
         value("ControlGroup"),
+        value("Slice"),
+        value("Id"),
     ) {
-        ("not-found", _, _) => Err(format!("is not a unit systemd knows ({unit})")),
-        (_, state, "") => Err(format!(
-            "is not running ({unit} is {}), so it has no cgroup to adopt; start it first",
-            if state.is_empty() { "unknown" } else { state }
+        ("not-found", _, _, _) => Err(format!("is not a unit systemd knows ({unit})")),
+        (_, cgroup, _, _) if !cgroup.is_empty() => Ok(cgroup.to_string()),
+        ("loaded", _, slice, id) if !slice.is_empty() && !id.is_empty() => {
+            Ok(format!("{}/{}", slice_path(slice), cgroup_escape(id)))
+        }
+        (load, _, _, _) => Err(format!(
+            "is not running ({unit} is {}, load state {}) and systemd gives no slice for it, \
+             so memtide cannot know its cgroup; start it first",
+            match value("ActiveState") {
+                "" => "unknown",
+                state => state,
+            },
+            if load.is_empty() { "unknown" } else { load }
         )),
-        (_, _, cgroup) => Ok(cgroup.to_string()),
+    }
+}
+
+/// The cgroup path of systemd slice `slice`: each dash-separated prefix is a parent slice
+/// (`a-b.slice` lies in `/a.slice/a-b.slice`; `-.slice` is the root), as systemd's
+/// `slice_build_subslice` makes it.
+fn slice_path(slice: &str) -> String {
+    let Some(stem) = slice.strip_suffix(".slice").filter(|s| *s != "-") else {
+        return String::new();
+    };
+    let mut path = String::new();
+    for (i, _) in stem.match_indices('-').chain([(stem.len(), "")]) {
+        path.push('/');
+        path.push_str(&cgroup_escape(&format!("{}.slice", &stem[..i])));
+    }
+    path
+}
+
+/// A unit's name as systemd writes it in the cgroup tree (`cg_escape`): prefixed with `_`
+/// where it could be taken for a kernel file (it starts with `_` or `.`, is `tasks`,
+/// `notify_on_release` or `release_agent`, starts with `cgroup.`, or is a controller's name
+/// before its last dot, such as `cpu.service`).
+fn cgroup_escape(name: &str) -> String {
+    const CONTROLLERS: [&str; 13] = [
+        "cpu",
+        "cpuacct",
+        "cpuset",
+        "io",
+        "blkio",
+        "memory",
+        "devices",
+        "pids",
+        "bpf-firewall",
+        "bpf-devices",
+        "bpf-foreign",
+        "bpf-socket-bind",
+        "bpf-restrict-network-interfaces",
+    ];
+    let controller = name
+        .rsplit_once('.')
+        .is_some_and(|(stem, _)| CONTROLLERS.contains(&stem));
+    if name.starts_with(['_', '.'])
+        || ["tasks", "notify_on_release", "release_agent"].contains(&name)
+        || name.starts_with("cgroup.")
+        || controller
+    {
+        format!("_{name}")
+    } else {
+        name.to_string()
     }
 }
 
@@ -325,22 +408,43 @@ mod tests {
 
     #[test]
     fn systemctl_show_s_answer_gives_the_cgroup_or_why_there_is_none() {
-        let running =
-            "LoadState=loaded\nActiveState=active\nControlGroup=/system.slice/redis.service\n";
+        let running = "Id=redis.service\nLoadState=loaded\nActiveState=active\n\
+                       ControlGroup=/system.slice/redis.service\nSlice=system.slice\n";
         assert_eq!(
             unit_cgroup_of("redis.service", running).unwrap(),
             "/system.slice/redis.service"
         );
-        let stopped = "LoadState=loaded\nActiveState=inactive\nControlGroup=\n";
+        // Not running: the cgroup systemd will make for it, from its slice and its name.
+        let stopped = "Id=redis-server@late.service\nLoadState=loaded\nActiveState=inactive\n\
+                       ControlGroup=\nSlice=system-redis\\x2dserver.slice\n";
         assert_eq!(
-            unit_cgroup_of("redis.service", stopped).unwrap_err(),
-            "is not running (redis.service is inactive), so it has no cgroup to adopt; start it first"
+            unit_cgroup_of("redis-server@late.service", stopped).unwrap(),
+            "/system.slice/system-redis\\x2dserver.slice/redis-server@late.service"
+        );
+        let no_slice = "Id=x.service\nLoadState=masked\nActiveState=inactive\nControlGroup=\n";
+        assert_eq!(
+            unit_cgroup_of("x.service", no_slice).unwrap_err(),
+            "is not running (x.service is inactive, load state masked) and systemd gives no \
+             slice for it, so memtide cannot know its cgroup; start it first"
         );
         let unknown = "LoadState=not-found\nActiveState=inactive\nControlGroup=\n";
         assert_eq!(
             unit_cgroup_of("nope.service", unknown).unwrap_err(),
             "is not a unit systemd knows (nope.service)"
         );
+    }
+
+    #[test]
+    fn a_slice_s_path_nests_each_dash_prefix_and_escapes_as_systemd_does() {
+        assert_eq!(slice_path("-.slice"), "");
+        assert_eq!(slice_path("system.slice"), "/system.slice");
+        assert_eq!(slice_path("user-1000.slice"), "/user.slice/user-1000.slice");
+        assert_eq!(slice_path("a-b-c.slice"), "/a.slice/a-b.slice/a-b-c.slice");
+        assert_eq!(cgroup_escape("redis.service"), "redis.service");
+        assert_eq!(cgroup_escape("cpu.service"), "_cpu.service");
+        assert_eq!(cgroup_escape("_x.service"), "__x.service");
+        assert_eq!(cgroup_escape("cgroup.procs"), "_cgroup.procs");
+        assert_eq!(cgroup_escape("memory-x.service"), "memory-x.service");
     }
 
     #[test]

@@ -57,12 +57,18 @@ pub enum FsError {
     /// The cgroup (or the file's parent directory) no longer exists: the tenant is gone.
     #[error("{} vanished: its cgroup no longer exists", path.display())]
     Vanished { path: PathBuf },
+
+    /// The cgroup was removed and another made under its path (a service restarted): the
+    /// tenant that was adopted is gone, and what is there now is a new cgroup.
+    #[error("{} was removed and made again: a new cgroup under the same path", path.display())]
+    Replaced { path: PathBuf },
 }
 
 impl FsError {
-    /// True when the cgroup went away, so the caller can drop the tenant instead of failing.
+    /// True when the cgroup went away (removed, or removed and made again), so the caller can
+    /// drop the tenant instead of failing.
     pub fn is_vanished(&self) -> bool {
-        matches!(self, FsError::Vanished { .. })
+        matches!(self, FsError::Vanished { .. } | FsError::Replaced { .. })
     }
 
     /// True when the kernel could not reclaim enough to meet the value written.
@@ -80,7 +86,8 @@ impl FsError {
             | FsError::Busy { path, .. }
             | FsError::Timeout { path, .. }
             | FsError::InFlight { path }
-            | FsError::Vanished { path } => path,
+            | FsError::Vanished { path }
+            | FsError::Replaced { path } => path,
             FsError::NoMemoryController { mountinfo } => mountinfo,
         }
     }

@@ -199,11 +199,14 @@ impl KeptFile {
 /// A directory whose files are opened afresh for each reading (lists such as
 /// `cgroup.procs`), relative to an `O_PATH` descriptor kept on it while the budget allows. A
 /// kept descriptor of a removed directory finds nothing (`ENOENT`); the directory is then
-/// opened by path again, so one made again under the same path is read afresh.
+/// opened by path again, so one made again under the same path is read afresh, and its
+/// [`KeptDir::identity`] (the inode, taken at each open by path) tells it from the first.
 #[derive(Debug)]
 pub struct KeptDir {
     path: PathBuf,
     open: Option<(File, Slot)>,
+    /// The inode of the directory last opened by path.
+    ino: Option<u64>,
 }
 
 /// How much of a file [`KeptDir::read`] reads.
@@ -218,7 +221,17 @@ pub enum Extent {
 impl KeptDir {
     /// Opens nothing yet: the first reading does.
     pub fn new(path: PathBuf) -> KeptDir {
-        KeptDir { path, open: None }
+        KeptDir {
+            path,
+            open: None,
+            ino: None,
+        }
+    }
+
+    /// The inode of the directory the last reading found (`None` before one, or where it could
+    /// not be taken): a cgroup removed and made again under the same path has another.
+    pub fn identity(&self) -> Option<u64> {
+        self.ino
     }
 
     pub fn path(&self) -> &Path {
@@ -259,6 +272,10 @@ impl KeptDir {
                 })
             }
             Err(e) => return Err(self.read_error(name, e)),
+        };
+        self.ino = {
+            use std::os::unix::fs::MetadataExt;
+            dir.metadata().ok().map(|m| m.ino())
         };
         let file = match open_at(&dir, name) {
             Ok(file) => file,

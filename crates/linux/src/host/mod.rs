@@ -380,6 +380,12 @@ impl LinuxHost {
         );
         let mut reader = CgroupReader::new(&cgroup);
         reader.watch_swap_above(&self.hierarchy.mount);
+        // Taken now, not at the first reading: a unit restarted right after its adoption
+        // (before a tick) is then a new cgroup too.
+        let identity = {
+            use std::os::unix::fs::MetadataExt;
+            std::fs::metadata(cgroup.dir()).ok().map(|m| m.ino())
+        };
         let tenant = ManagedTenant {
             id,
             name: name.to_string(),
@@ -401,6 +407,7 @@ impl LinuxHost {
             child,
             no_anon_swap,
             last_sample: None,
+            identity,
             unreclaimable: Pages::ZERO,
             reclaim_refused: 0,
             adapter: None,
@@ -533,6 +540,17 @@ impl LinuxHost {
         } else {
             t.reader.has_processes()?
         };
+        // A cgroup removed and made again between two readings (systemd restarting a unit
+        // within a tick) is a new cgroup: its tenant is dropped and adopted afresh.
+        match (t.identity, t.reader.identity()) {
+            (Some(was), Some(now)) if was != now => {
+                return Err(FsError::Replaced {
+                    path: t.cgroup.dir().to_path_buf(),
+                })
+            }
+            (None, now) => t.identity = now,
+            _ => {}
+        }
         if !has_processes {
             return Ok(None);
         }
@@ -644,7 +662,7 @@ impl LinuxHost {
                     written: true,
                 });
             }
-            Err(e) if e.is_vanished() => self.drop_gone(id, e.to_string()),
+            Err(e) if e.is_vanished() => self.drop_gone(id, e.to_string(), true),
             Err(e) => self.events.push(WorldEvent::WriteFailed {
                 id,
                 to,
@@ -742,8 +760,10 @@ impl Host for LinuxHost {
         for id in ids {
             match self.observe_tenant(id, now) {
                 Ok(Some(t)) => obs.tenants.push(t),
-                Ok(None) => self.drop_gone(id, "no processes left in its cgroup".to_string()),
-                Err(e) if e.is_vanished() => self.drop_gone(id, e.to_string()),
+                Ok(None) => {
+                    self.drop_gone(id, "no processes left in its cgroup".to_string(), false)
+                }
+                Err(e) if e.is_vanished() => self.drop_gone(id, e.to_string(), true),
                 Err(e) => self.events.push(WorldEvent::ReadFailed {
                     id,
                     error: e.to_string(),
@@ -1023,6 +1043,83 @@ mod tests {
         assert!(
             matches!(events[..], [WorldEvent::Gone { .. }]),
             "{events:?}"
+        );
+    }
+
+    /// The files of the cgroup directory `dir`, to make it again.
+    fn files_of(dir: &Path) -> Vec<(std::ffi::OsString, Vec<u8>)> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.file_name(), std::fs::read(e.path()).unwrap())
+            })
+            .collect()
+    }
+
+    fn make_again(dir: &Path, files: &[(std::ffi::OsString, Vec<u8>)]) {
+        std::fs::create_dir(dir).unwrap();
+        for (name, bytes) in files {
+            std::fs::write(dir.join(name), bytes).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_cgroup_removed_and_made_again_between_ticks_is_dropped_as_a_new_cgroup() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.drain_events();
+        // systemd restarting the unit within a tick of its adoption: another directory under
+        // the same path.
+        let dir = root.path().join("cg/t");
+        let files = files_of(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        make_again(&dir, &files);
+        let obs = host.observe().unwrap();
+        assert!(obs.tenants.is_empty());
+        assert!(host.tenant(TenantId(0)).is_none());
+        let events = host.drain_events();
+        assert!(
+            matches!(
+                &events[..],
+                [WorldEvent::Gone { why, may_return: true, .. }] if why.contains("made again")
+            ),
+            "{events:?}"
+        );
+        // Adopted again, it is the same tenant from then on.
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.observe().unwrap();
+        host.observe().unwrap();
+        assert!(host.tenant(TenantId(0)).is_some());
+        assert!(host.drain_events().is_empty());
+    }
+
+    #[test]
+    fn a_cgroup_made_again_after_it_vanished_is_adopted_with_its_own_settings() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        host.observe().unwrap();
+        let dir = root.path().join("cg/t");
+        let files = files_of(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        host.observe().unwrap();
+        assert!(host.tenant(TenantId(0)).is_none());
+        // Made again with a memory.low of its own (the unit's properties changed meanwhile).
+        make_again(&dir, &files);
+        std::fs::write(dir.join("memory.low"), "1048576").unwrap();
+        host.adopt(TenantId(0), "t", "/t", None, Origin::Adopted)
+            .unwrap();
+        std::fs::write(dir.join("memory.low"), "0").unwrap();
+        host.release(TenantId(0)).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(dir.join("memory.low")).unwrap(),
+            "1048576",
+            "the settings the first cgroup had were given to the new one"
         );
     }
 

@@ -125,11 +125,19 @@ impl LinuxHost {
     /// Drops a tenant whose cgroup vanished or emptied, and says why. A launched tenant is
     /// stopped and its cgroup removed; an adopted cgroup that still exists gets back everything
     /// memtide changed (a new process in it must meet the tenant's own limit and OOM killer,
-    /// not memtide's), or is kept aside and retried when that fails.
-    pub(super) fn drop_gone(&mut self, id: TenantId, why: String) {
+    /// not memtide's), or is kept aside and retried when that fails. When the cgroup itself
+    /// went (`cgroup_gone`: removed, or removed and made again), the settings found at its
+    /// adoption are forgotten: a cgroup made again under its path is adopted with its own.
+    /// One made again before memtide saw it go may already hold a limit memtide wrote to the
+    /// path, so it gets those settings back first (for a unit systemd restarted they are the
+    /// unit's own, unless its properties changed while memtide ran).
+    pub(super) fn drop_gone(&mut self, id: TenantId, why: String, cgroup_gone: bool) {
         let Some(mut t) = self.tenants.remove(&id) else {
             return;
         };
+        if cgroup_gone {
+            self.first_seen.remove(&t.record.cgroup);
+        }
         self.members.remove(id);
         self.forget_mechanisms(&mut t);
         let name = t.name.clone();

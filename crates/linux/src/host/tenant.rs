@@ -77,6 +77,9 @@ pub struct ManagedTenant {
     /// The latest reading: the one the next is compared with (see `derive.rs`), for the API
     /// and for skipping writes that change nothing.
     pub last_sample: Option<CgroupSample>,
+    /// The inode of its cgroup's directory when it was adopted or launched: another one later
+    /// is a new cgroup made under the same path (see `CgroupReader::identity`).
+    pub(crate) identity: Option<u64>,
     /// What the tenant cannot give back, as last computed.
     pub unreclaimable: Pages,
     /// v2: ticks left, this one included, during which a memory.reclaim that answered EAGAIN
