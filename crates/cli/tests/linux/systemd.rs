@@ -330,6 +330,21 @@ until [ $(adopted) -ge 2 ] || [ $n -ge 30 ]; do sleep 1; n=$((n + 1)); done
 M late-restarted adopted=$(adopted) dropped=$(J | grep -c ' info dropped tenant=late ') active=$(systemctl is-active "$(unit late)") seconds=$n
 limits late late
 
+# systemd writing the unit's own values again (daemon-reload; set-property of the value it
+# already had): memtide's limit on the idle service is back within a few ticks.
+i=$(cgroup idle)
+for how in daemon-reload set-property; do
+    mine=$(cat $i/memory.high)
+    case $how in
+        daemon-reload) systemctl daemon-reload ;;
+        set-property) systemctl set-property --runtime "$(unit idle)" MemoryHigh=900M ;;
+    esac
+    seen=$(cat $i/memory.high)
+    n=0
+    while [ "$(cat $i/memory.high)" = 943718400 ] && [ $n -lt 50 ]; do sleep 0.2; n=$((n + 1)); done
+    M rewritten how=$how mine=$mine seen=$seen now=$(cat $i/memory.high) tenths=$((n * 2))
+done
+
 sed -i 's/^tax_rate = .*/tax_rate = 0.5/' /etc/memtide/memtide.toml
 systemctl reload memtide
 st=$?
@@ -378,7 +393,9 @@ M done
 /// followed by systemd's restart and a re-adoption from the state file, and `systemctl stop`
 /// gives each service back exactly the memory.high, memory.max and memory.low systemd had set.
 /// A third service, named by `unit =` and not running when memtide starts, waits; it is
-/// adopted once systemd starts it and again after `systemctl restart`.
+/// adopted once systemd starts it and again after `systemctl restart`. After `systemctl
+/// daemon-reload` and a `set-property` of the idle service's own MemoryHigh=, memtide's
+/// limit is back within 10 s.
 #[test]
 fn memtide_service_adopts_services_reloads_survives_a_kill_and_restores_their_limits() {
     let _gate = memtide_testkit::file_gate(module_path!());
@@ -578,6 +595,28 @@ fn memtide_service_adopts_services_reloads_survives_a_kill_and_restores_their_li
         ("max", "max", "0"),
         "the late unit's limits were not given back at stop: {late:?}"
     );
+
+    // systemd's own writes of the unit's values (daemon-reload, set-property) do not undo
+    // memtide's limit for longer than a few ticks.
+    for how in ["daemon-reload", "set-property"] {
+        let r = ms
+            .iter()
+            .find(|m| m.what == "rewritten" && m.fields.get("how").map(String::as_str) == Some(how))
+            .unwrap_or_else(|| panic!("no `rewritten how={how}` marker; console:\n{text}"));
+        println!(
+            "after {how}: memory.high {} -> {} (systemd's 900 MiB seen: {}), memtide's back \
+             within {} tenths of a second",
+            r.get("mine"),
+            r.get("now"),
+            r.num("seen") == 900 * MIB,
+            r.get("tenths")
+        );
+        assert!(r.num("mine") < 900 * MIB, "{r:?}");
+        assert!(
+            r.num("now") < 900 * MIB,
+            "memtide's limit was not back 10 s after {how}: {r:?}"
+        );
+    }
 
     // SIGKILL: restarted by systemd, re-adopting from the state file.
     let crash = one("crash");
