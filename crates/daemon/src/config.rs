@@ -346,9 +346,11 @@ pub enum EstimatorChoice {
 pub enum TenantOrigin {
     /// `cgroup = "/memtide/db"`: an existing cgroup, adopted; must lie under the parent.
     Adopt { cgroup: String },
-    /// `unit = "redis-server.service"`: a systemd unit's cgroup, adopted. The cgroup is found
-    /// by the check against the host (`check::against_host`, asking systemd for the unit's
-    /// `ControlGroup`: the unit must be running then) and must lie under the parent.
+    /// `unit = "redis-server.service"` or `slice = "batch.slice"`: a systemd unit's cgroup,
+    /// adopted (a slice's with its subtree: its processes are in the cgroups below it). The
+    /// cgroup is found by the check against the host (`check::against_host`, asking systemd
+    /// for the unit's `ControlGroup`, or where it is not running the cgroup it will get) and
+    /// must lie under the parent.
     Unit {
         unit: String,
         cgroup: Option<String>,
@@ -614,6 +616,15 @@ impl DaemonConfig {
             | TenantOrigin::Unit { cgroup: None, .. }
             | TenantOrigin::Vm { cgroup: None, .. } => false,
         })
+    }
+}
+
+/// The `[[tenant]]` key that names systemd unit `unit`: `slice` for a slice, else `unit`.
+pub(crate) fn unit_key(unit: &str) -> &'static str {
+    if unit.ends_with(".slice") {
+        "slice"
+    } else {
+        "unit"
     }
 }
 

@@ -295,6 +295,14 @@ impl MemoryCgroup {
         procs::read_procs(&self.dir)
     }
 
+    /// The processes in this cgroup and every cgroup below it (see
+    /// [`procs::read_subtree_procs`]).
+    pub fn subtree_pids(&self) -> Result<Vec<u32>, FsError> {
+        let mut pids = Vec::new();
+        procs::read_subtree_procs(&self.dir, &mut pids)?;
+        Ok(pids)
+    }
+
     /// Cumulative OOM kills: v1 memory.oom_control `oom_kill`, v2 memory.events `oom_kill`;
     /// `None` on kernels that do not count them.
     pub fn oom_kills(&self) -> Result<Option<u64>, FsError> {
@@ -347,6 +355,8 @@ pub struct CgroupReader {
     tracked: Option<Pidfd>,
     /// Answers of `has_processes` left before cgroup.procs is read again in any case.
     until_reread: u32,
+    /// Its processes are those of every cgroup below it too (a systemd slice).
+    subtree: bool,
     buf: Vec<u8>,
 }
 
@@ -385,8 +395,16 @@ impl CgroupReader {
             dir: KeptDir::new(d.clone()),
             tracked: None,
             until_reread: 0,
+            subtree: false,
             buf: Vec::new(),
         }
+    }
+
+    /// From now on, the cgroup's processes are those of every cgroup below it too (a systemd
+    /// slice, whose services hold its processes): `pids` and `has_processes` walk the subtree
+    /// by path, reading at most `procs::SUBTREE_CGROUPS` cgroups.
+    pub fn read_subtree(&mut self) {
+        self.subtree = true;
     }
 
     /// One reading of everything the host observes. v1: memory.stat printing `swap` means the
@@ -518,6 +536,9 @@ impl CgroupReader {
 
     /// The processes in this cgroup (not those in child cgroups), into `out` (cleared first).
     pub fn pids(&mut self, out: &mut Vec<u32>) -> Result<(), FsError> {
+        if self.subtree {
+            return procs::read_subtree_procs(self.dir.path(), out);
+        }
         out.clear();
         self.read_procs(Extent::Whole)?;
         let path = || self.dir.path().join("cgroup.procs");
@@ -544,6 +565,11 @@ impl CgroupReader {
     /// yes without reading cgroup.procs, for [`PROCS_REREAD_EVERY`] answers, after which (or
     /// once it exits, or where pidfds are unavailable) cgroup.procs is read again.
     pub fn has_processes(&mut self) -> Result<bool, FsError> {
+        if self.subtree {
+            let mut pids = Vec::new();
+            procs::read_subtree_procs(self.dir.path(), &mut pids)?;
+            return Ok(!pids.is_empty());
+        }
         if self.until_reread > 0 && self.tracked.as_ref().is_some_and(|p| !p.exited()) {
             self.until_reread -= 1;
             return Ok(true);

@@ -243,6 +243,7 @@ impl QemuHost {
             launch: None,
             adapter: None,
             isolated: true,
+            subtree: false,
         };
         match self
             .linux
@@ -288,6 +289,7 @@ impl QemuHost {
             launch: Some(launch.argv(&socket, &console)),
             adapter: None,
             isolated: true,
+            subtree: false,
         };
         let how = match self.linux.attach(
             id,

@@ -297,6 +297,12 @@ name = "late"
 unit = "$(unit late)"
 min = "8M"
 max = "64M"
+
+[[tenant]]
+name = "batch"
+slice = "system-batch.slice"
+min = "8M"
+max = "64M"
 EOF
 t0=$(date +%s)
 systemctl start memtide
@@ -329,6 +335,20 @@ n=0
 until [ $(adopted) -ge 2 ] || [ $n -ge 30 ]; do sleep 1; n=$((n + 1)); done
 M late-restarted adopted=$(adopted) dropped=$(J | grep -c ' info dropped tenant=late ') active=$(systemctl is-active "$(unit late)") seconds=$n
 limits late late
+
+# A slice: its processes are in the services below it. Empty at memtide's start, it waits;
+# a transient service started in it makes it adopted; stopped, the slice is dropped.
+sadopted() {{ J | grep -cE ' info (re)?adopted tenant=batch '; }}
+M slice-waiting waiting=$(J | grep -c ' waiting tenant=batch ') adopted=$(sadopted)
+systemd-run --quiet --slice=system-batch.slice --unit=batch-a redis-server --port 6384 --save '' >/dev/null 2>&1
+n=0
+until [ $(sadopted) -ge 1 ] || [ $n -ge 30 ]; do sleep 1; n=$((n + 1)); done
+S=$CG/system.slice/system-batch.slice
+M slice-started adopted=$(sadopted) procs=$(wc -l <$S/cgroup.procs) below=$(cat $S/batch-a.service/cgroup.procs | wc -l) logged=$(J | grep -E ' info (re)?adopted tenant=batch ' | head -n 1 | sed 's/.* cgroup=\([^ ]*\).*/\1/') seconds=$n
+systemctl stop batch-a.service
+n=0
+until [ $(J | grep -c ' info dropped tenant=batch ') -ge 1 ] || [ $n -ge 30 ]; do sleep 1; n=$((n + 1)); done
+M slice-stopped dropped=$(J | grep -c ' info dropped tenant=batch ') seconds=$n
 
 # systemd writing the unit's own values again (daemon-reload; set-property of the value it
 # already had): memtide's limit on the idle service is back within a few ticks.
@@ -393,7 +413,9 @@ M done
 /// followed by systemd's restart and a re-adoption from the state file, and `systemctl stop`
 /// gives each service back exactly the memory.high, memory.max and memory.low systemd had set.
 /// A third service, named by `unit =` and not running when memtide starts, waits; it is
-/// adopted once systemd starts it and again after `systemctl restart`. After `systemctl
+/// adopted once systemd starts it and again after `systemctl restart`. A slice named by
+/// `slice =` waits while empty, is adopted once a transient service runs in it, and is
+/// dropped when that service stops. After `systemctl
 /// daemon-reload` and a `set-property` of the idle service's own MemoryHigh=, memtide's
 /// limit is back within 10 s.
 #[test]
@@ -594,6 +616,26 @@ fn memtide_service_adopts_services_reloads_survives_a_kill_and_restores_their_li
         (late.get("high"), late.get("max"), late.get("low")),
         ("max", "max", "0"),
         "the late unit's limits were not given back at stop: {late:?}"
+    );
+
+    // A slice waits while it is empty, is adopted once a service below it runs (it holds no
+    // process itself), and is dropped when that service stops.
+    let sw = one("slice-waiting");
+    assert!(sw.num("waiting") >= 1, "{sw:?}");
+    assert_eq!(sw.get("adopted"), "0", "{sw:?}");
+    let ss = one("slice-started");
+    assert_eq!(ss.get("adopted"), "1", "the slice was not adopted: {ss:?}");
+    assert_eq!(ss.get("procs"), "0", "{ss:?}");
+    assert_eq!(ss.get("below"), "1", "{ss:?}");
+    assert_eq!(
+        ss.get("logged").trim_matches('"'),
+        "/system.slice/system-batch.slice",
+        "{ss:?}"
+    );
+    let sd = one("slice-stopped");
+    assert!(
+        sd.num("dropped") >= 1,
+        "the emptied slice was not dropped within 30 s: {sd:?}"
     );
 
     // systemd's own writes of the unit's values (daemon-reload, set-property) do not undo

@@ -48,7 +48,7 @@ pub fn against_host(
     let mut adopted_vm = false;
     for (i, t) in config.tenants.iter_mut().enumerate() {
         if let TenantOrigin::Unit { unit, cgroup } = &mut t.origin {
-            let at = root.key("tenant").index(i).key("unit");
+            let at = root.key("tenant").index(i).key(super::unit_key(unit));
             let found = probe.unit_cgroup(unit).map_err(|why| doc.error(&at, why))?;
             let found = super::read::cgroup_path(&found).map_err(|why| {
                 doc.error(

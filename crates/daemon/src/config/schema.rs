@@ -46,6 +46,7 @@ pub(super) struct TenantDoc {
     pub(super) io: Option<TenantIoDoc>,
     pub(super) vm: Option<VmDoc>,
     pub(super) unit: Option<String>,
+    pub(super) slice: Option<String>,
 }
 
 /// `[tenant.vm]`: a QEMU VM memtide launches (kernel or disk, memory, …) or adopts by its QMP

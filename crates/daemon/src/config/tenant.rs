@@ -153,18 +153,44 @@ fn tenant(
         ParentCgroup::OwnCgroup => format!("<the daemon's cgroup>/{}", t.name),
         ParentCgroup::Path(p) => join(p, &t.name),
     };
-    let origin = if let Some(unit) = t.unit {
+    if let (Some(_), Some(_)) = (&t.unit, &t.slice) {
+        return Err(doc.error(
+            &at.key("slice"),
+            "adopts a systemd slice; give no unit beside it",
+        ));
+    }
+    let origin = if let Some(unit) = t.unit.or(t.slice.clone()) {
+        let key = super::unit_key(&unit);
         if t.cgroup.is_some() || t.command.is_some() || t.vm.is_some() {
             return Err(doc.error(
-                &at.key("unit"),
-                "adopts a systemd unit's cgroup; give no cgroup, command or [tenant.vm] beside it",
+                &at.key(key),
+                format!(
+                    "adopts a systemd {key}'s cgroup; give no cgroup, command or [tenant.vm] \
+                     beside it"
+                ),
             ));
         }
         if !valid_unit(&unit) {
             return Err(doc.error(
-                &at.key("unit"),
+                &at.key(key),
                 format!("is not a systemd unit name; expected {UNIT_RULE}"),
             ));
+        }
+        match (t.slice.is_some(), key) {
+            (true, "unit") => {
+                return Err(doc.error(
+                    &at.key("slice"),
+                    "is not a slice; expected a name ending in .slice, such as \"batch.slice\"",
+                ))
+            }
+            (false, "slice") => {
+                return Err(doc.error(
+                    &at.key("unit"),
+                    "is a slice: write it as slice = \"...\" (its processes are in the \
+                     cgroups below it)",
+                ))
+            }
+            _ => {}
         }
         TenantOrigin::Unit { unit, cgroup: None }
     } else {
@@ -578,7 +604,7 @@ pub(super) fn check_cgroups(
         return Err(match tenants[later.1].origin {
             TenantOrigin::Adopt { .. } => doc.error(&at.key("cgroup"), message),
             TenantOrigin::Unit { ref unit, .. } => doc.error(
-                &at.key("unit"),
+                &at.key(super::unit_key(unit)),
                 format!("is {unit} in cgroup \"{}\", which {message}", later.2),
             ),
             TenantOrigin::Vm {

@@ -144,6 +144,8 @@ pub(super) fn declare(runner: &mut Runner<QemuHost>, s: &Slot, config: &DaemonCo
                 launch,
                 adapter,
                 isolated: s.config.isolated,
+                subtree: matches!(&s.config.origin,
+                    TenantOrigin::Unit { unit, .. } if crate::config::unit_key(unit) == "slice"),
             })
         }
     };

@@ -11,6 +11,44 @@ pub fn read_procs(dir: &Path) -> Result<Vec<u32>, FsError> {
     parse_procs(&path, &text)
 }
 
+/// The most cgroups [`read_subtree_procs`] reads: a subtree holding more is read up to this
+/// many (a systemd slice holds a few dozen services and scopes, a busy host's `user.slice` a
+/// few hundred).
+pub const SUBTREE_CGROUPS: usize = 4096;
+
+/// Reads the processes of `dir` and of every cgroup below it into `out` (a systemd slice's
+/// services and scopes hold its processes; the slice itself holds none), at most
+/// [`SUBTREE_CGROUPS`] cgroups. A child cgroup removed during the walk is skipped; `dir`
+/// itself gone is `FsError::Vanished`.
+pub fn read_subtree_procs(dir: &Path, out: &mut Vec<u32>) -> Result<(), FsError> {
+    out.clear();
+    out.extend(read_procs(dir)?);
+    let mut read = 1;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if read >= SUBTREE_CGROUPS {
+                return Ok(());
+            }
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let child = entry.path();
+            read += 1;
+            match read_procs(&child) {
+                Ok(pids) => out.extend(pids),
+                Err(e) if e.is_vanished() => continue,
+                Err(e) => return Err(e),
+            }
+            stack.push(child);
+        }
+    }
+    Ok(())
+}
+
 /// Parses cgroup.procs text (one pid per line) read from `path`.
 pub fn parse_procs(path: &Path, text: &str) -> Result<Vec<u32>, FsError> {
     text.lines()
@@ -36,6 +74,31 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         std::fs::write(tmp.path().join("cgroup.procs"), "12\n345\n").unwrap();
         assert_eq!(read_procs(tmp.path()).unwrap(), vec![12, 345]);
+    }
+
+    #[test]
+    fn a_subtree_lists_the_processes_of_every_cgroup_below() {
+        let tmp = tempfile::tempdir().unwrap();
+        let slice = tmp.path().join("app.slice");
+        for (dir, procs) in [
+            ("", ""),
+            ("a.service", "10\n11\n"),
+            ("b.scope", "20\n"),
+            ("b.scope/inner", "30\n"),
+        ] {
+            std::fs::create_dir_all(slice.join(dir)).unwrap();
+            std::fs::write(slice.join(dir).join("cgroup.procs"), procs).unwrap();
+        }
+        // A plain file is no cgroup.
+        std::fs::write(slice.join("memory.current"), "0\n").unwrap();
+        let mut pids = vec![99];
+        read_subtree_procs(&slice, &mut pids).unwrap();
+        pids.sort_unstable();
+        assert_eq!(pids, vec![10, 11, 20, 30]);
+        assert_eq!(read_procs(&slice).unwrap(), Vec::<u32>::new());
+        assert!(read_subtree_procs(&tmp.path().join("gone"), &mut pids)
+            .unwrap_err()
+            .is_vanished());
     }
 
     #[test]

@@ -217,6 +217,13 @@ impl LinuxHost {
         ))
     }
 
+    /// Reads tenant `id`'s processes in every cgroup below its own too (a systemd slice).
+    pub(super) fn read_subtree(&mut self, id: TenantId) {
+        if let Some(t) = self.tenants.get_mut(&id) {
+            t.reader.read_subtree();
+        }
+    }
+
     /// Keeps a state file's record of a cgroup not adopted yet (it is missing or empty now), so
     /// that when it is adopted later, its original is the one the record holds.
     pub fn remember(&mut self, record: &TenantRecord) {
@@ -1044,6 +1051,47 @@ mod tests {
             matches!(events[..], [WorldEvent::Gone { .. }]),
             "{events:?}"
         );
+    }
+
+    #[test]
+    fn a_slice_runs_while_a_cgroup_below_it_holds_a_process() {
+        let root = tempfile::tempdir().unwrap();
+        let mut host = fake_v2(root.path(), 300);
+        // A slice: no process of its own, one in a service below it.
+        let slice = root.path().join("cg/t");
+        std::fs::write(slice.join("cgroup.procs"), "").unwrap();
+        std::fs::create_dir(slice.join("a.service")).unwrap();
+        std::fs::write(slice.join("a.service/cgroup.procs"), "4242\n").unwrap();
+        let spec = TenantSpec::new(TenantId(0), "t", Pages::from_mib(16), Pages::from_mib(1024));
+        let placement = |subtree| Placement {
+            cgroup: "/t".into(),
+            launch: None,
+            adapter: None,
+            isolated: false,
+            subtree,
+        };
+        // As a plain cgroup it holds nothing and waits; as a slice it is adopted.
+        assert!(matches!(
+            host.attach(TenantId(0), &spec, &placement(false), None)
+                .unwrap(),
+            memtide_controller::Attach::Waiting(_)
+        ));
+        assert!(matches!(
+            host.attach(TenantId(0), &spec, &placement(true), None)
+                .unwrap(),
+            memtide_controller::Attach::Attached(_)
+        ));
+        assert_eq!(host.observe().unwrap().tenants.len(), 1);
+        // Its service stops: the slice has no process left, and is gone.
+        std::fs::write(slice.join("a.service/cgroup.procs"), "").unwrap();
+        assert!(host.observe().unwrap().tenants.is_empty());
+        assert!(matches!(
+            &host.drain_events()[..],
+            [WorldEvent::Gone {
+                may_return: true,
+                ..
+            }]
+        ));
     }
 
     /// The files of the cgroup directory `dir`, to make it again.

@@ -20,6 +20,9 @@ pub struct Placement {
     /// Never asked to merge its pages with other tenants' (page sharing is a side channel
     /// between tenants); others launched while page sharing is on are.
     pub isolated: bool,
+    /// An adopted cgroup whose processes live in the cgroups below it (a systemd slice): it
+    /// is running while any of them holds a process, and its processes are theirs.
+    pub subtree: bool,
 }
 
 impl LinuxHost {
@@ -53,11 +56,15 @@ impl LinuxHost {
         }
     }
 
-    /// The cgroup at `path` holds at least one process.
-    fn has_processes(&self, path: &str) -> bool {
-        MemoryCgroup::new(self.hierarchy.version, self.hierarchy.dir_of(path))
-            .pids()
-            .is_ok_and(|p| !p.is_empty())
+    /// The cgroup at `path` (with `subtree`, or a cgroup below it) holds at least one process.
+    fn has_processes(&self, path: &str, subtree: bool) -> bool {
+        let cgroup = MemoryCgroup::new(self.hierarchy.version, self.hierarchy.dir_of(path));
+        let pids = if subtree {
+            cgroup.subtree_pids()
+        } else {
+            cgroup.pids()
+        };
+        pids.is_ok_and(|p| !p.is_empty())
     }
 }
 
@@ -84,17 +91,20 @@ impl World for LinuxHost {
     ) -> Result<Attach, LinuxError> {
         let record = record.filter(|r| r.cgroup == placement.cgroup);
         let cgroup = &placement.cgroup;
-        let has_procs = self.has_processes(cgroup);
+        let subtree = placement.subtree && placement.launch.is_none();
+        let has_procs = self.has_processes(cgroup, subtree);
         let how = match &placement.launch {
             None => {
                 if !has_procs {
                     if let Some(r) = record {
                         self.remember(r);
                     }
-                    let why = if self.hierarchy.dir_of(cgroup).is_dir() {
-                        "its cgroup holds no process"
-                    } else {
+                    let why = if !self.hierarchy.dir_of(cgroup).is_dir() {
                         "its cgroup does not exist"
+                    } else if subtree {
+                        "no cgroup in its subtree holds a process"
+                    } else {
+                        "its cgroup holds no process"
                     };
                     return Ok(Attach::Waiting(why.to_string()));
                 }
@@ -105,6 +115,9 @@ impl World for LinuxHost {
                     record.map(Original::of),
                     Origin::Adopted,
                 )?;
+                if subtree {
+                    self.read_subtree(id);
+                }
                 if record.is_some() {
                     Joined::Readopted
                 } else {

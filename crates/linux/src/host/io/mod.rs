@@ -622,6 +622,7 @@ mod tests {
             launch: None,
             adapter: None,
             isolated: false,
+            subtree: false,
         };
         host.attach(TenantId(0), &spec(), &placement, record)
             .unwrap();
