@@ -5,7 +5,7 @@
 //! (no driver, a driver that does not move: the policy's stall watch, or the guest's limit)
 //! the host pages out by lowering the VM's cgroup limit over swap, which the kernel meets by
 //! swapping QEMU's memory out, and that limit follows the tenant's target back up as it
-//! rises. ESX's low state pauses the VM (`stop`) until it is at its target. The guest's
+//! rises. ESX's low state pauses a running VM (`stop`) until it is at its target. The guest's
 //! swap-ins and major faults (virtio-balloon statistics) are the working-set probe's signal.
 //! Plain cgroup tenants pass through to the Linux host unchanged.
 //!
@@ -135,6 +135,19 @@ fn cgroup_as_host_swap(obs: &mut TenantObservation) -> HostSwapLever {
         swap_ins: host_swap_ins,
         room: swap_room,
     }
+}
+
+/// Pauses a VM for ESX's low state (`stop`): `Ok(true)` when memtide paused it, `Ok(false)`
+/// when it was not running (started with `-S`, paused by its owner, shut down), which is
+/// left alone: memtide resumes (`cont`) only a VM it paused, and a `cont` would start one
+/// that was never started. Costs a `query-status` round trip per tick while the policy
+/// blocks a VM that is not running.
+fn pause(qmp: &mut Qmp) -> Result<bool, QmpError> {
+    if !qmp.query_status()?.running {
+        return Ok(false);
+    }
+    qmp.execute("stop", None)?;
+    Ok(true)
 }
 
 /// How far a VM got in joining the world.
@@ -462,15 +475,21 @@ impl QemuHost {
             }
             if let Some(qmp) = vm.qmp.as_mut() {
                 if moves.blocked != vm.record.paused && !self.options.dry_run {
-                    let command = if moves.blocked { "stop" } else { "cont" };
-                    match qmp.execute(command, None) {
-                        Ok(_) => {
+                    let changed = if moves.blocked {
+                        pause(qmp)
+                    } else {
+                        qmp.execute("cont", None).map(|_| true)
+                    };
+                    match changed {
+                        Ok(true) => {
                             vm.record.paused = moves.blocked;
                             self.events.push(WorldEvent::Blocked {
                                 id,
                                 blocked: moves.blocked,
                             });
                         }
+                        // Not running: nothing to pause, and nothing memtide may resume.
+                        Ok(false) => {}
                         Err(e) => self.events.push(WorldEvent::VmFailed {
                             id,
                             error: e.to_string(),
@@ -650,5 +669,55 @@ impl World for QemuHost {
                 .map(|(n, e)| (n, QemuError::Linux(e))),
         );
         errors
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qmp::fake::{handshake, FakeQmp, Step};
+    use serde_json::json;
+
+    /// A monitor answering `query-status` with `status`, then `stop` if `stop` is expected.
+    fn monitor(status: &str, running: bool, stop: bool) -> FakeQmp {
+        let mut steps = handshake();
+        steps.push(Step::Expect("query-status"));
+        steps.push(Step::Reply(
+            json!({"return": {"status": status, "singlestep": false, "running": running}}),
+        ));
+        if stop {
+            steps.push(Step::Expect("stop"));
+            steps.push(Step::Reply(json!({"return": {}})));
+        }
+        steps.push(Step::Hold);
+        FakeQmp::start(steps)
+    }
+
+    /// The commands the monitor received, in order, once the client left.
+    fn sent(fake: FakeQmp) -> Vec<String> {
+        fake.finish()
+            .iter()
+            .filter_map(|c| c["execute"].as_str().map(String::from))
+            .collect()
+    }
+
+    #[test]
+    fn a_running_vm_is_paused_and_counted_as_memtides_pause() {
+        let fake = monitor("running", true, true);
+        let mut qmp = Qmp::connect(&fake.path, Duration::from_secs(5)).unwrap();
+        assert!(pause(&mut qmp).unwrap());
+        drop(qmp);
+        assert_eq!(sent(fake), ["qmp_capabilities", "query-status", "stop"]);
+    }
+
+    #[test]
+    fn a_vm_started_paused_is_left_alone_so_it_is_never_resumed() {
+        for (status, running) in [("prelaunch", false), ("paused", false)] {
+            let fake = monitor(status, running, false);
+            let mut qmp = Qmp::connect(&fake.path, Duration::from_secs(5)).unwrap();
+            assert!(!pause(&mut qmp).unwrap(), "{status}");
+            drop(qmp);
+            assert_eq!(sent(fake), ["qmp_capabilities", "query-status"], "{status}");
+        }
     }
 }

@@ -1,11 +1,14 @@
 //! memtide on a real cgroup v2 hierarchy (issue 29), inside a QEMU guest since this host's
 //! memory controller is v1 only: the idle tax on three adopted tenants with every file given
 //! back on SIGTERM, the floor honouring a tenant's own memory.swap.max, a SIGKILL and restart,
-//! a second daemon refused, TWS converging and a shrink held on the tenant's own PSI. Each
-//! test boots one guest (host/v2guest.rs) whose workload prints what the guest's kernel files
-//! read; the assertions here are made on those lines. Guest times are printed (`--nocapture`).
+//! a second daemon refused, TWS converging, a shrink held on the tenant's own PSI, `parent =
+//! "self"`, tenants dropped and released, and a paused QEMU VM adopted in a v2 cgroup, paged
+//! out through memory.high and left as found (nested TCG boots a VM too slowly to test its
+//! balloon here: docs/linux.md). Each test boots one guest (host/v2guest.rs) whose workload
+//! prints what the guest's kernel files read; the assertions here are made on those lines.
+//! Guest times are printed (`--nocapture`).
 
-use crate::host::v2guest::{run, Line, Run};
+use crate::host::v2guest::{run, run_with, Extra, Line, Run, IMAGE_IN_GUEST};
 use crate::host::{mib, MIB};
 use std::time::Duration;
 
@@ -844,4 +847,192 @@ dump l /run/memtide/l.log
     assert_eq!(stopped.get("status"), "0", "{}\n{log}", stopped.text);
     run.assert_no_oom_kill(&["busy", "idle"]);
     run.assert_files_equal("before", "after", &["busy", "idle", "gone"]);
+}
+
+/// One argument for the guest's shell, single-quoted.
+fn quoted(arg: &str) -> String {
+    format!("'{}'", arg.replace('\'', r"'\''"))
+}
+
+/// A QEMU VM in a v2 cgroup, adopted by its QMP socket. Nested TCG boots the tiny guest too
+/// slowly for a test (docs/linux.md, "cgroup v2 in a guest": 106-166 s to its balloon driver), so the VM
+/// is the one memtide would launch (q35, virtio-balloon, QMP, the same kernel and initramfs)
+/// started paused (`-S`) with its 256 MiB preallocated (`-mem-prealloc`): a guest that holds
+/// its memory and whose balloon driver never runs. The QEMU starts inside /memtide/vm with
+/// non-default memory.high and memory.oom.group. memtide adopts it (its cgroup found from the
+/// socket's peer), sees no balloon driver and asks the balloon nothing, and pages the VM out
+/// through memory.high (host swap: the guest's zram takes QEMU's memory) under a 96 MiB
+/// budget. After SIGTERM the VM is as found: QEMU alive in its cgroup, QMP answering, the
+/// balloon where it was, still `prelaunch` (never started: memtide resumes only a VM it
+/// paused itself), and every memory file of the cgroup as it read before. No OOM kill.
+#[test]
+fn on_v2_a_paused_vm_is_adopted_paged_out_by_memory_high_and_left_as_found() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "on_v2_a_paused_vm_is_adopted_paged_out_by_memory_high_and_left_as_found";
+    let Some(image) = crate::host::vm::guest(test) else {
+        return;
+    };
+    let extra = Extra::qemu(&image);
+    let share = std::path::Path::new(IMAGE_IN_GUEST);
+    let spec = memtide_qemu::vm::LaunchSpec {
+        qemu: "qemu-system-x86_64".to_string(),
+        kernel: Some(share.join("vmlinuz")),
+        initrd: Some(share.join("initramfs.cpio.gz")),
+        disk: None,
+        memory: memtide_model::Bytes(256 * MIB),
+        cpus: 1,
+        append: Some(image.append("memtide-toucher --active 64M", "memtide.zram=0")),
+        // The test's own QMP monitor, on TCP for busybox's nc; memtide's is the Unix socket.
+        args: [
+            "-S",
+            "-mem-prealloc",
+            "-qmp",
+            "tcp:127.0.0.1:4445,server=on,wait=off",
+        ]
+        .map(String::from)
+        .to_vec(),
+        kvm: false,
+    };
+    let argv = spec
+        .argv(
+            std::path::Path::new("/run/vm/qmp.sock"),
+            std::path::Path::new("/run/vm/console.log"),
+        )
+        .iter()
+        .map(|a| quoted(a))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let conf = config(9464, "/run/memtide/v.json", "96M", "", &[])
+        + "\n[[tenant]]\nname = \"vm\"\nmin = \"32M\"\nmax = \"1G\"\nestimator = \"sampling\"\n\
+           [tenant.vm]\nqmp = \"/run/vm/qmp.sock\"\n";
+    let body = format!(
+        r#"
+# COMMAND...: QMP commands without arguments on the test's own monitor; the answers' lines.
+qmp() {{
+    {{ echo '{{"execute":"qmp_capabilities"}}'; for c in "$@"; do echo "{{\"execute\":\"$c\"}}"; done; sleep 2; }} |
+        timeout 10 nc 127.0.0.1 4445
+}}
+# PHASE: the VM as QEMU tells it, and whether its process lives.
+vm() {{
+    a=$(qmp query-status query-balloon)
+    say "vm phase=$1 status=$(echo "$a" | sed -n 's/.*"status": *"\([a-z-]*\)".*/\1/p')" \
+        "actual=$(echo "$a" | sed -n 's/.*"actual": *\([0-9]*\).*/\1/p')" \
+        "alive=$(kill -0 $QPID 2>/dev/null && echo 1 || echo 0)" \
+        "procs=$(cat $CG/vm/cgroup.procs | tr '\n' ,)"
+}}
+mkdir $CG/vm /run/vm
+echo 900M >$CG/vm/memory.high
+echo 1 >$CG/vm/memory.oom.group
+TENANTS=vm
+sh -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' $CG/vm {argv} 2>/run/vm/qemu.err &
+QPID=$!
+filled vm $((256 << 20)) 90
+wait_until 30 test -S /run/vm/qmp.sock || say "error what=no-qmp-socket"
+say "qemu pid=$QPID t=$(up)"
+vm before
+files before
+sample
+{config}daemon /etc/memtide/v.toml /run/memtide/v.log
+sampler &
+SP=$!
+logged adopted /run/memtide/v.log 30
+# Until host swap holds 128 MiB of the VM, then 3 s more.
+wait_until 60 sh -c "[ \$(cat $CG/vm/memory.swap.current) -ge $((128 << 20)) ]" ||
+    say "note what=never-paged-out"
+sleep 3
+say "api $(wget -qO- http://127.0.0.1:9464/v1/status | tr -d ' \n' | grep -o '"vm":{{[^}}]*}}' | tr -d '"{{}}' | sed 's/^vm://; s/:/=/g; s/,/ /g')"
+vm during
+stop TERM v
+kill $SP
+sample
+files after
+vm after
+kill $QPID
+wait $QPID
+dump v /run/memtide/v.log
+cat /run/vm/qemu.err | sed 's/^/memtide-v2: qemu-err /'
+"#,
+        config = write_file("/etc/memtide/v.toml", &conf),
+    );
+    let Some(run) = run_with(test, &body, GUEST_TIMEOUT, &extra) else {
+        return;
+    };
+    run.assert_no_errors();
+    assert_v2(&run, "v");
+    let log = run.log("v");
+    let trace = trace(&run, "vm");
+    let pid = run.lines("qemu")[0].get("pid").to_string();
+    for phase in ["before", "during", "after"] {
+        let vm = run
+            .lines("vm")
+            .into_iter()
+            .find(|l| l.get("phase") == phase)
+            .unwrap_or_else(|| panic!("no vm line in phase {phase}:\n{}", run.tail(80)));
+        // prelaunch: never started; a `cont` would have made it "running".
+        assert_eq!(vm.get("status"), "prelaunch", "{}\n{log}", vm.text);
+        assert_eq!(
+            vm.number("actual"),
+            256 * MIB,
+            "the balloon moved: {}",
+            vm.text
+        );
+        assert_eq!(vm.get("alive"), "1", "{}", vm.text);
+        assert_eq!(vm.get("procs"), format!("{pid},"), "{}", vm.text);
+    }
+    assert!(
+        log.contains("adopted tenant=vm cgroup=/memtide/vm "),
+        "the VM was not adopted in its v2 cgroup:\n{log}"
+    );
+    let limits: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" limit tenant=vm ") && l.contains("outcome=lower"))
+        .collect();
+    assert!(
+        limits
+            .iter()
+            .any(|l| l.contains("no balloon driver") && l.contains("host swap")),
+        "memtide never lowered the VM's memory.high for host swap:\n{log}"
+    );
+    assert!(
+        !log.contains(" balloon tenant=vm "),
+        "memtide asked a balloon without a driver:\n{log}"
+    );
+    // The policy blocks the VM in the low state; memtide does not pause a VM that does not
+    // run, so it resumes nothing either.
+    assert!(
+        log.contains("blocked until at target"),
+        "the budget never blocked the VM (the low state):\n{log}"
+    );
+    assert!(
+        !log.contains("vm_paused") && !log.contains("vm_resumed"),
+        "memtide paused or resumed a VM it found not running:\n{log}"
+    );
+    let api = &run.lines("api")[0];
+    assert_eq!(api.get("balloon_target_bytes"), "null", "{}", api.text);
+    assert_eq!(api.number("balloon_bytes"), 0, "{}", api.text);
+    assert!(
+        api.number("host_swapped_bytes") >= 128 * MIB,
+        "the API shows no host swap: {}",
+        api.text
+    );
+    let samples = run.samples("vm");
+    let held = samples[0].number("current");
+    let paged = samples
+        .iter()
+        .find(|s| s.bytes("high").is_some_and(|h| h < held / 2) && s.number("swap") >= 128 * MIB);
+    let paged = paged.unwrap_or_else(|| {
+        panic!("memory.high never paged half of the VM's {held} bytes into swap:\n{trace}\n{log}")
+    });
+    println!(
+        "a paused VM on v2: memory.high {:.0} MiB, {:.0} MiB of QEMU in host swap at {} s; \
+         the guest ran {:.1} s\n{trace}",
+        mib(paged.number("high")),
+        mib(paged.number("swap")),
+        paged.get("t"),
+        run.elapsed.as_secs_f64()
+    );
+    let stopped = &run.lines("daemon")[0];
+    assert_eq!(stopped.get("status"), "0", "{}\n{log}", stopped.text);
+    run.assert_no_oom_kill(&["vm"]);
+    run.assert_files_equal("before", "after", &["vm"]);
 }

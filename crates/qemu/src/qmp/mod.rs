@@ -296,7 +296,7 @@ fn is_balloon_child(kind: &str) -> bool {
 }
 
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 
 #[cfg(test)]
 mod tests {

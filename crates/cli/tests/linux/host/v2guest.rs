@@ -1,8 +1,8 @@
 //! A real cgroup v2 host inside a QEMU guest (this host's memory controller is v1 only): the
 //! guest image scripts/guest-image.sh builds, with the `memtide` and `memtide-toucher` under
-//! test (and the shared libraries they load) added as a second initramfs archive, a workload
-//! script that mounts cgroup2 and prints `memtide-v2:` marker lines on the console, and the
-//! parsing of those lines on the host.
+//! test (and the shared libraries they load; for a test that asks, QEMU to run a VM inside)
+//! added as a second initramfs archive, a workload script that mounts cgroup2 and prints
+//! `memtide-v2:` marker lines on the console, and the parsing of those lines on the host.
 
 use super::vm::{guest, spawn_in, Guest};
 use super::{linux, memtide_path, toucher_path, TestCgroup};
@@ -254,6 +254,11 @@ fn parse(line: &str) -> Option<Line> {
 /// missing (a failure under `MEMTIDE_REQUIRE_LINUX=1`). Panics with the console's tail when
 /// the guest does not finish in time or its workload fails.
 pub fn run(test: &str, body: &str, timeout: Duration) -> Option<Run> {
+    run_with(test, body, timeout, &Extra::default())
+}
+
+/// [`run`] with `extra` in the guest besides memtide and the toucher.
+pub fn run_with(test: &str, body: &str, timeout: Duration, extra: &Extra) -> Option<Run> {
     let linux = linux(test)?;
     let image = guest(test)?;
     let cgroup = linux.cgroup("v2guest");
@@ -262,6 +267,7 @@ pub fn run(test: &str, body: &str, timeout: Duration) -> Option<Run> {
         &image,
         dir.path(),
         &format!("{PRELUDE}\n{body}\nsay done\n"),
+        extra,
     );
     let console = dir.path().join("console.log");
     let spec = memtide_qemu::vm::LaunchSpec {
@@ -349,33 +355,118 @@ impl Drop for Qemu {
     }
 }
 
+/// Where [`Extra::qemu`] puts the guest image (kernel and initramfs) inside the guest.
+pub const IMAGE_IN_GUEST: &str = "/usr/local/share/memtide-v2";
+
+/// What one test adds to its guest beyond memtide, the toucher and their libraries, each as
+/// (the file on this host, its absolute path in the guest). Only the test that asks pays for
+/// it: every other guest's archive stays as small as it was.
+#[derive(Debug, Default)]
+pub struct Extra {
+    /// Programs and loadable modules: debug info stripped, mode 0755, and the shared
+    /// libraries `ldd` names for them added.
+    pub programs: Vec<(PathBuf, PathBuf)>,
+    /// Data files, copied as they are, mode 0644.
+    pub files: Vec<(PathBuf, PathBuf)>,
+}
+
+impl Extra {
+    /// QEMU inside the guest, to run a VM there: this host's qemu-system-x86_64 at its own
+    /// path (it finds its firmware and modules relative to itself), its TCG accelerator
+    /// module when it has modules (Debian's has), the firmware a q35 machine loads before its
+    /// first instruction (SeaBIOS, the option ROM that boots `-kernel`, the vAPIC ROM) and
+    /// `image`'s kernel and initramfs as vmlinuz and initramfs.cpio.gz in [`IMAGE_IN_GUEST`].
+    /// About 65 MB unpacked (31 MB in the archive). Panics when QEMU lacks a firmware file
+    /// (`guest` already skipped a host without QEMU).
+    pub fn qemu(image: &Guest) -> Extra {
+        let qemu = super::redis::find_program("qemu-system-x86_64")
+            .and_then(|p| p.canonicalize().ok())
+            .expect("qemu-system-x86_64 (guest() checked it is installed)");
+        let mut extra = Extra::default();
+        let bin = qemu.parent().expect("a directory above QEMU");
+        // Where QEMU looks for its modules, <bindir>/../lib/<multiarch>/qemu: Debian's loads
+        // even TCG from there.
+        if let Ok(dirs) = std::fs::read_dir(bin.join("../lib")) {
+            for d in dirs.flatten() {
+                let module = d.path().join("qemu/accel-tcg-x86_64.so");
+                if let Ok(m) = module.canonicalize() {
+                    extra.programs.push((m.clone(), m));
+                }
+            }
+        }
+        extra.programs.push((qemu.clone(), qemu.clone()));
+        let help = Command::new(&qemu)
+            .args(["-L", "help"])
+            .output()
+            .expect("run qemu-system-x86_64 -L help");
+        let dirs: Vec<PathBuf> = String::from_utf8_lossy(&help.stdout)
+            .lines()
+            .filter_map(|l| Path::new(l.trim()).canonicalize().ok())
+            .collect();
+        for name in ["bios-256k.bin", "linuxboot_dma.bin", "kvmvapic.bin"] {
+            let found = dirs
+                .iter()
+                .map(|d| d.join(name))
+                .find(|p| p.is_file())
+                .unwrap_or_else(|| panic!("QEMU has no {name} in {dirs:?} (its -L help)"));
+            extra.files.push((found.clone(), found));
+        }
+        let share = Path::new(IMAGE_IN_GUEST);
+        extra
+            .files
+            .push((image.kernel.clone(), share.join("vmlinuz")));
+        extra
+            .files
+            .push((image.initrd.clone(), share.join("initramfs.cpio.gz")));
+        extra
+    }
+}
+
 /// The image's initramfs followed by a gzip'd newc archive of the binaries under test, the
 /// shared libraries they load (at the paths ldd names; the guest's userland is a static
-/// busybox) and `script`, in `dir`. The kernel unpacks concatenated archives in order.
-fn initrd(image: &Guest, dir: &Path, script: &str) -> PathBuf {
+/// busybox), `extra` and `script`, in `dir`. The kernel unpacks concatenated archives in
+/// order.
+fn initrd(image: &Guest, dir: &Path, script: &str, extra: &Extra) -> PathBuf {
     let root = dir.join("overlay");
     let memtide = memtide_path();
     let toucher = toucher_path();
-    let mut files: Vec<(PathBuf, PathBuf)> = vec![
+    let inside = |p: &Path| {
+        p.strip_prefix("/")
+            .expect("an absolute path in the guest")
+            .to_path_buf()
+    };
+    let mut programs: Vec<(PathBuf, PathBuf)> = vec![
         (memtide.clone(), PathBuf::from("usr/local/bin/memtide")),
         (
             toucher.clone(),
             PathBuf::from("usr/local/bin/memtide-toucher"),
         ),
     ];
-    for lib in libraries(&[&memtide, &toucher]) {
-        let inside = lib
-            .strip_prefix("/")
-            .expect("ldd names absolute paths")
-            .to_path_buf();
-        files.push((lib, inside));
+    programs.extend(
+        extra
+            .programs
+            .iter()
+            .map(|(from, at)| (from.clone(), inside(at))),
+    );
+    let mut binaries: Vec<&Path> = vec![&memtide, &toucher];
+    binaries.extend(extra.programs.iter().map(|(from, _)| from.as_path()));
+    for lib in libraries(&binaries) {
+        let at = inside(&lib);
+        programs.push((lib, at));
     }
-    for (from, inside) in &files {
-        let to = root.join(inside);
+    let copy = |from: &Path, at: &Path| {
+        let to = root.join(at);
         make_dirs(&root, to.parent().unwrap());
         // The file itself, not a link: the library paths may be links on this host.
         std::fs::copy(from, &to)
             .unwrap_or_else(|e| panic!("copy {} into the guest's archive: {e}", from.display()));
+        to
+    };
+    let mode = |to: &Path, mode: u32| {
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(mode)).unwrap();
+    };
+    for (from, at) in &programs {
+        let to = copy(from, at);
         // Debug info is most of a release binary here (memtide: 56 MB, 9 without); the guest
         // would unpack it into its RAM under TCG for nothing. The code is unchanged.
         let stripped = Command::new("strip")
@@ -384,7 +475,10 @@ fn initrd(image: &Guest, dir: &Path, script: &str) -> PathBuf {
             .status()
             .expect("run strip (binutils)");
         assert!(stripped.success(), "strip --strip-debug {}", to.display());
-        std::fs::set_permissions(&to, std::fs::Permissions::from_mode(0o755)).unwrap();
+        mode(&to, 0o755);
+    }
+    for (from, at) in &extra.files {
+        mode(&copy(from, &inside(at)), 0o644);
     }
     let at = root.join(SCRIPT.trim_start_matches('/'));
     make_dirs(&root, at.parent().unwrap());
