@@ -88,8 +88,9 @@ fn assert_v2(run: &Run, log: &str) {
 /// Three adopted tenants on v2 under a 500 MiB budget with ESX's sampling and the idle tax at
 /// 0.75: "busy" touches 250 MiB, "idle" touched 208 MiB once, "medium" touches 100 MiB of
 /// 160. The idle tenant's memory falls first, the busy one's limit never goes below its
-/// working set, nobody is OOM-killed, and SIGTERM gives back every file memtide may change
-/// (some set to non-defaults beforehand) exactly as it read before.
+/// working set, every lowering is one bounded step (5% of what the tenant holds) or less,
+/// nobody is OOM-killed, and SIGTERM gives back every file memtide may change (some set to
+/// non-defaults beforehand) exactly as it read before.
 ///
 /// Why 500 MiB: at equal shares the tax settles where an idle page costs four active ones, so
 /// "idle" keeps 8 + (B − 8)/4 and "medium" 100 + (B − 100)/4 when "busy" holds B; all three
@@ -190,8 +191,43 @@ dump a /run/memtide/a.log
             .any(|s| s.bytes("high").is_some_and(|h| h < 200 * MIB)),
         "memtide never lowered the idle tenant's memory.high:\n{traces}"
     );
+    let lowerings = assert_bounded_shrinks(&run, "a", 0.05);
+    assert!(lowerings > 0, "no lowering logged:\n{}", run.log("a"));
     run.assert_no_oom_kill(&tenants);
     run.assert_files_equal("before", "after", &tenants);
+}
+
+/// Asserts every lowering daemon log `name` records is one bounded step or less: to at least
+/// the lower of the old limit and what the tenant held, less `step` of what it held (1 MiB at
+/// least), as the rails promise; the reason's figures are rounded to 0.1 MiB. Returns how many
+/// lowerings it checked.
+fn assert_bounded_shrinks(run: &Run, name: &str, step: f64) -> usize {
+    let log = run.log(name);
+    let field = |line: &str, key: &str| -> Option<f64> {
+        let rest = &line[line.find(key)? + key.len()..];
+        let end = rest.find([' ', '"']).unwrap_or(rest.len());
+        rest[..end].parse().ok()
+    };
+    let mut checked = 0;
+    for line in log.lines().filter(|l| l.contains("outcome=lower")) {
+        let to = field(line, "to_bytes=").unwrap_or_else(|| panic!("no to_bytes: {line}"));
+        // A limit lowered from none has no old limit (`from_bytes=-`): what it held bounds it.
+        let from = field(line, "from_bytes=").unwrap_or(f64::INFINITY);
+        let held = field(line, "allocated ").unwrap_or_else(|| panic!("no allocated: {line}"))
+            * MIB as f64;
+        let lowest = from.min(held) - (held * step).max(MIB as f64) - 0.2 * MIB as f64;
+        assert!(
+            to >= lowest,
+            "a lowering larger than one {step} step: {:.1} MiB held, {:.1} -> {:.1} MiB \
+             (at most {:.1} down): {line}",
+            held / MIB as f64,
+            from / MIB as f64,
+            to / MIB as f64,
+            lowest / MIB as f64
+        );
+        checked += 1;
+    }
+    checked
 }
 
 /// The floor on v2 honours a tenant's own memory.swap.max: "pinned" (memory.swap.max = 0) and
