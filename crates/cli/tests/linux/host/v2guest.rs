@@ -2,7 +2,8 @@
 //! guest image scripts/guest-image.sh builds, with the `memtide` and `memtide-toucher` under
 //! test (and the shared libraries they load) added as a second initramfs archive, a workload
 //! script that mounts cgroup2 and prints `memtide-v2:` marker lines on the console, and the
-//! parsing of those lines on the host.
+//! parsing of those lines on the host. A test may give its guest [`Extras`]: a raw disk
+//! (/dev/vda) and more programs of the build (memtide-attack, a balloon socket client).
 
 use super::vm::{guest, spawn_in, Guest};
 use super::{linux, memtide_path, toucher_path, TestCgroup};
@@ -78,6 +79,7 @@ sample() {
         say "sample t=$t tenant=$n current=$(cat $d/memory.current) high=$(cat $d/memory.high)" \
             "anon=$(val $d/memory.stat anon) swap=$(cat $d/memory.swap.current)" \
             "swap.max=$(cat $d/memory.swap.max) oom_kill=$(val $d/memory.events oom_kill)" \
+            "oom_group_kill=$(val $d/memory.events oom_group_kill)" \
             "some_avg10=$(awk '$1 == "some" { sub("avg10=", "", $2); print $2 }' $d/memory.pressure)"
     done
 }
@@ -209,13 +211,19 @@ impl Run {
         }
     }
 
-    /// No tenant was OOM-killed in any sample.
+    /// No tenant was OOM-killed, alone or as a group (memory.oom.group), in any sample.
     pub fn assert_no_oom_kill(&self, tenants: &[&str]) {
         for t in tenants {
             let samples = self.samples(t);
             assert!(!samples.is_empty(), "no samples of {t}:\n{}", self.tail(80));
             for s in samples {
                 assert_eq!(s.number("oom_kill"), 0, "{t} was OOM-killed: {}", s.text);
+                assert_eq!(
+                    s.number("oom_group_kill"),
+                    0,
+                    "{t} was OOM-killed as a group: {}",
+                    s.text
+                );
             }
         }
     }
@@ -249,11 +257,26 @@ fn parse(line: &str) -> Option<Line> {
     })
 }
 
+/// What a guest gets besides memtide and memtide-toucher.
+#[derive(Clone, Debug, Default)]
+pub struct Extras {
+    /// A raw disk of this many MiB (a sparse file in the run's temporary directory, removed
+    /// with it), the guest's /dev/vda once the workload loads virtio_blk.
+    pub disk_mib: Option<u64>,
+    /// More programs of the build for /usr/local/bin, with the libraries they load.
+    pub programs: Vec<PathBuf>,
+}
+
 /// Boots the guest with `body` (shell run after [`PRELUDE`]) as its workload and waits for it
 /// to power off, at most `timeout`; `None` after skipping when root, QEMU or the image is
 /// missing (a failure under `MEMTIDE_REQUIRE_LINUX=1`). Panics with the console's tail when
 /// the guest does not finish in time or its workload fails.
 pub fn run(test: &str, body: &str, timeout: Duration) -> Option<Run> {
+    run_with(test, body, timeout, &Extras::default())
+}
+
+/// [`run`], the guest given `extras`.
+pub fn run_with(test: &str, body: &str, timeout: Duration, extras: &Extras) -> Option<Run> {
     let linux = linux(test)?;
     let image = guest(test)?;
     let cgroup = linux.cgroup("v2guest");
@@ -262,13 +285,20 @@ pub fn run(test: &str, body: &str, timeout: Duration) -> Option<Run> {
         &image,
         dir.path(),
         &format!("{PRELUDE}\n{body}\nsay done\n"),
+        &extras.programs,
     );
+    let disk = extras.disk_mib.map(|mib| {
+        let path = dir.path().join("disk.raw");
+        let file = std::fs::File::create(&path).expect("create the guest's disk");
+        file.set_len(mib << 20).expect("size the guest's disk");
+        path
+    });
     let console = dir.path().join("console.log");
     let spec = memtide_qemu::vm::LaunchSpec {
         qemu: "qemu-system-x86_64".to_string(),
         kernel: Some(image.kernel.clone()),
         initrd: Some(initrd),
-        disk: None,
+        disk,
         memory: memtide_model::Bytes(GUEST_MIB << 20),
         cpus: GUEST_CPUS,
         // memtide.zram: 1 GiB of compressed swap. Most tests' touchers write zero pages, which
@@ -349,21 +379,23 @@ impl Drop for Qemu {
     }
 }
 
-/// The image's initramfs followed by a gzip'd newc archive of the binaries under test, the
-/// shared libraries they load (at the paths ldd names; the guest's userland is a static
-/// busybox) and `script`, in `dir`. The kernel unpacks concatenated archives in order.
-fn initrd(image: &Guest, dir: &Path, script: &str) -> PathBuf {
+/// The image's initramfs followed by a gzip'd newc archive of the binaries under test (and
+/// `programs`), the shared libraries they load (at the paths ldd names; the guest's userland
+/// is a static busybox) and `script`, in `dir`. The kernel unpacks concatenated archives in
+/// order.
+fn initrd(image: &Guest, dir: &Path, script: &str, programs: &[PathBuf]) -> PathBuf {
     let root = dir.join("overlay");
-    let memtide = memtide_path();
-    let toucher = toucher_path();
-    let mut files: Vec<(PathBuf, PathBuf)> = vec![
-        (memtide.clone(), PathBuf::from("usr/local/bin/memtide")),
-        (
-            toucher.clone(),
-            PathBuf::from("usr/local/bin/memtide-toucher"),
-        ),
-    ];
-    for lib in libraries(&[&memtide, &toucher]) {
+    let mut binaries = vec![memtide_path(), toucher_path()];
+    binaries.extend(programs.iter().cloned());
+    let mut files: Vec<(PathBuf, PathBuf)> = binaries
+        .iter()
+        .map(|b| {
+            let name = b.file_name().expect("a program's file name");
+            (b.clone(), Path::new("usr/local/bin").join(name))
+        })
+        .collect();
+    let refs: Vec<&Path> = binaries.iter().map(PathBuf::as_path).collect();
+    for lib in libraries(&refs) {
         let inside = lib
             .strip_prefix("/")
             .expect("ldd names absolute paths")
