@@ -1,12 +1,15 @@
 //! memtide on a real cgroup v2 hierarchy (issue 29), inside a QEMU guest since this host's
 //! memory controller is v1 only: the idle tax on three adopted tenants with every file given
 //! back on SIGTERM, the floor honouring a tenant's own memory.swap.max, a SIGKILL and restart,
-//! a second daemon refused, TWS converging, a shrink held on the tenant's own PSI, `parent =
-//! "self"`, tenants dropped and released, and a paused QEMU VM adopted in a v2 cgroup, paged
-//! out through memory.high and left as found (nested TCG boots a VM too slowly to test its
-//! balloon here: docs/linux.md). Each test boots one guest (host/v2guest.rs) whose workload
-//! prints what the guest's kernel files read; the assertions here are made on those lines.
-//! Guest times are printed (`--nocapture`).
+//! a second daemon refused, TWS converging, a shrink held (and the tenant rescued) on its own
+//! PSI and on its throttling, `parent = "self"` delegation, an emptied tenant and one removed
+//! by SIGHUP given back at once, a memory.reclaim refused with EAGAIN held and not retried
+//! each tick, memory.oom.group left alone with the balloon socket's v2 identity check in the
+//! same guest, disk tenants' io.weight and io.max set and given back, and a paused QEMU VM
+//! adopted in a v2 cgroup, paged out through memory.high and left as found (nested TCG boots
+//! a VM too slowly to test its balloon here: docs/linux.md). Each test boots one guest
+//! (host/v2guest.rs) whose workload prints what the guest's kernel files read; the assertions
+//! here are made on those lines. Guest times are printed (`--nocapture`).
 
 use crate::host::v2guest::{run, run_with, Extra, Line, Run, IMAGE_IN_GUEST};
 use crate::host::{mib, MIB};
@@ -1071,4 +1074,438 @@ cat /run/vm/qemu.err | sed 's/^/memtide-v2: qemu-err /'
     assert_eq!(stopped.get("status"), "0", "{}\n{log}", stopped.text);
     run.assert_no_oom_kill(&["vm"]);
     run.assert_files_equal("before", "after", &["vm"]);
+}
+
+/// The seconds of the day of a daemon log line's timestamp (`…THH:MM:SS.mmmZ`).
+fn logged_at(line: &str) -> f64 {
+    let ts = line
+        .split_whitespace()
+        .find(|w| w.len() == 24 && w.ends_with('Z') && w.as_bytes()[10] == b'T')
+        .unwrap_or_else(|| panic!("no timestamp in the log line {line:?}"));
+    let hms: Vec<f64> = ts[11..23]
+        .split(':')
+        .map(|v| v.parse().expect("a time field"))
+        .collect();
+    hms[0] * 3600.0 + hms[1] * 60.0 + hms[2]
+}
+
+/// Seconds from one log line's timestamp to the next's (across midnight too).
+fn since(before: &str, after: &str) -> f64 {
+    (logged_at(after) - logged_at(before)).rem_euclid(86_400.0)
+}
+
+/// memory.reclaim answering EAGAIN is pressure, and is not asked again each tick: "pinned"
+/// holds about 95 MiB of kernel memory the kernel cannot take back (the dentries and inodes
+/// of 100,000 empty files on a tmpfs, which pins them; memory.stat counts them as slab, which
+/// the floor does not count) and an idle 4 MiB. With TWS and `reclaim = "always"` the probe
+/// lowers its memory.high under what it holds; memory.reclaim refuses (EAGAIN, a
+/// `write_failed` naming it), the shrink is held with a `hold` naming the refusal (and the
+/// tenant, at its limit with its reclaim refused, may be rescued), and memory.reclaim is
+/// written again only after `RECLAIM_REFUSED_TICKS` ticks: consecutive refusals are at least
+/// that far apart (0.5 s apart if memtide retried each tick; the gaps are printed). Nobody is
+/// OOM-killed; SIGTERM gives every file back.
+#[test]
+fn on_v2_a_memory_reclaim_refused_with_eagain_holds_the_shrink_and_is_not_retried_each_tick() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test =
+        "on_v2_a_memory_reclaim_refused_with_eagain_holds_the_shrink_and_is_not_retried_each_tick";
+    let conf = config(
+        9464,
+        "/run/memtide/r.json",
+        "600M",
+        "reclaim = \"always\"",
+        &[("pinned", "32M", "500M")],
+    )
+    .replace("estimator = \"sampling\"", "estimator = \"tws\"");
+    let body = format!(
+        r#"
+mkdir -p /mnt/pin
+mount -t tmpfs none /mnt/pin || say "error what=tmpfs"
+mkdir $CG/pinned
+echo 900M >$CG/pinned/memory.max
+# The files are made from the tenant's cgroup, so their dentries and inodes are charged there.
+sh -c 'echo $$ >"$0/cgroup.procs" && cd /mnt/pin && seq 1 100000 | xargs touch &&
+    exec memtide-toucher --idle 4M --content zero' $CG/pinned >/dev/null 2>&1 &
+TENANTS="$TENANTS pinned"
+M=$CG/pinned/memory.stat
+# Until the files are made and the toucher holds its 4 MiB.
+touched() {{ [ "$(val $M anon)" -ge $((4 << 20)) ]; }}
+wait_until 60 touched || say "error what=fill anon=$(val $M anon)"
+say "pinned current=$(cat $CG/pinned/memory.current) slab=$(val $M slab) anon=$(val $M anon)" \
+    "file=$(val $M file) shmem=$(val $M shmem) unevictable=$(val $M unevictable)"
+files before
+sample
+{}daemon /etc/memtide/r.toml /run/memtide/r.log
+sampler &
+SP=$!
+# Three refusals (two at least), RECLAIM_REFUSED_TICKS ticks apart if memtide backs off (0.5 s
+# if not): 6-33 s measured, as the probe's cool-downs fall.
+wait_until 40 sh -c "[ \$(grep -c 'write_failed.*memory.reclaim' /run/memtide/r.log) -ge 3 ]" ||
+    say "note what=fewer-than-3-refusals"
+stop TERM r
+kill $SP
+sample
+files after
+tail -n 300 /run/memtide/r.log | sed "s/^/memtide-v2: log name=r /"
+"#,
+        write_file("/etc/memtide/r.toml", &conf)
+    );
+    let Some(run) = run(test, &body, GUEST_TIMEOUT) else {
+        return;
+    };
+    run.assert_no_errors();
+    assert_v2(&run, "r");
+    let pinned = &run.lines("pinned")[0];
+    let log = run.log("r");
+    let refusals: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" write_failed ") && l.contains("memory.reclaim"))
+        .collect();
+    let holds: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains(" hold ") && l.contains("could not reclaim down to its limit"))
+        .collect();
+    let rescues = log.lines().filter(|l| l.contains(" rescued ")).count();
+    let gaps: Vec<f64> = refusals.windows(2).map(|w| since(w[0], w[1])).collect();
+    println!(
+        "{}\nrefused memory.reclaim {} times, gaps {gaps:.1?} s; {} holds naming it, {rescues} \
+         rescues\n{}\n{}\n{}",
+        pinned.text,
+        refusals.len(),
+        holds.len(),
+        refusals.join("\n"),
+        holds.join("\n"),
+        trace(&run, "pinned")
+    );
+    assert!(
+        pinned.number("slab") >= 80 * MIB,
+        "the tenant's pinned kernel memory: {}",
+        pinned.text
+    );
+    assert!(
+        refusals.len() >= 2,
+        "memory.reclaim was not refused twice:\n{log}"
+    );
+    assert!(
+        refusals
+            .iter()
+            .all(|l| l.contains("EAGAIN") && l.contains("tenant=pinned")),
+        "{log}"
+    );
+    // The tick is 500 ms; a quarter tick of the timer's slack.
+    let least = f64::from(memtide_linux::host::RECLAIM_REFUSED_TICKS) * 0.5 - 0.25;
+    for (gap, pair) in gaps.iter().zip(refusals.windows(2)) {
+        assert!(
+            *gap >= least,
+            "memory.reclaim asked again {gap:.2} s after the kernel refused it (at least \
+             {least} s):\n{}\n{}\n{log}",
+            pair[0],
+            pair[1]
+        );
+        // The hold naming the refusal comes between a refusal and the next try.
+        assert!(
+            holds.iter().any(|h| since(pair[0], h) <= *gap),
+            "no hold naming the refusal between\n{}\n{}\n{log}",
+            pair[0],
+            pair[1]
+        );
+    }
+    run.assert_no_oom_kill(&["pinned"]);
+    run.assert_files_equal("before", "after", &["pinned"]);
+}
+
+/// A hello in the Rust SDK's shape for the sending process (`{pid}`: memtide-attack fills it
+/// in), as the security tests send it.
+const HELLO: &str = r#"{"type":"hello","version":1,"app":"probe","kind":"buffer_pool","pid":{pid},"pool_bytes":67108864,"min_bytes":16777216,"max_bytes":134217728,"granule_bytes":1048576}\n"#;
+
+/// Two guarantees in one guest. memory.oom.group: "group" (memory.oom.group = 1, two
+/// processes: 16 MiB active, 120 MiB touched once) shrinks under the idle tax beside "busy"
+/// (150 MiB active) under a 250 MiB budget; memtide lowers its memory.high, never changes
+/// memory.oom.group (1 at every sample), no OOM kill of either kind is counted in
+/// memory.events, both processes are alive at the end, and SIGTERM gives every file back.
+/// The balloon socket's identity on v2: a process in /memtide/busy/agent (below a managed
+/// tenant's cgroup, `0::/memtide/busy/agent` in /proc/PID/cgroup) is welcomed as "busy"; one
+/// in /memtide/elsewhere (no tenant's) and one in the root cgroup are refused with an
+/// `identity` error; only the first registers.
+#[test]
+fn on_v2_memory_oom_group_is_left_alone_and_the_balloon_socket_knows_a_tenant_s_process() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test =
+        "on_v2_memory_oom_group_is_left_alone_and_the_balloon_socket_knows_a_tenant_s_process";
+    let conf = config(
+        9464,
+        "/run/memtide/o.json",
+        "250M",
+        "tax_rate = 0.75",
+        &[("busy", "32M", "500M"), ("group", "32M", "500M")],
+    ) + "\n[balloon]\nenabled = true\n";
+    let body = format!(
+        r#"
+tenant busy --active 150M --content zero
+mkdir $CG/group
+echo 1 >$CG/group/memory.oom.group
+echo 800M >$CG/group/memory.max
+for set in "--active 16M" "--idle 120M"; do
+    sh -c 'echo $$ >"$0/cgroup.procs" && exec memtide-toucher "$@"' $CG/group $set --content zero >/dev/null 2>&1 &
+done
+TENANTS="$TENANTS group"
+filled busy $((148 << 20)) 60
+filled group $((134 << 20)) 60
+G0=$(sort -n $CG/group/cgroup.procs | tr '\n' ,)
+files before
+sample
+{}daemon /etc/memtide/o.toml /run/memtide/o.log
+sampler &
+SP=$!
+while :; do say "group t=$(up) oom.group=$(cat $CG/group/memory.oom.group) procs=$(sort -n $CG/group/cgroup.procs | tr '\n' ,)"; sleep 0.5; done &
+GP=$!
+wait_until 20 test -S /run/memtide/balloon.sock || say "error what=no-balloon-socket"
+# WHERE: memtide-attack says hello from cgroup WHERE (under /sys/fs/cgroup) and reads 3 s.
+agent() {{
+    mkdir -p /sys/fs/cgroup/$1
+    out=$(sh -c 'echo $$ >"$0/cgroup.procs" && cat /proc/$$/cgroup >&2 &&
+        exec memtide-attack request --unix /run/memtide/balloon.sock --send "$1" --timeout 3' \
+        /sys/fs/cgroup/$1 '{}' 2>&1)
+    say "agent where=$1 cgroup=$(echo "$out" | grep '^0::' | head -n 1)" \
+        "welcome=$(echo "$out" | grep -c '"type":"welcome"')" \
+        "tenant=$(echo "$out" | grep -o '"tenant":"[^"]*"' | head -n 1 | cut -d'"' -f4)" \
+        "identity=$(echo "$out" | grep -c '"code":"identity"')"
+    echo "$out" | sed "s|^|memtide-v2: reply where=$1 |"
+}}
+agent memtide/busy/agent
+agent memtide/elsewhere
+agent .
+rmdir /sys/fs/cgroup/memtide/busy/agent /sys/fs/cgroup/memtide/elsewhere
+# Until group gave 48 MiB, then 4 s more.
+wait_until 50 sh -c "[ \$(cat $CG/group/memory.current) -lt $((90 << 20)) ]" ||
+    say "note what=group-never-fell"
+sleep 4
+stop TERM o
+kill $SP $GP
+sample
+say "end procs=$(sort -n $CG/group/cgroup.procs | tr '\n' ,) before=$G0"
+files after
+dump o /run/memtide/o.log
+"#,
+        write_file("/etc/memtide/o.toml", &conf),
+        HELLO
+    );
+    let extra = Extra::default().program(memtide_testkit::attack_path());
+    let Some(run) = run_with(test, &body, GUEST_TIMEOUT, &extra) else {
+        return;
+    };
+    run.assert_no_errors();
+    assert_v2(&run, "o");
+    let log = run.log("o");
+    let trace = trace(&run, "group");
+
+    // memory.oom.group.
+    let groups = run.lines("group");
+    let end = &run.lines("end")[0];
+    let before = end.get("before");
+    println!(
+        "group: {} samples, processes {before} before, {} at the end\n{trace}",
+        groups.len(),
+        end.get("procs")
+    );
+    assert_eq!(before.split(',').filter(|p| !p.is_empty()).count(), 2);
+    assert_eq!(end.get("procs"), before, "a process of group died:\n{log}");
+    assert!(!groups.is_empty(), "{}", run.tail(80));
+    for g in &groups {
+        assert_eq!(
+            g.get("oom.group"),
+            "1",
+            "memory.oom.group changed: {}",
+            g.text
+        );
+        assert_eq!(g.get("procs"), before, "{}", g.text);
+    }
+    assert!(
+        run.samples("group")
+            .iter()
+            .any(|s| s.bytes("high").is_some_and(|h| h < 100 * MIB)),
+        "memtide never lowered group's memory.high under 100 MiB:\n{trace}"
+    );
+    run.assert_no_oom_kill(&["busy", "group"]);
+    run.assert_files_equal("before", "after", &["busy", "group"]);
+
+    // The balloon socket's identity.
+    let agents = run.lines("agent");
+    let agent = |where_: &str| {
+        agents
+            .iter()
+            .find(|a| a.get("where") == where_)
+            .unwrap_or_else(|| panic!("no agent line for {where_}:\n{}", run.tail(80)))
+    };
+    for a in &agents {
+        println!("{}", a.text);
+    }
+    let inside = agent("memtide/busy/agent");
+    assert!(
+        inside.text.contains("cgroup=0::/memtide/busy/agent"),
+        "{}",
+        inside.text
+    );
+    assert_eq!(
+        (
+            inside.get("welcome"),
+            inside.get("tenant"),
+            inside.get("identity")
+        ),
+        ("1", "busy", "0"),
+        "a process below busy's cgroup is busy's agent: {}\n{log}",
+        inside.text
+    );
+    for outside in ["memtide/elsewhere", "."] {
+        let a = agent(outside);
+        assert_eq!(
+            (a.get("welcome"), a.get("identity")),
+            ("0", "1"),
+            "a process in no tenant was not refused: {}\n{log}",
+            a.text
+        );
+    }
+    let registered: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("agent_registered"))
+        .collect();
+    assert_eq!(registered.len(), 1, "{log}");
+    assert!(registered[0].contains("tenant=busy"), "{log}");
+}
+
+/// Disk tenants on v2 (the guest's 64 MiB virtio disk, /dev/vda): the guest's kernel (Debian
+/// 6.1 cloud) has no BFQ module in the image (vda offers none and mq-deadline) and blk-iocost
+/// built in, so memtide weighs through `io.weight` (said in its `io` start line) and caps
+/// through `io.max`, with `scheduler = "keep"`. "heavy" (io.weight 250 beforehand) is given
+/// its configured weight 500 and its write cap (wiops=1000), "light" (riops=5000 beforehand)
+/// its weight 50 and its read cap (rbps=10M, as configured: the other directions unlimited);
+/// SIGTERM gives back both cgroups' weights and io.max lines, and the device's scheduler is
+/// untouched.
+#[test]
+fn on_v2_disk_tenants_get_their_io_weight_and_io_max_and_sigterm_gives_them_back() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "on_v2_disk_tenants_get_their_io_weight_and_io_max_and_sigterm_gives_them_back";
+    let conf = config(
+        9464,
+        "/run/memtide/i.json",
+        "600M",
+        "",
+        &[("heavy", "16M", "500M"), ("light", "16M", "500M")],
+    )
+    .replace(
+        "name = \"heavy\"",
+        "name = \"heavy\"\nio = { weight = 500, write_iops = 1000 }",
+    )
+    .replace(
+        "name = \"light\"",
+        "name = \"light\"\nio = { weight = 50, read_bps = \"10M\" }",
+    ) + "\n[io]\nenabled = true\ndevice = \"/dev/vda\"\nscheduler = \"keep\"\n";
+    let body = format!(
+        r#"
+modprobe virtio_blk || say "error what=virtio_blk"
+wait_until 10 test -b /dev/vda || say "error what=no-vda"
+DEV=$(cat /sys/block/vda/dev)
+mkdir $CG/heavy $CG/light
+echo "default 250" >$CG/heavy/io.weight
+echo "$DEV riops=5000" >$CG/light/io.max
+tenant heavy --active 8M --content zero
+tenant light --active 8M --content zero
+filled heavy $((8 << 20)) 30
+filled light $((8 << 20)) 30
+# PHASE: each tenant's io.weight default and io.max line for vda (- when it has none).
+io() {{
+    for n in heavy light; do
+        say "io phase=$1 tenant=$n weight=$(awk '$1 == "default" {{ print $2 }}' $CG/$n/io.weight)" \
+            "max=$(grep "^$DEV " $CG/$n/io.max | tr ' ' , | grep . || echo -)" \
+            "scheduler=$(echo $(cat /sys/block/vda/queue/scheduler) | tr ' ' ,)"
+    done
+}}
+io before
+files before
+sample
+{}daemon /etc/memtide/i.toml /run/memtide/i.log
+wait_until 30 sh -c "grep -q 'default 500' $CG/heavy/io.weight && grep -q 'default 50\$' $CG/light/io.weight" ||
+    say "note what=never-weighed"
+sleep 2
+io running
+stop TERM i
+sample
+io after
+files after
+dump i /run/memtide/i.log
+"#,
+        write_file("/etc/memtide/i.toml", &conf)
+    );
+    let extra = Extra {
+        disk_mib: Some(64),
+        ..Extra::default()
+    };
+    let Some(run) = run_with(test, &body, GUEST_TIMEOUT, &extra) else {
+        return;
+    };
+    run.assert_no_errors();
+    assert_v2(&run, "i");
+    let log = run.log("i");
+    let io = |phase: &str, tenant: &str| {
+        run.lines("io")
+            .into_iter()
+            .find(|l| l.get("phase") == phase && l.get("tenant") == tenant)
+            .unwrap_or_else(|| panic!("no io line of {tenant} in {phase}:\n{}", run.tail(80)))
+    };
+    for l in run.lines("io") {
+        println!("{}", l.text);
+    }
+    let start = log
+        .lines()
+        .find(|l| l.contains(" io device=vda"))
+        .unwrap_or_else(|| panic!("no io start line:\n{log}"));
+    assert!(
+        start.contains("weights=io.weight") && start.contains("scheduler=none"),
+        "{start}"
+    );
+    let dev = io("before", "heavy").get("scheduler").to_string();
+    assert_eq!(dev, "[none],mq-deadline", "the guest's vda offers no BFQ");
+    let want = |phase: &str, tenant: &str, weight: &str, max: &str| {
+        let l = io(phase, tenant);
+        let line_max = l.get("max").split_once(',').map_or("-", |(_, caps)| caps);
+        assert_eq!(
+            (l.get("weight"), line_max),
+            (weight, max),
+            "{tenant}'s io.weight and io.max in phase {phase}: {}\n{log}",
+            l.text
+        );
+    };
+    want("before", "heavy", "250", "-");
+    want(
+        "before",
+        "light",
+        "100",
+        "rbps=max,wbps=max,riops=5000,wiops=max",
+    );
+    want(
+        "running",
+        "heavy",
+        "500",
+        "rbps=max,wbps=max,riops=max,wiops=1000",
+    );
+    want(
+        "running",
+        "light",
+        "50",
+        "rbps=10485760,wbps=max,riops=max,wiops=max",
+    );
+    for tenant in ["heavy", "light"] {
+        let (b, a) = (io("before", tenant), io("after", tenant));
+        assert_eq!(
+            (b.get("weight"), b.get("max"), b.get("scheduler")),
+            (a.get("weight"), a.get("max"), a.get("scheduler")),
+            "{tenant}'s disk settings not given back:\n{}\n{}\n{log}",
+            b.text,
+            a.text
+        );
+    }
+    let stopped = &run.lines("daemon")[0];
+    assert_eq!(stopped.get("status"), "0", "{}\n{log}", stopped.text);
+    run.assert_no_oom_kill(&["heavy", "light"]);
+    run.assert_files_equal("before", "after", &["heavy", "light"]);
 }

@@ -14,7 +14,9 @@ use std::path::Path;
 
 /// io.stat: one `DeviceIo` per device line, `MAJ:MIN rbytes=N wbytes=N rios=N wios=N dbytes=N
 /// dios=N` (a device listed twice is summed). Keys other than these (iocost's `cost.*` with
-/// debugging on) are skipped. `None` without the io controller.
+/// debugging on) are skipped. A line of the device alone, which the kernel prints for a
+/// device the cgroup has settings for (an io.max line, a per-device weight) but no I/O on
+/// yet, reads as zero operations. `None` without the io controller.
 pub fn read_io_stat(dir: &Path) -> Result<Option<Vec<DeviceIo>>, FsError> {
     let path = dir.join("io.stat");
     let Some(text) = read_optional_cgroup_file(&path)? else {
@@ -29,6 +31,7 @@ pub fn read_io_stat(dir: &Path) -> Result<Option<Vec<DeviceIo>>, FsError> {
         let device = DevNum::parse(&path, "device", device)?;
         let (mut rbytes, mut wbytes, mut rios, mut wios, mut dbytes, mut dios) =
             (None, None, None, None, None, None);
+        let mut counters = false;
         for token in tokens {
             let (key, value) = split_key(&path, &device, token)?;
             let slot = match key {
@@ -40,9 +43,13 @@ pub fn read_io_stat(dir: &Path) -> Result<Option<Vec<DeviceIo>>, FsError> {
                 "dios" => &mut dios,
                 _ => continue,
             };
+            counters = true;
             *slot = Some(parse_u64(&path, &format!("{device} {key}"), value)?);
         }
         let required = |value: Option<u64>, key: &str| {
+            if !counters {
+                return Ok(0);
+            }
             value.ok_or_else(|| FsError::Missing {
                 path: path.clone(),
                 field: format!("{device} {key}"),
@@ -308,6 +315,29 @@ full avg10=0.00 avg60=0.00 avg300=0.00 total=900\n",
             (Bytes(11), Bytes(22), 33, 44)
         );
         assert_eq!((d.discard_bytes, d.discard_ios), (None, None));
+    }
+
+    #[test]
+    fn a_device_line_without_counters_is_no_io_yet() {
+        let tmp = tempfile::tempdir().unwrap();
+        fake_io(tmp.path());
+        // As 6.1 prints it once io.max names 253:0 in a cgroup that did no I/O there.
+        fs::write(
+            tmp.path().join("io.stat"),
+            "253:0 \n7:0 rbytes=1 wbytes=2 rios=3 wios=4\n",
+        )
+        .unwrap();
+        let io = read_io_stat(tmp.path()).unwrap().unwrap();
+        let vda = DevNum {
+            major: 253,
+            minor: 0,
+        };
+        let d = io.iter().find(|d| d.device == vda).expect("253:0 listed");
+        assert_eq!(
+            (d.read_bytes, d.write_bytes, d.read_ios, d.write_ios),
+            (Bytes(0), Bytes(0), 0, 0)
+        );
+        assert_eq!(io.len(), 2);
     }
 
     #[test]

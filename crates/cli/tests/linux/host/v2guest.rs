@@ -1,8 +1,10 @@
 //! A real cgroup v2 host inside a QEMU guest (this host's memory controller is v1 only): the
 //! guest image scripts/guest-image.sh builds, with the `memtide` and `memtide-toucher` under
-//! test (and the shared libraries they load; for a test that asks, QEMU to run a VM inside)
-//! added as a second initramfs archive, a workload script that mounts cgroup2 and prints
-//! `memtide-v2:` marker lines on the console, and the parsing of those lines on the host.
+//! test (and the shared libraries they load) added as a second initramfs archive, a workload
+//! script that mounts cgroup2 and prints `memtide-v2:` marker lines on the console, and the
+//! parsing of those lines on the host. A test may give its guest an [`Extra`]: a raw disk
+//! (/dev/vda), more programs of the build (memtide-attack, a balloon socket client), or QEMU
+//! to run a VM inside.
 
 use super::vm::{guest, spawn_in, Guest};
 use super::{linux, memtide_path, toucher_path, TestCgroup};
@@ -78,6 +80,7 @@ sample() {
         say "sample t=$t tenant=$n current=$(cat $d/memory.current) high=$(cat $d/memory.high)" \
             "anon=$(val $d/memory.stat anon) swap=$(cat $d/memory.swap.current)" \
             "swap.max=$(cat $d/memory.swap.max) oom_kill=$(val $d/memory.events oom_kill)" \
+            "oom_group_kill=$(val $d/memory.events oom_group_kill)" \
             "some_avg10=$(awk '$1 == "some" { sub("avg10=", "", $2); print $2 }' $d/memory.pressure)"
     done
 }
@@ -209,13 +212,19 @@ impl Run {
         }
     }
 
-    /// No tenant was OOM-killed in any sample.
+    /// No tenant was OOM-killed, alone or as a group (memory.oom.group), in any sample.
     pub fn assert_no_oom_kill(&self, tenants: &[&str]) {
         for t in tenants {
             let samples = self.samples(t);
             assert!(!samples.is_empty(), "no samples of {t}:\n{}", self.tail(80));
             for s in samples {
                 assert_eq!(s.number("oom_kill"), 0, "{t} was OOM-killed: {}", s.text);
+                assert_eq!(
+                    s.number("oom_group_kill"),
+                    0,
+                    "{t} was OOM-killed as a group: {}",
+                    s.text
+                );
             }
         }
     }
@@ -249,6 +258,7 @@ fn parse(line: &str) -> Option<Line> {
     })
 }
 
+
 /// Boots the guest with `body` (shell run after [`PRELUDE`]) as its workload and waits for it
 /// to power off, at most `timeout`; `None` after skipping when root, QEMU or the image is
 /// missing (a failure under `MEMTIDE_REQUIRE_LINUX=1`). Panics with the console's tail when
@@ -269,12 +279,18 @@ pub fn run_with(test: &str, body: &str, timeout: Duration, extra: &Extra) -> Opt
         &format!("{PRELUDE}\n{body}\nsay done\n"),
         extra,
     );
+    let disk = extra.disk_mib.map(|mib| {
+        let path = dir.path().join("disk.raw");
+        let file = std::fs::File::create(&path).expect("create the guest's disk");
+        file.set_len(mib << 20).expect("size the guest's disk");
+        path
+    });
     let console = dir.path().join("console.log");
     let spec = memtide_qemu::vm::LaunchSpec {
         qemu: "qemu-system-x86_64".to_string(),
         kernel: Some(image.kernel.clone()),
         initrd: Some(initrd),
-        disk: None,
+        disk,
         memory: memtide_model::Bytes(GUEST_MIB << 20),
         cpus: GUEST_CPUS,
         // memtide.zram: 1 GiB of compressed swap. Most tests' touchers write zero pages, which
@@ -368,9 +384,20 @@ pub struct Extra {
     pub programs: Vec<(PathBuf, PathBuf)>,
     /// Data files, copied as they are, mode 0644.
     pub files: Vec<(PathBuf, PathBuf)>,
+    /// A raw disk of this many MiB (a sparse file in the run's temporary directory, removed
+    /// with it), the guest's /dev/vda once the workload loads virtio_blk.
+    pub disk_mib: Option<u64>,
 }
 
 impl Extra {
+    /// `program` (a binary of the build) in the guest's /usr/local/bin.
+    pub fn program(mut self, program: PathBuf) -> Extra {
+        let name = program.file_name().expect("a program's file name");
+        let at = Path::new("/usr/local/bin").join(name);
+        self.programs.push((program, at));
+        self
+    }
+
     /// QEMU inside the guest, to run a VM there: this host's qemu-system-x86_64 at its own
     /// path (it finds its firmware and modules relative to itself), its TCG accelerator
     /// module when it has modules (Debian's has), the firmware a q35 machine loads before its
