@@ -685,8 +685,9 @@ fn on_v2_a_shrink_holds_while_the_tenants_own_memory_pressure_is_high() {
     );
 }
 
-/// The hold on memory.events `high` (the default `backoff_throttled_per_s`), which comes
-/// before the 10-second pressure average can rise.
+/// The hold on memory.events `high` (the default `backoff_throttled_per_s`): this tick's
+/// count, so the rails name it before the 10-second pressure average, which lags it (on a
+/// loaded host the average once crossed first, and the hold used to name the pressure).
 #[test]
 fn on_v2_a_shrink_holds_while_the_kernel_throttles_the_tenant() {
     let _gate = memtide_testkit::file_gate(module_path!());

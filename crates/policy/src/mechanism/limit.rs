@@ -9,9 +9,11 @@
 //! 2. `wanted = max(target, floor)`. A limit that rises is set to `wanted` at once: a tenant
 //!    that needs memory must not wait.
 //! 3. A limit that would fall is held where it is while the tenant faults at or above
-//!    `backoff_faults_per_s`, its pressure is at or above `backoff_pressure`, the world
-//!    throttles it at its limit `backoff_throttled_per_s` times a second or more, or the world
-//!    lately could not reclaim it down to its limit.
+//!    `backoff_faults_per_s`, the world throttles it at its limit `backoff_throttled_per_s`
+//!    times a second or more, its pressure is at or above `backoff_pressure`, or the world
+//!    lately could not reclaim it down to its limit. The first that applies, in that order,
+//!    names the hold: this tick's counts before the pressure, a 10-second average that lags
+//!    them.
 //! 4. Otherwise it falls to `wanted`, but by at most one step below what the tenant holds:
 //!    `max(wanted, min(limit, allocated) - max(shrink_step * allocated, min_step))`. Slack
 //!    between a loose limit and the usage goes at once; reclaiming memory the tenant holds goes
@@ -124,14 +126,14 @@ pub fn plan_limit(input: &LimitInput, rails: &LimitRails) -> LimitNote {
     {
         return note(from, LimitRail::BackoffFaults { faults_per_s });
     }
-    if let Some(pressure) = input.pressure.filter(|&p| p >= rails.backoff_pressure) {
-        return note(from, LimitRail::BackoffPressure { pressure });
-    }
     if let Some(per_s) = input
         .throttled_per_s
         .filter(|&t| t >= rails.backoff_throttled_per_s)
     {
         return note(from, LimitRail::BackoffThrottled { per_s });
+    }
+    if let Some(pressure) = input.pressure.filter(|&p| p >= rails.backoff_pressure) {
+        return note(from, LimitRail::BackoffPressure { pressure });
     }
     if input.reclaim_refused {
         return note(from, LimitRail::BackoffRefused);
@@ -620,6 +622,20 @@ mod tests {
         assert_eq!(rail(&lever(Some(150), false)), LimitRail::Step, "75/s");
         assert_eq!(rail(&lever(None, false)), LimitRail::Step, "not counted");
         assert_eq!(rail(&lever(None, true)), LimitRail::BackoffRefused);
+        // Throttled and under pressure: the throttling, this tick's count, names the hold.
+        let pressed = LimitLever {
+            pressure: Some(30.0),
+            ..lever(Some(300), false)
+        };
+        assert_eq!(rail(&pressed), LimitRail::BackoffThrottled { per_s: 150.0 });
+        let pressed_only = LimitLever {
+            pressure: Some(30.0),
+            ..lever(None, false)
+        };
+        assert_eq!(
+            rail(&pressed_only),
+            LimitRail::BackoffPressure { pressure: 30.0 }
+        );
     }
 
     #[test]

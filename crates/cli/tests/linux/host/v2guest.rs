@@ -258,7 +258,6 @@ fn parse(line: &str) -> Option<Line> {
     })
 }
 
-
 /// Boots the guest with `body` (shell run after [`PRELUDE`]) as its workload and waits for it
 /// to power off, at most `timeout`; `None` after skipping when root, QEMU or the image is
 /// missing (a failure under `MEMTIDE_REQUIRE_LINUX=1`). Panics with the console's tail when
