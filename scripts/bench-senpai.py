@@ -11,6 +11,8 @@ one row per figure and one column per manager:
 - memory: the mean over the run of the workload's summed memory.current (the time integral
   divided by the time, trapezoids over the samples), its saving against `none` over the same
   span, and the same for the last 30 s;
+- within 5% of the end: the first time after which every one of them stays within 5% of its
+  value at the end of the span (a slow creep settles by the windows, not by this);
 - settle: the first time after which no 10 s window of any of the workload's tenants' memory.high
   (where set) or memory.current spans more than 5% (`never` when the last window still does);
 - the busy tenant's throughput and latency: the toucher's passes per second and pass times (the
@@ -123,6 +125,26 @@ def settle(samples, tenants, lo, hi):
     return last_bad - lo
 
 
+def near_end(samples, tenants, lo, hi):
+    """First time (from lo) after which every tenant's memory.high (where set) and
+    memory.current stay within 5% of their values at hi: catches a slow creep, which the 10 s
+    windows of settle() do not see."""
+    first = 0.0
+    for n in tenants:
+        ss = [s for s in samples.get(n, []) if lo <= float(s["t"]) <= hi]
+        if not ss:
+            continue
+        for key in ("high", "current"):
+            final = num(ss[-1], key)
+            for s in ss:
+                v = num(s, key)
+                off = (v is None) != (final is None) or (
+                    v is not None and abs(v - final) > 0.05 * final)
+                if off:
+                    first = max(first, float(s["t"]) - lo)
+    return first
+
+
 def delta(samples, tenant, key, lo, hi):
     ss = [s for s in samples.get(tenant, []) if lo <= float(s["t"]) <= hi]
     if len(ss) < 2:
@@ -218,6 +240,7 @@ def main():
                     cells[m] = "max" if ss and v is None else fmt(v and v / MIB)
                 rows.append((f"{n}: {label} at the end (MiB)", cells))
         rows.append(("settle (s; 10 s windows within 5%)", {m: ("never" if (v := settle(r[0], tenants, lo, hi)) is None else f"{v:.0f}") for m, r in runs.items()}))
+        rows.append(("within 5% of its end value from (s)", {m: f"{near_end(r[0], tenants, lo, hi):.0f}" for m, r in runs.items()}))
         rows.extend(rows_extra())
         for n in tenants:
             for key, label in (("workingset_refault_anon", "refaults anon"), ("workingset_refault_file", "refaults file"), ("pgmajfault", "major faults")):

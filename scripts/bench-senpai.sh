@@ -243,7 +243,7 @@ rm -rf "$root"
 
 for m in "${managers[@]}"; do
   console=$work/$m.console
-  echo "$PROG: $m: booting (RUN=$run s, IDLE=$idle s)" >&2
+  echo "$PROG: $m: booting (RUN=$run s, IDLE=$idle s; host load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
   start=$(date +%s)
   cmd=(qemu-system-x86_64 -machine q35 -accel tcg,tb-size=64 -nodefaults -no-user-config
     -display none -m 1536M -smp 2 -kernel "$guest/vmlinuz" -initrd "$work/initrd.cpio.gz"
@@ -266,7 +266,7 @@ for m in "${managers[@]}"; do
   wait "$qemu" 2>/dev/null || true
   qemu=""
   grep -q '^bench: done' "$console" || { tail -n 40 "$console" >&2; die "$m: the guest's workload did not finish"; }
-  echo "$PROG: $m: done in $(($(date +%s) - start)) s" >&2
+  echo "$PROG: $m: done in $(($(date +%s) - start)) s (host load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
 done
 
 consoles=()
