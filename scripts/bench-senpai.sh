@@ -11,8 +11,9 @@
 #
 # Each manager gets a guest of its own (scripts/guest-image.sh's kernel and initramfs, 1536 MiB,
 # 2 vCPUs, TCG, a 1 GiB zram swap), booted with a second initramfs archive holding memtide,
-# memtide-toucher, redis-server/-cli/-benchmark, this host's /usr/bin/python3.11 with the few
-# standard library files Senpai and the fill loader import, every shared library ldd names,
+# memtide-toucher, redis-server/-cli/-benchmark, this host's /usr/bin/python3.11 (Debian 12's,
+# as the guest's libraries are this host's) with its standard library's top-level modules,
+# every shared library ldd names,
 # senpai.py and the guest's workload (written below). The same workloads run in every guest, at
 # once, each tenant a cgroup under /sys/fs/cgroup/bench:
 #   busy    memtide-toucher --active 200M --pause-ms 100 (incompressible pages), reporting each
