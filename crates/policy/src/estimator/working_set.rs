@@ -11,7 +11,10 @@
 //! writes no limit), and the WSS then holds, rising only on events; (3) with `max_cool_down`
 //! above `cool_down`, each SLOW step that finds the working set again doubles the next
 //! cool-down, so a tenant known to be busy is probed less and less often, and two SLOW steps
-//! in a row without events bring the cool-down back to its base; (4) `resume` starts a probe
+//! in a row without events, from at or below the WSS where events last showed, bring the
+//! cool-down back to its base (steps above it only take back the raise those events made:
+//! a cyclic scan refaults many times the pages it misses, and without that rule the steps
+//! back down reset the doubling after every find, measured beside Senpai); (4) `resume` starts a probe
 //! from an estimate kept across a restart, in COOL_DOWN rather than FAST; (5) a real guest
 //! (no committed memory; a balloon lever) starts from its memory less its balloon, not from
 //! what it holds while it boots, and where its host does not back its free memory
@@ -116,8 +119,11 @@ pub struct WorkingSetProbe {
     paused: bool,
     /// The current cool-down length (doubles up to `max_cool_down` for a busy tenant).
     cool_down: Duration,
-    /// SLOW steps in a row that met no events.
+    /// SLOW steps in a row that met no events, from at or below `found`.
     quiet_steps: u32,
+    /// The WSS at which events last showed (before they raised it): SLOW steps above it only
+    /// take back that raise and are quiet by design, so they do not count as quiet steps.
+    found: Option<Pages>,
     /// An estimate to start from instead of committed memory (`resume`).
     resumed: Option<Pages>,
     /// What the tenant held at the last epoch (or at initialisation).
@@ -138,6 +144,7 @@ impl WorkingSetProbe {
             paused: false,
             cool_down: config.cool_down,
             quiet_steps: 0,
+            found: None,
             resumed: None,
             held: Pages::ZERO,
             config,
@@ -239,6 +246,7 @@ impl WorkingSetProbe {
         self.state = TwsState::Fast;
         self.cool_down = self.config.cool_down;
         self.quiet_steps = 0;
+        self.found = None;
         self.wss = committed;
         self.reset_on = Some(committed);
     }
@@ -262,6 +270,7 @@ impl WorkingSetProbe {
         // ... and still growing into it by at least a SLOW step an epoch: the balloon's lag.
         let growing = short && allocated >= self.held + step(self.config.slow_step);
         if self.pending_events > 0 && !short {
+            self.found = Some(self.wss);
             self.wss = Pages(self.wss.0.saturating_add(self.pending_events));
             if self.state == TwsState::Slow && probe {
                 // A SLOW step found the working set again: the tenant is busy where it is.
@@ -302,7 +311,12 @@ impl WorkingSetProbe {
                 };
             }
             TwsState::Slow => {
-                self.quiet_steps += 1;
+                // Steps from above where the set was last found only take back the raise its
+                // events made (a cyclic scan refaults far more than the pages missing): quiet
+                // by design, they say nothing of a tenant that got less busy.
+                if self.found.is_none_or(|f| self.wss <= f) {
+                    self.quiet_steps += 1;
+                }
                 if self.quiet_steps >= 2 {
                     self.cool_down = self.config.cool_down;
                 }
@@ -577,8 +591,10 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_tenant_found_busy_again_and_again_is_probed_less_and_less_often() {
+    /// The times (s) at which a SLOW step of a probe on a 300 MiB working set found it again,
+    /// each step below the set refaulting `refaults_per_missing` times the pages missing (1:
+    /// each missing page once; a cyclic scan refaults many times that).
+    fn finds(refaults_per_missing: u64) -> Vec<u64> {
         let config = WorkingSetConfig {
             max_cool_down: Duration::from_secs(64),
             ..WorkingSetConfig::default()
@@ -587,18 +603,35 @@ mod tests {
         let ws = mib(300);
         let mut now = 0;
         let mut held = cgroup_feed(&mut probe, now, ws, 0, true);
-        // Every probe step below the working set refaults what is missing.
         let mut probes_at = Vec::new();
         while now < 400 {
             now += 1;
             let missing = ws.saturating_sub(held).0;
             let before = probe.state();
-            held = cgroup_feed(&mut probe, now, held.min(ws), missing, true);
+            held = cgroup_feed(
+                &mut probe,
+                now,
+                held.min(ws),
+                missing * refaults_per_missing,
+                true,
+            );
             if before == TwsState::Slow && missing > 0 {
                 probes_at.push(now);
             }
         }
-        let gaps: Vec<u64> = probes_at.windows(2).map(|w| w[1] - w[0]).collect();
+        probes_at
+    }
+
+    #[test]
+    fn a_tenant_found_busy_again_and_again_is_probed_less_and_less_often() {
+        for refaults_per_missing in [1, 4] {
+            let probes_at = finds(refaults_per_missing);
+            let gaps: Vec<u64> = probes_at.windows(2).map(|w| w[1] - w[0]).collect();
+            assert_cool_down_grows(&probes_at, &gaps);
+        }
+    }
+
+    fn assert_cool_down_grows(probes_at: &[u64], gaps: &[u64]) {
         assert!(gaps.len() >= 3, "{probes_at:?}");
         assert!(
             gaps.windows(2).all(|g| g[1] >= g[0]),
