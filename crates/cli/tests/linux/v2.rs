@@ -1203,12 +1203,26 @@ tail -n 300 /run/memtide/r.log | sed "s/^/memtide-v2: log name=r /"
             pair[0],
             pair[1]
         );
-        // The hold naming the refusal comes between a refusal and the next try.
+    }
+    // A refusal holds shrinks: a hold names it after the first, and no lowering is written
+    // for RECLAIM_REFUSED_TICKS ticks after any (the lowering whose reclaim was refused is
+    // logged at the same instant, after it). Between two later refusals the policy may only
+    // raise, and then there is no shrink to hold.
+    assert!(
+        holds.iter().any(|h| since(refusals[0], h) <= least + 0.5),
+        "no hold naming the refusal within {} ticks after\n{}\n{log}",
+        memtide_linux::host::RECLAIM_REFUSED_TICKS,
+        refusals[0]
+    );
+    for refusal in &refusals {
+        let lowered = log
+            .lines()
+            .find(|l| l.contains(" outcome=lower ") && (0.01..least).contains(&since(refusal, l)));
         assert!(
-            holds.iter().any(|h| since(pair[0], h) <= *gap),
-            "no hold naming the refusal between\n{}\n{}\n{log}",
-            pair[0],
-            pair[1]
+            lowered.is_none(),
+            "a lowering {:.2} s after the kernel refused memory.reclaim:\n{refusal}\n{}\n{log}",
+            since(refusal, lowered.unwrap_or_default()),
+            lowered.unwrap_or_default()
         );
     }
     run.assert_no_oom_kill(&["pinned"]);
