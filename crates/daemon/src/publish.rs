@@ -468,21 +468,25 @@ impl Publisher {
         published
     }
 
-    /// Logs and records limits raised between ticks for tenants stalled at their limit.
-    pub fn rescues(&mut self, events: Vec<WorldEvent>, managed: &[Managed], log: &Logger) {
+    /// Logs what happened between ticks: limits raised for tenants stalled at their limit
+    /// (recorded as decisions too) and read-backs of swap that ended.
+    pub fn between_ticks(&mut self, events: Vec<WorldEvent>, managed: &[Managed], log: &Logger) {
+        let name_of = |id: TenantId| {
+            managed
+                .iter()
+                .find(|m| m.id == id)
+                .map_or_else(|| id.to_string(), |m| m.name.clone())
+        };
         for event in events {
-            if let WorldEvent::Rescued {
-                id,
-                from,
-                to,
-                stall,
-            } = event
-            {
-                let name = managed
-                    .iter()
-                    .find(|m| m.id == id)
-                    .map_or_else(|| id.to_string(), |m| m.name.clone());
-                self.rescued(from, to, stall, &name, log);
+            match event {
+                WorldEvent::Rescued {
+                    id,
+                    from,
+                    to,
+                    stall,
+                } => self.rescued(from, to, stall, &name_of(id), log),
+                WorldEvent::SwappedIn { id, .. } => swapped_in(&event, &name_of(id), log),
+                _ => {}
             }
         }
     }
@@ -637,6 +641,7 @@ impl Publisher {
                 to,
                 stall,
             } => self.rescued(from, to, stall, &name_of(id), log),
+            WorldEvent::SwappedIn { id, .. } => swapped_in(event, &name_of(id), log),
             WorldEvent::SharingFailed { ref error } => {
                 log.warn("sharing_failed", &[("error", json!(error))]);
             }
@@ -776,6 +781,34 @@ fn disk_snapshot(
             .map(|us| f64::from(us) / 1000.0),
         ops_total,
         bytes_total,
+    }
+}
+
+/// Logs a read-back of a tenant's swap that ended (`swapped_in`, or `swap_in_failed` with
+/// the error).
+fn swapped_in(event: &WorldEvent, name: &str, log: &Logger) {
+    let WorldEvent::SwappedIn {
+        asked,
+        advised,
+        processes,
+        took,
+        ref error,
+        ..
+    } = *event
+    else {
+        return;
+    };
+    let fields = [
+        ("tenant", json!(name)),
+        ("swapped_bytes", json!(asked.to_bytes().0)),
+        ("advised_bytes", json!(advised)),
+        ("processes", json!(processes)),
+        ("took_ms", json!((took.as_secs_f64() * 1e4).round() / 10.0)),
+        ("error", json!(error)),
+    ];
+    match error {
+        Some(_) => log.warn("swap_in_failed", &fields),
+        None => log.info("swapped_in", &fields[..5]),
     }
 }
 

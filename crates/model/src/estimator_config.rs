@@ -31,6 +31,12 @@ pub struct SamplingConfig {
     /// quarter of this, then half, then all of it in consecutive periods). Without faults the
     /// cap falls to the estimate's upper confidence bound.
     pub headroom: f64,
+    /// With `cap_at_estimate`, a tenant that wakes from swap (it faults back a sizeable share
+    /// of it, steadily) gets what it holds and has in swap at once, not a step a period:
+    /// memtide's addition, on in the daemon. Off by default, as ESX has no such rule and the
+    /// simulator's scenarios reproduce its figures.
+    #[serde(default)]
+    pub wake: bool,
 }
 
 impl Default for SamplingConfig {
@@ -41,6 +47,7 @@ impl Default for SamplingConfig {
             slow_gain: 0.15,
             fast_gain: 0.7,
             headroom: 0.5,
+            wake: false,
         }
     }
 }

@@ -63,6 +63,17 @@ pub enum WorldEvent {
         to: Pages,
         stall: Stall,
     },
+    /// Tenant `id`'s swapped memory was read back ahead of its faults (`Moves::swap_in`, by a
+    /// worker between ticks): `advised` bytes of its processes' anonymous mappings were asked
+    /// for, in `processes` processes; `error` names what failed, where something did.
+    SwappedIn {
+        id: TenantId,
+        asked: Pages,
+        advised: u64,
+        processes: u32,
+        took: std::time::Duration,
+        error: Option<String>,
+    },
     /// A VM's balloon was asked to reach `size` (or, in a dry run, would have been).
     Balloon {
         id: TenantId,

@@ -244,6 +244,7 @@ pub(crate) struct SamplingDoc {
     pub(crate) slow_gain: Option<f64>,
     pub(crate) fast_gain: Option<f64>,
     pub(crate) headroom: Option<f64>,
+    pub(crate) wake: Option<bool>,
 }
 
 /// `kind = "tws"`: working-set probing.

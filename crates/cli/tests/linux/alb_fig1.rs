@@ -1,7 +1,7 @@
 //! ALB Fig. 1 on real servers, in short (scripts/alb-mariadb.sh and scripts/alb-redis.sh are the full runs): a server configured small (a), the same server configured large and squeezed to the same cgroup memory by its limit with zram swap (b), and configured large and shrunk to the same memory by memtide through its adapter (c); (c) serves about as well as (a), memtide asks the adapter before it lowers the limit, and nothing is killed; Redis squeezed (b) is clearly worse, MariaDB squeezed onto zram is not (docs/reproducing.md, "ALB Fig. 1 on real servers"), so its (b) is measured and printed only. MariaDB under sysbench oltp_read_only, Redis under redis-benchmark GETs.
 
 use crate::host::mariadb::{self, DataDir, Mariadbd, Sysbench, Tables};
-use crate::host::redis::{self, find_program, Bench, GetSpec, RedisServer};
+use crate::host::redis::{self, redis_programs, Bench, GetSpec, RedisServer};
 use crate::host::*;
 use memtide_linux::fs::hierarchy::CgroupVersion;
 use memtide_testkit::samples::build_adapter;
@@ -366,11 +366,7 @@ fn redis_shrunk_by_memtide_serves_like_one_configured_small_and_a_squeezed_one_d
     let Some(linux) = linux(test) else {
         return;
     };
-    let (Some(server_bin), Some(benchmark)) = (
-        find_program("redis-server"),
-        find_program("redis-benchmark"),
-    ) else {
-        skip_or_fail(test, "redis-server or redis-benchmark is not installed");
+    let Some((server_bin, benchmark)) = redis_programs(test) else {
         return;
     };
     let Some(_zram) = zram(test, "2G") else {

@@ -24,3 +24,4 @@ mod security;
 mod systemd;
 mod v2;
 mod vm;
+mod wake;

@@ -5,7 +5,7 @@
 //! `cargo test --release -p memtide-cli --test linux_redis -- --nocapture`.
 
 use crate::host::redis::{
-    self, bench_get, find_program, median, parse_csv, GetLoad, GetSpec, Outcome, RedisServer,
+    self, bench_get, median, parse_csv, redis_programs, GetLoad, GetSpec, Outcome, RedisServer,
     Window,
 };
 use crate::host::*;
@@ -301,14 +301,7 @@ fn the_idle_redis_is_reclaimed_first_and_the_busy_one_keeps_its_p99() {
     let Some(linux) = linux(test) else {
         return;
     };
-    let (Some(server_bin), Some(bench_bin)) = (
-        find_program("redis-server"),
-        find_program("redis-benchmark"),
-    ) else {
-        skip_or_fail(
-            test,
-            "needs redis-server and redis-benchmark (apt-get install redis-server redis-tools)",
-        );
+    let Some((server_bin, bench_bin)) = redis_programs(test) else {
         return;
     };
     match redis_major(&server_bin) {

@@ -209,10 +209,11 @@ impl Driver<QemuHost> for Daemon {
         Ok(())
     }
 
-    /// Limits raised between ticks for tenants stalled at their limit.
+    /// What happened between ticks: limits raised for tenants stalled at their limit, swap
+    /// read back.
     fn between(&mut self, runner: &Runner<QemuHost>, events: Vec<WorldEvent>) {
         let managed = managed_view(&self.slots, runner);
-        self.publisher.rescues(events, &managed, &self.log);
+        self.publisher.between_ticks(events, &managed, &self.log);
     }
 
     /// Logs an API change; one carried out also changes the tenant's configuration, which a

@@ -254,6 +254,8 @@ pub(super) fn spec(slot: &Slot, config: &DaemonConfig) -> TenantSpec {
             }),
             EstimatorChoice::Sampling => EstimatorConfig::Sampling(SamplingConfig {
                 period: config.policy.sampling_period,
+                // A server woken from swap gets it back at once (and read back ahead).
+                wake: true,
                 ..SamplingConfig::default()
             }),
         },

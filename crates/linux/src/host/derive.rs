@@ -65,6 +65,8 @@ pub fn observation(
         smallest_lowering: ctx.smallest_lowering,
         throttled,
         reclaim_refused: ctx.reclaim_refused,
+        // `swap_in.rs`.
+        reads_back: true,
     });
     obs
 }

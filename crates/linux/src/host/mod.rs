@@ -18,6 +18,7 @@ mod release;
 mod rescue;
 pub mod sampling;
 mod saved;
+mod swap_in;
 mod tenant;
 mod world;
 
@@ -419,6 +420,7 @@ impl LinuxHost {
             reclaim_refused: 0,
             adapter: None,
             max: None,
+            swap_in: None,
             _lock: lock,
         };
         self.members
@@ -603,6 +605,47 @@ impl LinuxHost {
     /// Writes `id`'s limit `to` (or, in a dry run, reports it): whatever the policy asks,
     /// lowerings too small to be worth a write being held back there (see
     /// [`SMALLEST_LOWERING`]).
+    /// Starts reading back `asked` of tenant `id`'s swap ahead of its faults (`swap_in.rs`),
+    /// unless a read-back of it still runs.
+    fn start_swap_in(&mut self, id: TenantId, asked: Pages) {
+        let Some(t) = self.tenants.get_mut(&id) else {
+            return;
+        };
+        if t.swap_in.is_some() {
+            return;
+        }
+        let started = t
+            .reader
+            .pids(&mut t.pids)
+            .map_err(|e| e.to_string())
+            .and_then(|()| {
+                swap_in::SwapIn::start(&self.options.proc_root, &t.pids, asked)
+                    .map_err(|e| format!("cannot start a swap-in worker: {e}"))
+            });
+        match started {
+            Ok(worker) => t.swap_in = Some(worker),
+            Err(error) => self.events.push(WorldEvent::SwappedIn {
+                id,
+                asked,
+                advised: 0,
+                processes: 0,
+                took: Duration::ZERO,
+                error: Some(error),
+            }),
+        }
+    }
+
+    /// Reports the read-backs that ended (`WorldEvent::SwappedIn`).
+    fn finish_swap_ins(&mut self) {
+        for t in self.tenants.values_mut() {
+            if t.swap_in.as_ref().is_some_and(swap_in::SwapIn::done) {
+                if let Some(worker) = t.swap_in.take() {
+                    self.events.push(worker.event(t.id));
+                }
+            }
+        }
+    }
+
     fn apply_limit(&mut self, id: TenantId, to: Pages) {
         let dry_run = self.options.dry_run;
         let timeout = self.options.write_timeout;
@@ -785,6 +828,9 @@ impl Host for LinuxHost {
             let moves = action.moves();
             if let Some(to) = moves.limit {
                 self.apply_limit(action.id, to);
+            }
+            if !moves.swap_in.is_zero() && !self.options.dry_run {
+                self.start_swap_in(action.id, moves.swap_in);
             }
             if !self.options.dry_run {
                 for a in &mut self.actuators {

@@ -90,6 +90,9 @@ pub struct ManagedTenant {
     pub(crate) max: Option<Pages>,
     /// The application's adapter, kept running in the cgroup.
     pub(crate) adapter: Option<super::adapter::Adapter>,
+    /// Its swapped memory being read back ahead of its faults (`swap_in.rs`), while a worker
+    /// runs.
+    pub(crate) swap_in: Option<super::swap_in::SwapIn>,
     /// Held while memtide manages the cgroup (not in a dry run): no second memtide can adopt it.
     pub(crate) _lock: Option<super::lock::CgroupLock>,
 }

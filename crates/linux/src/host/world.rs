@@ -158,11 +158,13 @@ impl World for LinuxHost {
     /// Real tenants run by themselves.
     fn run(&mut self, _tick: Duration) {}
 
-    /// Rescues v1 tenants stalled at their limit (never in a dry run, which writes nothing).
+    /// Rescues v1 tenants stalled at their limit (never in a dry run, which writes nothing), and
+    /// reports the swap-ins that ended.
     fn between_ticks(&mut self) {
         if !self.options.dry_run {
             self.rescue_stalled();
         }
+        self.finish_swap_ins();
     }
 
     fn drain_events(&mut self) -> Vec<WorldEvent> {

@@ -41,6 +41,10 @@ pub struct LimitLever {
     /// ones back while the budget has room for them. Zero: every change is carried out.
     #[serde(default, skip_serializing_if = "Pages::is_zero")]
     pub smallest_lowering: Pages,
+    /// The world can read the tenant's swapped memory back ahead of its faults
+    /// (`Moves::swap_in`; Linux: `process_madvise(MADV_WILLNEED)`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reads_back: bool,
 }
 
 /// How a tenant's limit was chosen: from what, to what, and which safety rail decided.
@@ -58,6 +62,11 @@ pub struct LimitNote {
     /// pass across tenants that holds smaller ones back; zero: none is held.
     #[serde(default, skip_serializing_if = "Pages::is_zero")]
     pub smallest_lowering: Pages,
+    /// Swapped memory to read back ahead of the tenant's faults (`Moves::swap_in`): a tenant
+    /// waking from swap, whose limit now has room for all it holds and has in swap. Zero:
+    /// none.
+    #[serde(default, skip_serializing_if = "Pages::is_zero")]
+    pub swap_in: Pages,
 }
 
 impl LimitNote {
@@ -70,6 +79,7 @@ impl LimitNote {
             floor: Pages::ZERO,
             rail: LimitRail::Target,
             smallest_lowering: Pages::ZERO,
+            swap_in: moves.swap_in,
         })
     }
 }
@@ -154,7 +164,15 @@ impl fmt::Display for LimitNote {
                 f,
                 " (wants {wanted}: a lowering too small to write while the budget has room)"
             ),
+        }?;
+        if !self.swap_in.is_zero() {
+            write!(
+                f,
+                ", reading {} back from swap ahead of its faults",
+                self.swap_in
+            )?;
         }
+        Ok(())
     }
 }
 
@@ -217,6 +235,7 @@ mod tests {
                     floor: Pages::from_mib(300),
                     rail,
                     smallest_lowering: Pages::ZERO,
+                    swap_in: Pages::ZERO,
                 }),
                 ..MechanismNote::new(
                     ReclamationState::High,

@@ -114,6 +114,9 @@ pub struct Moves {
     pub blocked: bool,
     /// The limit to set.
     pub limit: Option<Pages>,
+    /// Swapped memory to read back now, ahead of the tenant's faults (it woke up and its
+    /// limit has room for it); zero: none.
+    pub swap_in: Pages,
     /// The disk weight to set.
     pub disk_weight: Option<u32>,
     /// The protection from the host's reclaim to set (`ProtectionLever`).
@@ -289,6 +292,7 @@ impl MechanismNote {
             host_swap_out: self.host_swap.map_or(Pages::ZERO, |h| h.out),
             blocked: self.host_swap.is_some_and(|h| h.blocked),
             limit: self.limit.map(|l| l.to),
+            swap_in: self.limit.map_or(Pages::ZERO, |l| l.swap_in),
             protection: self.protection.and_then(ProtectionNote::moved),
         }
     }
@@ -514,6 +518,7 @@ pub(crate) mod tests {
                 floor: Pages::from_mib(64),
                 rail: LimitRail::Target,
                 smallest_lowering: Pages::ZERO,
+                swap_in: Pages::ZERO,
             }),
             ..MechanismNote::new(
                 ReclamationState::Soft,
@@ -545,6 +550,7 @@ pub(crate) mod tests {
             host_swap_out: Pages(4),
             blocked: true,
             limit: Some(Pages(5)),
+            swap_in: Pages(7),
             protection: Some(Pages(6)),
         };
         let n = MechanismNote::new(ReclamationState::Low, Pages::ZERO, Pages::ZERO);

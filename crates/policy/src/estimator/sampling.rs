@@ -42,6 +42,19 @@
 //!   into that. Estimate + 50% regardless kept a tenant whose working set had shrunk at 1.4
 //!   to 1.6 times it for good.
 //!
+//! - where the configuration asks for it (`SamplingConfig::wake`: the daemon does, the
+//!   simulator's scenarios reproduce ESX and do not), a tenant that wakes from swap gets at once a ceiling of what it holds plus what it has in
+//!   swap (the memory it had before it was shrunk), whatever rose before in the period and
+//!   whether or not it holds its ceiling yet: it wakes when it faults at [`WAKE_PER_S`] a
+//!   second or more, and at a 1/[`WAKE_SHARE`] of its swap a second or more, at every
+//!   observation over [`WAKE_FOR`] or more and at least two observations in a row. Stepping 12.5%, 25%, 50% a period, a server
+//!   woken at a third of its set (Redis at its 100 MiB min, 171 MiB of values read at random)
+//!   took three periods, 60-90 s of refaults, to get it back; the limit planner then reads the
+//!   swap back ahead of its faults (`mechanism::limit`, rule 5). One observation is not
+//!   enough: a shrink step that takes a tenant's active pages with its idle ones (the kernel's
+//!   LRU does not know which is which at once) makes it fault them back in the next tick or
+//!   two, and then stop.
+//!
 //! Where the world counts no faults at all, the ceiling is as before: the completed periods'
 //! estimate times `1 + headroom`, set once per completed period. Before the first completed
 //! period (and any rise) it is what the tenant holds.
@@ -51,9 +64,22 @@
 
 use super::EstimatorInput;
 use memtide_model::{EstimateNote, Pages, SampleCounts, SamplingConfig};
+use std::time::Duration;
 
 /// The normal quantile of the one-sided 95% upper confidence bounds.
 const Z: f64 = 1.645;
+
+/// A tenant wakes from swap when it faults at least this many times a second (a MiB of 4 KiB
+/// pages: the limit planner's default for reading swap back, `SWAP_IN_FAULTS_PER_S`) ...
+const WAKE_PER_S: f64 = 256.0;
+
+/// ... and at least this inverse fraction of what it has in swap a second (1/64: 292 faults a
+/// second for 73 MiB swapped) ...
+const WAKE_SHARE: f64 = 64.0;
+
+/// ... at every observation over this long, and at two observations at least (two ticks at
+/// the default 1 s tick, four at 250 ms).
+const WAKE_FOR: Duration = Duration::from_secs(1);
 
 /// One tenant's sampling estimator.
 ///
@@ -70,6 +96,8 @@ pub struct SamplingEstimator {
     fast_gain: f64,
     /// The configured headroom (see `sane_headroom`): the largest rise of the ceiling.
     headroom: f64,
+    /// A tenant woken from swap gets its ceiling back at once (`SamplingConfig::wake`).
+    wake: bool,
     /// Pages sampled per period: the sample size of an estimate resumed across a restart.
     sample_pages: u32,
     /// The latest observation carried fault counts (swap-ins or refaults).
@@ -78,6 +106,12 @@ pub struct SamplingEstimator {
     raised: bool,
     /// Consecutive periods, up to the one just completed, in which the ceiling rose.
     rises: u8,
+    /// How long the tenant has faulted at the wake rate, at every observation since, and at
+    /// how many observations (at most 2).
+    waking: Duration,
+    waking_seen: u8,
+    /// When the last observation was taken, for fault rates.
+    seen: Option<Duration>,
     /// The ceiling as a fraction of max; `None` before the first completed period and rise,
     /// when the ceiling is what the tenant holds (or max while it is unmeasured).
     cap: Option<f64>,
@@ -166,10 +200,14 @@ impl SamplingEstimator {
             slow_gain: sane_gain(config.slow_gain),
             fast_gain: sane_gain(config.fast_gain),
             headroom: sane_headroom(config.headroom),
+            wake: config.wake,
             sample_pages: config.sample_pages.max(1),
             counts_faults: false,
             raised: false,
             rises: 0,
+            waking: Duration::ZERO,
+            waking_seen: 0,
+            seen: None,
             cap: None,
             completed: None,
             partial: None,
@@ -201,8 +239,34 @@ impl SamplingEstimator {
         // are weighed before the completion.
         self.counts_faults = obs.swap_ins.is_some() || obs.refaults.is_some();
         let faulted = obs.swap_ins.unwrap_or(0) > 0 || obs.refaults.unwrap_or(0) > 0;
+        let faults = obs
+            .swap_ins
+            .unwrap_or(0)
+            .saturating_add(obs.refaults.unwrap_or(0));
+        let swapped = obs.swapped.unwrap_or(Pages::ZERO).0;
+        let elapsed = self.seen.map(|at| input.now.saturating_sub(at));
+        self.seen = Some(input.now);
+        let per_s = elapsed
+            .filter(|dt| !dt.is_zero())
+            .map(|dt| faults as f64 / dt.as_secs_f64());
+        let waking = swapped > 0
+            && per_s.is_some_and(|r| r >= WAKE_PER_S && r * WAKE_SHARE >= swapped as f64);
+        (self.waking, self.waking_seen) = match (waking, elapsed) {
+            (true, Some(dt)) => (
+                (self.waking + dt).min(WAKE_FOR),
+                self.waking_seen.saturating_add(1).min(2),
+            ),
+            _ => (Duration::ZERO, 0),
+        };
+        let woken = self.wake && self.waking >= WAKE_FOR && self.waking_seen >= 2;
+        let back = (obs.allocated.0.saturating_add(swapped) as f64 / max.0.max(1) as f64).min(1.0);
         let rise = faulted && !self.raised && max.0 > 0;
-        if rise && self.fraction().is_some() && self.at_ceiling(obs.allocated) {
+        let measured = self.fraction().is_some() && max.0 > 0;
+        let measured_at_ceiling = measured && self.at_ceiling(obs.allocated);
+        if woken && measured && self.cap.is_none_or(|cap| cap < back) {
+            self.cap = Some(back);
+            self.raised = true;
+        } else if rise && measured_at_ceiling {
             let step = self.headroom * f64::from(1u8 << self.rises.min(2)) / 4.0;
             let held = obs.allocated.0 as f64 / max.0 as f64;
             self.cap = Some(held * (1.0 + step));
@@ -432,6 +496,8 @@ mod tests {
         swap_ins: Option<u64>,
         /// What the tenant holds.
         held: Pages,
+        /// What it has in swap (`None`: the world does not say).
+        swapped: Option<Pages>,
     }
 
     impl World {
@@ -443,6 +509,7 @@ mod tests {
                 previous: None,
                 swap_ins: None,
                 held: max(),
+                swapped: None,
             }
         }
 
@@ -459,6 +526,7 @@ mod tests {
             let mut obs = TenantObservation::new(TenantId(0), self.held);
             obs.sample = Some(sample);
             obs.swap_ins = self.swap_ins;
+            obs.swapped = self.swapped;
             self.est.update(&EstimatorInput {
                 now: self.now,
                 min: Pages::from_mib(128),
@@ -855,6 +923,76 @@ mod tests {
         assert_eq!(
             world.est.ceiling(),
             max().scale(world.held.0 as f64 / max().0 as f64 * 1.125)
+        );
+    }
+
+    #[test]
+    fn a_tenant_woken_from_swap_gets_back_what_it_holds_and_has_in_swap_at_once() {
+        let mut world = World::new();
+        world.est.wake = true;
+        world.swap_ins = Some(0);
+        world.period(10);
+        world.tick(0, 0);
+        let ceiling = world.est.ceiling();
+        world.held = ceiling;
+        world.swapped = Some(Pages::from_mib(73));
+        let swapped = Pages::from_mib(73).0;
+        let bar = (swapped as f64 / WAKE_SHARE).ceil() as u64;
+        // Faulting under a 64th of its swap a second, in a row: the usual 12.5% step.
+        world.swap_ins = Some(bar - 1);
+        world.tick(1, 10);
+        world.tick(2, 10);
+        let stepped = world.est.ceiling();
+        assert_eq!(
+            stepped,
+            max().scale(ceiling.0 as f64 / max().0 as f64 * 1.125)
+        );
+        // A 64th of it once (a shrink step's refaults): nothing more in this period.
+        world.swap_ins = Some(bar);
+        world.tick(3, 10);
+        world.swap_ins = Some(0);
+        world.tick(4, 10);
+        assert_eq!(world.est.ceiling(), stepped);
+        // Twice in a row, while it grows into its ceiling (it holds less): all it holds and
+        // has in swap, at once.
+        world.held = stepped.scale(0.9);
+        world.swap_ins = Some(bar);
+        world.tick(5, 10);
+        assert_eq!(world.est.ceiling(), stepped);
+        world.tick(6, 10);
+        let back = max().scale((world.held.0 + swapped) as f64 / max().0 as f64);
+        assert_eq!(world.est.ceiling(), back);
+        // ESX's rule (the configuration's default): only the step, once a period.
+        let mut esx = World::new();
+        esx.swap_ins = Some(0);
+        esx.period(10);
+        esx.tick(0, 0);
+        esx.held = esx.est.ceiling();
+        esx.swapped = Some(Pages::from_mib(73));
+        esx.swap_ins = Some(bar);
+        for t in 1..5 {
+            esx.tick(t, 10);
+        }
+        assert_eq!(
+            esx.est.ceiling(),
+            max().scale(esx.held.0 as f64 / max().0 as f64 * 1.125)
+        );
+        // A few pages in swap, all of them faulted back over and over: under 256 a second,
+        // not woken.
+        let mut quiet = World::new();
+        quiet.est.wake = true;
+        quiet.swap_ins = Some(0);
+        quiet.period(10);
+        quiet.tick(0, 0);
+        quiet.held = quiet.est.ceiling();
+        quiet.swapped = Some(Pages(WAKE_PER_S as u64 - 1));
+        quiet.swap_ins = Some(WAKE_PER_S as u64 - 1);
+        for t in 1..5 {
+            quiet.tick(t, 10);
+        }
+        assert_eq!(
+            quiet.est.ceiling(),
+            max().scale(quiet.held.0 as f64 / max().0 as f64 * 1.125)
         );
     }
 

@@ -64,6 +64,7 @@ impl Build<'_> {
                         )?,
                         None => d.headroom,
                     },
+                    wake: s.wake.unwrap_or(d.wake),
                 }))
             }
             "tws" => {

@@ -21,6 +21,23 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 
 /// The key redis-benchmark's `-r` makes of random number `i`: `key:__rand_int__` with the
 /// placeholder replaced by 12 zero-padded digits.
+/// redis-server and redis-benchmark, or `None` after `skip_or_fail` says `test` needs them.
+pub fn redis_programs(test: &str) -> Option<(PathBuf, PathBuf)> {
+    match (
+        find_program("redis-server"),
+        find_program("redis-benchmark"),
+    ) {
+        (Some(server), Some(bench)) => Some((server, bench)),
+        _ => {
+            memtide_testkit::skip_or_fail(
+                test,
+                "needs redis-server and redis-benchmark (apt-get install redis-server redis-tools)",
+            );
+            None
+        }
+    }
+}
+
 pub fn key(i: u64) -> String {
     format!("key:{i:012}")
 }

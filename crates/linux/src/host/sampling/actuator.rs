@@ -56,7 +56,11 @@ impl Actuator for Sampling {
         let Some(s) = self.samplers.get_mut(&obs.id) else {
             return;
         };
-        match s.observe(t.now, t.pids) {
+        let faulted = obs
+            .refaults
+            .unwrap_or(0)
+            .saturating_add(obs.swap_ins.unwrap_or(0));
+        match s.observe(t.now, t.pids, faulted) {
             Ok(counts) => obs.sample = Some(counts),
             Err(error) => events.push(WorldEvent::SamplerFailed { id: obs.id, error }),
         }
