@@ -10,11 +10,11 @@ use crate::host::*;
 use std::time::{Duration, Instant};
 
 /// The server holds `KEYS` values of `VALUE_BYTES` (jemalloc rounds each up to 4 KiB): about
-/// 170 MiB.
-const KEYS: u64 = 40_000;
+/// 340 MiB.
+const KEYS: u64 = 80_000;
 const VALUE_BYTES: usize = 4000;
 /// The idle server counts as shrunk once this much of it is in swap.
-const SWAPPED_AT_LEAST: u64 = 64 * MIB;
+const SWAPPED_AT_LEAST: u64 = 128 * MIB;
 /// At most this share of the pages it had in swap may come back as the server's own major
 /// faults once it wakes (each costs one without the read-back, as the log line printed says).
 const MAJOR_SHARE_AT_MOST: f64 = 0.5;

@@ -27,7 +27,9 @@
 //! and looks exactly as big as its allocation. Faults can: a tenant that swaps in or refaults
 //! while it holds its ceiling wants memory it does not hold. So sampling brings the ceiling
 //! down and faults take it up:
-//! - at the first tick of a period at which the tenant faults while holding (99% of) its
+//! - at the first tick of a period that is the second in a row at which the tenant faults
+//!   ([`RISE_LEAST`] pages or more each: a shrink step's refaults last a tick; the kernel's LRU
+//!   takes a page of an active set with the idle ones now and then) while holding (99% of) its
 //!   ceiling, the ceiling rises to what it holds plus a step: a quarter of `headroom`, then
 //!   half, then all of it in consecutive periods with such a rise (12.5%, 25%, 50% at the
 //!   default): a tenant squeezed a little below its working set by the noise gets a little
@@ -53,7 +55,10 @@
 //!   swap back ahead of its faults (`mechanism::limit`, rule 5). One observation is not
 //!   enough: a shrink step that takes a tenant's active pages with its idle ones (the kernel's
 //!   LRU does not know which is which at once) makes it fault them back in the next tick or
-//!   two, and then stop.
+//!   two, and then stop. The wake also restarts the averages at that fraction (as a resumed
+//!   estimate does): without it, the next quiet period's end brought the ceiling down to
+//!   averages that still read the idle spell (a woken Redis was squeezed 58 s after its wake,
+//!   150 ms of stall), where they now fall at the slow average's pace.
 //!
 //! Where the world counts no faults at all, the ceiling is as before: the completed periods'
 //! estimate times `1 + headroom`, set once per completed period. Before the first completed
@@ -68,6 +73,11 @@ use std::time::Duration;
 
 /// The normal quantile of the one-sided 95% upper confidence bounds.
 const Z: f64 = 1.645;
+
+/// Fewer faults than this in one observation do not raise the ceiling: the kernel's LRU evicts
+/// a page of an active set now and then, and 6 refaults in 210 s raised an idle Redis-sized
+/// toucher held at its 100 MiB min by 12.5% (a wobble of 9 MiB a period for nothing).
+const RISE_LEAST: u64 = 16;
 
 /// A tenant wakes from swap when it faults at least this many times a second (a MiB of 4 KiB
 /// pages: the limit planner's default for reading swap back, `SWAP_IN_FAULTS_PER_S`) ...
@@ -106,6 +116,9 @@ pub struct SamplingEstimator {
     raised: bool,
     /// Consecutive periods, up to the one just completed, in which the ceiling rose.
     rises: u8,
+    /// Consecutive observations (at most 2) at which the tenant faulted [`RISE_LEAST`] pages
+    /// or more.
+    faulting: u8,
     /// How long the tenant has faulted at the wake rate, at every observation since, and at
     /// how many observations (at most 2).
     waking: Duration,
@@ -205,6 +218,7 @@ impl SamplingEstimator {
             counts_faults: false,
             raised: false,
             rises: 0,
+            faulting: 0,
             waking: Duration::ZERO,
             waking_seen: 0,
             seen: None,
@@ -238,7 +252,11 @@ impl SamplingEstimator {
         // ceiling then in force and in the period the observation may report completed: they
         // are weighed before the completion.
         self.counts_faults = obs.swap_ins.is_some() || obs.refaults.is_some();
-        let faulted = obs.swap_ins.unwrap_or(0) > 0 || obs.refaults.unwrap_or(0) > 0;
+        let faulted = obs
+            .swap_ins
+            .unwrap_or(0)
+            .saturating_add(obs.refaults.unwrap_or(0))
+            >= RISE_LEAST;
         let faults = obs
             .swap_ins
             .unwrap_or(0)
@@ -260,12 +278,22 @@ impl SamplingEstimator {
         };
         let woken = self.wake && self.waking >= WAKE_FOR && self.waking_seen >= 2;
         let back = (obs.allocated.0.saturating_add(swapped) as f64 / max.0.max(1) as f64).min(1.0);
-        let rise = faulted && !self.raised && max.0 > 0;
+        self.faulting = if faulted {
+            self.faulting.saturating_add(1).min(2)
+        } else {
+            0
+        };
+        let rise = self.faulting >= 2 && !self.raised && max.0 > 0;
         let measured = self.fraction().is_some() && max.0 > 0;
         let measured_at_ceiling = measured && self.at_ceiling(obs.allocated);
         if woken && measured && self.cap.is_none_or(|cap| cap < back) {
             self.cap = Some(back);
             self.raised = true;
+            // The wake measures what it touches: its averages restart there (as a resumed
+            // estimate does), so they fall from it at the slow average's pace.
+            let seed = Average::first(back, self.sample_pages);
+            self.completed = Some(Completed::new(seed, seed));
+            self.partial = None;
         } else if rise && measured_at_ceiling {
             let step = self.headroom * f64::from(1u8 << self.rises.min(2)) / 4.0;
             let held = obs.allocated.0 as f64 / max.0 as f64;
@@ -886,10 +914,20 @@ mod tests {
         let mut ceiling = world.est.ceiling();
         // Faults while the tenant holds less than its ceiling (it is growing into it): none.
         world.held = ceiling.scale(0.9);
-        world.swap_ins = Some(10);
+        world.swap_ins = Some(RISE_LEAST);
         world.tick(1, 40);
         assert_eq!(world.est.ceiling(), ceiling);
-        // At the ceiling: what it holds + 12.5%, then no more rises in that period.
+        // A few faults at the ceiling: the LRU's noise, none.
+        world.held = ceiling;
+        world.swap_ins = Some(RISE_LEAST - 1);
+        world.tick(1, 40);
+        assert_eq!(world.est.ceiling(), ceiling);
+        world.swap_ins = Some(RISE_LEAST);
+        // Faults at the ceiling at one observation (a shrink step's own): none yet.
+        world.tick(1, 40);
+        assert_eq!(world.est.ceiling(), ceiling);
+        // At the ceiling at the second in a row: what it holds + 12.5%, then no more rises in
+        // that period.
         for (tick, step) in [(2, 0.125), (1, 0.25), (1, 0.5), (1, 0.5)] {
             world.held = ceiling;
             world.tick(tick, 40);
@@ -918,8 +956,9 @@ mod tests {
         let bound = max().scale(world.est.completed.unwrap().upper);
         assert_eq!(world.est.ceiling(), bound.min(ceiling));
         world.held = world.est.ceiling();
-        world.swap_ins = Some(1);
+        world.swap_ins = Some(RISE_LEAST);
         world.tick(1, 40);
+        world.tick(2, 40);
         assert_eq!(
             world.est.ceiling(),
             max().scale(world.held.0 as f64 / max().0 as f64 * 1.125)
@@ -962,6 +1001,25 @@ mod tests {
         world.tick(6, 10);
         let back = max().scale((world.held.0 + swapped) as f64 / max().0 as f64);
         assert_eq!(world.est.ceiling(), back);
+        assert_eq!(world.est.estimate(), back, "the averages restart at the wake");
+        // A quiet period touching less: the ceiling falls at the slow average's pace, not to
+        // the 10% it touched before.
+        world.swap_ins = Some(0);
+        for t in 7..TICKS {
+            world.tick(t, 10);
+        }
+        world.end_period(10);
+        world.tick(0, 0);
+        world.period(10);
+        world.tick(0, 0);
+        let first = world.est.ceiling();
+        assert!(first > back.scale(0.8), "{first} of {back} after a quiet period");
+        for _ in 0..30 {
+            world.period(10);
+        }
+        world.tick(0, 0);
+        let fallen = world.est.ceiling();
+        assert!(fallen < back.scale(0.5), "{fallen} of {back} after 30 quiet periods");
         // ESX's rule (the configuration's default): only the step, once a period.
         let mut esx = World::new();
         esx.swap_ins = Some(0);
