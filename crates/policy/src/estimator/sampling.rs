@@ -1001,7 +1001,11 @@ mod tests {
         world.tick(6, 10);
         let back = max().scale((world.held.0 + swapped) as f64 / max().0 as f64);
         assert_eq!(world.est.ceiling(), back);
-        assert_eq!(world.est.estimate(), back, "the averages restart at the wake");
+        assert_eq!(
+            world.est.estimate(),
+            back,
+            "the averages restart at the wake"
+        );
         // A quiet period touching less: the ceiling falls at the slow average's pace, not to
         // the 10% it touched before.
         world.swap_ins = Some(0);
@@ -1013,13 +1017,19 @@ mod tests {
         world.period(10);
         world.tick(0, 0);
         let first = world.est.ceiling();
-        assert!(first > back.scale(0.8), "{first} of {back} after a quiet period");
+        assert!(
+            first > back.scale(0.8),
+            "{first} of {back} after a quiet period"
+        );
         for _ in 0..30 {
             world.period(10);
         }
         world.tick(0, 0);
         let fallen = world.est.ceiling();
-        assert!(fallen < back.scale(0.5), "{fallen} of {back} after 30 quiet periods");
+        assert!(
+            fallen < back.scale(0.5),
+            "{fallen} of {back} after 30 quiet periods"
+        );
         // ESX's rule (the configuration's default): only the step, once a period.
         let mut esx = World::new();
         esx.swap_ins = Some(0);
