@@ -44,21 +44,22 @@
 //!   into that. Estimate + 50% regardless kept a tenant whose working set had shrunk at 1.4
 //!   to 1.6 times it for good.
 //!
-//! - where the configuration asks for it (`SamplingConfig::wake`: the daemon does, the
-//!   simulator's scenarios reproduce ESX and do not), a tenant that wakes from swap gets at once a ceiling of what it holds plus what it has in
-//!   swap (the memory it had before it was shrunk), whatever rose before in the period and
-//!   whether or not it holds its ceiling yet: it wakes when it faults at [`WAKE_PER_S`] a
-//!   second or more, and at a 1/[`WAKE_SHARE`] of its swap a second or more, at every
-//!   observation over [`WAKE_FOR`] or more and at least two observations in a row. Stepping 12.5%, 25%, 50% a period, a server
-//!   woken at a third of its set (Redis at its 100 MiB min, 171 MiB of values read at random)
-//!   took three periods, 60-90 s of refaults, to get it back; the limit planner then reads the
-//!   swap back ahead of its faults (`mechanism::limit`, rule 5). One observation is not
-//!   enough: a shrink step that takes a tenant's active pages with its idle ones (the kernel's
-//!   LRU does not know which is which at once) makes it fault them back in the next tick or
-//!   two, and then stop. The wake also restarts the averages at that fraction (as a resumed
-//!   estimate does): without it, the next quiet period's end brought the ceiling down to
-//!   averages that still read the idle spell (a woken Redis was squeezed 58 s after its wake,
-//!   150 ms of stall), where they now fall at the slow average's pace.
+//! - where the configuration asks for it (`SamplingConfig::wake`: the daemon does; the
+//!   simulator's scenarios reproduce ESX and do not), a tenant that wakes from swap gets at
+//!   once a ceiling of what it holds plus what it has in swap (the memory it had before it was
+//!   shrunk), whatever rose before in the period and whether or not it holds its ceiling yet.
+//!   It wakes when it faults at `SWAP_IN_FAULTS_PER_S` (256) a second or more, and at
+//!   1/[`WAKE_SHARE`] of its swap a second or more, at every observation over [`WAKE_FOR`] or
+//!   more and at two observations in a row at least. Stepping 12.5%, 25%, 50% a period, a
+//!   server woken at a third of its set (Redis at its 100 MiB min, 171 MiB of values read at
+//!   random) took three periods, 60-90 s of refaults, to get it back; the limit planner then
+//!   reads the swap back ahead of its faults (`mechanism::limit`, rule 5). One observation is
+//!   not enough: a shrink step that takes a tenant's active pages with its idle ones (the
+//!   kernel's LRU does not know which is which at once) makes it fault them back in the next
+//!   tick or two, and then stop. The wake also restarts the averages at that fraction (as a
+//!   resumed estimate does): without it, the next quiet period's end brought the ceiling down
+//!   to averages that still read the idle spell (a woken Redis was squeezed 58 s after its
+//!   wake, 150 ms of stall), where they now fall at the slow average's pace.
 //!
 //! Where the world counts no faults at all, the ceiling is as before: the completed periods'
 //! estimate times `1 + headroom`, set once per completed period. Before the first completed
@@ -68,6 +69,7 @@
 //! more per completed period.
 
 use super::EstimatorInput;
+use crate::mechanism::limit::SWAP_IN_FAULTS_PER_S;
 use memtide_model::{EstimateNote, Pages, SampleCounts, SamplingConfig};
 use std::time::Duration;
 
@@ -75,16 +77,13 @@ use std::time::Duration;
 const Z: f64 = 1.645;
 
 /// Fewer faults than this in one observation do not raise the ceiling: the kernel's LRU evicts
-/// a page of an active set now and then, and 6 refaults in 210 s raised an idle Redis-sized
-/// toucher held at its 100 MiB min by 12.5% (a wobble of 9 MiB a period for nothing).
+/// a page of an active set now and then, and 6 refaults in 210 s raised an idle toucher held at
+/// its 100 MiB min by 12.5% (a wobble of 9 MiB a period for nothing).
 const RISE_LEAST: u64 = 16;
 
-/// A tenant wakes from swap when it faults at least this many times a second (a MiB of 4 KiB
-/// pages: the limit planner's default for reading swap back, `SWAP_IN_FAULTS_PER_S`) ...
-const WAKE_PER_S: f64 = 256.0;
-
-/// ... and at least this inverse fraction of what it has in swap a second (1/64: 292 faults a
-/// second for 73 MiB swapped) ...
+/// A tenant wakes from swap when it faults at `SWAP_IN_FAULTS_PER_S` a second or more (the
+/// rate at which the limit planner reads swap back) and at least this inverse fraction of what
+/// it has in swap a second (1/64: 292 faults a second for 73 MiB swapped) ...
 const WAKE_SHARE: f64 = 64.0;
 
 /// ... at every observation over this long, and at two observations at least (two ticks at
@@ -252,15 +251,11 @@ impl SamplingEstimator {
         // ceiling then in force and in the period the observation may report completed: they
         // are weighed before the completion.
         self.counts_faults = obs.swap_ins.is_some() || obs.refaults.is_some();
-        let faulted = obs
-            .swap_ins
-            .unwrap_or(0)
-            .saturating_add(obs.refaults.unwrap_or(0))
-            >= RISE_LEAST;
         let faults = obs
             .swap_ins
             .unwrap_or(0)
             .saturating_add(obs.refaults.unwrap_or(0));
+        let faulted = faults >= RISE_LEAST;
         let swapped = obs.swapped.unwrap_or(Pages::ZERO).0;
         let elapsed = self.seen.map(|at| input.now.saturating_sub(at));
         self.seen = Some(input.now);
@@ -268,7 +263,7 @@ impl SamplingEstimator {
             .filter(|dt| !dt.is_zero())
             .map(|dt| faults as f64 / dt.as_secs_f64());
         let waking = swapped > 0
-            && per_s.is_some_and(|r| r >= WAKE_PER_S && r * WAKE_SHARE >= swapped as f64);
+            && per_s.is_some_and(|r| r >= SWAP_IN_FAULTS_PER_S && r * WAKE_SHARE >= swapped as f64);
         (self.waking, self.waking_seen) = match (waking, elapsed) {
             (true, Some(dt)) => (
                 (self.waking + dt).min(WAKE_FOR),
@@ -1053,8 +1048,8 @@ mod tests {
         quiet.period(10);
         quiet.tick(0, 0);
         quiet.held = quiet.est.ceiling();
-        quiet.swapped = Some(Pages(WAKE_PER_S as u64 - 1));
-        quiet.swap_ins = Some(WAKE_PER_S as u64 - 1);
+        quiet.swapped = Some(Pages(SWAP_IN_FAULTS_PER_S as u64 - 1));
+        quiet.swap_ins = Some(SWAP_IN_FAULTS_PER_S as u64 - 1);
         for t in 1..5 {
             quiet.tick(t, 10);
         }

@@ -21,7 +21,7 @@
 //!
 //! 5. A tenant waking from swap gets it read back ahead of its faults: when the limit this
 //!    tick leaves room for everything it holds and has in swap (`to >= allocated + swapped`,
-//!    at least [`SWAP_IN_LEAST`] swapped) and it faults at `swap_in_faults_per_s` or more, the
+//!    at least [`SWAP_IN_LEAST`] swapped) and it faults at [`SWAP_IN_FAULTS_PER_S`] or more, the
 //!    note asks the world to read the swapped memory back now (`swap_in`). Each page it
 //!    touches then costs a minor fault instead of a major one (a zram read each, or a disk
 //!    read), and the world reads them in a worker's time, not the tenant's stalled tasks'.
@@ -63,9 +63,6 @@ pub struct LimitRails {
     pub backoff_pressure: f64,
     /// Throttles at the limit per second (cgroup v2 memory.events `high`) that stop a shrink.
     pub backoff_throttled_per_s: f64,
-    /// Faults per second at which a tenant with room for its swap is woken: its swapped
-    /// memory read back ahead of its faults (rule 5).
-    pub swap_in_faults_per_s: f64,
 }
 
 impl Default for LimitRails {
@@ -77,14 +74,15 @@ impl Default for LimitRails {
             backoff_faults_per_s: 2000.0,
             backoff_pressure: 10.0,
             backoff_throttled_per_s: BACKOFF_THROTTLED_PER_S,
-            swap_in_faults_per_s: SWAP_IN_FAULTS_PER_S,
         }
     }
 }
 
-/// Faults per second that wake a tenant's swap by default: 256, a MiB a second of 4 KiB pages.
-/// A tenant touching an idle page now and then stays below it; a server taking load again
-/// faults thousands a second (Redis serving random GETs from zram: 2,000-3,500 under TCG).
+/// Faults per second at which a tenant with room for its swap gets it read back (rule 5), and
+/// at which the sampling estimator's wake-up starts counting: 256, a MiB a second of 4 KiB
+/// pages. A tenant touching an idle page now and then stays below it; a server taking load
+/// again faults thousands a second (Redis serving random GETs from zram: about 2,000 a second
+/// under TCG in the Senpai benchmark, about 10,000 on the test host in `linux/wake.rs`).
 pub const SWAP_IN_FAULTS_PER_S: f64 = 256.0;
 
 /// Less swapped memory than this (256 pages, 1 MiB) is not worth reading back ahead.
@@ -146,7 +144,7 @@ pub fn plan_limit(input: &LimitInput, rails: &LimitRails) -> LimitNote {
         let swapped = input.swapped.unwrap_or(Pages::ZERO);
         let waking = input
             .faults_per_s
-            .is_some_and(|f| f >= rails.swap_in_faults_per_s);
+            .is_some_and(|f| f >= SWAP_IN_FAULTS_PER_S);
         let room = wanted >= input.allocated + swapped;
         return LimitNote {
             swap_in: if waking && room && swapped >= SWAP_IN_LEAST {
@@ -494,26 +492,18 @@ mod tests {
                 .ends_with(", reading 73.0 MiB back from swap ahead of its faults"),
             "{note}"
         );
-        assert_eq!(
-            waking(172, 3000.0, 73).swap_in,
-            Pages::ZERO,
-            "no room for all of it"
-        );
-        assert_eq!(
-            waking(180, 100.0, 73).swap_in,
-            Pages::ZERO,
-            "faulting too little"
-        );
-        assert_eq!(
-            waking(180, 3000.0, 0).swap_in,
-            Pages::ZERO,
-            "nothing in swap"
-        );
-        assert_eq!(
-            waking(90, 3000.0, 73).swap_in,
-            Pages::ZERO,
-            "a lowering reads nothing"
-        );
+        for (target, faults, swapped, why) in [
+            (172, 3000.0, 73, "no room for all of it"),
+            (180, 100.0, 73, "faulting too little"),
+            (180, 3000.0, 0, "nothing in swap"),
+            (90, 3000.0, 73, "a lowering reads nothing"),
+        ] {
+            assert_eq!(
+                waking(target, faults, swapped).swap_in,
+                Pages::ZERO,
+                "{why}"
+            );
+        }
         let unknown = plan_limit(
             &LimitInput {
                 swapped: None,
