@@ -801,7 +801,7 @@ fn swapped_in(event: &WorldEvent, name: &str, log: &Logger) {
     let fields = [
         ("tenant", json!(name)),
         ("swapped_bytes", json!(asked.to_bytes().0)),
-        ("advised_bytes", json!(advised)),
+        ("advised_bytes", json!(advised.0)),
         ("processes", json!(processes)),
         ("took_ms", json!((took.as_secs_f64() * 1e4).round() / 10.0)),
         ("error", json!(error)),

@@ -69,7 +69,7 @@ pub enum WorldEvent {
     SwappedIn {
         id: TenantId,
         asked: Pages,
-        advised: u64,
+        advised: crate::Bytes,
         processes: u32,
         took: std::time::Duration,
         error: Option<String>,

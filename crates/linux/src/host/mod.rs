@@ -602,9 +602,6 @@ impl LinuxHost {
         self.apply_limit(id, to);
     }
 
-    /// Writes `id`'s limit `to` (or, in a dry run, reports it): whatever the policy asks,
-    /// lowerings too small to be worth a write being held back there (see
-    /// [`SMALLEST_LOWERING`]).
     /// Starts reading back `asked` of tenant `id`'s swap ahead of its faults (`swap_in.rs`),
     /// unless a read-back of it still runs.
     fn start_swap_in(&mut self, id: TenantId, asked: Pages) {
@@ -627,7 +624,7 @@ impl LinuxHost {
             Err(error) => self.events.push(WorldEvent::SwappedIn {
                 id,
                 asked,
-                advised: 0,
+                advised: Bytes::ZERO,
                 processes: 0,
                 took: Duration::ZERO,
                 error: Some(error),
@@ -646,6 +643,9 @@ impl LinuxHost {
         }
     }
 
+    /// Writes `id`'s limit `to` (or, in a dry run, reports it): whatever the policy asks,
+    /// lowerings too small to be worth a write being held back there (see
+    /// [`SMALLEST_LOWERING`]).
     fn apply_limit(&mut self, id: TenantId, to: Pages) {
         let dry_run = self.options.dry_run;
         let timeout = self.options.write_timeout;

@@ -18,12 +18,12 @@
 //! Written against `libc` directly: neither `pidfd_open` nor `process_madvise` has a wrapper in
 //! `libc` 0.2 or in a crate the workspace already uses, and each is one `syscall`.
 
-use memtide_model::{Pages, TenantId, WorldEvent};
+use memtide_model::{Bytes, Pages, TenantId, WorldEvent};
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Most processes of one tenant read back by one worker.
 pub const MAX_PROCESSES: usize = 4096;
@@ -45,8 +45,8 @@ pub struct SwapIn {
 /// What a worker did.
 #[derive(Debug, Default, PartialEq)]
 struct Outcome {
-    /// Bytes of mappings the kernel took the advice for.
-    advised: u64,
+    /// Mappings the kernel took the advice for.
+    advised: Bytes,
     /// Processes whose mappings were advised.
     processes: u32,
     /// The first failure other than a process gone, where one happened.
@@ -86,7 +86,7 @@ impl SwapIn {
             asked: self.asked,
             advised: outcome.advised,
             processes: outcome.processes,
-            took: took.max(Duration::from_micros(1)),
+            took,
             error: outcome.error,
         }
     }
@@ -115,7 +115,7 @@ fn read_back(proc_root: &Path, pids: &[u32]) -> Outcome {
 
 /// Advises `pid`'s anonymous private writable mappings WILLNEED: the bytes advised, or `None`
 /// when the process is gone.
-fn advise(pid: u32, maps: &PathBuf, ranges: &mut Vec<libc::iovec>) -> Result<Option<u64>, String> {
+fn advise(pid: u32, maps: &Path, ranges: &mut Vec<libc::iovec>) -> Result<Option<Bytes>, String> {
     // The pidfd first: the maps read after it are this process's, not a successor's.
     let Some(pidfd) = pidfd_open(pid).map_err(|e| format!("pidfd_open({pid}): {e}"))? else {
         return Ok(None);
@@ -135,7 +135,7 @@ fn advise(pid: u32, maps: &PathBuf, ranges: &mut Vec<libc::iovec>) -> Result<Opt
                 iov_len: (end - start) as usize,
             }),
     );
-    let mut advised = 0u64;
+    let mut advised = Bytes::ZERO;
     for batch in ranges.chunks(RANGES_PER_CALL) {
         // SAFETY: `batch` is a live slice of iovecs; the kernel only reads it, and the
         // addresses in it are the target process's, never dereferenced here.
@@ -159,7 +159,7 @@ fn advise(pid: u32, maps: &PathBuf, ranges: &mut Vec<libc::iovec>) -> Result<Opt
                 _ => return Err(format!("process_madvise(WILLNEED) of pid {pid}: {e}")),
             }
         }
-        advised += done as u64;
+        advised += Bytes(done as u64);
     }
     Ok(Some(advised))
 }

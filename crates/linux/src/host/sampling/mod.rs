@@ -10,12 +10,13 @@
 //!
 //! Pages the tenant faulted back in during the period (refaults and swap-ins, as the host
 //! counted them each tick) count as touched too, added to the referenced bytes: a page that was
-//! out when touched has its accessed bit set only if it is still in at the period's end, and a
-//! tenant held under what it touches has its accessed bits cleared by the kernel's own reclaim
-//! (its LRU scan tests and clears them) before memtide reads them. A page both faulted back and
-//! still referenced counts twice; the sum is at most max. Without this, Redis serving random
-//! GETs under a limit below its keyspace read as 92 MiB of the 171 MiB it touched, so each
-//! period's end took its limit below its set again.
+//! out when touched has its accessed bit set only if it is still in at the period's end, and
+//! (read from the kernel's code, not measured apart) a tenant held under what it touches has
+//! its accessed bits tested and cleared by the kernel's own LRU scan before memtide reads them.
+//! A page both faulted back and still referenced counts twice; the sum is at most max. Measured
+//! without it: Redis holding 171 MiB and serving random GETs at about 1,300 a second (under
+//! TCG) read as 92 MiB, so each period's end took its limit below what it held again. Part of
+//! that is the period itself: 40,000 GETs over 40,000 keys in 30 s touch about 63% of them.
 
 mod actuator;
 
