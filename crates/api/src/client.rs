@@ -177,17 +177,10 @@ impl Client {
     /// A client of the daemon's Unix socket at `path` (where root and the members of its
     /// `[api] group` may change settings); `timeout` bounds each call as a whole.
     pub fn unix(path: &Path, timeout: Duration) -> Client {
-        let connector = crate::unix::UnixConnector {
-            path: path.to_path_buf(),
-        };
         Client {
             addr: Endpoint::Unix(path.to_path_buf()),
             timeout,
-            agent: ureq::Agent::with_parts(
-                Client::config(timeout),
-                connector,
-                ureq::unversioned::resolver::DefaultResolver::default(),
-            ),
+            agent: crate::unix::agent(path, Client::config(timeout)),
             token: None,
         }
     }

@@ -11,7 +11,8 @@
 //!   [`Applied`], [`ErrorBody`] — and the [`DecisionQuery`] of `GET /v1/decisions`;
 //! - [`client`]: [`Client`], one call per request with a timeout, over TCP (with a bearer
 //!   token for changes) or the daemon's Unix socket (`unix`, ureq's transport for it), and
-//!   [`ClientError`], whose every message names the daemon's address or socket.
+//!   [`ClientError`], whose every message names the daemon's address or socket;
+//! - [`unix`]: a ureq agent over a Unix socket, which the container engines' clients share.
 //!
 //! Each type's documentation shows a JSON example; the examples are the files in `json/` of
 //! this crate, and its tests decode each one and check that it encodes back to the same JSON,
@@ -36,7 +37,7 @@
 pub mod body;
 pub mod client;
 pub mod snapshot;
-mod unix;
+pub mod unix;
 
 pub use body::{Applied, DecisionQuery, ErrorBody, Size, TaxRate, TenantPatch};
 pub use client::{fetch, request, Client, ClientError, Endpoint};

@@ -1,4 +1,4 @@
-//! ureq over a Unix socket: a `Connector` that ignores the URI's address and connects to the daemon's socket, and its `Transport`.
+//! ureq over a Unix socket: a `Connector` that ignores the URI's address and connects to a socket (the daemon's, or a container engine's), and its `Transport`.
 //!
 //! ureq 3 speaks only TCP itself; its `unversioned::transport` traits are how a caller plugs in
 //! another stream. The URI still names the TCP address (an IP literal: nothing is resolved),
@@ -6,7 +6,7 @@
 
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ureq::unversioned::transport::{
@@ -14,10 +14,22 @@ use ureq::unversioned::transport::{
 };
 use ureq::Error;
 
+/// An agent with `config` whose every request goes to the Unix socket at `path` (the URI's
+/// address then only names the `Host` header). Each request has its own connection.
+pub fn agent(path: &Path, config: ureq::config::Config) -> ureq::Agent {
+    ureq::Agent::with_parts(
+        config,
+        UnixConnector {
+            path: path.to_path_buf(),
+        },
+        ureq::unversioned::resolver::DefaultResolver::default(),
+    )
+}
+
 /// Connects every request to the socket at `path`.
 #[derive(Debug)]
-pub(crate) struct UnixConnector {
-    pub(crate) path: PathBuf,
+struct UnixConnector {
+    path: PathBuf,
 }
 
 impl Connector<()> for UnixConnector {
@@ -39,7 +51,7 @@ impl Connector<()> for UnixConnector {
 
 /// One connection to the socket.
 #[derive(Debug)]
-pub(crate) struct UnixTransport {
+struct UnixTransport {
     stream: UnixStream,
     buffers: LazyBuffers,
 }

@@ -21,6 +21,7 @@ mod tests;
 pub use memtide_config::ConfigError;
 
 use memtide_config::read_as;
+use memtide_engines::EngineKind;
 use serde::Deserialize;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -41,6 +42,8 @@ pub struct DaemonConfig {
     pub cache: Option<memtide_config::quotas::QuotaTable>,
     /// `[io]`: the disk the tenants share (docs/io.md).
     pub io: IoSection,
+    /// `[engines]`: where the container engines listen (docs/containers.md).
+    pub engines: EnginesSection,
     /// In file order; names are unique.
     pub tenants: Vec<TenantConfig>,
 }
@@ -264,6 +267,39 @@ impl Default for SharingSection {
     }
 }
 
+/// `[engines]`: the container engines' sockets, for tenants named by `container`
+/// (docs/containers.md).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields, expecting = "the [engines] table")]
+pub struct EnginesSection {
+    /// `docker_socket = "/var/run/docker.sock"`: dockerd's API socket.
+    #[serde(deserialize_with = "read::path")]
+    pub docker_socket: PathBuf,
+    /// `podman_socket = "/run/podman/podman.sock"`: Podman's API service's socket
+    /// (`podman.socket`, or `podman system service`).
+    #[serde(deserialize_with = "read::path")]
+    pub podman_socket: PathBuf,
+}
+
+impl Default for EnginesSection {
+    fn default() -> EnginesSection {
+        EnginesSection {
+            docker_socket: EngineKind::Docker.default_socket(),
+            podman_socket: EngineKind::Podman.default_socket(),
+        }
+    }
+}
+
+impl EnginesSection {
+    /// Where engine `kind` listens.
+    pub fn socket(&self, kind: EngineKind) -> &Path {
+        match kind {
+            EngineKind::Docker => &self.docker_socket,
+            EngineKind::Podman => &self.podman_socket,
+        }
+    }
+}
+
 /// `[io]`: the block device the tenants share, divided by weights (docs/io.md).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(default, deny_unknown_fields, expecting = "the [io] table")]
@@ -365,6 +401,14 @@ pub enum TenantOrigin {
     Vm {
         source: memtide_qemu::vm::VmSource,
         cgroup: Option<String>,
+    },
+    /// `container = "redis-a"` (with `engine = "docker"` or `"podman"`): a container, found
+    /// by name through its engine, whose cgroup is adopted while it runs (its cgroup changes
+    /// as the engine restarts or makes it again: found anew each time). Without an engine,
+    /// the check against the host takes the one whose socket exists, Docker first.
+    Container {
+        name: String,
+        engine: Option<EngineKind>,
     },
 }
 
@@ -564,6 +608,7 @@ impl Default for DaemonConfig {
             sharing: SharingSection::default(),
             cache: None,
             io: IoSection::default(),
+            engines: EnginesSection::default(),
             tenants: Vec::new(),
         }
     }
@@ -612,9 +657,11 @@ impl DaemonConfig {
                 cgroup: Some(cgroup),
                 ..
             } => !cgroup_is_strictly_under(cgroup, parent),
+            // Checked as it is found (`memtide_qemu::ContainerPlacement::within`).
             TenantOrigin::Launch { .. }
             | TenantOrigin::Unit { cgroup: None, .. }
-            | TenantOrigin::Vm { cgroup: None, .. } => false,
+            | TenantOrigin::Vm { cgroup: None, .. }
+            | TenantOrigin::Container { .. } => false,
         })
     }
 }
@@ -672,7 +719,8 @@ impl TenantConfig {
             } => Some(cgroup),
             TenantOrigin::Launch { .. }
             | TenantOrigin::Unit { cgroup: None, .. }
-            | TenantOrigin::Vm { cgroup: None, .. } => None,
+            | TenantOrigin::Vm { cgroup: None, .. }
+            | TenantOrigin::Container { .. } => None,
         }
     }
 
@@ -680,7 +728,9 @@ impl TenantConfig {
     pub fn launched(&self) -> bool {
         match &self.origin {
             TenantOrigin::Launch { .. } => true,
-            TenantOrigin::Adopt { .. } | TenantOrigin::Unit { .. } => false,
+            TenantOrigin::Adopt { .. }
+            | TenantOrigin::Unit { .. }
+            | TenantOrigin::Container { .. } => false,
             TenantOrigin::Vm { source, .. } => {
                 matches!(source, memtide_qemu::vm::VmSource::Launch(_))
             }

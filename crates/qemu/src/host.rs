@@ -7,12 +7,16 @@
 //! swapping QEMU's memory out, and that limit follows the tenant's target back up as it
 //! rises. ESX's low state pauses a running VM (`stop`) until it is at its target. The guest's
 //! swap-ins and major faults (virtio-balloon statistics) are the working-set probe's signal.
-//! Plain cgroup tenants pass through to the Linux host unchanged.
+//! Plain cgroup tenants pass through to the Linux host unchanged; a container tenant is one
+//! whose cgroup its engine names (`container.rs`).
 //!
 //! Costs per VM and tick: two QMP round trips (`query-balloon`, `qom-get guest-stats`) plus
 //! the Linux host's cgroup reads; a balloon command only when its target changed.
 
+mod container;
 mod tenant;
+
+pub use container::ContainerPlacement;
 
 use crate::qmp::{Qmp, QmpError};
 use crate::vm::{LaunchSpec, VmError, VmSource};
@@ -43,11 +47,12 @@ pub struct QemuOptions {
     pub proc_root: PathBuf,
 }
 
-/// Where a tenant lives: a cgroup of the Linux host, or a VM.
+/// Where a tenant lives: a cgroup of the Linux host, a VM, or a container its engine finds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Placement {
     Cgroup(memtide_linux::host::Placement),
     Vm(VmPlacement),
+    Container(ContainerPlacement),
 }
 
 /// A VM tenant: how it joins, and the cgroup a launched VM runs in (an adopted VM's is the one
@@ -95,6 +100,8 @@ pub enum QemuError {
         tenant: String,
         error: crate::adopt::AdoptError,
     },
+    #[error("tenant {tenant:?}: {why}")]
+    Container { tenant: String, why: String },
     #[error("tenant {tenant:?}: QEMU did not open its QMP socket {socket} within {secs} s (its console: {console})")]
     NoSocket {
         tenant: String,
@@ -163,6 +170,7 @@ pub struct QemuHost {
     linux: LinuxHost,
     options: QemuOptions,
     vms: BTreeMap<TenantId, Vm>,
+    containers: container::Containers,
     events: Vec<WorldEvent>,
 }
 
@@ -172,6 +180,7 @@ impl QemuHost {
             linux,
             options,
             vms: BTreeMap::new(),
+            containers: container::Containers::default(),
             events: Vec::new(),
         }
     }
@@ -586,10 +595,12 @@ impl World for QemuHost {
         match placement {
             Placement::Cgroup(p) => Ok(self.linux.attach(id, spec, p, record.map(|r| &r.linux))?),
             Placement::Vm(p) => self.attach_vm(id, spec, p, record),
+            Placement::Container(p) => self.attach_container(id, spec, p, record),
         }
     }
 
     fn detach(&mut self, id: TenantId) -> Result<(), QemuError> {
+        self.containers.forget(id);
         let vm = self.release_vm(id);
         self.linux.detach(id)?;
         vm
@@ -603,16 +614,21 @@ impl World for QemuHost {
         self.linux.run(tick);
     }
 
+    /// The Linux host's work between ticks, and the containers events touched looked up
+    /// again.
     fn between_ticks(&mut self) {
         self.linux.between_ticks();
+        self.follow_containers();
     }
 
-    /// The Linux host's events, with a VM that left dropped here too.
+    /// The Linux host's events, with a VM that left dropped here too and a container whose
+    /// cgroup went waiting for its engine.
     fn drain_events(&mut self) -> Vec<WorldEvent> {
         let mut events = self.linux.drain_events();
         for e in &events {
             if let WorldEvent::Gone { id, .. } = e {
                 self.vms.remove(id);
+                self.containers.gone(*id);
             }
         }
         events.append(&mut self.events);

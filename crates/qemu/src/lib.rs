@@ -27,4 +27,6 @@ pub mod host;
 pub mod qmp;
 pub mod vm;
 
-pub use host::{Placement, QemuError, QemuHost, QemuOptions, Record, VmPlacement, VmRecord};
+pub use host::{
+    ContainerPlacement, Placement, QemuError, QemuHost, QemuOptions, Record, VmPlacement, VmRecord,
+};

@@ -228,24 +228,7 @@ impl<W: World> Runner<W> {
         let applied = self.world.apply(&decision);
         self.world.run(self.tick);
         let events = self.world.drain_events();
-        for event in &events {
-            if let WorldEvent::Gone {
-                id,
-                why,
-                may_return,
-                ..
-            } = event
-            {
-                self.controller.remove(*id);
-                if let Some(i) = self.index(*id) {
-                    self.tenants[i].status = if *may_return {
-                        Status::Waiting(why.clone())
-                    } else {
-                        Status::Stopped
-                    };
-                }
-            }
-        }
+        self.forget_gone(&events);
         sink.tick(TickView {
             at,
             world: &self.world,
@@ -267,10 +250,36 @@ impl<W: World> Runner<W> {
         applied
     }
 
-    /// Between two ticks (a wall clock): the world's fast work, and what happened in it.
+    /// Between two ticks (a wall clock): the world's fast work, and what happened in it
+    /// (tenants gone then are forgotten as at a tick).
     pub fn between_ticks(&mut self) -> Vec<WorldEvent> {
         self.world.between_ticks();
-        self.world.drain_events()
+        let events = self.world.drain_events();
+        self.forget_gone(&events);
+        events
+    }
+
+    /// Forgets in the controller the tenants `events` say are gone: they wait when they may
+    /// come back, else they stopped.
+    fn forget_gone(&mut self, events: &[WorldEvent]) {
+        for event in events {
+            if let WorldEvent::Gone {
+                id,
+                why,
+                may_return,
+                ..
+            } = event
+            {
+                self.controller.remove(*id);
+                if let Some(i) = self.index(*id) {
+                    self.tenants[i].status = if *may_return {
+                        Status::Waiting(why.clone())
+                    } else {
+                        Status::Stopped
+                    };
+                }
+            }
+        }
     }
 
     /// Replaces the spec of a tenant that is not running (a reloaded configuration); a tenant

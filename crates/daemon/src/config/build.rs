@@ -35,6 +35,7 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
         sharing,
         cache,
         io,
+        engines,
         tenant,
     } = doc.read(&root())?;
     check_daemon(doc, &daemon)?;
@@ -77,6 +78,7 @@ pub(crate) fn build(doc: &Document) -> Result<DaemonConfig> {
         sharing,
         cache,
         io,
+        engines,
         tenants,
     })
 }

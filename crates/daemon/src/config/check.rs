@@ -1,7 +1,8 @@
-//! The one check of a parsed configuration against the host it runs on (the shared disk's device, each launched VM's files, memory and QEMU, each adopted VM's cgroup found through its QMP socket, each adopted systemd unit's cgroup asked of systemd), made at start and at every reload through a [`HostProbe`] that tests replace; parsing itself reads no host file.
+//! The one check of a parsed configuration against the host it runs on (the shared disk's device, each launched VM's files, memory and QEMU, each adopted VM's cgroup found through its QMP socket, each adopted systemd unit's cgroup asked of systemd, the engine of each container tenant that names none), made at start and at every reload through a [`HostProbe`] that tests replace; parsing itself reads no host file.
 
 use super::{DaemonConfig, TenantOrigin};
 use memtide_config::{ConfigError, Document, FieldPath};
+use memtide_engines::EngineKind;
 use memtide_qemu::vm::{LaunchSpec, VmError, VmSource};
 use std::path::{Path, PathBuf};
 
@@ -17,6 +18,8 @@ pub trait HostProbe {
     /// Whether the VM `spec` can be launched here: its files exist, its memory fits the
     /// host's, QEMU is there.
     fn vm_launch(&self, spec: &LaunchSpec) -> Result<(), LaunchRefusal>;
+    /// Whether a Unix socket is at `path` (a container engine's).
+    fn is_socket(&self, path: &Path) -> bool;
 }
 
 /// Why a VM cannot be launched on this host.
@@ -46,7 +49,29 @@ pub fn against_host(
         })?;
     }
     let mut adopted_vm = false;
+    let engines = config.engines.clone();
     for (i, t) in config.tenants.iter_mut().enumerate() {
+        if let TenantOrigin::Container { engine, .. } = &mut t.origin {
+            if engine.is_none() {
+                let found = EngineKind::present_by(
+                    |k| engines.socket(k).to_path_buf(),
+                    |p| probe.is_socket(p),
+                );
+                *engine = Some(found.ok_or_else(|| {
+                    doc.error(
+                        &root.key("tenant").index(i).key("container"),
+                        format!(
+                            "has no engine to ask: neither {} (docker) nor {} (podman) is a \
+                             socket here; start the engine, or give engine = \"docker\" or \
+                             \"podman\" to wait for it",
+                            engines.docker_socket.display(),
+                            engines.podman_socket.display()
+                        ),
+                    )
+                })?);
+            }
+            continue;
+        }
         if let TenantOrigin::Unit { unit, cgroup } = &mut t.origin {
             let at = root.key("tenant").index(i).key(super::unit_key(unit));
             let found = probe.unit_cgroup(unit).map_err(|why| doc.error(&at, why))?;
@@ -124,6 +149,10 @@ impl HostFiles {
 }
 
 impl HostProbe for HostFiles {
+    fn is_socket(&self, path: &Path) -> bool {
+        memtide_engines::is_socket(path)
+    }
+
     fn block_device(&self, text: &str) -> Result<(), String> {
         use memtide_linux::BlockDevice;
         use std::os::unix::fs::FileTypeExt;
@@ -302,10 +331,18 @@ mod tests {
         vm_cgroups: Vec<(PathBuf, String)>,
         units: Vec<(&'static str, &'static str)>,
         launch: Option<fn() -> VmError>,
+        sockets: Vec<PathBuf>,
         asked: RefCell<Vec<String>>,
     }
 
     impl HostProbe for FakeHost {
+        fn is_socket(&self, path: &Path) -> bool {
+            self.asked
+                .borrow_mut()
+                .push(format!("socket {}", path.display()));
+            self.sockets.iter().any(|s| s == path)
+        }
+
         fn block_device(&self, device: &str) -> Result<(), String> {
             self.asked.borrow_mut().push(format!("device {device}"));
             self.no_device.clone().map_or(Ok(()), Err)
@@ -539,5 +576,40 @@ mod tests {
             ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_container_without_an_engine_takes_the_one_whose_socket_is_there() {
+        let text = "[[tenant]]\nname = \"r\"\nmax = \"1G\"\ncontainer = \"redis-a\"\n";
+        let podman = FakeHost {
+            sockets: vec![PathBuf::from("/run/podman/podman.sock")],
+            ..FakeHost::default()
+        };
+        let c = check(text, &podman).unwrap();
+        assert!(matches!(
+            c.tenants[0].origin,
+            TenantOrigin::Container {
+                engine: Some(EngineKind::Podman),
+                ..
+            }
+        ));
+        assert_eq!(
+            *podman.asked.borrow(),
+            [
+                "socket /var/run/docker.sock",
+                "socket /run/podman/podman.sock"
+            ]
+        );
+        let none = FakeHost::default();
+        let e = check(text, &none).unwrap_err().to_string();
+        assert!(
+            e.starts_with("h.toml:4:13: tenant[0].container = \"redis-a\": has no engine to ask"),
+            "{e}"
+        );
+        // An engine named is waited for: its socket is not asked about here.
+        let named = format!("{text}engine = \"docker\"\n");
+        let none = FakeHost::default();
+        check(&named, &none).unwrap();
+        assert!(none.asked.borrow().is_empty());
     }
 }

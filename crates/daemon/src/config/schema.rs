@@ -1,8 +1,8 @@
-//! The daemon's configuration file as written where it is shaped unlike the config: the whole file (the sections are the config's own types) and the tenants' tables (cgroup, command or vm; an app's fields by its kind), unknown keys refused; `build.rs` checks and converts them.
+//! The daemon's configuration file as written where it is shaped unlike the config: the whole file (the sections are the config's own types) and the tenants' tables (cgroup, command, vm, unit or container; an app's fields by its kind), unknown keys refused; `build.rs` checks and converts them.
 
 use super::{
-    ApiSection, BalloonSection, DaemonSection, EstimatorChoice, HostSection, IoSection,
-    PolicySection, RailsSection, SharingSection,
+    ApiSection, BalloonSection, DaemonSection, EnginesSection, EstimatorChoice, HostSection,
+    IoSection, PolicySection, RailsSection, SharingSection,
 };
 use memtide_config::quotas::{QuotasDoc, SloDoc};
 use memtide_config::{Duration, Size};
@@ -13,7 +13,7 @@ use serde::Deserialize;
 #[serde(
     default,
     deny_unknown_fields,
-    expecting = "a table of [daemon], [host], [policy], [rails], [balloon], [sharing], [cache], [io], [api] and [[tenant]]"
+    expecting = "a table of [daemon], [host], [policy], [rails], [balloon], [sharing], [cache], [io], [engines], [api] and [[tenant]]"
 )]
 pub(super) struct FileDoc {
     pub(super) daemon: DaemonSection,
@@ -24,6 +24,7 @@ pub(super) struct FileDoc {
     pub(super) sharing: SharingSection,
     pub(super) cache: Option<QuotasDoc>,
     pub(super) io: IoSection,
+    pub(super) engines: EnginesSection,
     pub(super) api: ApiSection,
     /// `[[tenant]]`, one table per tenant.
     pub(super) tenant: Vec<TenantDoc>,
@@ -47,6 +48,8 @@ pub(super) struct TenantDoc {
     pub(super) vm: Option<VmDoc>,
     pub(super) unit: Option<String>,
     pub(super) slice: Option<String>,
+    pub(super) container: Option<String>,
+    pub(super) engine: Option<String>,
 }
 
 /// `[tenant.vm]`: a QEMU VM memtide launches (kernel or disk, memory, …) or adopts by its QMP

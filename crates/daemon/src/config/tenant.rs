@@ -1,4 +1,4 @@
-//! The `[[tenant]]` tables into [`TenantConfig`]s: a unique name, one origin (cgroup, command or vm), bounds that make sense, an app's fields by its kind, a disk share; then, across tenants, the budget against the mins and cgroups that do not nest. Reads no host file.
+//! The `[[tenant]]` tables into [`TenantConfig`]s: a unique name, one origin (cgroup, command, vm, unit or container), bounds that make sense, an app's fields by its kind, a disk share; then, across tenants, the budget against the mins and cgroups that do not nest. Reads no host file.
 
 use super::build::root;
 use super::schema::{TenantDoc, TenantIoDoc, VmDoc};
@@ -136,7 +136,22 @@ pub(super) fn tenants(
                 format!("is already the name of tenant[{first}]; tenant names must be unique"),
             ));
         }
-        tenants.push(tenant(doc, &at, t, host)?);
+        let t = tenant(doc, &at, t, host)?;
+        if let TenantOrigin::Container { name, engine } = &t.origin {
+            let same = tenants.iter().position(|o: &TenantConfig| {
+                matches!(&o.origin, TenantOrigin::Container { name: n, engine: e }
+                    if n == name && (e == engine || e.is_none() || engine.is_none()))
+            });
+            if let Some(first) = same {
+                return Err(doc.error(
+                    &at.key("container"),
+                    format!(
+                        "is already the container of tenant[{first}]; a container is one tenant"
+                    ),
+                ));
+            }
+        }
+        tenants.push(t);
     }
     check_budget(doc, host, &tenants)?;
     check_cgroups(doc, host, &tenants)?;
@@ -153,94 +168,139 @@ fn tenant(
         ParentCgroup::OwnCgroup => format!("<the daemon's cgroup>/{}", t.name),
         ParentCgroup::Path(p) => join(p, &t.name),
     };
-    if let (Some(_), Some(_)) = (&t.unit, &t.slice) {
+    if t.engine.is_some() && t.container.is_none() {
         return Err(doc.error(
-            &at.key("slice"),
-            "adopts a systemd slice; give no unit beside it",
+            &at.key("engine"),
+            "names the engine of a container tenant; give container = \"NAME\" beside it",
         ));
     }
-    let origin = if let Some(unit) = t.unit.or(t.slice.clone()) {
-        let key = super::unit_key(&unit);
-        if t.cgroup.is_some() || t.command.is_some() || t.vm.is_some() {
+    let origin = if let Some(name) = &t.container {
+        let given = [
+            ("cgroup", t.cgroup.is_some()),
+            ("command", t.command.is_some()),
+            ("vm", t.vm.is_some()),
+            ("unit", t.unit.is_some()),
+            ("slice", t.slice.is_some()),
+        ];
+        if let Some((key, _)) = given.into_iter().find(|(_, set)| *set) {
             return Err(doc.error(
                 &at.key(key),
+                "is given beside container; a container tenant is found by its name through \
+                 its engine (give no cgroup, command, vm, unit or slice)",
+            ));
+        }
+        if !memtide_engines::valid_name(name) {
+            return Err(doc.error(
+                &at.key("container"),
                 format!(
-                    "adopts a systemd {key}'s cgroup; give no cgroup, command or [tenant.vm] \
-                     beside it"
+                    "is not a container name; expected {}",
+                    memtide_engines::NAME_RULE
                 ),
             ));
         }
-        if !valid_unit(&unit) {
-            return Err(doc.error(
-                &at.key(key),
-                format!("is not a systemd unit name; expected {UNIT_RULE}"),
-            ));
+        let engine = match &t.engine {
+            None => None,
+            Some(e) => Some(memtide_engines::EngineKind::parse(e).ok_or_else(|| {
+                doc.error(
+                    &at.key("engine"),
+                    "is not an engine memtide knows; expected \"docker\" or \"podman\"",
+                )
+            })?),
+        };
+        TenantOrigin::Container {
+            name: name.clone(),
+            engine,
         }
-        match (t.slice.is_some(), key) {
-            (true, "unit") => {
-                return Err(doc.error(
-                    &at.key("slice"),
-                    "is not a slice; expected a name ending in .slice, such as \"batch.slice\"",
-                ))
-            }
-            (false, "slice") => {
-                return Err(doc.error(
-                    &at.key("unit"),
-                    "is a slice: write it as slice = \"...\" (its processes are in the \
-                     cgroups below it)",
-                ))
-            }
-            _ => {}
-        }
-        TenantOrigin::Unit { unit, cgroup: None }
     } else {
-        match (t.cgroup, t.command, t.vm) {
-        (None, None, Some(vm_doc)) => vm(doc, &at.key("vm"), vm_doc)?,
-        (cgroup, command, Some(_)) if cgroup.is_some() || command.is_some() => {
+        if let (Some(_), Some(_)) = (&t.unit, &t.slice) {
             return Err(doc.error(
-                &at.key("vm"),
-                "is a VM, which memtide launches or adopts by its QMP socket; give no cgroup or \
-                 command beside it",
-            ))
+                &at.key("slice"),
+                "adopts a systemd slice; give no unit beside it",
+            ));
         }
-        (Some(_), Some(_), _) => {
-            return Err(doc.error(
-                at,
-                format!(
-                    "has both cgroup and command; give cgroup to adopt an existing cgroup, \
-                     or command to launch a program in a new cgroup {launched_into}"
-                ),
-            ))
-        }
-        (None, None, _) => {
-            return Err(doc.error(
-                at,
-                format!(
-                    "has neither cgroup nor command (nor a [tenant.vm]); give cgroup to adopt an existing cgroup, \
-                     or command to launch a program in a new cgroup {launched_into}"
-                ),
-            ))
-        }
-        (None, Some(argv), _) => match argv.first() {
-            None => {
+        if let Some(unit) = t.unit.or(t.slice.clone()) {
+            let key = super::unit_key(&unit);
+            if t.cgroup.is_some() || t.command.is_some() || t.vm.is_some() {
                 return Err(doc.error(
-                    &at.key("command"),
-                    "is empty; expected the program to run and its arguments, such as \
-                     [\"memtide-toucher\", \"--active\", \"400M\"]",
+                    &at.key(key),
+                    format!(
+                        "adopts a systemd {key}'s cgroup; give no cgroup, command or [tenant.vm] \
+                         beside it"
+                    ),
+                ));
+            }
+            if !valid_unit(&unit) {
+                return Err(doc.error(
+                    &at.key(key),
+                    format!("is not a systemd unit name; expected {UNIT_RULE}"),
+                ));
+            }
+            match (t.slice.is_some(), key) {
+                (true, "unit") => {
+                    return Err(doc.error(
+                        &at.key("slice"),
+                        "is not a slice; expected a name ending in .slice, such as \"batch.slice\"",
+                    ))
+                }
+                (false, "slice") => {
+                    return Err(doc.error(
+                        &at.key("unit"),
+                        "is a slice: write it as slice = \"...\" (its processes are in the \
+                         cgroups below it)",
+                    ))
+                }
+                _ => {}
+            }
+            TenantOrigin::Unit { unit, cgroup: None }
+        } else {
+            match (t.cgroup, t.command, t.vm) {
+            (None, None, Some(vm_doc)) => vm(doc, &at.key("vm"), vm_doc)?,
+            (cgroup, command, Some(_)) if cgroup.is_some() || command.is_some() => {
+                return Err(doc.error(
+                    &at.key("vm"),
+                    "is a VM, which memtide launches or adopts by its QMP socket; give no cgroup or \
+                     command beside it",
                 ))
             }
-            Some(program) if program.trim().is_empty() => {
+            (Some(_), Some(_), _) => {
                 return Err(doc.error(
-                    &at.key("command").index(0),
-                    "is empty; the first element is the program to run",
+                    at,
+                    format!(
+                        "has both cgroup and command; give cgroup to adopt an existing cgroup, \
+                         or command to launch a program in a new cgroup {launched_into}"
+                    ),
                 ))
             }
-            Some(_) => TenantOrigin::Launch { argv },
-        },
-        (Some(text), None, _) => TenantOrigin::Adopt {
-            cgroup: adopted_cgroup(doc, &at.key("cgroup"), &text, host)?,
-        },
-    }
+            (None, None, _) => {
+                return Err(doc.error(
+                    at,
+                    format!(
+                        "has neither cgroup nor command (nor a [tenant.vm]); give cgroup to adopt an existing cgroup, \
+                         or command to launch a program in a new cgroup {launched_into}"
+                    ),
+                ))
+            }
+            (None, Some(argv), _) => match argv.first() {
+                None => {
+                    return Err(doc.error(
+                        &at.key("command"),
+                        "is empty; expected the program to run and its arguments, such as \
+                         [\"memtide-toucher\", \"--active\", \"400M\"]",
+                    ))
+                }
+                Some(program) if program.trim().is_empty() => {
+                    return Err(doc.error(
+                        &at.key("command").index(0),
+                        "is empty; the first element is the program to run",
+                    ))
+                }
+                Some(_) => TenantOrigin::Launch { argv },
+            },
+            (Some(text), None, _) => TenantOrigin::Adopt {
+                cgroup: adopted_cgroup(doc, &at.key("cgroup"), &text, host)?,
+            },
+        }
+        }
     };
     let max_bytes = t.max.bytes();
     if max_bytes == 0 {
@@ -618,6 +678,8 @@ pub(super) fn check_cgroups(
                 &at,
                 format!("would be launched into \"{}\", which {message}", later.2),
             ),
+            // Its cgroup is not known here (found as it runs), so it is never in `paths`.
+            TenantOrigin::Container { .. } => doc.error(&at.key("container"), message),
         });
     }
     Ok(())

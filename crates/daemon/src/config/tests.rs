@@ -350,6 +350,10 @@ socket = "/run/memtide/api.sock"
 group = "memtide"
 token_file = "/etc/memtide/token"
 
+[engines]
+docker_socket = "/run/d.sock"
+podman_socket = "/run/p.sock"
+
 [host]
 proc_root = "/tmp/fake"
 parent = "/memtide/"
@@ -478,6 +482,10 @@ fn a_full_file_reads_every_key() {
             steps: 32,
         }),
         io: IoSection::default(),
+        engines: EnginesSection {
+            docker_socket: PathBuf::from("/run/d.sock"),
+            podman_socket: PathBuf::from("/run/p.sock"),
+        },
         tenants: vec![
             TenantConfig {
                 name: "db".into(),
@@ -1043,4 +1051,95 @@ fn the_api_socket_defaults_to_the_state_files_directory() {
         c.api.socket_path(&c.daemon.state_file),
         PathBuf::from("/var/lib/memtide/api.sock")
     );
+}
+
+const CONTAINER: &str = "[[tenant]]\nname = \"r\"\nmax = \"1G\"\n";
+
+#[test]
+fn a_container_tenant_names_its_container_and_perhaps_its_engine() {
+    let c = parse_ok(&format!(
+        "{CONTAINER}container = \"redis-a\"\nengine = \"podman\"\n"
+    ));
+    assert_eq!(
+        c.tenants[0].origin,
+        TenantOrigin::Container {
+            name: "redis-a".into(),
+            engine: Some(memtide_engines::EngineKind::Podman),
+        }
+    );
+    assert!(!c.tenants[0].launched());
+    assert_eq!(c.tenants[0].adopted_cgroup(), None);
+    let c = parse_ok(&format!("{CONTAINER}container = \"redis-a\"\n"));
+    assert!(matches!(
+        c.tenants[0].origin,
+        TenantOrigin::Container { engine: None, .. }
+    ));
+    assert_eq!(
+        c.engines.socket(memtide_engines::EngineKind::Docker),
+        Path::new("/var/run/docker.sock")
+    );
+}
+
+#[test]
+fn a_container_tenant_refuses_a_bad_name_engine_or_a_second_origin() {
+    for (extra, line, key, says) in [
+        (
+            "container = \"a b\"\n",
+            4,
+            "container",
+            "is not a container name",
+        ),
+        (
+            "container = \"-a\"\n",
+            4,
+            "container",
+            "is not a container name",
+        ),
+        (
+            "container = \"a\"\nengine = \"lxc\"\n",
+            5,
+            "engine",
+            "expected \"docker\" or \"podman\"",
+        ),
+        ("engine = \"docker\"\n", 4, "engine", "give container"),
+        (
+            "container = \"a\"\ncgroup = \"/memtide/a\"\n",
+            5,
+            "cgroup",
+            "is given beside container",
+        ),
+        (
+            "container = \"a\"\nunit = \"a.service\"\n",
+            5,
+            "unit",
+            "is given beside container",
+        ),
+    ] {
+        let e = parse(&format!("{CONTAINER}{extra}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(&format!("test.toml:{line}:")) && e.contains(&format!("tenant[0].{key}")),
+            "{extra}: {e}"
+        );
+        assert!(e.contains(says), "{extra}: {e}");
+    }
+}
+
+#[test]
+fn one_container_is_one_tenant() {
+    let two = format!(
+        "{CONTAINER}container = \"a\"\n[[tenant]]\nname = \"s\"\nmax = \"1G\"\ncontainer = \"a\"\nengine = \"docker\"\n"
+    );
+    let e = parse(&two).unwrap_err().to_string();
+    assert!(
+        e.contains("tenant[1].container") && e.contains("already the container of tenant[0]"),
+        "{e}"
+    );
+    // The same name under two engines is two containers.
+    let apart = two.replace(
+        "container = \"a\"\n[[",
+        "container = \"a\"\nengine = \"podman\"\n[[",
+    );
+    parse_ok(&apart);
 }

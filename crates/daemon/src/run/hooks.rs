@@ -87,6 +87,35 @@ impl Daemon {
             }
         }
     }
+
+    /// Logs the tenants that left (and the restores that failed as they did).
+    fn log_left(&mut self, events: &[WorldEvent]) {
+        for event in events {
+            match event {
+                WorldEvent::Gone {
+                    name,
+                    why,
+                    restored,
+                    ..
+                } => {
+                    self.log.info(
+                        "dropped",
+                        &[
+                            ("tenant", json!(name)),
+                            ("why", json!(why)),
+                            ("restored", json!(restored)),
+                        ],
+                    );
+                    self.publisher.record(name, "dropped", why);
+                }
+                WorldEvent::RestoreFailed { name, error } => self.log.error(
+                    "restore_failed",
+                    &[("tenant", json!(name)), ("error", json!(error))],
+                ),
+                _ => {}
+            }
+        }
+    }
 }
 
 /// The daemon publishes each tick as it happens, and keeps the starts tried again for after it.
@@ -119,31 +148,7 @@ impl Sink<QemuHost> for Daemon {
             managed,
             &self.log,
         );
-        for event in t.events {
-            match event {
-                WorldEvent::Gone {
-                    name,
-                    why,
-                    restored,
-                    ..
-                } => {
-                    self.log.info(
-                        "dropped",
-                        &[
-                            ("tenant", json!(name)),
-                            ("why", json!(why)),
-                            ("restored", json!(restored)),
-                        ],
-                    );
-                    self.publisher.record(name, "dropped", why);
-                }
-                WorldEvent::RestoreFailed { name, error } => self.log.error(
-                    "restore_failed",
-                    &[("tenant", json!(name)), ("error", json!(error))],
-                ),
-                _ => {}
-            }
-        }
+        self.log_left(t.events);
     }
 
     fn changed(
@@ -210,8 +215,9 @@ impl Driver<QemuHost> for Daemon {
     }
 
     /// What happened between ticks: limits raised for tenants stalled at their limit, swap
-    /// read back.
+    /// read back, tenants that left (a container renamed or replaced).
     fn between(&mut self, runner: &Runner<QemuHost>, events: Vec<WorldEvent>) {
+        self.log_left(&events);
         let managed = managed_view(&self.slots, runner);
         self.publisher.between_ticks(events, &managed, &self.log);
     }

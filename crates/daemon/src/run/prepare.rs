@@ -54,7 +54,7 @@ impl Running {
         let (host, balloon) = with_mechanisms(host, &config, &log)?;
         let mut runner = Runner::new(qemu_world(host, &config), controller, config.daemon.tick);
         for s in &slots {
-            declare(&mut runner, s, &config);
+            declare(&mut runner, s, &config, &parent);
         }
         publisher.waiting(&waiting_view(&slots, &runner));
         let mut service = Service::new(runner, WallClock::new()).with_requests(requests);

@@ -146,7 +146,7 @@ impl Daemon {
                     self.next_id += 1;
                     match slot(t, id, &self.parent) {
                         Ok(new_slot) => {
-                            declare(service.runner_mut(), &new_slot, new);
+                            declare(service.runner_mut(), &new_slot, new, &self.parent);
                             slots.push(new_slot);
                         }
                         Err(e) => self.log.error(

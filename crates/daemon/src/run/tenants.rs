@@ -10,7 +10,7 @@ use memtide_linux::IoCap;
 use memtide_model::{
     Bytes, DiskSpec, EstimatorConfig, Pages, SamplingConfig, TenantId, TenantSpec, WorkingSetConfig,
 };
-use memtide_qemu::{QemuHost, Record, VmPlacement};
+use memtide_qemu::{ContainerPlacement, QemuHost, Record, VmPlacement};
 use memtide_runner::{Outcome, Runner, Status};
 use serde_json::json;
 use std::path::Path;
@@ -21,7 +21,8 @@ use std::time::Duration;
 pub(super) struct Slot {
     pub(super) id: TenantId,
     pub(super) config: TenantConfig,
-    /// The cgroup path inside the memory hierarchy.
+    /// The cgroup path inside the memory hierarchy; for a container, which found as it runs,
+    /// what it is (`docker container "redis-a"`).
     pub(super) cgroup: String,
     /// Why it waits, as last logged (logged again only when it changes).
     pub(super) waiting: Option<String>,
@@ -51,6 +52,10 @@ pub(super) fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot,
         TenantOrigin::Launch { .. } | TenantOrigin::Vm { cgroup: None, .. } => {
             launched_cgroup_path(parent, &t.name)
         }
+        TenantOrigin::Container { name, engine } => format!(
+            "{} container {name:?}",
+            engine.map_or("engine", memtide_engines::EngineKind::name)
+        ),
         // The check against the host finds it before any slot is made.
         TenantOrigin::Unit { unit, cgroup: None } => {
             return Err(DaemonError::Usage(format!(
@@ -79,7 +84,14 @@ pub(super) fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot,
 pub(super) fn record_refusal(record: &Record, parent: &str, slot: Option<&Slot>) -> Option<String> {
     let r = &record.linux;
     let launched = r.origin == Origin::Launched;
+    let container = slot.is_some_and(|s| matches!(s.config.origin, TenantOrigin::Container { .. }));
     match slot {
+        // A container's cgroup changes as its engine makes it again; the world uses a record
+        // only while the container runs in the cgroup it names.
+        Some(_) if container && launched => {
+            Some("the record says launched, the configuration a container".to_string())
+        }
+        Some(_) if container => None,
         Some(slot) if r.cgroup != slot.cgroup => Some(format!(
             "the record names cgroup {:?}, the configuration {:?}",
             r.cgroup, slot.cgroup
@@ -112,9 +124,15 @@ pub(super) fn record_refusal(record: &Record, parent: &str, slot: Option<&Slot>)
     }
 }
 
-/// Declares slot `s` in the runner: its spec and where it lives. A launched tenant is not
+/// Declares slot `s` in the runner: its spec and where it lives (a container's cgroup must lie
+/// under `parent`, as an adopted one must). A launched tenant is not
 /// declared in a dry run, which launches nothing.
-pub(super) fn declare(runner: &mut Runner<QemuHost>, s: &Slot, config: &DaemonConfig) {
+pub(super) fn declare(
+    runner: &mut Runner<QemuHost>,
+    s: &Slot,
+    config: &DaemonConfig,
+    parent: &str,
+) {
     if s.config.launched() && config.daemon.dry_run {
         return;
     }
@@ -122,23 +140,35 @@ pub(super) fn declare(runner: &mut Runner<QemuHost>, s: &Slot, config: &DaemonCo
     if let Some(disk) = super::disk_mut(runner.world_mut()) {
         let _ = disk.set_cap(s.id, io_cap(&s.config));
     }
+    // An adapter needs the balloon socket, and starts nothing in a dry run.
+    let adapter = s
+        .config
+        .app
+        .as_ref()
+        .filter(|_| config.balloon.enabled && !config.daemon.dry_run)
+        .map(|app| adapter_argv(&s.config, app, config));
     let placement = match &s.config.origin {
         TenantOrigin::Vm { source, .. } => memtide_qemu::Placement::Vm(VmPlacement {
             source: source.clone(),
             cgroup: s.cgroup.clone(),
         }),
+        TenantOrigin::Container { name, engine } => {
+            // The check against the host chose the engine where the file did not.
+            let engine = engine.unwrap_or(memtide_engines::EngineKind::Docker);
+            memtide_qemu::Placement::Container(ContainerPlacement {
+                name: name.clone(),
+                engine,
+                socket: config.engines.socket(engine).to_path_buf(),
+                within: parent.to_string(),
+                adapter,
+                isolated: s.config.isolated,
+            })
+        }
         TenantOrigin::Adopt { .. } | TenantOrigin::Unit { .. } | TenantOrigin::Launch { .. } => {
             let launch = match &s.config.origin {
                 TenantOrigin::Launch { argv } => Some(argv.clone()),
                 _ => None,
             };
-            // An adapter needs the balloon socket, and starts nothing in a dry run.
-            let adapter = s
-                .config
-                .app
-                .as_ref()
-                .filter(|_| config.balloon.enabled && !config.daemon.dry_run)
-                .map(|app| adapter_argv(&s.config, app, config));
             memtide_qemu::Placement::Cgroup(Placement {
                 cgroup: s.cgroup.clone(),
                 launch,
@@ -282,7 +312,7 @@ pub(super) fn managed_view(slots: &[Slot], runner: &Runner<QemuHost>) -> Vec<Man
         .map(|s| Managed {
             id: s.id,
             name: s.config.name.clone(),
-            cgroup: s.cgroup.clone(),
+            cgroup: cgroup_now(s, runner),
             origin: if s.config.launched() {
                 "launched"
             } else {
@@ -290,6 +320,16 @@ pub(super) fn managed_view(slots: &[Slot], runner: &Runner<QemuHost>) -> Vec<Man
             },
         })
         .collect()
+}
+
+/// The cgroup slot `s`'s tenant runs in: the one the world holds it in (a container's, found
+/// as it runs), else the slot's.
+fn cgroup_now(s: &Slot, runner: &Runner<QemuHost>) -> String {
+    runner
+        .world()
+        .linux()
+        .tenant(s.id)
+        .map_or_else(|| s.cgroup.clone(), |t| t.record.cgroup.clone())
 }
 
 /// (name, cgroup, why) of the tenants waiting for their cgroup.
@@ -345,6 +385,7 @@ impl Daemon {
         let Some(i) = self.slots.iter().position(|s| s.id == id) else {
             return;
         };
+        let cgroup = cgroup_now(&self.slots[i], runner);
         let slot = &mut self.slots[i];
         match outcome {
             Outcome::Started(how) => {
@@ -356,17 +397,14 @@ impl Daemon {
                     how.name(),
                     &[
                         ("tenant", json!(slot.config.name)),
-                        ("cgroup", json!(slot.cgroup)),
+                        ("cgroup", json!(cgroup)),
                         ("min_bytes", json!(min.to_bytes().0)),
                         ("max_bytes", json!(max.to_bytes().0)),
                         ("estimate_bytes", json!(estimate.map(|e| e.to_bytes().0))),
                     ],
                 );
-                self.publisher.record(
-                    &slot.config.name,
-                    "admitted",
-                    &format!("{how} {}", slot.cgroup),
-                );
+                self.publisher
+                    .record(&slot.config.name, "admitted", &format!("{how} {cgroup}"));
                 if let Some(why) = super::shared_disk(runner.world()).and_then(|d| d.unmanaged(id))
                 {
                     self.log.warn(
