@@ -12,6 +12,7 @@ mod adapters;
 mod alb_fig1;
 mod alb_two_dbs;
 mod balloon;
+mod containers;
 mod convergence;
 mod io;
 mod ksm;
