@@ -315,6 +315,8 @@ pub(super) fn managed_view(slots: &[Slot], runner: &Runner<QemuHost>) -> Vec<Man
             cgroup: cgroup_now(s, runner),
             origin: if s.config.launched() {
                 "launched"
+            } else if matches!(s.config.origin, TenantOrigin::Container { .. }) {
+                "container"
             } else {
                 "adopted"
             },
