@@ -546,3 +546,159 @@ fn a_container_without_its_engine_waits_or_is_refused_on_one_line() {
     );
     assert!(daemon.signal_and_wait(libc::SIGTERM).success());
 }
+
+/// A Redis in a Docker container, named by the container and resized through
+/// `memtide-adapter`: the adapter runs inside the container's cgroup (its memory is the
+/// tenant's), in the host's namespaces, and reaches the server on a Unix socket the container
+/// shares through a bind mount. When the budget runs short Redis is asked to shrink its own
+/// pool, and its memory really goes back.
+#[test]
+fn a_redis_container_is_resized_through_its_adapter_in_the_container_s_cgroup() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "a_redis_container_is_resized_through_its_adapter_in_the_container_s_cgroup";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let Some((server, bench)) = crate::host::redis::redis_programs(test) else {
+        return;
+    };
+    if !EngineKind::Docker.installed(test) {
+        return;
+    }
+    memtide_testkit::samples::build_adapter();
+    let engine = Engine::start(EngineKind::Docker, &linux, test);
+    engine.import(
+        "memtide-redis:1",
+        &[(&server, "/usr/local/bin/redis-server")],
+    );
+    let shared = engine.dir().join("redis");
+    std::fs::create_dir(&shared).unwrap();
+    let volume = format!("{}:/shared", shared.display());
+    engine.run_image(
+        "redis",
+        "memtide-redis:1",
+        &["-v", &volume, "-m", "1g"],
+        &[
+            "/usr/local/bin/redis-server",
+            "--port",
+            "0",
+            "--unixsocket",
+            "/shared/redis.sock",
+            "--unixsocketperm",
+            "777",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--maxmemory-policy",
+            "allkeys-lru",
+        ],
+    );
+    let socket = shared.join("redis.sock");
+    let up = Instant::now();
+    while !socket.exists() {
+        assert!(
+            up.elapsed() < Duration::from_secs(20),
+            "redis never opened {}",
+            socket.display()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // About 150 MiB of 4 KB values on 40,000 keys (random: most are written), through the
+    // shared socket.
+    let load = std::process::Command::new(&bench)
+        .args([
+            "-s",
+            &socket.display().to_string(),
+            "-t",
+            "set",
+            "-n",
+            "120000",
+            "-r",
+            "40000",
+            "-d",
+            "4000",
+            "-q",
+        ])
+        .output()
+        .expect("run redis-benchmark");
+    assert!(
+        load.status.success(),
+        "load redis: {}",
+        String::from_utf8_lossy(&load.stderr)
+    );
+    let cgroup = engine.cgroup("redis");
+    let cg = linux.memory_cgroup(&cgroup);
+    let full = cg.sample().unwrap().usage.0;
+    assert!(full > 120 * MIB, "redis holds {:.0} MiB", mib(full));
+
+    let tmp = tempfile::tempdir().unwrap();
+    let config = format!(
+        r#"{}
+[policy]
+sampling_period = "1s"
+
+[rails]
+floor_margin = "16M"
+
+[engines]
+docker_socket = "{}"
+
+[[tenant]]
+name = "cache"
+container = "redis"
+engine = "docker"
+min = "16M"
+max = "1G"
+
+[tenant.app]
+kind = "redis"
+url = "unix://{}"
+min = "16M"
+max = "256M"
+"#,
+        config_head("250ms", engine.parent(), "100M"),
+        engine.socket().display(),
+        socket.display()
+    );
+    let mut daemon = Daemon::start(tmp.path(), &config, &[]);
+    daemon.wait_for_log(&["agent_registered"], Duration::from_secs(30));
+    // The adapter runs in the container's cgroup.
+    let procs = cg.pids().expect("the container's processes");
+    let adapter = procs.iter().find(|pid| {
+        std::fs::read_to_string(format!("/proc/{pid}/comm"))
+            .is_ok_and(|c| c.trim() == "memtide-adapter")
+    });
+    assert!(
+        adapter.is_some(),
+        "no memtide-adapter among the container's processes {procs:?}"
+    );
+    daemon.wait_until(
+        "redis shrinks under the budget",
+        Duration::from_secs(90),
+        |_| cg.sample().map_or(u64::MAX, |s| s.usage.0) < 100 * MIB,
+    );
+    daemon.wait_for_log(&["agent_answered", "status=done"], Duration::from_secs(10));
+    let now = cg.sample().unwrap().usage.0;
+    println!(
+        "docker: redis in a container: {:.0} MiB before, {:.0} MiB after its adapter shrank it",
+        mib(full),
+        mib(now)
+    );
+    assert_eq!(
+        cg.oom_kills().unwrap().unwrap_or(0),
+        0,
+        "redis saw an OOM kill"
+    );
+    assert!(daemon.signal_and_wait(libc::SIGTERM).success());
+    assert_eq!(
+        engine.ok(&["inspect", "-f", "{{.State.Running}}", "redis"]),
+        "true",
+        "redis stopped"
+    );
+    assert_eq!(
+        cgroup_limit(&linux, &cgroup),
+        1 << 30,
+        "redis's limit not given back"
+    );
+}

@@ -234,26 +234,8 @@ impl Engine {
     /// Starts container `name` from [`IMAGE`], detached, running `command`, with `-m memory`
     /// when given, and no network; returns its id.
     pub fn run(&self, name: &str, memory: Option<&str>, command: &[&str]) -> String {
-        let parent = self.cg.path.clone();
-        let mut args: Vec<&str> = vec!["run", "-d", "--name", name, "--network", "none"];
-        if self.kind == EngineKind::Podman {
-            // Without these podman copies our rlimits, which runc may not set here ("error
-            // setting rlimit type 7: operation not permitted"); dockerd's parent is its own.
-            args.extend([
-                "--ulimit",
-                "nofile=1024:1024",
-                "--ulimit",
-                "nproc=1024:1024",
-                "--cgroup-parent",
-                &parent,
-            ]);
-        }
-        if let Some(m) = memory {
-            args.extend(["-m", m]);
-        }
-        args.push(IMAGE);
-        args.extend(command);
-        self.ok(&args)
+        let limit: Vec<&str> = memory.map_or_else(Vec::new, |m| vec!["-m", m]);
+        self.run_image(name, IMAGE, &limit, command)
     }
 
     /// `inspect` of container `name` with a Go template.
@@ -473,24 +455,32 @@ impl Engine {
     /// Builds the image's rootfs (busybox as sh, sleep and cat; the toucher; the shared
     /// libraries they load, at their paths) and imports it as [`IMAGE`].
     fn import_image(&self) {
-        let rootfs = self.dir.join("rootfs");
+        let toucher = toucher_path();
+        self.import(IMAGE, &[(&toucher, "/usr/local/bin/memtide-toucher")]);
+    }
+
+    /// Imports image `image`: busybox (as sh, sleep and cat) and each host program of
+    /// `programs` at its path inside, with the shared libraries they load at their paths.
+    pub fn import(&self, image: &str, programs: &[(&Path, &str)]) {
+        let rootfs = self
+            .dir
+            .join(format!("rootfs-{}", image.replace([':', '/'], "-")));
         let busybox = ["/bin/busybox", "/usr/bin/busybox"]
             .into_iter()
             .map(PathBuf::from)
             .find(|p| p.is_file())
             .unwrap_or_else(|| panic!("{}: busybox is missing (Debian: busybox)", self.test));
-        let toucher = toucher_path();
         copy_into(&rootfs, &busybox, Path::new("/bin/busybox"));
         for applet in ["sh", "sleep", "cat"] {
             std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(applet))
                 .expect("link a busybox applet");
         }
-        copy_into(
-            &rootfs,
-            &toucher,
-            Path::new("/usr/local/bin/memtide-toucher"),
-        );
-        for binary in [&busybox, &toucher] {
+        let mut binaries = vec![busybox.clone()];
+        for (host, inside) in programs {
+            copy_into(&rootfs, host, Path::new(inside));
+            binaries.push(host.to_path_buf());
+        }
+        for binary in &binaries {
             for lib in shared_libraries(binary) {
                 copy_into(&rootfs, &lib, &lib);
             }
@@ -503,18 +493,40 @@ impl Engine {
             .spawn()
             .expect("start tar");
         let out = self
-            .command(&["import", "-", IMAGE])
+            .command(&["import", "-", image])
             .stdin(tar.stdout.take().expect("tar's stdout"))
             .output()
             .expect("run the image import");
         let tar_status = tar.wait().expect("wait for tar");
         assert!(
             tar_status.success() && out.status.success(),
-            "{}: {} import of {IMAGE} failed (tar {tar_status}): {}",
+            "{}: {} import of {image} failed (tar {tar_status}): {}",
             self.test,
             self.kind.name(),
             String::from_utf8_lossy(&out.stderr)
         );
+    }
+
+    /// [`Engine::run`] of `image` with `extra` options before it (volumes, say).
+    pub fn run_image(&self, name: &str, image: &str, extra: &[&str], command: &[&str]) -> String {
+        let parent = self.cg.path.clone();
+        let mut args: Vec<&str> = vec!["run", "-d", "--name", name, "--network", "none"];
+        if self.kind == EngineKind::Podman {
+            // Without these podman copies our rlimits, which runc may not set here ("error
+            // setting rlimit type 7: operation not permitted"); dockerd's parent is its own.
+            args.extend([
+                "--ulimit",
+                "nofile=1024:1024",
+                "--ulimit",
+                "nproc=1024:1024",
+                "--cgroup-parent",
+                &parent,
+            ]);
+        }
+        args.extend(extra);
+        args.push(image);
+        args.extend(command);
+        self.ok(&args)
     }
 }
 
