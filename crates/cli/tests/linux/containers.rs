@@ -257,8 +257,8 @@ fn containers_config(engine: &Engine) -> String {
 
 /// Under one daemon, two containers of `kind` share the budget under the idle tax, the
 /// engine's stats show memtide's limit, and memtide follows a restart, a container made after
-/// it started, a re-creation, a rename and the engine's own restart; at exit every cgroup gets
-/// the engine's limit back.
+/// it started, a re-creation, a rename, the engine's own restart and its own SIGKILL; at exit
+/// every cgroup gets the engine's limit back.
 fn containers_are_managed_by_name(kind: EngineKind, linux: &Linux, test: &str) {
     let what = kind.name();
     let mut engine = Engine::start(kind, linux, test);
@@ -448,6 +448,19 @@ fn containers_are_managed_by_name(kind: EngineKind, linux: &Linux, test: &str) {
                 .all(|(n, c)| s.tenants.iter().any(|t| t.name == *n && t.cgroup == **c))
         },
     );
+
+    // memtide killed while it holds busy under the engine's limit: the next start re-adopts
+    // the containers under its state file's records, so at its own exit it gives back the
+    // engine's limits, not the ones it found written.
+    daemon.wait_until(
+        "busy held under the engine's limit",
+        Duration::from_secs(60),
+        |s| limit_of(s, "busy") < ENGINE_LIMIT,
+    );
+    assert!(!daemon.signal_and_wait(libc::SIGKILL).success());
+    daemon.spawn(&[]);
+    daemon.wait_for_log(&["readopted", "tenant=busy"], Duration::from_secs(20));
+    daemon.wait_for_log(&["readopted", "tenant=ghost"], Duration::from_secs(20));
 
     // At exit the others get the engine's limits back.
     let managed = [
