@@ -144,19 +144,6 @@ fn cgroup_as_host_swap(obs: &mut TenantObservation) -> HostSwapLever {
     }
 }
 
-/// Pauses a VM for ESX's low state (`stop`): `Ok(true)` when memtide paused it, `Ok(false)`
-/// when it was not running (started with `-S`, paused by its owner, shut down), which is
-/// left alone: memtide resumes (`cont`) only a VM it paused, and a `cont` would start one
-/// that was never started. Costs a `query-status` round trip per tick while the policy
-/// blocks a VM that is not running.
-fn pause(qmp: &mut Qmp) -> Result<bool, QmpError> {
-    if !qmp.query_status()?.running {
-        return Ok(false);
-    }
-    qmp.execute("stop", None)?;
-    Ok(true)
-}
-
 /// How far a VM got in joining the world.
 enum Joining {
     /// Its cgroup attached and its QMP connected (boxed: a QMP connection is large).
@@ -434,7 +421,7 @@ impl QemuHost {
             };
             let id = action.id;
             let moves = action.moves();
-            if let (Some(size), Some(qmp)) = (moves.balloon, vm.qmp.as_mut()) {
+            if let Some(size) = moves.balloon {
                 let want = vm.memory.saturating_sub(size.to_bytes());
                 // A target within a MiB of the last one asked is no move (the policy's target
                 // drifts by pages from tick to tick).
@@ -443,9 +430,14 @@ impl QemuHost {
                     .is_none_or(|asked| asked.0.abs_diff(want.0) >= BALLOON_STEP.0);
                 if moved {
                     let written = !self.options.dry_run;
-                    let result = if written { qmp.balloon(want) } else { Ok(()) };
+                    let result = if written {
+                        vm.set_balloon(want)
+                    } else {
+                        Ok(true)
+                    };
                     match result {
-                        Ok(()) => {
+                        Ok(false) => {}
+                        Ok(true) => {
                             vm.asked = Some(want);
                             self.events.push(WorldEvent::Balloon {
                                 id,
@@ -482,28 +474,22 @@ impl QemuHost {
                     vm.swap_limit = (!lift).then_some(to);
                 }
             }
-            if let Some(qmp) = vm.qmp.as_mut() {
-                if moves.blocked != vm.record.paused && !self.options.dry_run {
-                    let changed = if moves.blocked {
-                        pause(qmp)
-                    } else {
-                        qmp.execute("cont", None).map(|_| true)
-                    };
-                    match changed {
-                        Ok(true) => {
-                            vm.record.paused = moves.blocked;
-                            self.events.push(WorldEvent::Blocked {
-                                id,
-                                blocked: moves.blocked,
-                            });
-                        }
-                        // Not running: nothing to pause, and nothing memtide may resume.
-                        Ok(false) => {}
-                        Err(e) => self.events.push(WorldEvent::VmFailed {
+            if moves.blocked != vm.record.paused && !self.options.dry_run {
+                match vm.set_blocked(moves.blocked) {
+                    Ok(true) => {
+                        vm.record.paused = moves.blocked;
+                        self.events.push(WorldEvent::Blocked {
                             id,
-                            error: e.to_string(),
-                        }),
+                            blocked: moves.blocked,
+                        });
                     }
+                    // Not running (nothing to pause, nothing memtide may resume), or not
+                    // connected.
+                    Ok(false) => {}
+                    Err(e) => self.events.push(WorldEvent::VmFailed {
+                        id,
+                        error: e.to_string(),
+                    }),
                 }
             }
         }
@@ -547,8 +533,8 @@ impl QemuHost {
             return Ok(());
         }
         match Self::give_back_vm(
-            vm.qmp.as_mut(),
-            &vm.socket,
+            vm.monitor.qmp.as_mut(),
+            &vm.monitor.socket,
             &vm.record,
             self.options.qmp_timeout,
         ) {
@@ -685,55 +671,5 @@ impl World for QemuHost {
                 .map(|(n, e)| (n, QemuError::Linux(e))),
         );
         errors
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::qmp::fake::{handshake, FakeQmp, Step};
-    use serde_json::json;
-
-    /// A monitor answering `query-status` with `status`, then `stop` if `stop` is expected.
-    fn monitor(status: &str, running: bool, stop: bool) -> FakeQmp {
-        let mut steps = handshake();
-        steps.push(Step::Expect("query-status"));
-        steps.push(Step::Reply(
-            json!({"return": {"status": status, "singlestep": false, "running": running}}),
-        ));
-        if stop {
-            steps.push(Step::Expect("stop"));
-            steps.push(Step::Reply(json!({"return": {}})));
-        }
-        steps.push(Step::Hold);
-        FakeQmp::start(steps)
-    }
-
-    /// The commands the monitor received, in order, once the client left.
-    fn sent(fake: FakeQmp) -> Vec<String> {
-        fake.finish()
-            .iter()
-            .filter_map(|c| c["execute"].as_str().map(String::from))
-            .collect()
-    }
-
-    #[test]
-    fn a_running_vm_is_paused_and_counted_as_memtides_pause() {
-        let fake = monitor("running", true, true);
-        let mut qmp = Qmp::connect(&fake.path, Duration::from_secs(5)).unwrap();
-        assert!(pause(&mut qmp).unwrap());
-        drop(qmp);
-        assert_eq!(sent(fake), ["qmp_capabilities", "query-status", "stop"]);
-    }
-
-    #[test]
-    fn a_vm_started_paused_is_left_alone_so_it_is_never_resumed() {
-        for (status, running) in [("prelaunch", false), ("paused", false)] {
-            let fake = monitor(status, running, false);
-            let mut qmp = Qmp::connect(&fake.path, Duration::from_secs(5)).unwrap();
-            assert!(!pause(&mut qmp).unwrap(), "{status}");
-            drop(qmp);
-            assert_eq!(sent(fake), ["qmp_capabilities", "query-status"], "{status}");
-        }
     }
 }

@@ -1,5 +1,6 @@
-//! One VM tenant as the QEMU world holds it: its QMP connection and what the world reads
-//! from it each tick (the balloon, the guest's statistics, QEMU's own overhead).
+//! One VM tenant as the QEMU world holds it: its monitor (the QMP connection) and what the world reads
+//! from it each tick (the balloon, the guest's statistics, QEMU's own overhead), and the moves
+//! it makes through it (the balloon's target, pausing, giving back).
 
 use super::VmRecord;
 use crate::qmp::{GuestStats, Qmp, QmpError};
@@ -17,15 +18,21 @@ const GUEST_FLOOR: Bytes = Bytes(64 << 20);
 /// How often QEMU's smaps is read for its overhead, in observations.
 const SMAPS_EVERY: u32 = 10;
 
+/// How the world reaches a VM: QEMU's QMP socket, held open (dropped when it closes, made
+/// again at the next observation).
+pub(super) struct Monitor {
+    pub(super) socket: PathBuf,
+    pub(super) qmp: Option<Qmp>,
+    /// The balloon device's QOM path (`None`: the VM has no balloon).
+    pub(super) balloon: Option<String>,
+}
+
 /// One VM tenant.
 pub(super) struct Vm {
     pub(super) name: String,
-    pub(super) socket: PathBuf,
-    pub(super) qmp: Option<Qmp>,
+    pub(super) monitor: Monitor,
     /// The guest's memory.
     pub(super) memory: Bytes,
-    /// The balloon device's QOM path (`None`: the VM has no balloon).
-    pub(super) balloon: Option<String>,
     pub(super) record: VmRecord,
     /// The guest's statistics at the previous observation, for the deltas.
     pub(super) stats: Option<GuestStats>,
@@ -56,10 +63,12 @@ impl Vm {
         let pid = connected.qmp.pid().and_then(|p| u32::try_from(p).ok());
         Vm {
             name: name.to_string(),
-            socket,
             memory: connected.memory,
-            balloon: connected.balloon,
-            qmp: Some(connected.qmp),
+            monitor: Monitor {
+                socket,
+                balloon: connected.balloon,
+                qmp: Some(connected.qmp),
+            },
             record,
             stats: None,
             driver_seen: false,
@@ -121,11 +130,11 @@ impl Vm {
     /// Connects to the VM's QMP again when the connection was lost, taking its process,
     /// balloon and memory afresh (and forgetting the balloon target asked).
     pub(super) fn reconnect(&mut self, timeout: Duration, interval: u32) -> Result<(), QmpError> {
-        if self.qmp.is_none() {
-            let c = Vm::connect(&self.socket, timeout, interval)?;
+        if self.monitor.qmp.is_none() {
+            let c = Vm::connect(&self.monitor.socket, timeout, interval)?;
             self.pid = c.qmp.pid().and_then(|p| u32::try_from(p).ok());
-            self.qmp = Some(c.qmp);
-            self.balloon = c.balloon;
+            self.monitor.qmp = Some(c.qmp);
+            self.monitor.balloon = c.balloon;
             self.memory = c.memory;
             self.asked = None;
         }
@@ -135,10 +144,11 @@ impl Vm {
     /// The balloon's `actual` and, with a balloon device, the guest's statistics; a closed
     /// connection is dropped, to be made again at the next observation.
     pub(super) fn read_balloon(&mut self) -> Result<(Bytes, Option<GuestStats>), QmpError> {
-        let qmp = self.qmp.as_mut().expect("connected by reconnect");
+        let m = &mut self.monitor;
+        let qmp = m.qmp.as_mut().expect("connected by reconnect");
         let read = |qmp: &mut Qmp| -> Result<(Bytes, Option<GuestStats>), QmpError> {
             let actual = qmp.query_balloon()?;
-            let stats = match &self.balloon {
+            let stats = match &m.balloon {
                 Some(path) => Some(qmp.guest_stats(path)?),
                 None => None,
             };
@@ -146,9 +156,32 @@ impl Vm {
         };
         let result = read(qmp);
         if let Err(QmpError::Closed { .. }) = result {
-            self.qmp = None;
+            m.qmp = None;
         }
         result
+    }
+
+    /// Asks the guest's balloon for `actual` = `want`; `Ok(false)` while the monitor is not
+    /// connected (asked again at a later tick).
+    pub(super) fn set_balloon(&mut self, want: Bytes) -> Result<bool, QmpError> {
+        match self.monitor.qmp.as_mut() {
+            Some(qmp) => qmp.balloon(want).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// Pauses the VM (`blocked`) or lets it run again: `Ok(true)` when its state changed,
+    /// `Ok(false)` when there was nothing memtide may do (not connected; not running, so
+    /// nothing to pause and nothing memtide may resume).
+    pub(super) fn set_blocked(&mut self, blocked: bool) -> Result<bool, QmpError> {
+        let Some(qmp) = self.monitor.qmp.as_mut() else {
+            return Ok(false);
+        };
+        if blocked {
+            pause(qmp)
+        } else {
+            qmp.execute("cont", None).map(|_| true)
+        }
     }
 
     /// The balloon lever now the guest holds `actual`: the balloon's size (recorded), and the
@@ -156,10 +189,11 @@ impl Vm {
     pub(super) fn balloon_lever(&mut self, actual: Bytes) -> BalloonLever {
         let memory = self.memory.to_pages_floor();
         self.size = memory.saturating_sub(actual.to_pages_floor());
-        let driver = (self.balloon.is_some() && self.driver_seen).then(|| BalloonDriverInfo {
-            rate_per_s: DRIVER_RATE.to_pages_floor(),
-            limit: memory.saturating_sub(GUEST_FLOOR.to_pages_floor()),
-        });
+        let driver =
+            (self.monitor.balloon.is_some() && self.driver_seen).then(|| BalloonDriverInfo {
+                rate_per_s: DRIVER_RATE.to_pages_floor(),
+                limit: memory.saturating_sub(GUEST_FLOOR.to_pages_floor()),
+            });
         BalloonLever {
             memory,
             size: self.size,
@@ -187,6 +221,19 @@ pub(super) struct VmJoined {
     pub(super) how: memtide_controller::Joined,
 }
 
+/// Pauses a VM for ESX's low state (`stop`): `Ok(true)` when memtide paused it, `Ok(false)`
+/// when it was not running (started with `-S`, paused by its owner, shut down), which is
+/// left alone: memtide resumes (`cont`) only a VM it paused, and a `cont` would start one
+/// that was never started. Costs a `query-status` round trip per tick while the policy
+/// blocks a VM that is not running.
+pub(super) fn pause(qmp: &mut Qmp) -> Result<bool, QmpError> {
+    if !qmp.query_status()?.running {
+        return Ok(false);
+    }
+    qmp.execute("stop", None)?;
+    Ok(true)
+}
+
 /// The guest's swap-ins and refaults (pages) since its `before` statistics, from `now`:
 /// `None` each where either reading lacks the counter.
 pub(super) fn guest_paging(
@@ -212,4 +259,55 @@ pub(super) fn guest_paging(
     let major = delta(now.major_faults, before.and_then(|b| b.major_faults));
     let refaults = major.map(|m| m.saturating_sub(swapped_in.unwrap_or(0)));
     (swap_ins, refaults)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::qmp::fake::{handshake, FakeQmp, Step};
+    use serde_json::json;
+    use std::time::Duration;
+
+    /// A monitor answering `query-status` with `status`, then `stop` if `stop` is expected.
+    fn monitor(status: &str, running: bool, stop: bool) -> FakeQmp {
+        let mut steps = handshake();
+        steps.push(Step::Expect("query-status"));
+        steps.push(Step::Reply(
+            json!({"return": {"status": status, "singlestep": false, "running": running}}),
+        ));
+        if stop {
+            steps.push(Step::Expect("stop"));
+            steps.push(Step::Reply(json!({"return": {}})));
+        }
+        steps.push(Step::Hold);
+        FakeQmp::start(steps)
+    }
+
+    /// The commands the monitor received, in order, once the client left.
+    fn sent(fake: FakeQmp) -> Vec<String> {
+        fake.finish()
+            .iter()
+            .filter_map(|c| c["execute"].as_str().map(String::from))
+            .collect()
+    }
+
+    #[test]
+    fn a_running_vm_is_paused_and_counted_as_memtides_pause() {
+        let fake = monitor("running", true, true);
+        let mut qmp = Qmp::connect(&fake.path, Duration::from_secs(5)).unwrap();
+        assert!(pause(&mut qmp).unwrap());
+        drop(qmp);
+        assert_eq!(sent(fake), ["qmp_capabilities", "query-status", "stop"]);
+    }
+
+    #[test]
+    fn a_vm_started_paused_is_left_alone_so_it_is_never_resumed() {
+        for (status, running) in [("prelaunch", false), ("paused", false)] {
+            let fake = monitor(status, running, false);
+            let mut qmp = Qmp::connect(&fake.path, Duration::from_secs(5)).unwrap();
+            assert!(!pause(&mut qmp).unwrap(), "{status}");
+            drop(qmp);
+            assert_eq!(sent(fake), ["qmp_capabilities", "query-status"], "{status}");
+        }
+    }
 }
