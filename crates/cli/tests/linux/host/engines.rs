@@ -71,8 +71,8 @@ impl EngineKind {
     }
 }
 
-/// `name` on PATH or in /usr/bin, /usr/local/bin or /usr/sbin (dockerd's home).
-fn program(name: &str) -> Option<PathBuf> {
+/// `name` on PATH or in /usr/bin, /usr/local/bin or /usr/sbin (dockerd's and libvirtd's home).
+pub fn program(name: &str) -> Option<PathBuf> {
     find_program(name).or_else(|| {
         let p = Path::new("/usr/sbin").join(name);
         p.is_file().then_some(p)
@@ -257,18 +257,7 @@ impl Engine {
     /// (`<parent>/<id>` under Docker, `<parent>/libpod-<id>` under Podman).
     pub fn cgroup(&self, name: &str) -> String {
         let pid = self.pid(name);
-        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-            .unwrap_or_else(|e| panic!("read /proc/{pid}/cgroup of {name}: {e}"));
-        text.lines()
-            .find_map(|l| {
-                let mut f = l.splitn(3, ':');
-                let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-                controllers
-                    .split(',')
-                    .any(|c| c == "memory")
-                    .then(|| path.to_string())
-            })
-            .unwrap_or_else(|| panic!("no memory line in /proc/{pid}/cgroup of {name}:\n{text}"))
+        memory_cgroup_of(pid).unwrap_or_else(|e| panic!("container {name}: {e}"))
     }
 
     /// HostConfig.Memory and HostConfig.MemorySwap of container `name`, as inspect shows them.
@@ -661,6 +650,22 @@ fn missing_dirs(path: &str) -> Vec<PathBuf> {
     missing
 }
 
+/// Process `pid`'s memory cgroup: the path of the memory line of /proc/<pid>/cgroup.
+pub fn memory_cgroup_of(pid: u32) -> Result<String, String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .map_err(|e| format!("read /proc/{pid}/cgroup: {e}"))?;
+    text.lines()
+        .find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+            controllers
+                .split(',')
+                .any(|c| c == "memory")
+                .then(|| path.to_string())
+        })
+        .ok_or_else(|| format!("no memory line in /proc/{pid}/cgroup:\n{text}"))
+}
+
 /// Processes (pid, command line) whose command line names `dir` or a path under it: what an
 /// engine started with its private directory.
 pub fn processes_naming(dir: &Path) -> Vec<(u32, String)> {
@@ -683,7 +688,7 @@ pub fn processes_naming(dir: &Path) -> Vec<(u32, String)> {
 }
 
 /// SIGKILLs every process naming `dir` and waits (10 s at most) until they are gone.
-fn kill_named(dir: &Path) {
+pub fn kill_named(dir: &Path) {
     let start = Instant::now();
     loop {
         let procs = processes_naming(dir);
@@ -793,7 +798,7 @@ fn http_get(socket: &Path, path: &str) -> Result<(u16, String), String> {
 }
 
 /// The last `n` lines of `text`.
-fn tail(text: &str, n: usize) -> String {
+pub fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
