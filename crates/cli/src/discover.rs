@@ -758,9 +758,12 @@ pub fn tenant_name(raw: &str, taken: &mut BTreeSet<String>) -> String {
     name
 }
 
-/// A TOML string: serde_json's escaping is TOML's basic string escaping for these.
+/// A TOML basic string: serde_json's escaping is TOML's, but for DEL, which JSON leaves as it
+/// is and TOML allows only escaped.
 fn quoted(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
+    serde_json::Value::String(s.to_string())
+        .to_string()
+        .replace('\u{7f}', "\\u007f")
 }
 
 /// A size value: a quoted size with its unit, or bytes when no unit divides it.
@@ -1104,6 +1107,7 @@ mod tests {
             cgroup("/p/web", Some(100 * MIB), Some(Limit::Max)),
             cgroup("/p/db", Some(300 * MIB), Some(Limit::Bytes(Bytes(GIB)))),
             cgroup("/p/we b\"\\", Some(MIB), None),
+            cgroup("/p/del\u{7f}\n", Some(MIB), None),
         ]);
         let toml = render_toml(&f);
         let config = parses(&toml);
@@ -1118,6 +1122,11 @@ mod tests {
         assert!(toml.contains("max = \"1G\"  # its limit now"), "{toml}");
         assert!(toml.contains("# min = \"300M\""), "{toml}");
         assert!(toml.contains("# budget = \"1G\""), "{toml}");
+        assert!(
+            toml.contains("# not taken: its cgroup's path has a control character"),
+            "{toml}"
+        );
+        assert!(toml.contains("# cgroup = \"/p/del\\u007f\\n\""), "{toml}");
         assert_eq!(
             config.host.budget_bytes, None,
             "the budget is only suggested"

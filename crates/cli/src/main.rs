@@ -61,9 +61,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// List what memtide could manage here, with its memory now (cgroups under a parent,
-    /// systemd's running units, Docker's and Podman's containers, libvirt's domains); with
-    /// --toml, a starting configuration (see docs/configuration.md).
+    /// List what memtide could manage here, with its memory now (--toml: a starting config).
+    ///
+    /// The cgroups holding processes under a parent, systemd's running services and scopes,
+    /// Docker's and Podman's containers and libvirt's domains; a source that is absent or
+    /// fails says why in one line. With --toml, a configuration to start from (see
+    /// docs/configuration.md).
     Discover {
         /// The cgroup whose children are listed (a path inside the cgroup hierarchy). Default:
         /// the one `[host] parent = "self"` takes for a daemon started here, the cgroup this
