@@ -1,4 +1,4 @@
-//! The memtide command's library: run scenarios on the simulated host, write their outputs, benchmark, print a daemon's status, and run the cache simulator.
+//! The memtide command's library: run scenarios on the simulated host, write their outputs, benchmark, print a daemon's status, list what a host could manage, and run the cache simulator.
 //!
 //! - `run`: a scenario served on the runner's `Service` with a `VirtualClock` and its
 //!   timeline as a `Script`; the `Recorder` driver hands each tick to the run's `Ticks`: the
@@ -12,6 +12,9 @@
 //!   here, in columns named `_mb`;
 //! - `progress` (the progress bar), `bench`, `settings`, `status` (the table `memtide status`
 //!   prints, fetched through `memtide_api`, its columns from `memtide_runner::columns`);
+//! - `discover`: `memtide discover`, what could be managed here (cgroups under a parent,
+//!   systemd's units, the engines' containers, libvirt's domains) as a table or a starting
+//!   configuration;
 //! - `cache/`: `memtide cache mrc`, `surface` and `gen` (`mod.rs`) and `partition`
 //!   (`partition.rs`: the table, `partition.csv`, and report.html with a heat map per app).
 //!
@@ -20,6 +23,7 @@
 
 pub mod bench;
 pub mod cache;
+pub mod discover;
 pub mod output;
 pub mod progress;
 pub mod record;

@@ -1,4 +1,4 @@
-//! The `memtide` command: `sim` runs a scenario on the simulated host, `daemon` manages a real Linux host, `status` asks a running daemon, `bench` measures memtide's own speed, `cache` runs the cache simulator.
+//! The `memtide` command: `sim` runs a scenario on the simulated host, `daemon` manages a real Linux host, `status` asks a running daemon, `discover` lists what a host could manage, `bench` measures memtide's own speed, `cache` runs the cache simulator.
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -60,6 +60,32 @@ enum Command {
         /// Print the daemon's JSON snapshot instead of the table.
         #[arg(long)]
         json: bool,
+    },
+    /// List what memtide could manage here, with its memory now (--toml: a starting config).
+    ///
+    /// The cgroups holding processes under a parent, systemd's running services and scopes,
+    /// Docker's and Podman's containers and libvirt's domains; a source that is absent or
+    /// fails says why in one line. With --toml, a configuration to start from (see
+    /// docs/configuration.md).
+    Discover {
+        /// The cgroup whose children are listed (a path inside the cgroup hierarchy). Default:
+        /// the one `[host] parent = "self"` takes for a daemon started here, the cgroup this
+        /// command runs in (or the one above memtide's own leaf).
+        #[arg(long)]
+        parent: Option<String>,
+        /// Root under which /proc, /sys and /run/systemd/system are read (as `[host]
+        /// proc_root`; tests point it at a fake tree).
+        #[arg(long, default_value = "/")]
+        proc_root: PathBuf,
+        /// Docker's API socket.
+        #[arg(long, default_value_os_t = memtide_engines::EngineKind::Docker.default_socket())]
+        docker_socket: PathBuf,
+        /// Podman's API socket.
+        #[arg(long, default_value_os_t = memtide_engines::EngineKind::Podman.default_socket())]
+        podman_socket: PathBuf,
+        /// Print a starting configuration (TOML) instead of the table.
+        #[arg(long)]
+        toml: bool,
     },
     /// Measure memtide's speed (policy step, simulated accesses, a 16-VM hour, page hashing, a 10-VM hour with sharing, the shared disk, the cache simulator).
     Bench {
@@ -211,6 +237,20 @@ fn main() -> ExitCode {
             socket,
             json,
         } => status(address, &socket, json),
+        Command::Discover {
+            parent,
+            proc_root,
+            docker_socket,
+            podman_socket,
+            toml,
+        } => discover(
+            memtide_cli::discover::Options {
+                docker_socket,
+                podman_socket,
+                ..memtide_cli::discover::Options::new(parent, proc_root)
+            },
+            toml,
+        ),
         Command::Cache { command } => cache_command(command),
     };
     match result {
@@ -242,6 +282,12 @@ fn usage_error(e: &anyhow::Error) -> Option<&dyn std::fmt::Display> {
     if let Some(user) = e
         .downcast_ref::<cache::CacheError>()
         .filter(|c| c.is_usage())
+    {
+        return Some(user);
+    }
+    if let Some(user) = e
+        .downcast_ref::<memtide_cli::discover::DiscoverError>()
+        .filter(|d| d.is_usage())
     {
         return Some(user);
     }
@@ -316,6 +362,16 @@ fn status(address: std::net::SocketAddr, socket: &Path, json: bool) -> anyhow::R
         println!("{}", serde_json::to_string_pretty(&snapshot)?);
     } else {
         print!("{}", memtide_cli::status::render_table(&snapshot));
+    }
+    Ok(())
+}
+
+fn discover(options: memtide_cli::discover::Options, toml: bool) -> anyhow::Result<()> {
+    let found = memtide_cli::discover::discover(&options)?;
+    if toml {
+        print!("{}", memtide_cli::discover::render_toml(&found));
+    } else {
+        print!("{}", memtide_cli::discover::render_table(&found));
     }
     Ok(())
 }

@@ -139,7 +139,7 @@ fn tenant_table(tenants: &[TenantSnapshot]) -> String {
 
 /// `header` and `rows` in columns as wide as their widest cell: the first and last
 /// left-aligned, the figures between right-aligned, two spaces apart.
-fn aligned(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(crate) fn aligned(header: &[&str], rows: &[Vec<String>]) -> String {
     let widths: Vec<usize> = (0..header.len())
         .map(|i| {
             rows.iter()

@@ -23,10 +23,13 @@
 //!   `TickRecord` (page sharing, application pools and their resizes, cache quotas, advice);
 //! - `api/`: a small HTTP/1.1 server on std::net serving `memtide-api`'s types, checking
 //!   request bodies field by field into changes for the loop, and `/metrics`;
+//! - `bounded`: a host command's output (`systemctl`, `virsh`) within a deadline, for the
+//!   check against the host and `memtide discover`;
 //! - `metrics` (the Prometheus text, from `memtide_runner::columns`), `log` (text or JSON
 //!   lines).
 
 pub mod api;
+pub mod bounded;
 pub mod command;
 pub mod config;
 pub mod log;

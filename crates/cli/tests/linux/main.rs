@@ -14,6 +14,7 @@ mod alb_two_dbs;
 mod balloon;
 mod containers;
 mod convergence;
+mod discover;
 mod domains;
 mod io;
 mod ksm;

@@ -183,37 +183,16 @@ impl HostProbe for HostFiles {
 
     fn unit_cgroup(&self, unit: &str) -> Result<String, String> {
         let asked = || format!("cannot ask systemd for unit {unit}");
-        let mut child = std::process::Command::new("systemctl")
-            .args(["show", "-p", "Id", "-p", "LoadState", "-p", "ActiveState"])
-            .args(["-p", "ControlGroup", "-p", "Slice", "--"])
-            .arg(unit)
-            .stdin(std::process::Stdio::null())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("{}: systemctl: {e}", asked()))?;
-        // A hung systemd (or D-Bus) must not hang a start or a reload: the answer, a few
-        // short lines, fits a pipe's buffer, so polling the exit loses nothing.
-        let started = std::time::Instant::now();
-        while child
-            .try_wait()
-            .map_err(|e| format!("{}: {e}", asked()))?
-            .is_none()
-        {
-            if started.elapsed() >= SYSTEMCTL_DEADLINE {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "{}: systemctl show did not answer within {} s",
-                    asked(),
-                    SYSTEMCTL_DEADLINE.as_secs()
-                ));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| format!("{}: {e}", asked()))?;
+        // A hung systemd (or D-Bus) must not hang a start or a reload.
+        let out = crate::bounded::output_within(
+            std::process::Command::new("systemctl")
+                .args(["show", "-p", "Id", "-p", "LoadState", "-p", "ActiveState"])
+                .args(["-p", "ControlGroup", "-p", "Slice", "--"])
+                .arg(unit),
+            "systemctl show",
+            SYSTEMCTL_DEADLINE,
+        )
+        .map_err(|why| format!("{}: {why}", asked()))?;
         if !out.status.success() {
             return Err(format!(
                 "{}: systemctl show: {}",

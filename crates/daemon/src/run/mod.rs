@@ -21,7 +21,7 @@ mod prepare;
 mod reload;
 mod tenants;
 
-pub use prepare::check_admission;
+pub use prepare::{check_admission, own_parent};
 
 use crate::api::ApiError;
 use crate::config::DaemonConfig;

@@ -91,8 +91,8 @@ impl Running {
 
 /// The cgroup `parent = "self"` means for a daemon running in `own`: that one, or the cgroup
 /// above memtide's own leaf when it moved itself there and was started again from it (cgroup
-/// v2, docs/linux.md).
-fn own_parent(own: &str) -> String {
+/// v2, docs/linux.md). `memtide discover` takes the same default.
+pub fn own_parent(own: &str) -> String {
     match own.strip_suffix(&format!("/{DAEMON_LEAF}")) {
         Some("") => "/".to_string(),
         Some(above) => above.to_string(),
