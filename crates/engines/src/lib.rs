@@ -26,11 +26,13 @@ mod client;
 mod container;
 mod error;
 mod events;
+mod watch;
 
 pub use client::{Engine, Listed};
 pub use container::{valid_name, Container, NAME_RULE};
 pub use error::EngineError;
-pub use events::{Stamp, Watcher};
+pub use events::Watcher;
+pub use watch::Stamp;
 
 use std::path::{Path, PathBuf};
 
