@@ -15,14 +15,16 @@
 //! `shut off (destroyed)` with `--reason`), `domid` (`-` for a domain that is not running),
 //! `dominfo`'s `Key: value` lines, `dommemstat`'s `key value` lines in KiB (a `model='none'`
 //! balloon prints only `rss`; a guest without the balloon driver `actual`, `last_update 0`
-//! and `rss`), `list --all`'s table (its form from virsh's source, `vshTable`: not recorded
-//! on a host yet), and `dumpxml`'s `<memballoon model='…'>`, found by a
+//! and `rss`), `list --all`'s table (as virsh 9.0 prints it for libvirt's built-in test
+//! driver, `test:///default`), and `dumpxml`'s `<memballoon model='…'>`, found by a
 //! scan for that one tag (the workspace has no XML parser, and the tag's form is libvirt's
 //! own: an attribute `model` quoted with `'` or `"`).
 //!
 //! virsh looks a domain up by id first, then by UUID, then by name
 //! (`virshLookupDomainInternal`), so a name that reads as an id or a UUID could reach another
-//! domain: [`valid_domain_name`] refuses those, with the names virsh would read as options.
+//! domain (on the test driver `dominfo 1` answered for domain `test`, id 1, though a domain
+//! was named `1`): [`valid_domain_name`] refuses those, with the names virsh would read as
+//! options.
 
 mod events;
 mod process;
@@ -761,14 +763,17 @@ mod tests {
 
     #[test]
     fn the_list_table_gives_each_name_with_its_state() {
-        let table = " Id   Name        State\n-----------------------------\n \
-            1    h30a        running\n 8    my vm two   paused\n -    h30b        shut off\n\n";
+        // virsh 9.0 on `test:///default` with three domains defined and one paused.
+        let table = " Id   Name        State\n----------------------------\n \
+            1    test        running\n 2    my vm two   paused\n -    1           shut off\n \
+            -    it's        shut off\n\n";
         assert_eq!(
             parse_list(table).unwrap(),
             vec![
-                ("h30a".to_string(), DomainState::Running),
+                ("test".to_string(), DomainState::Running),
                 ("my vm two".to_string(), DomainState::Paused),
-                ("h30b".to_string(), DomainState::ShutOff),
+                ("1".to_string(), DomainState::ShutOff),
+                ("it's".to_string(), DomainState::ShutOff),
             ]
         );
         assert_eq!(
