@@ -7,13 +7,14 @@
 //! size; this file only frames them and splits the body into its JSON lines. Every buffer is
 //! bounded: the head at 16 KiB, an event line at 64 KiB (a longer one is skipped whole).
 //!
-//! What a stamp promises: [`Watcher::stale`] is false only while the stream has been up
-//! since the stamp was taken and no event touched the name (by name, old name or the id
-//! recorded for it), so nothing known at the stamp can have changed unseen. A stream that
-//! broke or reconnected makes every name stale (its events meanwhile are lost; the engine
-//! keeps only its last 1,000, and the caller asks again anyway).
+//! What a stamp promises ([`crate::watch`] keeps the book): [`Watcher::stale`] is false only
+//! while the stream has been up since the stamp was taken and no event touched the name (by
+//! name, old name or the id recorded for it), so nothing known at the stamp can have changed
+//! unseen. A stream that broke or reconnected makes every name stale (its events meanwhile
+//! are lost; the engine keeps only its last 1,000, and the caller asks again anyway).
 
 use crate::client::API;
+use crate::watch::{lock, Backoff, Book, Lines, Stamp};
 use crate::EngineKind;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -22,64 +23,34 @@ use std::net::Shutdown;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// The longest answer head read.
 const MAX_HEAD: usize = 16 << 10;
-/// The longest event line kept; a longer one is skipped.
-const MAX_LINE: usize = 64 << 10;
 /// The longest chunk-size line.
 const MAX_CHUNK_LINE: usize = 1 << 10;
-/// The waits before reconnecting, doubling from the first to the last.
-const BACKOFF: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(5));
 /// The longest wait for the answer's head, and for a write.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
-/// The most container names watched at once (one per tenant).
-const MAX_WATCHED: usize = 4096;
 
-/// When something was known: the stream's connection and the events seen by then.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Stamp {
-    epoch: u64,
-    seq: u64,
-    connected: bool,
-}
+/// What the thread and the watcher's holder share: each watched name with the id of the
+/// container last found under it.
+type Shared = Book<Option<String>>;
 
-/// What the thread and the watcher's holder share.
-#[derive(Debug, Default)]
-struct Shared {
-    /// The stream is up now.
-    connected: bool,
-    /// Counts the stream's connections.
-    epoch: u64,
-    /// Counts the events that touched a watched name.
-    seq: u64,
-    /// The watched names, each with the id of the container last found under it.
-    watched: BTreeMap<String, Option<String>>,
-    /// The last event (`seq`) that touched each watched name.
-    touched: BTreeMap<String, u64>,
-    /// Why the stream last broke.
-    error: Option<String>,
-}
-
-impl Shared {
-    /// Marks the watched names event `e` touches: its name, its old name (a rename) or the
-    /// id last found under a name.
-    fn touch(&mut self, e: &Event) {
-        let names: Vec<String> = self
-            .watched
-            .iter()
-            .filter(|(name, id)| {
-                e.names().any(|n| n == name.as_str()) || id.as_deref() == Some(e.actor.id.as_str())
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in names {
-            self.seq += 1;
-            self.touched.insert(name, self.seq);
-        }
+/// Marks the watched names event `e` touches: its name, its old name (a rename) or the id
+/// last found under a name.
+fn touch(book: &mut Shared, e: &Event) {
+    let names: Vec<String> = book
+        .watched
+        .iter()
+        .filter(|(name, id)| {
+            e.names().any(|n| n == name.as_str()) || id.as_deref() == Some(e.actor.id.as_str())
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in names {
+        book.mark(&name);
     }
 }
 
@@ -121,10 +92,6 @@ pub struct Watcher {
     thread: Option<JoinHandle<()>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 impl Watcher {
     /// Starts following the events of engine `kind` on `socket` (connecting, and again
     /// whenever the stream breaks, with a growing wait).
@@ -148,50 +115,35 @@ impl Watcher {
     }
 
     /// Watches the container named `name`, last found with id `id` (if any): events about
-    /// either mark it. At most [`MAX_WATCHED`] names; beyond, a name is always stale.
+    /// either mark it. At most 4,096 names; beyond, a name is always stale.
     pub fn watch(&self, name: &str, id: Option<&str>) {
-        let mut s = lock(&self.shared);
-        if s.watched.len() < MAX_WATCHED || s.watched.contains_key(name) {
-            s.watched.insert(name.to_string(), id.map(str::to_string));
-        }
+        lock(&self.shared).watch(name, id.map(str::to_string));
     }
 
     /// Stops watching `name`.
     pub fn unwatch(&self, name: &str) {
-        let mut s = lock(&self.shared);
-        s.watched.remove(name);
-        s.touched.remove(name);
+        lock(&self.shared).unwatch(name);
     }
 
     /// Now, for a later [`Watcher::stale`]: take it before asking the engine, so that an
     /// event during the question counts as after it.
     pub fn stamp(&self) -> Stamp {
-        let s = lock(&self.shared);
-        Stamp {
-            epoch: s.epoch,
-            seq: s.seq,
-            connected: s.connected,
-        }
+        lock(&self.shared).stamp()
     }
 
     /// Whether what was learnt of `name` at `stamp` may be out of date (see the module docs).
     pub fn stale(&self, name: &str, stamp: Stamp) -> bool {
-        let s = lock(&self.shared);
-        !stamp.connected
-            || !s.connected
-            || s.epoch != stamp.epoch
-            || !s.watched.contains_key(name)
-            || s.touched.get(name).is_some_and(|&t| t > stamp.seq)
+        lock(&self.shared).stale(name, stamp)
     }
 
     /// The stream is up.
     pub fn connected(&self) -> bool {
-        lock(&self.shared).connected
+        lock(&self.shared).connected()
     }
 
     /// Why the stream last broke, if it did.
     pub fn error(&self) -> Option<String> {
-        lock(&self.shared).error.clone()
+        lock(&self.shared).error()
     }
 }
 
@@ -207,36 +159,24 @@ impl Drop for Watcher {
     }
 }
 
-/// The thread: follows the stream until stopped, reconnecting after a wait that doubles
-/// from the first of [`BACKOFF`] to the last (and starts again once a stream was up).
+/// The thread: follows the stream until stopped, reconnecting after a growing wait
+/// ([`Backoff`]).
 fn follow_forever(
     socket: &Path,
     shared: &Mutex<Shared>,
     stop: &AtomicBool,
     slot: &Mutex<Option<UnixStream>>,
 ) {
-    let mut wait = BACKOFF.0;
+    let mut backoff = Backoff::default();
     while !stop.load(Ordering::SeqCst) {
         let mut was_up = false;
         let result = follow_once(socket, shared, stop, slot, &mut was_up);
-        {
-            let mut s = lock(shared);
-            s.connected = false;
-            s.error = Some(match result {
-                Ok(()) => "the engine ended its event stream".to_string(),
-                Err(e) => e,
-            });
-        }
+        lock(shared).down(match result {
+            Ok(()) => "the engine ended its event stream".to_string(),
+            Err(e) => e,
+        });
         *lock(slot) = None;
-        if was_up {
-            wait = BACKOFF.0;
-        }
-        let mut slept = Duration::ZERO;
-        while slept < wait && !stop.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
-            slept += Duration::from_millis(50);
-        }
-        wait = (wait * 2).min(BACKOFF.1);
+        backoff.wait(was_up, stop);
     }
 }
 
@@ -281,17 +221,12 @@ fn follow_once(
         .set_read_timeout(None)
         .map_err(|e| e.to_string())?;
     *was_up = true;
-    {
-        let mut s = lock(shared);
-        s.connected = true;
-        s.epoch += 1;
-        s.error = None;
-    }
+    lock(shared).up();
     let mut lines = Lines::default();
     let mut on_line = |line: &[u8]| {
         if let Ok(e) = serde_json::from_slice::<Event>(line) {
             if e.kind == "container" {
-                lock(shared).touch(&e);
+                touch(&mut lock(shared), &e);
             }
         }
     };
@@ -416,40 +351,6 @@ impl Framed {
     }
 }
 
-/// Splits bytes into lines of at most [`MAX_LINE`] bytes; a longer line is skipped whole.
-#[derive(Default)]
-struct Lines {
-    line: Vec<u8>,
-    overlong: bool,
-}
-
-impl Lines {
-    fn feed(&mut self, mut data: &[u8], on_line: &mut impl FnMut(&[u8])) {
-        while let Some(i) = data.iter().position(|&b| b == b'\n') {
-            self.push(&data[..i]);
-            if !self.overlong && !self.line.is_empty() {
-                on_line(&self.line);
-            }
-            self.line.clear();
-            self.overlong = false;
-            data = &data[i + 1..];
-        }
-        self.push(data);
-    }
-
-    fn push(&mut self, data: &[u8]) {
-        if self.overlong {
-            return;
-        }
-        if self.line.len() + data.len() > MAX_LINE {
-            self.overlong = true;
-            self.line.clear();
-        } else {
-            self.line.extend_from_slice(data);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -512,9 +413,14 @@ mod tests {
         let before = w.stamp();
         assert!(!w.stale("redis-a", before));
         // The events come through the shared state the thread fills.
-        lock(&w.shared).touch(&serde_json::from_str(&event("die", &id_a, "x", None)).unwrap());
-        lock(&w.shared)
-            .touch(&serde_json::from_str(&event("rename", &id_b, "z", Some("redis-b"))).unwrap());
+        touch(
+            &mut lock(&w.shared),
+            &serde_json::from_str(&event("die", &id_a, "x", None)).unwrap(),
+        );
+        touch(
+            &mut lock(&w.shared),
+            &serde_json::from_str(&event("rename", &id_b, "z", Some("redis-b"))).unwrap(),
+        );
         assert!(w.stale("redis-a", before), "by id");
         assert!(w.stale("redis-b", before), "by old name");
         assert!(!w.stale("redis-c", before));
@@ -537,17 +443,11 @@ mod tests {
         ];
         let (path, server) = engine(dir.path(), chunks);
         let w = Watcher::start(EngineKind::Podman, &path).unwrap();
-        let never = Stamp {
-            epoch: 1,
-            seq: 0,
-            connected: true,
-        };
         w.watch("redis-a", None);
         w.watch("other-not-watched-here", None);
         until("the start event marked redis-a", || {
             lock(&w.shared).touched.contains_key("redis-a")
         });
-        assert!(w.stale("redis-a", never));
         drop(w);
         server.join().unwrap();
     }
@@ -583,16 +483,6 @@ mod tests {
         drop(w);
         server.join().unwrap();
         server2.join().unwrap();
-    }
-
-    #[test]
-    fn an_overlong_line_is_skipped_and_the_next_is_read() {
-        let mut seen = Vec::new();
-        let mut lines = Lines::default();
-        let long = vec![b'x'; MAX_LINE + 10];
-        lines.feed(&long, &mut |l| seen.push(l.to_vec()));
-        lines.feed(b"\n{\"ok\":1}\n", &mut |l| seen.push(l.to_vec()));
-        assert_eq!(seen, vec![b"{\"ok\":1}".to_vec()]);
     }
 
     #[test]

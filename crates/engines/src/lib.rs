@@ -1,4 +1,4 @@
-//! Container engines as memtide finds its tenants through them: Docker's Engine API and Podman's Docker-compatible API, each over the engine's Unix socket.
+//! Container engines and libvirt as memtide finds its tenants through them: Docker's Engine API and Podman's Docker-compatible API, each over the engine's Unix socket, and libvirt's domains through `virsh`.
 //!
 //! A platform engineer names a container (`container = "redis-a"`), not its cgroup. The
 //! engine knows which process is the container's (`GET /containers/NAME/json`: its
@@ -21,16 +21,29 @@
 //! - [`Engine`]: one engine's client (inspect a container, list them, which engine answers);
 //! - [`Container`]: what inspect says of one, and [`valid_name`], the engines' name rule;
 //! - [`Watcher`]: a thread on the engine's event stream that marks the names it touched.
+//!
+//! libvirt ([`libvirt`]) is the same for a VM libvirt runs: a domain is named, virsh says
+//! whether it runs, its QEMU's pid (so its cgroup), its balloon's model and statistics, and
+//! moves its balloon (`setmem --live`: unlike a container's limit, the balloon is libvirt's
+//! to move, through QEMU); [`libvirt::DomainWatcher`] follows `virsh event` as [`Watcher`]
+//! follows an engine's stream, with the same [`Stamp`].
+//!
+//! - [`libvirt::Virsh`]: libvirt at one URI, one `virsh` child per call, bounded in time
+//!   and output, its failures classified ([`libvirt::Failure`]);
+//! - [`libvirt::DomainWatcher`]: a thread on `virsh event` that marks the domains it touched.
 
 mod client;
 mod container;
 mod error;
 mod events;
+pub mod libvirt;
+mod watch;
 
 pub use client::{Engine, Listed};
 pub use container::{valid_name, Container, NAME_RULE};
 pub use error::EngineError;
-pub use events::{Stamp, Watcher};
+pub use events::Watcher;
+pub use watch::Stamp;
 
 use std::path::{Path, PathBuf};
 
