@@ -410,6 +410,10 @@ pub enum TenantOrigin {
         name: String,
         engine: Option<EngineKind>,
     },
+    /// `domain = "vm1"` (with `uri = "qemu:///system"`): a libvirt domain, found by name
+    /// through libvirt, its balloon moved and its statistics read through libvirt, its cgroup
+    /// (found from its QEMU process as it runs) the host swap's; followed across its restarts.
+    Domain { name: String, uri: String },
 }
 
 /// `[[tenant]]`.
@@ -661,7 +665,8 @@ impl DaemonConfig {
             TenantOrigin::Launch { .. }
             | TenantOrigin::Unit { cgroup: None, .. }
             | TenantOrigin::Vm { cgroup: None, .. }
-            | TenantOrigin::Container { .. } => false,
+            | TenantOrigin::Container { .. }
+            | TenantOrigin::Domain { .. } => false,
         })
     }
 }
@@ -720,7 +725,8 @@ impl TenantConfig {
             TenantOrigin::Launch { .. }
             | TenantOrigin::Unit { cgroup: None, .. }
             | TenantOrigin::Vm { cgroup: None, .. }
-            | TenantOrigin::Container { .. } => None,
+            | TenantOrigin::Container { .. }
+            | TenantOrigin::Domain { .. } => None,
         }
     }
 
@@ -730,7 +736,8 @@ impl TenantConfig {
             TenantOrigin::Launch { .. } => true,
             TenantOrigin::Adopt { .. }
             | TenantOrigin::Unit { .. }
-            | TenantOrigin::Container { .. } => false,
+            | TenantOrigin::Container { .. }
+            | TenantOrigin::Domain { .. } => false,
             TenantOrigin::Vm { source, .. } => {
                 matches!(source, memtide_qemu::vm::VmSource::Launch(_))
             }

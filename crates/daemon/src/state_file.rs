@@ -41,6 +41,7 @@ mod tests {
                     io: None,
                 },
                 vm: Some(VmRecord {
+                    domain: None,
                     qmp: "/run/memtide/vms/db.qmp".into(),
                     found: Bytes(1 << 30),
                     paused: false,

@@ -14,11 +14,13 @@
 //! the Linux host's cgroup reads; a balloon command only when its target changed.
 
 mod container;
+mod domain;
 mod tenant;
 
 pub use container::ContainerPlacement;
+pub use domain::DomainPlacement;
 
-use crate::qmp::{Qmp, QmpError};
+use crate::qmp::QmpError;
 use crate::vm::{LaunchSpec, VmError, VmSource};
 use memtide_controller::{Attach, Host, World};
 use memtide_linux::host::{LinuxError, LinuxHost, TenantRecord};
@@ -53,6 +55,7 @@ pub enum Placement {
     Cgroup(memtide_linux::host::Placement),
     Vm(VmPlacement),
     Container(ContainerPlacement),
+    Domain(DomainPlacement),
 }
 
 /// A VM tenant: how it joins, and the cgroup a launched VM runs in (an adopted VM's is the one
@@ -76,14 +79,25 @@ pub struct Record {
 /// A VM's part of its record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VmRecord {
-    /// Its QMP socket.
+    /// Its QMP socket (empty for a libvirt domain).
+    #[serde(default)]
     pub qmp: PathBuf,
+    /// The libvirt domain it is, reached through libvirt rather than its QMP socket.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<DomainRef>,
     /// What the guest held (`query-balloon`'s `actual`) when memtide first found it: given
     /// back at exit.
     pub found: Bytes,
     /// memtide paused it (ESX's low state): it is let run at exit.
     #[serde(default)]
     pub paused: bool,
+}
+
+/// A libvirt domain, as a record names it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DomainRef {
+    pub name: String,
+    pub uri: String,
 }
 
 /// The errors of the QEMU world.
@@ -100,8 +114,8 @@ pub enum QemuError {
         tenant: String,
         error: crate::adopt::AdoptError,
     },
-    #[error("tenant {tenant:?}: {why}")]
-    Container { tenant: String, why: String },
+    #[error(transparent)]
+    Libvirt(#[from] memtide_engines::libvirt::LibvirtError),
     #[error("tenant {tenant:?}: QEMU did not open its QMP socket {socket} within {secs} s (its console: {console})")]
     NoSocket {
         tenant: String,
@@ -158,6 +172,8 @@ pub struct QemuHost {
     options: QemuOptions,
     vms: BTreeMap<TenantId, Vm>,
     containers: container::Containers,
+    /// Domains waiting: why, and when libvirt was last asked.
+    domains_asked: BTreeMap<TenantId, domain::Asked>,
     events: Vec<WorldEvent>,
 }
 
@@ -168,6 +184,7 @@ impl QemuHost {
             options,
             vms: BTreeMap::new(),
             containers: container::Containers::default(),
+            domains_asked: BTreeMap::new(),
             events: Vec::new(),
         }
     }
@@ -210,6 +227,7 @@ impl QemuHost {
             Some(r) => r.clone(),
             None => VmRecord {
                 qmp: joined.socket.clone(),
+                domain: None,
                 found: joined.connected.actual,
                 paused: false,
             },
@@ -392,6 +410,7 @@ impl QemuHost {
         obs.levers.host_swap = Some(host_swap);
         let read = vm
             .reconnect(self.options.qmp_timeout, self.options.stats_interval)
+            .map_err(QemuError::from)
             .and_then(|()| vm.read_balloon());
         let (actual, stats) = match read {
             Ok(r) => r,
@@ -495,28 +514,6 @@ impl QemuHost {
         }
     }
 
-    /// Gives a VM back what memtide changed through QMP: its balloon as found, running.
-    fn give_back_vm(
-        qmp: Option<&mut Qmp>,
-        socket: &Path,
-        record: &VmRecord,
-        timeout: Duration,
-    ) -> Result<(), QemuError> {
-        let mut own;
-        let qmp = match qmp {
-            Some(q) => q,
-            None => {
-                own = Qmp::connect(socket, timeout)?;
-                &mut own
-            }
-        };
-        qmp.balloon(record.found)?;
-        if record.paused {
-            qmp.execute("cont", None)?;
-        }
-        Ok(())
-    }
-
     fn release_vm(&mut self, id: TenantId) -> Result<(), QemuError> {
         let Some(mut vm) = self.vms.remove(&id) else {
             return Ok(());
@@ -532,16 +529,7 @@ impl QemuHost {
             // A launched VM stops with its cgroup (the Linux host's release).
             return Ok(());
         }
-        match Self::give_back_vm(
-            vm.monitor.qmp.as_mut(),
-            &vm.monitor.socket,
-            &vm.record,
-            self.options.qmp_timeout,
-        ) {
-            // A VM that exited has nothing to give back.
-            Err(QemuError::Qmp(QmpError::Closed { .. } | QmpError::Connect { .. })) => Ok(()),
-            other => other,
-        }
+        vm.give_back(self.options.qmp_timeout)
     }
 }
 
@@ -582,11 +570,13 @@ impl World for QemuHost {
             Placement::Cgroup(p) => Ok(self.linux.attach(id, spec, p, record.map(|r| &r.linux))?),
             Placement::Vm(p) => self.attach_vm(id, spec, p, record),
             Placement::Container(p) => self.attach_container(id, spec, p, record),
+            Placement::Domain(p) => self.attach_domain(id, spec, p, record),
         }
     }
 
     fn detach(&mut self, id: TenantId) -> Result<(), QemuError> {
         self.containers.forget(id);
+        self.domains_asked.remove(&id);
         let vm = self.release_vm(id);
         self.linux.detach(id)?;
         vm
@@ -647,10 +637,18 @@ impl World for QemuHost {
     fn restore(&mut self, record: &Record) -> Result<(), QemuError> {
         if let (Some(vm), memtide_linux::host::Origin::Adopted) = (&record.vm, record.linux.origin)
         {
-            match Self::give_back_vm(None, &vm.qmp, vm, self.options.qmp_timeout) {
-                Err(QemuError::Qmp(QmpError::Closed { .. } | QmpError::Connect { .. })) => {}
-                other => other?,
-            }
+            let mut monitor = match &vm.domain {
+                Some(d) => tenant::Monitor::Libvirt {
+                    virsh: self.virsh(&d.uri),
+                    domain: d.name.clone(),
+                },
+                None => tenant::Monitor::Qmp {
+                    socket: vm.qmp.clone(),
+                    qmp: None,
+                    balloon: None,
+                },
+            };
+            tenant::give_back(&mut monitor, vm, self.options.qmp_timeout)?;
         }
         Ok(self.linux.restore(&record.linux)?)
     }

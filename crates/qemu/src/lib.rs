@@ -28,5 +28,6 @@ pub mod qmp;
 pub mod vm;
 
 pub use host::{
-    ContainerPlacement, Placement, QemuError, QemuHost, QemuOptions, Record, VmPlacement, VmRecord,
+    ContainerPlacement, DomainPlacement, DomainRef, Placement, QemuError, QemuHost, QemuOptions,
+    Record, VmPlacement, VmRecord,
 };

@@ -5,6 +5,7 @@
 
 use crate::host::engines::{cgroup_dirs, cgroup_mounts, processes_naming};
 use crate::host::libvirt::{alive, is_domain_cgroup, Libvirt, SOCKET};
+use crate::host::vm::{balloon, line};
 use crate::host::*;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,10 @@ use std::time::{Duration, Instant};
 
 /// The guests' workload: 64 MiB kept active.
 const WORKLOAD: &str = "memtide-toucher --active 64M";
+
+/// One libvirtd at a time on a host: the tests that start one take this first (the module's
+/// tests may otherwise overlap).
+static ONE_LIBVIRT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// `virsh dommemstat NAME`'s `actual` (KiB), when it shows one.
 fn balloon_actual(lv: &Libvirt, name: &str) -> Option<u64> {
@@ -30,6 +35,9 @@ fn balloon_actual(lv: &Libvirt, name: &str) -> Option<u64> {
 fn libvirt_fixture_boots_domains_beneath_the_test_cgroup_and_cleans_up() {
     let _gate = memtide_testkit::file_gate(module_path!());
     let test = "libvirt_fixture_boots_domains_beneath_the_test_cgroup_and_cleans_up";
+    let _one = ONE_LIBVIRT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(linux) = linux(test) else {
         return;
     };
@@ -241,4 +249,245 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
 /// Whether the domain's console shows no OOM kill and no ended workload.
 fn guest_trouble_free(d: &crate::host::libvirt::Domain) -> bool {
     crate::host::vm::guest_trouble(&d.console()).is_none()
+}
+
+/// ESX Fig. 7 again, on two libvirt domains named in the configuration: memtide drives their
+/// balloons through libvirt (which holds their QMP sockets), the idle domain's balloon
+/// inflates under the idle tax while the active one's deflates once it works. Around it: a
+/// domain with `<memballoon model='none'/>` is refused with one line, an unknown domain and a
+/// stopped one wait, a domain destroyed and started again (a new id, a new cgroup) is taken up
+/// again, libvirtd's restart changes nothing, a SIGKILLed daemon re-adopts under its records,
+/// and at exit every balloon is given back as found.
+#[test]
+fn two_domains_share_a_budget_through_libvirt_under_the_idle_tax() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "two_domains_share_a_budget_through_libvirt_under_the_idle_tax";
+    let _one = ONE_LIBVIRT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let Some(mut lv) = Libvirt::start(&linux, test) else {
+        return;
+    };
+    let me = std::process::id();
+    let active = lv.define_with(
+        &format!("mt{me}-active"),
+        512,
+        "memtide-toucher --phase 25s:active=16M --phase 1s:active=300M --report-every-ms 60000",
+        "memtide.zram=256M",
+        true,
+    );
+    let idle = lv.define_with(
+        &format!("mt{me}-idle"),
+        512,
+        "memtide-toucher --active 16M --idle 300M --content zero --report-every-ms 60000",
+        "memtide.zram=256M",
+        true,
+    );
+    let none = lv.define(&format!("mt{me}-none"), 256, WORKLOAD, false);
+    let off = lv.define(&format!("mt{me}-off"), 256, WORKLOAD, true);
+    for d in [&active, &idle, &none] {
+        d.start();
+    }
+    for d in [&active, &idle, &none] {
+        d.wait_ready(Duration::from_secs(120));
+    }
+    let parent = lv.parent();
+    let tenant = |name: &str, domain: &str| {
+        format!(
+            "[[tenant]]\nname = \"{name}\"\ndomain = \"{domain}\"\nmin = \"128M\"\nmax = \"700M\"\n\
+             estimator = \"sampling\"\n"
+        )
+    };
+    let config = format!(
+        "{}\n[policy]\ntax_rate = 0.75\nsampling_period = \"5s\"\n\n{}\n{}\n{}\n{}\n{}",
+        config_head("1s", &parent, "700M"),
+        tenant("active", &active.name),
+        tenant("idle", &idle.name),
+        tenant("none", &none.name),
+        tenant("off", &off.name),
+        tenant("ghost", &format!("mt{me}-ghost")),
+    );
+    // What the active domain's balloon leaves it before memtide: given back at exit.
+    let found = balloon_actual(&lv, &active.name).expect("active has a balloon");
+    let tmp = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    let mut daemon = Daemon::start(tmp.path(), &config, &[]);
+    daemon.wait_for_log(
+        &["refused", "tenant=none", "<memballoon model='none'/>"],
+        Duration::from_secs(30),
+    );
+    daemon.wait_for_log(
+        &["waiting", "tenant=off", "is not running"],
+        Duration::from_secs(30),
+    );
+    daemon.wait_for_log(
+        &["waiting", "tenant=ghost", "libvirt has no domain named"],
+        Duration::from_secs(30),
+    );
+    // The idle tax: both balloons inflate at first; once the active guest works its balloon
+    // deflates while the idle guest's stays inflated.
+    let mut active_peak = 0u64;
+    let mut last = memtide_api::Snapshot::default();
+    let mut timeline = Vec::new();
+    while t0.elapsed() < Duration::from_secs(100) {
+        let s = daemon.status();
+        timeline.push(line(&s, t0, &["active", "idle"]));
+        if t0.elapsed() < Duration::from_secs(35) {
+            active_peak = active_peak.max(balloon(&s, "active").unwrap_or(0));
+        }
+        last = s;
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    println!("{}", timeline.join("\n"));
+    let (a, i) = (
+        balloon(&last, "active").expect("active is a VM"),
+        balloon(&last, "idle").expect("idle is a VM"),
+    );
+    println!(
+        "{test}: active balloon peak {:.0} MiB, end {:.0} MiB; idle balloon {:.0} MiB",
+        mib(active_peak),
+        mib(a),
+        mib(i)
+    );
+    assert!(
+        i >= 128 * MIB,
+        "the idle domain's balloon holds only {:.0} MiB",
+        mib(i)
+    );
+    assert!(
+        active_peak >= 48 * MIB && a * 2 <= active_peak,
+        "the active domain's balloon did not inflate then deflate (peak {:.0}, end {:.0} MiB)",
+        mib(active_peak),
+        mib(a)
+    );
+    assert!(
+        i > a + 96 * MIB,
+        "idle {:.0} MiB vs active {:.0} MiB",
+        mib(i),
+        mib(a)
+    );
+    // libvirt's own view is memtide's.
+    let idle_actual = balloon_actual(&lv, &idle.name).unwrap_or(0) * 1024;
+    assert!(
+        idle_actual + i >= 512 * MIB - 8 * MIB && idle_actual + i <= 512 * MIB + 8 * MIB,
+        "libvirt's actual {:.0} MiB and memtide's balloon {:.0} MiB do not make 512 MiB",
+        mib(idle_actual),
+        mib(i)
+    );
+    for d in [&active, &idle] {
+        assert_eq!(
+            crate::host::vm::guest_trouble(&d.console()),
+            None,
+            "{}'s guest",
+            d.name
+        );
+    }
+
+    // Destroyed and started again: a new QEMU, id and cgroup, taken up again.
+    let old = idle.cgroup();
+    idle.destroy();
+    daemon.wait_for_log(&["dropped", "tenant=idle"], Duration::from_secs(30));
+    idle.start();
+    idle.wait_ready(Duration::from_secs(120));
+    let new = idle.cgroup();
+    assert_ne!(new, old, "a domain started again has a new cgroup");
+    daemon.wait_until("idle taken up again", Duration::from_secs(30), |s| {
+        s.tenants
+            .iter()
+            .any(|t| t.name == "idle" && t.cgroup == new)
+    });
+
+    // libvirtd restarts: the domains run on and memtide keeps moving them.
+    lv.restart_daemon();
+    let ticks = daemon.status().ticks;
+    daemon.wait_until(
+        "ticks after libvirtd's restart",
+        Duration::from_secs(30),
+        |s| s.ticks >= ticks + 5 && s.tenants.iter().filter(|t| t.vm.is_some()).count() == 2,
+    );
+
+    // Killed with its balloons inflated: the next start re-adopts both under their records.
+    assert!(!daemon.signal_and_wait(libc::SIGKILL).success());
+    daemon.spawn(&[]);
+    daemon.wait_for_log(&["readopted", "tenant=active"], Duration::from_secs(30));
+    daemon.wait_until("both domains managed again", Duration::from_secs(30), |s| {
+        s.tenants.iter().filter(|t| t.vm.is_some()).count() == 2
+    });
+
+    // At exit each balloon goes back to what the first start found (the active domain's) or
+    // what its new QEMU started with (the idle one, started again at 512 MiB).
+    assert!(daemon.signal_and_wait(libc::SIGTERM).success());
+    let settled = Instant::now();
+    loop {
+        let a = balloon_actual(&lv, &active.name).unwrap_or(0);
+        let i = balloon_actual(&lv, &idle.name).unwrap_or(0);
+        if a == found && i == 512 * 1024 {
+            break;
+        }
+        assert!(
+            settled.elapsed() < Duration::from_secs(20),
+            "balloons not given back: active {a} KiB (found {found} KiB), idle {i} KiB (512 MiB)"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    println!("{test}: {:.0} s in all", t0.elapsed().as_secs_f64());
+}
+
+/// A domain tenant without libvirt: the daemon waits and says why (as for a cgroup not made
+/// yet); a bad name or URI is refused before anything starts, on one line.
+#[test]
+fn a_domain_without_libvirt_waits_and_a_bad_one_is_refused_on_one_line() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "a_domain_without_libvirt_waits_and_a_bad_one_is_refused_on_one_line";
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let parent = linux.cgroup("domains-bad");
+    let tmp = tempfile::tempdir().unwrap();
+    let head = config_head("250ms", &parent.path, "1G");
+    for (extra, says) in [
+        (
+            "domain = \"-x\"\n",
+            "tenant[0].domain = \"-x\": is not a domain name",
+        ),
+        (
+            "domain = \"vm1\"\nuri = \"not a uri\"\n",
+            "tenant[0].uri = \"not a uri\": is not a libvirt URI",
+        ),
+        (
+            "uri = \"qemu:///system\"\ncgroup = \"/x\"\n",
+            "give domain = \"NAME\" beside it",
+        ),
+    ] {
+        let config = format!("{head}[[tenant]]\nname = \"vm\"\nmax = \"1G\"\n{extra}");
+        let (code, stderr, _) = daemon_to_exit(tmp.path(), &config);
+        assert_eq!(code, 2, "{extra}: {stderr}");
+        assert_eq!(
+            stderr.trim().lines().count(),
+            1,
+            "{extra}: one line: {stderr}"
+        );
+        assert!(stderr.contains(says), "{extra}: {stderr}");
+    }
+    // A libvirt whose socket is not there (whether or not another test runs one).
+    let socket = tmp.path().join("no-libvirt.sock");
+    let config = format!(
+        "{head}[[tenant]]\nname = \"vm\"\nmax = \"1G\"\ndomain = \"vm1\"\n\
+         uri = \"qemu+unix:///system?socket={}\"\n",
+        socket.display()
+    );
+    let mut daemon = Daemon::start(tmp.path(), &config, &[]);
+    daemon.wait_for_log(
+        &[
+            "waiting",
+            "tenant=vm",
+            "libvirt does not answer",
+            "failed to connect to the hypervisor",
+        ],
+        Duration::from_secs(20),
+    );
+    assert!(daemon.signal_and_wait(libc::SIGTERM).success());
 }

@@ -1,36 +1,9 @@
 //! Real VMs under `memtide daemon` (issue 15): QEMU guests from scripts/guest-image.sh under TCG, moved by their virtio balloon through QMP and, where the balloon cannot, by host swap through their cgroup. ESX's idle memory tax on two VMs (Fig. 7 on real guests), TWS finding a guest's working set from its own swap-ins, a guest whose balloon driver is removed falling back to host swap, crash safety (a daemon killed mid-inflate re-adopts its VMs; SIGTERM gives an adopted VM its balloon back; a VM that exits is dropped), and bad VM configs refused with one line.
 
-use crate::host::vm::{console, guest, guest_trouble, vm_config, OwnVm};
+use crate::host::vm::{balloon, console, guest, guest_trouble, line, tenant, vm_config, OwnVm};
 use crate::host::{daemon_to_exit, limit_bytes, linux, mib, zram, Daemon, MIB};
-use memtide_api::{Snapshot, TenantSnapshot};
+use memtide_api::Snapshot;
 use std::time::{Duration, Instant};
-
-fn tenant<'a>(s: &'a Snapshot, name: &str) -> Option<&'a TenantSnapshot> {
-    s.tenants.iter().find(|t| t.name == name)
-}
-
-fn balloon(s: &Snapshot, name: &str) -> Option<u64> {
-    tenant(s, name)
-        .and_then(|t| t.vm.as_ref())
-        .map(|v| v.balloon_bytes)
-}
-
-/// One line of a run's timeline: each named VM's balloon, allocation and target.
-fn line(s: &Snapshot, t0: Instant, names: &[&str]) -> String {
-    let mut l = format!("{:5.1}s {:5}", t0.elapsed().as_secs_f64(), s.host.state);
-    for n in names {
-        if let Some(t) = tenant(s, n) {
-            l.push_str(&format!(
-                " | {n}: balloon {:5.0} alloc {:5.0} target {:5.0} est {:5.0}",
-                mib(t.vm.as_ref().map_or(0, |v| v.balloon_bytes)),
-                mib(t.allocated_bytes),
-                mib(t.target_bytes),
-                mib(t.active_estimate_bytes)
-            ));
-        }
-    }
-    l
-}
 
 /// The cgroup of VM `name` once the daemon shows it (its API answers before its first tick).
 fn launched(d: &mut Daemon, name: &str) -> String {

@@ -1,4 +1,4 @@
-//! The daemon's configuration file as written where it is shaped unlike the config: the whole file (the sections are the config's own types) and the tenants' tables (cgroup, command, vm, unit or container; an app's fields by its kind), unknown keys refused; `build.rs` checks and converts them.
+//! The daemon's configuration file as written where it is shaped unlike the config: the whole file (the sections are the config's own types) and the tenants' tables (cgroup, command, vm, unit, container or domain; an app's fields by its kind), unknown keys refused; `build.rs` checks and converts them.
 
 use super::{
     ApiSection, BalloonSection, DaemonSection, EnginesSection, EstimatorChoice, HostSection,
@@ -50,6 +50,8 @@ pub(super) struct TenantDoc {
     pub(super) slice: Option<String>,
     pub(super) container: Option<String>,
     pub(super) engine: Option<String>,
+    pub(super) domain: Option<String>,
+    pub(super) uri: Option<String>,
 }
 
 /// `[tenant.vm]`: a QEMU VM memtide launches (kernel or disk, memory, …) or adopts by its QMP

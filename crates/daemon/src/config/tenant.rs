@@ -18,6 +18,22 @@ type Result<T> = std::result::Result<T, ConfigError>;
 /// (about 110 MiB under TCG with a 64 MiB translation cache, docs/benchmarks.md).
 const QEMU_ROOM: u64 = 128 << 20;
 
+/// The libvirt connection a domain tenant uses unless it names one.
+const DEFAULT_URI: &str = "qemu:///system";
+
+/// Whether `uri` may be a libvirt URI: a driver, `://`, printable ASCII without spaces (it is
+/// passed to virsh as one argument, never through a shell).
+fn valid_uri(uri: &str) -> bool {
+    uri.len() <= 1024
+        && uri.split_once("://").is_some_and(|(driver, _)| {
+            !driver.is_empty()
+                && driver
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.'))
+        })
+        && uri.bytes().all(|b| b.is_ascii_graphic())
+}
+
 /// What a tenant name may be, for messages.
 const NAME_RULE: &str = "1 to 64 letters, digits, '-', '_' or '.', and not \".\" or \"..\"";
 
@@ -174,7 +190,49 @@ fn tenant(
             "names the engine of a container tenant; give container = \"NAME\" beside it",
         ));
     }
-    let origin = if let Some(name) = &t.container {
+    if t.uri.is_some() && t.domain.is_none() {
+        return Err(doc.error(
+            &at.key("uri"),
+            "names the libvirt connection of a domain tenant; give domain = \"NAME\" beside it",
+        ));
+    }
+    let origin = if let Some(name) = &t.domain {
+        let given = [
+            ("cgroup", t.cgroup.is_some()),
+            ("command", t.command.is_some()),
+            ("vm", t.vm.is_some()),
+            ("unit", t.unit.is_some()),
+            ("slice", t.slice.is_some()),
+            ("container", t.container.is_some()),
+        ];
+        if let Some((key, _)) = given.into_iter().find(|(_, set)| *set) {
+            return Err(doc.error(
+                &at.key(key),
+                "is given beside domain; a domain tenant is found by its name through libvirt \
+                 (give no cgroup, command, vm, unit, slice or container)",
+            ));
+        }
+        if !memtide_engines::libvirt::valid_domain_name(name) {
+            return Err(doc.error(
+                &at.key("domain"),
+                format!(
+                    "is not a domain name; expected {}",
+                    memtide_engines::libvirt::DOMAIN_NAME_RULE
+                ),
+            ));
+        }
+        let uri = t.uri.clone().unwrap_or_else(|| DEFAULT_URI.to_string());
+        if !valid_uri(&uri) {
+            return Err(doc.error(
+                &at.key("uri"),
+                "is not a libvirt URI; expected a driver and path such as \"qemu:///system\"",
+            ));
+        }
+        TenantOrigin::Domain {
+            name: name.clone(),
+            uri,
+        }
+    } else if let Some(name) = &t.container {
         let given = [
             ("cgroup", t.cgroup.is_some()),
             ("command", t.command.is_some()),
@@ -680,6 +738,7 @@ pub(super) fn check_cgroups(
             ),
             // Its cgroup is not known here (found as it runs), so it is never in `paths`.
             TenantOrigin::Container { .. } => doc.error(&at.key("container"), message),
+            TenantOrigin::Domain { .. } => doc.error(&at.key("domain"), message),
         });
     }
     Ok(())

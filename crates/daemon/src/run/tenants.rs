@@ -56,6 +56,7 @@ pub(super) fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot,
             "{} container {name:?}",
             engine.map_or("engine", memtide_engines::EngineKind::name)
         ),
+        TenantOrigin::Domain { name, uri } => format!("libvirt domain {name:?} at {uri}"),
         // The check against the host finds it before any slot is made.
         TenantOrigin::Unit { unit, cgroup: None } => {
             return Err(DaemonError::Usage(format!(
@@ -84,12 +85,18 @@ pub(super) fn slot(t: &TenantConfig, id: TenantId, parent: &str) -> Result<Slot,
 pub(super) fn record_refusal(record: &Record, parent: &str, slot: Option<&Slot>) -> Option<String> {
     let r = &record.linux;
     let launched = r.origin == Origin::Launched;
-    let container = slot.is_some_and(|s| matches!(s.config.origin, TenantOrigin::Container { .. }));
+    let container = slot.is_some_and(|s| {
+        matches!(
+            s.config.origin,
+            TenantOrigin::Container { .. } | TenantOrigin::Domain { .. }
+        )
+    });
     match slot {
-        // A container's cgroup changes as its engine makes it again; the world uses a record
-        // only while the container runs in the cgroup it names.
+        // A container's cgroup changes as its engine makes it again (a domain's as libvirt
+        // starts it again); the world uses a record only while it runs in the cgroup the
+        // record names.
         Some(_) if container && launched => {
-            Some("the record says launched, the configuration a container".to_string())
+            Some("the record says launched, the configuration a container or a domain".to_string())
         }
         Some(_) if container => None,
         Some(slot) if r.cgroup != slot.cgroup => Some(format!(
@@ -152,6 +159,13 @@ pub(super) fn declare(
             source: source.clone(),
             cgroup: s.cgroup.clone(),
         }),
+        TenantOrigin::Domain { name, uri } => {
+            memtide_qemu::Placement::Domain(memtide_qemu::DomainPlacement {
+                name: name.clone(),
+                uri: uri.clone(),
+                within: parent.to_string(),
+            })
+        }
         TenantOrigin::Container { name, engine } => {
             // The check against the host chose the engine where the file did not.
             let engine = engine.unwrap_or(memtide_engines::EngineKind::Docker);
@@ -317,6 +331,8 @@ pub(super) fn managed_view(slots: &[Slot], runner: &Runner<QemuHost>) -> Vec<Man
                 "launched"
             } else if matches!(s.config.origin, TenantOrigin::Container { .. }) {
                 "container"
+            } else if matches!(s.config.origin, TenantOrigin::Domain { .. }) {
+                "domain"
             } else {
                 "adopted"
             },

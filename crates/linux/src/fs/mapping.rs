@@ -1,8 +1,11 @@
-//! One mapping of a process from `/proc/PID/smaps`: the largest one of at least a given size, with its resident (`Rss:`) and swapped (`Swap:`) bytes — a VM's guest memory inside its QEMU process, apart from the emulator's own.
+//! One mapping of a process from `/proc/PID/smaps`: the smallest one of at least a given size, with its resident (`Rss:`) and swapped (`Swap:`) bytes — a VM's guest memory inside its QEMU process, apart from the emulator's own.
 //!
 //! QEMU maps a guest's RAM as one anonymous mapping of the guest's size (rounded up to its
-//! alignment); everything else QEMU holds (its code, heap, the translation cache) is in smaller
-//! mappings. Reading smaps walks the process's page tables: 2-3 ms of CPU for a small TCG
+//! alignment); what else QEMU holds (its code, heap) is in smaller mappings, but for one: the
+//! TCG translation cache, 1 GiB by default (libvirt leaves the default; memtide's own VMs ask
+//! for 64 MiB). So the guest's RAM is the smallest mapping at least the guest's size, not the
+//! largest: under libvirt the largest was the cache, and a 512 MiB guest holding 440 MiB read
+//! as 52 MiB. Reading smaps walks the process's page tables: 2-3 ms of CPU for a small TCG
 //! guest's QEMU (docs/benchmarks.md), so the QEMU world reads it once every few ticks. A
 //! process that has exited reads as `None`, never as zero.
 
@@ -22,9 +25,9 @@ pub struct Mapping {
     pub swap: Bytes,
 }
 
-/// The largest of `pid`'s mappings of at least `at_least` bytes (`Ok(None)`: the process is
+/// The smallest of `pid`'s mappings of at least `at_least` bytes (`Ok(None)`: the process is
 /// gone; an error when it has no such mapping).
-pub fn read_largest_mapping(
+pub fn read_guest_mapping(
     root: &Path,
     pid: u32,
     at_least: Bytes,
@@ -37,11 +40,11 @@ pub fn read_largest_mapping(
         }
         Err(source) => return Err(FsError::Read { path, source }),
     };
-    parse_largest_mapping(&path, &text, at_least).map(Some)
+    parse_guest_mapping(&path, &text, at_least).map(Some)
 }
 
-/// The largest mapping of at least `at_least` bytes in an smaps text.
-pub fn parse_largest_mapping(path: &Path, text: &str, at_least: Bytes) -> Result<Mapping, FsError> {
+/// The smallest mapping of at least `at_least` bytes in an smaps text.
+pub fn parse_guest_mapping(path: &Path, text: &str, at_least: Bytes) -> Result<Mapping, FsError> {
     let mut best: Option<Mapping> = None;
     let mut current: Option<Mapping> = None;
     let kib = |field: &str, value: &str| -> Result<Bytes, FsError> {
@@ -59,7 +62,7 @@ pub fn parse_largest_mapping(path: &Path, text: &str, at_least: Bytes) -> Result
     };
     let finish = |m: Option<Mapping>, best: &mut Option<Mapping>| {
         if let Some(m) = m {
-            if m.size >= at_least && best.is_none_or(|b| m.size > b.size) {
+            if m.size >= at_least && best.is_none_or(|b| m.size < b.size) {
                 *best = Some(m);
             }
         }
@@ -116,8 +119,21 @@ Swap:                  0 kB
 ";
 
     #[test]
-    fn the_guest_memory_is_the_largest_mapping_with_its_resident_and_swapped_bytes() {
-        let m = parse_largest_mapping(Path::new("smaps"), SMAPS, Bytes(512 << 20)).unwrap();
+    fn a_translation_cache_larger_than_the_guest_is_not_taken_for_its_memory() {
+        let cache = "7f1000000000-7f1040000000 rwxp 00000000 00:00 0 \nSize:            1048576 kB\nRss:               53248 kB\nSwap:                  0 kB\n";
+        let m = parse_guest_mapping(
+            Path::new("smaps"),
+            &format!("{SMAPS}{cache}"),
+            Bytes(512 << 20),
+        )
+        .unwrap();
+        assert_eq!(m.size, Bytes(512 << 20));
+        assert_eq!(m.rss, Bytes(312_000 * 1024));
+    }
+
+    #[test]
+    fn the_guest_memory_is_the_mapping_of_its_size_with_its_resident_and_swapped_bytes() {
+        let m = parse_guest_mapping(Path::new("smaps"), SMAPS, Bytes(512 << 20)).unwrap();
         assert_eq!(
             m,
             Mapping {
@@ -130,19 +146,16 @@ Swap:                  0 kB
 
     #[test]
     fn no_mapping_as_large_is_an_error_naming_the_size_and_a_gone_process_is_none() {
-        let e = parse_largest_mapping(Path::new("smaps"), SMAPS, Bytes(1 << 30)).unwrap_err();
+        let e = parse_guest_mapping(Path::new("smaps"), SMAPS, Bytes(1 << 30)).unwrap_err();
         assert!(e.to_string().contains("1073741824"), "{e}");
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(
-            read_largest_mapping(dir.path(), 42, Bytes(1)).unwrap(),
-            None
-        );
+        assert_eq!(read_guest_mapping(dir.path(), 42, Bytes(1)).unwrap(), None);
     }
 
     #[test]
     fn a_garbled_figure_names_its_field() {
         let bad = SMAPS.replace("Rss:              312000 kB", "Rss: lots");
-        let e = parse_largest_mapping(Path::new("smaps"), &bad, Bytes(1)).unwrap_err();
+        let e = parse_guest_mapping(Path::new("smaps"), &bad, Bytes(1)).unwrap_err();
         assert!(e.to_string().contains("Rss"), "{e}");
     }
 }

@@ -201,15 +201,13 @@ impl QemuHost {
             Found::Running { id, cgroup } => (id, cgroup),
         };
         if !memtide_linux::is_under(&p.within, &cgroup) {
-            return Err(QemuError::Container {
-                tenant: spec.name.clone(),
-                why: format!(
-                    "{} container {:?} runs in cgroup {cgroup:?}, which is not under the parent \
-                     {:?}; start it under the parent (--cgroup-parent) or give [host] parent \
-                     a cgroup above it",
-                    p.engine, p.name, p.within
-                ),
-            });
+            // Refused, with one line; the other tenants run on.
+            return Ok(Attach::Refused(format!(
+                "{} container {:?} runs in cgroup {cgroup:?}, which is not under the parent \
+                 {:?}; start it under the parent (--cgroup-parent) or give [host] parent a \
+                 cgroup above it",
+                p.engine, p.name, p.within
+            )));
         }
         let placement = memtide_linux::host::Placement {
             cgroup: cgroup.clone(),

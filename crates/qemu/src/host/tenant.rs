@@ -1,10 +1,9 @@
-//! One VM tenant as the QEMU world holds it: its monitor (the QMP connection) and what the world reads
-//! from it each tick (the balloon, the guest's statistics, QEMU's own overhead), and the moves
-//! it makes through it (the balloon's target, pausing, giving back).
+//! One VM tenant as the QEMU world holds it: its monitor (QEMU's QMP connection, or libvirt for a domain) and what the world reads from it each tick (the balloon, the guest's statistics, QEMU's own overhead), and the moves it makes through it (the balloon's target, pausing, giving back).
 
-use super::VmRecord;
+use super::{QemuError, VmRecord};
 use crate::qmp::{GuestStats, Qmp, QmpError};
-use memtide_linux::fs::mapping::read_largest_mapping;
+use memtide_engines::libvirt::{DomainState, Failure, MemoryStats, Virsh};
+use memtide_linux::fs::mapping::read_guest_mapping;
 use memtide_model::{BalloonDriverInfo, BalloonLever, Bytes, Pages};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -18,13 +17,28 @@ const GUEST_FLOOR: Bytes = Bytes(64 << 20);
 /// How often QEMU's smaps is read for its overhead, in observations.
 const SMAPS_EVERY: u32 = 10;
 
-/// How the world reaches a VM: QEMU's QMP socket, held open (dropped when it closes, made
-/// again at the next observation).
-pub(super) struct Monitor {
-    pub(super) socket: PathBuf,
-    pub(super) qmp: Option<Qmp>,
-    /// The balloon device's QOM path (`None`: the VM has no balloon).
-    pub(super) balloon: Option<String>,
+/// How the world reaches a VM.
+pub(super) enum Monitor {
+    /// QEMU's QMP socket, held open (dropped when it closes, made again at the next
+    /// observation): a VM memtide launched or adopted by its socket.
+    Qmp {
+        socket: PathBuf,
+        qmp: Option<Qmp>,
+        /// The balloon device's QOM path (`None`: the VM has no balloon).
+        balloon: Option<String>,
+    },
+    /// libvirt, which holds the domain's QMP socket: one `virsh` call per question.
+    Libvirt { virsh: Virsh, domain: String },
+}
+
+impl Monitor {
+    /// The VM has a balloon device (a domain's is checked as it joins).
+    fn has_balloon(&self) -> bool {
+        match self {
+            Monitor::Qmp { balloon, .. } => balloon.is_some(),
+            Monitor::Libvirt { .. } => true,
+        }
+    }
 }
 
 /// One VM tenant.
@@ -55,20 +69,33 @@ pub(super) struct Vm {
 }
 
 impl Vm {
-    /// A VM that just joined, nothing observed yet.
+    /// A VM that just joined through QMP, nothing observed yet.
     pub(super) fn new(name: &str, joined: VmJoined, record: VmRecord) -> Vm {
         let VmJoined {
             connected, socket, ..
         } = joined;
         let pid = connected.qmp.pid().and_then(|p| u32::try_from(p).ok());
+        let monitor = Monitor::Qmp {
+            socket,
+            balloon: connected.balloon,
+            qmp: Some(connected.qmp),
+        };
+        Vm::joined(name, monitor, connected.memory, pid, record)
+    }
+
+    /// A VM that just joined through `monitor`, its guest's memory `memory` and its QEMU
+    /// `pid`, nothing observed yet.
+    pub(super) fn joined(
+        name: &str,
+        monitor: Monitor,
+        memory: Bytes,
+        pid: Option<u32>,
+        record: VmRecord,
+    ) -> Vm {
         Vm {
             name: name.to_string(),
-            memory: connected.memory,
-            monitor: Monitor {
-                socket,
-                balloon: connected.balloon,
-                qmp: Some(connected.qmp),
-            },
+            memory,
+            monitor,
             record,
             stats: None,
             driver_seen: false,
@@ -117,7 +144,7 @@ impl Vm {
     pub(super) fn update_overhead(&mut self, proc_root: &Path) {
         if self.smaps_due == 0 {
             let guest = self.pid.and_then(|pid| {
-                read_largest_mapping(proc_root, pid, self.memory)
+                read_guest_mapping(proc_root, pid, self.memory)
                     .ok()
                     .flatten()
             });
@@ -130,11 +157,16 @@ impl Vm {
     /// Connects to the VM's QMP again when the connection was lost, taking its process,
     /// balloon and memory afresh (and forgetting the balloon target asked).
     pub(super) fn reconnect(&mut self, timeout: Duration, interval: u32) -> Result<(), QmpError> {
-        if self.monitor.qmp.is_none() {
-            let c = Vm::connect(&self.monitor.socket, timeout, interval)?;
+        if let Monitor::Qmp {
+            socket,
+            qmp: qmp @ None,
+            balloon,
+        } = &mut self.monitor
+        {
+            let c = Vm::connect(socket, timeout, interval)?;
             self.pid = c.qmp.pid().and_then(|p| u32::try_from(p).ok());
-            self.monitor.qmp = Some(c.qmp);
-            self.monitor.balloon = c.balloon;
+            *qmp = Some(c.qmp);
+            *balloon = c.balloon;
             self.memory = c.memory;
             self.asked = None;
         }
@@ -143,12 +175,25 @@ impl Vm {
 
     /// The balloon's `actual` and, with a balloon device, the guest's statistics; a closed
     /// connection is dropped, to be made again at the next observation.
-    pub(super) fn read_balloon(&mut self) -> Result<(Bytes, Option<GuestStats>), QmpError> {
-        let m = &mut self.monitor;
-        let qmp = m.qmp.as_mut().expect("connected by reconnect");
+    pub(super) fn read_balloon(&mut self) -> Result<(Bytes, Option<GuestStats>), QemuError> {
+        let (qmp_slot, balloon) = match &mut self.monitor {
+            Monitor::Qmp { qmp, balloon, .. } => (qmp, balloon),
+            Monitor::Libvirt { virsh, domain } => {
+                let stats = virsh.memory_stats(domain)?;
+                let actual = stats.actual.ok_or_else(|| {
+                    QemuError::Libvirt(memtide_engines::libvirt::LibvirtError::Answer {
+                        uri: virsh.uri.clone(),
+                        command: format!("dommemstat {domain}"),
+                        why: "has no `actual`: the domain's balloon is gone".to_string(),
+                    })
+                })?;
+                return Ok((actual, Some(guest_stats(&stats))));
+            }
+        };
+        let qmp = qmp_slot.as_mut().expect("connected by reconnect");
         let read = |qmp: &mut Qmp| -> Result<(Bytes, Option<GuestStats>), QmpError> {
             let actual = qmp.query_balloon()?;
-            let stats = match &m.balloon {
+            let stats = match &*balloon {
                 Some(path) => Some(qmp.guest_stats(path)?),
                 None => None,
             };
@@ -156,32 +201,52 @@ impl Vm {
         };
         let result = read(qmp);
         if let Err(QmpError::Closed { .. }) = result {
-            m.qmp = None;
+            *qmp_slot = None;
         }
-        result
+        Ok(result?)
     }
 
     /// Asks the guest's balloon for `actual` = `want`; `Ok(false)` while the monitor is not
     /// connected (asked again at a later tick).
-    pub(super) fn set_balloon(&mut self, want: Bytes) -> Result<bool, QmpError> {
-        match self.monitor.qmp.as_mut() {
-            Some(qmp) => qmp.balloon(want).map(|()| true),
-            None => Ok(false),
+    pub(super) fn set_balloon(&mut self, want: Bytes) -> Result<bool, QemuError> {
+        match &mut self.monitor {
+            Monitor::Qmp { qmp: Some(qmp), .. } => Ok(qmp.balloon(want).map(|()| true)?),
+            Monitor::Qmp { qmp: None, .. } => Ok(false),
+            Monitor::Libvirt { virsh, domain } => {
+                Ok(virsh.set_memory(domain, want).map(|()| true)?)
+            }
         }
     }
 
     /// Pauses the VM (`blocked`) or lets it run again: `Ok(true)` when its state changed,
     /// `Ok(false)` when there was nothing memtide may do (not connected; not running, so
     /// nothing to pause and nothing memtide may resume).
-    pub(super) fn set_blocked(&mut self, blocked: bool) -> Result<bool, QmpError> {
-        let Some(qmp) = self.monitor.qmp.as_mut() else {
-            return Ok(false);
-        };
-        if blocked {
-            pause(qmp)
-        } else {
-            qmp.execute("cont", None).map(|_| true)
+    pub(super) fn set_blocked(&mut self, blocked: bool) -> Result<bool, QemuError> {
+        match &mut self.monitor {
+            Monitor::Qmp { qmp: None, .. } => Ok(false),
+            Monitor::Qmp { qmp: Some(qmp), .. } => Ok(if blocked {
+                pause(qmp)?
+            } else {
+                qmp.execute("cont", None).map(|_| true)?
+            }),
+            Monitor::Libvirt { virsh, domain } => {
+                if blocked {
+                    if virsh.state(domain)? != DomainState::Running {
+                        return Ok(false);
+                    }
+                    virsh.run(&["suspend", domain])?;
+                } else {
+                    virsh.run(&["resume", domain])?;
+                }
+                Ok(true)
+            }
         }
+    }
+
+    /// Gives the VM back what memtide changed through its monitor: the balloon as found, and
+    /// running if memtide paused it. A VM that is gone has nothing to give back.
+    pub(super) fn give_back(&mut self, timeout: Duration) -> Result<(), QemuError> {
+        give_back(&mut self.monitor, &self.record, timeout)
     }
 
     /// The balloon lever now the guest holds `actual`: the balloon's size (recorded), and the
@@ -189,11 +254,10 @@ impl Vm {
     pub(super) fn balloon_lever(&mut self, actual: Bytes) -> BalloonLever {
         let memory = self.memory.to_pages_floor();
         self.size = memory.saturating_sub(actual.to_pages_floor());
-        let driver =
-            (self.monitor.balloon.is_some() && self.driver_seen).then(|| BalloonDriverInfo {
-                rate_per_s: DRIVER_RATE.to_pages_floor(),
-                limit: memory.saturating_sub(GUEST_FLOOR.to_pages_floor()),
-            });
+        let driver = (self.monitor.has_balloon() && self.driver_seen).then(|| BalloonDriverInfo {
+            rate_per_s: DRIVER_RATE.to_pages_floor(),
+            limit: memory.saturating_sub(GUEST_FLOOR.to_pages_floor()),
+        });
         BalloonLever {
             memory,
             size: self.size,
@@ -219,6 +283,76 @@ pub(super) struct VmJoined {
     pub(super) connected: Connected,
     pub(super) socket: PathBuf,
     pub(super) how: memtide_controller::Joined,
+}
+
+/// Gives a VM back through `monitor` what `record` says memtide changed (the balloon as
+/// found; running, if memtide paused it). A VM that is gone (its socket closed, its domain not
+/// running or not there) has nothing to give back.
+pub(super) fn give_back(
+    monitor: &mut Monitor,
+    record: &VmRecord,
+    timeout: Duration,
+) -> Result<(), QemuError> {
+    match monitor {
+        Monitor::Qmp { socket, qmp, .. } => {
+            let mut own;
+            let qmp = match qmp {
+                Some(q) => q,
+                None => match Qmp::connect(&*socket, timeout) {
+                    Ok(q) => {
+                        own = q;
+                        &mut own
+                    }
+                    Err(QmpError::Closed { .. } | QmpError::Connect { .. }) => return Ok(()),
+                    Err(e) => return Err(e.into()),
+                },
+            };
+            let gave = qmp.balloon(record.found).and_then(|()| {
+                if record.paused {
+                    qmp.execute("cont", None).map(drop)
+                } else {
+                    Ok(())
+                }
+            });
+            match gave {
+                Err(QmpError::Closed { .. } | QmpError::Connect { .. }) => Ok(()),
+                other => Ok(other?),
+            }
+        }
+        Monitor::Libvirt { virsh, domain } => {
+            let gave = virsh.set_memory(domain, record.found).and_then(|()| {
+                if record.paused {
+                    virsh.run(&["resume", domain]).map(drop)
+                } else {
+                    Ok(())
+                }
+            });
+            match gave {
+                Err(e) if matches!(e.failure(), Some(Failure::NotRunning | Failure::NoDomain)) => {
+                    Ok(())
+                }
+                other => Ok(other?),
+            }
+        }
+    }
+}
+
+/// The guest's statistics as libvirt relays them, in the QMP reader's terms (libvirt names
+/// them apart: `unused` is free memory, `available` total, `usable` available).
+fn guest_stats(s: &MemoryStats) -> GuestStats {
+    GuestStats {
+        swap_in: s.swap_in,
+        swap_out: s.swap_out,
+        major_faults: s.major_fault,
+        minor_faults: s.minor_fault,
+        free_memory: s.unused,
+        total_memory: s.available,
+        available_memory: s.usable,
+        disk_caches: s.disk_caches,
+        hugetlb_allocations: s.hugetlb_pgalloc,
+        hugetlb_failures: s.hugetlb_pgfail,
+        last_update: s.last_update.unwrap_or(0),
+    }
 }
 
 /// Pauses a VM for ESX's low state (`stop`): `Ok(true)` when memtide paused it, `Ok(false)`

@@ -185,6 +185,18 @@ impl Libvirt {
     /// letters, digits and single hyphens only, so libvirt's machine name (and the memory
     /// cgroup's) is `qemu-<ID>-<name>` unchanged.
     pub fn define(&self, name: &str, memory_mib: u64, workload: &str, balloon: bool) -> Domain {
+        self.define_with(name, memory_mib, workload, "", balloon)
+    }
+
+    /// [`Libvirt::define`] with `extra` on the guest's kernel command line (`memtide.zram=256M`).
+    pub fn define_with(
+        &self,
+        name: &str,
+        memory_mib: u64,
+        workload: &str,
+        extra: &str,
+        balloon: bool,
+    ) -> Domain {
         assert!(
             !name.is_empty()
                 && name.len() <= 40
@@ -208,7 +220,7 @@ impl Libvirt {
         let console = ddir.join("console");
         let qemu = find_program("qemu-system-x86_64").expect("guest() checked QEMU");
         let memballoon = if balloon {
-            "<memballoon model='virtio'><stats period='1'/></memballoon>"
+            "<memballoon model='virtio' autodeflate='on' freePageReporting='on'><stats period='1'/></memballoon>"
         } else {
             "<memballoon model='none'/>"
         };
@@ -218,6 +230,7 @@ impl Libvirt {
   <memory unit='MiB'>{memory_mib}</memory>
   <currentMemory unit='MiB'>{memory_mib}</currentMemory>
   <vcpu>1</vcpu>
+  <features><tcg><tb-cache unit='MiB'>64</tb-cache></tcg></features>
   <os>
     <type arch='x86_64' machine='q35'>hvm</type>
     <kernel>{}</kernel>
@@ -238,7 +251,7 @@ impl Libvirt {
 "#,
             xml_text(&kernel.display().to_string()),
             xml_text(&initrd.display().to_string()),
-            xml_text(&self.guest.append(workload, "")),
+            xml_text(&self.guest.append(workload, extra)),
             xml_text(&qemu.display().to_string()),
             xml_text(&console.display().to_string()),
             xml_text(&console.display().to_string()),

@@ -1,6 +1,6 @@
 //! Real VMs for the QEMU world's tests: the guest image scripts/guest-image.sh builds (found in `MEMTIDE_GUEST_DIR` or /var/cache/memtide/guest), daemon configs that launch VMs from it, their consoles, and a QEMU a test starts itself (in a test cgroup, killed on drop) for the daemon to adopt.
 
-use super::{skip_or_fail, TestCgroup};
+use super::{mib, skip_or_fail, TestCgroup};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -224,4 +224,36 @@ impl Drop for OwnVm {
     fn drop(&mut self) {
         self.kill();
     }
+}
+
+/// Tenant `name` in snapshot `s`.
+pub fn tenant<'a>(
+    s: &'a memtide_api::Snapshot,
+    name: &str,
+) -> Option<&'a memtide_api::TenantSnapshot> {
+    s.tenants.iter().find(|t| t.name == name)
+}
+
+/// VM `name`'s balloon in snapshot `s`.
+pub fn balloon(s: &memtide_api::Snapshot, name: &str) -> Option<u64> {
+    tenant(s, name)
+        .and_then(|t| t.vm.as_ref())
+        .map(|v| v.balloon_bytes)
+}
+
+/// One line of a run's timeline: each named VM's balloon, allocation and target.
+pub fn line(s: &memtide_api::Snapshot, t0: Instant, names: &[&str]) -> String {
+    let mut l = format!("{:5.1}s {:5}", t0.elapsed().as_secs_f64(), s.host.state);
+    for n in names {
+        if let Some(t) = tenant(s, n) {
+            l.push_str(&format!(
+                " | {n}: balloon {:5.0} alloc {:5.0} target {:5.0} est {:5.0}",
+                mib(t.vm.as_ref().map_or(0, |v| v.balloon_bytes)),
+                mib(t.allocated_bytes),
+                mib(t.target_bytes),
+                mib(t.active_estimate_bytes)
+            ));
+        }
+    }
+    l
 }
