@@ -31,6 +31,9 @@ const SMALLEST_MAX: u64 = 64 * MIB;
 
 /// The `max` suggested for a tenant of which nothing is known.
 const UNKNOWN_MAX: u64 = GIB;
+/// What a domain's cgroup holds beside its guest's memory: QEMU's own (as the daemon asks of a
+/// launched VM's max).
+const QEMU_ROOM: u64 = 128 * MIB;
 
 /// The longest tenant name the daemon takes.
 const NAME_MAX: usize = 64;
@@ -865,8 +868,8 @@ fn refusal(c: &Candidate, parent: &str, accepted: &[(String, String)]) -> Option
 /// The starting configuration `memtide discover --toml` prints: `[host]` with the parent and
 /// a budget suggested (commented), then a `[[tenant]]` per thing found. A thing the daemon
 /// would refuse beside the others (outside the parent, or nesting with one taken first:
-/// containers before units before cgroups) is written commented out with why; so are
-/// libvirt's domains, which the daemon does not take yet.
+/// containers before units before cgroups) is written commented out with why; libvirt's
+/// domains follow (their cgroups are found as they run, so only their names are checked).
 pub fn render_toml(f: &Found) -> String {
     let all = candidates(f);
     // Which are taken: containers first, then units, then cgroups (the more specific names).
@@ -967,18 +970,40 @@ pub fn render_toml(f: &Found) -> String {
         }
     }
     if let Ok(domains) = &f.domains {
-        if !domains.is_empty() {
-            out.push_str("\n# libvirt domains: coming (the daemon does not take `domain =` yet)\n");
-        }
         for d in domains {
             let name = tenant_name(&d.name, &mut taken);
-            let max = d.memory.filter(|&m| m > 0).unwrap_or(UNKNOWN_MAX);
+            // Its guest's memory and QEMU's own beside it (its cgroup holds both).
+            let max = d.memory.filter(|&m| m > 0).unwrap_or(UNKNOWN_MAX) + QEMU_ROOM;
+            let lines = [
+                "[[tenant]]".to_string(),
+                format!("name = {}", quoted(&name)),
+                format!("domain = {}", quoted(&d.name)),
+                format!(
+                    "max = {}  # its memory and {} for QEMU's own",
+                    size_value(max),
+                    human_bytes(QEMU_ROOM)
+                ),
+            ];
             out.push_str(&format!(
-                "# [[tenant]]\n# name = {}\n# domain = {}\n# max = {}\n",
-                quoted(&name),
+                "\n# libvirt domain {}, {}\n",
                 quoted(&d.name),
-                size_value(max)
+                d.state.as_deref().unwrap_or("state unknown")
             ));
+            let refusal = (!memtide_engines::libvirt::valid_domain_name(&d.name)).then(|| {
+                format!(
+                    "not {} (virsh could read it as an id, a UUID or an option)",
+                    memtide_engines::libvirt::DOMAIN_NAME_RULE
+                )
+            });
+            for l in lines {
+                match &refusal {
+                    None => out.push_str(&format!("{l}\n")),
+                    Some(_) => out.push_str(&format!("# {l}\n")),
+                }
+            }
+            if let Some(why) = refusal {
+                out.push_str(&format!("# not taken: {}\n", comment_text(&why)));
+            }
         }
     }
     out
@@ -1176,13 +1201,13 @@ mod tests {
         let toml = render_toml(&f);
         let config = parses(&toml);
         let names: Vec<&str> = config.tenants.iter().map(|t| t.name.as_str()).collect();
-        assert_eq!(names, ["redis", "web", "old"], "{toml}");
+        assert_eq!(names, ["redis", "web", "old", "vm1"], "{toml}");
         for note in [
             "# not taken: the same cgroup as tenant \"redis\"",
             "# not taken: outside the parent /system.slice",
             "# not taken: holds tenant \"web\"'s cgroup",
-            "# libvirt domains: coming",
-            "# domain = \"vm1\"",
+            "# libvirt domain \"vm1\", running",
+            "\ndomain = \"vm1\"\n",
         ] {
             assert!(toml.contains(note), "{note:?} in:\n{toml}");
         }

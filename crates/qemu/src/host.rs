@@ -174,6 +174,9 @@ pub struct QemuHost {
     containers: container::Containers,
     /// Domains waiting: why, and when libvirt was last asked.
     domains_asked: BTreeMap<TenantId, domain::Asked>,
+    /// A watcher on each libvirt URI's events (`None`: it could not start; every waiting
+    /// domain is then asked about once a second).
+    domain_watchers: BTreeMap<String, Option<memtide_engines::libvirt::DomainWatcher>>,
     events: Vec<WorldEvent>,
 }
 
@@ -185,6 +188,7 @@ impl QemuHost {
             vms: BTreeMap::new(),
             containers: container::Containers::default(),
             domains_asked: BTreeMap::new(),
+            domain_watchers: BTreeMap::new(),
             events: Vec::new(),
         }
     }

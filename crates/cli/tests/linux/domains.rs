@@ -255,8 +255,8 @@ fn guest_trouble_free(d: &crate::host::libvirt::Domain) -> bool {
 /// balloons through libvirt (which holds their QMP sockets), the idle domain's balloon
 /// inflates under the idle tax while the active one's deflates once it works. Around it: a
 /// domain with `<memballoon model='none'/>` is refused with one line, an unknown domain and a
-/// stopped one wait, a domain destroyed and started again (a new id, a new cgroup) is taken up
-/// again, libvirtd's restart changes nothing, a SIGKILLed daemon re-adopts under its records,
+/// stopped one wait (the stopped one is taken up once started), a domain destroyed and started
+/// again (a new id, a new cgroup) is taken up again, libvirtd's restart changes nothing, a SIGKILLed daemon re-adopts under its records,
 /// and at exit every balloon is given back as found.
 #[test]
 fn two_domains_share_a_budget_through_libvirt_under_the_idle_tax() {
@@ -399,6 +399,18 @@ fn two_domains_share_a_budget_through_libvirt_under_the_idle_tax() {
             .iter()
             .any(|t| t.name == "idle" && t.cgroup == new)
     });
+
+    // The shut-off domain started: libvirt's events tell the waiting tenant, which is taken
+    // up; destroyed again, it is dropped and waits.
+    off.start();
+    let off_cgroup = off.cgroup();
+    daemon.wait_until("off taken up once started", Duration::from_secs(30), |s| {
+        s.tenants
+            .iter()
+            .any(|t| t.name == "off" && t.cgroup == off_cgroup)
+    });
+    off.destroy();
+    daemon.wait_for_log(&["dropped", "tenant=off"], Duration::from_secs(30));
 
     // libvirtd restarts: the domains run on and memtide keeps moving them.
     lv.restart_daemon();

@@ -15,13 +15,17 @@
 //! a question that fails meanwhile is a `VmFailed` event and is asked again next tick.
 //!
 //! Costs: per domain and tick one `virsh dommemstat` (about 20 ms, 17 ms of CPU: a child
-//! process, docs/vms.md), and a `virsh setmem` when the balloon's target moved by a MiB; a
-//! waiting domain is asked about at most once a second.
+//! process, docs/vms.md), and a `virsh setmem` when the balloon's target moved by a MiB; one
+//! `virsh event --loop` child per libvirt URI; a waiting domain is asked about again only
+//! after an event named it or the event stream broke, and at most once a second.
 
 use super::tenant::{Monitor, Vm};
 use super::{QemuError, QemuHost, Record, VmRecord};
 use memtide_controller::{Attach, Joined, World};
-use memtide_engines::libvirt::{qemu_pid, DomainState, Failure, LibvirtError, Virsh, QEMU_RUN_DIR};
+use memtide_engines::libvirt::{
+    qemu_pid, DomainState, DomainWatcher, Failure, LibvirtError, Virsh, QEMU_RUN_DIR,
+};
+use memtide_engines::Stamp;
 use memtide_linux::fs::hierarchy::own_cgroup;
 use memtide_model::{TenantId, TenantSpec};
 use std::path::Path;
@@ -39,10 +43,12 @@ pub struct DomainPlacement {
 /// The shortest time between two questions about a waiting domain.
 const RECHECK: Duration = Duration::from_secs(1);
 
-/// Why a domain waits, and when that was last asked.
+/// Why a domain waits, when that was last asked, and what libvirt's event stream had seen by
+/// then.
 pub(super) struct Asked {
     at: Instant,
     why: String,
+    stamp: Option<Stamp>,
 }
 
 impl QemuHost {
@@ -61,18 +67,34 @@ impl QemuHost {
         p: &DomainPlacement,
         record: Option<&Record>,
     ) -> Result<Attach, QemuError> {
+        let virsh = self.virsh(&p.uri);
+        // libvirt's events say when a waiting domain may have changed: it is asked again only
+        // then (or when the stream is down), at most once a second.
+        let watcher = self
+            .domain_watchers
+            .entry(p.uri.clone())
+            .or_insert_with(|| DomainWatcher::start(&virsh).ok())
+            .as_ref();
+        if let Some(w) = watcher {
+            w.watch(&p.name);
+        }
         if let Some(a) = self.domains_asked.get(&id) {
-            if a.at.elapsed() < RECHECK {
+            let changed = match (watcher, a.stamp) {
+                (Some(w), Some(stamp)) => w.stale(&p.name, stamp),
+                _ => true,
+            };
+            if a.at.elapsed() < RECHECK || !changed {
                 return Ok(Attach::Waiting(a.why.clone()));
             }
         }
-        let virsh = self.virsh(&p.uri);
+        let stamp = watcher.map(DomainWatcher::stamp);
         let waiting = |host: &mut QemuHost, why: String| {
             host.domains_asked.insert(
                 id,
                 Asked {
                     at: Instant::now(),
                     why: why.clone(),
+                    stamp,
                 },
             );
             Ok(Attach::Waiting(why))
