@@ -630,7 +630,7 @@ pub fn qemu_pid(name: &str, run_dir: &Path) -> Result<Option<u32>, LibvirtError>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::Write;
     use std::process::{Command, Stdio};
@@ -925,10 +925,17 @@ case "$*" in
 esac
 "#
         );
+        write_program(&path, &script);
+        path
+    }
+
+    /// Writes `script` to `path` as an executable, through a child process (see
+    /// [`fake_virsh`]: no descriptor of ours is left open on it for a fork to inherit).
+    pub(crate) fn write_program(path: &Path, script: &str) {
         let mut sh = Command::new("sh")
             .arg("-c")
             .arg(r#"cat > "$0" && chmod 755 "$0""#)
-            .arg(&path)
+            .arg(path)
             .stdin(Stdio::piped())
             .spawn()
             .unwrap();
@@ -938,7 +945,6 @@ esac
             .write_all(script.as_bytes())
             .unwrap();
         assert!(sh.wait().unwrap().success());
-        path
     }
 
     fn virsh(dir: &Path, uri: &str) -> Virsh {

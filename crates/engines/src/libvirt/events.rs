@@ -237,9 +237,7 @@ fn mark(book: &mut Shared, rest: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
     use std::path::{Path, PathBuf};
-    use std::process::{Command, Stdio};
 
     /// What `virsh event --all --loop --timestamp` printed (libvirt.md §5), and whether each
     /// marks its domain.
@@ -314,19 +312,7 @@ if [ $n = 1 ]; then
 fi
 sleep 30
 "#;
-        let mut sh = Command::new("sh")
-            .arg("-c")
-            .arg(r#"cat > "$0" && chmod 755 "$0""#)
-            .arg(&path)
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
-        sh.stdin
-            .take()
-            .unwrap()
-            .write_all(script.as_bytes())
-            .unwrap();
-        assert!(sh.wait().unwrap().success());
+        crate::libvirt::tests::write_program(&path, script);
         path
     }
 
