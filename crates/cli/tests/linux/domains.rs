@@ -503,3 +503,154 @@ fn a_domain_without_libvirt_waits_and_a_bad_one_is_refused_on_one_line() {
     );
     assert!(daemon.signal_and_wait(libc::SIGTERM).success());
 }
+
+/// What the issue asks of one daemon: two Docker containers and two libvirt domains under
+/// one budget with the idle tax. The idle container's limit and the idle domain's balloon are
+/// taken, while the busy container keeps what it works and the active domain's balloon
+/// deflates once its guest works; at exit the containers' limits and the balloons are given
+/// back.
+#[test]
+fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
+    use crate::host::engines::{Engine, EngineKind};
+    use crate::host::vm::tenant;
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "containers_and_domains_share_one_daemon_under_the_idle_tax";
+    let _one = ONE_LIBVIRT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    if !EngineKind::Docker.installed(test) {
+        return;
+    }
+    let Some(_swap) = zram(test, "2G") else {
+        return;
+    };
+    let Some(lv) = Libvirt::start(&linux, test) else {
+        return;
+    };
+    let engine = Engine::start(EngineKind::Docker, &linux, test);
+    let toucher = "/usr/local/bin/memtide-toucher";
+    engine.run("busy", Some("600m"), &[toucher, "--active", "300M", "--pause-ms", "100"]);
+    engine.run(
+        "idle",
+        Some("600m"),
+        &[toucher, "--active", "8M", "--idle", "250M", "--pause-ms", "100"],
+    );
+    let me = std::process::id();
+    let active = lv.define_with(
+        &format!("mt{me}-active"),
+        512,
+        "memtide-toucher --phase 25s:active=16M --phase 1s:active=300M --report-every-ms 60000",
+        "memtide.zram=256M",
+        true,
+    );
+    let idle = lv.define_with(
+        &format!("mt{me}-idle"),
+        512,
+        "memtide-toucher --active 16M --idle 300M --content zero --report-every-ms 60000",
+        "memtide.zram=256M",
+        true,
+    );
+    for d in [&active, &idle] {
+        d.start();
+    }
+    for d in [&active, &idle] {
+        d.wait_ready(Duration::from_secs(120));
+    }
+    let found = balloon_actual(&lv, &active.name).expect("active has a balloon");
+    for (name, holds) in [("busy", 290 * MIB), ("idle", 250 * MIB)] {
+        let cg = linux.memory_cgroup(&engine.cgroup(name));
+        let filled = Instant::now();
+        while cg.sample().map_or(0, |s| s.usage.0) < holds {
+            assert!(filled.elapsed() < Duration::from_secs(60), "{name} never filled");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    // The daemon's parent holds both the engine's cgroup parent and libvirt's partition.
+    let parent = &linux.hierarchy.own_cgroup;
+    let config = format!(
+        "{}\n[policy]\ntax_rate = 0.75\nsampling_period = \"5s\"\n\n[engines]\n\
+         docker_socket = \"{}\"\n\n\
+         [[tenant]]\nname = \"busy\"\ncontainer = \"busy\"\nengine = \"docker\"\nmin = \"64M\"\n\
+         max = \"600M\"\n\n\
+         [[tenant]]\nname = \"idle\"\ncontainer = \"idle\"\nengine = \"docker\"\nmin = \"64M\"\n\
+         max = \"600M\"\n\n\
+         [[tenant]]\nname = \"vm-active\"\ndomain = \"{}\"\nmin = \"128M\"\nmax = \"700M\"\n\n\
+         [[tenant]]\nname = \"vm-idle\"\ndomain = \"{}\"\nmin = \"128M\"\nmax = \"700M\"\n",
+        config_head("1s", parent, "1100M"),
+        engine.socket().display(),
+        active.name,
+        idle.name
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let t0 = Instant::now();
+    let mut daemon = Daemon::start(tmp.path(), &config, &[]);
+    let names = ["busy", "idle", "vm-active", "vm-idle"];
+    let mut timeline = Vec::new();
+    let mut active_peak = 0;
+    let mut last = memtide_api::Snapshot::default();
+    while t0.elapsed() < Duration::from_secs(100) {
+        let s = daemon.status();
+        let mut l = line(&s, t0, &["vm-active", "vm-idle"]);
+        for n in ["busy", "idle"] {
+            if let Some(t) = tenant(&s, n) {
+                l.push_str(&format!(
+                    " | {n}: limit {:5.0} alloc {:5.0}",
+                    mib(t.limit_bytes.unwrap_or(0)),
+                    mib(t.allocated_bytes)
+                ));
+            }
+        }
+        timeline.push(l);
+        if t0.elapsed() < Duration::from_secs(35) {
+            active_peak = active_peak.max(balloon(&s, "vm-active").unwrap_or(0));
+        }
+        last = s;
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    println!("{}", timeline.join("\n"));
+    for n in names {
+        assert!(tenant(&last, n).is_some(), "{n} is not managed");
+    }
+    let limit = |n: &str| tenant(&last, n).and_then(|t| t.limit_bytes).unwrap_or(u64::MAX);
+    let (a, i) = (
+        balloon(&last, "vm-active").unwrap_or(0),
+        balloon(&last, "vm-idle").unwrap_or(0),
+    );
+    println!(
+        "{test}: containers: idle limit {:.0} MiB, busy limit {:.0} MiB; domains: active \
+         balloon peak {:.0} MiB, end {:.0} MiB, idle balloon {:.0} MiB",
+        mib(limit("idle")),
+        mib(limit("busy")),
+        mib(active_peak),
+        mib(a),
+        mib(i)
+    );
+    let timeline = timeline.join("\n");
+    assert!(limit("idle") <= 200 * MIB, "the idle container kept its memory:\n{timeline}");
+    assert!(limit("busy") >= 290 * MIB, "the busy container was squeezed:\n{timeline}");
+    assert!(i >= 128 * MIB, "the idle domain's balloon holds little:\n{timeline}");
+    assert!(
+        active_peak >= 48 * MIB && a * 2 <= active_peak,
+        "the active domain's balloon did not inflate then deflate:\n{timeline}"
+    );
+    for d in [&active, &idle] {
+        assert_eq!(crate::host::vm::guest_trouble(&d.console()), None, "{}'s guest", d.name);
+    }
+    let cgroups = [engine.cgroup("busy"), engine.cgroup("idle")];
+    assert!(daemon.signal_and_wait(libc::SIGTERM).success());
+    for cg in cgroups {
+        let sample = linux.memory_cgroup(&cg).sample().expect("sample a container");
+        assert_eq!(limit_bytes(&sample), Some(600 * MIB), "{cg}: the engine's limit back");
+    }
+    let settled = Instant::now();
+    while balloon_actual(&lv, &active.name) != Some(found) {
+        assert!(
+            settled.elapsed() < Duration::from_secs(20),
+            "the active domain's balloon was not given back"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
