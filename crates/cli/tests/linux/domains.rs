@@ -532,11 +532,23 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
     };
     let engine = Engine::start(EngineKind::Docker, &linux, test);
     let toucher = "/usr/local/bin/memtide-toucher";
-    engine.run("busy", Some("600m"), &[toucher, "--active", "300M", "--pause-ms", "100"]);
+    engine.run(
+        "busy",
+        Some("600m"),
+        &[toucher, "--active", "300M", "--pause-ms", "100"],
+    );
     engine.run(
         "idle",
         Some("600m"),
-        &[toucher, "--active", "8M", "--idle", "250M", "--pause-ms", "100"],
+        &[
+            toucher,
+            "--active",
+            "8M",
+            "--idle",
+            "250M",
+            "--pause-ms",
+            "100",
+        ],
     );
     let me = std::process::id();
     let active = lv.define_with(
@@ -564,7 +576,10 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
         let cg = linux.memory_cgroup(&engine.cgroup(name));
         let filled = Instant::now();
         while cg.sample().map_or(0, |s| s.usage.0) < holds {
-            assert!(filled.elapsed() < Duration::from_secs(60), "{name} never filled");
+            assert!(
+                filled.elapsed() < Duration::from_secs(60),
+                "{name} never filled"
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -614,7 +629,11 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
     for n in names {
         assert!(tenant(&last, n).is_some(), "{n} is not managed");
     }
-    let limit = |n: &str| tenant(&last, n).and_then(|t| t.limit_bytes).unwrap_or(u64::MAX);
+    let limit = |n: &str| {
+        tenant(&last, n)
+            .and_then(|t| t.limit_bytes)
+            .unwrap_or(u64::MAX)
+    };
     let (a, i) = (
         balloon(&last, "vm-active").unwrap_or(0),
         balloon(&last, "vm-idle").unwrap_or(0),
@@ -629,21 +648,42 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
         mib(i)
     );
     let timeline = timeline.join("\n");
-    assert!(limit("idle") <= 200 * MIB, "the idle container kept its memory:\n{timeline}");
-    assert!(limit("busy") >= 290 * MIB, "the busy container was squeezed:\n{timeline}");
-    assert!(i >= 128 * MIB, "the idle domain's balloon holds little:\n{timeline}");
+    assert!(
+        limit("idle") <= 200 * MIB,
+        "the idle container kept its memory:\n{timeline}"
+    );
+    assert!(
+        limit("busy") >= 290 * MIB,
+        "the busy container was squeezed:\n{timeline}"
+    );
+    assert!(
+        i >= 128 * MIB,
+        "the idle domain's balloon holds little:\n{timeline}"
+    );
     assert!(
         active_peak >= 48 * MIB && a * 2 <= active_peak,
         "the active domain's balloon did not inflate then deflate:\n{timeline}"
     );
     for d in [&active, &idle] {
-        assert_eq!(crate::host::vm::guest_trouble(&d.console()), None, "{}'s guest", d.name);
+        assert_eq!(
+            crate::host::vm::guest_trouble(&d.console()),
+            None,
+            "{}'s guest",
+            d.name
+        );
     }
     let cgroups = [engine.cgroup("busy"), engine.cgroup("idle")];
     assert!(daemon.signal_and_wait(libc::SIGTERM).success());
     for cg in cgroups {
-        let sample = linux.memory_cgroup(&cg).sample().expect("sample a container");
-        assert_eq!(limit_bytes(&sample), Some(600 * MIB), "{cg}: the engine's limit back");
+        let sample = linux
+            .memory_cgroup(&cg)
+            .sample()
+            .expect("sample a container");
+        assert_eq!(
+            limit_bytes(&sample),
+            Some(600 * MIB),
+            "{cg}: the engine's limit back"
+        );
     }
     let settled = Instant::now();
     while balloon_actual(&lv, &active.name) != Some(found) {
