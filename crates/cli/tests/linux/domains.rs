@@ -26,71 +26,29 @@ fn balloon_actual(lv: &Libvirt, name: &str) -> Option<u64> {
     })
 }
 
-/// The fixture starts libvirtd and virtlogd, boots a domain with a virtio balloon and one with
-/// none, both with memory cgroups beneath `parent()` (the test's own cgroup), the balloon
-/// follows `setmem --live` and the other refuses it, both run on in the same cgroups across a
-/// libvirtd restart, and dropping the fixture leaves no process, cgroup (in any hierarchy),
-/// definition, file or directory of theirs.
-#[test]
-fn libvirt_fixture_boots_domains_beneath_the_test_cgroup_and_cleans_up() {
-    let _gate = memtide_testkit::file_gate(module_path!());
-    let test = "libvirt_fixture_boots_domains_beneath_the_test_cgroup_and_cleans_up";
-    let _one = ONE_LIBVIRT
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    let Some(linux) = linux(test) else {
-        return;
-    };
-    let machine_before: Vec<bool> = cgroup_mounts()
+/// Whether each cgroup mount has a `machine` directory (libvirt's default partition): what
+/// [`drop_leaves_nothing`] expects to find again.
+fn machine_dirs() -> Vec<bool> {
+    cgroup_mounts()
         .iter()
         .map(|m| m.join("machine").exists())
-        .collect();
-    let Some(mut lv) = Libvirt::start(&linux, test) else {
-        return;
-    };
-    assert_eq!(lv.uri(), "qemu:///system");
-    let parent = lv.parent();
-    let me = std::process::id();
-    let defining = Instant::now();
-    let ballooned = lv.define(&format!("mt{me}-bal"), 512, WORKLOAD, true);
-    let plain = lv.define(&format!("mt{me}-nob"), 512, WORKLOAD, false);
-    println!(
-        "{test}: both defined in {:.2} s",
-        defining.elapsed().as_secs_f64()
-    );
-    let domains = [&ballooned, &plain];
-    for d in domains {
-        assert_eq!(d.state(), "shut off", "{} once defined", d.name);
-        let took = d.start();
-        println!(
-            "{test}: virsh start {} took {:.2} s",
-            d.name,
-            took.as_secs_f64()
-        );
-    }
-    for d in domains {
-        let took = d.wait_ready(Duration::from_secs(120));
-        println!(
-            "{test}: {} was ready {:.2} s later",
-            d.name,
-            took.as_secs_f64()
-        );
-    }
+        .collect()
+}
 
-    // Each domain's memory cgroup is `<parent>/qemu-<ID>-<NAME>.libvirt-qemu`, beneath the
-    // test's own cgroup.
+/// The domains' memory cgroups are `<parent>/qemu-<ID>-<NAME>.libvirt-qemu`, beneath the test's
+/// own cgroup, each holding its QEMU.
+fn assert_cgroups_beneath(linux: &Linux, lv: &Libvirt, domains: &[&crate::host::libvirt::Domain]) {
+    let parent = lv.parent();
     let own = &linux.hierarchy.own_cgroup;
     assert!(
         parent.starts_with(&format!("{}/", own.trim_end_matches('/'))),
         "{parent} is not beneath {own}"
     );
-    let mut before = Vec::new();
     for d in domains {
         let cg = d.cgroup();
-        let id = d.id();
         assert_eq!(
             cg,
-            format!("{parent}/qemu-{id}-{}.libvirt-qemu", d.name),
+            format!("{parent}/qemu-{}-{}.libvirt-qemu", d.id(), d.name),
             "{}'s memory cgroup",
             d.name
         );
@@ -102,69 +60,21 @@ fn libvirt_fixture_boots_domains_beneath_the_test_cgroup_and_cleans_up() {
             d.pid(),
             dir.display()
         );
-        before.push((d.pid(), cg, id));
     }
+}
 
-    // The balloon follows setmem; the domain without one refuses it.
-    lv.ok(&["setmem", &ballooned.name, "300M", "--live"]);
-    let start = Instant::now();
-    loop {
-        let actual = balloon_actual(&lv, &ballooned.name);
-        if actual == Some(300 * 1024) {
-            println!(
-                "{test}: the balloon reached 300 MiB in {:.2} s",
-                start.elapsed().as_secs_f64()
-            );
-            break;
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{}'s balloon did not reach 300 MiB within 10 s: actual {actual:?} KiB",
-            ballooned.name
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let out = lv.virsh(&["setmem", &plain.name, "300M", "--live"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("without the balloon device"),
-        "setmem on {} (no balloon): {} {err}",
-        plain.name,
-        out.status
-    );
-    assert_eq!(
-        balloon_actual(&lv, &plain.name),
-        None,
-        "{} has no balloon",
-        plain.name
-    );
-
-    // libvirtd restarts; the domains run on in the same QEMUs and cgroups.
-    lv.restart_daemon();
-    for (d, (pid, cg, id)) in domains.iter().zip(&before) {
-        assert_eq!(d.state(), "running", "{} after libvirtd restarted", d.name);
-        assert_eq!(
-            (d.pid(), d.cgroup(), d.id()),
-            (*pid, cg.clone(), id.clone())
-        );
-        assert!(guest_trouble_free(d), "{}", d.console());
-    }
-    assert_eq!(balloon_actual(&lv, &ballooned.name), Some(300 * 1024));
-
-    // Drop: nothing of the fixture's is left.
-    let names: Vec<String> = domains.iter().map(|d| d.name.clone()).collect();
+/// Drops the fixture and checks it left no process (`qemus`, libvirtd, virtlogd), socket,
+/// cgroup (in any hierarchy), definition, file or directory of its own or of the domains
+/// `names`; `machine_before` is [`machine_dirs`] before the fixture started.
+fn drop_leaves_nothing(lv: Libvirt, names: &[String], qemus: &[u32], machine_before: Vec<bool>) {
     let (libvirtd, virtlogd) = lv.daemon_pids();
     let dir = lv.dir().to_path_buf();
+    let parent = lv.parent();
     let own_cg = lv.cgroup().to_string();
-    let dropping = Instant::now();
     drop(lv);
-    println!(
-        "{test}: the fixture dropped in {:.2} s",
-        dropping.elapsed().as_secs_f64()
-    );
-    for (pid, what) in before
+    for (pid, what) in qemus
         .iter()
-        .map(|(pid, _, _)| (*pid, "QEMU"))
+        .map(|pid| (*pid, "QEMU"))
         .chain([(libvirtd, "libvirtd"), (virtlogd, "virtlogd")])
     {
         assert!(!alive(pid), "{what} (pid {pid}) survived the fixture");
@@ -180,11 +90,7 @@ fn libvirt_fixture_boots_domains_beneath_the_test_cgroup_and_cleans_up() {
         dir.display()
     );
     assert!(!dir.exists(), "{} is left", dir.display());
-    for path in before
-        .iter()
-        .map(|(_, cg, _)| cg.clone())
-        .chain([parent.clone(), own_cg])
-    {
+    for path in [parent, own_cg] {
         assert_eq!(
             cgroup_dirs(&path),
             Vec::<PathBuf>::new(),
@@ -208,7 +114,7 @@ fn libvirt_fixture_boots_domains_beneath_the_test_cgroup_and_cleans_up() {
             );
         }
     }
-    for name in &names {
+    for name in names {
         for f in [
             format!("/etc/libvirt/qemu/{name}.xml"),
             format!("/run/libvirt/qemu/{name}.xml"),
@@ -246,18 +152,15 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Whether the domain's console shows no OOM kill and no ended workload.
-fn guest_trouble_free(d: &crate::host::libvirt::Domain) -> bool {
-    crate::host::vm::guest_trouble(&d.console()).is_none()
-}
-
 /// ESX Fig. 7 again, on two libvirt domains named in the configuration: memtide drives their
 /// balloons through libvirt (which holds their QMP sockets), the idle domain's balloon
 /// inflates under the idle tax while the active one's deflates once it works. Around it: a
 /// domain with `<memballoon model='none'/>` is refused with one line, an unknown domain and a
 /// stopped one wait (the stopped one is taken up once started), a domain destroyed and started
-/// again (a new id, a new cgroup) is taken up again, libvirtd's restart changes nothing, a SIGKILLed daemon re-adopts under its records,
-/// and at exit every balloon is given back as found.
+/// again (a new id, a new cgroup) is taken up again, libvirtd's restart changes nothing (the
+/// same QEMUs in the same cgroups), a SIGKILLed daemon re-adopts under its records, and at exit
+/// every balloon is given back as found. The fixture's own promises are checked on the way:
+/// the domains' cgroups lie beneath the test's, and dropping it leaves nothing behind.
 #[test]
 fn two_domains_share_a_budget_through_libvirt_under_the_idle_tax() {
     let _gate = memtide_testkit::file_gate(module_path!());
@@ -268,6 +171,7 @@ fn two_domains_share_a_budget_through_libvirt_under_the_idle_tax() {
     let Some(linux) = linux(test) else {
         return;
     };
+    let machine_before = machine_dirs();
     let Some(mut lv) = Libvirt::start(&linux, test) else {
         return;
     };
@@ -294,6 +198,7 @@ fn two_domains_share_a_budget_through_libvirt_under_the_idle_tax() {
     for d in [&active, &idle, &none] {
         d.wait_ready(Duration::from_secs(120));
     }
+    assert_cgroups_beneath(&linux, &lv, &[&active, &idle, &none]);
     let parent = lv.parent();
     let tenant = |name: &str, domain: &str| {
         format!(
@@ -412,8 +317,12 @@ fn two_domains_share_a_budget_through_libvirt_under_the_idle_tax() {
     off.destroy();
     daemon.wait_for_log(&["dropped", "tenant=off"], Duration::from_secs(30));
 
-    // libvirtd restarts: the domains run on and memtide keeps moving them.
+    // libvirtd restarts: the domains run on in the same QEMUs and cgroups, and memtide keeps
+    // moving them.
+    let before = (active.pid(), active.cgroup(), active.id());
     lv.restart_daemon();
+    assert_eq!(active.state(), "running", "after libvirtd restarted");
+    assert_eq!((active.pid(), active.cgroup(), active.id()), before);
     let ticks = daemon.status().ticks;
     daemon.wait_until(
         "ticks after libvirtd's restart",
@@ -446,6 +355,215 @@ fn two_domains_share_a_budget_through_libvirt_under_the_idle_tax() {
         std::thread::sleep(Duration::from_millis(500));
     }
     println!("{test}: {:.0} s in all", t0.elapsed().as_secs_f64());
+    let qemus = [active.pid(), idle.pid(), none.pid()];
+    let names = [&active, &idle, &none, &off].map(|d| d.name.clone());
+    drop_leaves_nothing(lv, &names, &qemus, machine_before);
+}
+
+/// TWS on a guest under libvirt (docs/vms.md measured it with QMP): a 1 GiB domain whose
+/// toucher works 300 MiB is probed through its balloon, which libvirt moves, until the guest's
+/// own swap-ins show it went below the working set, and it settles within [300, 520] MiB.
+/// Then the guest is reset (`virsh reset`: a reboot in the same QEMU, cgroup and balloon
+/// device): memtide keeps the domain, never drops it, and the guest settles in the band again
+/// once it runs its workload. At exit the balloon goes back to what memtide found.
+#[test]
+fn tws_brings_a_1g_domain_to_its_working_set_and_holds_it_across_a_reboot() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "tws_brings_a_1g_domain_to_its_working_set_and_holds_it_across_a_reboot";
+    let _one = ONE_LIBVIRT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let Some(lv) = Libvirt::start(&linux, test) else {
+        return;
+    };
+    let ws = lv.define_with(
+        &format!("mt{}-ws", std::process::id()),
+        1024,
+        "memtide-toucher --active 300M --content zero --pause-ms 100 --report-every-ms 60000",
+        "memtide.zram=512M",
+        true,
+    );
+    ws.start();
+    ws.wait_ready(Duration::from_secs(120));
+    let found = balloon_actual(&lv, &ws.name).expect("ws has a balloon");
+    let config = format!(
+        "{}\n[policy]\nreclaim = \"always\"\n\n[[tenant]]\nname = \"ws\"\ndomain = \"{}\"\n\
+         min = \"64M\"\nmax = \"1200M\"\nestimator = \"tws\"\n",
+        config_head("1s", &lv.parent(), "4G"),
+        ws.name
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let mut d = Daemon::start(tmp.path(), &config, &[]);
+    let start = Instant::now();
+    // The band of the QMP test: the toucher's 300 MiB, the guest's own ~100 MiB, 30% above.
+    let band = 300 * MIB..=520 * MIB;
+    let (converged, timeline) = crate::host::vm::held_within(
+        &mut d,
+        "ws",
+        1 << 30,
+        band.clone(),
+        start,
+        Duration::from_secs(240),
+    );
+    println!("{}", timeline.join("\n"));
+    let t = d.tenant("ws");
+    let v = t.vm.clone().expect("a VM");
+    println!(
+        "{test}: within [300, 520] MiB of guest memory after {:.1} s (balloon {:.0} MiB, \
+         estimate {:.0} MiB); QMP: docs/vms.md, paper ~10 s",
+        converged.as_secs_f64(),
+        mib(v.balloon_bytes),
+        mib(t.active_estimate_bytes)
+    );
+
+    // A reboot in place: the same QEMU and cgroup, the guest's memory all its own again until
+    // its balloon driver loads and takes the target back.
+    let (pid, cgroup) = (ws.pid(), ws.cgroup());
+    let readies = |c: &str| c.matches("memtide-guest: ready").count();
+    let before = readies(&ws.console());
+    lv.ok(&["reset", &ws.name]);
+    let rebooted = Instant::now();
+    while readies(&ws.console()) <= before {
+        assert!(
+            rebooted.elapsed() < Duration::from_secs(120),
+            "the guest did not come back from its reset:\n{}",
+            ws.console()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let up = rebooted.elapsed();
+    assert_eq!(
+        (ws.pid(), ws.cgroup()),
+        (pid, cgroup.clone()),
+        "a reset keeps QEMU"
+    );
+    let (again, timeline) = crate::host::vm::held_within(
+        &mut d,
+        "ws",
+        1 << 30,
+        band,
+        rebooted,
+        Duration::from_secs(180),
+    );
+    println!("{}", timeline.join("\n"));
+    println!(
+        "{test}: after the reset the guest was up in {:.1} s and within the band after {:.1} s",
+        up.as_secs_f64(),
+        again.as_secs_f64()
+    );
+    assert_eq!(d.tenant("ws").cgroup, cgroup);
+    let log = d.log_text();
+    assert!(
+        !log.lines()
+            .any(|l| l.contains("dropped") && l.contains("tenant=ws")),
+        "a reset dropped the domain:\n{log}"
+    );
+    assert_eq!(crate::host::vm::guest_trouble(&ws.console()), None);
+    assert!(d.signal_and_wait(libc::SIGTERM).success());
+    let settled = Instant::now();
+    while balloon_actual(&lv, &ws.name) != Some(found) {
+        assert!(
+            settled.elapsed() < Duration::from_secs(20),
+            "the balloon was not given back: {:?} KiB, found {found} KiB",
+            balloon_actual(&lv, &ws.name)
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// A stuck balloon under libvirt (docs/vms.md measured it with QMP): the guest removes its
+/// balloon driver 8 s after boot, so `setmem` moves nothing; memtide counts the balloon
+/// stalled, says so, and pages the domain's QEMU through its libvirt cgroup's limit into host
+/// swap (zram). The guest lives on, and at exit the cgroup gets back the limit it had.
+#[test]
+fn a_domain_without_its_balloon_driver_stalls_and_memtide_falls_back_to_host_swap() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let test = "a_domain_without_its_balloon_driver_stalls_and_memtide_falls_back_to_host_swap";
+    let _one = ONE_LIBVIRT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(linux) = linux(test) else {
+        return;
+    };
+    let Some(_swap) = zram(test, "2G") else {
+        return;
+    };
+    let Some(lv) = Libvirt::start(&linux, test) else {
+        return;
+    };
+    let stuck = lv.define_with(
+        &format!("mt{}-stuck", std::process::id()),
+        512,
+        "sleep 8; rmmod virtio_balloon && echo memtide-test: balloon removed; \
+         memtide-toucher --active 16M --idle 300M --report-every-ms 60000",
+        "memtide.zram=0",
+        true,
+    );
+    stuck.start();
+    stuck.wait_ready(Duration::from_secs(120));
+    let cgroup = linux.memory_cgroup(&stuck.cgroup());
+    let original = limit_bytes(&cgroup.sample().expect("sample the domain's cgroup"));
+    let config = format!(
+        "{}\n[policy]\ntax_rate = 0.75\nsampling_period = \"5s\"\n\n[[tenant]]\nname = \"stuck\"\n\
+         domain = \"{}\"\nmin = \"64M\"\nmax = \"700M\"\nestimator = \"sampling\"\n",
+        config_head("1s", &lv.parent(), "300M"),
+        stuck.name
+    );
+    let tmp = tempfile::tempdir().unwrap();
+    let start = Instant::now();
+    let mut d = Daemon::start(tmp.path(), &config, &[]);
+    let mut timeline = Vec::new();
+    let mut polls = 0;
+    let s = d.wait_until(
+        "the balloon stalls and host swap pages the domain",
+        Duration::from_secs(120),
+        |s| {
+            polls += 1;
+            if polls % 10 == 1 {
+                timeline.push(line(s, start, &["stuck"]));
+            }
+            crate::host::vm::tenant(s, "stuck")
+                .and_then(|t| t.vm.as_ref())
+                .is_some_and(|v| v.stalled && v.host_swapped_bytes >= 64 * MIB)
+        },
+    );
+    println!("{}", timeline.join("\n"));
+    let t = crate::host::vm::tenant(&s, "stuck").unwrap();
+    let v = t.vm.as_ref().unwrap();
+    let console = stuck.console();
+    assert!(
+        console.contains("memtide-test: balloon removed"),
+        "{console}"
+    );
+    let sample = cgroup.sample().unwrap();
+    let limit = limit_bytes(&sample).expect("host swap holds the domain under a limit");
+    println!(
+        "{test}: stalled after {:.1} s: balloon {:.0} MiB, host swapped {:.0} MiB, cgroup limit \
+         {:.0} MiB, usage {:.0} MiB; reason: {}",
+        start.elapsed().as_secs_f64(),
+        mib(v.balloon_bytes),
+        mib(v.host_swapped_bytes),
+        mib(limit),
+        mib(sample.usage.0),
+        t.reason
+    );
+    assert!(v.balloon_bytes < 16 * MIB, "the balloon moved: {v:?}");
+    assert!(limit < 512 * MIB, "limit {limit}");
+    d.wait_for_log(
+        &["limit", "tenant=stuck", "host swap"],
+        Duration::from_secs(5),
+    );
+    assert_eq!(crate::host::vm::guest_trouble(&console), None, "{console}");
+    assert!(d.signal_and_wait(libc::SIGTERM).success());
+    assert_eq!(
+        limit_bytes(&cgroup.sample().unwrap()),
+        original,
+        "the domain's cgroup gets its limit back"
+    );
+    assert_eq!(stuck.state(), "running");
 }
 
 /// A domain tenant without libvirt: the daemon waits and says why (as for a cgroup not made

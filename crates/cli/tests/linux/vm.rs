@@ -187,30 +187,14 @@ fn the_working_set_probe_brings_a_1g_guest_down_to_its_300m_working_set_by_its_b
     // What the guest may hold: its memory less its balloon. Converged: within [300, 520] MiB
     // for 10 s: the toucher's 300 MiB and the guest's own ~100 MiB (its kernel, init, page
     // tables; about 400 MiB resident in all), and 30% above that.
-    let band = 300 * MIB..=520 * MIB;
-    let mut since: Option<Instant> = None;
-    let mut timeline = Vec::new();
-    let converged = loop {
-        let s = d.status();
-        let held = (1u64 << 30).saturating_sub(balloon(&s, "ws").unwrap_or(0));
-        timeline.push(line(&s, start, &["ws"]));
-        match (band.contains(&held), since) {
-            (true, None) => since = Some(Instant::now()),
-            (true, Some(t)) if t.elapsed() >= Duration::from_secs(10) => {
-                break t.duration_since(start)
-            }
-            (false, _) => since = None,
-            _ => {}
-        }
-        assert!(
-            start.elapsed() < Duration::from_secs(240),
-            "the guest holds {:.0} MiB, not within [300, 520] MiB, after 240 s:\n{}\nlog:\n{}",
-            mib(held),
-            timeline.join("\n"),
-            d.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let (converged, timeline) = crate::host::vm::held_within(
+        &mut d,
+        "ws",
+        1 << 30,
+        300 * MIB..=520 * MIB,
+        start,
+        Duration::from_secs(240),
+    );
     let t = d.tenant("ws");
     let v = t.vm.clone().expect("a VM");
     println!("{}", timeline.join("\n"));

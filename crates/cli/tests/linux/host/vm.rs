@@ -241,6 +241,45 @@ pub fn balloon(s: &memtide_api::Snapshot, name: &str) -> Option<u64> {
         .map(|v| v.balloon_bytes)
 }
 
+/// Polls `d` every 0.5 s until VM `name`'s guest of `guest` bytes holds (its memory less its
+/// balloon) within `band` for 10 s; panics with the timeline and the daemon's log when that
+/// has not happened `timeout` after `start`. Returns when the 10 s began (from `start`) and
+/// the timeline.
+pub fn held_within(
+    d: &mut memtide_testkit::Daemon,
+    name: &str,
+    guest: u64,
+    band: std::ops::RangeInclusive<u64>,
+    start: Instant,
+    timeout: Duration,
+) -> (Duration, Vec<String>) {
+    let mut since: Option<Instant> = None;
+    let mut timeline = Vec::new();
+    loop {
+        let s = d.status();
+        let held = guest.saturating_sub(balloon(&s, name).unwrap_or(0));
+        timeline.push(line(&s, start, &[name]));
+        match (band.contains(&held), since) {
+            (true, None) => since = Some(Instant::now()),
+            (true, Some(t)) if t.elapsed() >= Duration::from_secs(10) => {
+                return (t.duration_since(start), timeline)
+            }
+            (false, _) => since = None,
+            _ => {}
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "{name}'s guest holds {:.0} MiB, not within [{:.0}, {:.0}] MiB, after {timeout:?}:\n{}\nlog:\n{}",
+            mib(held),
+            mib(*band.start()),
+            mib(*band.end()),
+            timeline.join("\n"),
+            d.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
 /// One line of a run's timeline: each named VM's balloon, allocation and target.
 pub fn line(s: &memtide_api::Snapshot, t0: Instant, names: &[&str]) -> String {
     let mut l = format!("{:5.1}s {:5}", t0.elapsed().as_secs_f64(), s.host.state);
