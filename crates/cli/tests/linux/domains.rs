@@ -515,46 +515,11 @@ fn a_domain_without_its_balloon_driver_stalls_and_memtide_falls_back_to_host_swa
     let tmp = tempfile::tempdir().unwrap();
     let start = Instant::now();
     let mut d = Daemon::start(tmp.path(), &config, &[]);
-    let mut timeline = Vec::new();
-    let mut polls = 0;
-    let s = d.wait_until(
-        "the balloon stalls and host swap pages the domain",
-        Duration::from_secs(120),
-        |s| {
-            polls += 1;
-            if polls % 10 == 1 {
-                timeline.push(line(s, start, &["stuck"]));
-            }
-            crate::host::vm::tenant(s, "stuck")
-                .and_then(|t| t.vm.as_ref())
-                .is_some_and(|v| v.stalled && v.host_swapped_bytes >= 64 * MIB)
-        },
-    );
-    println!("{}", timeline.join("\n"));
-    let t = crate::host::vm::tenant(&s, "stuck").unwrap();
-    let v = t.vm.as_ref().unwrap();
+    crate::host::vm::assert_stuck_balloon_falls_back_to_host_swap(&mut d, &cgroup, start, test);
     let console = stuck.console();
     assert!(
         console.contains("memtide-test: balloon removed"),
         "{console}"
-    );
-    let sample = cgroup.sample().unwrap();
-    let limit = limit_bytes(&sample).expect("host swap holds the domain under a limit");
-    println!(
-        "{test}: stalled after {:.1} s: balloon {:.0} MiB, host swapped {:.0} MiB, cgroup limit \
-         {:.0} MiB, usage {:.0} MiB; reason: {}",
-        start.elapsed().as_secs_f64(),
-        mib(v.balloon_bytes),
-        mib(v.host_swapped_bytes),
-        mib(limit),
-        mib(sample.usage.0),
-        t.reason
-    );
-    assert!(v.balloon_bytes < 16 * MIB, "the balloon moved: {v:?}");
-    assert!(limit < 512 * MIB, "limit {limit}");
-    d.wait_for_log(
-        &["limit", "tenant=stuck", "host swap"],
-        Duration::from_secs(5),
     );
     assert_eq!(crate::host::vm::guest_trouble(&console), None, "{console}");
     assert!(d.signal_and_wait(libc::SIGTERM).success());
@@ -623,10 +588,11 @@ fn a_domain_without_libvirt_waits_and_a_bad_one_is_refused_on_one_line() {
 }
 
 /// What the issue asks of one daemon: two Docker containers and two libvirt domains under
-/// one budget with the idle tax. The idle container's limit and the idle domain's balloon are
-/// taken, while the busy container keeps what it works and the active domain's balloon
-/// deflates once its guest works; at exit the containers' limits and the balloons are given
-/// back.
+/// one budget with the idle tax. When the budget runs short the idle container's limit and the
+/// idle domain's balloon are taken, while the busy container keeps what it works and the
+/// active domain's balloon deflates once its guest works; `memtide discover` lists all four
+/// and names them in its starting configuration; at exit the containers' limits and the
+/// balloons are given back.
 #[test]
 fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
     use crate::host::engines::{Engine, EngineKind};
@@ -701,11 +667,66 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-    // The daemon's parent holds both the engine's cgroup parent and libvirt's partition. The
-    // budget lies below what the four hold once the active guest works (about 1,030 MiB):
-    // with room to spare the host stays in high, where no cgroup limit is lowered, and the
-    // idle container's limit falls or not by how early one tick dips into soft.
+    // `memtide discover` lists both containers and both domains, and its starting
+    // configuration names them.
     let parent = &linux.hierarchy.own_cgroup;
+    let docker = engine.socket().display().to_string();
+    let nothing = format!("{docker}.none");
+    let discover = |toml: bool| {
+        let mut args = vec![
+            "discover",
+            "--parent",
+            parent.as_str(),
+            "--docker-socket",
+            docker.as_str(),
+            "--podman-socket",
+            nothing.as_str(),
+        ];
+        args.extend(toml.then_some("--toml"));
+        let (code, out, err) = memtide_testkit::memtide(&args);
+        assert_eq!(code, 0, "memtide {args:?}: {err}\n{out}");
+        out
+    };
+    let table = discover(false);
+    for (row, words) in [
+        ("busy", ["docker", "running"]),
+        ("idle", ["docker", "running"]),
+        (active.name.as_str(), ["MiB", "running"]),
+        (idle.name.as_str(), ["MiB", "running"]),
+    ] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(&format!("{row} ")) && words.iter().all(|w| l.contains(w))),
+            "discover shows no {row} row with {words:?}:\n{table}"
+        );
+    }
+    let toml = discover(true);
+    let discovered = memtide_daemon::config::DaemonConfig::parse(&toml, Path::new("discovered"))
+        .unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    use memtide_daemon::config::TenantOrigin;
+    let origins: Vec<&TenantOrigin> = discovered.tenants.iter().map(|t| &t.origin).collect();
+    for c in ["busy", "idle"] {
+        assert!(
+            origins
+                .iter()
+                .any(|o| matches!(o, TenantOrigin::Container { name, .. } if name == c)),
+            "no container tenant {c}:\n{toml}"
+        );
+    }
+    for d in [&active, &idle] {
+        assert!(
+            origins
+                .iter()
+                .any(|o| matches!(o, TenantOrigin::Domain { name, .. } if *name == d.name)),
+            "no domain tenant {}:\n{toml}",
+            d.name
+        );
+    }
+
+    // The daemon's parent holds both the engine's cgroup parent and libvirt's partition. The
+    // budget runs short as the active guest starts working (the four then hold 940 to 1,030
+    // MiB); with room to spare memtide takes nothing (`reclaim = "when_short"`).
     let config = format!(
         "{}\n[policy]\ntax_rate = 0.75\nsampling_period = \"5s\"\n\n[engines]\n\
          docker_socket = \"{}\"\n\n\
@@ -726,12 +747,15 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
     let names = ["busy", "idle", "vm-active", "vm-idle"];
     let mut timeline = Vec::new();
     let mut active_peak = 0;
+    // The containers' lowest limits over the run.
+    let mut lowest = [u64::MAX; 2];
     let mut last = memtide_api::Snapshot::default();
     while t0.elapsed() < Duration::from_secs(100) {
         let s = daemon.status();
         let mut l = line(&s, t0, &["vm-active", "vm-idle"]);
-        for n in ["busy", "idle"] {
+        for (k, n) in ["busy", "idle"].into_iter().enumerate() {
             if let Some(t) = tenant(&s, n) {
+                lowest[k] = lowest[k].min(t.limit_bytes.unwrap_or(u64::MAX));
                 l.push_str(&format!(
                     " | {n}: limit {:5.0} alloc {:5.0} target {:5.0}",
                     mib(t.limit_bytes.unwrap_or(0)),
@@ -760,23 +784,34 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
         balloon(&last, "vm-active").unwrap_or(0),
         balloon(&last, "vm-idle").unwrap_or(0),
     );
+    let [busy_low, idle_low] = lowest;
     println!(
-        "{test}: containers: idle limit {:.0} MiB, busy limit {:.0} MiB; domains: active \
-         balloon peak {:.0} MiB, end {:.0} MiB, idle balloon {:.0} MiB",
+        "{test}: containers: idle limit {:.0} MiB at the end (lowest {:.0}), busy {:.0} MiB \
+         (lowest {:.0}); domains: active balloon peak {:.0} MiB, end {:.0} MiB, idle balloon \
+         {:.0} MiB",
         mib(limit("idle")),
+        mib(idle_low),
         mib(limit("busy")),
+        mib(busy_low),
         mib(active_peak),
         mib(a),
         mib(i)
     );
     let timeline = timeline.join("\n");
+    // memtide reclaims only while the budget runs short (`reclaim = "when_short"`), which it
+    // does here at least as the active guest starts working (~30 s); how long it stays short
+    // varies with what the guests hold (the idle guest's QEMU held 122 to 215 MiB across
+    // runs, as free page reporting gives its pages back). So: the idle container gave at least
+    // one step of the 259 MiB it held, and the busy one never went below its 300 MiB.
     assert!(
-        limit("idle") <= 200 * MIB,
-        "the idle container kept its memory:\n{timeline}"
+        idle_low <= 220 * MIB,
+        "the idle container kept its memory (lowest limit {:.0} MiB):\n{timeline}",
+        mib(idle_low)
     );
     assert!(
-        limit("busy") >= 290 * MIB,
-        "the busy container was squeezed:\n{timeline}"
+        busy_low >= 290 * MIB,
+        "the busy container was squeezed (lowest limit {:.0} MiB):\n{timeline}",
+        mib(busy_low)
     );
     assert!(
         i >= 128 * MIB,

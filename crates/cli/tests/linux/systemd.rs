@@ -263,6 +263,15 @@ M filled seconds=$(($(date +%s) - t0))
 limits before busy
 limits before idle
 
+# What `memtide discover` finds here: the Redis services as units (their memory from systemd),
+# and a starting configuration naming them.
+memtide discover --parent /system.slice >/tmp/discover.txt 2>&1
+M discover status=$? busy=$(grep -c '^redis-server@busy\.service ' /tmp/discover.txt) idle=$(grep -c '^redis-server@idle\.service ' /tmp/discover.txt)
+sed 's/^/memtide-systemd: discover-line /' /tmp/discover.txt | head -n 80
+memtide discover --parent /system.slice --toml >/tmp/discover.toml 2>/tmp/discover.err
+M discover-toml status=$? stderr_lines=$(grep -c . /tmp/discover.err)
+sed 's/^/memtide-systemd: toml-line /' /tmp/discover.toml
+
 # The busy one serves random GETs over its keyspace throughout; the idle one nothing.
 redis-benchmark -p $(port busy) -t get -r $KEYS -n 1000000000 -c 2 -q >/dev/null 2>&1 &
 bench=$!
@@ -511,6 +520,31 @@ fn memtide_service_adopts_services_reloads_survives_a_kill_and_restores_their_li
     }
     assert_eq!(named("before", "busy").num("max"), 1 << 30);
     assert_eq!(named("before", "idle").num("high"), 900 * MIB);
+
+    // `memtide discover` lists both services as units, and its starting configuration names
+    // them by unit and is one the daemon's loader takes.
+    let found = one("discover");
+    assert_eq!(found.get("status"), "0", "{found:?}");
+    assert_eq!((found.num("busy"), found.num("idle")), (1, 1), "{found:?}");
+    let written = one("discover-toml");
+    assert_eq!(written.get("status"), "0", "{written:?}");
+    let toml: String = text
+        .lines()
+        .filter_map(|l| l.split_once("memtide-systemd: toml-line "))
+        .map(|(_, rest)| format!("{}\n", rest.trim_end_matches('\r')))
+        .collect();
+    let config = memtide_daemon::config::DaemonConfig::parse(&toml, Path::new("discovered.toml"))
+        .unwrap_or_else(|e| panic!("{e}\n{toml}"));
+    for name in ["busy", "idle"] {
+        let unit = format!("redis-server@{name}.service");
+        assert!(
+            config.tenants.iter().any(|t| matches!(
+                &t.origin,
+                memtide_daemon::config::TenantOrigin::Unit { unit: u, .. } if *u == unit
+            )),
+            "no tenant for {unit}:\n{toml}"
+        );
+    }
 
     // Started by systemctl, its start logged to the journal.
     let started = one("started");

@@ -1,6 +1,6 @@
 //! Real VMs for the QEMU world's tests: the guest image scripts/guest-image.sh builds (found in `MEMTIDE_GUEST_DIR` or /var/cache/memtide/guest), daemon configs that launch VMs from it, their consoles, and a QEMU a test starts itself (in a test cgroup, killed on drop) for the daemon to adopt.
 
-use super::{mib, skip_or_fail, TestCgroup};
+use super::{mib, skip_or_fail, TestCgroup, MIB};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -278,6 +278,58 @@ pub fn held_within(
         );
         std::thread::sleep(Duration::from_millis(500));
     }
+}
+
+/// ESX's fallback where a balloon cannot move: waits (120 s at most from now) until VM tenant
+/// "stuck"'s balloon is counted stalled and host swap holds 64 MiB of it, then checks its
+/// balloon never moved, `cgroup` (its QEMU's) holds it under a limit below its 512 MiB, and the
+/// log names host swap as the limit's reason. Prints the timeline from `start` and the figures
+/// after `what`.
+pub fn assert_stuck_balloon_falls_back_to_host_swap(
+    d: &mut memtide_testkit::Daemon,
+    cgroup: &memtide_linux::cgroup::MemoryCgroup,
+    start: Instant,
+    what: &str,
+) {
+    let mut timeline = Vec::new();
+    let mut polls = 0;
+    let s = d.wait_until(
+        "the balloon stalls and host swap pages the VM",
+        Duration::from_secs(120),
+        |s| {
+            polls += 1;
+            if polls % 10 == 1 {
+                timeline.push(line(s, start, &["stuck"]));
+            }
+            tenant(s, "stuck")
+                .and_then(|t| t.vm.as_ref())
+                .is_some_and(|v| v.stalled && v.host_swapped_bytes >= 64 * MIB)
+        },
+    );
+    println!("{}", timeline.join("\n"));
+    let t = tenant(&s, "stuck").unwrap();
+    let v = t.vm.as_ref().unwrap();
+    let sample = cgroup.sample().unwrap();
+    let limit =
+        memtide_testkit::limit_bytes(&sample).expect("host swap holds the VM under a limit");
+    println!(
+        "{what}: stalled after {:.1} s: balloon {:.0} MiB, host swapped {:.0} MiB, cgroup limit \
+         {:.0} MiB, usage {:.0} MiB; reason: {}",
+        start.elapsed().as_secs_f64(),
+        mib(v.balloon_bytes),
+        mib(v.host_swapped_bytes),
+        mib(limit),
+        mib(sample.usage.0),
+        t.reason
+    );
+    assert!(v.balloon_bytes < 16 * MIB, "the balloon moved: {v:?}");
+    assert!(limit < 512 * MIB, "limit {limit}");
+    // The stall shows in the API (the wait above); the log names host swap as the limit's
+    // reason. (Which limit write, if any, falls on a tick after the stall is a race.)
+    d.wait_for_log(
+        &["limit", "tenant=stuck", "host swap"],
+        Duration::from_secs(5),
+    );
 }
 
 /// One line of a run's timeline: each named VM's balloon, allocation and target.
