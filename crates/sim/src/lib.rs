@@ -50,7 +50,7 @@ pub mod machine;
 pub mod paging;
 pub mod pmap;
 pub mod remap;
-pub mod rng;
+pub use memtide_rng as rng;
 pub mod sampler;
 pub mod sharing;
 pub mod stats;

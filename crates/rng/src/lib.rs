@@ -1,4 +1,4 @@
-//! The sim's only source of randomness: a small, portable, seedable generator (xoshiro256**).
+//! memtide's one seeded generator (xoshiro256**): the simulator's only source of randomness, and the density benchmark's demand patterns' (crates/demand), so that a seed gives the same load on the real host as in the simulator.
 //!
 //! Everything here is integer arithmetic (plus one exact integer-to-float conversion in
 //! [`SimRng::next_f64`]), so the same seed gives the same stream on every platform and
