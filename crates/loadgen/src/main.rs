@@ -5,7 +5,7 @@
 //!     --demand bursty:every=120s,burst=30s,rate=500 --seed 7 --duration 10m --out a.jsonl
 //! ```
 //!
-//! Lines: `fill` (once filled), `start` (the schedule's bursts), `second` (each one-second
+//! Lines: `fill` (once filled; `--fill-only` stops there), `start` (the schedule's bursts), `second` (each one-second
 //! window requests were due in), `window` (each report window), `done`. Bad input exits 2
 //! with one line; a server not answering within 30 s exits 1.
 
@@ -60,15 +60,18 @@ struct Args {
     /// Write every key before the run.
     #[arg(long)]
     fill: bool,
+    /// Write every key, print the `fill` line and exit (no run).
+    #[arg(long, conflicts_with = "fill")]
+    fill_only: bool,
     /// The demand pattern: bursty:every=120s,burst=30s,rate=500 | diurnal:period=10m,low=20,high=400[,phase=0.25] | busy:rate=300.
-    #[arg(long)]
-    demand: String,
+    #[arg(long, required_unless_present = "fill_only")]
+    demand: Option<String>,
     /// The tenant's seed: its bursts, keys and values.
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// The run's length (e.g. 10m).
-    #[arg(long)]
-    duration: String,
+    #[arg(long, required_unless_present = "fill_only")]
+    duration: Option<String>,
     /// The report window (1s to 1h).
     #[arg(long, default_value = "10s")]
     window: String,
@@ -137,10 +140,18 @@ fn config(a: &Args) -> Result<run::Config, LoadError> {
         server: client::Server::parse(&a.server)?,
         keys: a.keys,
         value_bytes: value_bytes as usize,
-        fill: a.fill,
-        demand: Demand::parse(&a.demand).map_err(|e| LoadError::Usage(format!("--demand: {e}")))?,
+        fill: a.fill || a.fill_only,
+        fill_only: a.fill_only,
+        // A fill-only run sends nothing: any pattern and length will do.
+        demand: Demand::parse(a.demand.as_deref().unwrap_or("busy:rate=1"))
+            .map_err(|e| LoadError::Usage(format!("--demand: {e}")))?,
         seed: a.seed,
-        duration: duration("duration", &a.duration, 1.0, memtide_demand::MAX_LENGTH_S)?,
+        duration: duration(
+            "duration",
+            a.duration.as_deref().unwrap_or("1s"),
+            1.0,
+            memtide_demand::MAX_LENGTH_S,
+        )?,
         window: duration("window", &a.window, 1.0, 3600.0)?,
         timeout: Duration::from_secs_f64(duration("timeout", &a.timeout, 0.001, 60.0)?),
         start_at: a.start_at,

@@ -29,6 +29,8 @@ pub struct Config {
     pub keys: u64,
     pub value_bytes: usize,
     pub fill: bool,
+    /// Stop once filled.
+    pub fill_only: bool,
     pub demand: Demand,
     pub seed: u64,
     pub duration: f64,
@@ -137,6 +139,12 @@ pub fn run(config: &Config, out: impl Write) -> Result<(), LoadError> {
             },
             true,
         );
+        if config.fill_only {
+            return match lines.failed {
+                Some(e) => Err(LoadError::Output(e.to_string())),
+                None => Ok(()),
+            };
+        }
     }
     let start = match config.start_at {
         Some(at) => {

@@ -172,6 +172,49 @@ fn a_memcached_is_filled_and_loaded_at_the_patterns_rate() {
     fills_and_loads(&format!("memcached://127.0.0.1:{port}"));
 }
 
+/// `--fill-only` fills and stops: its output is the one `fill` line, and a run after it
+/// finds every key.
+#[test]
+fn a_fill_only_run_fills_and_stops() {
+    let test = "a_fill_only_run_fills_and_stops";
+    if !installed("redis-server", test) {
+        return;
+    }
+    let port = free_port();
+    let _server = redis(port);
+    let url = format!("redis://127.0.0.1:{port}");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("fill.jsonl");
+    let o = loadgen(&[
+        "--server",
+        &url,
+        "--keys",
+        "300",
+        "--fill-only",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let l = lines(&out);
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!(l[0]["kind"], "fill");
+    let run = dir.path().join("run.jsonl");
+    let o = loadgen(&[
+        "--server",
+        &url,
+        "--keys",
+        "300",
+        "--demand",
+        "busy:rate=300",
+        "--duration",
+        "2s",
+        "--out",
+        run.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(of(&lines(&run), "done")[0]["misses"], 0);
+}
+
 /// A bursty pattern sends what the schedule of its seed says: the `start` line lists the
 /// bursts `Schedule::new` lays out for the same seed, and each window holds the requests the
 /// schedule makes due in it. Keys not filled are misses, written back.
