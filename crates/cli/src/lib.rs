@@ -10,6 +10,8 @@
 //!   and the report's `Charts` in bounded memory, all written under `.partial` names and
 //!   renamed when complete; report.html drawn with `memtide-chart`; text. MiB appear only
 //!   here, in columns named `_mb`;
+//! - `density/`: `memtide bench density`, tenants carried at their SLO per policy on real
+//!   servers (config, one trial, the report);
 //! - `progress` (the progress bar), `bench`, `settings`, `status` (the table `memtide status`
 //!   prints, fetched through `memtide_api`, its columns from `memtide_runner::columns`);
 //! - `discover`: `memtide discover`, what could be managed here (cgroups under a parent,
@@ -23,6 +25,7 @@
 
 pub mod bench;
 pub mod cache;
+pub mod density;
 pub mod discover;
 pub mod output;
 pub mod progress;

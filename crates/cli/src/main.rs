@@ -89,6 +89,8 @@ enum Command {
     },
     /// Measure memtide's speed (policy step, simulated accesses, a 16-VM hour, page hashing, a 10-VM hour with sharing, the shared disk, the cache simulator).
     Bench {
+        #[command(subcommand)]
+        what: Option<BenchCommand>,
         /// Shorter runs, for a quick look.
         #[arg(long)]
         quick: bool,
@@ -100,6 +102,20 @@ enum Command {
     Cache {
         #[command(subcommand)]
         command: CacheCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCommand {
+    /// How many tenants this host carries at their SLO under each policy: real Redis and
+    /// memcached servers under seeded load, as root, for hours (docs/benchmarks.md, "Density").
+    Density {
+        /// The set-up (TOML).
+        #[arg(long, default_value = "bench/density.toml")]
+        config: PathBuf,
+        /// Where each trial's lines, the table, the chart and the figures go.
+        #[arg(long, default_value = "out/density")]
+        out: PathBuf,
     },
 }
 
@@ -230,7 +246,15 @@ fn main() -> ExitCode {
             set,
             variant,
         } => sim(scenario.as_deref(), out, seed, set, variant.as_deref()),
-        Command::Bench { quick, write } => bench::run(quick, write.as_deref()).map(|_| ()),
+        Command::Bench {
+            what: Some(BenchCommand::Density { config, out }),
+            ..
+        } => memtide_cli::density::run(&config, &out).map_err(anyhow::Error::from),
+        Command::Bench {
+            what: None,
+            quick,
+            write,
+        } => bench::run(quick, write.as_deref()).map(|_| ()),
         Command::Daemon { config, dry_run } => daemon(&config, dry_run),
         Command::Status {
             address,
@@ -287,6 +311,12 @@ fn usage_error(e: &anyhow::Error) -> Option<&dyn std::fmt::Display> {
     }
     if let Some(user) = e
         .downcast_ref::<memtide_cli::discover::DiscoverError>()
+        .filter(|d| d.is_usage())
+    {
+        return Some(user);
+    }
+    if let Some(user) = e
+        .downcast_ref::<memtide_cli::density::DensityError>()
         .filter(|d| d.is_usage())
     {
         return Some(user);

@@ -29,10 +29,16 @@ pub fn have(test: &str, tool: &str) -> bool {
 
 /// Builds `memtide-adapter` (the daemon runs the one beside its own binary).
 pub fn build_adapter() {
+    build_package("memtide-adapter");
+}
+
+/// Builds the release binaries of workspace package `package` (memtide runs the ones beside
+/// its own binary: the adapter, the density benchmark's load generator).
+pub fn build_package(package: &str) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     run(
-        "cargo build memtide-adapter",
-        Command::new(cargo).args(["build", "--release", "-p", "memtide-adapter"]),
+        &format!("cargo build {package}"),
+        Command::new(cargo).args(["build", "--release", "-p", package]),
     );
 }
 

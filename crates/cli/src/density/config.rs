@@ -1,0 +1,283 @@
+//! The density benchmark's set-up, read from TOML (bench/density.toml is the default): the budget, the run's length, the SLO, the policies compared, the search over N, and the tenant mix.
+//!
+//! Every size and duration is written as memtide's configuration writes them (`"2G"`,
+//! `"5m"`); unknown keys are errors, and each value is checked against its bounds, so a typo
+//! stops the benchmark before any server starts.
+
+use crate::density::DensityError;
+use memtide_demand::{Demand, Slo};
+use memtide_model::written::{parse_duration, parse_size};
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::path::Path;
+
+/// What manages the tenants' memory in a trial.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Policy {
+    /// Each tenant limited to its peak (what it holds filled, and 10% more); N tenants fit only
+    /// while their limits add up to at most the budget.
+    Static,
+    /// The parent's limit alone: the kernel's own reclaim, with swap.
+    Kernel,
+    /// memtide's daemon, sampling estimator, the idle tax.
+    Sampling,
+    /// memtide's daemon, TWS.
+    Tws,
+    /// memtide's daemon, sampling, each server resized through `memtide-adapter`.
+    App,
+}
+
+impl Policy {
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Static => "static",
+            Policy::Kernel => "kernel",
+            Policy::Sampling => "sampling",
+            Policy::Tws => "tws",
+            Policy::App => "app",
+        }
+    }
+
+    /// Whether memtide's daemon runs.
+    pub fn is_memtide(self) -> bool {
+        matches!(self, Policy::Sampling | Policy::Tws | Policy::App)
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A server the benchmark runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerKind {
+    Redis,
+    Memcached,
+}
+
+impl ServerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ServerKind::Redis => "redis",
+            ServerKind::Memcached => "memcached",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSlo {
+    p99: String,
+    wake: String,
+    min_requests: u64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawKind {
+    server: ServerKind,
+    keys: u64,
+    value_bytes: String,
+    demand: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Raw {
+    budget: String,
+    duration: String,
+    warmup: String,
+    window: String,
+    seed: u64,
+    policies: Vec<Policy>,
+    start: usize,
+    step: usize,
+    max: usize,
+    slo: RawSlo,
+    mix: Vec<RawKind>,
+}
+
+/// One kind of tenant of the mix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantKind {
+    pub server: ServerKind,
+    pub keys: u64,
+    pub value_bytes: u64,
+    /// The pattern's text, as the load generator takes it.
+    pub demand: String,
+}
+
+/// The benchmark's set-up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DensityConfig {
+    pub budget: u64,
+    pub duration: f64,
+    pub warmup: f64,
+    pub window: f64,
+    pub seed: u64,
+    pub policies: Vec<Policy>,
+    pub start: usize,
+    pub step: usize,
+    pub max: usize,
+    pub slo: Slo,
+    pub mix: Vec<TenantKind>,
+}
+
+/// The most tenants a trial runs (each is a server and a load generator).
+pub const MAX_TENANTS: usize = 200;
+
+impl DensityConfig {
+    /// Reads and checks `text`, which came from `path`.
+    pub fn parse(text: &str, path: &Path) -> Result<DensityConfig, DensityError> {
+        let bad = |why: String| DensityError::Config {
+            path: path.to_path_buf(),
+            why,
+        };
+        let raw: Raw = toml::from_str(text).map_err(|e| bad(e.message().to_string()))?;
+        let size = |key: &str, v: &str, lo: u64, hi: u64| -> Result<u64, DensityError> {
+            let b = parse_size(v).map_err(|e| bad(format!("{key} = \"{v}\": {e}")))?;
+            if !(lo..=hi).contains(&b) {
+                return Err(bad(format!(
+                    "{key} = \"{v}\": must be from {lo} to {hi} bytes"
+                )));
+            }
+            Ok(b)
+        };
+        let secs = |key: &str, v: &str, lo: f64, hi: f64| -> Result<f64, DensityError> {
+            let s = parse_duration(v)
+                .map_err(|e| bad(format!("{key} = \"{v}\": {e}")))?
+                .as_secs_f64();
+            if !(lo..=hi).contains(&s) {
+                return Err(bad(format!(
+                    "{key} = \"{v}\": must be from {lo} s to {hi} s"
+                )));
+            }
+            Ok(s)
+        };
+        let budget = size("budget", &raw.budget, 64 << 20, 1 << 40)?;
+        let duration = secs("duration", &raw.duration, 10.0, 86_400.0)?;
+        let warmup = secs("warmup", &raw.warmup, 0.0, 3_600.0)?;
+        let window = secs("window", &raw.window, 1.0, 3_600.0)?;
+        if window > duration {
+            return Err(bad(format!(
+                "window = \"{}\" is longer than duration = \"{}\"",
+                raw.window, raw.duration
+            )));
+        }
+        let p99 = secs("slo.p99", &raw.slo.p99, 1e-6, 60.0)?;
+        let wake = secs("slo.wake", &raw.slo.wake, 0.0, 3_600.0)?;
+        if raw.policies.is_empty() {
+            return Err(bad("policies = []: name at least one".into()));
+        }
+        let mut policies = raw.policies.clone();
+        policies.sort();
+        policies.dedup();
+        if policies.len() != raw.policies.len() {
+            return Err(bad("policies: a policy is named twice".into()));
+        }
+        if !(1..=MAX_TENANTS).contains(&raw.start) || raw.start > raw.max || raw.max > MAX_TENANTS {
+            return Err(bad(format!(
+                "start = {}, max = {}: need 1 <= start <= max <= {MAX_TENANTS}",
+                raw.start, raw.max
+            )));
+        }
+        if raw.step == 0 {
+            return Err(bad("step = 0: must be at least 1".into()));
+        }
+        if raw.mix.is_empty() {
+            return Err(bad("mix: name at least one kind of tenant ([[mix]])".into()));
+        }
+        let mut mix = Vec::new();
+        for (i, k) in raw.mix.iter().enumerate() {
+            let key = |f: &str| format!("mix[{i}].{f}");
+            if !(1..=10_000_000).contains(&k.keys) {
+                return Err(bad(format!(
+                    "{} = {}: must be from 1 to 10000000",
+                    key("keys"),
+                    k.keys
+                )));
+            }
+            let value_bytes = size(&key("value_bytes"), &k.value_bytes, 1, 1 << 20)?;
+            Demand::parse(&k.demand).map_err(|e| bad(format!("{}: {e}", key("demand"))))?;
+            mix.push(TenantKind {
+                server: k.server,
+                keys: k.keys,
+                value_bytes,
+                demand: k.demand.clone(),
+            });
+        }
+        Ok(DensityConfig {
+            budget,
+            duration,
+            warmup,
+            window,
+            seed: raw.seed,
+            policies: raw.policies,
+            start: raw.start,
+            step: raw.step,
+            max: raw.max,
+            slo: Slo {
+                p99_us: (p99 * 1e6).round() as u64,
+                wake_s: wake,
+                min_requests: raw.slo.min_requests,
+            },
+            mix,
+        })
+    }
+
+    /// The kind of tenant `i`: the mix, repeated (so the first N tenants of a larger trial
+    /// are those of a smaller one).
+    pub fn kind(&self, i: usize) -> &TenantKind {
+        &self.mix[i % self.mix.len()]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEFAULT: &str = include_str!("../../../../bench/density.toml");
+
+    #[test]
+    fn the_default_set_up_parses() {
+        let c = DensityConfig::parse(DEFAULT, Path::new("bench/density.toml")).unwrap();
+        assert!(c.policies.contains(&Policy::Static) && c.policies.contains(&Policy::Kernel));
+        assert!(c.mix.iter().any(|k| k.server == ServerKind::Memcached));
+        assert_eq!(c.kind(c.mix.len()), &c.mix[0]);
+    }
+
+    #[test]
+    fn bad_set_ups_name_the_key_and_the_file() {
+        for (change, says) in [
+            (("budget = \"2G\"", "budget = \"2Q\""), "budget = \"2Q\""),
+            (
+                ("budget = \"2G\"", "budget = \"1M\""),
+                "must be from 67108864",
+            ),
+            (
+                ("window = \"10s\"", "window = \"1h\""),
+                "longer than duration",
+            ),
+            (("seed = 1", "seed = 1\nspeed = 2"), "unknown field `speed`"),
+            (("step = 2", "step = 0"), "step = 0"),
+            (("start = 8", "start = 0"), "need 1 <= start <= max"),
+            (("\"static\",", "\"static\", \"static\","), "named twice"),
+            (("\"static\",", "\"statik\","), "unknown variant `statik`"),
+            (("rate=400\"", "rate=0\""), "mix[0].demand"),
+        ] {
+            assert!(DEFAULT.contains(change.0), "{change:?}");
+            let text = DEFAULT.replacen(change.0, change.1, 1);
+            let err = DensityConfig::parse(&text, Path::new("d.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(says) && err.starts_with("d.toml"),
+                "{change:?}: {err}"
+            );
+        }
+    }
+}

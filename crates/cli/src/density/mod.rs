@@ -1,0 +1,183 @@
+//! `memtide bench density`: how many tenants this host carries at their SLO under each policy — static sizing, the kernel alone, and memtide's configurations — on real servers driven by seeded load (issue 31; docs/benchmarks.md, "Density").
+//!
+//! First each kind of tenant of the mix is measured once, filled and unconstrained (its
+//! *peak*: what static sizing reserves, with 10%). Then, for each policy in turn, trials of N
+//! tenants ([`trial::run`]) from `start` up by `step` while they meet the SLO (down from
+//! `start` while they do not), at most `max`: the policy carries the largest N that passed.
+//! A static trial whose limits add up to more than the budget does not run (static sizing
+//! does not overcommit). Each trial's raw lines and figures are kept under the output
+//! directory; the table and the chart (SLO attainment against N, one line per policy) are
+//! written at the end, and after each trial, so a long run can be read as it goes.
+//!
+//! Needs root (cgroups), a memory controller, swap, `redis-server` and `memcached`, and
+//! `memtide-loadgen` (and `memtide-adapter` for the `app` policy) beside this binary.
+
+mod config;
+mod report;
+mod trial;
+
+pub use config::{DensityConfig, Policy};
+use memtide_linux::fs::hierarchy::MemoryHierarchy;
+use std::path::{Path, PathBuf};
+use trial::{Env, Programs, TrialResult};
+
+/// What can stop the benchmark.
+#[derive(Debug, thiserror::Error)]
+pub enum DensityError {
+    #[error("{path}: {why}")]
+    Config { path: PathBuf, why: String },
+    #[error("{0}")]
+    Host(String),
+    #[error("{what}: {error}")]
+    Io { what: String, error: std::io::Error },
+    #[error("trial: {0}")]
+    Trial(String),
+}
+
+impl DensityError {
+    pub(crate) fn io(what: &str, error: std::io::Error) -> DensityError {
+        DensityError::Io {
+            what: what.to_string(),
+            error,
+        }
+    }
+
+    /// Whether the user's input is at fault (exit status 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(self, DensityError::Config { .. } | DensityError::Host(_))
+    }
+}
+
+/// `name` beside this binary, else on PATH.
+fn program(name: &str) -> Option<PathBuf> {
+    let beside = std::env::current_exe().ok()?.parent()?.join(name);
+    if beside.is_file() {
+        return Some(beside);
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// What the host must have; one line naming what is missing.
+fn check_host(config: &DensityConfig) -> Result<(Programs, MemoryHierarchy), DensityError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(DensityError::Host(
+            "memtide bench density needs root (it makes cgroups)".into(),
+        ));
+    }
+    let hierarchy =
+        MemoryHierarchy::detect(Path::new("/")).map_err(|e| DensityError::Host(e.to_string()))?;
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
+    if swaps.lines().count() < 2 {
+        return Err(DensityError::Host(
+            "no swap: every policy runs with the host's swap (scripts/zram-swap.sh 8G makes some)"
+                .into(),
+        ));
+    }
+    let need = |name: &str| {
+        program(name)
+            .ok_or_else(|| DensityError::Host(format!("{name} is not beside memtide nor on PATH")))
+    };
+    let programs = Programs {
+        memtide: std::env::current_exe().map_err(|e| DensityError::io("find memtide", e))?,
+        loadgen: need("memtide-loadgen")?,
+        redis: program("redis-server"),
+        memcached: program("memcached"),
+    };
+    use config::ServerKind;
+    for k in &config.mix {
+        match k.server {
+            ServerKind::Redis if programs.redis.is_none() => {
+                return Err(DensityError::Host(
+                    "redis-server is not installed (apt-get install redis-server)".into(),
+                ))
+            }
+            ServerKind::Memcached if programs.memcached.is_none() => {
+                return Err(DensityError::Host(
+                    "memcached is not installed (apt-get install memcached)".into(),
+                ))
+            }
+            _ => {}
+        }
+    }
+    if config.policies.contains(&Policy::App) {
+        need("memtide-adapter")?;
+    }
+    Ok((programs, hierarchy))
+}
+
+/// Each distinct (server, keys, value size) of the mix filled once, unconstrained: what it
+/// holds then. The peaks come back by mix index.
+fn calibrate(config: &DensityConfig, env: &mut Env) -> Result<(), DensityError> {
+    let mut peaks = Vec::new();
+    let mut measured: Vec<((config::ServerKind, u64, u64), u64)> = Vec::new();
+    for k in &config.mix {
+        let key = (k.server, k.keys, k.value_bytes);
+        if let Some((_, p)) = measured.iter().find(|(m, _)| *m == key) {
+            peaks.push(*p);
+            continue;
+        }
+        let peak = trial::measure_peak(env, k)?;
+        measured.push((key, peak));
+        peaks.push(peak);
+    }
+    env.peaks = peaks;
+    Ok(())
+}
+
+/// Runs the benchmark: `config_path`'s set-up, writing under `out`.
+pub fn run(config_path: &Path, out: &Path) -> Result<(), DensityError> {
+    let text = std::fs::read_to_string(config_path).map_err(|e| DensityError::Config {
+        path: config_path.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    let config = DensityConfig::parse(&text, config_path)?;
+    let (programs, hierarchy) = check_host(&config)?;
+    std::fs::create_dir_all(out).map_err(|e| DensityError::io(&out.display().to_string(), e))?;
+    let mut env = Env {
+        programs,
+        hierarchy,
+        out: out.to_path_buf(),
+        peaks: Vec::new(),
+    };
+    calibrate(&config, &mut env)?;
+    let mut results: Vec<TrialResult> = Vec::new();
+    for &policy in &config.policies {
+        let mut n = config.start;
+        let mut going_down = false;
+        loop {
+            let r = trial::run(&config, &env, policy, n)?;
+            let passed = r.passed();
+            results.push(r);
+            report::write(&config, &env, &results, out)?;
+            if n == config.start && !passed {
+                going_down = true;
+            }
+            if going_down {
+                if passed || n <= config.step {
+                    break;
+                }
+                n -= config.step;
+            } else {
+                if !passed || n + config.step > config.max {
+                    break;
+                }
+                n += config.step;
+            }
+        }
+    }
+    print!("{}", report::table(&config, &env, &results));
+    Ok(())
+}
+
+/// The largest N `policy` passed with, among `results`.
+pub fn carried(results: &[TrialResult], policy: Policy) -> Option<usize> {
+    results
+        .iter()
+        .filter(|r| r.policy == policy && r.passed())
+        .map(|r| r.n)
+        .max()
+}

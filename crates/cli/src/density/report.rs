@@ -1,0 +1,159 @@
+//! The density benchmark's report: a table (per policy: the N it carries and, at that N, SLO attainment, wake-ups, memory saved, swap traffic and the manager's CPU), a chart of SLO attainment against N (one line per policy, drawn by crates/chart), and every trial's figures as JSON.
+
+use crate::density::config::{DensityConfig, Policy};
+use crate::density::trial::{Env, TrialResult};
+use crate::density::{carried, DensityError};
+use memtide_chart::{line_chart, LineChart, Series};
+use std::fmt::Write as _;
+use std::path::Path;
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+fn color(p: Policy) -> &'static str {
+    match p {
+        Policy::Static => "#7f7f7f",
+        Policy::Kernel => "#d62728",
+        Policy::Sampling => "#1f77b4",
+        Policy::Tws => "#2ca02c",
+        Policy::App => "#9467bd",
+    }
+}
+
+fn pct(x: Option<f64>) -> String {
+    x.map_or_else(|| "-".to_string(), |f| format!("{:.1}%", f * 100.0))
+}
+
+/// The markdown table.
+pub fn table(config: &DensityConfig, env: &Env, results: &[TrialResult]) -> String {
+    let mut s = String::new();
+    let peaks: Vec<String> = env
+        .peaks
+        .iter()
+        .map(|p| format!("{:.0}", *p as f64 / MIB))
+        .collect();
+    let _ = writeln!(
+        s,
+        "budget {:.0} MiB, {} s runs in {} s windows, SLO p99 <= {} us in 99% of active windows (>= {} requests), wake-up within {} s; peaks (MiB) by mix kind: {}\n",
+        config.budget as f64 / MIB,
+        config.duration,
+        config.window,
+        config.slo.p99_us,
+        config.slo.min_requests,
+        config.slo.wake_s,
+        peaks.join(", ")
+    );
+    s.push_str("| policy | tenants carried | SLO attainment | wake-ups within SLO | wake-up p90 | memory used (mean) | saved vs static | swap in / out | manager CPU |\n");
+    s.push_str("|---|---|---|---|---|---|---|---|---|\n");
+    for &p in &config.policies {
+        let n = carried(results, p);
+        let at = n.and_then(|n| results.iter().find(|r| r.policy == p && r.n == n));
+        let row = match at {
+            Some(r) => format!(
+                "| {p} | {} | {} ({} of {}) | {} of {} | {} | {:.0} MiB | {} | {:.0} / {:.0} MiB | {} |",
+                r.n,
+                pct(r.attainment.fraction()),
+                r.attainment.met,
+                r.attainment.active,
+                r.wakes_within,
+                r.wakes,
+                r.wake_p90_s.map_or_else(|| "-".into(), |w| format!("{w:.1} s")),
+                r.mean_usage as f64 / MIB,
+                pct(r.saved()),
+                r.swap_in_mib,
+                r.swap_out_mib,
+                r.manager_cpu_s
+                    .map_or_else(|| "-".into(), |c| format!("{:.2}% of a core", c / r.run_s * 100.0)),
+            ),
+            None => format!("| {p} | none of the N tried | | | | | | | |"),
+        };
+        s.push_str(&row);
+        s.push('\n');
+    }
+    s.push_str("\nEvery trial:\n\n| policy | N | passed | SLO attainment | OOM kills | died | wake-ups within | memory used | reserved by static |\n|---|---|---|---|---|---|---|---|---|\n");
+    for r in results {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} of {} | {:.0} MiB | {:.0} MiB |",
+            r.policy,
+            r.n,
+            if !r.fits {
+                "does not fit"
+            } else if r.passed() {
+                "yes"
+            } else {
+                "no"
+            },
+            pct(r.attainment.fraction()),
+            r.oom_kills,
+            r.died.len(),
+            r.wakes_within,
+            r.wakes,
+            r.mean_usage as f64 / MIB,
+            r.reserved as f64 / MIB
+        );
+    }
+    s
+}
+
+/// The chart: SLO attainment (%) against N, one line per policy.
+pub fn chart(config: &DensityConfig, results: &[TrialResult]) -> String {
+    let mut series = Vec::new();
+    let mut max_n: f64 = 1.0;
+    for &p in &config.policies {
+        let mut points: Vec<(f64, f64)> = results
+            .iter()
+            .filter(|r| r.policy == p && r.fits)
+            .filter_map(|r| Some((r.n as f64, r.attainment.fraction()? * 100.0)))
+            .collect();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        if let Some(last) = points.last() {
+            max_n = max_n.max(last.0);
+        }
+        series.push(Series {
+            label: format!(
+                "{p} (carries {})",
+                carried(results, p).map_or("none".into(), |n| n.to_string())
+            ),
+            color: color(p),
+            dashed: p == Policy::Static,
+            points,
+        });
+    }
+    series.push(Series {
+        label: "the SLO: 99% of active windows".into(),
+        color: "#000000",
+        dashed: true,
+        points: vec![(0.0, 99.0), (max_n + 1.0, 99.0)],
+    });
+    line_chart(&LineChart {
+        y_label: "active windows meeting the SLO (%)",
+        x_label: "tenants (N)",
+        x_range: (0.0, max_n + 1.0),
+        height: 320.0,
+        series,
+        markers: &[],
+    })
+}
+
+/// Writes `density.md`, `density.svg` and `results.json` under `out`.
+pub fn write(
+    config: &DensityConfig,
+    env: &Env,
+    results: &[TrialResult],
+    out: &Path,
+) -> Result<(), DensityError> {
+    let files = [
+        ("density.md", table(config, env, results)),
+        ("density.svg", chart(config, results)),
+        (
+            "results.json",
+            serde_json::to_string_pretty(&results).expect("results serialize"),
+        ),
+    ];
+    for (name, text) in files {
+        let path = out.join(name);
+        std::fs::write(&path, text)
+            .map_err(|e| DensityError::io(&path.display().to_string(), e))?;
+    }
+    Ok(())
+}

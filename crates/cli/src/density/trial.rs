@@ -1,0 +1,865 @@
+//! One trial of the density benchmark: N real servers in their own cgroups under a parent limited to the budget, filled, put under one policy, then driven together by their load generators for the run's length; what each saw and what the host did is collected, and everything the trial made is removed.
+//!
+//! The order, each step bounded in time:
+//!
+//! 1. the parent cgroup `<own>/memtide-density-<pid>` with `budget` as its limit, and one child
+//!    per tenant (`t000`, ...), each holding its server (`redis-server`, or `memcached` with
+//!    `MALLOC_MMAP_THRESHOLD_=131072` so a shrunk pool is given back) on a loopback port;
+//! 2. each server filled by `memtide-loadgen --fill-only`, one after the other;
+//! 3. the policy: `static` writes each child's limit (its kind's peak and 10%); `kernel` leaves
+//!    the parent's limit alone; `sampling`, `tws` and `app` start `memtide daemon` adopting the
+//!    children (with `app`, each server's adapter);
+//! 4. `warmup` idle seconds, then every generator starts on one clock (`--start-at`) for
+//!    `duration`; the parent's usage is read each second and the servers are watched;
+//! 5. the daemon is stopped (SIGTERM: it gives back what it changed), servers killed, cgroups
+//!    removed; the same happens when the trial fails half-way ([`Rig`]'s drop).
+//!
+//! The load generators run in the benchmark's own cgroup, not the tenants': the budget holds
+//! the servers only.
+
+use crate::density::config::{DensityConfig, Policy, ServerKind, TenantKind};
+use crate::density::DensityError;
+use memtide_demand::{attainment, wake_time, Attainment, Window};
+use memtide_linux::cgroup::{Limit, MemoryCgroup};
+use memtide_linux::fs::hierarchy::MemoryHierarchy;
+use memtide_model::Bytes;
+use serde::Serialize;
+use std::io::BufRead;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const MIB: u64 = 1 << 20;
+/// How long a cgroup write may block (a limit write can wait for reclaim).
+const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a server may take to answer on its port.
+const SERVER_START: Duration = Duration::from_secs(20);
+/// How long a fill may take.
+const FILL_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long the daemon may take to answer, and to exit after SIGTERM.
+const DAEMON_START: Duration = Duration::from_secs(30);
+const DAEMON_STOP: Duration = Duration::from_secs(60);
+/// The generators' request timeout: an answer later than this after it was due is an error.
+const REQUEST_TIMEOUT: &str = "1s";
+
+/// The programs a trial runs.
+#[derive(Clone, Debug)]
+pub struct Programs {
+    pub memtide: PathBuf,
+    pub loadgen: PathBuf,
+    pub redis: Option<PathBuf>,
+    pub memcached: Option<PathBuf>,
+}
+
+/// What every trial shares: the programs, the hierarchy, where to write.
+pub struct Env {
+    pub programs: Programs,
+    pub hierarchy: MemoryHierarchy,
+    pub out: PathBuf,
+    /// What each kind of the mix holds once filled (by index into the mix).
+    pub peaks: Vec<u64>,
+}
+
+/// One tenant's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct TenantOutcome {
+    pub name: String,
+    pub server: &'static str,
+    pub demand: String,
+    pub attainment: Attainment,
+    /// Each burst's wake-up time (`None`: never back within the SLO before it ended).
+    pub wakes: Vec<Option<f64>>,
+    pub requests: u64,
+    pub errors: u64,
+    pub misses: u64,
+}
+
+/// A trial's figures.
+#[derive(Clone, Debug, Serialize)]
+pub struct TrialResult {
+    pub policy: Policy,
+    pub n: usize,
+    /// False when the policy cannot place N tenants at all (static: their peaks add up to
+    /// more than the budget); nothing ran then.
+    pub fits: bool,
+    pub attainment: Attainment,
+    pub oom_kills: u64,
+    /// Tenants whose server exited during the run.
+    pub died: Vec<String>,
+    pub wakes_within: u64,
+    pub wakes: u64,
+    /// The 90th-percentile wake-up time over the tenants' bursts (a wake-up never back
+    /// counts as the burst's length).
+    pub wake_p90_s: Option<f64>,
+    pub swap_in_mib: f64,
+    pub swap_out_mib: f64,
+    /// memtide's CPU (the daemon and its adapters) over the run, in seconds.
+    pub manager_cpu_s: Option<f64>,
+    pub run_s: f64,
+    /// The parent cgroup's mean usage over the run.
+    pub mean_usage: u64,
+    /// What static sizing reserves for these N tenants: their peaks and 10%.
+    pub reserved: u64,
+    pub tenants: Vec<TenantOutcome>,
+}
+
+impl TrialResult {
+    /// Whether the trial met the SLO: it fit, 99% of the active windows met it (and there
+    /// were some), and no server was OOM-killed or died.
+    pub fn passed(&self) -> bool {
+        self.fits
+            && self.oom_kills == 0
+            && self.died.is_empty()
+            && self.attainment.fraction().is_some_and(|f| f >= 0.99)
+    }
+
+    /// The memory saved against static sizing: 1 - mean usage / what static reserves.
+    pub fn saved(&self) -> Option<f64> {
+        (self.reserved > 0 && self.fits)
+            .then(|| 1.0 - self.mean_usage as f64 / self.reserved as f64)
+    }
+
+    fn not_fitting(policy: Policy, n: usize, reserved: u64) -> TrialResult {
+        TrialResult {
+            policy,
+            n,
+            fits: false,
+            attainment: Attainment::default(),
+            oom_kills: 0,
+            died: Vec::new(),
+            wakes_within: 0,
+            wakes: 0,
+            wake_p90_s: None,
+            swap_in_mib: 0.0,
+            swap_out_mib: 0.0,
+            manager_cpu_s: None,
+            run_s: 0.0,
+            mean_usage: 0,
+            reserved,
+            tenants: Vec::new(),
+        }
+    }
+}
+
+/// The limit static sizing gives a tenant whose kind holds `peak`: 10% more, up to a MiB.
+pub fn static_limit(peak: u64) -> u64 {
+    (peak + peak / 10).div_ceil(MIB) * MIB
+}
+
+/// A process killed and reaped on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// One tenant's server.
+struct Tenant {
+    name: String,
+    kind: TenantKind,
+    seed: u64,
+    cgroup: String,
+    port: u16,
+    server: Proc,
+}
+
+impl Tenant {
+    fn url(&self) -> String {
+        match self.kind.server {
+            ServerKind::Redis => format!("redis://127.0.0.1:{}", self.port),
+            ServerKind::Memcached => format!("memcached://127.0.0.1:{}", self.port),
+        }
+    }
+}
+
+/// Everything a trial made, undone on drop: the daemon (SIGTERM, then waited for: it gives
+/// back what it changed), the servers, the cgroups.
+struct Rig<'a> {
+    env: &'a Env,
+    parent: String,
+    tenants: Vec<Tenant>,
+    daemon: Option<Proc>,
+}
+
+impl Drop for Rig<'_> {
+    fn drop(&mut self) {
+        if let Some(mut d) = self.daemon.take() {
+            // SAFETY: kill(2) with a pid we spawned and have not reaped.
+            unsafe {
+                libc::kill(d.0.id() as libc::pid_t, libc::SIGTERM);
+            }
+            let start = Instant::now();
+            while start.elapsed() < DAEMON_STOP {
+                if matches!(d.0.try_wait(), Ok(Some(_))) {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+        let cgroups: Vec<String> = self.tenants.iter().map(|t| t.cgroup.clone()).collect();
+        self.tenants.clear();
+        for cg in cgroups.iter().chain([&self.parent]) {
+            remove_cgroup(&self.env.hierarchy.dir_of(cg));
+        }
+    }
+}
+
+/// Removes an emptied cgroup directory, trying for a few seconds (its last processes may
+/// still be exiting).
+fn remove_cgroup(dir: &Path) {
+    let start = Instant::now();
+    while dir.exists()
+        && std::fs::remove_dir(dir).is_err()
+        && start.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A free loopback TCP port.
+fn free_port() -> Result<u16, DensityError> {
+    let l = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(|e| DensityError::io("bind a loopback port", e))?;
+    Ok(l.local_addr()
+        .map_err(|e| DensityError::io("read a port", e))?
+        .port())
+}
+
+/// Starts `argv` with its process already in the cgroup at `dir` (it joins before it
+/// executes), its output in `log`.
+fn spawn_in(cmd: &mut Command, dir: &Path, log: &Path) -> Result<Proc, DensityError> {
+    let procs = dir.join("cgroup.procs");
+    let out =
+        std::fs::File::create(log).map_err(|e| DensityError::io(&log.display().to_string(), e))?;
+    let err = out
+        .try_clone()
+        .map_err(|e| DensityError::io("dup a log", e))?;
+    cmd.stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: the closure only writes to a file between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || std::fs::write(&procs, b"0\n"));
+    }
+    let what = format!("{:?}", cmd.get_program());
+    cmd.spawn()
+        .map(Proc)
+        .map_err(|e| DensityError::io(&format!("start {what}"), e))
+}
+
+/// Waits until `port` takes a connection or `server` exits.
+fn wait_for_port(port: u16, server: &mut Proc, log: &Path) -> Result<(), DensityError> {
+    let start = Instant::now();
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        let exited = matches!(server.0.try_wait(), Ok(Some(_)));
+        if exited || start.elapsed() > SERVER_START {
+            return Err(DensityError::Trial(format!(
+                "the server on port {port} {} (its log: {})",
+                if exited { "exited" } else { "never answered" },
+                log.display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn server_command(
+    p: &Programs,
+    kind: &TenantKind,
+    port: u16,
+    dir: &Path,
+) -> Result<Command, DensityError> {
+    let missing = |what: &str| {
+        DensityError::Trial(format!(
+            "{what} is not installed (Debian: apt-get install redis-server memcached)"
+        ))
+    };
+    match kind.server {
+        ServerKind::Redis => {
+            let mut c = Command::new(p.redis.as_ref().ok_or_else(|| missing("redis-server"))?);
+            c.args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--maxmemory-policy", "allkeys-lru", "--dir"])
+            .arg(dir);
+            Ok(c)
+        }
+        ServerKind::Memcached => {
+            // Room for every item (a 4 KiB value takes a 4.6 KiB chunk) and half again.
+            let mib = (kind.keys * (kind.value_bytes + 600) * 3 / 2).div_ceil(MIB) + 16;
+            let mut c = Command::new(p.memcached.as_ref().ok_or_else(|| missing("memcached"))?);
+            c.args([
+                "-l",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+                "-U",
+                "0",
+                "-m",
+                &mib.to_string(),
+                "-c",
+                "64",
+            ])
+            .env("MALLOC_MMAP_THRESHOLD_", "131072");
+            // SAFETY: geteuid has no preconditions.
+            if unsafe { libc::geteuid() } == 0 {
+                c.args(["-u", "root"]);
+            }
+            Ok(c)
+        }
+    }
+}
+
+/// Fills the tenant's server through the load generator.
+fn fill(p: &Programs, t: &Tenant, dir: &Path) -> Result<(), DensityError> {
+    let out = dir.join(format!("{}-fill.jsonl", t.name));
+    let mut child = Command::new(&p.loadgen)
+        .arg("--server")
+        .arg(t.url())
+        .args([
+            "--keys",
+            &t.kind.keys.to_string(),
+            "--value-bytes",
+            &t.kind.value_bytes.to_string(),
+        ])
+        .args(["--seed", &t.seed.to_string(), "--fill-only", "--out"])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| DensityError::io("start memtide-loadgen", e))?;
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| DensityError::io("wait for a fill", e))?
+        {
+            if status.success() {
+                return Ok(());
+            }
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                use std::io::Read;
+                let _ = e.read_to_string(&mut err);
+            }
+            return Err(DensityError::Trial(format!(
+                "filling {} failed: {}",
+                t.name,
+                err.trim()
+            )));
+        }
+        if start.elapsed() > FILL_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(DensityError::Trial(format!(
+                "filling {} took over {FILL_TIMEOUT:?}",
+                t.name
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The daemon's configuration for `policy` over `tenants`.
+fn daemon_config(
+    config: &DensityConfig,
+    env: &Env,
+    policy: Policy,
+    rig: &Rig,
+    port: u16,
+    state: &Path,
+) -> String {
+    let mut s = format!(
+        "[daemon]\ntick = \"1s\"\nlisten = \"127.0.0.1:{port}\"\nstate_file = \"{}\"\n\n\
+         [host]\nparent = \"{}\"\nbudget = \"{}\"\n\n[policy]\ntax_rate = 0.75\n\
+         sampling_period = \"10s\"\n\n[balloon]\nenabled = {}\n",
+        state.join("state.json").display(),
+        rig.parent,
+        config.budget,
+        policy == Policy::App
+    );
+    for (i, t) in rig.tenants.iter().enumerate() {
+        let peak = env.peaks[i % env.peaks.len()];
+        let estimator = if policy == Policy::Tws {
+            "tws"
+        } else {
+            "sampling"
+        };
+        s.push_str(&format!(
+            "\n[[tenant]]\nname = \"{}\"\ncgroup = \"{}\"\nmin = \"16M\"\nmax = \"{}\"\nestimator = \"{estimator}\"\n",
+            t.name,
+            t.cgroup,
+            static_limit(peak) * 2
+        ));
+        if policy == Policy::App {
+            let (kind, url) = match t.kind.server {
+                ServerKind::Redis => ("redis", format!("redis://127.0.0.1:{}", t.port)),
+                ServerKind::Memcached => ("memcached", format!("memcache://127.0.0.1:{}", t.port)),
+            };
+            s.push_str(&format!(
+                "\n[tenant.app]\nkind = \"{kind}\"\nurl = \"{url}\"\nmin = \"16M\"\nmax = \"{}\"\n",
+                static_limit(peak)
+            ));
+        }
+    }
+    s
+}
+
+/// Seconds of CPU (user and system) `pid` has used, from /proc/PID/stat.
+fn cpu_seconds(pid: u32) -> Option<f64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = text.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (hz > 0).then(|| ticks as f64 / hz as f64)
+}
+
+/// The daemon and every `memtide-adapter` in the tenants' cgroups.
+fn manager_pids(rig: &Rig) -> Vec<u32> {
+    let mut pids: Vec<u32> = rig.daemon.iter().map(|d| d.0.id()).collect();
+    for t in &rig.tenants {
+        let cg = MemoryCgroup::new(
+            rig.env.hierarchy.version,
+            rig.env.hierarchy.dir_of(&t.cgroup),
+        );
+        for pid in cg.pids().unwrap_or_default() {
+            let exe = std::fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+            if exe.to_string_lossy().contains("memtide-adapter") {
+                pids.push(pid);
+            }
+        }
+    }
+    pids
+}
+
+/// `pswpin` and `pswpout` from /proc/vmstat, in pages.
+fn swap_pages() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
+    let get = |k: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    (get("pswpin"), get("pswpout"))
+}
+
+/// A generator's lines, read back.
+struct Lines {
+    bursts: Vec<(f64, f64)>,
+    windows: Vec<Window>,
+    seconds: Vec<Window>,
+}
+
+fn read_lines(path: &Path) -> Result<Lines, DensityError> {
+    let file =
+        std::fs::File::open(path).map_err(|e| DensityError::io(&path.display().to_string(), e))?;
+    let mut lines = Lines {
+        bursts: Vec::new(),
+        windows: Vec::new(),
+        seconds: Vec::new(),
+    };
+    for (n, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let line = line.map_err(|e| DensityError::io(&path.display().to_string(), e))?;
+        let bad = |e: serde_json::Error| {
+            DensityError::Trial(format!("{}:{}: {e}", path.display(), n + 1))
+        };
+        let v: serde_json::Value = serde_json::from_str(&line).map_err(bad)?;
+        match v["kind"].as_str() {
+            Some("start") => {
+                lines.bursts = serde_json::from_value(v["bursts"].clone()).map_err(bad)?
+            }
+            Some("window") => lines.windows.push(serde_json::from_value(v).map_err(bad)?),
+            Some("second") => lines.seconds.push(serde_json::from_value(v).map_err(bad)?),
+            _ => {}
+        }
+    }
+    Ok(lines)
+}
+
+/// What a tenant of `kind` holds once filled, unconstrained: one server in a cgroup of its
+/// own (no limit), filled, its cgroup's usage read a second later.
+pub fn measure_peak(env: &Env, kind: &TenantKind) -> Result<u64, DensityError> {
+    let h = &env.hierarchy;
+    let dir = env.out.join("calibration");
+    std::fs::create_dir_all(&dir).map_err(|e| DensityError::io(&dir.display().to_string(), e))?;
+    let parent = format!(
+        "{}/memtide-density-{}",
+        h.own_cgroup.trim_end_matches('/'),
+        std::process::id()
+    );
+    let parent_dir = h.dir_of(&parent);
+    std::fs::create_dir(&parent_dir)
+        .map_err(|e| DensityError::io(&parent_dir.display().to_string(), e))?;
+    let mut rig = Rig {
+        env,
+        parent: parent.clone(),
+        tenants: Vec::new(),
+        daemon: None,
+    };
+    let name = format!("{}-{}x{}", kind.server.name(), kind.keys, kind.value_bytes);
+    let cgroup = format!("{parent}/{name}");
+    let cdir = h.dir_of(&cgroup);
+    std::fs::create_dir(&cdir).map_err(|e| DensityError::io(&cdir.display().to_string(), e))?;
+    let port = free_port()?;
+    let log = dir.join(format!("{name}-server.log"));
+    let mut server = spawn_in(
+        &mut server_command(&env.programs, kind, port, &dir)?,
+        &cdir,
+        &log,
+    )?;
+    wait_for_port(port, &mut server, &log)?;
+    rig.tenants.push(Tenant {
+        name,
+        kind: kind.clone(),
+        seed: 0,
+        cgroup,
+        port,
+        server,
+    });
+    fill(&env.programs, &rig.tenants[0], &dir)?;
+    std::thread::sleep(Duration::from_secs(1));
+    let usage = MemoryCgroup::new(h.version, cdir)
+        .sample()
+        .map_err(|e| DensityError::Trial(format!("the calibration cgroup: {e}")))?
+        .usage
+        .0;
+    eprintln!(
+        "density: a {} of {} values of {} bytes holds {:.1} MiB filled",
+        kind.server.name(),
+        kind.keys,
+        kind.value_bytes,
+        usage as f64 / MIB as f64
+    );
+    Ok(usage)
+}
+
+/// Runs `n` tenants under `policy`, writing what it ran and saw under `env.out`.
+pub fn run(
+    config: &DensityConfig,
+    env: &Env,
+    policy: Policy,
+    n: usize,
+) -> Result<TrialResult, DensityError> {
+    let reserved: u64 = (0..n)
+        .map(|i| static_limit(env.peaks[i % env.peaks.len()]))
+        .sum();
+    if policy == Policy::Static && reserved > config.budget {
+        return Ok(TrialResult::not_fitting(policy, n, reserved));
+    }
+    let dir = env.out.join(format!("{}-n{n:03}", policy.name()));
+    std::fs::create_dir_all(&dir).map_err(|e| DensityError::io(&dir.display().to_string(), e))?;
+    let h = &env.hierarchy;
+    let parent = format!(
+        "{}/memtide-density-{}",
+        h.own_cgroup.trim_end_matches('/'),
+        std::process::id()
+    );
+    let parent_dir = h.dir_of(&parent);
+    std::fs::create_dir(&parent_dir)
+        .map_err(|e| DensityError::io(&parent_dir.display().to_string(), e))?;
+    let mut rig = Rig {
+        env,
+        parent: parent.clone(),
+        tenants: Vec::new(),
+        daemon: None,
+    };
+    let parent_cg = MemoryCgroup::new(h.version, parent_dir.clone());
+    parent_cg
+        .set_limit(Limit::Bytes(Bytes(config.budget)), WRITE_TIMEOUT)
+        .map_err(|e| DensityError::Trial(format!("the parent's limit: {e}")))?;
+
+    for i in 0..n {
+        let name = format!("t{i:03}");
+        let cgroup = format!("{parent}/{name}");
+        let cdir = h.dir_of(&cgroup);
+        std::fs::create_dir(&cdir).map_err(|e| DensityError::io(&cdir.display().to_string(), e))?;
+        let kind = config.kind(i).clone();
+        let port = free_port()?;
+        let log = dir.join(format!("{name}-server.log"));
+        let mut server = spawn_in(
+            &mut server_command(&env.programs, &kind, port, &dir)?,
+            &cdir,
+            &log,
+        )?;
+        wait_for_port(port, &mut server, &log)?;
+        rig.tenants.push(Tenant {
+            name,
+            kind,
+            seed: memtide_demand::tenant_seed(config.seed, i as u64),
+            cgroup,
+            port,
+            server,
+        });
+    }
+    let fill_start = Instant::now();
+    for t in &rig.tenants {
+        fill(&env.programs, t, &dir)?;
+    }
+    let fill_s = fill_start.elapsed().as_secs_f64();
+
+    match policy {
+        Policy::Static => {
+            for (i, t) in rig.tenants.iter().enumerate() {
+                let cg = MemoryCgroup::new(h.version, h.dir_of(&t.cgroup));
+                cg.set_limit(
+                    Limit::Bytes(Bytes(static_limit(env.peaks[i % env.peaks.len()]))),
+                    WRITE_TIMEOUT,
+                )
+                .map_err(|e| DensityError::Trial(format!("{}'s static limit: {e}", t.name)))?;
+            }
+        }
+        Policy::Kernel => {}
+        Policy::Sampling | Policy::Tws | Policy::App => {
+            let port = free_port()?;
+            let state = dir.join("state");
+            std::fs::create_dir_all(&state)
+                .map_err(|e| DensityError::io(&state.display().to_string(), e))?;
+            let text = daemon_config(config, env, policy, &rig, port, &state);
+            let path = dir.join("memtide.toml");
+            std::fs::write(&path, text)
+                .map_err(|e| DensityError::io(&path.display().to_string(), e))?;
+            let log = std::fs::File::create(dir.join("memtide.log"))
+                .map_err(|e| DensityError::io("memtide.log", e))?;
+            let err = log
+                .try_clone()
+                .map_err(|e| DensityError::io("dup a log", e))?;
+            let child = Command::new(&env.programs.memtide)
+                .args(["daemon", "--config"])
+                .arg(&path)
+                .stdin(Stdio::null())
+                .stdout(log)
+                .stderr(err)
+                .spawn()
+                .map_err(|e| DensityError::io("start memtide daemon", e))?;
+            rig.daemon = Some(Proc(child));
+            let client = memtide_api::client::Client::new(
+                ([127, 0, 0, 1], port).into(),
+                Duration::from_secs(2),
+            );
+            let start = Instant::now();
+            while client.status().map_or(true, |s| s.tenants.len() < n) {
+                let exited = rig
+                    .daemon
+                    .as_mut()
+                    .is_some_and(|d| matches!(d.0.try_wait(), Ok(Some(_))));
+                if exited || start.elapsed() > DAEMON_START {
+                    return Err(DensityError::Trial(format!(
+                        "memtide daemon {} (its log: {})",
+                        if exited {
+                            "exited"
+                        } else {
+                            "did not manage every tenant in time"
+                        },
+                        dir.join("memtide.log").display()
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_secs_f64(config.warmup));
+
+    // The run: every generator on one clock.
+    let t0 = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+        + 3.0;
+    let mut generators = Vec::new();
+    for t in &rig.tenants {
+        let out = dir.join(format!("{}.jsonl", t.name));
+        let child = Command::new(&env.programs.loadgen)
+            .arg("--server")
+            .arg(t.url())
+            .args([
+                "--keys",
+                &t.kind.keys.to_string(),
+                "--value-bytes",
+                &t.kind.value_bytes.to_string(),
+            ])
+            .args(["--demand", &t.kind.demand, "--seed", &t.seed.to_string()])
+            .args([
+                "--duration",
+                &format!("{}s", config.duration),
+                "--window",
+                &format!("{}s", config.window),
+            ])
+            .args([
+                "--timeout",
+                REQUEST_TIMEOUT,
+                "--start-at",
+                &format!("{t0:.3}"),
+                "--out",
+            ])
+            .arg(&out)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| DensityError::io("start memtide-loadgen", e))?;
+        generators.push(Proc(child));
+    }
+    let (in0, out0) = swap_pages();
+    let oom_before: u64 = rig
+        .tenants
+        .iter()
+        .map(|t| t.cgroup.clone())
+        .chain([parent.clone()])
+        .map(|cg| {
+            MemoryCgroup::new(h.version, h.dir_of(&cg))
+                .oom_kills()
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+        })
+        .sum();
+    let wait_t0 = (t0
+        - SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64()))
+    .max(0.0);
+    std::thread::sleep(Duration::from_secs_f64(wait_t0));
+    let cpu0: Vec<(u32, f64)> = manager_pids(&rig)
+        .into_iter()
+        .filter_map(|p| Some((p, cpu_seconds(p)?)))
+        .collect();
+    let run_start = Instant::now();
+    let mut usage_sum = 0.0;
+    let mut usage_samples = 0u64;
+    let mut died = Vec::new();
+    let deadline = Duration::from_secs_f64(config.duration + 120.0);
+    loop {
+        if let Ok(s) = parent_cg.sample() {
+            usage_sum += s.usage.0 as f64;
+            usage_samples += 1;
+        }
+        for t in &mut rig.tenants {
+            if !died.contains(&t.name) && matches!(t.server.0.try_wait(), Ok(Some(_))) {
+                died.push(t.name.clone());
+            }
+        }
+        let running = generators
+            .iter_mut()
+            .filter_map(|g| g.0.try_wait().ok())
+            .filter(Option::is_none)
+            .count();
+        if running == 0 {
+            break;
+        }
+        if run_start.elapsed() > deadline {
+            return Err(DensityError::Trial(format!(
+                "{running} load generators still ran {deadline:?} after the start"
+            )));
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let run_s = run_start.elapsed().as_secs_f64();
+    let manager_cpu_s = policy.is_memtide().then(|| {
+        cpu0.iter()
+            .filter_map(|&(p, c)| Some(cpu_seconds(p)? - c))
+            .sum::<f64>()
+    });
+    let (in1, out1) = swap_pages();
+    let oom_after: u64 = rig
+        .tenants
+        .iter()
+        .map(|t| t.cgroup.clone())
+        .chain([parent.clone()])
+        .map(|cg| {
+            MemoryCgroup::new(h.version, h.dir_of(&cg))
+                .oom_kills()
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+        })
+        .sum();
+
+    let mut tenants = Vec::new();
+    let mut all = Attainment::default();
+    let mut wake_times = Vec::new();
+    let (mut within, mut wakes) = (0, 0);
+    for t in &rig.tenants {
+        let lines = read_lines(&dir.join(format!("{}.jsonl", t.name)))?;
+        let a = attainment(&lines.windows, &config.slo);
+        all = all + a;
+        let mut tw = Vec::new();
+        for &(start, end) in &lines.bursts {
+            let w = wake_time(start, end, &lines.seconds, &config.slo);
+            wakes += 1;
+            within += u64::from(w.is_some_and(|w| w <= config.slo.wake_s));
+            wake_times.push(w.unwrap_or(end - start));
+            tw.push(w);
+        }
+        tenants.push(TenantOutcome {
+            name: t.name.clone(),
+            server: t.kind.server.name(),
+            demand: t.kind.demand.clone(),
+            attainment: a,
+            wakes: tw,
+            requests: lines.windows.iter().map(|w| w.requests).sum(),
+            errors: lines.windows.iter().map(|w| w.errors).sum(),
+            misses: lines.windows.iter().map(|w| w.misses).sum(),
+        });
+    }
+    wake_times.sort_by(f64::total_cmp);
+    let page = 4096.0 / MIB as f64;
+    let result = TrialResult {
+        policy,
+        n,
+        fits: true,
+        attainment: all,
+        oom_kills: oom_after.saturating_sub(oom_before),
+        died,
+        wakes_within: within,
+        wakes,
+        wake_p90_s: (!wake_times.is_empty())
+            .then(|| wake_times[(wake_times.len() * 9 / 10).min(wake_times.len() - 1)]),
+        swap_in_mib: in1.saturating_sub(in0) as f64 * page,
+        swap_out_mib: out1.saturating_sub(out0) as f64 * page,
+        manager_cpu_s,
+        run_s,
+        mean_usage: if usage_samples > 0 {
+            (usage_sum / usage_samples as f64) as u64
+        } else {
+            0
+        },
+        reserved,
+        tenants,
+    };
+    let json = serde_json::to_string_pretty(&result).expect("results serialize");
+    let summary = dir.join("result.json");
+    std::fs::write(&summary, json)
+        .map_err(|e| DensityError::io(&summary.display().to_string(), e))?;
+    eprintln!(
+        "density: {policy} n={n}: filled in {fill_s:.0} s; {} of {} active windows met the SLO; {} OOM kills",
+        result.attainment.met, result.attainment.active, result.oom_kills
+    );
+    drop(generators);
+    drop(rig);
+    Ok(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_limits_are_the_peak_and_ten_percent_rounded_up_to_a_mib() {
+        assert_eq!(static_limit(100 * MIB), 110 * MIB);
+        assert_eq!(static_limit(100 * MIB + 1), 111 * MIB);
+    }
+}
