@@ -95,11 +95,12 @@ pub fn attainment(windows: &[Window], slo: &Slo) -> Attainment {
 }
 
 /// Seconds from the wake-up at `wake` until the end of the first window of `seconds` (one
-/// second each, in order) starting at or after it whose requests all answered within the
-/// objective's p99 (any number of requests: a second is too short to be "active"); `None`
-/// when none did before `until`.
+/// second each, in order) ending after it whose requests all answered within the objective's
+/// p99 (any number of requests: a second is too short to be "active"); `None` when none did
+/// before `until`. The second the wake-up falls in counts, so a tenant that answers at once
+/// is back within a second.
 pub fn wake_time(wake: f64, until: f64, seconds: &[Window], slo: &Slo) -> Option<f64> {
-    let first = seconds.partition_point(|w| w.start < wake);
+    let first = seconds.partition_point(|w| w.start + w.length <= wake);
     seconds[first..]
         .iter()
         .take_while(|w| w.start < until)
@@ -165,9 +166,10 @@ mod tests {
                 window(f64::from(i), 1.0, 500, 0, Some(p99))
             })
             .collect();
-        // Woken at 1.5: seconds 2 and 3 are slow, second 4 is good: back at 5.0.
+        // Woken at 1.5: seconds 1 to 3 are slow, second 4 is good: back at 5.0.
         assert_eq!(wake_time(1.5, 10.0, &secs, &SLO), Some(3.5));
-        assert_eq!(wake_time(6.0, 10.0, &secs, &SLO), Some(1.0));
+        // Woken at 6.5 into a good second: back at its end.
+        assert_eq!(wake_time(6.5, 10.0, &secs, &SLO), Some(0.5));
         assert_eq!(
             wake_time(0.0, 4.0, &secs, &SLO),
             None,
