@@ -148,6 +148,9 @@ fn bad_arguments_overrides_and_missing_files_exit_2_with_one_line() {
         vec!["sim", shares, "--out", shares],
         vec!["sim", shares, "--out", &under_file],
         vec!["bench", "--bogus"],
+        // The density benchmark's set-up: a file that is not there, or not one.
+        vec!["bench", "density", "--config", "/nonexistent/density.toml"],
+        vec!["bench", "density", "--config", shares],
     ] {
         let out = memtide(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
