@@ -26,14 +26,22 @@ fn pct(x: Option<f64>) -> String {
 /// The markdown table.
 pub fn table(config: &DensityConfig, env: &Env, results: &[TrialResult]) -> String {
     let mut s = String::new();
-    let peaks: Vec<String> = env
-        .peaks
-        .iter()
-        .map(|p| format!("{:.0}", *p as f64 / MIB))
-        .collect();
+    let mut peaks: Vec<String> = Vec::new();
+    for (k, p) in config.mix.iter().zip(&env.peaks) {
+        let text = format!(
+            "{} of {} values of {} B: {:.0} MiB",
+            k.server.name(),
+            k.keys,
+            k.value_bytes,
+            *p as f64 / MIB
+        );
+        if !peaks.contains(&text) {
+            peaks.push(text);
+        }
+    }
     let _ = writeln!(
         s,
-        "budget {:.0} MiB, {} s runs in {} s windows, SLO p99 <= {} us in 99% of active windows (>= {} requests), wake-up within {} s; peaks (MiB) by mix kind: {}\n",
+        "budget {:.0} MiB, {} s runs in {} s windows, SLO p99 <= {} us in 99% of active windows (>= {} requests), wake-up within {} s; each kind filled: {}\n",
         config.budget as f64 / MIB,
         config.duration,
         config.window,
