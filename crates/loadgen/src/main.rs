@@ -125,9 +125,7 @@ fn config(a: &Args) -> Result<run::Config, LoadError> {
         ));
     }
     if let Some(at) = a.start_at {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64());
+        let now = run::unix_now();
         if !(at.is_finite() && at <= now + 3600.0) {
             return Err(usage(
                 "start-at",

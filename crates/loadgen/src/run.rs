@@ -115,6 +115,13 @@ fn connect_within(server: &Server, timeout: Duration) -> Result<Client, LoadErro
     }
 }
 
+/// Now, in seconds since the epoch.
+pub fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Runs `config`, writing JSON lines to `out`.
 pub fn run(config: &Config, out: impl Write) -> Result<(), LoadError> {
     let schedule = Schedule::new(&config.demand, config.seed, config.duration)
@@ -148,9 +155,7 @@ pub fn run(config: &Config, out: impl Write) -> Result<(), LoadError> {
     }
     let start = match config.start_at {
         Some(at) => {
-            let now = SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64());
+            let now = unix_now();
             if at < now - 1.0 {
                 return Err(LoadError::Usage(format!(
                     "--start-at {at}: {:.1} s in the past (filling took longer?)",

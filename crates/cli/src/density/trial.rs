@@ -447,6 +447,34 @@ fn manager_pids(rig: &Rig) -> Vec<u32> {
     pids
 }
 
+/// The OOM kills counted so far in the tenants' cgroups and their parent (an error where the
+/// kernel does not count them: a missing count is not zero).
+fn oom_kills(rig: &Rig) -> Result<u64, DensityError> {
+    let h = &rig.env.hierarchy;
+    let mut sum = 0;
+    for cg in rig.tenants.iter().map(|t| &t.cgroup).chain([&rig.parent]) {
+        let dir = h.dir_of(cg);
+        let kills = MemoryCgroup::new(h.version, dir.clone())
+            .oom_kills()
+            .map_err(|e| DensityError::Trial(format!("{}: {e}", dir.display())))?
+            .ok_or_else(|| {
+                DensityError::Host(format!(
+                    "{}: this kernel does not count OOM kills, which the benchmark must see",
+                    dir.display()
+                ))
+            })?;
+        sum += kills;
+    }
+    Ok(sum)
+}
+
+/// Now, in seconds since the epoch.
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// `pswpin` and `pswpout` from /proc/vmstat, in pages.
 fn swap_pages() -> (u64, u64) {
     let text = std::fs::read_to_string("/proc/vmstat").unwrap_or_default();
@@ -675,10 +703,7 @@ pub fn run(
     std::thread::sleep(Duration::from_secs_f64(config.warmup));
 
     // The run: every generator on one clock.
-    let t0 = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-        + 3.0;
+    let t0 = unix_now() + 3.0;
     let mut generators = Vec::new();
     for t in &rig.tenants {
         let out = dir.join(format!("{}.jsonl", t.name));
@@ -714,25 +739,8 @@ pub fn run(
         generators.push(Proc(child));
     }
     let (in0, out0) = swap_pages();
-    let oom_before: u64 = rig
-        .tenants
-        .iter()
-        .map(|t| t.cgroup.clone())
-        .chain([parent.clone()])
-        .map(|cg| {
-            MemoryCgroup::new(h.version, h.dir_of(&cg))
-                .oom_kills()
-                .ok()
-                .flatten()
-                .unwrap_or(0)
-        })
-        .sum();
-    let wait_t0 = (t0
-        - SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0.0, |d| d.as_secs_f64()))
-    .max(0.0);
-    std::thread::sleep(Duration::from_secs_f64(wait_t0));
+    let oom_before = oom_kills(&rig)?;
+    std::thread::sleep(Duration::from_secs_f64((t0 - unix_now()).max(0.0)));
     let cpu0: Vec<(u32, f64)> = manager_pids(&rig)
         .into_iter()
         .filter_map(|p| Some((p, cpu_seconds(p)?)))
@@ -774,19 +782,7 @@ pub fn run(
             .sum::<f64>()
     });
     let (in1, out1) = swap_pages();
-    let oom_after: u64 = rig
-        .tenants
-        .iter()
-        .map(|t| t.cgroup.clone())
-        .chain([parent.clone()])
-        .map(|cg| {
-            MemoryCgroup::new(h.version, h.dir_of(&cg))
-                .oom_kills()
-                .ok()
-                .flatten()
-                .unwrap_or(0)
-        })
-        .sum();
+    let oom_after = oom_kills(&rig)?;
 
     let mut tenants = Vec::new();
     let mut all = Attainment::default();
