@@ -73,6 +73,14 @@ struct Lines<W: Write> {
 }
 
 impl<W: Write> Lines<W> {
+    /// The first write that failed, if one did.
+    fn finish(self) -> Result<(), LoadError> {
+        match self.failed {
+            Some(e) => Err(LoadError::Output(e.to_string())),
+            None => Ok(()),
+        }
+    }
+
     fn put(&mut self, r: &Record<'_>, flush: bool) {
         if self.failed.is_some() {
             return;
@@ -147,10 +155,7 @@ pub fn run(config: &Config, out: impl Write) -> Result<(), LoadError> {
             true,
         );
         if config.fill_only {
-            return match lines.failed {
-                Some(e) => Err(LoadError::Output(e.to_string())),
-                None => Ok(()),
-            };
+            return lines.finish();
         }
     }
     let start = match config.start_at {
@@ -236,8 +241,5 @@ pub fn run(config: &Config, out: impl Write) -> Result<(), LoadError> {
         },
         true,
     );
-    match lines.failed {
-        Some(e) => Err(LoadError::Output(e.to_string())),
-        None => Ok(()),
-    }
+    lines.finish()
 }

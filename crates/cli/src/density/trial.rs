@@ -61,6 +61,13 @@ pub struct Env {
     pub peaks: Vec<u64>,
 }
 
+impl Env {
+    /// What tenant `i` (of kind `mix[i % len]`) holds once filled.
+    fn peak(&self, i: usize) -> u64 {
+        self.peaks[i % self.peaks.len()]
+    }
+}
+
 /// One tenant's figures.
 #[derive(Clone, Debug, Serialize)]
 pub struct TenantOutcome {
@@ -205,6 +212,57 @@ impl Drop for Rig<'_> {
         for cg in cgroups.iter().chain([&self.parent]) {
             remove_cgroup(&self.env.hierarchy.dir_of(cg));
         }
+    }
+}
+
+impl<'a> Rig<'a> {
+    /// Makes the parent cgroup `<own>/memtide-density-<pid>`; nothing in it yet.
+    fn new(env: &'a Env) -> Result<Rig<'a>, DensityError> {
+        let h = &env.hierarchy;
+        let parent = format!(
+            "{}/memtide-density-{}",
+            h.own_cgroup.trim_end_matches('/'),
+            std::process::id()
+        );
+        let dir = h.dir_of(&parent);
+        std::fs::create_dir(&dir).map_err(|e| DensityError::io(&dir.display().to_string(), e))?;
+        Ok(Rig {
+            env,
+            parent,
+            tenants: Vec::new(),
+            daemon: None,
+        })
+    }
+
+    /// Starts tenant `name`'s server of `kind` in a child cgroup of its own, its log in
+    /// `dir`, and waits until it answers.
+    fn start_tenant(
+        &mut self,
+        name: String,
+        kind: &TenantKind,
+        seed: u64,
+        dir: &Path,
+    ) -> Result<&Tenant, DensityError> {
+        let cgroup = format!("{}/{name}", self.parent);
+        let cdir = self.env.hierarchy.dir_of(&cgroup);
+        std::fs::create_dir(&cdir).map_err(|e| DensityError::io(&cdir.display().to_string(), e))?;
+        let port = free_port()?;
+        let log = dir.join(format!("{name}-server.log"));
+        let mut server = spawn_in(
+            &mut server_command(&self.env.programs, kind, port, dir)?,
+            &cdir,
+            &log,
+        )?;
+        wait_for_port(port, &mut server, &log)?;
+        self.tenants.push(Tenant {
+            name,
+            kind: kind.clone(),
+            seed,
+            cgroup,
+            port,
+            server,
+        });
+        Ok(self.tenants.last().expect("just pushed"))
     }
 }
 
@@ -392,7 +450,7 @@ fn daemon_config(
         policy == Policy::App
     );
     for (i, t) in rig.tenants.iter().enumerate() {
-        let peak = env.peaks[i % env.peaks.len()];
+        let peak = env.peak(i);
         let estimator = if policy == Policy::Tws {
             "tws"
         } else {
@@ -522,46 +580,15 @@ fn read_lines(path: &Path) -> Result<Lines, DensityError> {
 /// What a tenant of `kind` holds once filled, unconstrained: one server in a cgroup of its
 /// own (no limit), filled, its cgroup's usage read a second later.
 pub fn measure_peak(env: &Env, kind: &TenantKind) -> Result<u64, DensityError> {
-    let h = &env.hierarchy;
     let dir = env.out.join("calibration");
     std::fs::create_dir_all(&dir).map_err(|e| DensityError::io(&dir.display().to_string(), e))?;
-    let parent = format!(
-        "{}/memtide-density-{}",
-        h.own_cgroup.trim_end_matches('/'),
-        std::process::id()
-    );
-    let parent_dir = h.dir_of(&parent);
-    std::fs::create_dir(&parent_dir)
-        .map_err(|e| DensityError::io(&parent_dir.display().to_string(), e))?;
-    let mut rig = Rig {
-        env,
-        parent: parent.clone(),
-        tenants: Vec::new(),
-        daemon: None,
-    };
+    let mut rig = Rig::new(env)?;
     let name = format!("{}-{}x{}", kind.server.name(), kind.keys, kind.value_bytes);
-    let cgroup = format!("{parent}/{name}");
-    let cdir = h.dir_of(&cgroup);
-    std::fs::create_dir(&cdir).map_err(|e| DensityError::io(&cdir.display().to_string(), e))?;
-    let port = free_port()?;
-    let log = dir.join(format!("{name}-server.log"));
-    let mut server = spawn_in(
-        &mut server_command(&env.programs, kind, port, &dir)?,
-        &cdir,
-        &log,
-    )?;
-    wait_for_port(port, &mut server, &log)?;
-    rig.tenants.push(Tenant {
-        name,
-        kind: kind.clone(),
-        seed: 0,
-        cgroup,
-        port,
-        server,
-    });
-    fill(&env.programs, &rig.tenants[0], &dir)?;
+    let tenant = rig.start_tenant(name, kind, 0, &dir)?;
+    let cdir = env.hierarchy.dir_of(&tenant.cgroup);
+    fill(&env.programs, tenant, &dir)?;
     std::thread::sleep(Duration::from_secs(1));
-    let usage = MemoryCgroup::new(h.version, cdir)
+    let usage = MemoryCgroup::new(env.hierarchy.version, cdir)
         .sample()
         .map_err(|e| DensityError::Trial(format!("the calibration cgroup: {e}")))?
         .usage
@@ -583,56 +610,24 @@ pub fn run(
     policy: Policy,
     n: usize,
 ) -> Result<TrialResult, DensityError> {
-    let reserved: u64 = (0..n)
-        .map(|i| static_limit(env.peaks[i % env.peaks.len()]))
-        .sum();
+    let reserved: u64 = (0..n).map(|i| static_limit(env.peak(i))).sum();
     if policy == Policy::Static && reserved > config.budget {
         return Ok(TrialResult::not_fitting(policy, n, reserved));
     }
     let dir = env.out.join(format!("{}-n{n:03}", policy.name()));
     std::fs::create_dir_all(&dir).map_err(|e| DensityError::io(&dir.display().to_string(), e))?;
     let h = &env.hierarchy;
-    let parent = format!(
-        "{}/memtide-density-{}",
-        h.own_cgroup.trim_end_matches('/'),
-        std::process::id()
-    );
+    let mut rig = Rig::new(env)?;
+    let parent = rig.parent.clone();
     let parent_dir = h.dir_of(&parent);
-    std::fs::create_dir(&parent_dir)
-        .map_err(|e| DensityError::io(&parent_dir.display().to_string(), e))?;
-    let mut rig = Rig {
-        env,
-        parent: parent.clone(),
-        tenants: Vec::new(),
-        daemon: None,
-    };
     let parent_cg = MemoryCgroup::new(h.version, parent_dir.clone());
     parent_cg
         .set_limit(Limit::Bytes(Bytes(config.budget)), WRITE_TIMEOUT)
         .map_err(|e| DensityError::Trial(format!("the parent's limit: {e}")))?;
 
     for i in 0..n {
-        let name = format!("t{i:03}");
-        let cgroup = format!("{parent}/{name}");
-        let cdir = h.dir_of(&cgroup);
-        std::fs::create_dir(&cdir).map_err(|e| DensityError::io(&cdir.display().to_string(), e))?;
-        let kind = config.kind(i).clone();
-        let port = free_port()?;
-        let log = dir.join(format!("{name}-server.log"));
-        let mut server = spawn_in(
-            &mut server_command(&env.programs, &kind, port, &dir)?,
-            &cdir,
-            &log,
-        )?;
-        wait_for_port(port, &mut server, &log)?;
-        rig.tenants.push(Tenant {
-            name,
-            kind,
-            seed: memtide_demand::tenant_seed(config.seed, i as u64),
-            cgroup,
-            port,
-            server,
-        });
+        let seed = memtide_demand::tenant_seed(config.seed, i as u64);
+        rig.start_tenant(format!("t{i:03}"), config.kind(i), seed, &dir)?;
     }
     let fill_start = Instant::now();
     for t in &rig.tenants {
@@ -645,7 +640,7 @@ pub fn run(
             for (i, t) in rig.tenants.iter().enumerate() {
                 let cg = MemoryCgroup::new(h.version, h.dir_of(&t.cgroup));
                 cg.set_limit(
-                    Limit::Bytes(Bytes(static_limit(env.peaks[i % env.peaks.len()]))),
+                    Limit::Bytes(Bytes(static_limit(env.peak(i)))),
                     WRITE_TIMEOUT,
                 )
                 .map_err(|e| DensityError::Trial(format!("{}'s static limit: {e}", t.name)))?;

@@ -1,7 +1,8 @@
 //! The private container engines the container tests stand on (host/engines.rs): for Docker and Podman each, a container with a memory limit lands in a cgroup under the engine's parent with that limit, `stats` reads as the engine's own CLI shows it, the daemon restarts on its data, and dropping the engine leaves no cgroup, process, mount or directory behind.
 
 use crate::host::engines::{
-    cgroup_dirs, mounts_under, parse_size, processes_naming, unix_now, Engine, EngineKind,
+    cgroup_dirs, mounts_under, parse_size, processes_naming, unix_now, Engine, EngineKind, BUSY,
+    IDLE,
 };
 use crate::host::*;
 use std::time::{Duration, Instant};
@@ -262,37 +263,8 @@ fn containers_config(engine: &Engine) -> String {
 fn containers_are_managed_by_name(kind: EngineKind, linux: &Linux, test: &str) {
     let what = kind.name();
     let mut engine = Engine::start(kind, linux, test);
-    let busy = [
-        "/usr/local/bin/memtide-toucher",
-        "--active",
-        "300M",
-        "--pause-ms",
-        "100",
-    ];
-    let idle = [
-        "/usr/local/bin/memtide-toucher",
-        "--active",
-        "8M",
-        "--idle",
-        "250M",
-        "--pause-ms",
-        "100",
-    ];
-    engine.run("busy", Some("600m"), &busy);
-    engine.run("idle", Some("600m"), &idle);
     // Both hold what they touch before memtide starts: 550 MiB against a 450 MiB budget.
-    for (name, holds) in [("busy", 290 * MIB), ("idle", 250 * MIB)] {
-        let cg = linux.memory_cgroup(&engine.cgroup(name));
-        let filled = Instant::now();
-        while cg.sample().map_or(0, |s| s.usage.0) < holds {
-            assert!(
-                filled.elapsed() < Duration::from_secs(60),
-                "{what}: {name} never held {:.0} MiB",
-                mib(holds)
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
+    engine.run_busy_and_idle(linux);
     let tmp = tempfile::tempdir().unwrap();
     let start = Instant::now();
     let mut daemon = Daemon::start(tmp.path(), &containers_config(&engine), &[]);
@@ -389,7 +361,7 @@ fn containers_are_managed_by_name(kind: EngineKind, linux: &Linux, test: &str) {
     );
 
     // A container made after the daemon started is adopted once the engine says it runs.
-    engine.run("ghost", Some("300m"), &idle[..3]);
+    engine.run("ghost", Some("300m"), &IDLE[..3]);
     let ghost = engine.cgroup("ghost");
     daemon.wait_until("ghost adopted", Duration::from_secs(30), |s| {
         s.tenants
@@ -400,7 +372,7 @@ fn containers_are_managed_by_name(kind: EngineKind, linux: &Linux, test: &str) {
     // Made again under its name: a new id, a new cgroup.
     let busy_cgroup = engine.cgroup("busy");
     engine.ok(&["rm", "-f", "busy"]);
-    engine.run("busy", Some("600m"), &busy);
+    engine.run("busy", Some("600m"), BUSY);
     let busy_again = engine.cgroup("busy");
     assert_ne!(
         busy_again, busy_cgroup,

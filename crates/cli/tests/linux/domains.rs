@@ -615,25 +615,7 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
         return;
     };
     let engine = Engine::start(EngineKind::Docker, &linux, test);
-    let toucher = "/usr/local/bin/memtide-toucher";
-    engine.run(
-        "busy",
-        Some("600m"),
-        &[toucher, "--active", "300M", "--pause-ms", "100"],
-    );
-    engine.run(
-        "idle",
-        Some("600m"),
-        &[
-            toucher,
-            "--active",
-            "8M",
-            "--idle",
-            "250M",
-            "--pause-ms",
-            "100",
-        ],
-    );
+    engine.run_busy_and_idle(&linux);
     let me = std::process::id();
     let active = lv.define_with(
         &format!("mt{me}-active"),
@@ -656,17 +638,6 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
         d.wait_ready(Duration::from_secs(120));
     }
     let found = balloon_actual(&lv, &active.name).expect("active has a balloon");
-    for (name, holds) in [("busy", 290 * MIB), ("idle", 250 * MIB)] {
-        let cg = linux.memory_cgroup(&engine.cgroup(name));
-        let filled = Instant::now();
-        while cg.sample().map_or(0, |s| s.usage.0) < holds {
-            assert!(
-                filled.elapsed() < Duration::from_secs(60),
-                "{name} never filled"
-            );
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
     // `memtide discover` lists both containers and both domains, and its starting
     // configuration names them.
     let parent = &linux.hierarchy.own_cgroup;

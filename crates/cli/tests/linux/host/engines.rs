@@ -97,6 +97,25 @@ pub struct Engine {
     cg: TestCgroup,
 }
 
+/// The busy container's command: 300 MiB kept active.
+pub const BUSY: &[&str] = &[
+    "/usr/local/bin/memtide-toucher",
+    "--active",
+    "300M",
+    "--pause-ms",
+    "100",
+];
+/// The idle container's command: 8 MiB active, 250 MiB allocated and left idle.
+pub const IDLE: &[&str] = &[
+    "/usr/local/bin/memtide-toucher",
+    "--active",
+    "8M",
+    "--idle",
+    "250M",
+    "--pause-ms",
+    "100",
+];
+
 impl Engine {
     /// Starts a private `kind` engine for `test`: its daemon on a socket in a fresh directory,
     /// its containers' cgroups beneath a test cgroup, and [`IMAGE`] imported. Panics, naming
@@ -229,6 +248,28 @@ impl Engine {
             String::from_utf8_lossy(&out.stdout)
         );
         String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Runs containers "busy" ([`BUSY`]) and "idle" ([`IDLE`]), each limited to 600 MiB by
+    /// the engine, and waits (60 s at most) until each holds what it touches: 290 and 250 MiB.
+    pub fn run_busy_and_idle(&self, linux: &Linux) {
+        for (name, command) in [("busy", BUSY), ("idle", IDLE)] {
+            self.run(name, Some("600m"), command);
+        }
+        for (name, holds) in [("busy", 290u64 << 20), ("idle", 250 << 20)] {
+            let cg = linux.memory_cgroup(&self.cgroup(name));
+            memtide_testkit::wait_for(
+                &format!(
+                    "{}'s {name} container to hold {} MiB",
+                    self.kind.name(),
+                    holds >> 20
+                ),
+                Duration::from_secs(60),
+                Duration::from_millis(200),
+                || (cg.sample().map_or(0, |s| s.usage.0) >= holds).then_some(()),
+                || format!("{:?}", cg.sample()),
+            );
+        }
     }
 
     /// Starts container `name` from [`IMAGE`], detached, running `command`, with `-m memory`
