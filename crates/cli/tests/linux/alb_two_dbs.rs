@@ -22,8 +22,8 @@ const SETUP: &[(&str, &str)] = &[
     ("APP_MIN", "128M"),
     ("TENANT_MIN", "160M"),
     ("T_DAEMON", "20"),
-    ("T_WAKE", "110"),
-    ("T_END", "170"),
+    ("T_WAKE", "90"),
+    ("T_END", "140"),
     ("CONDITIONS", "b c"),
 ];
 

@@ -5,7 +5,7 @@
 
 use crate::host::engines::{cgroup_dirs, cgroup_mounts, processes_naming};
 use crate::host::libvirt::{alive, is_domain_cgroup, Libvirt, SOCKET};
-use crate::host::vm::{balloon, line};
+use crate::host::vm::{balloon, idle_tax_settled, line, watch};
 use crate::host::*;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -235,17 +235,20 @@ fn two_domains_share_a_budget_through_libvirt_under_the_idle_tax() {
     // The idle tax: both balloons inflate at first; once the active guest works its balloon
     // deflates while the idle guest's stays inflated.
     let mut active_peak = 0u64;
-    let mut last = memtide_api::Snapshot::default();
     let mut timeline = Vec::new();
-    while t0.elapsed() < Duration::from_secs(100) {
-        let s = daemon.status();
-        timeline.push(line(&s, t0, &["active", "idle"]));
-        if t0.elapsed() < Duration::from_secs(35) {
-            active_peak = active_peak.max(balloon(&s, "active").unwrap_or(0));
-        }
-        last = s;
-        std::thread::sleep(Duration::from_secs(5));
-    }
+    let last = watch(
+        t0,
+        Duration::from_secs(45),
+        Duration::from_secs(100),
+        || daemon.status(),
+        |s| {
+            timeline.push(line(s, t0, &["active", "idle"]));
+            if t0.elapsed() < Duration::from_secs(35) {
+                active_peak = active_peak.max(balloon(s, "active").unwrap_or(0));
+            }
+            idle_tax_settled(s, "active", "idle", active_peak)
+        },
+    );
     println!("{}", timeline.join("\n"));
     let (a, i) = (
         balloon(&last, "active").expect("active is a VM"),
@@ -258,21 +261,9 @@ fn two_domains_share_a_budget_through_libvirt_under_the_idle_tax() {
         mib(i)
     );
     assert!(
-        i >= 128 * MIB,
-        "the idle domain's balloon holds only {:.0} MiB",
-        mib(i)
-    );
-    assert!(
-        active_peak >= 48 * MIB && a * 2 <= active_peak,
-        "the active domain's balloon did not inflate then deflate (peak {:.0}, end {:.0} MiB)",
-        mib(active_peak),
-        mib(a)
-    );
-    assert!(
-        i > a + 96 * MIB,
-        "idle {:.0} MiB vs active {:.0} MiB",
-        mib(i),
-        mib(a)
+        idle_tax_settled(&last, "active", "idle", active_peak),
+        "the idle domain's balloon should hold 128 MiB or more and 96 more than the active \
+         domain's, which should inflate by 48 MiB or more and deflate by half"
     );
     // libvirt's own view is memtide's.
     let idle_actual = balloon_actual(&lv, &idle.name).unwrap_or(0) * 1024;
@@ -593,6 +584,16 @@ fn a_domain_without_libvirt_waits_and_a_bad_one_is_refused_on_one_line() {
 /// active domain's balloon deflates once its guest works; `memtide discover` lists all four
 /// and names them in its starting configuration; at exit the containers' limits and the
 /// balloons are given back.
+/// memtide reclaims only while the budget runs short (`reclaim = "when_short"`), which it does
+/// in the containers-and-domains run at least as the active guest starts working (~30 s); how
+/// long it stays short varies with what the guests hold (the idle guest's QEMU held 122 to 215
+/// MiB across runs, as free page reporting gives its pages back; under load on the host, one
+/// tick of shortage). So the idle container's lowest limit is at most this, one bounded shrink
+/// step (7%) below the 259 MiB it held (246 MiB after one step, 211 after three in CI)...
+const IDLE_GAVE: u64 = 250 * MIB;
+/// ... and the busy container's, working 300 MiB, never below this.
+const BUSY_KEPT: u64 = 290 * MIB;
+
 #[test]
 fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
     use crate::host::engines::{Engine, EngineKind};
@@ -720,28 +721,33 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
     let mut active_peak = 0;
     // The containers' lowest limits over the run.
     let mut lowest = [u64::MAX; 2];
-    let mut last = memtide_api::Snapshot::default();
-    while t0.elapsed() < Duration::from_secs(100) {
-        let s = daemon.status();
-        let mut l = line(&s, t0, &["vm-active", "vm-idle"]);
-        for (k, n) in ["busy", "idle"].into_iter().enumerate() {
-            if let Some(t) = tenant(&s, n) {
-                lowest[k] = lowest[k].min(t.limit_bytes.unwrap_or(u64::MAX));
-                l.push_str(&format!(
-                    " | {n}: limit {:5.0} alloc {:5.0} target {:5.0}",
-                    mib(t.limit_bytes.unwrap_or(0)),
-                    mib(t.allocated_bytes),
-                    mib(t.target_bytes)
-                ));
+    let last = watch(
+        t0,
+        Duration::from_secs(60),
+        Duration::from_secs(100),
+        || daemon.status(),
+        |s| {
+            let mut l = line(s, t0, &["vm-active", "vm-idle"]);
+            for (k, n) in ["busy", "idle"].into_iter().enumerate() {
+                if let Some(t) = tenant(s, n) {
+                    lowest[k] = lowest[k].min(t.limit_bytes.unwrap_or(u64::MAX));
+                    l.push_str(&format!(
+                        " | {n}: limit {:5.0} alloc {:5.0} target {:5.0}",
+                        mib(t.limit_bytes.unwrap_or(0)),
+                        mib(t.allocated_bytes),
+                        mib(t.target_bytes)
+                    ));
+                }
             }
-        }
-        timeline.push(l);
-        if t0.elapsed() < Duration::from_secs(35) {
-            active_peak = active_peak.max(balloon(&s, "vm-active").unwrap_or(0));
-        }
-        last = s;
-        std::thread::sleep(Duration::from_secs(5));
-    }
+            timeline.push(l);
+            if t0.elapsed() < Duration::from_secs(35) {
+                active_peak = active_peak.max(balloon(s, "vm-active").unwrap_or(0));
+            }
+            idle_tax_settled(s, "vm-active", "vm-idle", active_peak)
+                && lowest[1] <= IDLE_GAVE
+                && lowest[0] >= BUSY_KEPT
+        },
+    );
     println!("{}", timeline.join("\n"));
     for n in names {
         assert!(tenant(&last, n).is_some(), "{n} is not managed");
@@ -769,18 +775,13 @@ fn containers_and_domains_share_one_daemon_under_the_idle_tax() {
         mib(i)
     );
     let timeline = timeline.join("\n");
-    // memtide reclaims only while the budget runs short (`reclaim = "when_short"`), which it
-    // does here at least as the active guest starts working (~30 s); how long it stays short
-    // varies with what the guests hold (the idle guest's QEMU held 122 to 215 MiB across
-    // runs, as free page reporting gives its pages back). So: the idle container gave at least
-    // one step of the 259 MiB it held, and the busy one never went below its 300 MiB.
     assert!(
-        idle_low <= 220 * MIB,
+        idle_low <= IDLE_GAVE,
         "the idle container kept its memory (lowest limit {:.0} MiB):\n{timeline}",
         mib(idle_low)
     );
     assert!(
-        busy_low >= 290 * MIB,
+        busy_low >= BUSY_KEPT,
         "the busy container was squeezed (lowest limit {:.0} MiB):\n{timeline}",
         mib(busy_low)
     );

@@ -332,6 +332,49 @@ pub fn assert_stuck_balloon_falls_back_to_host_swap(
     );
 }
 
+/// How an idle-tax run between an active and an idle ballooned guest ends, as its tests
+/// assert it: the idle guest's balloon holds at least 128 MiB, the active guest's, having
+/// inflated by 48 MiB or more in its idle first phase (`active_peak`), is down to half of that
+/// or less, and the idle guest's holds 96 MiB more than the active one's.
+pub fn idle_tax_settled(
+    s: &memtide_api::Snapshot,
+    active: &str,
+    idle: &str,
+    active_peak: u64,
+) -> bool {
+    match (balloon(s, active), balloon(s, idle)) {
+        (Some(a), Some(i)) => {
+            i >= 128 * MIB && active_peak >= 48 * MIB && a * 2 <= active_peak && i > a + 96 * MIB
+        }
+        _ => false,
+    }
+}
+
+/// Polls `status` every 5 s for at most `most` from `t0`, handing each snapshot to `see`
+/// (which records it and says whether the run's end state holds in it). From `least` on, the
+/// watch ends early once the end state has held in three snapshots in a row (10 s): a run
+/// that has settled shows nothing more in the rest of `most`. Returns the last snapshot.
+pub fn watch(
+    t0: Instant,
+    least: Duration,
+    most: Duration,
+    mut status: impl FnMut() -> memtide_api::Snapshot,
+    mut see: impl FnMut(&memtide_api::Snapshot) -> bool,
+) -> memtide_api::Snapshot {
+    let mut held = 0;
+    let mut last = memtide_api::Snapshot::default();
+    while t0.elapsed() < most {
+        let s = status();
+        held = if see(&s) { held + 1 } else { 0 };
+        last = s;
+        if held >= 3 && t0.elapsed() >= least {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(5));
+    }
+    last
+}
+
 /// One line of a run's timeline: each named VM's balloon, allocation and target.
 pub fn line(s: &memtide_api::Snapshot, t0: Instant, names: &[&str]) -> String {
     let mut l = format!("{:5.1}s {:5}", t0.elapsed().as_secs_f64(), s.host.state);
