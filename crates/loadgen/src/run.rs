@@ -53,6 +53,9 @@ enum Record<'a> {
         demand: String,
         seed: u64,
         bursts: &'a [(f64, f64)],
+        /// When the run's second 0 began, in seconds since the epoch: where its windows fall
+        /// in a manager's log.
+        epoch_s: f64,
     },
     Second(Window),
     Window(Window),
@@ -158,7 +161,7 @@ pub fn run(config: &Config, out: impl Write) -> Result<(), LoadError> {
             return lines.finish();
         }
     }
-    let start = match config.start_at {
+    let (start, epoch_s) = match config.start_at {
         Some(at) => {
             let now = unix_now();
             if at < now - 1.0 {
@@ -169,15 +172,16 @@ pub fn run(config: &Config, out: impl Write) -> Result<(), LoadError> {
             }
             let wait = Duration::from_secs_f64((at - now).max(0.0));
             std::thread::sleep(wait);
-            Instant::now()
+            (Instant::now(), unix_now())
         }
-        None => Instant::now(),
+        None => (Instant::now(), unix_now()),
     };
     lines.put(
         &Record::Start {
             demand: config.demand.to_string(),
             seed: config.seed,
             bursts: schedule.bursts(),
+            epoch_s,
         },
         true,
     );

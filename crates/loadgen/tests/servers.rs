@@ -229,6 +229,13 @@ fn a_bursty_run_follows_the_schedule_of_its_seed() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.jsonl");
     let pattern = "bursty:every=2s,burst=1s,rate=300";
+    let epoch = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64()
+    };
+    let before = epoch();
     let o = loadgen(&[
         "--server",
         &format!("redis://127.0.0.1:{port}"),
@@ -246,7 +253,13 @@ fn a_bursty_run_follows_the_schedule_of_its_seed() {
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let after = epoch();
     let l = lines(&out);
+    let epoch_s = of(&l, "start")[0]["epoch_s"].as_f64().unwrap();
+    assert!(
+        before <= epoch_s && epoch_s + 8.0 <= after,
+        "second 0 at {epoch_s}, the run from {before} to {after}"
+    );
     let schedule = Schedule::new(&Demand::parse(pattern).unwrap(), 9, 8.0).unwrap();
     let bursts: Vec<(f64, f64)> =
         serde_json::from_value(of(&l, "start")[0]["bursts"].clone()).unwrap();

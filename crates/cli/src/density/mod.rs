@@ -4,8 +4,9 @@
 //! *peak*: what static sizing reserves, with 10%). Then, for each policy in turn, trials of N
 //! tenants ([`trial::run`]) from `start` up by `step` while they meet the SLO (down from
 //! `start` while they do not), at most `max`: the policy carries the largest N that passed.
-//! A static trial whose limits add up to more than the budget does not run (static sizing
-//! does not overcommit). Each trial's raw lines and figures are kept under the output
+//! Static sizing does not overcommit, so its N is computed, not searched for: the largest N
+//! whose limits fit the budget is tried first, then N + 1 (which does not fit and does not
+//! run), and down by one from N only if N misses the SLO. Each trial's raw lines and figures are kept under the output
 //! directory; the table and the chart (SLO attainment against N, one line per policy) are
 //! written at the end, and after each trial, so a long run can be read as it goes.
 //!
@@ -146,30 +147,52 @@ pub fn run(config_path: &Path, out: &Path) -> Result<(), DensityError> {
     calibrate(&config, &mut env)?;
     let mut results: Vec<TrialResult> = Vec::new();
     for &policy in &config.policies {
-        let mut n = config.start;
-        let mut going_down = false;
-        loop {
+        let (start, step, max) = match policy {
+            Policy::Static => {
+                let fit = trial::static_fit(&env, config.budget, config.max).max(1);
+                (fit, 1, fit + 1)
+            }
+            _ => (config.start, config.step, config.max),
+        };
+        search(start, step, max, |n| {
             let r = trial::run(&config, &env, policy, n)?;
             let passed = r.passed();
             results.push(r);
             report::write(&config, &env, &results, out)?;
-            if n == config.start && !passed {
-                going_down = true;
+            Ok(passed)
+        })?;
+    }
+    print!("{}", report::table(&config, &env, &results));
+    Ok(())
+}
+
+/// The search for the largest N that passes: `start`, then up by `step` while trials pass
+/// (at most `max`), or down by `step` from `start` while they do not (at least 1). Stops at
+/// the first trial that settles it, so a policy's N is found in as few trials as the step
+/// allows: N is the last passing trial, within `step` of the first failing one.
+fn search(
+    start: usize,
+    step: usize,
+    max: usize,
+    mut trial: impl FnMut(usize) -> Result<bool, DensityError>,
+) -> Result<(), DensityError> {
+    let step = step.max(1);
+    let mut n = start.max(1);
+    if trial(n)? {
+        while n + step <= max {
+            n += step;
+            if !trial(n)? {
+                break;
             }
-            if going_down {
-                if passed || n <= config.step {
-                    break;
-                }
-                n -= config.step;
-            } else {
-                if !passed || n + config.step > config.max {
-                    break;
-                }
-                n += config.step;
+        }
+    } else {
+        while n > step {
+            n -= step;
+            if trial(n)? {
+                break;
             }
         }
     }
-    print!("{}", report::table(&config, &env, &results));
     Ok(())
 }
 
@@ -180,4 +203,57 @@ pub fn carried(results: &[TrialResult], policy: Policy) -> Option<usize> {
         .filter(|r| r.policy == policy && r.passed())
         .map(|r| r.n)
         .max()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Ns `search` tries when every N up to `limit` passes.
+    fn tried(start: usize, step: usize, max: usize, limit: usize) -> Vec<usize> {
+        let mut ns = Vec::new();
+        search(start, step, max, |n| {
+            ns.push(n);
+            Ok(n <= limit)
+        })
+        .unwrap();
+        ns
+    }
+
+    #[test]
+    fn the_search_goes_up_by_step_until_a_trial_fails() {
+        assert_eq!(tried(12, 4, 48, 26), vec![12, 16, 20, 24, 28]);
+    }
+
+    #[test]
+    fn the_search_stops_at_max_when_every_trial_passes() {
+        assert_eq!(tried(12, 4, 22, 100), vec![12, 16, 20]);
+    }
+
+    #[test]
+    fn the_search_goes_down_from_a_failing_start_until_one_passes() {
+        assert_eq!(tried(12, 4, 48, 5), vec![12, 8, 4]);
+        assert_eq!(tried(12, 4, 48, 0), vec![12, 8, 4], "never below one step");
+    }
+
+    #[test]
+    fn static_tries_its_fit_and_the_one_beyond() {
+        assert_eq!(tried(18, 1, 19, 18), vec![18, 19]);
+        assert_eq!(tried(18, 1, 19, 16), vec![18, 17, 16]);
+    }
+
+    #[test]
+    fn a_failing_trial_error_stops_the_search() {
+        let mut ns = Vec::new();
+        let r = search(4, 4, 48, |n| {
+            ns.push(n);
+            if n == 8 {
+                Err(DensityError::Trial("server died".into()))
+            } else {
+                Ok(true)
+            }
+        });
+        assert!(r.is_err());
+        assert_eq!(ns, vec![4, 8]);
+    }
 }

@@ -603,6 +603,24 @@ pub fn measure_peak(env: &Env, kind: &TenantKind) -> Result<u64, DensityError> {
     Ok(usage)
 }
 
+/// The most tenants (at most `max`) whose static limits fit in `budget`: tenants are added in
+/// index order, as the trials start them.
+pub fn static_fit(env: &Env, budget: u64, max: usize) -> usize {
+    fitting(|i| static_limit(env.peak(i)), budget, max)
+}
+
+/// How many of the first `max` limits `limit(0)`, `limit(1)`, ... add up to at most `budget`.
+fn fitting(limit: impl Fn(usize) -> u64, budget: u64, max: usize) -> usize {
+    let mut reserved = 0u64;
+    for i in 0..max {
+        reserved = reserved.saturating_add(limit(i));
+        if reserved > budget {
+            return i;
+        }
+    }
+    max
+}
+
 /// Runs `n` tenants under `policy`, writing what it ran and saw under `env.out`.
 pub fn run(
     config: &DensityConfig,
@@ -847,6 +865,23 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn static_fits_the_most_tenants_whose_limits_add_up_to_the_budget() {
+        let limit = |i: usize| if i % 2 == 0 { 110 * MIB } else { 100 * MIB };
+        assert_eq!(
+            fitting(limit, 2048 * MIB, 48),
+            19,
+            "10 x 110 + 9 x 100 = 2000 MiB"
+        );
+        assert_eq!(
+            fitting(limit, 2000 * MIB, 48),
+            19,
+            "exactly the budget fits"
+        );
+        assert_eq!(fitting(limit, 100 * MIB, 48), 0);
+        assert_eq!(fitting(limit, u64::MAX, 48), 48, "at most max");
+    }
 
     #[test]
     fn static_limits_are_the_peak_and_ten_percent_rounded_up_to_a_mib() {

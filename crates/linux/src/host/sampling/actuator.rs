@@ -1,6 +1,6 @@
 //! ESX sampling as a mechanism of the Linux host: an [`AccessSampler`] for each tenant whose estimator samples, its counts in the tenant's observation.
 
-use super::AccessSampler;
+use super::{stagger, AccessSampler};
 use crate::host::actuator::{Actuator, TenantView};
 use crate::host::Placement;
 use memtide_model::{EstimatorConfig, Moves, TenantId, TenantObservation, TenantSpec, WorldEvent};
@@ -34,7 +34,9 @@ impl Actuator for Sampling {
     fn attach(&mut self, id: TenantId, spec: &TenantSpec, _placement: &Placement) {
         match &spec.estimator {
             EstimatorConfig::Sampling(s) => {
-                let sampler = AccessSampler::new(&self.proc_root, s.period, spec.max.to_bytes());
+                let phase = stagger(id.0);
+                let sampler =
+                    AccessSampler::new(&self.proc_root, s.period, spec.max.to_bytes(), phase);
                 self.samplers.insert(id, sampler);
             }
             _ => {

@@ -17,6 +17,16 @@
 //! without it: Redis holding 171 MiB and serving random GETs at about 1,300 a second (under
 //! TCG) read as 92 MiB, so each period's end took its limit below what it held again. Part of
 //! that is the period itself: 40,000 GETs over 40,000 keys in 30 s touch about 63% of them.
+//!
+//! **Staggered periods.** Tenants adopted together would otherwise end their periods at the
+//! same tick, and every ceiling would move at once: in the density benchmark 32 Redis and
+//! memcached tenants ended theirs together 101 s in, the daemon moved 80 limits (51 down) in
+//! 4 s, and the tenants' wake-ups then read back swap together and missed their p99 in the
+//! same 10-s window. So each sampler's first period runs `period × (1 + phase)`, `phase` in
+//! [0, 1) spread over the tenants by [`stagger`], and the later ones a period each: the ends
+//! fall apart, each period is at least a full one (a short first period would count fewer
+//! touched pages and bring a ceiling below the working set), and a tenant's first estimate
+//! comes at most one period later.
 
 mod actuator;
 
@@ -34,6 +44,8 @@ pub const RESOLUTION: u32 = 1000;
 pub struct AccessSampler {
     proc_root: PathBuf,
     period_len: Duration,
+    /// The first period's length: `period_len` stretched by the tenant's phase.
+    first_len: Duration,
     max: Bytes,
     period: u64,
     started: Option<Duration>,
@@ -41,11 +53,28 @@ pub struct AccessSampler {
     faulted: u64,
 }
 
+/// The phase in [0, 1) of the `index`th tenant's periods: the fractional part of `index`
+/// times the golden ratio's inverse, which spreads any run of consecutive indices nearly
+/// evenly over the period (Weyl's sequence: no two of the first `n` closer than about
+/// `0.38 / n`), however many tenants come.
+pub fn stagger(index: u32) -> f64 {
+    const INVERSE_GOLDEN: f64 = 0.618_033_988_749_894_9;
+    (f64::from(index) * INVERSE_GOLDEN).fract()
+}
+
 impl AccessSampler {
-    pub fn new(proc_root: &Path, period_len: Duration, max: Bytes) -> AccessSampler {
+    /// A sampler whose first period runs `period_len × (1 + phase)` (`phase` clamped to
+    /// [0, 1)), the later ones `period_len`.
+    pub fn new(proc_root: &Path, period_len: Duration, max: Bytes, phase: f64) -> AccessSampler {
+        let phase = if phase.is_finite() {
+            phase.clamp(0.0, 0.999)
+        } else {
+            0.0
+        };
         AccessSampler {
             proc_root: proc_root.to_path_buf(),
             period_len,
+            first_len: period_len.mul_f64(1.0 + phase),
             max,
             period: 0,
             started: None,
@@ -58,7 +87,16 @@ impl AccessSampler {
     pub fn wants_pids(&self, now: Duration) -> bool {
         match self.started {
             None => true,
-            Some(started) => now.saturating_sub(started) >= self.period_len,
+            Some(started) => now.saturating_sub(started) >= self.current_len(),
+        }
+    }
+
+    /// The length of the period under way: the first is stretched by the phase.
+    fn current_len(&self) -> Duration {
+        if self.period == 0 {
+            self.first_len
+        } else {
+            self.period_len
         }
     }
 
@@ -80,7 +118,7 @@ impl AccessSampler {
                 self.started = Some(now);
                 self.faulted = 0;
             }
-            Some(started) if now.saturating_sub(started) >= self.period_len => {
+            Some(started) if now.saturating_sub(started) >= self.current_len() => {
                 let mut referenced = 0u64;
                 for &pid in pids {
                     if let Some(b) =
@@ -146,7 +184,7 @@ mod tests {
         let root = tempfile::tempdir().unwrap();
         fake_proc(root.path(), 10, 256 * 1024);
         fake_proc(root.path(), 11, 0);
-        let mut s = AccessSampler::new(root.path(), Duration::from_secs(10), Bytes(1 << 30));
+        let mut s = AccessSampler::new(root.path(), Duration::from_secs(10), Bytes(1 << 30), 0.0);
         let at = Duration::from_secs;
         assert!(s.wants_pids(at(0)));
         let first = s.observe(at(0), &[10, 11], 0).unwrap();
@@ -175,7 +213,7 @@ mod tests {
     fn pages_faulted_back_in_the_period_count_as_touched() {
         let root = tempfile::tempdir().unwrap();
         fake_proc(root.path(), 10, 256 * 1024);
-        let mut s = AccessSampler::new(root.path(), Duration::from_secs(10), Bytes(1 << 30));
+        let mut s = AccessSampler::new(root.path(), Duration::from_secs(10), Bytes(1 << 30), 0.0);
         let at = Duration::from_secs;
         // Faults before the first period started are not its.
         s.observe(at(0), &[10], 1 << 20).unwrap();
@@ -196,10 +234,52 @@ mod tests {
     fn a_process_gone_at_the_period_end_adds_nothing() {
         let root = tempfile::tempdir().unwrap();
         fake_proc(root.path(), 10, 512 * 1024);
-        let mut s = AccessSampler::new(root.path(), Duration::from_secs(1), Bytes(1 << 30));
+        let mut s = AccessSampler::new(root.path(), Duration::from_secs(1), Bytes(1 << 30), 0.0);
         s.observe(Duration::ZERO, &[10, 99], 0).unwrap();
         let done = s.observe(Duration::from_secs(1), &[10, 99], 0).unwrap();
         assert_eq!(done.completed.unwrap().touched, 500);
+    }
+
+    #[test]
+    fn the_first_period_is_stretched_by_the_phase_and_the_next_ones_are_not() {
+        let root = tempfile::tempdir().unwrap();
+        fake_proc(root.path(), 10, 256 * 1024);
+        let mut s = AccessSampler::new(root.path(), Duration::from_secs(10), Bytes(1 << 30), 0.5);
+        let at = Duration::from_secs;
+        s.observe(at(0), &[10], 0).unwrap();
+        assert!(!s.wants_pids(at(10)), "a full period is not yet the first");
+        assert_eq!(s.observe(at(10), &[10], 0).unwrap().completed, None);
+        assert!(s.wants_pids(at(15)));
+        assert!(s.observe(at(15), &[10], 0).unwrap().completed.is_some());
+        assert!(!s.wants_pids(at(24)));
+        assert!(s.observe(at(25), &[10], 0).unwrap().completed.is_some());
+    }
+
+    #[test]
+    fn stagger_spreads_consecutive_tenants_over_the_period() {
+        for n in [2u32, 8, 32, 100] {
+            let mut phases: Vec<f64> = (0..n).map(stagger).collect();
+            phases.sort_by(f64::total_cmp);
+            assert!(phases.iter().all(|p| (0.0..1.0).contains(p)));
+            let closest = phases
+                .windows(2)
+                .map(|w| w[1] - w[0])
+                .fold(f64::INFINITY, f64::min);
+            assert!(
+                closest >= 0.3 / f64::from(n),
+                "{n} tenants: two phases {closest} apart"
+            );
+        }
+    }
+
+    #[test]
+    fn a_phase_out_of_range_is_clamped_not_a_period_of_two_or_of_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let period = Duration::from_secs(10);
+        for (phase, first) in [(-1.0, 10.0), (f64::NAN, 10.0), (7.0, 19.99)] {
+            let s = AccessSampler::new(root.path(), period, Bytes(1 << 30), phase);
+            assert!((s.first_len.as_secs_f64() - first).abs() < 1e-6, "{phase}");
+        }
     }
 
     #[test]
