@@ -868,7 +868,7 @@ mod tests {
 
     #[test]
     fn static_fits_the_most_tenants_whose_limits_add_up_to_the_budget() {
-        let limit = |i: usize| if i % 2 == 0 { 110 * MIB } else { 100 * MIB };
+        let limit = |i: usize| if i.is_multiple_of(2) { 110 * MIB } else { 100 * MIB };
         assert_eq!(
             fitting(limit, 2048 * MIB, 48),
             19,
