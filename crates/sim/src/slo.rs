@@ -140,9 +140,12 @@ impl SloMeter {
 /// others answered in `latencies` (µs; sorted here).
 fn window(start: f64, length: f64, requests: u64, errors: u64, latencies: &mut [u32]) -> Window {
     latencies.sort_unstable();
+    let n = latencies.len();
     let q = |p: f64| {
-        let rank = ((p * latencies.len() as f64).ceil() as usize).clamp(1, latencies.len());
-        (!latencies.is_empty()).then(|| u64::from(latencies[rank - 1]))
+        let rank = ((p * n as f64).ceil() as usize).max(1);
+        latencies
+            .get(rank.min(n).wrapping_sub(1))
+            .map(|&l| u64::from(l))
     };
     Window {
         start,
@@ -231,6 +234,19 @@ mod tests {
         tick(&mut m, 1.0, 2, 2_000, &[]);
         assert!(m.seconds()[1].max_us.unwrap() > 500_000);
         assert_eq!(m.windows()[0].requests, 6);
+    }
+
+    #[test]
+    fn a_window_with_nothing_answered_has_no_percentiles() {
+        let mut m = SloMeter::new(1, 2.0);
+        m.end_tick(0.0, 1.0, 0);
+        m.end_tick(1.0, 1.0, 3);
+        let w = &m.windows()[0];
+        assert_eq!(
+            (w.requests, w.errors, w.p99_us, w.max_us),
+            (3, 3, None, None)
+        );
+        assert_eq!(m.seconds().len(), 1, "only seconds with requests due");
     }
 
     #[test]
