@@ -323,7 +323,9 @@ fn usage_error(e: &anyhow::Error) -> Option<&dyn std::fmt::Display> {
     if let Some(user) = e.downcast_ref::<memtide_scenario::ScenarioError>() {
         return Some(user);
     }
-    if let Some(user @ run::RunError::NothingRan { .. }) = e.downcast_ref::<run::RunError>() {
+    if let Some(user @ (run::RunError::NothingRan { .. } | run::RunError::Unmanaged { .. })) =
+        e.downcast_ref::<run::RunError>()
+    {
         return Some(user);
     }
     if let Some(user) = e.downcast_ref::<output::OutDirError>() {

@@ -293,7 +293,7 @@ fn random_private(pmap: &Pmap, rng: &mut SimRng) -> Option<u32> {
         }
     }
     let start = rng.below(u64::from(n)) as u32;
-    (start..n).chain(0..start).find(|&ppn| pmap.is_private(ppn))
+    pmap.next_private(start)
 }
 
 #[cfg(test)]

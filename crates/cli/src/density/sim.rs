@@ -12,7 +12,8 @@
 //! - `sampling`, `tws`: the controller manages them through the runner, as `memtide sim` runs
 //!   any scenario.
 //!
-//! After the run every tenant's windows (`memtide_sim::slo`) are judged by
+//! A trial whose tenants admission control refuses does not run: it is recorded as not
+//! fitting, as static's N + 1. After the run every tenant's windows (`memtide_sim::slo`) are judged by
 //! `memtide_demand::attainment` and `wake_time` ([`Tally`], the real trial's), into the same
 //! [`TrialResult`], table, chart and `results.json` (`report`). Memory used is the machine's
 //! in use, averaged over the load's ticks; swap traffic is the guests' and the host's swap-ins
@@ -138,10 +139,14 @@ impl SimBench {
         let mut watch = Watch::new(&scenario);
         let world = SimWorld::new(scenario.host.clone(), scenario.cost.clone(), scenario.seed);
         let judge = |world: &SimWorld| self.judge(&scenario, world);
-        let mut tally = if policy.is_memtide() {
-            run_managed(&scenario, world, &mut watch, judge)??
+        let tally = if policy.is_memtide() {
+            run_managed(&scenario, world, &mut watch, judge)?
         } else {
-            run_alone(&scenario, world, &mut watch, judge)??
+            run_alone(&scenario, world, &mut watch, judge)?
+        };
+        let Some(mut tally) = tally.transpose()? else {
+            eprintln!("density --sim: {policy} n={n}: admission control refused a tenant");
+            return Ok(TrialResult::not_fitting(policy, n, reserved));
         };
         let page = memtide_model::PAGE_SIZE as f64 / f64::from(1u32 << 20);
         let result = TrialResult {
@@ -257,7 +262,7 @@ fn run_alone<R>(
     mut world: SimWorld,
     watch: &mut Watch,
     judge: impl FnOnce(&SimWorld) -> R,
-) -> Result<R, DensityError> {
+) -> Result<Option<R>, DensityError> {
     for t in &scenario.tenants {
         world
             .power_on(t.spec.id, t.vm.clone())
@@ -267,7 +272,7 @@ fn run_alone<R>(
         world.run_tick();
         watch.tick(&world);
     }
-    Ok(judge(&world))
+    Ok(Some(judge(&world)))
 }
 
 /// The runner's sink for a managed trial: the watch sees each tick.
@@ -289,13 +294,13 @@ impl Sink<SimWorld> for Ticks<'_> {
 }
 
 /// memtide: the controller manages the tenants through the runner; `judge` reads the world
-/// at the end.
+/// at the end. `None` when admission control refused a tenant: the policy cannot place N.
 fn run_managed<R>(
     scenario: &Scenario,
     world: SimWorld,
     watch: &mut Watch,
     judge: impl FnOnce(&SimWorld) -> R,
-) -> Result<R, DensityError> {
+) -> Result<Option<R>, DensityError> {
     let controller = Controller::new(
         scenario.controller.clone(),
         scenario.host.machine,
@@ -311,6 +316,7 @@ fn run_managed<R>(
     for t in &scenario.tenants {
         match runner.start(t.spec.id, None, None).map_err(sim)? {
             Outcome::Started(_) => {}
+            Outcome::Refused(_) => return Ok(None),
             other => {
                 return Err(DensityError::Trial(format!(
                     "{} did not start: {other:?}",
@@ -323,7 +329,7 @@ fn run_managed<R>(
     for k in 0..sink.0.ticks {
         runner.tick(tick * k as u32, &mut sink).map_err(sim)?;
     }
-    Ok(judge(runner.world()))
+    Ok(Some(judge(runner.world())))
 }
 
 /// Runs the search of every policy of `path` (with `overrides`), writing under `out`.

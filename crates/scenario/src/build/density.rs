@@ -8,9 +8,11 @@
 //!   `memtide_demand::static_limit`), which nothing moves;
 //! - `kernel`: no per-tenant limit (a container twice its static limit, more than it ever
 //!   holds) and no manager: the host pages when its memory, the budget, is full;
-//! - `sampling`, `tws`: as memtide's daemon adopts each real server — min 16 MiB, max twice
-//!   the static limit, ESX sampling over 10 s periods with the wake-up rule, or TWS — under
-//!   the controller with `[policy]`'s budget and tax.
+//! - `sampling`, `tws`: as memtide's daemon adopts each real server — min 16 MiB, ESX
+//!   sampling over 10 s periods with the wake-up rule, or TWS — under the controller with
+//!   `[policy]`'s budget and tax; max is the static limit (the real daemon's is twice that,
+//!   room a server that only reads its dataset never uses, and admission control reserves
+//!   max - min of host swap per tenant here).
 //!
 //! The run is `warmup` (fill, then idle: memtide's first periods) and then `duration` of
 //! load; the scenario's duration is both. `app` has no simulated counterpart: the simulator's
@@ -151,7 +153,7 @@ impl Build<'_> {
             let (min, max) = match policy {
                 Policy::Static => (Size(0), limit),
                 Policy::Kernel => (Size(0), Size(limit.bytes() * 2)),
-                _ => (MEMTIDE_MIN, Size(limit.bytes() * 2)),
+                _ => (MEMTIDE_MIN, limit),
             };
             let estimator = match policy {
                 Policy::Tws => EstimatorConfig::WorkingSet(WorkingSetConfig::default()),
