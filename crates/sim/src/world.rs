@@ -526,7 +526,7 @@ impl Host for SimWorld {
         }
         order.sort_by_key(|(i, _)| *i);
         for (i, a) in order {
-            self.host.targets[i] = Some(a.target.0);
+            self.host.set_target(i, a.target.0);
             let vm = &mut self.vms[i];
             let moves = a.moves();
             vm.control(Some(&moves));
