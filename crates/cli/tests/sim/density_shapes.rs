@@ -31,8 +31,13 @@ fn overcommitting_policies_carry_twice_what_static_does_and_capacity_bounds_them
     for policy in [Policy::Kernel, Policy::Sampling, Policy::Tws] {
         let r = b.trial(policy, twice).unwrap();
         assert!(r.passed(), "{policy} at {twice}: {:?}", r.attainment);
-        // Overcommitted: they hold more than the budget would at static's limits.
-        assert!(r.reserved > b.config.budget, "{policy}: {}", r.reserved);
+        // Carried by swapping the idle ones out, and back in when they wake.
+        assert!(
+            r.swap_out_mib > 100.0 && r.swap_in_mib > 0.0,
+            "{policy}: swap in {:.0} / out {:.0} MiB",
+            r.swap_in_mib,
+            r.swap_out_mib
+        );
     }
     // 2 GiB of memory and 8 GiB of host swap hold about 100 datasets: 120 do not fit, and
     // the tenants that find nothing to free fail their windows.
