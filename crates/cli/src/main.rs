@@ -108,14 +108,24 @@ enum Command {
 #[derive(Subcommand)]
 enum BenchCommand {
     /// How many tenants this host carries at their SLO under each policy: real Redis and
-    /// memcached servers under seeded load, as root, for hours (docs/benchmarks.md, "Density").
+    /// memcached servers under seeded load, as root, for hours (docs/benchmarks.md, "Density");
+    /// with --sim, the same search in the simulator on a density scenario.
     Density {
         /// The set-up (TOML).
         #[arg(long, default_value = "bench/density.toml")]
         config: PathBuf,
-        /// Where each trial's lines, the table, the chart and the figures go.
-        #[arg(long, default_value = "out/density")]
-        out: PathBuf,
+        /// Run in the simulator instead: a scenario with [density] (scenarios/density-*.toml),
+        /// each of its variants a policy.
+        #[arg(long, value_name = "SCENARIO", conflicts_with = "config")]
+        sim: Option<PathBuf>,
+        /// With --sim: override a scenario field (KEY=VALUE, repeatable), e.g.
+        /// --set duration=2m.
+        #[arg(long = "set", value_name = "KEY=VALUE", requires = "sim")]
+        set: Vec<String>,
+        /// Where the table, the chart and the figures go (and each real trial's lines)
+        /// [default: out/density, or out/density-sim with --sim].
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -247,9 +257,25 @@ fn main() -> ExitCode {
             variant,
         } => sim(scenario.as_deref(), out, seed, set, variant.as_deref()),
         Command::Bench {
-            what: Some(BenchCommand::Density { config, out }),
+            what:
+                Some(BenchCommand::Density {
+                    config,
+                    sim,
+                    set,
+                    out,
+                }),
             ..
-        } => memtide_cli::density::run(&config, &out).map_err(anyhow::Error::from),
+        } => match sim {
+            Some(scenario) => {
+                let out = out.unwrap_or_else(|| PathBuf::from("out/density-sim"));
+                memtide_cli::density::sim::run(&scenario, &set, &out)
+            }
+            None => {
+                let out = out.unwrap_or_else(|| PathBuf::from("out/density"));
+                memtide_cli::density::run(&config, &out)
+            }
+        }
+        .map_err(anyhow::Error::from),
         Command::Bench {
             what: None,
             quick,
@@ -297,7 +323,9 @@ fn usage_error(e: &anyhow::Error) -> Option<&dyn std::fmt::Display> {
     if let Some(user) = e.downcast_ref::<memtide_scenario::ScenarioError>() {
         return Some(user);
     }
-    if let Some(user @ run::RunError::NothingRan { .. }) = e.downcast_ref::<run::RunError>() {
+    if let Some(user @ (run::RunError::NothingRan { .. } | run::RunError::Unmanaged { .. })) =
+        e.downcast_ref::<run::RunError>()
+    {
         return Some(user);
     }
     if let Some(user) = e.downcast_ref::<output::OutDirError>() {

@@ -32,6 +32,13 @@ pub enum RunError {
         scenario: String,
         source: std::io::Error,
     },
+    /// A density scenario set up for a policy without memtide, which a run under the
+    /// controller cannot be (the scenario's fault: exit 2).
+    #[error("scenario {scenario}: density.policy = \"{policy}\" runs without memtide's controller: run it with memtide bench density --sim, or pick a variant of memtide's (sampling, tws)")]
+    Unmanaged {
+        scenario: String,
+        policy: &'static str,
+    },
     /// Admission control refused every tenant: the run measured nothing (the scenario's
     /// fault, so the command exits 2 and writes no outputs).
     #[error("scenario {scenario}: every tenant was refused, so nothing ran; the first: {tenant} at {time_s} s: {reason}")]
@@ -50,6 +57,12 @@ pub fn run(
     progress: &Progress,
     ticks: &mut impl Ticks,
 ) -> Result<Run, RunError> {
+    if let Some(d) = scenario.density.as_ref().filter(|d| !d.policy.is_memtide()) {
+        return Err(RunError::Unmanaged {
+            scenario: scenario.name.clone(),
+            policy: d.policy.name(),
+        });
+    }
     let mut run = run_once(scenario, progress, ticks)?;
     if scenario.baseline {
         let mut means = BaselineMeans::default();

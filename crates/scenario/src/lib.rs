@@ -24,7 +24,7 @@ mod scenario;
 mod schema;
 
 pub use error::ScenarioError;
-pub use scenario::{Event, Scenario, ScenarioTenant, TimedEvent, Variant};
+pub use scenario::{Density, DensityKind, Event, Scenario, ScenarioTenant, TimedEvent, Variant};
 
 use memtide_config::Document;
 use std::path::Path;
@@ -366,6 +366,60 @@ set = ["tenants.*.estimator.kind=tws"]
             let e = error_of(text, &[set]);
             assert!(e.contains(says), "{set}: {e}");
         }
+    }
+
+    #[test]
+    fn a_density_scenario_builds_n_seeded_tenants_for_its_policy() {
+        let text = include_str!("../../../scenarios/density-small.toml");
+        let s = parse_str(text, Path::new("d.toml"), &["density.tenants=12".into()]).unwrap();
+        let d = s.density.as_ref().unwrap();
+        assert_eq!((s.tenants.len(), d.policy.name()), (12, "kernel"));
+        assert_eq!(s.duration, d.warmup + d.run, "the warm-up, then the load");
+        assert_eq!(s.tenants[11].spec.name, "t0011");
+        let seed_of = |t: &ScenarioTenant| match t.vm.workload {
+            memtide_sim::workload::WorkloadConfig::Kv { seed, .. } => seed,
+            _ => panic!("not a key-value server"),
+        };
+        assert_eq!(
+            seed_of(&s.tenants[3]),
+            memtide_demand::tenant_seed(s.seed, 3)
+        );
+        let sampling = parse_str_variant(text, Path::new("d.toml"), &[], "sampling").unwrap();
+        assert_eq!(sampling.tenants[0].spec.estimator.name(), "sampling");
+        assert!(sampling.tenants[0].vm.sampling.is_some());
+    }
+
+    #[test]
+    fn density_errors_name_the_key() {
+        let text = include_str!("../../../scenarios/density-small.toml");
+        for (set, says) in [
+            (
+                "density.policy=app",
+                "density.policy = \"app\": has no simulated counterpart",
+            ),
+            (
+                "density.tenants=0",
+                "density.tenants = 0: must be from 1 to 10000",
+            ),
+            ("density.step=0", "density.step = 0: must be at least 1"),
+            (
+                "density.mix.1.keys=0",
+                "density.mix[1]: workload kv: keys = 0",
+            ),
+            (
+                "density.mix.2.demand=busy:rate=0",
+                "density.mix[2].demand = \"busy:rate=0\"",
+            ),
+            ("policy.budget=0", "policy.budget = 0: must be > 0"),
+        ] {
+            let e = error_of(text, &[set]);
+            assert!(e.starts_with("t.toml") && e.contains(says), "{set}: {e}");
+        }
+        let e = error_of(&text.replace("budget = \"2G\"\n", ""), &[]);
+        assert!(e.contains("policy: needs budget"), "{e}");
+        let with_tenant = format!("{text}\n[[tenants]]\nname = \"x\"\nmax = \"1G\"\n[tenants.workload]\nkind = \"idle\"\n");
+        let e = error_of(&with_tenant, &[]);
+        assert!(e.contains("builds its tenants from [[density.mix]]"), "{e}");
     }
 
     #[test]

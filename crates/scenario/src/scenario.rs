@@ -1,6 +1,7 @@
 //! A scenario ready to run: the host, the controller's configuration, each tenant's spec and VM, and the timed events.
 
 use memtide_controller::ControllerConfig;
+use memtide_demand::{Policy, ServerKind, Slo};
 use memtide_model::{Pages, TaxRate, TenantId, TenantSpec};
 use memtide_sim::config::{HostConfig, VmConfig};
 use memtide_sim::cost::CostModel;
@@ -33,6 +34,41 @@ pub struct Scenario {
     /// Sorted by time (stable: events at the same time keep file order).
     pub events: Vec<TimedEvent>,
     pub variants: Vec<Variant>,
+    /// The density benchmark's set-up, for a scenario with `[density]` (its tenants are
+    /// built from it).
+    pub density: Option<Density>,
+}
+
+/// A density scenario's set-up (`[density]`, docs/scenarios.md): the policy its tenants are
+/// set up for, how many, the run, the SLO, the search for N and the mix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Density {
+    pub policy: Policy,
+    /// N.
+    pub tenants: usize,
+    /// The memory every tenant shares, in bytes: `[policy] budget`.
+    pub budget: u64,
+    /// Fill, then idle, before the load.
+    pub warmup: Duration,
+    /// The load's length (the scenario's duration is `warmup + run`).
+    pub run: Duration,
+    pub window: Duration,
+    pub start: usize,
+    pub step: usize,
+    pub max: usize,
+    pub slo: Slo,
+    pub mix: Vec<DensityKind>,
+}
+
+/// One kind of the density mix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DensityKind {
+    pub server: ServerKind,
+    pub keys: u64,
+    pub value_bytes: u64,
+    pub demand: String,
+    /// What it holds filled: its server's own memory and its dataset, in bytes.
+    pub peak: u64,
 }
 
 /// One tenant: what the controller knows of it and the VM the sim runs for it.

@@ -31,6 +31,8 @@ pub(crate) struct ScenarioDoc {
     pub(crate) sharing: Option<SharingDoc>,
     pub(crate) io_remap: Option<IoRemapDoc>,
     pub(crate) disk: Option<DiskDoc>,
+    /// The density benchmark's set-up: its tenants come from here, not `tenants`.
+    pub(crate) density: Option<DensityDoc>,
     #[serde(default)]
     pub(crate) tenants: Vec<TenantDoc>,
     /// Each read by its `kind`: [`SetTaxRateDoc`], [`SetWorkloadDoc`], [`StopTenantDoc`],
@@ -39,6 +41,48 @@ pub(crate) struct ScenarioDoc {
     pub(crate) events: Vec<toml::Value>,
     #[serde(default)]
     pub(crate) variants: Vec<VariantDoc>,
+}
+
+/// `[density]`: N key-value servers, the mix repeated, under one policy (issue 31).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "the [density] table")]
+pub(crate) struct DensityDoc {
+    /// `static`, `kernel`, `sampling` or `tws` (each variant sets one).
+    pub(crate) policy: String,
+    /// N: tenant i is `mix[i % len]`.
+    pub(crate) tenants: usize,
+    pub(crate) warmup: Duration,
+    pub(crate) window: Duration,
+    pub(crate) start: usize,
+    pub(crate) step: usize,
+    pub(crate) max: usize,
+    /// Each server's own memory beside its dataset (its process, never reclaimed).
+    pub(crate) server_memory: Size,
+    /// A GET's work per page it reads, besides stalls, in µs.
+    pub(crate) cpu_us_per_access: Option<f64>,
+    pub(crate) slo: DensitySloDoc,
+    pub(crate) mix: Vec<MixDoc>,
+}
+
+/// `[density.slo]`, as bench/density.toml's `[slo]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "the [density.slo] table")]
+pub(crate) struct DensitySloDoc {
+    pub(crate) p99: Duration,
+    pub(crate) wake: Duration,
+    pub(crate) min_requests: u64,
+}
+
+/// One kind of tenant of the density mix, as bench/density.toml's `[[mix]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [[density.mix]] table")]
+pub(crate) struct MixDoc {
+    pub(crate) server: memtide_demand::ServerKind,
+    pub(crate) keys: u64,
+    pub(crate) value_bytes: Size,
+    /// Bytes an item takes beside its value, as a fraction of the value.
+    pub(crate) item_overhead: f64,
+    pub(crate) demand: String,
 }
 
 #[derive(Debug, Deserialize)]

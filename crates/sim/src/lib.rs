@@ -23,7 +23,8 @@
 //! - `remap` (hot I/O page remapping, ESX §7): each tenant's I/O buffer pages placed across
 //!   the low/high line, bounce copies counted per page, a hot page remapped into free low
 //!   memory; held with `[io_remap]`, reported as `IoRemapping`;
-//! - `workload/`: toucher, idle, file server, CPU job, OLTP, web, and applications with a pool
+//! - `workload/`: toucher, idle, file server, CPU job, OLTP, web, a key-value server
+//!   following a memtide-demand pattern (`kv`), and applications with a pool
 //!   of their own (`cache`, `database` with its LRU buffer pool and planner, `jvm` with a
 //!   generational heap; `pool.rs`), with jobs; `pick` draws pages, `validate` checks
 //!   parameters;
@@ -32,6 +33,9 @@
 //!   own, and every message goes through `memtide_balloon::protocol`'s encoder and decoder, so
 //!   each simulated exchange is also a protocol test; `curve.rs` is a database agent's SHARDS
 //!   sample of its page reads;
+//! - `slo`: a key-value server's (`workload::kv`, the density benchmark's) per-request
+//!   latencies in a FIFO queue, and its one-second and report windows as the real load
+//!   generator writes them (`memtide_demand::Window`);
 //! - `rng`, `zipf` (our own, for byte-stable output), `config`, and `world`: [`SimWorld`], the
 //!   world the runner drives.
 //!
@@ -53,6 +57,7 @@ pub mod remap;
 pub use memtide_rng as rng;
 pub mod sampler;
 pub mod sharing;
+pub mod slo;
 pub mod stats;
 pub mod vm;
 pub mod workload;

@@ -33,7 +33,10 @@ pub struct HostMemory {
     pub machine: Machine,
     pub pmaps: Vec<Pmap>,
     /// Each VM's last target from the controller (`None` before the first decision).
-    pub targets: Vec<Option<u64>>,
+    targets: Vec<Option<u64>>,
+    /// Whether any VM has had a target: without one (no controller), the search for the VM
+    /// most above its target is skipped, which would cost a pass over every VM per fault.
+    targeted: bool,
     /// Content-based page sharing, where the host shares pages.
     pub sharing: Option<Sharing>,
 }
@@ -60,6 +63,7 @@ impl HostMemory {
             machine,
             pmaps: Vec::new(),
             targets: Vec::new(),
+            targeted: false,
             sharing: None,
         }
     }
@@ -152,10 +156,21 @@ impl HostMemory {
         }
     }
 
+    /// VM `vm`'s target from the controller's last decision.
+    pub fn set_target(&mut self, vm: usize, target: u64) {
+        self.targets[vm] = Some(target);
+        self.targeted = true;
+    }
+
     /// Which VM gives up a page when the machine is full.
     pub fn victim_vm(&self, faulting: usize) -> Option<usize> {
         let mut best: Option<(usize, u64)> = None;
-        for (i, (pmap, target)) in self.pmaps.iter().zip(&self.targets).enumerate() {
+        let targets = if self.targeted {
+            &self.targets[..]
+        } else {
+            &[]
+        };
+        for (i, (pmap, target)) in self.pmaps.iter().zip(targets).enumerate() {
             let allocated = u64::from(pmap.mapped());
             let excess = target.map_or(0, |t| allocated.saturating_sub(t));
             let better = match best {
@@ -293,7 +308,7 @@ fn random_private(pmap: &Pmap, rng: &mut SimRng) -> Option<u32> {
         }
     }
     let start = rng.below(u64::from(n)) as u32;
-    (start..n).chain(0..start).find(|&ppn| pmap.is_private(ppn))
+    pmap.next_private(start)
 }
 
 #[cfg(test)]
@@ -328,7 +343,8 @@ mod tests {
             h.back(0, p, &mut rng).unwrap();
         }
         h.back(1, 0, &mut rng).unwrap();
-        h.targets = vec![Some(1), Some(1)];
+        h.set_target(0, 1);
+        h.set_target(1, 1);
         let b = h.back(1, 1, &mut rng).unwrap();
         assert_eq!(b.sync_swap_outs, 1);
         assert_eq!(h.pmaps[0].mapped(), 2);

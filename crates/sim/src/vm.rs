@@ -26,6 +26,7 @@ use crate::pmap::PageState;
 use crate::rng::SimRng;
 use crate::sampler::Sampler;
 use crate::sharing::Write;
+use crate::slo::SloMeter;
 use crate::stats::{TickStats, Totals};
 use crate::workload::{Access, Workload};
 use memtide_model::{
@@ -138,6 +139,15 @@ pub struct Vm {
     released: Vec<u32>,
     /// A balloon driver that loads later in boot, and when.
     late_driver: Option<(Duration, BalloonConfig)>,
+    /// The service levels of a key-value server's GETs (`kv` workloads).
+    meter: Option<SloMeter>,
+}
+
+/// The meter of `workload`'s GETs, for a key-value server.
+fn meter_of(workload: &Workload) -> Option<SloMeter> {
+    workload
+        .kv()
+        .map(|kv| SloMeter::new(kv.pages_per_get(), kv.window_s()))
 }
 
 impl Vm {
@@ -170,7 +180,9 @@ impl Vm {
             agents: 0,
             released: Vec::new(),
             late_driver: parts.late_driver,
+            meter: None,
         };
+        vm.meter = meter_of(&vm.workload);
         vm.start_agent(parts.agent.as_ref(), parts.now);
         vm
     }
@@ -211,6 +223,11 @@ impl Vm {
     /// Figures of the last tick (`None` before the first).
     pub fn last(&self) -> Option<&TickStats> {
         self.last.as_ref()
+    }
+
+    /// A key-value server's service levels so far.
+    pub fn slo(&self) -> Option<&SloMeter> {
+        self.meter.as_ref()
     }
 
     /// The balloon a container's limit works through: it moves any distance within a tick
@@ -271,6 +288,7 @@ impl Vm {
             .replace_workload(workload.anon_pages(), workload.file_pages());
         self.workload = workload;
         self.workload_start = now;
+        self.meter = meter_of(&self.workload);
         self.start_agent(agent, now);
     }
 
@@ -413,6 +431,11 @@ impl Vm {
             }
         }
         stats.accesses = done;
+        if let (Some(meter), Some(kv)) = (&mut self.meter, self.workload.kv()) {
+            let t0 = self.workload.now().as_secs_f64();
+            let due = kv.requests_due(t0, t0 + tick.as_secs_f64());
+            meter.end_tick(t0 - kv.start_s(), tick.as_secs_f64(), due);
+        }
         self.guest.end_tick();
         if let (Some(app), Some(pool)) = (&mut self.app, self.workload.pool_mut()) {
             app.report(now + tick, pool);
@@ -502,11 +525,15 @@ impl Vm {
             if buf.is_empty() {
                 break;
             }
+            let sweep = self.workload.last_sweep();
             for (i, &a) in buf.iter().enumerate() {
                 match self.access(a, idx, host, costs) {
                     Some(stall) => {
                         *used = used.saturating_add(cpu + stall);
                         *done += 1;
+                        if let Some(m) = self.meter.as_mut().filter(|_| i >= sweep) {
+                            m.record(cpu + stall);
+                        }
                     }
                     None => {
                         // Nothing can be freed for this access: the rest of the tick is lost.

@@ -297,7 +297,12 @@ impl SimWorld {
         self.vms[at].last()
     }
 
-    /// Running tenants in ascending order.
+    /// A running key-value server's service levels so far (`kv` workloads).
+    pub fn slo(&self, id: TenantId) -> Option<&crate::slo::SloMeter> {
+        let at = self.index(id).ok()?;
+        self.vms[at].slo()
+    }
+
     /// What `id`'s n-tier application answered in the last tick, where it runs one.
     pub fn requests(&self, id: TenantId) -> Option<Requests> {
         let d = self.disk.as_ref()?;
@@ -521,7 +526,7 @@ impl Host for SimWorld {
         }
         order.sort_by_key(|(i, _)| *i);
         for (i, a) in order {
-            self.host.targets[i] = Some(a.target.0);
+            self.host.set_target(i, a.target.0);
             let vm = &mut self.vms[i];
             let moves = a.moves();
             vm.control(Some(&moves));

@@ -6,67 +6,10 @@
 
 use crate::density::DensityError;
 use memtide_demand::{Demand, Slo};
+pub use memtide_demand::{Policy, ServerKind};
 use memtide_model::written::{parse_duration, parse_size};
-use serde::{Deserialize, Serialize};
-use std::fmt;
+use serde::Deserialize;
 use std::path::Path;
-
-/// What manages the tenants' memory in a trial.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Deserialize, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Policy {
-    /// Each tenant limited to its peak (what it holds filled, and 10% more); N tenants fit only
-    /// while their limits add up to at most the budget.
-    Static,
-    /// The parent's limit alone: the kernel's own reclaim, with swap.
-    Kernel,
-    /// memtide's daemon, sampling estimator, the idle tax.
-    Sampling,
-    /// memtide's daemon, TWS.
-    Tws,
-    /// memtide's daemon, sampling, each server resized through `memtide-adapter`.
-    App,
-}
-
-impl Policy {
-    pub fn name(self) -> &'static str {
-        match self {
-            Policy::Static => "static",
-            Policy::Kernel => "kernel",
-            Policy::Sampling => "sampling",
-            Policy::Tws => "tws",
-            Policy::App => "app",
-        }
-    }
-
-    /// Whether memtide's daemon runs.
-    pub fn is_memtide(self) -> bool {
-        matches!(self, Policy::Sampling | Policy::Tws | Policy::App)
-    }
-}
-
-impl fmt::Display for Policy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// A server the benchmark runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ServerKind {
-    Redis,
-    Memcached,
-}
-
-impl ServerKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            ServerKind::Redis => "redis",
-            ServerKind::Memcached => "memcached",
-        }
-    }
-}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -15,6 +15,7 @@
 
 mod config;
 mod report;
+pub mod sim;
 mod trial;
 
 pub use config::{DensityConfig, Policy};
@@ -33,6 +34,9 @@ pub enum DensityError {
     Io { what: String, error: std::io::Error },
     #[error("trial: {0}")]
     Trial(String),
+    /// A scenario file that does not load (the message names the file and the key).
+    #[error("{0}")]
+    Scenario(String),
 }
 
 impl DensityError {
@@ -45,7 +49,10 @@ impl DensityError {
 
     /// Whether the user's input is at fault (exit status 2).
     pub fn is_usage(&self) -> bool {
-        matches!(self, DensityError::Config { .. } | DensityError::Host(_))
+        matches!(
+            self,
+            DensityError::Config { .. } | DensityError::Host(_) | DensityError::Scenario(_)
+        )
     }
 }
 
@@ -158,11 +165,11 @@ pub fn run(config_path: &Path, out: &Path) -> Result<(), DensityError> {
             let r = trial::run(&config, &env, policy, n)?;
             let passed = r.passed();
             results.push(r);
-            report::write(&config, &env, &results, out)?;
+            report::write(&config, &env.peaks, &results, out)?;
             Ok(passed)
         })?;
     }
-    print!("{}", report::table(&config, &env, &results));
+    print!("{}", report::table(&config, &env.peaks, &results));
     Ok(())
 }
 

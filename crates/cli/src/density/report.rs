@@ -1,7 +1,7 @@
 //! The density benchmark's report: a table (per policy: the N it carries and, at that N, SLO attainment, wake-ups, memory saved, swap traffic and the manager's CPU), a chart of SLO attainment against N (one line per policy, drawn by crates/chart), and every trial's figures as JSON.
 
 use crate::density::config::{DensityConfig, Policy};
-use crate::density::trial::{Env, TrialResult};
+use crate::density::trial::TrialResult;
 use crate::density::{carried, DensityError};
 use memtide_chart::{line_chart, LineChart, Series};
 use std::fmt::Write as _;
@@ -24,10 +24,10 @@ fn pct(x: Option<f64>) -> String {
 }
 
 /// The markdown table.
-pub fn table(config: &DensityConfig, env: &Env, results: &[TrialResult]) -> String {
+pub fn table(config: &DensityConfig, peaks: &[u64], results: &[TrialResult]) -> String {
     let mut s = String::new();
-    let mut peaks: Vec<String> = Vec::new();
-    for (k, p) in config.mix.iter().zip(&env.peaks) {
+    let mut kinds: Vec<String> = Vec::new();
+    for (k, p) in config.mix.iter().zip(peaks) {
         let text = format!(
             "{} of {} values of {} B: {:.0} MiB",
             k.server.name(),
@@ -35,8 +35,8 @@ pub fn table(config: &DensityConfig, env: &Env, results: &[TrialResult]) -> Stri
             k.value_bytes,
             *p as f64 / MIB
         );
-        if !peaks.contains(&text) {
-            peaks.push(text);
+        if !kinds.contains(&text) {
+            kinds.push(text);
         }
     }
     let _ = writeln!(
@@ -48,7 +48,7 @@ pub fn table(config: &DensityConfig, env: &Env, results: &[TrialResult]) -> Stri
         config.slo.p99_us,
         config.slo.min_requests,
         config.slo.wake_s,
-        peaks.join(", ")
+        kinds.join(", ")
     );
     s.push_str("| policy | tenants carried | SLO attainment | wake-ups within SLO | wake-up p90 | memory used (mean) | saved vs static | swap in / out | manager CPU |\n");
     s.push_str("|---|---|---|---|---|---|---|---|---|\n");
@@ -143,15 +143,16 @@ pub fn chart(config: &DensityConfig, results: &[TrialResult]) -> String {
     })
 }
 
-/// Writes `density.md`, `density.svg` and `results.json` under `out`.
+/// Writes `density.md`, `density.svg` and `results.json` under `out`; `peaks` are what each
+/// kind of the mix holds filled.
 pub fn write(
     config: &DensityConfig,
-    env: &Env,
+    peaks: &[u64],
     results: &[TrialResult],
     out: &Path,
 ) -> Result<(), DensityError> {
     let files = [
-        ("density.md", table(config, env, results)),
+        ("density.md", table(config, peaks, results)),
         ("density.svg", chart(config, results)),
         (
             "results.json",

@@ -19,7 +19,7 @@
 
 use crate::density::config::{DensityConfig, Policy, ServerKind, TenantKind};
 use crate::density::DensityError;
-use memtide_demand::{attainment, wake_time, Attainment, Window};
+use memtide_demand::{attainment, static_limit, wake_time, Attainment, Slo, Window};
 use memtide_linux::cgroup::{Limit, MemoryCgroup};
 use memtide_linux::fs::hierarchy::MemoryHierarchy;
 use memtide_model::Bytes;
@@ -82,6 +82,59 @@ pub struct TenantOutcome {
     pub misses: u64,
 }
 
+/// The tenants' figures of a trial, as they are judged one by one.
+#[derive(Default)]
+pub struct Tally {
+    pub all: Attainment,
+    pub within: u64,
+    pub wakes: u64,
+    /// Each wake-up's time (one never back counts as its burst's length).
+    wake_times: Vec<f64>,
+    pub tenants: Vec<TenantOutcome>,
+}
+
+impl Tally {
+    /// Judges one tenant of `kind` by its report `windows`, its one-second `seconds` and its
+    /// `bursts` (`[start, end)`, seconds of the run) against `slo`.
+    pub fn add(
+        &mut self,
+        name: String,
+        kind: &TenantKind,
+        windows: &[Window],
+        seconds: &[Window],
+        bursts: &[(f64, f64)],
+        slo: &Slo,
+    ) {
+        let a = attainment(windows, slo);
+        self.all = self.all + a;
+        let mut wakes = Vec::new();
+        for &(start, end) in bursts {
+            let w = wake_time(start, end, seconds, slo);
+            self.wakes += 1;
+            self.within += u64::from(w.is_some_and(|w| w <= slo.wake_s));
+            self.wake_times.push(w.unwrap_or(end - start));
+            wakes.push(w);
+        }
+        self.tenants.push(TenantOutcome {
+            name,
+            server: kind.server.name(),
+            demand: kind.demand.clone(),
+            attainment: a,
+            wakes,
+            requests: windows.iter().map(|w| w.requests).sum(),
+            errors: windows.iter().map(|w| w.errors).sum(),
+            misses: windows.iter().map(|w| w.misses).sum(),
+        });
+    }
+
+    /// The 90th percentile of the wake-up times.
+    pub fn wake_p90(&mut self) -> Option<f64> {
+        let t = &mut self.wake_times;
+        t.sort_by(f64::total_cmp);
+        (!t.is_empty()).then(|| t[(t.len() * 9 / 10).min(t.len() - 1)])
+    }
+}
+
 /// A trial's figures.
 #[derive(Clone, Debug, Serialize)]
 pub struct TrialResult {
@@ -127,7 +180,7 @@ impl TrialResult {
             .then(|| 1.0 - self.mean_usage as f64 / self.reserved as f64)
     }
 
-    fn not_fitting(policy: Policy, n: usize, reserved: u64) -> TrialResult {
+    pub fn not_fitting(policy: Policy, n: usize, reserved: u64) -> TrialResult {
         TrialResult {
             policy,
             n,
@@ -147,11 +200,6 @@ impl TrialResult {
             tenants: Vec::new(),
         }
     }
-}
-
-/// The limit static sizing gives a tenant whose kind holds `peak`: 10% more, up to a MiB.
-pub fn static_limit(peak: u64) -> u64 {
-    (peak + peak / 10).div_ceil(MIB) * MIB
 }
 
 /// A process killed and reaped on drop.
@@ -606,19 +654,7 @@ pub fn measure_peak(env: &Env, kind: &TenantKind) -> Result<u64, DensityError> {
 /// The most tenants (at most `max`) whose static limits fit in `budget`: tenants are added in
 /// index order, as the trials start them.
 pub fn static_fit(env: &Env, budget: u64, max: usize) -> usize {
-    fitting(|i| static_limit(env.peak(i)), budget, max)
-}
-
-/// How many of the first `max` limits `limit(0)`, `limit(1)`, ... add up to at most `budget`.
-fn fitting(limit: impl Fn(usize) -> u64, budget: u64, max: usize) -> usize {
-    let mut reserved = 0u64;
-    for i in 0..max {
-        reserved = reserved.saturating_add(limit(i));
-        if reserved > budget {
-            return i;
-        }
-    }
-    max
+    memtide_demand::static_fit(|i| static_limit(env.peak(i)), budget, max)
 }
 
 /// Runs `n` tenants under `policy`, writing what it ran and saw under `env.out`.
@@ -797,46 +833,29 @@ pub fn run(
     let (in1, out1) = swap_pages();
     let oom_after = oom_kills(&rig)?;
 
-    let mut tenants = Vec::new();
-    let mut all = Attainment::default();
-    let mut wake_times = Vec::new();
-    let (mut within, mut wakes) = (0, 0);
+    let mut tally = Tally::default();
     for t in &rig.tenants {
         let lines = read_lines(&dir.join(format!("{}.jsonl", t.name)))?;
-        let a = attainment(&lines.windows, &config.slo);
-        all = all + a;
-        let mut tw = Vec::new();
-        for &(start, end) in &lines.bursts {
-            let w = wake_time(start, end, &lines.seconds, &config.slo);
-            wakes += 1;
-            within += u64::from(w.is_some_and(|w| w <= config.slo.wake_s));
-            wake_times.push(w.unwrap_or(end - start));
-            tw.push(w);
-        }
-        tenants.push(TenantOutcome {
-            name: t.name.clone(),
-            server: t.kind.server.name(),
-            demand: t.kind.demand.clone(),
-            attainment: a,
-            wakes: tw,
-            requests: lines.windows.iter().map(|w| w.requests).sum(),
-            errors: lines.windows.iter().map(|w| w.errors).sum(),
-            misses: lines.windows.iter().map(|w| w.misses).sum(),
-        });
+        tally.add(
+            t.name.clone(),
+            &t.kind,
+            &lines.windows,
+            &lines.seconds,
+            &lines.bursts,
+            &config.slo,
+        );
     }
-    wake_times.sort_by(f64::total_cmp);
     let page = 4096.0 / MIB as f64;
     let result = TrialResult {
         policy,
         n,
         fits: true,
-        attainment: all,
+        attainment: tally.all,
         oom_kills: oom_after.saturating_sub(oom_before),
         died,
-        wakes_within: within,
-        wakes,
-        wake_p90_s: (!wake_times.is_empty())
-            .then(|| wake_times[(wake_times.len() * 9 / 10).min(wake_times.len() - 1)]),
+        wakes_within: tally.within,
+        wakes: tally.wakes,
+        wake_p90_s: tally.wake_p90(),
         swap_in_mib: in1.saturating_sub(in0) as f64 * page,
         swap_out_mib: out1.saturating_sub(out0) as f64 * page,
         manager_cpu_s,
@@ -847,7 +866,7 @@ pub fn run(
             0
         },
         reserved,
-        tenants,
+        tenants: tally.tenants,
     };
     let json = serde_json::to_string_pretty(&result).expect("results serialize");
     let summary = dir.join("result.json");
@@ -860,38 +879,4 @@ pub fn run(
     drop(generators);
     drop(rig);
     Ok(result)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn static_fits_the_most_tenants_whose_limits_add_up_to_the_budget() {
-        let limit = |i: usize| {
-            if i.is_multiple_of(2) {
-                110 * MIB
-            } else {
-                100 * MIB
-            }
-        };
-        assert_eq!(
-            fitting(limit, 2048 * MIB, 48),
-            19,
-            "10 x 110 + 9 x 100 = 2000 MiB"
-        );
-        assert_eq!(
-            fitting(limit, 2000 * MIB, 48),
-            19,
-            "exactly the budget fits"
-        );
-        assert_eq!(fitting(limit, 100 * MIB, 48), 0);
-        assert_eq!(fitting(limit, u64::MAX, 48), 48, "at most max");
-    }
-
-    #[test]
-    fn static_limits_are_the_peak_and_ten_percent_rounded_up_to_a_mib() {
-        assert_eq!(static_limit(100 * MIB), 110 * MIB);
-        assert_eq!(static_limit(100 * MIB + 1), 111 * MIB);
-    }
 }

@@ -12,6 +12,7 @@ mod api;
 mod browser;
 mod cache_shapes;
 mod cli;
+mod density_shapes;
 mod determinism;
 mod disk_shapes;
 mod examples;

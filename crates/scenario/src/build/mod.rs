@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
+mod density;
 mod disk;
 mod estimator;
 mod events;
@@ -141,10 +142,11 @@ impl Build<'_> {
             }
             None => default_name(source),
         };
-        let duration = self.tick_time(&root.key("duration"), file.duration)?;
+        let mut duration = self.tick_time(&root.key("duration"), file.duration)?;
         if duration.is_zero() {
             return Err(self.err(&root.key("duration"), "must be > 0"));
         }
+        let seed = file.seed.unwrap_or(DEFAULT_SEED);
         let convergence = self.convergence(file.convergence)?;
         let host_at = root.key("host");
         let machine = self.positive_size(&host_at.key("memory"), file.host.memory)?;
@@ -162,6 +164,21 @@ impl Build<'_> {
 
         let mut tenants = Vec::with_capacity(file.tenants.len());
         let mut facts: Vec<Facts> = Vec::with_capacity(file.tenants.len());
+        let mut density = None;
+        if let Some(d) = file.density {
+            if !file.tenants.is_empty() {
+                return Err(self.err(
+                    &root.key("tenants").index(0),
+                    "a scenario with [density] builds its tenants from [[density.mix]]",
+                ));
+            }
+            let budget = file.policy.as_ref().and_then(|p| p.budget);
+            let (set_up, built, built_facts) = self.density(d, duration, budget, seed, &cost)?;
+            duration += set_up.warmup;
+            tenants = built;
+            facts = built_facts;
+            density = Some(set_up);
+        }
         let mut first_of: BTreeMap<String, usize> = BTreeMap::new();
         for (i, t) in file.tenants.into_iter().enumerate() {
             let at = root.key("tenants").index(i);
@@ -207,7 +224,7 @@ impl Build<'_> {
             source: source.to_path_buf(),
             variant: None,
             duration,
-            seed: file.seed.unwrap_or(DEFAULT_SEED),
+            seed,
             baseline: file.baseline,
             convergence,
             host: HostConfig {
@@ -223,6 +240,7 @@ impl Build<'_> {
             tenants,
             events,
             variants,
+            density,
         })
     }
 

@@ -203,6 +203,23 @@ pub enum WorkloadConfig {
         #[serde(default)]
         pace: Pace,
     },
+    /// The density benchmark's key-value server (Redis, memcached): `keys` items of
+    /// `value_bytes` and `item_overhead` more each, filled at start, then GETs over its keys,
+    /// uniformly, when the `demand` pattern laid out from `seed` says they are due, from
+    /// `start_s` for `length_s` seconds, judged in windows of `window_s` (see `workload::kv`
+    /// and `crate::slo`).
+    Kv {
+        keys: u64,
+        value_bytes: u64,
+        item_overhead: f64,
+        demand: String,
+        seed: u64,
+        start_s: f64,
+        length_s: f64,
+        window_s: f64,
+        #[serde(default)]
+        pace: Pace,
+    },
 }
 
 /// Defaults of the optional workload parameters (MiB and fractions), for scenarios.
@@ -303,6 +320,7 @@ impl WorkloadConfig {
             WorkloadConfig::Cache { .. } => "cache",
             WorkloadConfig::Database { .. } => "database",
             WorkloadConfig::Jvm { .. } => "jvm",
+            WorkloadConfig::Kv { .. } => "kv",
         }
     }
 
@@ -317,7 +335,8 @@ impl WorkloadConfig {
             | WorkloadConfig::Web { pace, .. }
             | WorkloadConfig::Cache { pace, .. }
             | WorkloadConfig::Database { pace, .. }
-            | WorkloadConfig::Jvm { pace, .. } => pace,
+            | WorkloadConfig::Jvm { pace, .. }
+            | WorkloadConfig::Kv { pace, .. } => pace,
         }
     }
 

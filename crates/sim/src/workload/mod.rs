@@ -45,6 +45,7 @@ pub mod cache;
 pub mod config;
 pub mod database;
 pub mod jvm;
+pub mod kv;
 pub mod pool;
 
 mod cpu_job;
@@ -115,11 +116,12 @@ impl Plan {
 }
 
 /// What a kind builds from its own parameters: its plan and, for an application with a pool,
-/// the pool and the jobs it is given.
+/// the pool and the jobs it is given; for a key-value server, the server.
 struct Built<'a> {
     plan: Plan,
     pool: Option<Pool>,
     jobs: Option<&'a [Job]>,
+    kv: Option<kv::Kv>,
 }
 
 impl Built<'_> {
@@ -129,6 +131,7 @@ impl Built<'_> {
             plan,
             pool: None,
             jobs: None,
+            kv: None,
         }
     }
 }
@@ -190,6 +193,33 @@ fn build(check: Check, config: &WorkloadConfig) -> Result<Built<'_>, WorkloadErr
         WorkloadConfig::Web {
             anon_mb, file_mb, ..
         } => web::plan(check, anon_mb, file_mb)?,
+        WorkloadConfig::Kv {
+            keys,
+            value_bytes,
+            item_overhead,
+            ref demand,
+            seed,
+            start_s,
+            length_s,
+            window_s,
+            ..
+        } => {
+            let sizes = kv::KvSizes {
+                keys,
+                value_bytes,
+                item_overhead,
+                demand: demand.clone(),
+                seed,
+                start_s,
+                length_s,
+                window_s,
+            };
+            let (server, plan) = kv::Kv::new(check, &sizes)?;
+            return Ok(Built {
+                kv: Some(server),
+                ..Built::plan(plan)
+            });
+        }
         WorkloadConfig::Cache { .. }
         | WorkloadConfig::Database { .. }
         | WorkloadConfig::Jvm { .. } => return build_pool(check, config),
@@ -296,6 +326,7 @@ fn build_pool(check: Check, config: &WorkloadConfig) -> Result<Built<'_>, Worklo
         plan,
         pool: Some(pool),
         jobs: jobs.as_deref(),
+        kv: None,
     })
 }
 
@@ -327,6 +358,8 @@ pub struct Workload {
     /// The next job not started yet, and the program's accesses left of those started.
     next_job: usize,
     job_left: u64,
+    /// The key-value server, for the `kv` kind: it makes every steady access.
+    kv: Option<kv::Kv>,
 }
 
 impl Workload {
@@ -336,7 +369,12 @@ impl Workload {
         let check = Check {
             kind: config.kind(),
         };
-        let Built { plan, pool, jobs } = build(check, config)?;
+        let Built {
+            plan,
+            pool,
+            jobs,
+            kv,
+        } = build(check, config)?;
         let pace = config.pace();
         let cpu_us = match pace.cpu_us_per_access {
             Some(v) => check.work_per_access("cpu_us_per_access", v)?,
@@ -384,6 +422,7 @@ impl Workload {
             jobs,
             next_job: 0,
             job_left: 0,
+            kv,
         };
         w.advance(Duration::ZERO);
         Ok(w)
@@ -466,7 +505,9 @@ impl Workload {
         self.sweep_next += sweep;
         let before = out.len();
         let steady = n - sweep as usize;
-        if steady > 0 {
+        if let Some(kv) = &mut self.kv {
+            kv.fill(rng, out, steady);
+        } else if steady > 0 {
             if let Some(i) = self.phase {
                 self.phases[i].1.fill(rng, out, steady);
             }
@@ -491,6 +532,9 @@ impl Workload {
                 self.job_left += program as u64;
             }
         }
+        if let Some(kv) = &mut self.kv {
+            kv.return_unused(unused.len().min(self.last_steady));
+        }
         let unused_sweep = unused
             .len()
             .saturating_sub(self.last_steady)
@@ -511,6 +555,11 @@ impl Workload {
             return Some(self.job_left.saturating_add(pool.overhead()));
         }
         let sweep = u64::from(self.sweep_end - self.sweep_next);
+        if let Some(kv) = &self.kv {
+            let (t0, t1) = (self.now.as_secs_f64(), (self.now + tick).as_secs_f64());
+            let gets = kv.requests_due(t0, t1);
+            return Some(sweep.saturating_add(gets * u64::from(kv.pages_per_get())));
+        }
         let steady = if self.pool.is_none() && self.mix().is_empty() {
             Some(0)
         } else {
@@ -562,10 +611,29 @@ impl Workload {
     /// phase; file_server: file set + anon; cpu_job: working_set_mb; oltp: anon + the
     /// hottest data pages that receive 90% of its file accesses; web: anon + file.
     pub fn working_set(&self) -> Pages {
+        if let Some(kv) = &self.kv {
+            return kv.working_set(self.now.as_secs_f64());
+        }
         match &self.pool {
             Some(pool) => pool.working_set(),
             None => self.mix().working_set(),
         }
+    }
+
+    /// The key-value server, for the `kv` kind.
+    pub fn kv(&self) -> Option<&kv::Kv> {
+        self.kv.as_ref()
+    }
+
+    /// Accesses of the initial sweep among those the last [`Workload::fill`] appended (they
+    /// come first).
+    pub fn last_sweep(&self) -> usize {
+        self.last_sweep as usize
+    }
+
+    /// Time since the workload started (the last [`Workload::advance`]).
+    pub fn now(&self) -> Duration {
+        self.now
     }
 
     /// The application's own pool, for kinds that manage one (`cache`).

@@ -1,0 +1,260 @@
+//! Service levels of a simulated key-value server (`workload::kv`): per request a latency, per second and per report window the requests due, the failures and the percentiles, as the real load generator writes them ([`memtide_demand::Window`]), so `attainment` and `wake_time` judge both the same way.
+//!
+//! The rule, within each one-second tick:
+//!
+//! - **Arrivals.** The tick's `due` GETs (the schedule's, `Kv::requests_due`) arrive evenly
+//!   spaced, GET *j* at `(j + 1/2) / due` of the tick (the real generator paces them evenly at
+//!   the rate of the moment too; within a second the two differ by at most one gap).
+//! - **Service.** A GET's service time is what its page accesses cost under the cost model, as
+//!   the VM's tick ran them: its work (`cpu_us_per_access` each) plus each access's stall (a
+//!   zero-fill, a swap-in from the container's swap or the host's, the page-outs the host did
+//!   to find a frame). The tick's accesses are taken in order, `pages_per_get` to a GET.
+//! - **Queueing.** One server thread serves GETs first come first served (Redis is
+//!   single-threaded), starting at the later of its arrival and the end of the GET before; a
+//!   GET's latency is its end less its arrival, so a slow GET delays those behind it (no
+//!   coordinated omission). Service that runs past the tick's end carries over as a backlog
+//!   into the next tick.
+//! - **Failures.** GETs due in the tick that the VM's tick did not complete (its time ran out,
+//!   or nothing could be freed for a page: a stall) are failures, as a request the real
+//!   generator times out on. So a server that cannot do a tick's work in the tick fails that
+//!   window at once, where the real one would fall behind first: the simulator is harsher on
+//!   overload than the host.
+//! - **Percentiles** are exact, nearest rank (the real generator's HdrHistogram is within
+//!   0.1% of them): the p99 of a window exceeds the objective exactly when more than 1% of its
+//!   answered GETs took longer.
+//!
+//! What it leaves out: the network and the client (a real GET's round trip, 50 to 500 µs on
+//! loopback, is not in the service time unless `cpu_us_per_access` holds it), and CPU shared
+//! between tenants (the simulator gives every tenant its whole tick: docs/cost-model.md).
+//!
+//! Cost: `O(1)` per access recorded; per tick `O(GETs)` and a sort of the second's
+//! latencies; per window a sort of its latencies. Memory: the open window's latencies (4 bytes
+//! a GET) and every closed window (one [`Window`] a second with requests, one a report window).
+
+use memtide_demand::Window;
+
+/// The windows of one server's run (see the module docs).
+#[derive(Clone, Debug)]
+pub struct SloMeter {
+    window_s: f64,
+    per_get: usize,
+    /// The cost of each GET access of this tick, in nanoseconds, in order.
+    costs: Vec<u64>,
+    /// How far into this tick the server is still busy with the last tick's GETs, in ns.
+    backlog_ns: u64,
+    /// Latencies in µs of the second under way and of the open report window.
+    second: Vec<u32>,
+    open: Vec<u32>,
+    /// The open report window: its start (seconds of the load), requests and failures.
+    open_start: f64,
+    open_requests: u64,
+    open_errors: u64,
+    seconds: Vec<Window>,
+    windows: Vec<Window>,
+}
+
+impl SloMeter {
+    /// A meter for GETs of `pages_per_get` accesses, judged in windows of `window_s`.
+    pub fn new(pages_per_get: u32, window_s: f64) -> SloMeter {
+        SloMeter {
+            window_s,
+            per_get: pages_per_get.max(1) as usize,
+            costs: Vec::new(),
+            backlog_ns: 0,
+            second: Vec::new(),
+            open: Vec::new(),
+            open_start: 0.0,
+            open_requests: 0,
+            open_errors: 0,
+            seconds: Vec::new(),
+            windows: Vec::new(),
+        }
+    }
+
+    /// One access of a GET made this tick, costing `ns` (work and stall).
+    #[inline]
+    pub fn record(&mut self, ns: u64) {
+        self.costs.push(ns);
+    }
+
+    /// Ends the tick of `tick_s` seconds that started `load_s` seconds into the load (negative:
+    /// before it, which records nothing) in which `due` GETs were due.
+    pub fn end_tick(&mut self, load_s: f64, tick_s: f64, due: u64) {
+        let costs = std::mem::take(&mut self.costs);
+        if load_s < 0.0 {
+            self.costs = costs;
+            self.costs.clear();
+            return;
+        }
+        let tick_ns = (tick_s * 1e9) as u64;
+        let mut free = self.backlog_ns;
+        let done = (costs.len() / self.per_get).min(due as usize);
+        self.second.clear();
+        for (j, get) in costs.chunks_exact(self.per_get).take(done).enumerate() {
+            let arrival = ((j as f64 + 0.5) / due as f64 * tick_ns as f64) as u64;
+            let end = arrival.max(free) + get.iter().sum::<u64>();
+            free = end;
+            let us = (end - arrival).div_ceil(1000);
+            self.second.push(u32::try_from(us).unwrap_or(u32::MAX));
+        }
+        self.backlog_ns = free.saturating_sub(tick_ns);
+        let errors = due - done as u64;
+        if due > 0 {
+            self.seconds
+                .push(window(load_s, tick_s, due, errors, &mut self.second));
+        }
+        self.open.extend_from_slice(&self.second);
+        self.open_requests += due;
+        self.open_errors += errors;
+        if load_s + tick_s >= self.open_start + self.window_s - 1e-9 {
+            let mut open = std::mem::take(&mut self.open);
+            self.windows.push(window(
+                self.open_start,
+                self.window_s,
+                self.open_requests,
+                self.open_errors,
+                &mut open,
+            ));
+            open.clear();
+            self.open = open;
+            self.open_start += self.window_s;
+            self.open_requests = 0;
+            self.open_errors = 0;
+        }
+        self.costs = costs;
+        self.costs.clear();
+    }
+
+    /// One-second windows in which GETs were due, in order.
+    pub fn seconds(&self) -> &[Window] {
+        &self.seconds
+    }
+
+    /// Report windows, every one from the load's start, in order.
+    pub fn windows(&self) -> &[Window] {
+        &self.windows
+    }
+}
+
+/// A window of `requests` due from `start` for `length` seconds, `errors` of them failed, the
+/// others answered in `latencies` (µs; sorted here).
+fn window(start: f64, length: f64, requests: u64, errors: u64, latencies: &mut [u32]) -> Window {
+    latencies.sort_unstable();
+    let n = latencies.len();
+    let q = |p: f64| {
+        let rank = ((p * n as f64).ceil() as usize).max(1);
+        latencies
+            .get(rank.min(n).wrapping_sub(1))
+            .map(|&l| u64::from(l))
+    };
+    Window {
+        start,
+        length,
+        requests,
+        errors,
+        misses: 0,
+        p50_us: q(0.5),
+        p99_us: q(0.99),
+        max_us: latencies.last().map(|&l| u64::from(l)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A tick of `due` GETs of one access each, costing `ns` apiece but the slow ones.
+    fn tick(m: &mut SloMeter, load_s: f64, due: u64, ns: u64, slow: &[(usize, u64)]) {
+        for j in 0..due as usize {
+            let cost = slow.iter().find(|s| s.0 == j).map_or(ns, |s| s.1);
+            m.record(cost);
+        }
+        m.end_tick(load_s, 1.0, due);
+    }
+
+    #[test]
+    fn a_fast_server_answers_each_get_in_its_service_time() {
+        let mut m = SloMeter::new(1, 10.0);
+        for s in 0..10 {
+            tick(&mut m, f64::from(s), 100, 20_000, &[]);
+        }
+        assert_eq!(m.windows().len(), 1);
+        let w = &m.windows()[0];
+        assert_eq!(
+            (w.requests, w.errors, w.p99_us, w.max_us),
+            (1000, 0, Some(20), Some(20))
+        );
+        assert_eq!(m.seconds().len(), 10);
+    }
+
+    #[test]
+    fn a_window_misses_its_p99_only_when_more_than_one_percent_of_gets_are_slow() {
+        let slo = memtide_demand::Slo {
+            p99_us: 2000,
+            wake_s: 5.0,
+            min_requests: 100,
+        };
+        // 200 GETs a second, 10 s: 2,000 GETs; 20 slow ones (1%) keep the p99, 21 do not.
+        for (slow_per_window, met) in [(20, true), (21, false)] {
+            let mut m = SloMeter::new(1, 10.0);
+            for s in 0..10usize {
+                let slow: Vec<(usize, u64)> = (0..slow_per_window)
+                    .filter(|k| k % 10 == s)
+                    .map(|k| (k, 3_000_000))
+                    .collect();
+                tick(&mut m, s as f64, 200, 10_000, &slow);
+            }
+            assert_eq!(m.windows()[0].met(&slo), met, "{slow_per_window} slow");
+        }
+    }
+
+    #[test]
+    fn a_slow_get_delays_the_gets_queued_behind_it() {
+        let mut m = SloMeter::new(1, 1.0);
+        // 10 GETs 100 ms apart; the first takes 250 ms: the next two wait for it.
+        tick(&mut m, 0.0, 10, 1_000_000, &[(0, 250_000_000)]);
+        let w = &m.seconds()[0];
+        assert_eq!(w.max_us, Some(250_000));
+        // The second GET arrives at 150 ms and ends at 301 ms; the third at 250, ends at 302.
+        assert_eq!(w.p50_us, Some(1000));
+        assert!(m.windows()[0].p99_us == Some(250_000));
+    }
+
+    #[test]
+    fn gets_the_tick_did_not_complete_are_failures_and_service_past_the_tick_carries_over() {
+        let mut m = SloMeter::new(2, 2.0);
+        // 4 GETs due, accesses for 3 made (6 accesses), the last GET 0.9 s late.
+        for _ in 0..5 {
+            m.record(10_000);
+        }
+        m.record(1_200_000_000);
+        m.end_tick(0.0, 1.0, 4);
+        assert_eq!(m.seconds()[0].errors, 1);
+        // The backlog (the last GET ended at 1.825 s) delays the next tick's first GET.
+        tick(&mut m, 1.0, 2, 2_000, &[]);
+        assert!(m.seconds()[1].max_us.unwrap() > 500_000);
+        assert_eq!(m.windows()[0].requests, 6);
+    }
+
+    #[test]
+    fn a_window_with_nothing_answered_has_no_percentiles() {
+        let mut m = SloMeter::new(1, 2.0);
+        m.end_tick(0.0, 1.0, 0);
+        m.end_tick(1.0, 1.0, 3);
+        let w = &m.windows()[0];
+        assert_eq!(
+            (w.requests, w.errors, w.p99_us, w.max_us),
+            (3, 3, None, None)
+        );
+        assert_eq!(m.seconds().len(), 1, "only seconds with requests due");
+    }
+
+    #[test]
+    fn nothing_is_recorded_before_the_load_starts() {
+        let mut m = SloMeter::new(1, 10.0);
+        tick(&mut m, -1.0, 0, 0, &[]);
+        m.record(5);
+        m.end_tick(-0.5, 1.0, 0);
+        assert!(m.seconds().is_empty() && m.windows().is_empty());
+    }
+}
