@@ -152,24 +152,49 @@ pub fn run(config_path: &Path, out: &Path) -> Result<(), DensityError> {
         peaks: Vec::new(),
     };
     calibrate(&config, &mut env)?;
+    search_policies(&config, &env.peaks, out, |policy, n| {
+        trial::run(&config, &env, policy, n)
+    })
+}
+
+/// The most tenants (at most `config.max`) whose static limits fit the budget, tenant `i`
+/// holding `peaks[i % len]` filled, in index order as the trials start them.
+pub fn static_fit(config: &DensityConfig, peaks: &[u64]) -> usize {
+    memtide_demand::static_fit(
+        |i| memtide_demand::static_limit(peaks[i % peaks.len()]),
+        config.budget,
+        config.max,
+    )
+}
+
+/// Searches N for every policy of `config` in turn, each trial run by `trial` (the real host's
+/// or the simulator's), rewriting the report under `out` after each and printing the table at
+/// the end. Static sizing's N is computed ([`static_fit`]): its fit, then the one beyond
+/// (which does not fit, and does not run), and down by one only if the fit misses.
+pub fn search_policies(
+    config: &DensityConfig,
+    peaks: &[u64],
+    out: &Path,
+    mut trial: impl FnMut(Policy, usize) -> Result<TrialResult, DensityError>,
+) -> Result<(), DensityError> {
     let mut results: Vec<TrialResult> = Vec::new();
     for &policy in &config.policies {
         let (start, step, max) = match policy {
             Policy::Static => {
-                let fit = trial::static_fit(&env, config.budget, config.max).max(1);
+                let fit = static_fit(config, peaks).max(1);
                 (fit, 1, fit + 1)
             }
             _ => (config.start, config.step, config.max),
         };
         search(start, step, max, |n| {
-            let r = trial::run(&config, &env, policy, n)?;
+            let r = trial(policy, n)?;
             let passed = r.passed();
             results.push(r);
-            report::write(&config, &env.peaks, &results, out)?;
+            report::write(config, peaks, &results, out)?;
             Ok(passed)
         })?;
     }
-    print!("{}", report::table(&config, &env.peaks, &results));
+    print!("{}", report::table(config, peaks, &results));
     Ok(())
 }
 

@@ -25,9 +25,9 @@
 
 use crate::density::config::{DensityConfig, Policy, TenantKind};
 use crate::density::trial::{Tally, TrialResult};
-use crate::density::{report, search, DensityError};
+use crate::density::{search_policies, static_fit, DensityError};
 use memtide_controller::Controller;
-use memtide_demand::{static_fit, static_limit, tenant_seed, Demand, Schedule};
+use memtide_demand::{static_limit, tenant_seed, Demand, Schedule};
 use memtide_model::{Pages, TenantId};
 use memtide_runner::{Change, Outcome, Runner, Sink, TickView};
 use memtide_scenario::Scenario;
@@ -113,11 +113,7 @@ impl SimBench {
 
     /// The most tenants static sizing fits in the budget (at most `max`).
     pub fn static_fit(&self) -> usize {
-        static_fit(
-            |i| static_limit(self.peak(i)),
-            self.config.budget,
-            self.config.max,
-        )
+        static_fit(&self.config, &self.peaks)
     }
 
     /// The scenario of a trial: `policy`'s variant with N tenants.
@@ -336,23 +332,7 @@ fn run_managed<R>(
 pub fn run(path: &Path, overrides: &[String], out: &Path) -> Result<(), DensityError> {
     let bench = SimBench::load(path, overrides)?;
     std::fs::create_dir_all(out).map_err(|e| DensityError::io(&out.display().to_string(), e))?;
-    let mut results: Vec<TrialResult> = Vec::new();
-    for &policy in &bench.config.policies {
-        let (start, step, max) = match policy {
-            Policy::Static => {
-                let fit = bench.static_fit().max(1);
-                (fit, 1, fit + 1)
-            }
-            _ => (bench.config.start, bench.config.step, bench.config.max),
-        };
-        search(start, step, max, |n| {
-            let r = bench.trial(policy, n)?;
-            let passed = r.passed();
-            results.push(r);
-            report::write(&bench.config, &bench.peaks, &results, out)?;
-            Ok(passed)
-        })?;
-    }
-    print!("{}", report::table(&bench.config, &bench.peaks, &results));
-    Ok(())
+    search_policies(&bench.config, &bench.peaks, out, |policy, n| {
+        bench.trial(policy, n)
+    })
 }

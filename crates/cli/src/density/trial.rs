@@ -651,12 +651,6 @@ pub fn measure_peak(env: &Env, kind: &TenantKind) -> Result<u64, DensityError> {
     Ok(usage)
 }
 
-/// The most tenants (at most `max`) whose static limits fit in `budget`: tenants are added in
-/// index order, as the trials start them.
-pub fn static_fit(env: &Env, budget: u64, max: usize) -> usize {
-    memtide_demand::static_fit(|i| static_limit(env.peak(i)), budget, max)
-}
-
 /// Runs `n` tenants under `policy`, writing what it ran and saw under `env.out`.
 pub fn run(
     config: &DensityConfig,
