@@ -42,6 +42,19 @@ struct Raw {
     max: usize,
     slo: RawSlo,
     mix: Vec<RawKind>,
+    #[serde(default)]
+    memtide: RawMemtide,
+}
+
+/// `[memtide]`: the daemon's own tables for the memtide policies, checked by the daemon's
+/// parser. Its `[daemon]`, `[host]`, `[balloon]` and tenants are the benchmark's.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMemtide {
+    #[serde(default)]
+    policy: toml::Table,
+    #[serde(default)]
+    rails: toml::Table,
 }
 
 /// One kind of tenant of the mix.
@@ -68,6 +81,10 @@ pub struct DensityConfig {
     pub max: usize,
     pub slo: Slo,
     pub mix: Vec<TenantKind>,
+    /// The daemon's `[policy]` and `[rails]` tables for the memtide policies: the benchmark's
+    /// defaults (tax 0.75, sampling period 10 s) with `[memtide.policy]` and
+    /// `[memtide.rails]` written over them, as TOML ready to be written into its file.
+    pub memtide_tables: String,
 }
 
 /// The most tenants a trial runs (each is a server and a load generator).
@@ -153,7 +170,9 @@ impl DensityConfig {
                 demand: k.demand.clone(),
             });
         }
+        let memtide_tables = memtide_tables(raw.memtide, budget).map_err(bad)?;
         Ok(DensityConfig {
+            memtide_tables,
             budget,
             duration,
             warmup,
@@ -179,6 +198,29 @@ impl DensityConfig {
     }
 }
 
+/// The daemon's `[policy]` and `[rails]` for the memtide policies, `set` written over the
+/// benchmark's defaults, checked by the daemon's own parser (with a `[host]` of `budget`).
+fn memtide_tables(set: RawMemtide, budget: u64) -> Result<String, String> {
+    // The benchmark's defaults: the ESX tax, and a sampling period short enough for a
+    // 5-minute run.
+    let mut policy = toml::Table::new();
+    policy.insert("tax_rate".into(), toml::Value::Float(0.75));
+    policy.insert("sampling_period".into(), toml::Value::String("10s".into()));
+    policy.extend(set.policy);
+    let mut tables = toml::Table::new();
+    tables.insert("policy".into(), toml::Value::Table(policy));
+    if !set.rails.is_empty() {
+        tables.insert("rails".into(), toml::Value::Table(set.rails));
+    }
+    let text = toml::to_string(&tables).map_err(|e| format!("[memtide]: {e}"))?;
+    let check = format!("{text}\n[host]\nparent = \"/memtide-density\"\nbudget = \"{budget}\"\n");
+    // The daemon's message names the field as in its own file (`rails.shrink_step`); here
+    // that is `memtide.rails.shrink_step`, and the line of the text above means nothing.
+    memtide_daemon::config::DaemonConfig::parse(&check, Path::new("[memtide]"))
+        .map_err(|e| format!("memtide.{}", e.detail()))?;
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +233,29 @@ mod tests {
         assert!(c.policies.contains(&Policy::Static) && c.policies.contains(&Policy::Kernel));
         assert!(c.mix.iter().any(|k| k.server == ServerKind::Memcached));
         assert_eq!(c.kind(c.mix.len()), &c.mix[0]);
+    }
+
+    #[test]
+    fn memtide_tables_write_over_the_benchmark_s_defaults() {
+        let plain = DensityConfig::parse(DEFAULT, Path::new("d.toml")).unwrap();
+        assert!(plain.memtide_tables.contains("tax_rate = 0.75"));
+        assert!(!plain.memtide_tables.contains("[rails]"));
+        let text = DEFAULT
+            .replacen(
+                "tax_rate = 0.75\nsampling_period = \"10s\"",
+                "tax_rate = 0.5",
+                1,
+            )
+            .replacen(
+                "# [memtide.rails]\n# floor_margin",
+                "[memtide.rails]\nfloor_margin",
+                1,
+            );
+        let set = DensityConfig::parse(&text, Path::new("d.toml")).unwrap();
+        let tables: toml::Table = toml::from_str(&set.memtide_tables).unwrap();
+        assert_eq!(tables["policy"]["tax_rate"].as_float(), Some(0.5));
+        assert_eq!(tables["policy"]["sampling_period"].as_str(), Some("10s"));
+        assert_eq!(tables["rails"]["floor_margin"].as_str(), Some("32M"));
     }
 
     #[test]
@@ -220,6 +285,36 @@ mod tests {
             assert!(
                 err.contains(says) && err.starts_with("d.toml"),
                 "{change:?}: {err}"
+            );
+        }
+        for ((from, to), says) in [
+            (
+                (
+                    "# [memtide.rails]\n# floor_margin",
+                    "[memtide.rails]\nshrink_step = 2.0\n#",
+                ),
+                "memtide.rails.shrink_step = 2.0",
+            ),
+            (
+                ("tax_rate = 0.75", "tax_rate = \"x\""),
+                "memtide.policy.tax_rate",
+            ),
+            (
+                (
+                    "[memtide.policy]",
+                    "[memtide.host]\nbudget = \"1G\"\n[memtide.policy]",
+                ),
+                "unknown field `host`",
+            ),
+        ] {
+            assert!(DEFAULT.contains(from), "{from}");
+            let text = DEFAULT.replacen(from, to, 1);
+            let err = DensityConfig::parse(&text, Path::new("d.toml"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(says) && err.starts_with("d.toml"),
+                "{to}: {err}"
             );
         }
     }

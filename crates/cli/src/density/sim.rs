@@ -98,6 +98,8 @@ impl SimBench {
                     demand: k.demand.clone(),
                 })
                 .collect(),
+            // The simulated policies' parameters are the scenario's own.
+            memtide_tables: String::new(),
         };
         Ok(SimBench {
             peaks: d.mix.iter().map(|k| k.peak).collect(),

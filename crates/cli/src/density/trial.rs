@@ -490,11 +490,11 @@ fn daemon_config(
 ) -> String {
     let mut s = format!(
         "[daemon]\ntick = \"1s\"\nlisten = \"127.0.0.1:{port}\"\nstate_file = \"{}\"\n\n\
-         [host]\nparent = \"{}\"\nbudget = \"{}\"\n\n[policy]\ntax_rate = 0.75\n\
-         sampling_period = \"10s\"\n\n[balloon]\nenabled = {}\n",
+         [host]\nparent = \"{}\"\nbudget = \"{}\"\n\n{}\n[balloon]\nenabled = {}\n",
         state.join("state.json").display(),
         rig.parent,
         config.budget,
+        config.memtide_tables,
         policy == Policy::App
     );
     for (i, t) in rig.tenants.iter().enumerate() {
