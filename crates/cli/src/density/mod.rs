@@ -34,6 +34,9 @@ pub enum DensityError {
     Io { what: String, error: std::io::Error },
     #[error("trial: {0}")]
     Trial(String),
+    /// SIGINT or SIGTERM: the trial running stopped what it started and removed its cgroups.
+    #[error("stopped by a signal: the servers, generators and daemon of the trial running were stopped and their cgroups removed; results so far are in the output directory")]
+    Stopped,
     /// A scenario file that does not load (the message names the file and the key).
     #[error("{0}")]
     Scenario(String),
@@ -144,6 +147,10 @@ pub fn run(config_path: &Path, out: &Path) -> Result<(), DensityError> {
     })?;
     let config = DensityConfig::parse(&text, config_path)?;
     let (programs, hierarchy) = check_host(&config)?;
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&trial::STOP))
+            .map_err(|e| DensityError::io("register SIGINT and SIGTERM", e))?;
+    }
     std::fs::create_dir_all(out).map_err(|e| DensityError::io(&out.display().to_string(), e))?;
     let mut env = Env {
         programs,

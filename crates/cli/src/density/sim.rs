@@ -151,7 +151,10 @@ impl SimBench {
             policy,
             n,
             fits: true,
+            // The simulated machine is never stolen from.
             attainment: tally.all,
+            attainment_all: tally.all,
+            stolen: Vec::new(),
             oom_kills: 0,
             died: Vec::new(),
             wakes_within: tally.within,
@@ -194,6 +197,7 @@ impl SimBench {
                 meter.seconds(),
                 schedule.bursts(),
                 &self.config.slo,
+                &[],
             );
         }
         Ok(tally)

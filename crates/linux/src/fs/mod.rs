@@ -10,6 +10,7 @@
 pub mod blkio;
 pub mod cgroup_v1;
 pub mod cgroup_v2;
+pub mod cpu_time;
 pub mod diskstat;
 pub mod error;
 pub mod hierarchy;
@@ -28,6 +29,7 @@ pub mod smaps;
 pub mod subtree;
 pub mod write;
 
+pub use cpu_time::{read_cpu_time, CpuTime};
 pub use error::FsError;
 pub use hierarchy::{CgroupVersion, MemoryHierarchy};
 pub use kept::KeptFile;
