@@ -126,6 +126,11 @@ enum BenchCommand {
         /// [default: out/density, or out/density-sim with --sim].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Run nothing: merge the trials of earlier runs of this set-up (each DIR an --out of
+        /// one) into one table and chart in --out (repeatable; a policy and N tried twice
+        /// keeps the last DIR's trial).
+        #[arg(long, value_name = "DIR", conflicts_with = "sim")]
+        merge: Vec<PathBuf>,
     },
 }
 
@@ -263,12 +268,17 @@ fn main() -> ExitCode {
                     sim,
                     set,
                     out,
+                    merge,
                 }),
             ..
         } => match sim {
             Some(scenario) => {
                 let out = out.unwrap_or_else(|| PathBuf::from("out/density-sim"));
                 memtide_cli::density::sim::run(&scenario, &set, &out)
+            }
+            None if !merge.is_empty() => {
+                let out = out.unwrap_or_else(|| PathBuf::from("out/density"));
+                memtide_cli::density::merge(&config, &merge, &out)
             }
             None => {
                 let out = out.unwrap_or_else(|| PathBuf::from("out/density"));

@@ -164,6 +164,38 @@ pub fn run(config_path: &Path, out: &Path) -> Result<(), DensityError> {
     })
 }
 
+/// `memtide bench density --merge DIR...`: the trials of earlier runs of the set-up at
+/// `config_path` (each DIR one's output directory, its `results.json`) as one table, chart
+/// and `results.json` in `out`, running nothing: a search run in pieces, read as one. A
+/// policy and N tried in more than one DIR keeps the last DIR's trial.
+pub fn merge(config_path: &Path, dirs: &[PathBuf], out: &Path) -> Result<(), DensityError> {
+    let text = std::fs::read_to_string(config_path).map_err(|e| DensityError::Config {
+        path: config_path.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    let config = DensityConfig::parse(&text, config_path)?;
+    let mut results: Vec<TrialResult> = Vec::new();
+    for dir in dirs {
+        let path = dir.join("results.json");
+        let bad = |why: String| DensityError::Config {
+            path: path.clone(),
+            why,
+        };
+        let text = std::fs::read_to_string(&path).map_err(|e| bad(e.to_string()))?;
+        let trials: Vec<TrialResult> = serde_json::from_str(&text)
+            .map_err(|e| bad(format!("not a density run's results: {e}")))?;
+        for t in trials {
+            results.retain(|r| (r.policy, r.n) != (t.policy, t.n));
+            results.push(t);
+        }
+    }
+    results.sort_by_key(|r| (r.policy, r.n));
+    std::fs::create_dir_all(out).map_err(|e| DensityError::io(&out.display().to_string(), e))?;
+    report::write(&config, &[], &results, out)?;
+    print!("{}", report::table(&config, &[], &results));
+    Ok(())
+}
+
 /// The most tenants (at most `config.max`) whose static limits fit the budget, tenant `i`
 /// holding `peaks[i % len]` filled, in index order as the trials start them.
 pub fn static_fit(config: &DensityConfig, peaks: &[u64]) -> usize {
@@ -257,6 +289,74 @@ mod tests {
         })
         .unwrap();
         ns
+    }
+
+    /// A trial of `policy` at `n` that met the SLO in `met` of 100 active windows.
+    fn trial(policy: Policy, n: usize, met: u64) -> TrialResult {
+        let mut t = TrialResult::not_fitting(policy, n, 1 << 30);
+        t.fits = true;
+        t.attainment = memtide_demand::Attainment { active: 100, met };
+        t.attainment_all = t.attainment;
+        t
+    }
+
+    #[test]
+    fn merged_runs_make_one_table_and_a_policy_and_n_tried_twice_keep_the_last() {
+        let tmp = tempfile::tempdir().unwrap();
+        let config = tmp.path().join("density.toml");
+        std::fs::write(&config, include_str!("../../../../bench/density.toml")).unwrap();
+        let runs = [
+            vec![
+                trial(Policy::Kernel, 28, 100),
+                trial(Policy::Sampling, 28, 90),
+            ],
+            vec![
+                trial(Policy::Sampling, 24, 100),
+                trial(Policy::Sampling, 28, 99),
+            ],
+        ];
+        let mut dirs = Vec::new();
+        for (i, run) in runs.iter().enumerate() {
+            let dir = tmp.path().join(format!("run{i}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("results.json"),
+                serde_json::to_string(run).unwrap(),
+            )
+            .unwrap();
+            dirs.push(dir);
+        }
+        let out = tmp.path().join("merged");
+        merge(&config, &dirs, &out).unwrap();
+        let merged: Vec<TrialResult> =
+            serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap())
+                .unwrap();
+        let got: Vec<(Policy, usize, u64)> = merged
+            .iter()
+            .map(|r| (r.policy, r.n, r.attainment.met))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (Policy::Kernel, 28, 100),
+                (Policy::Sampling, 24, 100),
+                (Policy::Sampling, 28, 99)
+            ]
+        );
+        assert_eq!(carried(&merged, Policy::Sampling), Some(28));
+        let table = std::fs::read_to_string(out.join("density.md")).unwrap();
+        assert!(
+            table.contains("| kernel | 28 |") && !table.contains("| tws |"),
+            "{table}"
+        );
+        assert!(out.join("density.svg").exists());
+
+        std::fs::write(dirs[0].join("results.json"), "[{\"policy\": 3}]").unwrap();
+        let err = merge(&config, &dirs, &out).unwrap_err().to_string();
+        assert!(
+            err.contains("run0/results.json: not a density run's results"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -23,6 +23,16 @@ fn pct(x: Option<f64>) -> String {
     x.map_or_else(|| "-".to_string(), |f| format!("{:.1}%", f * 100.0))
 }
 
+/// The policies of `config` that `results` hold a trial of, in its order.
+fn tried(config: &DensityConfig, results: &[TrialResult]) -> Vec<Policy> {
+    config
+        .policies
+        .iter()
+        .copied()
+        .filter(|&p| results.iter().any(|r| r.policy == p))
+        .collect()
+}
+
 /// The markdown table.
 pub fn table(config: &DensityConfig, peaks: &[u64], results: &[TrialResult]) -> String {
     let mut s = String::new();
@@ -39,21 +49,25 @@ pub fn table(config: &DensityConfig, peaks: &[u64], results: &[TrialResult]) -> 
             kinds.push(text);
         }
     }
+    let filled = if kinds.is_empty() {
+        String::new()
+    } else {
+        format!("; each kind filled: {}", kinds.join(", "))
+    };
     let _ = writeln!(
         s,
-        "budget {:.0} MiB, {} s runs in {} s windows, SLO p99 <= {} us in 99% of active windows (>= {} requests), wake-up within {} s; each kind filled: {}\n",
+        "budget {:.0} MiB, {} s runs in {} s windows, SLO p99 <= {} us in 99% of active windows (>= {} requests), wake-up within {} s{filled}\n",
         config.budget as f64 / MIB,
         config.duration,
         config.window,
         config.slo.p99_us,
         config.slo.min_requests,
         config.slo.wake_s,
-        kinds.join(", ")
     );
-    s.push_str("A window in which the hypervisor stole 5% or more of the machine's CPU is left out of the attainment that decides (it stalls every tenant whatever the policy); `all windows` counts it.\n\n");
+    s.push_str("A window in which the hypervisor stole 2% or more of the machine's CPU is left out of the attainment that decides (it stalls every tenant whatever the policy); `all windows` counts it.\n\n");
     s.push_str("| policy | tenants carried | SLO attainment | all windows | wake-ups within SLO | wake-up p90 | memory used (mean) | saved vs static | swap in / out | manager CPU |\n");
     s.push_str("|---|---|---|---|---|---|---|---|---|---|\n");
-    for &p in &config.policies {
+    for p in tried(config, results) {
         let n = carried(results, p);
         let at = n.and_then(|n| results.iter().find(|r| r.policy == p && r.n == n));
         let row = match at {
@@ -130,7 +144,7 @@ fn stolen_text(stolen: &[StolenWindow], window: f64) -> String {
 pub fn chart(config: &DensityConfig, results: &[TrialResult]) -> String {
     let mut series = Vec::new();
     let mut max_n: f64 = 1.0;
-    for &p in &config.policies {
+    for p in tried(config, results) {
         let mut points: Vec<(f64, f64)> = results
             .iter()
             .filter(|r| r.policy == p && r.fits)
