@@ -190,7 +190,15 @@ pub fn write(
 ) -> Result<(), DensityError> {
     let files = [
         ("density.md", table(config, peaks, results)),
-        ("density.svg", chart(config, results)),
+        // A file opened on its own needs the SVG namespace (a chart inline in HTML does not).
+        (
+            "density.svg",
+            chart(config, results).replacen(
+                "<svg ",
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" ",
+                1,
+            ),
+        ),
         (
             "results.json",
             serde_json::to_string_pretty(&results).expect("results serialize"),
