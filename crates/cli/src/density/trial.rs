@@ -181,7 +181,7 @@ impl Tally {
 /// The share of the machine's CPU time the hypervisor may steal in a window before the
 /// window is not the policy's to answer for: a machine shared with other VMs stalls every
 /// tenant at once while its CPUs wait, whatever the policy, and a window's p99 is decided by
-/// its worst tenth of a second. Measured here: a quiet run steals 0-1% a second; windows
+/// its worst tenth of a second. Measured here: a quiet run steals 0-2% a second; windows
 /// averaging 2.5-4% (seconds of up to 9%) gave 10 of 28 tenants a p99 of 2.5-4.8 ms with swap
 /// traffic at a few MB/s, and 5-20% for 30 s gave 14 tenants 4-9 ms in a kernel-only run.
 pub const STEAL_DISTURBS: f64 = 0.02;
@@ -666,10 +666,10 @@ fn stolen_windows(samples: &[(f64, CpuTime)], window: f64, duration: f64) -> Vec
             .min_by(|a, b| (a.0 - at).abs().total_cmp(&(b.0 - at).abs()))
     };
     let mut stolen = Vec::new();
-    let mut start = 0.0;
-    while start + 1e-9 < duration {
-        let end = start + window;
-        let (from, to) = (nearest(start), nearest(end));
+    // Window k starts at k × window, as the load generators' windows do.
+    for k in 0..(duration / window - 1e-9).ceil().max(0.0) as usize {
+        let start = k as f64 * window;
+        let (from, to) = (nearest(start), nearest(start + window));
         if let Some(share) = from
             .zip(to)
             .and_then(|((_, a), (_, b))| b.steal_since(a))
@@ -677,7 +677,6 @@ fn stolen_windows(samples: &[(f64, CpuTime)], window: f64, duration: f64) -> Vec
         {
             stolen.push(StolenWindow { start, share });
         }
-        start = end;
     }
     stolen
 }
