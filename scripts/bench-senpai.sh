@@ -53,6 +53,8 @@ for m in "${managers[@]}"; do
 done
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=scripts/guest-overlay.sh
+. "$here/scripts/guest-overlay.sh"
 memtide=${MEMTIDE:-$here/target/release/memtide}
 toucher=${TOUCHER:-$here/target/release/memtide-toucher}
 guest=${MEMTIDE_GUEST_DIR:-/var/cache/memtide/guest}
@@ -87,24 +89,10 @@ install -m 0755 "$memtide" "$root/usr/local/bin/memtide"
 install -m 0755 "$toucher" "$root/usr/local/bin/memtide-toucher"
 strip --strip-debug "$root/usr/local/bin/memtide" "$root/usr/local/bin/memtide-toucher"
 for b in redis-server redis-cli redis-benchmark; do install -m 0755 "/usr/bin/$b" "$root/usr/bin/$b"; done
-install -m 0755 "$python" "$root/usr/bin/python3"
 install -m 0644 "$senpai" "$root/usr/local/lib/bench/senpai.py"
-# Python's own files: every top-level module of its standard library and the packages
-# encodings, collections, re and importlib (8 MB; Senpai's argparse alone reaches gettext and
-# locale), so sys.prefix (/usr, from the binary's place) holds lib/python3.11/os.py.
-mkdir -p "$root/usr/lib/python3.11"
-cp /usr/lib/python3.11/*.py "$root/usr/lib/python3.11/"
-for p in encodings collections re importlib; do
-  cp -r "/usr/lib/python3.11/$p" "$root/usr/lib/python3.11/"
-done
-find "$root/usr/lib/python3.11" -name __pycache__ -prune -exec rm -rf {} +
-mkdir -p "$root/usr/lib/python3.11/lib-dynload"
-for lib in $(ldd "$memtide" "$toucher" "$python" /usr/bin/redis-server /usr/bin/redis-cli \
-  /usr/bin/redis-benchmark | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// && $1 !~ /:$/ { print $1 }' |
-  sort -u); do
-  mkdir -p "$root$(dirname "$lib")"
-  cp -L "$lib" "$root$lib"
-done
+overlay_python "$root"
+overlay_libs "$root" "$memtide" "$toucher" /usr/bin/redis-server /usr/bin/redis-cli \
+  /usr/bin/redis-benchmark
 
 cat >"$root/usr/local/lib/bench/run.sh" <<'GUEST'
 # bench-senpai guest workload (scripts/bench-senpai.sh): sh run.sh MANAGER RUN IDLE
@@ -238,8 +226,7 @@ say "oom busy=$(awk '$1 == "oom_kill" { print $2 }' $CG/busy/memory.events)" \
 say done
 GUEST
 
-(cd "$root" && find . -mindepth 1 | cpio --quiet -o -H newc -R 0:0) | gzip -1 >"$work/overlay.cpio.gz"
-cat "$guest/initramfs.cpio.gz" "$work/overlay.cpio.gz" >"$work/initrd.cpio.gz"
+overlay_pack "$root" "$guest/initramfs.cpio.gz" "$work/initrd.cpio.gz"
 rm -rf "$root"
 
 for m in "${managers[@]}"; do

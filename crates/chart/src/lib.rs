@@ -43,12 +43,19 @@ pub struct Marker {
     pub label: String,
 }
 
-/// A line chart: y from zero to the largest value.
+/// A line chart: y from zero to the largest value, or over `y_range`.
 pub struct LineChart<'a> {
     pub y_label: &'a str,
     /// The x axis's label (`time (s)` on every chart over a run).
     pub x_label: &'a str,
     pub x_range: (f64, f64),
+    /// y's range when not from zero to the data's largest value: a chart of values that all
+    /// lie near 100% reads only when its axis starts near them. A point outside it is drawn
+    /// on the plot's edge.
+    pub y_range: Option<(f64, f64)>,
+    /// A dot on every point of the solid series: data measured at a few x (one trial per N),
+    /// where a series of one point would draw no line.
+    pub dots: bool,
     /// Height with a one-row legend; each further legend row adds to it.
     pub height: f64,
     pub series: Vec<Series>,
@@ -129,6 +136,7 @@ fn tick_label(v: f64, step: f64) -> String {
 struct Frame {
     x0: f64,
     x1: f64,
+    y0: f64,
     y1: f64,
     /// Where the plot starts, under the legend.
     top: f64,
@@ -146,7 +154,11 @@ impl Frame {
         LEFT + (x - self.x0) / (self.x1 - self.x0) * self.plot_w()
     }
     fn py(&self, y: f64) -> f64 {
-        self.top + self.plot_h() - (y / self.y1) * self.plot_h()
+        self.top + self.plot_h() - ((y - self.y0) / (self.y1 - self.y0)) * self.plot_h()
+    }
+    /// [`Frame::py`] kept inside the plot.
+    fn py_clamped(&self, y: f64) -> f64 {
+        self.py(y.clamp(self.y0, self.y1))
     }
 }
 
@@ -189,7 +201,7 @@ fn y_axis(svg: &mut String, f: &Frame, label: &str) {
         f.top,
         f.top + f.plot_h()
     );
-    let ticks = nice_ticks(0.0, f.y1, 5);
+    let ticks = nice_ticks(f.y0, f.y1, 5);
     let step = if ticks.len() > 1 {
         ticks[1] - ticks[0]
     } else {
@@ -335,15 +347,27 @@ fn y_top(y_max: f64) -> f64 {
     }
 }
 
-/// A chart's frame under a legend of `rows` rows, and the SVG's opening tag.
-fn open(x_range: (f64, f64), y_max: f64, height: f64, rows: usize) -> (Frame, String) {
+/// A chart's frame over `y_range` (from zero to a round top over `y_max` when `None`) under
+/// a legend of `rows` rows, and the SVG's opening tag.
+fn open(
+    x_range: (f64, f64),
+    y_max: f64,
+    y_range: Option<(f64, f64)>,
+    height: f64,
+    rows: usize,
+) -> (Frame, String) {
     let (x0, x1) = x_span(x_range);
+    let (y0, y1) = match y_range {
+        Some((lo, hi)) if lo.is_finite() && hi.is_finite() && hi > lo => (lo, hi),
+        _ => (0.0, y_top(y_max)),
+    };
     let extra = (rows.max(1) - 1) as f64 * LEGEND_ROW;
     let height = height + extra;
     let f = Frame {
         x0,
         x1,
-        y1: y_top(y_max),
+        y0,
+        y1,
         top: TOP + extra,
         height,
     };
@@ -374,9 +398,26 @@ fn polyline(svg: &mut String, f: &Frame, s: &Series) {
             svg.push(' ');
         }
         first = false;
-        let _ = write!(svg, "{:.1},{:.1}", f.px(*x), f.py(*y));
+        let _ = write!(svg, "{:.1},{:.1}", f.px(*x), f.py_clamped(*y));
     }
     svg.push_str(r#""/>"#);
+}
+
+/// A dot on each finite point of `s`, its value in a tooltip.
+fn dots(svg: &mut String, f: &Frame, s: &Series) {
+    for (x, y) in &s.points {
+        if !(x.is_finite() && y.is_finite()) {
+            continue;
+        }
+        let _ = write!(
+            svg,
+            r#"<circle cx="{:.1}" cy="{:.1}" r="3.5" fill="{}"><title>{}</title></circle>"#,
+            f.px(*x),
+            f.py_clamped(*y),
+            s.color,
+            escape(&format!("{}: {x}, {y:.1}", s.label))
+        );
+    }
 }
 
 /// A usable x range: finite and not empty.
@@ -399,7 +440,7 @@ pub fn line_chart(c: &LineChart) -> String {
         .fold(0.0, f64::max);
     let keys: Vec<Key> = line_keys(&c.series).collect();
     let (legend, rows) = legend(&keys);
-    let (f, mut svg) = open(c.x_range, y_max, c.height, rows);
+    let (f, mut svg) = open(c.x_range, y_max, c.y_range, c.height, rows);
     y_axis(&mut svg, &f, c.y_label);
     x_axis(&mut svg, &f, c.x_label);
     markers(&mut svg, &f, c.markers);
@@ -409,6 +450,11 @@ pub fn line_chart(c: &LineChart) -> String {
     let dashed = c.series.iter().filter(|s| s.dashed);
     for s in solid.chain(dashed) {
         polyline(&mut svg, &f, s);
+    }
+    if c.dots {
+        for s in c.series.iter().filter(|s| !s.dashed) {
+            dots(&mut svg, &f, s);
+        }
     }
     svg.push_str(&legend);
     svg.push_str("</svg>");
@@ -449,7 +495,7 @@ pub fn stacked_chart(c: &StackedChart) -> String {
         .chain(line_keys(&c.lines))
         .collect();
     let (legend, rows) = legend(&keys);
-    let (f, mut svg) = open(c.x_range, y_max, c.height, rows);
+    let (f, mut svg) = open(c.x_range, y_max, None, c.height, rows);
     y_axis(&mut svg, &f, c.y_label);
     x_axis(&mut svg, &f, "time (s)");
     let x: Vec<f64> = c.x.iter().map(|x| f.px(*x)).collect();
@@ -503,6 +549,7 @@ pub fn state_band(
     let f = Frame {
         x0,
         x1,
+        y0: 0.0,
         y1: 1.0,
         top: TOP,
         height,
@@ -572,11 +619,61 @@ mod tests {
     }
 
     #[test]
+    fn a_y_range_puts_its_ends_at_the_plot_s_edges_and_clamps_points_outside_it() {
+        let c = LineChart {
+            y_label: "%",
+            x_label: "N",
+            x_range: (0.0, 10.0),
+            y_range: Some((90.0, 100.0)),
+            dots: true,
+            height: 200.0,
+            series: vec![Series {
+                label: "one trial".into(),
+                color: "#2ca02c",
+                dashed: false,
+                points: vec![(2.0, 90.0), (4.0, 100.0), (6.0, 50.0)],
+            }],
+            markers: &[],
+        };
+        let svg = line_chart(&c);
+        let (bottom, top) = (200.0 - BOTTOM, TOP);
+        let circles: Vec<f64> = svg
+            .split("<circle ")
+            .skip(1)
+            .map(|c| {
+                let cy = c.split("cy=\"").nth(1).unwrap();
+                cy[..cy.find('"').unwrap()].parse().unwrap()
+            })
+            .collect();
+        assert_eq!(circles, vec![bottom, top, bottom], "{svg}");
+        let y_tick = |v: &str| format!("text-anchor=\"end\">{v}<");
+        assert!(
+            svg.contains(&y_tick("90")) && svg.contains(&y_tick("100")),
+            "ticks: {svg}"
+        );
+        assert!(
+            !svg.contains(&y_tick("0")),
+            "no tick below the range: {svg}"
+        );
+        let plain = line_chart(&LineChart {
+            y_range: None,
+            dots: false,
+            ..c
+        });
+        assert!(
+            !plain.contains("<circle") && plain.contains(&y_tick("0")),
+            "{plain}"
+        );
+    }
+
+    #[test]
     fn line_chart_draws_a_polyline_per_series_and_a_legend() {
         let c = LineChart {
             y_label: "MB",
             x_label: "time (s)",
             x_range: (0.0, 10.0),
+            y_range: None,
+            dots: false,
             height: 200.0,
             series: vec![
                 Series {
@@ -636,6 +733,8 @@ mod tests {
             y_label: "MB",
             x_label: "time (s)",
             x_range: (0.0, 10.0),
+            y_range: None,
+            dots: false,
             height: 200.0,
             series: Vec::new(),
             markers: &markers,
@@ -653,6 +752,8 @@ mod tests {
             y_label: "MB",
             x_label: "time (s)",
             x_range: (0.0, 10.0),
+            y_range: None,
+            dots: false,
             height: 200.0,
             series: vec![
                 Series {
@@ -697,6 +798,8 @@ mod tests {
             y_label: "MB",
             x_label: "time (s)",
             x_range: (0.0, 10.0),
+            y_range: None,
+            dots: false,
             height: 200.0,
             series: vec![series("a", "#111", false)],
             markers: &[],
@@ -708,6 +811,8 @@ mod tests {
             y_label: "MB",
             x_label: "time (s)",
             x_range: (0.0, 10.0),
+            y_range: None,
+            dots: false,
             height: 200.0,
             series: many,
             markers: &[],
@@ -798,6 +903,8 @@ mod tests {
             y_label: "MB",
             x_label: "time (s)",
             x_range: (0.0, 0.0),
+            y_range: None,
+            dots: false,
             height: 200.0,
             series: vec![],
             markers: &[],

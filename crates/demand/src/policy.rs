@@ -19,6 +19,10 @@ pub enum Policy {
     Tws,
     /// memtide, sampling, each server resized through `memtide-adapter`.
     App,
+    /// Senpai (Meta's TMO agent, github.com/facebookincubator/senpai): one `senpai.py` per
+    /// tenant cgroup, steering its memory.high by the cgroup's own memory pressure. Real
+    /// cgroup v2 hosts only (the QEMU guest here); the simulator has no counterpart.
+    Senpai,
 }
 
 impl Policy {
@@ -29,6 +33,7 @@ impl Policy {
             Policy::Sampling => "sampling",
             Policy::Tws => "tws",
             Policy::App => "app",
+            Policy::Senpai => "senpai",
         }
     }
 
@@ -40,6 +45,7 @@ impl Policy {
             Policy::Sampling,
             Policy::Tws,
             Policy::App,
+            Policy::Senpai,
         ]
         .into_iter()
         .find(|p| p.name() == name)
@@ -48,6 +54,18 @@ impl Policy {
     /// Whether memtide manages the tenants.
     pub fn is_memtide(self) -> bool {
         matches!(self, Policy::Sampling | Policy::Tws | Policy::App)
+    }
+
+    /// Whether a manager's processes run beside the tenants (memtide's or Senpai's), whose
+    /// CPU a trial reports.
+    pub fn has_manager(self) -> bool {
+        self.is_memtide() || self == Policy::Senpai
+    }
+
+    /// Whether the simulator has it: not the application balloon (its simulated balloon
+    /// drives cache, database and JVM pools, not a key-value server) nor Senpai.
+    pub fn simulated(self) -> bool {
+        !matches!(self, Policy::App | Policy::Senpai)
     }
 }
 
@@ -133,5 +151,8 @@ mod tests {
         assert_eq!(Policy::named("tws"), Some(Policy::Tws));
         assert_eq!(Policy::named("none"), None);
         assert!(Policy::App.is_memtide() && !Policy::Kernel.is_memtide());
+        assert_eq!(Policy::named("senpai"), Some(Policy::Senpai));
+        assert!(Policy::Senpai.has_manager() && !Policy::Senpai.is_memtide());
+        assert!(!Policy::Senpai.simulated() && Policy::Tws.simulated());
     }
 }

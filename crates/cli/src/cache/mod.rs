@@ -194,6 +194,8 @@ fn html(run: &MrcRun, sizes: &[u64], name: &str) -> String {
         y_label: "miss ratio",
         x_label: "LRU cache size (blocks)",
         x_range: (0.0, sizes.last().copied().unwrap_or(1).max(1) as f64),
+        y_range: None,
+        dots: false,
         height: 320.0,
         series,
         markers: &[],

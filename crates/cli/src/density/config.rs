@@ -9,7 +9,7 @@ use memtide_demand::{Demand, Slo};
 pub use memtide_demand::{Policy, ServerKind};
 use memtide_model::written::{parse_duration, parse_size};
 use serde::Deserialize;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -44,6 +44,7 @@ struct Raw {
     mix: Vec<RawKind>,
     #[serde(default)]
     memtide: RawMemtide,
+    senpai: Option<String>,
 }
 
 /// `[memtide]`: the daemon's own tables for the memtide policies, checked by the daemon's
@@ -85,6 +86,9 @@ pub struct DensityConfig {
     /// defaults (tax 0.75, sampling period 10 s) with `[memtide.policy]` and
     /// `[memtide.rails]` written over them, as TOML ready to be written into its file.
     pub memtide_tables: String,
+    /// Senpai's `senpai.py` for the `senpai` policy (`senpai = "..."`, relative to the set-up
+    /// file's directory): github.com/facebookincubator/senpai, not shipped with memtide.
+    pub senpai: Option<PathBuf>,
 }
 
 /// The most tenants a trial runs (each is a server and a load generator).
@@ -171,8 +175,20 @@ impl DensityConfig {
             });
         }
         let memtide_tables = memtide_tables(raw.memtide, budget).map_err(bad)?;
+        let senpai = raw
+            .senpai
+            .as_ref()
+            .map(|s| path.parent().unwrap_or_else(|| Path::new(".")).join(s));
+        if senpai.is_none() && raw.policies.contains(&Policy::Senpai) {
+            return Err(bad(
+                "policies names \"senpai\": set senpai = the path of Senpai's senpai.py \
+                 (github.com/facebookincubator/senpai)"
+                    .into(),
+            ));
+        }
         Ok(DensityConfig {
             memtide_tables,
+            senpai,
             budget,
             duration,
             warmup,
@@ -236,6 +252,27 @@ mod tests {
     }
 
     #[test]
+    fn the_guest_set_up_names_senpai_beside_itself() {
+        let c = DensityConfig::parse(
+            include_str!("../../../../bench/density-guest.toml"),
+            Path::new("/usr/local/lib/bench/density.toml"),
+        )
+        .unwrap();
+        assert!(c.policies.contains(&Policy::Senpai));
+        assert_eq!(
+            c.senpai.as_deref(),
+            Some(Path::new("/usr/local/lib/bench/senpai.py"))
+        );
+        let host = DensityConfig::parse(DEFAULT, Path::new("bench/density.toml")).unwrap();
+        assert_eq!(host.senpai, None);
+        assert_eq!(
+            c.mix.iter().map(|k| &k.demand[..6]).collect::<Vec<_>>(),
+            host.mix.iter().map(|k| &k.demand[..6]).collect::<Vec<_>>(),
+            "the guest's mix is the host's, scaled"
+        );
+    }
+
+    #[test]
     fn memtide_tables_write_over_the_benchmark_s_defaults() {
         let plain = DensityConfig::parse(DEFAULT, Path::new("d.toml")).unwrap();
         assert!(plain.memtide_tables.contains("tax_rate = 0.75"));
@@ -275,6 +312,10 @@ mod tests {
             (("start = 12", "start = 0"), "need 1 <= start <= max"),
             (("\"static\",", "\"static\", \"static\","), "named twice"),
             (("\"static\",", "\"statik\","), "unknown variant `statik`"),
+            (
+                ("\"static\",", "\"senpai\", \"static\","),
+                "set senpai = the path of Senpai's senpai.py",
+            ),
             (("rate=400\"", "rate=0\""), "mix[0].demand"),
             (
                 (

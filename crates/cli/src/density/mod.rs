@@ -11,7 +11,9 @@
 //! written at the end, and after each trial, so a long run can be read as it goes.
 //!
 //! Needs root (cgroups), a memory controller, swap, `redis-server` and `memcached`, and
-//! `memtide-loadgen` (and `memtide-adapter` for the `app` policy) beside this binary.
+//! `memtide-loadgen` (and `memtide-adapter` for the `app` policy) beside this binary; the
+//! `senpai` policy needs cgroup v2, `python3` and Senpai's `senpai.py` (`senpai =` in the
+//! set-up).
 
 mod config;
 mod report;
@@ -19,7 +21,7 @@ pub mod sim;
 mod trial;
 
 pub use config::{DensityConfig, Policy};
-use memtide_linux::fs::hierarchy::MemoryHierarchy;
+use memtide_linux::fs::hierarchy::{CgroupVersion, MemoryHierarchy};
 use std::path::{Path, PathBuf};
 use trial::{Env, Programs, TrialResult};
 
@@ -97,7 +99,30 @@ fn check_host(config: &DensityConfig) -> Result<(Programs, MemoryHierarchy), Den
         loadgen: need("memtide-loadgen")?,
         redis: program("redis-server"),
         memcached: program("memcached"),
+        senpai: None,
     };
+    let mut programs = programs;
+    if config.policies.contains(&Policy::Senpai) {
+        if hierarchy.version != CgroupVersion::V2 {
+            return Err(DensityError::Host(format!(
+                "the senpai policy needs cgroup v2 (a cgroup's own memory.pressure and \
+                 memory.high); this host's memory controller is {} (scripts/density-guest.sh \
+                 runs the benchmark in a cgroup v2 guest)",
+                hierarchy.version.name()
+            )));
+        }
+        let script = config
+            .senpai
+            .clone()
+            .expect("parse requires senpai with the policy");
+        if !script.is_file() {
+            return Err(DensityError::Host(format!(
+                "senpai = {}: no such file (Senpai's senpai.py, github.com/facebookincubator/senpai)",
+                script.display()
+            )));
+        }
+        programs.senpai = Some((need("python3")?, script));
+    }
     use config::ServerKind;
     for k in &config.mix {
         match k.server {

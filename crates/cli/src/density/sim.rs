@@ -60,7 +60,7 @@ impl SimBench {
         };
         let mut policies = Vec::new();
         for (i, v) in base.variants.iter().enumerate() {
-            match Policy::named(&v.name).filter(|p| *p != Policy::App) {
+            match Policy::named(&v.name).filter(|p| p.simulated()) {
                 Some(p) => policies.push(p),
                 None => {
                     return Err(bad(format!(
@@ -88,6 +88,7 @@ impl SimBench {
             step: d.step,
             max: d.max,
             slo: d.slo,
+            senpai: None,
             mix: d
                 .mix
                 .iter()

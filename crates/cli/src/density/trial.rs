@@ -8,11 +8,17 @@
 //! 2. each server filled by `memtide-loadgen --fill-only`, one after the other;
 //! 3. the policy: `static` writes each child's limit (its kind's peak and 10%); `kernel` leaves
 //!    the parent's limit alone; `sampling`, `tws` and `app` start `memtide daemon` adopting the
-//!    children (with `app`, each server's adapter);
+//!    children (with `app`, each server's adapter); `senpai` starts one `senpai.py` per child
+//!    (cgroup v2 only), every setting its default but `--min-size`, memtide's floor
+//!    ([`TENANT_MIN`]), so both may take a tenant as low;
 //! 4. `warmup` idle seconds, then every generator starts on one clock (`--start-at`) for
 //!    `duration`; the parent's usage is read each second and the servers are watched;
-//! 5. the daemon is stopped (SIGTERM: it gives back what it changed), servers killed, cgroups
-//!    removed; the same happens when the trial fails half-way ([`Rig`]'s drop).
+//! 5. the daemon is stopped (SIGTERM: it gives back what it changed), Senpai killed, servers
+//!    killed, cgroups removed; the same happens when the trial fails half-way ([`Rig`]'s drop).
+//!
+//! On cgroup v2 the parent enables the memory controller for its children; the benchmark's own
+//! cgroup must already give it to the parent (the root cgroup does, as in the QEMU guest of
+//! scripts/density-guest.sh).
 //!
 //! The load generators run in the benchmark's own cgroup, not the tenants': the budget holds
 //! the servers only.
@@ -21,7 +27,8 @@ use crate::density::config::{DensityConfig, Policy, ServerKind, TenantKind};
 use crate::density::DensityError;
 use memtide_demand::{attainment, static_limit, wake_time, Attainment, Slo, Window};
 use memtide_linux::cgroup::{Limit, MemoryCgroup};
-use memtide_linux::fs::hierarchy::MemoryHierarchy;
+use memtide_linux::fs::hierarchy::{CgroupVersion, MemoryHierarchy};
+use memtide_linux::fs::subtree::set_subtree_control;
 use memtide_linux::fs::{read_cpu_time, CpuTime};
 use memtide_model::Bytes;
 use serde::{Deserialize, Serialize};
@@ -72,6 +79,8 @@ const DAEMON_START: Duration = Duration::from_secs(30);
 const DAEMON_STOP: Duration = Duration::from_secs(60);
 /// The generators' request timeout: an answer later than this after it was due is an error.
 const REQUEST_TIMEOUT: &str = "1s";
+/// The least a manager may leave a tenant: memtide's `min` and Senpai's `--min-size`.
+const TENANT_MIN: u64 = 16 * MIB;
 
 /// The programs a trial runs.
 #[derive(Clone, Debug)]
@@ -80,6 +89,8 @@ pub struct Programs {
     pub loadgen: PathBuf,
     pub redis: Option<PathBuf>,
     pub memcached: Option<PathBuf>,
+    /// `python3` and Senpai's `senpai.py`, for the `senpai` policy.
+    pub senpai: Option<(PathBuf, PathBuf)>,
 }
 
 /// What every trial shares: the programs, the hierarchy, where to write.
@@ -300,12 +311,13 @@ impl Tenant {
 }
 
 /// Everything a trial made, undone on drop: the daemon (SIGTERM, then waited for: it gives
-/// back what it changed), the servers, the cgroups.
+/// back what it changed), Senpai's processes, the servers, the cgroups.
 struct Rig<'a> {
     env: &'a Env,
     parent: String,
     tenants: Vec<Tenant>,
     daemon: Option<Proc>,
+    senpai: Vec<Proc>,
 }
 
 impl Drop for Rig<'_> {
@@ -323,6 +335,7 @@ impl Drop for Rig<'_> {
                 std::thread::sleep(Duration::from_millis(100));
             }
         }
+        self.senpai.clear();
         let cgroups: Vec<String> = self.tenants.iter().map(|t| t.cgroup.clone()).collect();
         self.tenants.clear();
         for cg in cgroups.iter().chain([&self.parent]) {
@@ -342,12 +355,22 @@ impl<'a> Rig<'a> {
         );
         let dir = h.dir_of(&parent);
         std::fs::create_dir(&dir).map_err(|e| DensityError::io(&dir.display().to_string(), e))?;
-        Ok(Rig {
+        let rig = Rig {
             env,
             parent,
             tenants: Vec::new(),
             daemon: None,
-        })
+            senpai: Vec::new(),
+        };
+        if h.version == CgroupVersion::V2 {
+            set_subtree_control(&dir, "memory", true, WRITE_TIMEOUT).map_err(|e| {
+                DensityError::Trial(format!(
+                    "{}: the memory controller for the tenants: {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        Ok(rig)
     }
 
     /// Starts tenant `name`'s server of `kind` in a child cgroup of its own, its log in
@@ -579,7 +602,7 @@ fn daemon_config(
             "sampling"
         };
         s.push_str(&format!(
-            "\n[[tenant]]\nname = \"{}\"\ncgroup = \"{}\"\nmin = \"16M\"\nmax = \"{}\"\nestimator = \"{estimator}\"\n",
+            "\n[[tenant]]\nname = \"{}\"\ncgroup = \"{}\"\nmin = \"{TENANT_MIN}\"\nmax = \"{}\"\nestimator = \"{estimator}\"\n",
             t.name,
             t.cgroup,
             static_limit(peak) * 2
@@ -590,7 +613,7 @@ fn daemon_config(
                 ServerKind::Memcached => ("memcached", format!("memcache://127.0.0.1:{}", t.port)),
             };
             s.push_str(&format!(
-                "\n[tenant.app]\nkind = \"{kind}\"\nurl = \"{url}\"\nmin = \"16M\"\nmax = \"{}\"\n",
+                "\n[tenant.app]\nkind = \"{kind}\"\nurl = \"{url}\"\nmin = \"{TENANT_MIN}\"\nmax = \"{}\"\n",
                 static_limit(peak)
             ));
         }
@@ -609,9 +632,14 @@ fn cpu_seconds(pid: u32) -> Option<f64> {
     (hz > 0).then(|| ticks as f64 / hz as f64)
 }
 
-/// The daemon and every `memtide-adapter` in the tenants' cgroups.
+/// The daemon, every `memtide-adapter` in the tenants' cgroups, and Senpai's processes.
 fn manager_pids(rig: &Rig) -> Vec<u32> {
-    let mut pids: Vec<u32> = rig.daemon.iter().map(|d| d.0.id()).collect();
+    let mut pids: Vec<u32> = rig
+        .daemon
+        .iter()
+        .chain(&rig.senpai)
+        .map(|d| d.0.id())
+        .collect();
     for t in &rig.tenants {
         let cg = MemoryCgroup::new(
             rig.env.hierarchy.version,
@@ -795,6 +823,29 @@ pub fn run(
             }
         }
         Policy::Kernel => {}
+        Policy::Senpai => {
+            let (python, script) = env.programs.senpai.as_ref().ok_or_else(|| {
+                DensityError::Host("the senpai policy needs python3 and senpai.py".into())
+            })?;
+            for t in &rig.tenants {
+                let log = std::fs::File::create(dir.join(format!("{}-senpai.log", t.name)))
+                    .map_err(|e| DensityError::io("a senpai log", e))?;
+                let err = log
+                    .try_clone()
+                    .map_err(|e| DensityError::io("dup a log", e))?;
+                let child = Command::new(python)
+                    .arg("-u")
+                    .arg(script)
+                    .arg(h.dir_of(&t.cgroup))
+                    .args(["--min-size", &TENANT_MIN.to_string()])
+                    .stdin(Stdio::null())
+                    .stdout(log)
+                    .stderr(err)
+                    .spawn()
+                    .map_err(|e| DensityError::io("start senpai.py", e))?;
+                rig.senpai.push(Proc(child));
+            }
+        }
         Policy::Sampling | Policy::Tws | Policy::App => {
             let port = free_port()?;
             let state = dir.join("state");
@@ -902,6 +953,18 @@ pub fn run(
             usage_sum += s.usage.0 as f64;
             usage_samples += 1;
         }
+        if let Some(i) = rig
+            .senpai
+            .iter_mut()
+            .position(|s| matches!(s.0.try_wait(), Ok(Some(_))))
+        {
+            return Err(DensityError::Trial(format!(
+                "senpai.py of {} exited (its log: {})",
+                rig.tenants[i].name,
+                dir.join(format!("{}-senpai.log", rig.tenants[i].name))
+                    .display()
+            )));
+        }
         for t in &mut rig.tenants {
             if !died.contains(&t.name) && matches!(t.server.0.try_wait(), Ok(Some(_))) {
                 died.push(t.name.clone());
@@ -924,7 +987,7 @@ pub fn run(
         std::thread::sleep(Duration::from_secs(1));
     }
     let run_s = run_start.elapsed().as_secs_f64();
-    let manager_cpu_s = policy.is_memtide().then(|| {
+    let manager_cpu_s = policy.has_manager().then(|| {
         cpu0.iter()
             .filter_map(|&(p, c)| Some(cpu_seconds(p)? - c))
             .sum::<f64>()

@@ -384,6 +384,8 @@ fn host_section(
         y_label: "MB",
         x_label: "time (s)",
         x_range,
+        y_range: None,
+        dots: false,
         height: 220.0,
         series: vec![
             Series {
@@ -495,6 +497,8 @@ fn remap_section(
         y_label: "millions",
         x_label: "time (s)",
         x_range,
+        y_range: None,
+        dots: false,
         height: 220.0,
         series: vec![
             Series {
@@ -554,6 +558,8 @@ fn compared_section(
         y_label: "MB",
         x_label: "time (s)",
         x_range,
+        y_range: None,
+        dots: false,
         height: 260.0,
         series,
         markers,
@@ -586,6 +592,8 @@ fn tenant_section(
         y_label: "MB",
         x_label: "time (s)",
         x_range,
+        y_range: None,
+        dots: false,
         height: 260.0,
         series: vec![
             Series {
@@ -626,6 +634,8 @@ fn tenant_section(
             y_label: "ops/s",
             x_label: "time (s)",
             x_range,
+            y_range: None,
+            dots: false,
             height: 170.0,
             series: vec![Series {
                 label: "throughput".into(),

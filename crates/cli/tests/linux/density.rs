@@ -1,4 +1,4 @@
-//! `memtide bench density` in short, checked on its invariants only (its figures are docs/benchmarks.md's, from full runs): a Redis and a memcached tenant under a 64 MiB budget with zram, static sizing and memtide's sampling policy, 15-second trials. Every trial ran the same seeded load, none OOM-killed a server, each tenant's windows cover the run and hold what its schedule sends, only windows the hypervisor stole from are left out of the attainment, static sizing ran only where its limits fit the budget, the report was written, and nothing of the benchmark is left on the host.
+//! `memtide bench density` in short, checked on its invariants only (its figures are docs/benchmarks.md's, from full runs): a Redis and a memcached tenant under a 64 MiB budget with zram, static sizing and memtide's sampling policy, 15-second trials. Every trial ran the same seeded load, none OOM-killed a server, each tenant's windows cover the run and hold what its schedule sends, only windows the hypervisor stole from are left out of the attainment, static sizing ran only where its limits fit the budget, the report was written, and nothing of the benchmark is left on the host; and on a cgroup v1 host the `senpai` policy is refused in one line.
 
 use crate::host::*;
 use memtide_demand::{Demand, Schedule};
@@ -158,4 +158,32 @@ fn a_short_density_run_keeps_its_invariants_and_leaves_nothing() {
         Vec::<String>::new(),
         "the benchmark left these"
     );
+
+    // Senpai needs a cgroup's own memory.pressure: on a v1 host (this one and CI's) the
+    // benchmark says so in one line, exit 2, before it starts anything (scripts/density-guest.sh
+    // runs it in a cgroup v2 guest).
+    if linux.hierarchy.version == memtide_linux::fs::hierarchy::CgroupVersion::V1 {
+        std::fs::write(tmp.path().join("senpai.py"), "").unwrap();
+        let text = std::fs::read_to_string(&config).unwrap().replacen(
+            "policies = [\"static\", \"sampling\"]",
+            "policies = [\"senpai\"]\nsenpai = \"senpai.py\"",
+            1,
+        );
+        std::fs::write(&config, text).unwrap();
+        let again = tmp.path().join("senpai-out");
+        let (code, _, stderr) = memtide(&[
+            "bench",
+            "density",
+            "--config",
+            config.to_str().unwrap(),
+            "--out",
+            again.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 2, "{stderr}");
+        assert!(
+            stderr.contains("the senpai policy needs cgroup v2") && stderr.lines().count() == 1,
+            "{stderr}"
+        );
+        assert!(!again.exists() && leftovers(&linux).is_empty());
+    }
 }

@@ -51,12 +51,12 @@ impl Build<'_> {
     ) -> Result<(Density, Vec<ScenarioTenant>, Vec<Facts>)> {
         let at = FieldPath::root().key("density");
         let policy = match Policy::named(&d.policy) {
-            Some(Policy::App) => {
+            Some(p) if !p.simulated() => {
                 return Err(self.err(
                     &at.key("policy"),
                     "has no simulated counterpart (the simulator's application balloon drives \
-                     cache, database and JVM pools, not a key-value server): static, kernel, \
-                     sampling or tws",
+                     cache, database and JVM pools, not a key-value server, and Senpai runs on \
+                     real cgroup v2 only): static, kernel, sampling or tws",
                 ))
             }
             Some(p) => p,
