@@ -291,6 +291,10 @@ fn line_keys(series: &[Series]) -> impl Iterator<Item = Key<'_>> {
 
 /// Height of a legend row.
 const LEGEND_ROW: f64 = 15.0;
+/// The width a legend label's character takes, in pixels: the widest the charts' sans-serif
+/// font draws on average (DejaVu Sans at 13 px, Chromium's default on Debian), so labels in a
+/// row never run into the next key.
+const LEGEND_CHAR: f64 = 8.0;
 
 /// The legend drawn left to right from the top left, a new row before an entry that would
 /// pass the right edge; returns its SVG and its rows.
@@ -298,7 +302,7 @@ fn legend(keys: &[Key]) -> (String, usize) {
     let mut svg = String::new();
     let (mut x, mut row) = (LEFT, 0usize);
     for key in keys {
-        let width = 27.0 + 7.0 * key.label().chars().count() as f64 + 18.0;
+        let width = 27.0 + LEGEND_CHAR * key.label().chars().count() as f64 + 18.0;
         if x > LEFT && x + width - 18.0 > WIDTH - RIGHT {
             x = LEFT;
             row += 1;
