@@ -321,6 +321,10 @@ pub struct AppSnapshot {
     /// Why the OS holds it (`taken over: dishonest: ...`, `agent gone: ...`); `None` while the
     /// application does.
     pub why: Option<String>,
+    /// Times memtide took the tenant over from its agents since it started, by reason:
+    /// `deadline`, `dead`, `dishonest`, `violations` (absent: none).
+    #[serde(default)]
+    pub takeovers: BTreeMap<String, u64>,
     /// The last target the agent answered.
     pub last_resize: Option<ResizeSnapshot>,
 }
@@ -379,6 +383,9 @@ pub struct Counters {
     pub admitted: u64,
     pub refused: u64,
     pub dropped: u64,
+    /// Tenants let go (no longer configured, or gone) whose limits could not be restored.
+    #[serde(default)]
+    pub restore_failures: u64,
     /// Ticks spent in each reclamation state, keyed high/soft/hard/low; all four are always
     /// present, as in /metrics.
     pub state_ticks: BTreeMap<String, u64>,
@@ -397,6 +404,7 @@ impl Default for Counters {
             admitted: 0,
             refused: 0,
             dropped: 0,
+            restore_failures: 0,
             state_ticks: ["high", "soft", "hard", "low"]
                 .into_iter()
                 .map(|s| (s.to_string(), 0))

@@ -419,6 +419,7 @@ mod tests {
             wanted_bytes: Some(256 << 20),
             held_by: "app".into(),
             why: None,
+            takeovers: Default::default(),
             last_resize: Some(memtide_api::ResizeSnapshot {
                 pool_bytes: 384 << 20,
                 status: "done".into(),

@@ -163,6 +163,18 @@ pub fn render(s: &Snapshot) -> String {
 
     family(
         &mut out,
+        "memtide_restore_failures_total",
+        "counter",
+        "Tenants memtide let go (no longer configured, or gone) whose limits it could not restore.",
+    );
+    sample(
+        &mut out,
+        "memtide_restore_failures_total",
+        &[],
+        c.restore_failures as f64,
+    );
+    family(
+        &mut out,
         "memtide_ticks_total",
         "counter",
         "Ticks completed since the daemon started.",
@@ -216,6 +228,17 @@ fn tenant_family(out: &mut String, s: &Snapshot, metric: &Metric, column: &Colum
             for v in values {
                 let x = if chosen == *v { 1.0 } else { 0.0 };
                 sample(out, metric.name, &[("tenant", &t.name), (label, v)], x);
+            }
+        } else if let Kind::Counts { label, values, of } = metric.kind {
+            for v in values {
+                if let Some(n) = of(t, v) {
+                    sample(
+                        out,
+                        metric.name,
+                        &[("tenant", &t.name), (label, v)],
+                        n as f64,
+                    );
+                }
             }
         } else if let Some(v) = column.value_of(t) {
             sample(out, metric.name, &[("tenant", &t.name)], v);
@@ -301,6 +324,7 @@ mod tests {
                 wanted_bytes: Some(192 << 20),
                 held_by: "app".into(),
                 why: None,
+                takeovers: [("deadline".to_string(), 2)].into(),
                 last_resize: Some(memtide_api::ResizeSnapshot {
                     pool_bytes: 256 << 20,
                     status: "done".into(),
@@ -533,6 +557,12 @@ memtide_app_last_resize_seconds{tenant="db"} 0.5
 # TYPE memtide_app_held_by gauge
 memtide_app_held_by{tenant="db",by="app"} 1
 memtide_app_held_by{tenant="db",by="os"} 0
+# HELP memtide_app_takeovers_total Times memtide took an application tenant over from its agent, by reason: deadline (no answer in time), dead (its process is gone), dishonest (it claimed a release its memory did not show), violations (too many protocol errors).
+# TYPE memtide_app_takeovers_total counter
+memtide_app_takeovers_total{tenant="db",reason="deadline"} 2
+memtide_app_takeovers_total{tenant="db",reason="dead"} 0
+memtide_app_takeovers_total{tenant="db",reason="dishonest"} 0
+memtide_app_takeovers_total{tenant="db",reason="violations"} 0
 # HELP memtide_tenant_cache_quota_bytes The pool the tenant's cache quota gives it (its SLO under [cache]), in bytes.
 # TYPE memtide_tenant_cache_quota_bytes gauge
 memtide_tenant_cache_quota_bytes{tenant="db"} 201326592
@@ -635,6 +665,9 @@ memtide_decisions_total{outcome="write_failed"} 0
 memtide_decisions_total{outcome="admitted"} 1
 memtide_decisions_total{outcome="refused"} 0
 memtide_decisions_total{outcome="dropped"} 0
+# HELP memtide_restore_failures_total Tenants memtide let go (no longer configured, or gone) whose limits it could not restore.
+# TYPE memtide_restore_failures_total counter
+memtide_restore_failures_total 0
 # HELP memtide_ticks_total Ticks completed since the daemon started.
 # TYPE memtide_ticks_total counter
 memtide_ticks_total 10

@@ -120,13 +120,22 @@ impl Publisher {
         }
     }
 
-    /// `tenant`'s agent is gone (`why`): the OS mechanism holds the tenant.
-    pub fn app_closed(&mut self, tenant: TenantId, why: String) {
+    /// `tenant`'s agent is gone (`why`): the OS mechanism holds the tenant; `takeover` is
+    /// the reason's code when memtide took the tenant over from it.
+    pub fn app_closed(&mut self, tenant: TenantId, why: String, takeover: Option<&str>) {
         if let Some(a) = self.apps.get_mut(&tenant) {
             a.pid = None;
             a.held_by = "os".to_string();
             a.why = Some(why);
+            if let Some(code) = takeover {
+                *a.takeovers.entry(code.to_string()).or_default() += 1;
+            }
         }
+    }
+
+    /// Counts a tenant let go whose limits could not be restored.
+    pub fn restore_failed(&mut self) {
+        self.counters.restore_failures += 1;
     }
 
     /// Records a `waiting` decision for each tenant (name, cgroup, why) that starts waiting for

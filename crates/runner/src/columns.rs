@@ -101,13 +101,20 @@ pub enum Kind {
         values: &'static [&'static str],
         of: fn(&TenantSnapshot) -> Option<&str>,
     },
+    /// A lifetime total with one series per value of `label` in `values`: what `of` counts
+    /// for the tenant and that value; no series where `of` is `None`.
+    Counts {
+        label: &'static str,
+        values: &'static [&'static str],
+        of: fn(&TenantSnapshot, &str) -> Option<u64>,
+    },
 }
 
 impl Kind {
     /// The name in a `# TYPE` line.
     pub fn name(&self) -> &'static str {
         match self {
-            Kind::Counter => "counter",
+            Kind::Counter | Kind::Counts { .. } => "counter",
             Kind::Gauge | Kind::Choice { .. } => "gauge",
         }
     }
@@ -415,6 +422,24 @@ pub static TENANT_COLUMNS: &[Column] = &[
         timeline: None,
     },
     Column {
+        metric: Some(Metric {
+            name: "memtide_app_takeovers_total",
+            help: "Times memtide took an application tenant over from its agent, by reason: deadline (no answer in time), dead (its process is gone), dishonest (it claimed a release its memory did not show), violations (too many protocol errors).",
+            kind: Kind::Counts {
+                label: "reason",
+                values: &["deadline", "dead", "dishonest", "violations"],
+                of: |t, reason| {
+                    t.app
+                        .as_ref()
+                        .map(|a| a.takeovers.get(reason).copied().unwrap_or(0))
+                },
+            },
+        }),
+        status: None,
+        value: Snapshot(|_| None),
+        timeline: None,
+    },
+    Column {
         metric: gauge(
             "memtide_tenant_cache_quota_bytes",
             "The pool the tenant's cache quota gives it (its SLO under [cache]), in bytes.",
@@ -586,7 +611,7 @@ mod tests {
             assert!(seen.insert(m.name), "{} twice", m.name);
             assert_eq!(
                 m.name.ends_with("_total"),
-                matches!(m.kind, Kind::Counter),
+                matches!(m.kind, Kind::Counter | Kind::Counts { .. }),
                 "{}",
                 m.name
             );

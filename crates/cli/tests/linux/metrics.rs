@@ -1,4 +1,4 @@
-//! A real Prometheus server (Debian's `prometheus`, on loopback) scrapes the daemon's `/metrics`: the exposition is valid and the figures arrive.
+//! A real Prometheus server (Debian's `prometheus`, on loopback) scrapes the daemon's `/metrics`: the exposition is valid and the figures arrive, and contrib/'s alert rules (checked by `promtool`) and Grafana dashboard name only metrics the daemon exposes, in expressions Prometheus evaluates.
 
 use crate::host::*;
 use memtide_api::client as status;
@@ -98,6 +98,101 @@ max = "512M"
     let target = &targets["data"]["activeTargets"][0];
     assert_eq!(target["health"], "up", "{target}");
     assert_eq!(target["lastError"], "", "{target}");
+
+    // contrib/: every metric the alert rules and the Grafana dashboard name is one the daemon
+    // exposes and Prometheus ingested (its metadata: a family without a series on this host,
+    // such as a VM's balloon, still has its HELP and TYPE), and every expression evaluates.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let rules_path = root.join("contrib/prometheus/alerts.yml");
+    let check = Command::new(std::path::Path::new(prometheus).with_file_name("promtool"))
+        .args(["check", "rules"])
+        .arg(&rules_path)
+        .output()
+        .expect("run promtool (Debian's prometheus package has it)");
+    assert!(
+        check.status.success(),
+        "promtool: {}{}",
+        String::from_utf8_lossy(&check.stdout),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    let rules = std::fs::read_to_string(&rules_path).unwrap();
+    let dashboard = std::fs::read_to_string(root.join("contrib/grafana/memtide.json")).unwrap();
+    let dash: serde_json::Value = serde_json::from_str(&dashboard).unwrap();
+    let mut exprs: Vec<String> = rules
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("expr: "))
+        .map(str::to_string)
+        .collect();
+    let rule_count = exprs.len();
+    assert!(rule_count >= 7, "{rules}");
+    for panel in dash["panels"].as_array().unwrap() {
+        for t in panel["targets"].as_array().into_iter().flatten() {
+            exprs.push(
+                t["expr"]
+                    .as_str()
+                    .unwrap()
+                    .replace("$instance", ".*")
+                    .replace("$tenant", ".*"),
+            );
+        }
+    }
+    assert!(exprs.len() > rule_count + 20, "the dashboard's panels");
+    let get = |path: &str| -> serde_json::Value {
+        let (code, body) = status::request(prom, "GET", path, None, Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(code, 200, "{path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    };
+    let metadata = get("/api/v1/metadata")["data"].clone();
+    let mut names: Vec<String> = Vec::new();
+    for e in &exprs {
+        let mut rest = e.as_str();
+        while let Some(i) = rest.find("memtide_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[i + name.len()..];
+            if !names.contains(&name) {
+                names.push(name);
+            }
+        }
+        let answer = get(&format!("/api/v1/query?query={}", percent_encode(e)));
+        assert_eq!(answer["status"], "success", "{e}: {answer}");
+    }
+    assert!(names.len() > 40, "{names:?}");
+    let missing: Vec<&String> = names
+        .iter()
+        .filter(|n| metadata.get(n.as_str()).is_none())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "named in contrib/ but not exposed by the daemon: {missing:?}"
+    );
+    // The figures every host has arrive as series, not metadata alone.
+    for name in [
+        "memtide_tenant_target_bytes",
+        "memtide_host_budget_bytes",
+        "memtide_reclamation_state",
+        "memtide_ticks_total",
+        "memtide_restore_failures_total",
+    ] {
+        let answer = get(&format!("/api/v1/query?query={name}"));
+        let series = answer["data"]["result"].as_array().map_or(0, Vec::len);
+        assert!(series > 0, "{name}: {answer}");
+    }
     let _ = server.kill();
     let _ = server.wait();
+}
+
+/// `s` with every byte but the URL's unreserved characters percent-encoded.
+fn percent_encode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

@@ -76,7 +76,12 @@ impl Daemon {
                 AgentEvent::Closed { tenant, why } => {
                     let text = why.to_string();
                     let fields = [("tenant", json!(name(tenant))), ("why", json!(text))];
-                    self.publisher.app_closed(tenant, text);
+                    let takeover = match &why {
+                        memtide_agents::hub::Closed::TakenOver(t) => Some(t.code()),
+                        memtide_agents::hub::Closed::Violations => Some("violations"),
+                        _ => None,
+                    };
+                    self.publisher.app_closed(tenant, text, takeover);
                     // Saying bye is how an agent leaves; anything else is worth a warning.
                     if matches!(why, memtide_agents::hub::Closed::Bye(_)) {
                         self.log.info("agent_closed", &fields);
@@ -108,10 +113,13 @@ impl Daemon {
                     );
                     self.publisher.record(name, "dropped", why);
                 }
-                WorldEvent::RestoreFailed { name, error } => self.log.error(
-                    "restore_failed",
-                    &[("tenant", json!(name)), ("error", json!(error))],
-                ),
+                WorldEvent::RestoreFailed { name, error } => {
+                    self.publisher.restore_failed();
+                    self.log.error(
+                        "restore_failed",
+                        &[("tenant", json!(name)), ("error", json!(error))],
+                    )
+                }
                 _ => {}
             }
         }

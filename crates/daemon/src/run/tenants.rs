@@ -472,10 +472,13 @@ impl Daemon {
                     ("why", json!("no longer configured")),
                 ],
             ),
-            Err(e) => self.log.warn(
-                "release_failed",
-                &[("tenant", json!(name)), ("error", json!(e.to_string()))],
-            ),
+            Err(e) => {
+                self.publisher.restore_failed();
+                self.log.warn(
+                    "release_failed",
+                    &[("tenant", json!(name)), ("error", json!(e.to_string()))],
+                )
+            }
         }
     }
 
@@ -509,13 +512,16 @@ impl Daemon {
                 &[("tenant", json!(slot.config.name)), ("why", json!(why))],
             ),
             Ok(()) => {}
-            Err(e) => self.log.error(
-                "restore_failed",
-                &[
-                    ("tenant", json!(slot.config.name)),
-                    ("error", json!(e.to_string())),
-                ],
-            ),
+            Err(e) => {
+                self.publisher.restore_failed();
+                self.log.error(
+                    "restore_failed",
+                    &[
+                        ("tenant", json!(slot.config.name)),
+                        ("error", json!(e.to_string())),
+                    ],
+                )
+            }
         }
     }
 }
