@@ -94,14 +94,13 @@ fn check_host(config: &DensityConfig) -> Result<(Programs, MemoryHierarchy), Den
         program(name)
             .ok_or_else(|| DensityError::Host(format!("{name} is not beside memtide nor on PATH")))
     };
-    let programs = Programs {
+    let mut programs = Programs {
         memtide: std::env::current_exe().map_err(|e| DensityError::io("find memtide", e))?,
         loadgen: need("memtide-loadgen")?,
         redis: program("redis-server"),
         memcached: program("memcached"),
         senpai: None,
     };
-    let mut programs = programs;
     if config.policies.contains(&Policy::Senpai) {
         if hierarchy.version != CgroupVersion::V2 {
             return Err(DensityError::Host(format!(

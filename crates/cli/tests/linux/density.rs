@@ -62,15 +62,19 @@ fn a_short_density_run_keeps_its_invariants_and_leaves_nothing() {
         ),
     )
     .unwrap();
+    // `memtide bench density` on the set-up at `config`, writing to `out`.
+    let bench = |out: &Path| {
+        memtide(&[
+            "bench",
+            "density",
+            "--config",
+            config.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
     let out = tmp.path().join("out");
-    let (code, stdout, stderr) = memtide(&[
-        "bench",
-        "density",
-        "--config",
-        config.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let (code, stdout, stderr) = bench(&out);
     println!("{stderr}\n{stdout}");
     assert_eq!(code, 0, "{stderr}");
 
@@ -171,14 +175,7 @@ fn a_short_density_run_keeps_its_invariants_and_leaves_nothing() {
         );
         std::fs::write(&config, text).unwrap();
         let again = tmp.path().join("senpai-out");
-        let (code, _, stderr) = memtide(&[
-            "bench",
-            "density",
-            "--config",
-            config.to_str().unwrap(),
-            "--out",
-            again.to_str().unwrap(),
-        ]);
+        let (code, _, stderr) = bench(&again);
         assert_eq!(code, 2, "{stderr}");
         assert!(
             stderr.contains("the senpai policy needs cgroup v2") && stderr.lines().count() == 1,

@@ -157,7 +157,10 @@ max = "512M"
                 names.push(name);
             }
         }
-        let answer = get(&format!("/api/v1/query?query={}", percent_encode(e)));
+        let answer = get(&format!(
+            "/api/v1/query?query={}",
+            memtide_api::body::percent_encode(e)
+        ));
         assert_eq!(answer["status"], "success", "{e}: {answer}");
     }
     assert!(names.len() > 40, "{names:?}");
@@ -183,16 +186,4 @@ max = "512M"
     }
     let _ = server.kill();
     let _ = server.wait();
-}
-
-/// `s` with every byte but the URL's unreserved characters percent-encoded.
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
