@@ -383,7 +383,8 @@ pub struct Counters {
     pub admitted: u64,
     pub refused: u64,
     pub dropped: u64,
-    /// Tenants let go (no longer configured, or gone) whose limits could not be restored.
+    /// Failed attempts to restore a tenant let go (no longer configured, or gone); a failed
+    /// restore is retried every tick, so one tenant left unrestored counts once a tick.
     #[serde(default)]
     pub restore_failures: u64,
     /// Ticks spent in each reclamation state, keyed high/soft/hard/low; all four are always

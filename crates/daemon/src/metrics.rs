@@ -165,7 +165,7 @@ pub fn render(s: &Snapshot) -> String {
         &mut out,
         "memtide_restore_failures_total",
         "counter",
-        "Tenants memtide let go (no longer configured, or gone) whose limits it could not restore.",
+        "Failed attempts to give a tenant memtide let go (no longer configured, or gone) back its limits; a failed restore is retried every tick, so one tenant left unrestored counts once a tick.",
     );
     sample(
         &mut out,
@@ -665,7 +665,7 @@ memtide_decisions_total{outcome="write_failed"} 0
 memtide_decisions_total{outcome="admitted"} 1
 memtide_decisions_total{outcome="refused"} 0
 memtide_decisions_total{outcome="dropped"} 0
-# HELP memtide_restore_failures_total Tenants memtide let go (no longer configured, or gone) whose limits it could not restore.
+# HELP memtide_restore_failures_total Failed attempts to give a tenant memtide let go (no longer configured, or gone) back its limits; a failed restore is retried every tick, so one tenant left unrestored counts once a tick.
 # TYPE memtide_restore_failures_total counter
 memtide_restore_failures_total 0
 # HELP memtide_ticks_total Ticks completed since the daemon started.

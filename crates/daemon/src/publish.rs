@@ -133,7 +133,7 @@ impl Publisher {
         }
     }
 
-    /// Counts a tenant let go whose limits could not be restored.
+    /// Counts a failed attempt to restore a tenant let go.
     pub fn restore_failed(&mut self) {
         self.counters.restore_failures += 1;
     }
