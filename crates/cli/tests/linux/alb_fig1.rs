@@ -491,6 +491,7 @@ fn redis_shrunk_by_memtide_serves_like_one_configured_small_and_a_squeezed_one_d
         .lines()
         .find(|l| l.contains("taken over"))
         .map(str::to_string);
+    let log = daemon.log_text();
     let status = daemon.signal_and_wait(libc::SIGTERM);
     assert!(status.success(), "daemon exit {status}");
     drop((configured, squeezed, ballooned));
@@ -536,6 +537,13 @@ fn redis_shrunk_by_memtide_serves_like_one_configured_small_and_a_squeezed_one_d
     }
     if let Some(l) = taken_over {
         eprintln!("(c) after the shrink, the adapter was taken over: {l}");
+    }
+    // How the pool moved: each answer and the first reason that asked the pool.
+    for l in log
+        .lines()
+        .filter(|l| l.contains("agent_") || (l.contains("app pool") && l.contains("asked 1 s ago")))
+    {
+        eprintln!("(c) {l}");
     }
     let (configured, ballooned) = (rps(0), rps(2));
     assert!(

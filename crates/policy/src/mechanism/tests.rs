@@ -789,6 +789,54 @@ fn an_agent_that_says_done_while_memory_did_not_fall_is_taken_over() {
 }
 
 #[test]
+fn a_small_move_whose_pages_the_allocator_kept_is_not_a_lie() {
+    // A 200 MiB pool (a step: 200/64 MiB) beside 50 MiB is asked down by 5 MiB, then by 20;
+    // each says done and the tenant's memory does not fall at all (an allocator that kept the
+    // evicted values' pages). Within the slack (two steps) it is believed, beyond it not.
+    let done_with_nothing_freed = |target: u64| {
+        let mut memory = PlanMemory::default();
+        run_with(
+            &vm_with_agent(256, agent(200, 50)),
+            Soft,
+            target,
+            100,
+            &mut memory,
+            3,
+        );
+        let asked = mib(target - 50);
+        let kept = AppBalloonLever {
+            pool: asked,
+            pool_used: Some(asked),
+            used: mib(250),
+            answer: Some(AppAnswer {
+                target: asked,
+                status: AppStatus::Done,
+            }),
+            ..agent(200, 50)
+        };
+        app_step(&run_with(
+            &vm_with_agent(256, kept),
+            Soft,
+            target,
+            100,
+            &mut memory,
+            3,
+        ))
+    };
+    assert_eq!(
+        done_with_nothing_freed(245),
+        AppStep::Done { released: mib(5) }
+    );
+    assert_eq!(
+        done_with_nothing_freed(230),
+        AppStep::TakenOver(Takeover::Dishonest {
+            claimed: mib(20),
+            measured: Pages::ZERO
+        })
+    );
+}
+
+#[test]
 fn a_pool_that_gives_back_memory_it_never_used_is_honest() {
     // A 200 MiB pool holding 20 MiB of data is asked down to 130: the 70 MiB it gives up may
     // all be memory that held no data, never in the tenant's memory; it frees 20 anyway.
