@@ -393,18 +393,28 @@ fn polyline(svg: &mut String, f: &Frame, s: &Series) {
         r#"<polyline fill="none" stroke="{}"{style} points=""#,
         s.color
     );
-    let mut first = true;
-    for (x, y) in &s.points {
+    let mut last = None;
+    for &(x, y) in &s.points {
         if !(x.is_finite() && y.is_finite()) {
             continue;
         }
-        if !first {
+        if last.is_some() {
             svg.push(' ');
         }
-        first = false;
-        let _ = write!(svg, "{:.1},{:.1}", f.px(*x), f.py_clamped(*y));
+        last = Some((x, y));
+        let _ = write!(svg, "{:.1},{:.1}", f.px(x), f.py_clamped(y));
     }
-    svg.push_str(r#""/>"#);
+    // The line's last point in its tooltip: what a reader checks a chart against.
+    match last {
+        Some((x, y)) => {
+            let _ = write!(
+                svg,
+                r#""><title>{}: last {y:.1} at {x:.1}</title></polyline>"#,
+                escape(&s.label)
+            );
+        }
+        None => svg.push_str(r#""/>"#),
+    }
 }
 
 /// A dot on each finite point of `s`, its value in a tooltip.
@@ -546,6 +556,7 @@ pub fn state_band(
     runs: &[(f64, ReclamationState)],
     end: f64,
     x_range: (f64, f64),
+    x_label: &str,
     event_markers: &[Marker],
 ) -> String {
     let height = TOP + 36.0 + BOTTOM;
@@ -584,7 +595,7 @@ pub fn state_band(
         );
         i = j;
     }
-    x_axis(&mut svg, &f, "time (s)");
+    x_axis(&mut svg, &f, x_label);
     markers(&mut svg, &f, event_markers);
     let mut x = LEFT;
     for s in ReclamationState::ALL {
@@ -928,7 +939,7 @@ mod tests {
             markers: &[],
         };
         assert!(!stacked_chart(&stacked).contains("NaN"));
-        assert!(!state_band(&[], 0.0, (0.0, 0.0), &[]).contains("NaN"));
+        assert!(!state_band(&[], 0.0, (0.0, 0.0), "time (s)", &[]).contains("NaN"));
     }
 
     #[test]
@@ -939,7 +950,7 @@ mod tests {
             (2.0, ReclamationState::Soft),
             (3.0, ReclamationState::High),
         ];
-        let svg = state_band(&runs, 4.0, (0.0, 4.0), &[]);
+        let svg = state_band(&runs, 4.0, (0.0, 4.0), "time (s)", &[]);
         // 3 runs + 4 legend swatches.
         assert_eq!(svg.matches("<rect").count(), 7);
         assert!(svg.contains("high from 0 s to 2 s"));

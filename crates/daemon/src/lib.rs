@@ -32,6 +32,7 @@ pub mod api;
 pub mod bounded;
 pub mod command;
 pub mod config;
+pub mod history;
 pub mod log;
 pub mod metrics;
 pub mod publish;

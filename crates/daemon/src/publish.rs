@@ -10,6 +10,7 @@
 //! its figures changed, and the published decisions take the records added since the last tick
 //! instead of a copy of all of them.
 
+use crate::api::{Published, SharedSnapshot};
 use crate::config::DaemonConfig;
 use crate::log::{now_ms, Logger};
 use memtide_api::{
@@ -21,12 +22,12 @@ use memtide_model::{AppStep, LimitRail, Pages, Reason, Stall, TenantId, WorldEve
 use memtide_runner::{TenantRow, TickRecord};
 use serde_json::json;
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Builds and publishes snapshots.
 pub struct Publisher {
-    shared: Arc<RwLock<Snapshot>>,
+    shared: SharedSnapshot,
     started: Instant,
     dry_run: bool,
     kept: usize,
@@ -82,7 +83,7 @@ impl Publisher {
             ..Snapshot::default()
         };
         Publisher {
-            shared: Arc::new(RwLock::new(snapshot)),
+            shared: Arc::new(Published::new(snapshot)),
             started: Instant::now(),
             dry_run: config.daemon.dry_run,
             kept: config.daemon.decisions_kept,
@@ -157,7 +158,7 @@ impl Publisher {
     }
 
     /// The snapshot the API serves.
-    pub fn shared(&self) -> Arc<RwLock<Snapshot>> {
+    pub fn shared(&self) -> SharedSnapshot {
         Arc::clone(&self.shared)
     }
 
@@ -259,12 +260,8 @@ impl Publisher {
 
         self.reasons
             .retain(|id, _| managed.iter().any(|m| m.id == *id));
-        let lock = Arc::clone(&self.shared);
-        let Ok(mut shared) = lock.write() else {
-            return;
-        };
-        let decisions = self.published_decisions(std::mem::take(&mut shared.decisions));
-        *shared = Snapshot {
+        let shared = Arc::clone(&self.shared);
+        shared.publish_with(|old| Snapshot {
             api_version: memtide_api::API_VERSION,
             version: env!("CARGO_PKG_VERSION").to_string(),
             dry_run: self.dry_run,
@@ -272,9 +269,9 @@ impl Publisher {
             uptime_s: self.started.elapsed().as_secs_f64(),
             host: self.host.clone(),
             tenants,
-            decisions,
+            decisions: self.published_decisions(std::mem::take(&mut old.decisions)),
             counters: self.counters.clone(),
-        };
+        });
     }
 
     /// The tenants whose limit a rail holds away from their target this tick, with why; logs
@@ -866,12 +863,14 @@ mod tests {
 
     /// Publishes the decisions as `tick` does, and checks them against all records.
     fn publish(p: &mut Publisher) -> Vec<DecisionRecord> {
-        let lock = p.shared();
-        let mut shared = lock.write().unwrap();
-        shared.decisions = p.published_decisions(std::mem::take(&mut shared.decisions));
+        let shared = p.shared();
+        shared.publish_with(|old| Snapshot {
+            decisions: p.published_decisions(std::mem::take(&mut old.decisions)),
+            ..Snapshot::default()
+        });
         let all: Vec<DecisionRecord> = p.decisions.iter().cloned().collect();
-        assert_eq!(shared.decisions, all);
-        shared.decisions.clone()
+        assert_eq!(shared.snapshot().decisions, all);
+        all
     }
 
     #[test]
@@ -893,7 +892,7 @@ mod tests {
             assert_eq!(names, want);
         }
         // Someone else replaced the published list: rebuilt from all records.
-        p.shared().write().unwrap().decisions.clear();
+        p.shared().publish_with(|_| Snapshot::default());
         p.record("l", "admitted", "");
         let names: Vec<String> = publish(&mut p).into_iter().map(|d| d.tenant).collect();
         assert_eq!(names, vec!["j", "k", "l"]);

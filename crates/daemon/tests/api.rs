@@ -4,14 +4,16 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use memtide_api::client as status;
 use memtide_api::Client;
 use memtide_api::{Counters, DecisionRecord, HostSnapshot, Snapshot, TenantSnapshot};
-use memtide_daemon::api::{publish, ApiOptions, ApiServer, SharedSnapshot, SocketServer, Token};
+use memtide_daemon::api::{
+    publish, ApiOptions, ApiServer, Published, SharedSnapshot, SocketServer, Token,
+};
 use memtide_daemon::command::{Change, Refusal, Request};
 use serde_json::Value;
 
@@ -62,7 +64,7 @@ impl Harness {
     }
 
     fn snapshot(&self) -> Snapshot {
-        self.shared.read().unwrap().clone()
+        self.shared.snapshot().clone()
     }
 }
 
@@ -197,7 +199,7 @@ fn initial_state() -> LoopState {
 
 fn harness() -> Harness {
     let state = initial_state();
-    let shared: SharedSnapshot = Arc::new(RwLock::new(snapshot_of(&state)));
+    let shared: SharedSnapshot = Arc::new(Published::new(snapshot_of(&state)));
     let state = Arc::new(Mutex::new(state));
     let (sender, commands) = mpsc::channel();
     let options = ApiOptions {

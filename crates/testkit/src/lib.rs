@@ -9,6 +9,7 @@
 //! instead under `CI` or `MEMTIDE_REQUIRE_LINUX=1`; `tests/purity.rs` proves the pure crates'
 //! `clippy.toml` refuses each family of I/O, clock and randomness.
 
+pub mod browser;
 mod daemon;
 mod gate;
 mod host;

@@ -375,6 +375,7 @@ fn host_section(
         charts.states.runs(),
         charts.states.end(),
         x_range,
+        "time (s)",
         markers,
     ));
     html.push('\n');

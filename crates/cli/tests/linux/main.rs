@@ -14,6 +14,7 @@ mod alb_two_dbs;
 mod balloon;
 mod containers;
 mod convergence;
+mod dashboard;
 mod density;
 mod discover;
 mod domains;

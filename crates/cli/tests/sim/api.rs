@@ -4,12 +4,12 @@ use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::process::{Command, Output};
 use std::sync::mpsc;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use memtide_api::Snapshot;
-use memtide_daemon::api::{ApiOptions, ApiServer, SharedSnapshot, SocketServer};
+use memtide_daemon::api::{ApiOptions, ApiServer, Published, SharedSnapshot, SocketServer};
 
 /// The documented example snapshot, as `memtide status --json` prints it.
 const EXAMPLE: &str = include_str!("../../../api/json/snapshot.json");
@@ -25,7 +25,7 @@ fn memtide_status(args: &[&str]) -> Output {
 /// An API server publishing the example snapshot; its loop never runs (only reads are asked).
 fn server() -> (ApiServer, mpsc::Receiver<memtide_daemon::command::Request>) {
     let snapshot: Snapshot = serde_json::from_str(EXAMPLE).unwrap();
-    let shared: SharedSnapshot = Arc::new(RwLock::new(snapshot));
+    let shared: SharedSnapshot = Arc::new(Published::new(snapshot));
     let (tx, rx) = mpsc::channel();
     let server = ApiServer::start("127.0.0.1:0".parse().unwrap(), shared, tx).unwrap();
     (server, rx)
@@ -155,7 +155,7 @@ fn status_with_an_address_that_is_not_one_is_a_usage_error() {
 fn status_asks_the_socket_first_and_tcp_without_it() {
     let _gate = memtide_testkit::file_gate(module_path!());
     let snapshot: Snapshot = serde_json::from_str(EXAMPLE).unwrap();
-    let shared: SharedSnapshot = Arc::new(RwLock::new(snapshot));
+    let shared: SharedSnapshot = Arc::new(Published::new(snapshot));
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("api.sock");
     let (tx, _rx) = mpsc::channel();

@@ -117,6 +117,46 @@ pub(crate) fn parse_decision_query(query: &str) -> Result<DecisionQuery, String>
     Ok(q)
 }
 
+/// `GET /`'s query: `window=15m` (from 1 minute to the dashboard's history, an hour) and
+/// `tenant=NAME` (that tenant's charts only).
+pub(crate) fn parse_dashboard_query(query: &str) -> Result<super::dashboard::Query, String> {
+    let mut q = super::dashboard::Query::default();
+    let (mut window, mut tenant) = (false, false);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (raw_key, raw_value) = pair.split_once('=').unwrap_or((pair, ""));
+        let key = percent_decode(raw_key, true)?;
+        let value = percent_decode(raw_value, true)?;
+        match key.as_str() {
+            "window" if !window => {
+                window = true;
+                let d = memtide_model::written::parse_duration(&value)
+                    .map_err(|why| format!("window={:?} {why}", clip(&value)))?;
+                let span = crate::history::SPAN_S;
+                if !(60.0..=span).contains(&d.as_secs_f64()) {
+                    return Err(format!(
+                        "window={:?} is out of range: from 1m to {}m (the history kept)",
+                        clip(&value),
+                        span / 60.0
+                    ));
+                }
+                q.window_s = d.as_secs_f64();
+            }
+            "tenant" if !tenant => {
+                tenant = true;
+                q.tenant = Some(value);
+            }
+            "window" | "tenant" => return Err(format!("query parameter {key} is given twice")),
+            other => {
+                return Err(format!(
+                    "unknown query parameter {:?}; expected window or tenant",
+                    clip(other)
+                ))
+            }
+        }
+    }
+    Ok(q)
+}
+
 /// Decodes `%XX` escapes (and `+` as a space in query strings) into UTF-8 text.
 pub(crate) fn percent_decode(s: &str, plus_is_space: bool) -> Result<String, String> {
     let bytes = s.as_bytes();

@@ -67,6 +67,14 @@ pub(crate) struct Reply {
 
 pub(crate) const JSON: &str = "application/json";
 pub(crate) const TEXT: &str = "text/plain; charset=utf-8";
+pub(crate) const HTML: &str = "text/html; charset=utf-8";
+
+/// The dashboard's policy: its own inline style and script, images only as data, requests
+/// only to the daemon; nothing from elsewhere, no framing by another site.
+const HTML_POLICY: &str =
+    "Content-Security-Policy: default-src 'none'; style-src 'unsafe-inline'; \
+    script-src 'unsafe-inline'; connect-src 'self'; img-src data:; frame-ancestors 'none'\r\n\
+    X-Content-Type-Options: nosniff\r\n";
 
 impl Reply {
     pub(crate) fn json(status: u16, body: String) -> Reply {
@@ -354,6 +362,9 @@ pub(crate) fn write_response<W: Write>(
         reply.content_type,
         reply.body.len()
     );
+    if reply.content_type == HTML {
+        head.push_str(HTML_POLICY);
+    }
     if let Some(allow) = reply.allow {
         head.push_str("Allow: ");
         head.push_str(allow);

@@ -21,6 +21,7 @@
 
 mod auth;
 mod body;
+mod dashboard;
 mod event;
 mod http;
 mod routes;
@@ -30,11 +31,12 @@ use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::command::Request;
+use crate::history::History;
 pub use auth::{group_id, Token};
 use event::{Listener, Server};
 use http::Limits;
@@ -42,16 +44,53 @@ use memtide_api::Snapshot;
 use memtide_files::socket::{BoundSocket, SocketError};
 use routes::Handler;
 
-/// The snapshot the loop publishes and the API reads.
-pub type SharedSnapshot = Arc<RwLock<Snapshot>>;
+/// What the loop publishes and the API reads: the latest snapshot, and the dashboard's
+/// history of them. Locks poisoned by a panicking holder are taken over: what they hold is
+/// whole either way.
+#[derive(Debug, Default)]
+pub struct Published {
+    snapshot: RwLock<Snapshot>,
+    history: RwLock<History>,
+}
 
-/// Replaces the published snapshot (for the loop, after each tick). A lock poisoned by a
-/// panicking holder is taken over: the new snapshot is whole either way.
+impl Published {
+    /// `snapshot` published, with no history yet.
+    pub fn new(snapshot: Snapshot) -> Published {
+        Published {
+            snapshot: RwLock::new(snapshot),
+            history: RwLock::default(),
+        }
+    }
+
+    /// The latest snapshot.
+    pub fn snapshot(&self) -> RwLockReadGuard<'_, Snapshot> {
+        self.snapshot.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The recent past, for the dashboard.
+    pub fn history(&self) -> RwLockReadGuard<'_, History> {
+        self.history.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Replaces the snapshot with what `make` builds from the one it replaces (taking what
+    /// it reuses from it), and records the new one in the history at the wall clock's time.
+    pub fn publish_with(&self, make: impl FnOnce(&mut Snapshot) -> Snapshot) {
+        let mut snapshot = self.snapshot.write().unwrap_or_else(|p| p.into_inner());
+        *snapshot = make(&mut snapshot);
+        let at_s = crate::log::now_ms() as f64 / 1000.0;
+        self.history
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .record(&snapshot, at_s);
+    }
+}
+
+/// What the loop publishes and the API reads, shared.
+pub type SharedSnapshot = Arc<Published>;
+
+/// Replaces the published snapshot (for the loop, after each tick).
 pub fn publish(shared: &SharedSnapshot, snapshot: Snapshot) {
-    let mut guard = shared
-        .write()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    *guard = snapshot;
+    shared.publish_with(|_| snapshot);
 }
 
 /// Tunables of the API server; [`ApiOptions::default`] suits the daemon.
@@ -410,7 +449,7 @@ mod tests {
         let shared = SharedSnapshot::default();
         let poisoner = Arc::clone(&shared);
         let _ = thread::spawn(move || {
-            let _guard = poisoner.write().unwrap();
+            let _guard = poisoner.snapshot.write().unwrap();
             panic!("poison the lock");
         })
         .join();
@@ -421,7 +460,7 @@ mod tests {
                 ..Default::default()
             },
         );
-        let ticks = shared.read().unwrap_or_else(|p| p.into_inner()).ticks;
-        assert_eq!(ticks, 7);
+        assert_eq!(shared.snapshot().ticks, 7);
+        assert_eq!(shared.history().host().len(), 1, "recorded in the history");
     }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::body;
-use super::http::{clip, Reply, TEXT};
+use super::http::{clip, Reply, HTML, TEXT};
 use super::SharedSnapshot;
 use crate::command::{Change, Refusal, Request};
 use memtide_api::{Applied, DecisionQuery, Snapshot, TaxRate};
@@ -29,6 +29,7 @@ pub(crate) struct Handler {
 }
 
 enum Endpoint {
+    Dashboard,
     Healthz,
     Metrics,
     Status,
@@ -62,6 +63,7 @@ impl Handler {
     ) -> Reply {
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         let endpoint = match path.split('/').skip(1).collect::<Vec<_>>().as_slice() {
+            [""] => Endpoint::Dashboard,
             ["healthz"] => Endpoint::Healthz,
             ["metrics"] => Endpoint::Metrics,
             ["v1", "status"] => Endpoint::Status,
@@ -87,6 +89,14 @@ impl Handler {
             return Reply::error(403, NO_AUTHORITY);
         }
         match (&endpoint, get, method) {
+            (Endpoint::Dashboard, true, _) => match body::parse_dashboard_query(query) {
+                Ok(q) => Reply::text(
+                    200,
+                    HTML,
+                    super::dashboard::render(&self.snapshot(), &self.shared.history(), &q),
+                ),
+                Err(why) => Reply::error(400, &why),
+            },
             (Endpoint::Healthz, true, _) => Reply::text(200, TEXT, "ok".to_string()),
             (Endpoint::Metrics, true, _) => Reply::text(
                 200,
@@ -138,9 +148,7 @@ impl Handler {
 
     /// The latest snapshot, readable even if a writer panicked while holding the lock.
     fn snapshot(&self) -> RwLockReadGuard<'_, Snapshot> {
-        self.shared
-            .read()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.shared.snapshot()
     }
 
     fn decisions(&self, q: &DecisionQuery) -> Reply {
@@ -196,7 +204,7 @@ fn json_reply<T: Serialize + ?Sized>(value: &T) -> Reply {
 mod tests {
     use super::*;
     use memtide_api::{DecisionRecord, TenantSnapshot};
-    use std::sync::{Arc, RwLock};
+    use std::sync::Arc;
 
     fn handler(commands: Sender<Request>) -> Handler {
         let snapshot = Snapshot {
@@ -214,7 +222,7 @@ mod tests {
             ..Default::default()
         };
         Handler {
-            shared: Arc::new(RwLock::new(snapshot)),
+            shared: Arc::new(crate::api::Published::new(snapshot)),
             commands,
             reply_timeout: Duration::from_millis(100),
         }
@@ -263,7 +271,7 @@ mod tests {
         let (tx, _rx) = mpsc::channel();
         let h = handler(tx);
         for path in [
-            "/",
+            "//",
             "/v1",
             "/v1/tenants/",
             "/v1/tenants/db/x",
@@ -272,6 +280,27 @@ mod tests {
         ] {
             assert_eq!(h.handle("GET", path, b"", true).status, 404, "{path}");
         }
+    }
+
+    #[test]
+    fn the_dashboard_is_served_at_the_root_and_a_bad_query_is_refused() {
+        let (tx, _rx) = mpsc::channel();
+        let h = handler(tx);
+        let r = h.handle("GET", "/?window=5m&tenant=db", b"", false);
+        assert_eq!((r.status, r.content_type), (200, HTML));
+        assert!(r.body.contains("<h3>db</h3>"), "{}", r.body);
+        for (query, why) in [
+            ("/?window=10s", "out of range: from 1m to 60m"),
+            ("/?window=2h", "out of range"),
+            ("/?window=5", "has no unit"),
+            ("/?window=5m&window=1h", "given twice"),
+            ("/?x=1", "expected window or tenant"),
+        ] {
+            let r = h.handle("GET", query, b"", false);
+            assert_eq!(r.status, 400, "{query}");
+            assert!(r.body.contains(why), "{query}: {}", r.body);
+        }
+        assert_eq!(h.handle("POST", "/", b"", true).status, 405);
     }
 
     #[test]
