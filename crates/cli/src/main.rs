@@ -477,6 +477,7 @@ fn sim(
         println!("outputs: {}", out.display());
         return Ok(());
     }
+    let mut runs = Vec::with_capacity(variants.len());
     for name in &variants {
         let scenario = load(&set, Some(name))?;
         let progress = Progress::new(
@@ -489,6 +490,14 @@ fn sim(
         println!("== variant {name}");
         print!("{}", output::text::render(&summary));
         println!("outputs: {}", dir.display());
+        runs.push((name.clone(), summary));
+    }
+    // Every variant ran: the comparison, on stdout and as index.html beside them.
+    if runs.len() > 1 {
+        print!("{}", output::index::render_text(&base.name, &runs));
+        output::index::write(&out, &base.name, &base.description, &runs)
+            .with_context(|| format!("writing {}", out.join("index.html").display()))?;
+        println!("compared: {}", out.join("index.html").display());
     }
     Ok(())
 }

@@ -29,6 +29,10 @@ pub struct Run {
     /// [low * working set, high * working set] from some tick to the end.
     pub convergence_low: f64,
     pub convergence_high: f64,
+    /// The scenario sets a convergence band: converging is a goal, and reported.
+    pub convergence_goal: bool,
+    /// The result the scenario exists to show (`[headline]`).
+    pub headline: Option<memtide_scenario::Headline>,
     /// The controller's settings at the start of the run.
     pub policy: PolicySettings,
 }

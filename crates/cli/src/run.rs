@@ -155,6 +155,8 @@ pub fn describe(scenario: &Scenario) -> Run {
         tenants: scenario.tenants.iter().map(meta).collect(),
         convergence_low: scenario.convergence.0,
         convergence_high: scenario.convergence.1,
+        convergence_goal: scenario.convergence_goal,
+        headline: scenario.headline.clone(),
         policy: PolicySettings::of(&scenario.controller),
         ..Run::default()
     }

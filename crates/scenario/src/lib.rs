@@ -24,7 +24,9 @@ mod scenario;
 mod schema;
 
 pub use error::ScenarioError;
-pub use scenario::{Density, DensityKind, Event, Scenario, ScenarioTenant, TimedEvent, Variant};
+pub use scenario::{
+    Density, DensityKind, Event, Figure, Headline, Scenario, ScenarioTenant, TimedEvent, Variant,
+};
 
 use memtide_config::Document;
 use std::path::Path;

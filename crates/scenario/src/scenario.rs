@@ -25,6 +25,10 @@ pub struct Scenario {
     pub baseline: bool,
     /// Band `(low, high)` around the true working set that counts as converged.
     pub convergence: (f64, f64),
+    /// The file sets `[convergence]`: converging is a goal of the run, and reported.
+    pub convergence_goal: bool,
+    /// `[headline]`: the result the run exists to show.
+    pub headline: Option<Headline>,
     /// Machine memory, host swap and the tick (1 s).
     pub host: HostConfig,
     pub cost: CostModel,
@@ -37,6 +41,65 @@ pub struct Scenario {
     /// The density benchmark's set-up, for a scenario with `[density]` (its tenants are
     /// built from it).
     pub density: Option<Density>,
+}
+
+/// The result a scenario exists to show (`[headline]`, docs/scenarios.md): a tenant figure's
+/// mean in windows of the run, for some or all of its tenants.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Headline {
+    pub text: String,
+    pub figure: Figure,
+    /// `(start, end)`; empty: the whole run.
+    pub windows: Vec<(Duration, Duration)>,
+    /// Tenant names, in the order shown; every tenant when the file names none.
+    pub tenants: Vec<String>,
+}
+
+/// A tenant figure a headline averages, as its timeline.csv column holds it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Figure {
+    Allocated,
+    Target,
+    Estimate,
+    WorkingSet,
+    Balloon,
+    Throughput,
+    /// Over the ticks the tenant served anything.
+    Latency,
+}
+
+impl Figure {
+    pub const ALL: [Figure; 7] = [
+        Figure::Allocated,
+        Figure::Target,
+        Figure::Estimate,
+        Figure::WorkingSet,
+        Figure::Balloon,
+        Figure::Throughput,
+        Figure::Latency,
+    ];
+
+    /// As written in a file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Figure::Allocated => "allocated",
+            Figure::Target => "target",
+            Figure::Estimate => "estimate",
+            Figure::WorkingSet => "working_set",
+            Figure::Balloon => "balloon",
+            Figure::Throughput => "throughput",
+            Figure::Latency => "latency",
+        }
+    }
+
+    /// Its unit as printed.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Figure::Throughput => "ops/s",
+            Figure::Latency => "ms",
+            _ => "MB",
+        }
+    }
 }
 
 /// A density scenario's set-up (`[density]`, docs/scenarios.md): the policy its tenants are

@@ -25,6 +25,7 @@ pub(crate) struct ScenarioDoc {
     #[serde(default)]
     pub(crate) baseline: bool,
     pub(crate) convergence: Option<ConvergenceDoc>,
+    pub(crate) headline: Option<HeadlineDoc>,
     pub(crate) host: HostDoc,
     pub(crate) policy: Option<PolicyDoc>,
     pub(crate) cost: Option<CostModel>,
@@ -83,6 +84,21 @@ pub(crate) struct MixDoc {
     /// Bytes an item takes beside its value, as a fraction of the value.
     pub(crate) item_overhead: f64,
     pub(crate) demand: String,
+}
+
+/// `[headline]`: the result the scenario exists to show, printed first.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, expecting = "the [headline] table")]
+pub(crate) struct HeadlineDoc {
+    pub(crate) text: String,
+    /// A tenant figure by name (`memtide_scenario::Figure`).
+    pub(crate) figure: String,
+    /// `[start, end]` windows of the run; none: the whole run.
+    #[serde(default)]
+    pub(crate) windows: Vec<[Duration; 2]>,
+    /// The tenants shown; none: every tenant.
+    #[serde(default)]
+    pub(crate) tenants: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -9,6 +9,8 @@
 //! run killed leaves `timeline.csv.partial` and nothing that passes for its outputs. The outputs
 //! of an earlier run in the same directory stay as they were until the three renames.
 
+pub mod headline;
+pub mod index;
 pub mod report;
 pub mod summary;
 pub mod text;
@@ -366,6 +368,8 @@ pub(crate) mod test_record {
             ]),
             convergence_low: 0.9,
             convergence_high: 1.3,
+            convergence_goal: true,
+            headline: None,
         };
         RunRecord { run, ticks }
     }

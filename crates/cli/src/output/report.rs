@@ -15,6 +15,7 @@
 //! a few megabytes of chart data and gives a page a browser can open (the summary table lists
 //! every tenant, timeline.csv has every row).
 
+use super::headline::HeadlineSummary;
 use super::summary::{Summary, TenantSummary};
 use crate::record::{Run, RunRecord, TickRecord};
 use memtide_chart::{
@@ -175,9 +176,9 @@ impl Charts {
     }
 }
 
-const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}\
+pub(crate) const STYLE: &str = "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 16px}\
 h1{font-size:1.5em;margin-bottom:4px}h2{font-size:1.2em;margin-top:32px;border-bottom:1px solid #ddd}h3{font-size:1.05em;margin:24px 0 4px}\
-p.meta{color:#666;margin-top:0}table{border-collapse:collapse;font-size:13px;margin:8px 0}div.wide{overflow:auto;max-width:100%;max-height:40em}div.wide th{position:sticky;top:0}\
+p.meta{color:#666;margin-top:0}table{border-collapse:collapse;font-size:13px;margin:8px 0}div.wide{overflow:auto;max-width:100%;max-height:40em}div.wide th{position:sticky;top:0;white-space:normal;min-width:3em;vertical-align:bottom}\
 th,td{border:1px solid #ddd;padding:3px 7px;text-align:right;white-space:nowrap}th{background:#f4f4f4}\
 td.l,th.l{text-align:left}tr.idle td{color:#999}\
 svg.chart{display:block;font-size:11px;margin:4px 0 8px}svg .axis-label{font-size:12px;fill:#444}\
@@ -230,8 +231,12 @@ pub fn render(run: &Run, summary: &Summary, charts: &Charts) -> String {
         .collect();
     let x_range = (0.0, run.duration_s.max(run.tick_s));
 
+    if let Some(h) = &summary.headline {
+        headline_section(&mut html, h);
+    }
     html.push_str("<h2>Summary</h2>\n");
     summary_table(&mut html, summary);
+    events_section(&mut html, &markers);
 
     html.push_str("<h2>Host</h2>\n");
     host_section(&mut html, charts, summary, &markers, x_range);
@@ -253,19 +258,6 @@ pub fn render(run: &Run, summary: &Summary, charts: &Charts) -> String {
         );
     }
 
-    if !run.events.is_empty() {
-        html.push_str("<h2>Events</h2>\n<table><tr><th>#</th><th>time (s)</th><th class=\"l\">event</th></tr>\n");
-        for m in &markers {
-            let _ = writeln!(
-                html,
-                "<tr><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
-                m.number,
-                fmt(m.x, 0),
-                escape(&m.label)
-            );
-        }
-        html.push_str("</table>\n");
-    }
     if !run.refusals.is_empty() {
         html.push_str("<h2>Refused by admission control</h2>\n<table><tr><th>time (s)</th><th class=\"l\">tenant</th><th class=\"l\">reason</th></tr>\n");
         for r in &run.refusals {
@@ -281,6 +273,47 @@ pub fn render(run: &Run, summary: &Summary, charts: &Charts) -> String {
     }
     html.push_str("</body>\n</html>\n");
     html
+}
+
+/// The result the scenario exists to show, first: its text and a row per tenant, a column per
+/// window.
+pub(crate) fn headline_section(html: &mut String, h: &HeadlineSummary) {
+    let _ = writeln!(
+        html,
+        "<h2>Headline</h2>\n<p><b>{}</b></p>\n<table><tr><th class=\"l\">{}</th>",
+        escape(&h.text),
+        escape(&h.heading())
+    );
+    for i in 0..h.windows.len().max(1) {
+        let _ = write!(html, "<th>{}</th>", escape(&h.window_label(i)));
+    }
+    html.push_str("</tr>\n");
+    for t in &h.tenants {
+        let _ = write!(html, "<tr><td class=\"l\">{}</td>", escape(&t.tenant));
+        for m in &t.means {
+            let _ = write!(html, "<td>{}</td>", opt(*m, 1, ""));
+        }
+        html.push_str("</tr>\n");
+    }
+    html.push_str("</table>\n");
+}
+
+/// The events, numbered as the charts' dashed lines are: the legend of those lines.
+fn events_section(html: &mut String, markers: &[Marker]) {
+    if markers.is_empty() {
+        return;
+    }
+    html.push_str("<h2>Events</h2>\n<p class=\"note\">Each is a numbered dashed line on the charts below.</p>\n<table><tr><th>#</th><th>time (s)</th><th class=\"l\">event</th></tr>\n");
+    for m in markers {
+        let _ = writeln!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+            m.number,
+            fmt(m.x, 0),
+            escape(&m.label)
+        );
+    }
+    html.push_str("</table>\n");
 }
 
 fn fmt(x: f64, decimals: usize) -> String {
@@ -300,10 +333,38 @@ fn opt(x: Option<f64>, decimals: usize, suffix: &str) -> String {
 }
 
 fn summary_table(html: &mut String, summary: &Summary) {
-    // Seventeen columns: wider than the page on a laptop, and with thousands of tenants taller
-    // than many screens, so the table scrolls in its own box (its header row stays in view)
-    // and the charts follow it at once.
-    html.push_str("<div class=\"wide\"><table>\n<tr><th class=\"l\">tenant</th><th class=\"l\">estimator</th><th>min MB</th><th>max MB</th><th>shares</th><th>mean alloc MB</th><th>mean target MB</th><th>mean estimate MB</th><th>mean WS MB</th><th>ops/s</th><th>latency ms</th><th>degradation</th><th>converged</th><th>swap-ins</th><th>refaults</th><th>host swap-ins</th><th>blocked ticks</th></tr>\n");
+    // Up to seventeen columns, their headings wrapped so the table fits the page; with
+    // thousands of tenants taller than many screens, so it scrolls in its own box (its header
+    // row stays in view) and the charts follow it at once. Degradation only where a baseline
+    // ran, the time to converge only where the scenario sets a band.
+    let degradation = summary
+        .tenants
+        .iter()
+        .any(|t| t.figures.as_ref().is_some_and(|f| f.degradation.is_some()));
+    let converged = summary.convergence.goal;
+    html.push_str("<p class=\"note\">Means over the time each tenant ran");
+    if degradation {
+        html.push_str("; degradation: the throughput lost against the unconstrained baseline run");
+    }
+    if converged {
+        let _ = write!(
+            html,
+            "; converged: when allocation and target entered {}-{} &times; the working set for good",
+            fmt(summary.convergence.low, 2),
+            fmt(summary.convergence.high, 2)
+        );
+    }
+    html.push_str(".</p>\n<div class=\"wide\"><table>\n<tr><th class=\"l\">tenant</th><th class=\"l\">estimator</th><th>min MB</th><th>max MB</th><th>shares</th><th>mean alloc MB</th><th>mean target MB</th><th>mean estimate MB</th><th>mean WS MB</th><th>mean ops/s</th><th>mean latency ms</th>");
+    if degradation {
+        html.push_str("<th>degradation</th>");
+    }
+    if converged {
+        html.push_str("<th>converged</th>");
+    }
+    html.push_str(
+        "<th>swap-ins</th><th>refaults</th><th>host swap-ins</th><th>blocked ticks</th></tr>\n",
+    );
+    let columns = 10 + usize::from(degradation) + usize::from(converged);
     for t in &summary.tenants {
         let class = if t.ran { "" } else { " class=\"idle\"" };
         let _ = write!(
@@ -319,22 +380,36 @@ fn summary_table(html: &mut String, summary: &Summary) {
             Some(f) => {
                 let _ = write!(
                     html,
-                    "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                    "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
                     fmt(f.mean_allocated_mb, 1),
                     fmt(f.mean_target_mb, 1),
                     fmt(f.mean_active_estimate_mb, 1),
                     fmt(f.mean_working_set_mb, 1),
                     fmt(f.mean_throughput, 0),
                     opt(f.mean_latency_ms, 2, ""),
-                    opt(f.degradation.map(|d| d * 100.0), 1, "%"),
-                    opt(f.converged_s, 0, " s"),
-                    f.swap_ins,
-                    f.refaults,
-                    f.host_swap_ins,
-                    f.blocked_ticks
+                );
+                if degradation {
+                    let _ = write!(
+                        html,
+                        "<td>{}</td>",
+                        opt(f.degradation.map(|d| d * 100.0), 1, "%")
+                    );
+                }
+                if converged {
+                    let _ = write!(html, "<td>{}</td>", opt(f.converged_s, 0, " s"));
+                }
+                let _ = write!(
+                    html,
+                    "<td>{}</td><td>{}</td><td>{}</td><td>{}</td>",
+                    f.swap_ins, f.refaults, f.host_swap_ins, f.blocked_ticks
                 );
             }
-            None => html.push_str("<td class=\"l\" colspan=\"12\">did not run</td>"),
+            None => {
+                let _ = write!(
+                    html,
+                    "<td class=\"l\" colspan=\"{columns}\">did not run</td>"
+                );
+            }
         }
         html.push_str("</tr>\n");
     }
@@ -431,9 +506,9 @@ fn all_tenants_section(
         height: 260.0,
         x: all.x(),
         areas: vec![
-            area("allocated", "#1f77b4", ALLOCATED),
-            area("balloon", "#ff7f0e", BALLOON),
-            area("host-swapped", "#d62728", HOST_SWAPPED),
+            area("allocated (in machine memory)", "#1f77b4", ALLOCATED),
+            area("ballooned (not in it)", "#ff7f0e", BALLOON),
+            area("host-swapped (on host swap)", "#d62728", HOST_SWAPPED),
         ],
         lines: {
             let mut lines = vec![
@@ -476,7 +551,7 @@ fn all_tenants_section(
     };
     let _ = writeln!(
         html,
-        "<p class=\"note\">Summed over every running tenant and stacked, like the ESX paper's Fig. 8(b): machine memory the tenants hold, memory their balloons took back, and memory the host paged out to its swap; the sum of their active estimates and the host's machine memory drawn over them. {sharing} In a run longer than {BUCKETS} ticks each point is the mean over the ticks it stands for.</p>"
+        "<p class=\"note\">Summed over every running tenant and stacked, like the ESX paper's Fig. 8(b): machine memory the tenants hold, memory their balloons took back, and memory the host paged out to its swap; the sum of their active estimates and the host's machine memory drawn over them. Only the lowest layer occupies machine memory: the stack's top is the memory the tenants were configured with (what their guests believe they have), so where it rises above the machine memory line the host is overcommitted, not using more than it has. {sharing} In a run longer than {BUCKETS} ticks each point is the mean over the ticks it stands for.</p>"
     );
 }
 

@@ -5,6 +5,7 @@
 //! end; [`summarize`] feeds it every tick of a whole record. Every float is rounded to three
 //! decimals and fields keep their declared order, so the same run always gives the same bytes.
 
+use super::headline::{HeadlineAcc, HeadlineSummary};
 use super::round3;
 use crate::record::{Run, RunRecord, TenantMeta, TickRecord, Ticks};
 use crate::settings::{EstimatorSettings, PolicySettings};
@@ -29,6 +30,9 @@ pub struct Summary {
     /// Band around the working set used for `converged_s`.
     pub convergence: Convergence,
     /// Every tenant of the scenario, in scenario order, including those that never ran.
+    /// The scenario's headline, when it states one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub headline: Option<HeadlineSummary>,
     pub tenants: Vec<TenantSummary>,
     pub host: HostSummary,
     /// Scenario events as they took effect.
@@ -39,6 +43,9 @@ pub struct Summary {
 pub struct Convergence {
     pub low: f64,
     pub high: f64,
+    /// The scenario sets the band: converging is a goal of the run (else `converged_s` is
+    /// computed but not shown).
+    pub goal: bool,
 }
 
 /// One tenant: its configuration and, when it ran, its figures.
@@ -198,6 +205,7 @@ pub struct Accumulator {
     previous: Option<ReclamationState>,
     sharing: Option<SharingAcc>,
     io_remap: Option<memtide_model::IoRemapping>,
+    headline: Option<HeadlineAcc>,
 }
 
 /// Page sharing summed over the ticks that reported it (MB), their count, the most reclaimed
@@ -234,6 +242,7 @@ impl Accumulator {
             previous: None,
             sharing: None,
             io_remap: None,
+            headline: HeadlineAcc::new(run),
         }
     }
 
@@ -268,6 +277,9 @@ impl Accumulator {
         }
         if tick.remapping.is_some() {
             self.io_remap = tick.remapping;
+        }
+        if let Some(h) = &mut self.headline {
+            h.add(tick);
         }
         for row in &tick.rows {
             let Some(a) = self.index.get(&row.tenant).map(|&i| &mut self.acc[i]) else {
@@ -335,7 +347,9 @@ impl Accumulator {
             convergence: Convergence {
                 low: round3(self.low),
                 high: round3(self.high),
+                goal: run.convergence_goal,
             },
+            headline: self.headline.map(HeadlineAcc::finish),
             tenants,
             host: HostSummary {
                 time_in_state_s: TimeInState {

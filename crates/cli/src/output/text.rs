@@ -1,5 +1,6 @@
 //! The short plain-text summary `memtide sim` prints on stdout: a table per tenant, the host's time in each state, and refusals.
 
+use super::headline::HeadlineSummary;
 use super::summary::Summary;
 use memtide_model::ReclamationState;
 use std::fmt::Write;
@@ -21,7 +22,18 @@ pub fn render(summary: &Summary) -> String {
         num(summary.machine_mb, 0)
     );
 
-    let header = [
+    if let Some(h) = &summary.headline {
+        headline(&mut out, h);
+    }
+
+    // Means over each tenant's whole run, so named; degradation where a baseline ran, the time
+    // to converge where the scenario sets a band to converge to.
+    let degradation = summary
+        .tenants
+        .iter()
+        .any(|t| t.figures.as_ref().is_some_and(|f| f.degradation.is_some()));
+    let converged = summary.convergence.goal;
+    let mut header = vec![
         "tenant",
         "estimator",
         "alloc MB",
@@ -29,24 +41,56 @@ pub fn render(summary: &Summary) -> String {
         "estimate MB",
         "WS MB",
         "ops/s",
-        "degradation",
-        "converged",
     ];
+    if degradation {
+        header.push("degradation");
+    }
+    if converged {
+        header.push("converged");
+    }
+    let _ = writeln!(
+        out,
+        "each tenant, means over the time it ran{}{}:",
+        if degradation {
+            "; degradation: throughput lost against the unconstrained baseline run"
+        } else {
+            ""
+        },
+        if converged {
+            format!(
+                "; converged: when allocation and target entered {}-{} x the working set for good",
+                num(summary.convergence.low, 2),
+                num(summary.convergence.high, 2)
+            )
+        } else {
+            String::new()
+        }
+    );
     let mut rows: Vec<Vec<String>> = vec![header.iter().map(|s| s.to_string()).collect()];
     for t in &summary.tenants {
         let mut row = vec![t.name.clone(), t.estimator.clone()];
         match &t.figures {
-            Some(f) => row.extend([
-                num(f.mean_allocated_mb, 1),
-                num(f.mean_target_mb, 1),
-                num(f.mean_active_estimate_mb, 1),
-                num(f.mean_working_set_mb, 1),
-                num(f.mean_throughput, 0),
-                f.degradation
-                    .map_or("-".to_string(), |d| format!("{:.1}%", d * 100.0)),
-                f.converged_s
-                    .map_or("never".to_string(), |c| format!("{} s", num(c, 0))),
-            ]),
+            Some(f) => {
+                row.extend([
+                    num(f.mean_allocated_mb, 1),
+                    num(f.mean_target_mb, 1),
+                    num(f.mean_active_estimate_mb, 1),
+                    num(f.mean_working_set_mb, 1),
+                    num(f.mean_throughput, 0),
+                ]);
+                if degradation {
+                    row.push(
+                        f.degradation
+                            .map_or("-".to_string(), |d| format!("{:.1}%", d * 100.0)),
+                    );
+                }
+                if converged {
+                    row.push(
+                        f.converged_s
+                            .map_or("never".to_string(), |c| format!("{} s", num(c, 0))),
+                    );
+                }
+            }
             None => row.extend(["did not run".to_string()]),
         }
         rows.push(row);
@@ -76,6 +120,33 @@ pub fn render(summary: &Summary) -> String {
         );
     }
     out
+}
+
+/// The headline, then its table: a row per tenant, a column per window.
+fn headline(out: &mut String, h: &HeadlineSummary) {
+    let _ = writeln!(out, "headline: {}", h.text);
+    let columns = h.windows.len().max(1);
+    let mut rows: Vec<Vec<String>> = vec![std::iter::once(h.heading())
+        .chain(std::iter::once(String::new()))
+        .chain((0..columns).map(|i| h.window_label(i)))
+        .collect()];
+    for t in &h.tenants {
+        rows.push(
+            [t.tenant.clone(), String::new()]
+                .into_iter()
+                .chain(
+                    t.means
+                        .iter()
+                        .map(|m| m.map_or("-".to_string(), |v| num(v, 1))),
+                )
+                .collect(),
+        );
+    }
+    let mut table_text = String::new();
+    table(&mut table_text, &rows);
+    for line in table_text.lines() {
+        let _ = writeln!(out, "  {line}");
+    }
 }
 
 fn num(x: f64, decimals: usize) -> String {
@@ -166,11 +237,34 @@ mod tests {
     #[test]
     fn table_columns_line_up() {
         let text = render(&summarize(&record()));
-        let lines: Vec<&str> = text.lines().skip(1).take(3).collect();
+        let lines: Vec<&str> = text.lines().skip(2).take(3).collect();
         let end = |l: &str, word: &str| l.find(word).map(|i| i + word.len());
         // Header "alloc MB" right-aligned over the numbers.
         let header_end = end(lines[0], "alloc MB").unwrap();
         assert_eq!(end(lines[1], "112.5"), Some(header_end), "{text}");
+    }
+
+    #[test]
+    fn the_headline_comes_first_and_columns_say_what_they_are() {
+        let mut r = record();
+        r.run.headline = Some(memtide_scenario::Headline {
+            text: "a holds more after the tax".into(),
+            figure: memtide_scenario::Figure::Allocated,
+            windows: vec![(std::time::Duration::ZERO, std::time::Duration::from_secs(2))],
+            tenants: vec!["a".into()],
+        });
+        r.run.convergence_goal = false;
+        let text = render(&summarize(&r));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[1], "headline: a holds more after the tax", "{text}");
+        assert!(lines[2].contains("mean allocated MB") && lines[2].contains("0-2 s"));
+        assert!(lines[3].trim_start().starts_with('a') && lines[3].ends_with("125.0"));
+        assert!(text.contains("each tenant, means over the time it ran; degradation:"));
+        // No band set: convergence is not this run's goal, and not shown.
+        assert!(
+            !text.contains("converged") && !text.contains("never"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Turns the file as read (`schema.rs`) into a runnable [`Scenario`]: reads the tables that depend on their `kind`, fills in defaults, checks each value and the relations between fields (min <= max, names in events, the budget against the mins, times inside the run), every error pointing at the field it names; sizes become pages, rounded to the nearest page.
 
-use crate::scenario::{Scenario, Variant};
-use crate::schema::{ConvergenceDoc, ScenarioDoc, VariantDoc};
+use crate::scenario::{Figure, Headline, Scenario, ScenarioTenant, Variant};
+use crate::schema::{ConvergenceDoc, HeadlineDoc, ScenarioDoc, VariantDoc};
 use memtide_config::{ConfigError, Document, FieldPath, Override, Size};
 use memtide_sim::config::HostConfig;
 use memtide_sim::sharing::SharingConfig;
@@ -26,6 +26,9 @@ pub(crate) const TICK: Duration = Duration::from_secs(1);
 const MAX_TIME: Duration = Duration::from_secs(1000 * 3600);
 
 const DEFAULT_SEED: u64 = 1;
+/// A headline's longest text, in characters, and its most windows.
+const MAX_HEADLINE: usize = 300;
+const MAX_HEADLINE_WINDOWS: usize = 4;
 const DEFAULT_CONVERGENCE: (f64, f64) = (0.9, 1.3);
 
 /// A size as messages write it: `"256M"`.
@@ -147,6 +150,7 @@ impl Build<'_> {
             return Err(self.err(&root.key("duration"), "must be > 0"));
         }
         let seed = file.seed.unwrap_or(DEFAULT_SEED);
+        let convergence_goal = file.convergence.is_some();
         let convergence = self.convergence(file.convergence)?;
         let host_at = root.key("host");
         let machine = self.positive_size(&host_at.key("memory"), file.host.memory)?;
@@ -217,6 +221,10 @@ impl Build<'_> {
         let events = self.events(&file.events, &facts, duration, &cost)?;
 
         let variants = self.variants(file.variants)?;
+        let headline = file
+            .headline
+            .map(|h| self.headline(h, &tenants))
+            .transpose()?;
 
         Ok(Scenario {
             name,
@@ -227,6 +235,8 @@ impl Build<'_> {
             seed,
             baseline: file.baseline,
             convergence,
+            convergence_goal,
+            headline,
             host: HostConfig {
                 machine: machine.to_pages(),
                 host_swap: host_swap.to_pages(),
@@ -241,6 +251,66 @@ impl Build<'_> {
             events,
             variants,
             density,
+        })
+    }
+
+    /// `[headline]`: a text, a figure by name, windows in the run and tenants by name.
+    fn headline(&self, h: HeadlineDoc, tenants: &[ScenarioTenant]) -> Result<Headline> {
+        let at = FieldPath::root().key("headline");
+        let text = h.text.trim().to_string();
+        if text.is_empty() || text.chars().count() > MAX_HEADLINE {
+            return Err(self.err(
+                &at.key("text"),
+                format!("must be 1 to {MAX_HEADLINE} characters"),
+            ));
+        }
+        let figure = Figure::ALL
+            .into_iter()
+            .find(|f| f.name() == h.figure)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Figure::ALL.iter().map(|f| f.name()).collect();
+                self.err(
+                    &at.key("figure"),
+                    format!(
+                        "{:?} is not a figure; expected one of {}",
+                        h.figure,
+                        names.join(", ")
+                    ),
+                )
+            })?;
+        if h.windows.len() > MAX_HEADLINE_WINDOWS {
+            return Err(self.err(
+                &at.key("windows"),
+                format!(
+                    "{} windows; at most {MAX_HEADLINE_WINDOWS}",
+                    h.windows.len()
+                ),
+            ));
+        }
+        let mut windows = Vec::with_capacity(h.windows.len());
+        for (i, [start, end]) in h.windows.iter().enumerate() {
+            let (start, end) = (start.get(), end.get());
+            if start >= end {
+                return Err(self.err(
+                    &at.key("windows").index(i),
+                    format!("starts at {start:?}, not before its end {end:?}"),
+                ));
+            }
+            windows.push((start, end));
+        }
+        for (i, name) in h.tenants.iter().enumerate() {
+            if !tenants.iter().any(|t| t.spec.name == *name) {
+                return Err(self.err(
+                    &at.key("tenants").index(i),
+                    format!("{name:?} is not a tenant of the scenario"),
+                ));
+            }
+        }
+        Ok(Headline {
+            text,
+            figure,
+            windows,
+            tenants: h.tenants,
         })
     }
 
