@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Remakes docs/screenshots/: runs every shipped scenario (each variant of those that have
-# variants; not bench-16vm-1h, a benchmark rather than a paper's experiment; the cache
+# variants, and their comparison, index.html; not the benchmarks bench-16vm-1h, density-500 and
+# density-2000, whose reports are those of density-small at scale; the cache
 # scenarios of scenarios/cache/ through `memtide cache partition`) and photographs its
 # report.html in headless Chromium, 1200 px wide and the page's full height, colours reduced so
 # a PNG stays small.
+#
+# Then the daemon's dashboard (as root; see the end).
 #
 # Needs: a release build's memtide (built here if missing), Debian's chromium and ImageMagick
 # (apt-get install chromium imagemagick). Usage: scripts/screenshots.sh [SCENARIO ...]
@@ -25,7 +28,10 @@ if [ $# -gt 0 ]; then
 else
   scenarios=()
   for f in scenarios/*.toml scenarios/cache/*.toml; do
-    [ "$(basename "$f")" = bench-16vm-1h.toml ] || scenarios+=("$f")
+    case "$(basename "$f")" in
+      bench-16vm-1h.toml | density-500.toml | density-2000.toml) ;;
+      *) scenarios+=("$f") ;;
+    esac
   done
 fi
 
@@ -59,5 +65,20 @@ for f in "${scenarios[@]}"; do
       variant=$(basename "$dir")
       shoot "$dir/report.html" "$dest/$name-$variant.png"
     done
+    # The variants compared on the headline's figure.
+    shoot "$work/$name/index.html" "$dest/$name-index.png"
   fi
 done
+
+# The daemon's live dashboard: its linux test runs a daemon beside two real tenants for 90 s
+# and keeps its screenshot (1400 px). Needs root and a memory cgroup; without them, said.
+if [ $# -eq 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    MEMTIDE_SCREENSHOTS="$PWD/$dest" cargo test --release --quiet -p memtide-cli --test linux \
+      -- dashboard:: >/dev/null
+    convert "$dest/dashboard.png" -colors 64 -strip "$dest/dashboard.png"
+    echo "$dest/dashboard.png: $(identify -format '%wx%h' "$dest/dashboard.png")"
+  else
+    echo "screenshots: the dashboard needs root (a daemon on real cgroups); not remade" >&2
+  fi
+fi
