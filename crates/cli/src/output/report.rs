@@ -703,6 +703,19 @@ fn tenant_section(
         markers,
     }));
     html.push('\n');
+    if let Some(f) = t
+        .figures
+        .as_ref()
+        .filter(|f| f.mean_active_estimate_mb < 0.25 * f.mean_working_set_mb)
+    {
+        let _ = writeln!(
+            html,
+            "<p class=\"note\">The active estimate ({} MB on average) is far below the working set ({} MB): the {} estimator measures the memory touched within each of its periods, not the memory a workload will read again. A workload that reads its data in slow passes (a scan of a large table, a cache read end to end) touches little of it per period, so its estimate stays low while its working set is all of it; here it counts toward the idle tax, not toward what the tenant is given.</p>",
+            fmt(f.mean_active_estimate_mb, 1),
+            fmt(f.mean_working_set_mb, 1),
+            escape(&t.estimator)
+        );
+    }
     if ran {
         let mut points = series.throughput.points();
         let clipped = clip_warm_up(&mut points, x_range);
@@ -887,6 +900,18 @@ mod tests {
         let html = page_of(&r);
         assert!(html.contains("<h3>I/O page remapping</h3>"));
         assert!(html.contains("copies avoided by remapping"));
+    }
+
+    #[test]
+    fn an_estimate_far_below_the_working_set_is_explained() {
+        assert!(!page().contains("far below the working set"));
+        let mut r = record();
+        for t in &mut r.ticks {
+            for row in &mut t.rows {
+                row.active_estimate = Bytes(1 << 20);
+            }
+        }
+        assert!(page_of(&r).contains("is far below the working set (100.0 MB)"));
     }
 
     #[test]

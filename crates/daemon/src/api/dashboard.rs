@@ -421,7 +421,8 @@ fn tenants_table(html: &mut String, s: &Snapshot) {
     html.push_str("</table>\n");
 }
 
-/// What moves the tenant besides its limit: its agent's pool, its VM's balloon, and a hold.
+/// What moves the tenant besides its limit: its agent's pool, its VM's balloon, its disk
+/// share, and a hold.
 fn lever(t: &TenantSnapshot) -> String {
     let mut parts = Vec::new();
     if let Some(a) = &t.app {
@@ -438,6 +439,17 @@ fn lever(t: &TenantSnapshot) -> String {
     }
     if let Some(vm) = &t.vm {
         parts.push(format!("balloon {}", mib(vm.balloon_bytes)));
+    }
+    if let Some(d) = &t.disk {
+        let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.1} ms"));
+        parts.push(format!(
+            "disk weight {}{}, latency {} (target {})",
+            d.weight.map_or_else(|| "-".to_string(), |w| w.to_string()),
+            d.cap_iops
+                .map_or_else(String::new, |c| format!(", cap {c} IOPS")),
+            ms(d.latency_ms),
+            ms(d.target_ms)
+        ));
     }
     if let Some(held) = &t.held {
         parts.push(format!("held: {held}"));
@@ -720,6 +732,22 @@ mod tests {
         ] {
             assert!(page.contains(needle), "{needle} in {page}");
         }
+    }
+
+    #[test]
+    fn a_disk_tenant_s_share_and_latency_are_in_the_table() {
+        let mut s = snapshot();
+        s.tenants[0].disk = Some(memtide_api::DiskSnapshot {
+            weight: Some(200),
+            latency_ms: Some(3.0),
+            target_ms: Some(5.0),
+            ..memtide_api::DiskSnapshot::default()
+        });
+        let page = render(&s, &History::default(), &Query::default());
+        assert!(
+            page.contains("disk weight 200, latency 3.0 ms (target 5.0 ms)"),
+            "{page}"
+        );
     }
 
     #[test]
