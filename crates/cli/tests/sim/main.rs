@@ -16,6 +16,7 @@ mod density_shapes;
 mod determinism;
 mod disk_shapes;
 mod examples;
+mod headlines;
 mod quota_shapes;
 mod scenario_shapes;
 mod sharing_shapes;
