@@ -2,6 +2,7 @@
 
 use memtide_testkit::browser::{chromium, ink, run_with_limit};
 use memtide_testkit::skip_or_fail;
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -98,5 +99,51 @@ fn a_report_opens_in_headless_chromium_with_every_chart_and_no_console_message()
     assert!(
         colours >= 8,
         "{colours} colours: a blank or one-colour page"
+    );
+}
+
+/// The screenshots docs/ shows, as `scripts/screenshots.sh` names them: one per shipped
+/// scenario (per variant, and the variants' index, for one with variants; the benchmarks
+/// bench-16vm-1h and density-* excepted), one per cache scenario, and the daemon's dashboard.
+#[test]
+fn every_shipped_scenario_has_its_screenshot() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let shots = root.join("docs/screenshots");
+    let mut wanted = vec!["dashboard.png".to_string()];
+    for entry in std::fs::read_dir(root.join("scenarios")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_stem().unwrap().to_string_lossy().into_owned();
+        if path.extension().is_none_or(|e| e != "toml")
+            || name == "bench-16vm-1h"
+            || name.starts_with("density-")
+        {
+            continue;
+        }
+        let scenario = memtide_scenario::load(&path, &[]).unwrap();
+        if scenario.variants.is_empty() {
+            wanted.push(format!("{name}.png"));
+        } else {
+            wanted.extend(
+                scenario
+                    .variants
+                    .iter()
+                    .map(|v| format!("{name}-{}.png", v.name)),
+            );
+            wanted.push(format!("{name}-index.png"));
+        }
+    }
+    for entry in std::fs::read_dir(root.join("scenarios/cache")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            wanted.push(format!(
+                "{}.png",
+                path.file_stem().unwrap().to_string_lossy()
+            ));
+        }
+    }
+    let missing: Vec<&String> = wanted.iter().filter(|f| !shots.join(f).is_file()).collect();
+    assert!(
+        missing.is_empty(),
+        "docs/screenshots/ lacks {missing:?}: run scripts/screenshots.sh (as root for the dashboard)"
     );
 }
