@@ -27,8 +27,11 @@ const SETUP: &[(&str, &str)] = &[
     ("CONDITIONS", "b c"),
 ];
 
-/// The most a database may swap in under the adapters, from memtide's start to the end.
-const SWAPIN_MOST: u64 = 16 * MIB;
+/// The most a database may swap in under the adapters, from memtide's start to the end. The
+/// full runs measured 8-22 MiB (docs/reproducing.md) and a CI run 25 MiB for the busy one,
+/// whose pool gives up its share to the woken one; a pool paged in and out instead swaps in
+/// what limits only does, 71-108 MiB for the woken database.
+const SWAPIN_MOST: u64 = 32 * MIB;
 const PAGE: u64 = 4096;
 
 /// What the script reported for one condition: its `RESULT <tag> key=value` lines.
