@@ -41,16 +41,69 @@ pub fn load<T: DeserializeOwned>(file: &Path, text: &str) -> Result<T, ConfigErr
 
 /// The text of the file at `path`, or an error naming it.
 pub fn read_file(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|error| ConfigError::Read {
+    use std::io::Read;
+    let fail = |error| ConfigError::Read {
         file: path.to_path_buf(),
         error,
+    };
+    let too_large = |bytes: String| {
+        fail(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "it is {bytes} bytes, more than the {} MiB a configuration or scenario may be",
+                MAX_FILE_BYTES >> 20
+            ),
+        ))
+    };
+    let file = std::fs::File::open(path).map_err(fail)?;
+    // Refused before it is read: a large file is not worth parsing (a 100 MB one took 1.4 GB).
+    let declared = file.metadata().map_err(fail)?.len();
+    if declared > MAX_FILE_BYTES {
+        return Err(too_large(declared.to_string()));
+    }
+    // A pipe or device declares no length: read one byte past the limit to tell.
+    let mut bytes = Vec::new();
+    file.take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(fail)?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(too_large(format!("over {MAX_FILE_BYTES}")));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        fail(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("not UTF-8 ({e})"),
+        ))
     })
 }
+
+/// The largest configuration or scenario file read: 4 MiB, some thousand times a shipped
+/// scenario and room for a daemon configuration of tens of thousands of tenants.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde::Deserialize;
+
+    #[test]
+    fn a_file_over_the_limit_is_refused_before_it_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big.toml");
+        let f = std::fs::File::create(&path).unwrap();
+        f.set_len(MAX_FILE_BYTES + 1).unwrap();
+        let e = read_file(&path).unwrap_err().to_string();
+        assert!(
+            e.contains("big.toml: cannot read the file: it is 4194305 bytes, more than the 4 MiB"),
+            "{e}"
+        );
+        assert_eq!(e.lines().count(), 1);
+        // A device that declares no length is cut at the limit.
+        let e = read_file(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(e.contains("over 4194304 bytes"), "{e}");
+        std::fs::write(&path, "a = 1\n").unwrap();
+        assert_eq!(read_file(&path).unwrap(), "a = 1\n");
+    }
 
     #[derive(Debug, Deserialize, PartialEq)]
     #[serde(deny_unknown_fields)]

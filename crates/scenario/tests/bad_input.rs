@@ -326,10 +326,42 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
             ],
         ),
         (
+            "no tenant at all",
+            HEAD.to_string(),
+            vec![],
+            vec!["x.toml: tenants: a scenario needs at least one tenant"],
+        ),
+        (
+            "a billion n-tier users",
+            format!("{HEAD}[disk]\n{}[tenants.disk]\nkind = \"ntier\"\nusers = 1000000000\nreads_per_request = 1.8\n", tenant("a", "")),
+            vec![],
+            vec!["tenants[0].disk.users = 1000000000: must be at most 100000"],
+        ),
+        (
+            "n-tier growth past the users bound",
+            format!("{HEAD}[disk]\n{}[tenants.disk]\nkind = \"ntier\"\nusers = 10\ngrowth = {{ add = 10, every = \"1s\", until = 200000 }}\nreads_per_request = 1.8\n", tenant("a", "")),
+            vec![],
+            vec!["tenants[0].disk.growth.until = 200000: must be at most 100000"],
+        ),
+        (
+            "ten thousand fsync threads",
+            format!("{HEAD}[disk]\n{}[tenants.disk]\nkind = \"fsync\"\nthreads = 10000\nwrite = \"8K\"\n", tenant("a", "")),
+            vec![],
+            vec!["tenants[0].disk.threads = 10000: must be from 1 to 64"],
+        ),
+        (
+            "a database with no pool, in the file's words",
+            format!(
+                "{HEAD}[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"database\"\ndata = \"64M\"\npool = \"0\"\n"
+            ),
+            vec![],
+            vec!["x.toml:10:8: tenants[0].workload.pool = \"0\": is 0 MB; must be > 0"],
+        ),
+        (
             "a cache whose min pool is above its pool",
             format!("{HEAD}{}", cache("min_pool = \"300M\"\n")),
             vec![],
-            vec!["tenants[0].workload", "min_pool_mb = 300 must be <= pool_mb = 100"],
+            vec!["tenants[0].workload.min_pool = \"300M\": is 300 MB; must be <= pool = 100 MB"],
         ),
         (
             "a database's jobs out of order",
@@ -337,7 +369,7 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
                 "{HEAD}[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"database\"\ndata = \"64M\"\npool = \"32M\"\njobs = [{{ at = \"10s\", ops = 5 }}, {{ at = \"5s\", ops = 5 }}]\n"
             ),
             vec![],
-            vec!["tenants[0].workload", "jobs[1].at_s = 5 must be > jobs[0].at_s = 10"],
+            vec!["tenants[0].workload.jobs[1].at", "is 5 s; must be > jobs[0].at = 10 s"],
         ),
         (
             "a jvm whose live data is more than its old generation",
@@ -345,7 +377,7 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
                 "{HEAD}[[tenants]]\nname = \"a\"\nmax = \"256M\"\n[tenants.workload]\nkind = \"jvm\"\nheap = \"128M\"\nold = \"32M\"\nlive = \"64M\"\nsurvivors = \"8M\"\nmin_eden = \"8M\"\nyoung_live = \"4M\"\n"
             ),
             vec![],
-            vec!["tenants[0].workload", "live_mb = 64 must be <= old_mb = 32"],
+            vec!["tenants[0].workload.live = \"64M\": is 64 MB; must be <= old = 32 MB"],
         ),
         (
             "an agent granule under a page",

@@ -9,6 +9,15 @@ use memtide_sim::disk::{DiskConfig, TenantDiskConfig};
 
 use super::{Build, Result};
 
+/// The most users an n-tier tenant may have, now or by its growth: 33 times the papers'
+/// largest (Lai's 3,000). The simulator keeps every user's session and runs each of its
+/// requests, so users bound both memory and time (a billion took 10 GB in 18 s, then aborted).
+pub(crate) const MAX_USERS: u32 = 100_000;
+
+/// The most writer threads an fsync tenant may have: 16 times the papers' largest (4); each
+/// is a stream of writes and flushes the simulated disk serves one by one.
+pub(crate) const MAX_FSYNC_THREADS: u16 = 64;
+
 impl Build<'_> {
     /// `[disk]`: positive times and rate, a queue depth of at least 1.
     pub(super) fn disk(&self, at: &FieldPath, d: DiskDoc) -> Result<DiskConfig> {
@@ -57,9 +66,23 @@ impl Build<'_> {
         let (load, weight, cap_iops, target) = match kind.as_str() {
             "ntier" => {
                 let d: NtierDoc = self.read(at, rest)?;
+                if d.users > MAX_USERS {
+                    return Err(self.err(
+                        &at.key("users"),
+                        format!(
+                            "must be at most {MAX_USERS} (the simulator runs each user's session)"
+                        ),
+                    ));
+                }
                 let growth = match d.growth {
                     Some(g) => {
                         let every = self.period(&at.key("growth").key("every"), g.every)?;
+                        if g.until > MAX_USERS {
+                            return Err(self.err(
+                                &at.key("growth").key("until"),
+                                format!("must be at most {MAX_USERS} (the simulator runs each user's session)"),
+                            ));
+                        }
                         if g.until < d.users {
                             return Err(self.err(
                                 &at.key("growth").key("until"),
@@ -101,8 +124,11 @@ impl Build<'_> {
             }
             "fsync" => {
                 let d: FsyncDoc = self.read(at, rest)?;
-                if d.threads == 0 {
-                    return Err(self.err(&at.key("threads"), "must be >= 1"));
+                if d.threads == 0 || d.threads > MAX_FSYNC_THREADS {
+                    return Err(self.err(
+                        &at.key("threads"),
+                        format!("must be from 1 to {MAX_FSYNC_THREADS}"),
+                    ));
                 }
                 let load = LoadConfig::Fsync(FsyncConfig {
                     threads: d.threads,

@@ -225,6 +225,12 @@ impl Build<'_> {
             .headline
             .map(|h| self.headline(h, &tenants))
             .transpose()?;
+        if tenants.is_empty() {
+            return Err(self.err(
+                &root.key("tenants"),
+                "a scenario needs at least one tenant ([[tenants]], or [density])",
+            ));
+        }
 
         Ok(Scenario {
             name,

@@ -9,7 +9,7 @@ use memtide_model::Pages;
 use memtide_sim::app::{AgentConfig, DEFAULT_GRANULE};
 use memtide_sim::cost::CostModel;
 use memtide_sim::workload::config::defaults;
-use memtide_sim::workload::{Job, TouchPhase, Workload, WorkloadConfig};
+use memtide_sim::workload::{Job, TouchPhase, Workload, WorkloadConfig, WorkloadError};
 
 use super::{shown, shown_time, Build, Result};
 
@@ -42,7 +42,23 @@ impl Build<'_> {
                 ))
             }
         };
-        Workload::new(&config, cost).map_err(|e| self.err(at, e.to_string()))?;
+        Workload::new(&config, cost).map_err(|e| match e {
+            // The sim names its fields by unit (`pool_mb`, `at_s`); the file by key (`pool`,
+            // `at`): the error names and points at the key as written.
+            WorkloadError::Invalid {
+                field, value, rule, ..
+            } => {
+                let (path, unit) = file_key(at, &field);
+                self.err(
+                    &path,
+                    format!("is {value}{unit}; must be {}", file_words(&rule)),
+                )
+            }
+            WorkloadError::Empty { field, .. } => {
+                self.err(&file_key(at, field).0, "must not be empty")
+            }
+            e => self.err(at, e.to_string()),
+        })?;
         Ok(config)
     }
 
@@ -285,5 +301,88 @@ impl Build<'_> {
             });
         }
         Ok(phases)
+    }
+}
+
+/// A sim field name as the file writes it, and the unit its value is in: `pool_mb` is
+/// `pool` in MB, `jobs[1].at_s` is `jobs[1].at` in seconds.
+fn file_name(field: &str) -> (String, &'static str) {
+    let mut unit = "";
+    let parts: Vec<String> = field
+        .split('.')
+        .map(|part| {
+            let (name, index) = part.split_at(part.find('[').unwrap_or(part.len()));
+            let name = if let Some(n) = name.strip_suffix("_mb") {
+                unit = " MB";
+                n
+            } else if let Some(n) = name.strip_suffix("_s").filter(|n| !n.ends_with("_per")) {
+                unit = " s";
+                n
+            } else {
+                name
+            };
+            format!("{name}{index}")
+        })
+        .collect();
+    (parts.join("."), unit)
+}
+
+/// The path under `at` of sim field `field`, and its value's unit.
+fn file_key(at: &FieldPath, field: &str) -> (FieldPath, &'static str) {
+    let (name, unit) = file_name(field);
+    let mut path = at.clone();
+    for part in name.split('.') {
+        let (key, index) = part.split_at(part.find('[').unwrap_or(part.len()));
+        path = path.key(key);
+        if let Some(i) = index
+            .strip_prefix('[')
+            .and_then(|i| i.strip_suffix(']'))
+            .and_then(|i| i.parse().ok())
+        {
+            path = path.index(i);
+        }
+    }
+    (path, unit)
+}
+
+/// A sim rule in the file's words: `<= old_mb = 32` reads `<= old = 32 MB`.
+fn file_words(rule: &str) -> String {
+    let words: Vec<&str> = rule.split(' ').collect();
+    let mut out: Vec<String> = Vec::with_capacity(words.len());
+    let mut pending = "";
+    for (i, w) in words.iter().enumerate() {
+        let (name, unit) = file_name(w);
+        if name != *w && words.get(i + 1) == Some(&"=") {
+            out.push(name);
+            pending = unit;
+            continue;
+        }
+        if *w != "=" && !pending.is_empty() {
+            out.push(format!("{w}{pending}"));
+            pending = "";
+            continue;
+        }
+        out.push((*w).to_string());
+    }
+    out.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sim_field_names_read_as_the_file_s_keys() {
+        assert_eq!(file_name("pool_mb"), ("pool".to_string(), " MB"));
+        assert_eq!(file_name("jobs[1].at_s"), ("jobs[1].at".to_string(), " s"));
+        assert_eq!(
+            file_name("phases[0].working_set_mb").0,
+            "phases[0].working_set"
+        );
+        assert_eq!(file_name("shrink_s_per_gib").0, "shrink_s_per_gib");
+        assert_eq!(file_name("rate_per_s").0, "rate_per_s");
+        assert_eq!(file_words("<= old_mb = 32"), "<= old = 32 MB");
+        assert_eq!(file_words("> jobs[0].at_s = 10"), "> jobs[0].at = 10 s");
+        assert_eq!(file_words("> 0"), "> 0");
     }
 }
