@@ -32,7 +32,7 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
         }
         _ => return Err(format!("has an unknown unit {unit:?}; {SIZE_FORMS}")),
     };
-    let bytes = scaled(number, scale as u128).ok_or_else(|| "is too large".to_string())?;
+    let bytes = scaled(&number, scale as u128).ok_or_else(|| "is too large".to_string())?;
     match bytes {
         Scaled::Whole(b) => u64::try_from(b).map_err(|_| "is too large".to_string()),
         Scaled::Fractional => Err("is not a whole number of bytes".to_string()),
@@ -51,7 +51,7 @@ pub fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
         "" => return Err(format!("has no unit; {DURATION_FORMS}")),
         _ => return Err(format!("has an unknown unit {unit:?}; {DURATION_FORMS}")),
     };
-    match scaled(number, nanos_per) {
+    match scaled(&number, nanos_per) {
         Some(Scaled::Whole(n)) => u64::try_from(n)
             .map(std::time::Duration::from_nanos)
             .map_err(|_| "is too long".to_string()),
@@ -86,23 +86,63 @@ pub fn format_duration(d: std::time::Duration) -> String {
     }
 }
 
-/// The number and the unit of `"1.5 GiB"`: digits with at most one `.`, then the rest (a space
-/// between number and unit is allowed; spaces around the whole are refused, as a value with
-/// them is more likely a mistake than a size).
-fn split_number(text: &str) -> Result<(&str, &str), String> {
+/// The number and the unit of `"1.5 GiB"`: digits with at most one `.` and an optional
+/// exponent (`1.5e3`, `2E-1`; no unit starts with an `e`), written out as plain decimal digits,
+/// then the rest (a space between number and unit is allowed; spaces around the whole are
+/// refused, as a value with them is more likely a mistake than a size).
+fn split_number(text: &str) -> Result<(String, &str), String> {
     if text.trim() != text {
         return Err("has spaces around it; write it without them".to_string());
     }
     let end = text
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(text.len());
-    let (number, unit) = text.split_at(end);
+    let (number, rest) = text.split_at(end);
     let digits = number.chars().filter(char::is_ascii_digit).count();
     let dots = number.matches('.').count();
     if digits == 0 || dots > 1 {
         return Err("does not start with a number".to_string());
     }
-    Ok((number, unit.trim()))
+    // An exponent: `e`, an optional sign, digits.
+    let exponent = rest.strip_prefix(['e', 'E']).and_then(|e| {
+        let unsigned = e.strip_prefix(['+', '-']).unwrap_or(e);
+        let len = unsigned
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(unsigned.len());
+        (len > 0).then(|| {
+            let taken = 1 + (e.len() - unsigned.len()) + len;
+            (&rest[1..taken], &rest[taken..])
+        })
+    });
+    let Some((exponent, unit)) = exponent else {
+        return Ok((number.to_string(), rest.trim()));
+    };
+    let exponent: i32 = exponent
+        .parse()
+        .ok()
+        .filter(|e: &i32| e.abs() <= MAX_EXPONENT)
+        .ok_or_else(|| format!("has an exponent beyond ±{MAX_EXPONENT}"))?;
+    Ok((shift(number, exponent), unit.trim()))
+}
+
+/// The largest exponent a number may carry: beyond it every size and duration is out of
+/// range, or finer than a byte or a nanosecond.
+const MAX_EXPONENT: i32 = 40;
+
+/// `number` (digits, maybe one `.`) times `10^exponent`, as digits with maybe one `.`.
+fn shift(number: &str, exponent: i32) -> String {
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    let digits = format!("{int}{frac}");
+    // Where the point falls in `digits`, padded with zeros on either side as needed.
+    let point = int.len() as i64 + i64::from(exponent);
+    if point <= 0 {
+        format!("0.{}{digits}", "0".repeat((-point) as usize))
+    } else if point as usize >= digits.len() {
+        format!("{digits}{}", "0".repeat(point as usize - digits.len()))
+    } else {
+        let (a, b) = digits.split_at(point as usize);
+        format!("{a}.{b}")
+    }
 }
 
 enum Scaled {
@@ -159,6 +199,35 @@ mod tests {
     use std::time::Duration as StdDuration;
 
     #[test]
+    fn numbers_in_exponent_form_parse_or_are_refused_as_numbers() {
+        assert_eq!(parse_size("1.5e3K"), Ok(1_536_000));
+        assert_eq!(parse_size("2E1M"), Ok(20 << 20));
+        assert_eq!(parse_size("1e3"), Ok(1000));
+        assert_eq!(parse_size("1e9"), Ok(1_000_000_000));
+        assert_eq!(
+            parse_duration("2e1s"),
+            Ok(std::time::Duration::from_secs(20))
+        );
+        assert_eq!(
+            parse_duration("1.5e-1s"),
+            Ok(std::time::Duration::from_millis(150))
+        );
+        assert_eq!(
+            parse_size("1e-9M"),
+            Err("is not a whole number of bytes".to_string())
+        );
+        assert_eq!(parse_duration("1e30s"), Err("is too long".to_string()));
+        assert_eq!(
+            parse_duration("1e400s"),
+            Err("has an exponent beyond ±40".to_string())
+        );
+        // An `e` without digits is no exponent.
+        assert!(parse_size("1eM")
+            .unwrap_err()
+            .contains("unknown unit \"eM\""));
+    }
+
+    #[test]
     fn sizes_take_binary_units_in_both_forms_and_any_case() {
         assert_eq!(parse_size("512M"), Ok(512 * MIB));
         assert_eq!(parse_size("512MiB"), Ok(512 * MIB));
@@ -188,7 +257,7 @@ mod tests {
             .unwrap_err()
             .contains("too large"));
         assert!(parse_size("").is_err());
-        for text in ["1X", "1..2M", "-1M", "1e9", "1MB", "1Mi"] {
+        for text in ["1X", "1..2M", "-1M", "1e-9", "1MB", "1Mi"] {
             assert!(parse_size(text).is_err(), "{text} should be refused");
         }
     }

@@ -326,6 +326,18 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
             ],
         ),
         (
+            "a run longer than the longest",
+            format!("{HEAD}{}", tenant("a", "")).replace("duration = \"100s\"", "duration = \"2000h\""),
+            vec![],
+            vec!["x.toml:1:12: duration = \"2000h\": must be at most \"1000h\""],
+        ),
+        (
+            "a size in exponent form that is no whole number of bytes",
+            format!("{HEAD}{}", tenant("a", "").replace("max = \"256M\"", "max = \"1e-9M\"")),
+            vec![],
+            vec!["tenants[0].max = \"1e-9M\": the size is not a whole number of bytes"],
+        ),
+        (
             "no tenant at all",
             HEAD.to_string(),
             vec![],

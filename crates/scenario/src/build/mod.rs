@@ -23,7 +23,9 @@ type Result<T> = std::result::Result<T, ConfigError>;
 /// The sim's tick: scenario times are whole ticks.
 pub(crate) const TICK: Duration = Duration::from_secs(1);
 /// Longest time a scenario may give.
-const MAX_TIME: Duration = Duration::from_secs(1000 * 3600);
+const MAX_TIME: Duration = Duration::from_secs(MAX_HOURS * 3600);
+/// [`MAX_TIME`] as the docs and errors write it: `"1000h"`.
+const MAX_HOURS: u64 = 1000;
 
 const DEFAULT_SEED: u64 = 1;
 /// A headline's longest text, in characters, and its most windows.
@@ -93,7 +95,7 @@ impl Build<'_> {
     /// A time of at most [`MAX_TIME`].
     fn time(&self, path: &FieldPath, d: memtide_config::Duration) -> Result<Duration> {
         if d.get() > MAX_TIME {
-            return Err(self.err(path, format!("must be at most {}", shown_time(MAX_TIME))));
+            return Err(self.err(path, format!("must be at most \"{MAX_HOURS}h\"")));
         }
         Ok(d.get())
     }
