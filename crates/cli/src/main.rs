@@ -463,6 +463,9 @@ fn sim(
         }
     };
     let base = load(&set, None)?;
+    for note in &base.notes {
+        eprintln!("memtide: note: {note}");
+    }
     let out = out.unwrap_or_else(|| Path::new("out").join(&base.name));
     output::check_dir(&out)?;
     let variants: Vec<String> = match only {

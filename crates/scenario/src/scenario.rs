@@ -29,6 +29,9 @@ pub struct Scenario {
     pub convergence_goal: bool,
     /// `[headline]`: the result the run exists to show.
     pub headline: Option<Headline>,
+    /// What building it changed that the user should hear of (a shortened run's tenants that
+    /// never start, its events dropped), for `memtide sim` to print.
+    pub notes: Vec<String>,
     /// Machine memory, host swap and the tick (1 s).
     pub host: HostConfig,
     pub cost: CostModel,

@@ -736,3 +736,35 @@ fn every_shipped_scenario_builds_with_each_variant() {
         }
     }
 }
+
+#[test]
+fn a_run_shortened_by_set_keeps_late_tenants_idle_and_drops_late_events_with_a_note() {
+    let text = format!(
+        "{HEAD}{}{}[[events]]\nat = \"80s\"\nkind = \"set_tax_rate\"\ntax_rate = 0.5\n",
+        tenant("a", ""),
+        tenant("b", "start = \"60s\"")
+    );
+    let s = parse_str(&text, Path::new("x.toml"), &["duration=50s".to_string()]).unwrap();
+    assert_eq!(s.duration, Duration::from_secs(50));
+    assert_eq!(s.tenants.len(), 2, "tenant ids stay those of the file");
+    assert!(s.events.is_empty());
+    assert_eq!(
+        s.notes,
+        vec![
+            "duration = \"50s\" (set): 1 tenant(s) start after the end and do not run: b",
+            "duration = \"50s\" (set): 1 event(s) after the end are dropped",
+        ]
+    );
+    // Written in the file, the same start is a mistake.
+    let e = parse_str(
+        &text.replace("\"100s\"", "\"50s\""),
+        Path::new("x.toml"),
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("tenants[1].start = \"60s\": must be before the end of the run"),
+        "{e}"
+    );
+}

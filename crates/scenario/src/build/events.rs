@@ -19,14 +19,20 @@ impl Build<'_> {
         tenants: &[Facts],
         duration: Duration,
         cost: &CostModel,
-    ) -> Result<Vec<TimedEvent>> {
+    ) -> Result<(Vec<TimedEvent>, usize)> {
         // Read each event, then apply them in time order (stable: events at the same time
         // keep their file order), so set_tenant checks see the limits of the events before.
         let mut read = Vec::with_capacity(values.len());
+        let mut dropped = 0;
         for (i, value) in values.iter().enumerate() {
             let at = FieldPath::root().key("events").index(i);
             let (when, event) = self.read_event(&at, value, tenants, cost)?;
             let when = self.time(&at.key("at"), when)?;
+            // Past the end of a run shortened on the command line: dropped, and said.
+            if when >= duration && self.shortened() {
+                dropped += 1;
+                continue;
+            }
             if when >= duration {
                 return Err(self.err(
                     &at.key("at"),
@@ -86,7 +92,7 @@ impl Build<'_> {
             };
             built.push(TimedEvent { at: when, event });
         }
-        Ok(built)
+        Ok((built, dropped))
     }
 
     /// One event as read, at the time it gives.

@@ -92,6 +92,12 @@ impl Build<'_> {
             .transpose()
     }
 
+    /// The run's `duration` was set on the command line (or by a variant): starts and events
+    /// past its end are dropped with a note rather than refused.
+    fn shortened(&self) -> bool {
+        self.doc.is_overridden(&FieldPath::root().key("duration"))
+    }
+
     /// A time of at most [`MAX_TIME`].
     fn time(&self, path: &FieldPath, d: memtide_config::Duration) -> Result<Duration> {
         if d.get() > MAX_TIME {
@@ -220,13 +226,33 @@ impl Build<'_> {
         }
         let mut controller = self.controller(file.policy.unwrap_or_default(), &facts)?;
         controller.sharing = sharing.map(|(settings, _)| settings);
-        let events = self.events(&file.events, &facts, duration, &cost)?;
+        let (events, dropped) = self.events(&file.events, &facts, duration, &cost)?;
 
         let variants = self.variants(file.variants)?;
         let headline = file
             .headline
             .map(|h| self.headline(h, &tenants))
             .transpose()?;
+        let mut notes = Vec::new();
+        let late: Vec<&str> = tenants
+            .iter()
+            .filter(|t| t.start >= duration)
+            .map(|t| t.spec.name.as_str())
+            .collect();
+        if !late.is_empty() {
+            notes.push(format!(
+                "duration = {} (set): {} tenant(s) start after the end and do not run: {}",
+                shown_time(duration),
+                late.len(),
+                late.join(", ")
+            ));
+        }
+        if dropped > 0 {
+            notes.push(format!(
+                "duration = {} (set): {dropped} event(s) after the end are dropped",
+                shown_time(duration)
+            ));
+        }
         if tenants.is_empty() {
             return Err(self.err(
                 &root.key("tenants"),
@@ -245,6 +271,7 @@ impl Build<'_> {
             convergence,
             convergence_goal,
             headline,
+            notes,
             host: HostConfig {
                 machine: machine.to_pages(),
                 host_swap: host_swap.to_pages(),

@@ -183,7 +183,9 @@ impl Build<'_> {
             None => Duration::ZERO,
             Some(s) => self.tick_time(&at.key("start"), s)?,
         };
-        if start >= duration {
+        // A run shortened on the command line keeps the tenant, which never starts (said
+        // in the scenario's notes); in the file, a start past the end is a mistake.
+        if start >= duration && !self.shortened() {
             return Err(self.err(
                 &at.key("start"),
                 format!(
