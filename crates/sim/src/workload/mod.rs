@@ -399,7 +399,17 @@ impl Workload {
             Some(list) => Some(check.jobs(list, accesses_per_op)?),
         };
         let rate = match pace.max_accesses_per_s {
-            Some(v) => Some(check.positive("max_accesses_per_s", v)?),
+            Some(v) if check.positive("max_accesses_per_s", v)? > validate::MAX_ACCESSES_PER_S => {
+                return Err(check.error(
+                    "max_accesses_per_s",
+                    v,
+                    format!(
+                        "<= {} (the simulator runs each access)",
+                        validate::MAX_ACCESSES_PER_S
+                    ),
+                ))
+            }
+            Some(v) => Some(v),
             None => plan.default_rate,
         };
         let mut w = Workload {
@@ -870,6 +880,29 @@ mod tests {
         assert_eq!(
             err(web(None, None, Some(f64::NAN))),
             "workload web: max_accesses_per_s = NaN must be a finite number"
+        );
+        // Bounded above by what the simulator can run.
+        assert_eq!(
+            err(web(None, None, Some(1e18))),
+            "workload web: max_accesses_per_s = 1000000000000000000 must be <= 20000000 (the simulator runs each access)"
+        );
+        assert_eq!(
+            err(web(Some(1e300), None, None)),
+            format!(
+                "workload web: cpu_us_per_access = {} must be <= 1000000 (a second)",
+                1e300
+            )
+        );
+        let check = validate::Check { kind: "cache" };
+        let zipf = |theta| {
+            check
+                .skew("skew", Skew::Zipf { theta })
+                .map_err(|e| e.to_string())
+        };
+        assert!(zipf(10.0).is_ok());
+        assert_eq!(
+            zipf(1e9).unwrap_err(),
+            "workload cache: skew.theta = 1000000000 must be <= 10"
         );
         let bad_cost = CostModel {
             cpu_us_per_access: f64::NAN,

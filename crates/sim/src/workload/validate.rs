@@ -8,6 +8,18 @@ use super::{Job, Skew, TouchPhase, WorkloadError};
 /// work per access would run as many as fit in a tick, without bound.
 pub const MIN_CPU_US_PER_ACCESS: f64 = 0.05;
 
+/// The most work per page access, in µs: a second. More is no workload the simulator models
+/// (a request that reads one page per second), and `1e300` overflowed the time it adds up.
+pub const MAX_CPU_US_PER_ACCESS: f64 = 1e6;
+
+/// The highest open-loop rate, accesses per simulated second: as many as the least work per
+/// access allows, since the simulator runs each access one by one.
+pub const MAX_ACCESSES_PER_S: f64 = 1.0 / MIN_CPU_US_PER_ACCESS * 1e6;
+
+/// The steepest Zipf skew: at 10, page 2 is read 1,024 times less often than page 1 and
+/// everything past the first few pages is never read; steeper says nothing more.
+pub const MAX_ZIPF_THETA: f64 = 10.0;
+
 /// Largest region a workload may declare, in MiB (1 TiB = 2^28 pages, well inside `u32`).
 pub(super) const MAX_REGION_MB: f64 = 1024.0 * 1024.0;
 
@@ -77,9 +89,12 @@ impl Check {
         }
     }
 
-    /// Work per page access, in µs: at least [`MIN_CPU_US_PER_ACCESS`].
+    /// Work per page access, in µs: from [`MIN_CPU_US_PER_ACCESS`] to [`MAX_CPU_US_PER_ACCESS`].
     pub(super) fn work_per_access(&self, field: &str, v: f64) -> Result<f64, WorkloadError> {
-        if self.finite(field, v)? >= MIN_CPU_US_PER_ACCESS {
+        if self.finite(field, v)? > MAX_CPU_US_PER_ACCESS {
+            return Err(self.error(field, v, format!("<= {MAX_CPU_US_PER_ACCESS} (a second)")));
+        }
+        if v >= MIN_CPU_US_PER_ACCESS {
             Ok(v)
         } else {
             Err(self.error(
@@ -122,10 +137,13 @@ impl Check {
         Ok(u32::try_from(pages).unwrap_or(u32::MAX))
     }
 
-    /// A skew whose Zipf exponent (if any) is finite and > 0.
+    /// A skew whose Zipf exponent (if any) is in (0, [`MAX_ZIPF_THETA`]].
     pub(super) fn skew(&self, field: &str, skew: Skew) -> Result<Skew, WorkloadError> {
         if let Skew::Zipf { theta } = skew {
-            self.positive(&format!("{field}.theta"), theta)?;
+            let field = format!("{field}.theta");
+            if self.positive(&field, theta)? > MAX_ZIPF_THETA {
+                return Err(self.error(&field, theta, format!("<= {MAX_ZIPF_THETA}")));
+            }
         }
         Ok(skew)
     }
