@@ -91,7 +91,12 @@ impl Document {
         serde_path_to_error::deserialize(value.clone()).map_err(|e| {
             let inner = FieldPath::from_serde(e.path());
             let shown = lookup(&value, inner.segs()).and_then(shown);
-            self.error_with_value(&path.join(&inner), shown, e.inner().message())
+            let message = e.inner().message();
+            let message = match renamed(message) {
+                Some(hint) => format!("{message}; {hint}"),
+                None => message.to_string(),
+            };
+            self.error_with_value(&path.join(&inner), shown, message)
         })
     }
 
@@ -166,6 +171,27 @@ impl Document {
 /// line and column point at them).
 fn shown(value: &Value) -> Option<String> {
     (!value.is_table()).then(|| render(value))
+}
+
+/// For serde's "unknown field `X`, expected ..." where `X` is a field of the old format, which
+/// named the unit in the key (`duration_s = 600`, `max_mb = 256`), and the table has `X`
+/// without it: what it is now called and how it is written.
+fn renamed(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("unknown field `")?;
+    let (field, expected) = rest.split_once('`')?;
+    let (stem, example) = [
+        ("_s", "\"600s\""),
+        ("_ms", "\"500ms\""),
+        ("_mb", "\"256M\""),
+        ("_gb", "\"2G\""),
+        ("_kb", "\"64K\""),
+        ("_bytes", "\"4K\""),
+    ]
+    .into_iter()
+    .find_map(|(suffix, example)| Some((field.strip_suffix(suffix)?, example)))?;
+    expected
+        .contains(&format!("`{stem}`"))
+        .then(|| format!("`{field}` is now `{stem}`, its unit in the value: `{stem} = {example}`"))
 }
 
 fn lookup<'v>(value: &'v Value, segs: &[Seg]) -> Option<&'v Value> {

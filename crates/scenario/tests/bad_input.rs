@@ -338,6 +338,18 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
             vec!["tenants[0].max = \"1e-9M\": the size is not a whole number of bytes"],
         ),
         (
+            "a key of the old format",
+            "duration_s = 600\n[host]\nmemory = \"1G\"\n".to_string(),
+            vec![],
+            vec!["x.toml:1:14: duration_s = 600: unknown field `duration_s`", "; `duration_s` is now `duration`, its unit in the value: `duration = \"600s\"`"],
+        ),
+        (
+            "a size key of the old format",
+            format!("{HEAD}{}", tenant("a", "min_mb = 64")),
+            vec![],
+            vec!["tenants[0].min_mb = 64: unknown field `min_mb`", "`min_mb` is now `min`, its unit in the value: `min = \"256M\"`"],
+        ),
+        (
             "no tenant at all",
             HEAD.to_string(),
             vec![],
