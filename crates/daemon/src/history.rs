@@ -112,8 +112,14 @@ impl History {
         self.tenants
             .retain(|name, _| snapshot.tenants.iter().any(|t| t.name == *name));
         for t in &snapshot.tenants {
-            let ring = self.tenants.entry(t.name.clone()).or_default();
-            put(ring, tenant_point(t, at_s), |p| p.at_s);
+            let point = tenant_point(t, at_s);
+            // A tenant's name is copied once, when it first appears, not every tick.
+            match self.tenants.get_mut(&t.name) {
+                Some(ring) => put(ring, point, |p| p.at_s),
+                None => {
+                    self.tenants.insert(t.name.clone(), VecDeque::from([point]));
+                }
+            }
         }
     }
 

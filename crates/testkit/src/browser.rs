@@ -15,6 +15,32 @@ pub fn chromium() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// Headless Chromium that dumps the DOM it built (stdout), logs console messages (stderr)
+/// and photographs the page into `shot`, in a window `width` x `height`, with its profile in
+/// `profile`; the caller adds the address.
+pub fn dump_and_shoot(
+    chromium: &Path,
+    profile: &Path,
+    (width, height): (u32, u32),
+    shot: &Path,
+) -> Command {
+    let mut command = Command::new(chromium);
+    command
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--dump-dom",
+            "--hide-scrollbars",
+        ])
+        .arg(format!("--window-size={width},{height}"))
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()));
+    command
+}
+
 /// Runs `command` to its end, or kills it after `limit`.
 pub fn run_with_limit(mut command: Command, limit: Duration) -> std::process::Output {
     let mut child = command

@@ -66,7 +66,8 @@ pub struct HeadlineAcc {
     series: Vec<BoundedSeries>,
 }
 
-/// `figure` of `row`, and whether the tick counts toward its mean.
+/// `figure` of `row`; `None` when the tick does not count toward its mean (latency in a tick
+/// without operations, a working set the world does not know).
 fn value(figure: Figure, row: &TenantRow) -> Option<f64> {
     match figure {
         Figure::Allocated => Some(row.allocated.as_mib_f64()),

@@ -16,8 +16,13 @@ const COLOURS: [&str; 4] = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"];
 /// One variant's row of a comparison: its name and, per tenant shown, its means.
 struct Compared<'a> {
     variant: &'a str,
-    headline: Option<&'a HeadlineSummary>,
     summary: &'a Summary,
+}
+
+impl<'a> Compared<'a> {
+    fn headline(&self) -> Option<&'a HeadlineSummary> {
+        self.summary.headline.as_ref()
+    }
 }
 
 /// A row of the comparison: variant, tenant and a cell per column.
@@ -27,7 +32,7 @@ type Row = (String, String, Vec<String>);
 fn table(variants: &[Compared]) -> (Vec<String>, Vec<Row>) {
     let cell = |m: Option<f64>| m.map_or("-".to_string(), |v| format!("{v:.1}"));
     let first = &variants[0];
-    match first.headline {
+    match first.headline() {
         Some(h) => {
             let heads = (0..h.windows.len().max(1))
                 .map(|i| h.window_label(i))
@@ -35,7 +40,7 @@ fn table(variants: &[Compared]) -> (Vec<String>, Vec<Row>) {
             let rows = variants
                 .iter()
                 .flat_map(|v| {
-                    v.headline.into_iter().flat_map(move |h| {
+                    v.headline().into_iter().flat_map(move |h| {
                         h.tenants.iter().map(move |t| {
                             (
                                 v.variant.to_string(),
@@ -69,7 +74,7 @@ fn table(variants: &[Compared]) -> (Vec<String>, Vec<Row>) {
 /// What the comparison's figure is: the headline's heading, or mean allocation.
 fn heading(variants: &[Compared]) -> String {
     variants[0]
-        .headline
+        .headline()
         .map_or_else(|| "mean allocated MB".to_string(), HeadlineSummary::heading)
 }
 
@@ -81,7 +86,7 @@ pub fn render_text(scenario: &str, runs: &[(String, Summary)]) -> String {
     }
     let (heads, rows) = table(&variants);
     let mut out = format!("== {scenario}: the variants compared");
-    if let Some(h) = variants[0].headline {
+    if let Some(h) = variants[0].headline() {
         let _ = write!(out, ": {}", h.text);
     }
     out.push('\n');
@@ -93,38 +98,13 @@ pub fn render_text(scenario: &str, runs: &[(String, Summary)]) -> String {
         rows.into_iter()
             .map(|(v, t, c)| [v, t].into_iter().chain(c).collect()),
     );
-    let widths: Vec<usize> = (0..cells[0].len())
-        .map(|c| {
-            cells
-                .iter()
-                .map(|r| r[c].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    for row in &cells {
-        let mut line = String::from("  ");
-        for (c, cell) in row.iter().enumerate() {
-            let pad = " ".repeat(widths[c] - cell.chars().count());
-            if c < 2 {
-                let _ = write!(line, "{cell}{pad}  ");
-            } else {
-                let _ = write!(line, "{pad}{cell}  ");
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    super::text::indented_table(&mut out, &cells);
     out
 }
 
 fn compared(runs: &[(String, Summary)]) -> Vec<Compared<'_>> {
     runs.iter()
-        .map(|(variant, summary)| Compared {
-            variant,
-            headline: summary.headline.as_ref(),
-            summary,
-        })
+        .map(|(variant, summary)| Compared { variant, summary })
         .collect()
 }
 
@@ -154,7 +134,7 @@ pub fn render(scenario: &str, description: &str, runs: &[(String, Summary)]) -> 
         html.push_str("</body>\n</html>\n");
         return html;
     }
-    if let Some(h) = variants[0].headline {
+    if let Some(h) = variants[0].headline() {
         let _ = writeln!(html, "<h2>Headline</h2>\n<p><b>{}</b></p>", escape(&h.text));
     } else {
         html.push_str("<h2>Compared</h2>\n");
@@ -193,24 +173,21 @@ pub fn render(scenario: &str, description: &str, runs: &[(String, Summary)]) -> 
 
 /// A chart per tenant the headline shows, a line per variant, over the run.
 fn charts(html: &mut String, variants: &[Compared]) {
-    let Some(first) = variants[0].headline else {
+    let Some(first) = variants[0].headline() else {
         return;
     };
     let x_end = variants
         .iter()
         .map(|v| v.summary.duration_s)
         .fold(1.0, f64::max);
-    for (k, t) in first.tenants.iter().enumerate() {
+    for t in &first.tenants {
         let series: Vec<Series> = variants
             .iter()
             .enumerate()
             .filter_map(|(i, v)| {
-                let h = v.headline?;
-                let k = h
-                    .tenants
-                    .iter()
-                    .position(|r| r.tenant == t.tenant)
-                    .or(Some(k))?;
+                let h = v.headline()?;
+                // A variant whose headline lacks the tenant draws no line for it.
+                let k = h.tenants.iter().position(|r| r.tenant == t.tenant)?;
                 Some(Series {
                     label: v.variant.to_string(),
                     color: COLOURS[i % COLOURS.len()],

@@ -277,7 +277,7 @@ pub fn render(run: &Run, summary: &Summary, charts: &Charts) -> String {
 
 /// The result the scenario exists to show, first: its text and a row per tenant, a column per
 /// window.
-pub(crate) fn headline_section(html: &mut String, h: &HeadlineSummary) {
+fn headline_section(html: &mut String, h: &HeadlineSummary) {
     let _ = writeln!(
         html,
         "<h2>Headline</h2>\n<p><b>{}</b></p>\n<table><tr><th class=\"l\">{}</th>",

@@ -142,9 +142,14 @@ fn headline(out: &mut String, h: &HeadlineSummary) {
                 .collect(),
         );
     }
-    let mut table_text = String::new();
-    table(&mut table_text, &rows);
-    for line in table_text.lines() {
+    indented_table(out, &rows);
+}
+
+/// [`table`], each line indented by two spaces: a table under a heading line.
+pub(crate) fn indented_table(out: &mut String, rows: &[Vec<String>]) {
+    let mut text = String::new();
+    table(&mut text, rows);
+    for line in text.lines() {
         let _ = writeln!(out, "  {line}");
     }
 }

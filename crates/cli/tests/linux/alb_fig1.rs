@@ -486,12 +486,11 @@ fn redis_shrunk_by_memtide_serves_like_one_configured_small_and_a_squeezed_one_d
     );
     // Reported, not asserted: a shrink that follows a small grow Redis never filled releases
     // nothing, and memtide's honesty check may then take the adapter over (see the report).
-    let taken_over = daemon
-        .log_text()
+    let log = daemon.log_text();
+    let taken_over = log
         .lines()
         .find(|l| l.contains("taken over"))
         .map(str::to_string);
-    let log = daemon.log_text();
     let status = daemon.signal_and_wait(libc::SIGTERM);
     assert!(status.success(), "daemon exit {status}");
     drop((configured, squeezed, ballooned));

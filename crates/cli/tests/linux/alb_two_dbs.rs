@@ -28,9 +28,9 @@ const SETUP: &[(&str, &str)] = &[
 ];
 
 /// The most a database may swap in under the adapters, from memtide's start to the end. The
-/// full runs measured 8-22 MiB (docs/reproducing.md) and a CI run 25 MiB for the busy one,
-/// whose pool gives up its share to the woken one; a pool paged in and out instead swaps in
-/// what limits only does, 71-108 MiB for the woken database.
+/// full runs measured 8-22 MiB (docs/reproducing.md), and a run of the whole test suite 25 MiB
+/// for the busy database, whose pool gives up its share to the woken one; a pool paged in and
+/// out instead swaps in what limits only does, 71-108 MiB for the woken database.
 const SWAPIN_MOST: u64 = 32 * MIB;
 const PAGE: u64 = 4096;
 

@@ -2,9 +2,8 @@
 
 use crate::host::*;
 use memtide_api::Snapshot;
-use memtide_testkit::browser::{chromium, ink, run_with_limit};
+use memtide_testkit::browser::{chromium, dump_and_shoot, ink, run_with_limit};
 use std::collections::BTreeMap;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -88,33 +87,12 @@ max = "512M"
     };
     let url = format!("http://{}/?window=5m", daemon.addr);
     let shot = tmp.path().join("dashboard.png");
-    let browse = |extra: &[&str], shot: Option<&std::path::Path>| {
-        let mut command = Command::new(&chromium);
-        command
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--enable-logging=stderr",
-                "--v=0",
-                "--window-size=1400,2000",
-                "--hide-scrollbars",
-            ])
-            .args(extra)
-            .arg(format!(
-                "--user-data-dir={}",
-                tmp.path().join("profile").display()
-            ));
-        if let Some(shot) = shot {
-            command.arg(format!("--screenshot={}", shot.display()));
-        }
-        command.arg(&url);
-        let out = run_with_limit(command, Duration::from_secs(120));
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(out.status.success(), "chromium failed: {stderr}");
-        (String::from_utf8_lossy(&out.stdout).into_owned(), stderr)
-    };
-    let (dom, stderr) = browse(&["--dump-dom"], Some(&shot));
+    let mut command = dump_and_shoot(&chromium, &tmp.path().join("profile"), (1400, 2000), &shot);
+    command.arg(&url);
+    let out = run_with_limit(command, Duration::from_secs(120));
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "chromium failed: {stderr}");
+    let dom = String::from_utf8_lossy(&out.stdout).into_owned();
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::Relaxed);
     poller.join().unwrap();

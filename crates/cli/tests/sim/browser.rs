@@ -1,6 +1,6 @@
 //! report.html in a real browser: headless Chromium (Debian's `chromium`, which `.ci/run` installs) opens the report of a shipped scenario without a console message, lays out every chart the run calls for, and paints a page that is not blank. Without chromium the test says why and skips; under `MEMTIDE_REQUIRE_LINUX=1` or `CI` (where it is installed) it fails instead.
 
-use memtide_testkit::browser::{chromium, ink, run_with_limit};
+use memtide_testkit::browser::{chromium, dump_and_shoot, ink, run_with_limit};
 use memtide_testkit::skip_or_fail;
 use std::path::Path;
 use std::process::Command;
@@ -49,24 +49,8 @@ fn a_report_opens_in_headless_chromium_with_every_chart_and_no_console_message()
     assert_eq!(expected, 3 + 1 + 2 * 2, "the idle-tax run: both VMs ran");
 
     let shot = tmp.path().join("report.png");
-    let mut command = Command::new(&chromium);
-    command
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--enable-logging=stderr",
-            "--v=0",
-            "--dump-dom",
-            "--window-size=1200,1600",
-            "--hide-scrollbars",
-        ])
-        .arg(format!(
-            "--user-data-dir={}",
-            tmp.path().join("profile").display()
-        ))
-        .arg(format!("--screenshot={}", shot.display()))
-        .arg(format!("file://{}", out.join("report.html").display()));
+    let mut command = dump_and_shoot(&chromium, &tmp.path().join("profile"), (1200, 1600), &shot);
+    command.arg(format!("file://{}", out.join("report.html").display()));
     let browser = run_with_limit(command, Duration::from_secs(120));
     let stderr = String::from_utf8_lossy(&browser.stderr);
     assert!(browser.status.success(), "chromium failed: {stderr}");

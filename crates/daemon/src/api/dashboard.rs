@@ -331,8 +331,6 @@ fn host(html: &mut String, s: &Snapshot, ring: &VecDeque<HostPoint>, now_s: f64,
     }
     html.push_str("</tr></table>\n");
     let points = window(ring, |p| p.at_s, now_s, window_s);
-    let x_range = (-window_s / 60.0, 0.0);
-    let xl = x_label(window_s);
     let mut runs: Vec<(f64, ReclamationState)> = Vec::new();
     for p in &points {
         if runs.last().is_none_or(|r| r.1 != p.state) {
@@ -340,7 +338,13 @@ fn host(html: &mut String, s: &Snapshot, ring: &VecDeque<HostPoint>, now_s: f64,
         }
     }
     html.push_str("<h3>Reclamation state</h3>\n");
-    html.push_str(&chart::state_band(&runs, 0.0, x_range, &xl, &[]));
+    html.push_str(&chart::state_band(
+        &runs,
+        0.0,
+        (-window_s / 60.0, 0.0),
+        &x_label(window_s),
+        &[],
+    ));
     html.push_str("\n<h3>Memory of the tenants</h3>\n");
     let mut lines = Vec::new();
     let at = |p: &HostPoint| p.at_s;
@@ -359,38 +363,30 @@ fn host(html: &mut String, s: &Snapshot, ring: &VecDeque<HostPoint>, now_s: f64,
             lines.push(series(label, color, dashed, l));
         }
     }
-    html.push_str(&chart::line_chart(&LineChart {
-        y_label: "MiB",
-        x_label: &xl,
-        x_range,
-        y_range: None,
-        dots: few(&lines),
-        height: 220.0,
-        series: lines,
-        markers: &[],
-    }));
+    html.push_str(&window_chart("MiB", window_s, 220.0, lines));
     // Free machine memory on its own scale: beside a small budget it flattens every line.
     html.push_str("\n<h3>Free machine memory</h3>\n");
     let free: Vec<Series> = line(&points, at, |p| p.free_mib, now_s)
         .map(|l| series("free", "#2ca02c", false, l))
         .into_iter()
         .collect();
-    html.push_str(&chart::line_chart(&LineChart {
-        y_label: "MiB",
-        x_label: &xl,
-        x_range,
-        y_range: None,
-        dots: few(&free),
-        height: 130.0,
-        series: free,
-        markers: &[],
-    }));
+    html.push_str(&window_chart("MiB", window_s, 130.0, free));
     html.push('\n');
 }
 
-/// A line of a point or two draws nothing visible: its points get dots (a daemon just started).
-fn few(lines: &[Series]) -> bool {
-    lines.iter().any(|s| s.points.len() < 3)
+/// A chart of `series` over the last `window_s` seconds, x in minutes before now. A line of a
+/// point or two draws nothing visible (a daemon just started): its points get dots.
+fn window_chart(y_label: &str, window_s: f64, height: f64, series: Vec<Series>) -> String {
+    chart::line_chart(&LineChart {
+        y_label,
+        x_label: &x_label(window_s),
+        x_range: (-window_s / 60.0, 0.0),
+        y_range: None,
+        dots: series.iter().any(|s| s.points.len() < 3),
+        height,
+        series,
+        markers: &[],
+    })
 }
 
 fn tenants_table(html: &mut String, s: &Snapshot) {
@@ -482,8 +478,6 @@ fn tenant_charts(html: &mut String, s: &Snapshot, history: &History, now_s: f64,
             s.tenants.len()
         );
     }
-    let x_range = (-q.window_s / 60.0, 0.0);
-    let xl = x_label(q.window_s);
     html.push_str("<div class=\"tenants\">\n");
     for t in shown {
         let empty = VecDeque::new();
@@ -521,34 +515,21 @@ fn tenant_charts(html: &mut String, s: &Snapshot, history: &History, now_s: f64,
             escape(&memtide_api::body::percent_encode(&t.name)),
             escape(&t.name)
         );
-        html.push_str(&chart::line_chart(&LineChart {
-            y_label: "MiB",
-            x_label: &xl,
-            x_range,
-            y_range: None,
-            dots: few(&lines),
-            height: 200.0,
-            series: lines,
-            markers: &[],
-        }));
+        html.push_str(&window_chart("MiB", q.window_s, 200.0, lines));
         let faults = line(&points, at, |p| p.refaults_per_s, now_s)
             .filter(|l| l.0.iter().any(|p| p.1 > 0.0));
         if let Some((points, last)) = faults {
-            html.push_str(&chart::line_chart(&LineChart {
-                y_label: "per s",
-                x_label: &xl,
-                x_range,
-                y_range: None,
-                dots: false,
-                height: 110.0,
-                series: vec![Series {
+            html.push_str(&window_chart(
+                "per s",
+                q.window_s,
+                110.0,
+                vec![Series {
                     label: format!("refaults and swap-ins {last:.0}/s"),
                     color: "#d62728",
                     dashed: false,
                     points,
                 }],
-                markers: &[],
-            }));
+            ));
         }
         let _ = writeln!(
             html,
