@@ -5,10 +5,12 @@ use crate::overrides::Override;
 use crate::path::{FieldPath, Seg};
 use crate::span::{self, line_col};
 use serde::de::DeserializeOwned;
+use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use toml::Value;
 
 /// One file: the tree to read and the text it came from.
+#[derive(Clone)]
 pub struct Document {
     file: PathBuf,
     /// The text as written, parsed with spans.
@@ -17,7 +19,27 @@ pub struct Document {
     tree: Value,
     /// Paths that overrides wrote: errors there have no place in the file.
     overridden: Vec<FieldPath>,
+    /// Keys of the old format that reads refused, in the order met (see [`Document::build`]).
+    old_keys: RefCell<Vec<OldKey>>,
 }
+
+/// A key of the old format, which named its unit (`duration_s = 600`), refused by a read.
+#[derive(Clone, Debug, PartialEq)]
+struct OldKey {
+    /// Where it is: `tenants[0].min_mb`.
+    path: FieldPath,
+    /// Its name now: `min`.
+    new: String,
+    /// Its value written the new way: `"64M"` for `min_mb = 64`; `None` when it is no number.
+    value: Option<Value>,
+    /// The refusal as the read made it: place, value shown and message.
+    location: Option<(usize, usize)>,
+    shown: Option<String>,
+    message: String,
+}
+
+/// The most keys of the old format one error lists: each costs a build of the file.
+const MAX_OLD_KEYS: usize = 64;
 
 impl Document {
     /// Parses `text`; `file` names it in errors.
@@ -37,7 +59,60 @@ impl Document {
             written,
             tree: Value::Table(tree),
             overridden: Vec::new(),
+            old_keys: RefCell::new(Vec::new()),
         })
+    }
+
+    /// Runs `build` (which reads this document) and returns what it returns, but for one
+    /// case: when it stopped at a key of the old format (serde stops at the first unknown
+    /// field), the key is renamed in a copy, its unit moved into the value, and the copy
+    /// built again, until no other such key turns up (at most 64), so that one error names
+    /// every old key in the file with its line, column and new name, not only the first.
+    pub fn build<T, E: From<ConfigError>>(
+        &self,
+        build: impl Fn(&Document) -> Result<T, E>,
+    ) -> Result<T, E> {
+        self.old_keys.borrow_mut().clear();
+        let error = match build(self) {
+            Ok(built) => return Ok(built),
+            Err(e) => e,
+        };
+        let Some(first) = self.old_keys.borrow().first().cloned() else {
+            return Err(error);
+        };
+        let mut found = vec![first];
+        let mut copy = self.clone();
+        while found.len() < MAX_OLD_KEYS {
+            if let Some(last) = found.last() {
+                copy.rename(last);
+            }
+            copy.old_keys.borrow_mut().clear();
+            if build(&copy).is_ok() {
+                break;
+            }
+            let next = copy.old_keys.borrow().first().cloned();
+            match next {
+                Some(k) if !found.iter().any(|f| f.path == k.path) => found.push(k),
+                _ => break,
+            }
+        }
+        Err(E::from(old_keys_error(&self.file, &found)))
+    }
+
+    /// Renames `key` in the tree to its new name, the value written with its unit (unless
+    /// the table already has the new name).
+    fn rename(&mut self, key: &OldKey) {
+        let Some((Seg::Key(old), parent)) = key.path.segs().split_last() else {
+            return;
+        };
+        let Some(Value::Table(table)) = lookup_mut(&mut self.tree, parent) else {
+            return;
+        };
+        if let Some(value) = table.remove(old) {
+            if !table.contains_key(&key.new) {
+                table.insert(key.new.clone(), key.value.clone().unwrap_or(value));
+            }
+        }
     }
 
     /// The file's name as shown in errors.
@@ -92,11 +167,22 @@ impl Document {
             let inner = FieldPath::from_serde(e.path());
             let shown = lookup(&value, inner.segs()).and_then(shown);
             let message = e.inner().message();
-            let message = match renamed(message) {
-                Some(hint) => format!("{message}; {hint}"),
-                None => message.to_string(),
-            };
-            self.error_with_value(&path.join(&inner), shown, message)
+            let at = path.join(&inner);
+            match renamed(message, lookup(&value, inner.segs())) {
+                Some(old) => {
+                    let message = format!("{message}; {}", old.hint);
+                    self.old_keys.borrow_mut().push(OldKey {
+                        location: self.locate(&at),
+                        path: at.clone(),
+                        new: old.stem,
+                        value: old.value,
+                        shown: shown.clone(),
+                        message: message.clone(),
+                    });
+                    self.error_with_value(&at, shown, message)
+                }
+                None => self.error_with_value(&at, shown, message.to_string()),
+            }
         })
     }
 
@@ -173,25 +259,102 @@ fn shown(value: &Value) -> Option<String> {
     (!value.is_table()).then(|| render(value))
 }
 
+/// A key of the old format as serde met it.
+struct Renamed {
+    /// The name now: `duration` for `duration_s`.
+    stem: String,
+    /// The value written the new way, when it is a number: `"600s"` for `600`.
+    value: Option<Value>,
+    /// What the error adds: `` `duration_s` is now `duration`, its unit in the value: ... ``.
+    hint: String,
+}
+
 /// For serde's "unknown field `X`, expected ..." where `X` is a field of the old format, which
 /// named the unit in the key (`duration_s = 600`, `max_mb = 256`), and the table has `X`
-/// without it: what it is now called and how it is written.
-fn renamed(message: &str) -> Option<String> {
+/// without it: what it is now called and how it is written (`value`, the key's, when known).
+fn renamed(message: &str, value: Option<&Value>) -> Option<Renamed> {
     let rest = message.strip_prefix("unknown field `")?;
     let (field, expected) = rest.split_once('`')?;
-    let (stem, example) = [
-        ("_s", "\"600s\""),
-        ("_ms", "\"500ms\""),
-        ("_mb", "\"256M\""),
-        ("_gb", "\"2G\""),
-        ("_kb", "\"64K\""),
-        ("_bytes", "\"4K\""),
+    let (stem, unit, example) = [
+        ("_s", "s", "600"),
+        ("_ms", "ms", "500"),
+        ("_mb", "M", "256"),
+        ("_gb", "G", "2"),
+        ("_kb", "K", "64"),
+        ("_bytes", "", "4096"),
     ]
     .into_iter()
-    .find_map(|(suffix, example)| Some((field.strip_suffix(suffix)?, example)))?;
-    expected
-        .contains(&format!("`{stem}`"))
-        .then(|| format!("`{field}` is now `{stem}`, its unit in the value: `{stem} = {example}`"))
+    .find_map(|(suffix, unit, example)| Some((field.strip_suffix(suffix)?, unit, example)))?;
+    if !expected.contains(&format!("`{stem}`")) {
+        return None;
+    }
+    let number = match value {
+        Some(Value::Integer(n)) => Some(n.to_string()),
+        Some(Value::Float(x)) if x.is_finite() => Some(x.to_string()),
+        _ => None,
+    };
+    let value = number.map(|n| Value::String(format!("{n}{unit}")));
+    let written = match &value {
+        Some(v) => render(v),
+        None => format!("\"{example}{unit}\""),
+    };
+    Some(Renamed {
+        stem: stem.to_string(),
+        value,
+        hint: format!("`{field}` is now `{stem}`, its unit in the value: `{stem} = {written}`"),
+    })
+}
+
+/// The one error for the keys of the old format `found` in `file`: the first refusal as it
+/// was, then each other key with its place and new name.
+fn old_keys_error(file: &Path, found: &[OldKey]) -> ConfigError {
+    let first = &found[0];
+    let mut message = first.message.clone();
+    if found.len() > 1 {
+        let others: Vec<String> = found[1..]
+            .iter()
+            .map(|k| {
+                let place = k
+                    .location
+                    .map_or_else(String::new, |(l, c)| format!(" ({l}:{c})"));
+                let value = k
+                    .value
+                    .as_ref()
+                    .map_or_else(String::new, |v| format!(" = {}", render(v)));
+                format!("`{}`{place} is now `{}{value}`", k.path, k.new)
+            })
+            .collect();
+        let more = if found.len() >= MAX_OLD_KEYS {
+            ", and maybe more"
+        } else {
+            ""
+        };
+        let n = found.len() - 1;
+        let keys = if n == 1 { "key" } else { "keys" };
+        message.push_str(&format!(
+            "; {n} more {keys} of the old format: {}{more}",
+            others.join(", ")
+        ));
+    }
+    ConfigError::Invalid {
+        file: file.to_path_buf(),
+        location: first.location,
+        field: first.path.to_string(),
+        value: first.shown.clone(),
+        message,
+    }
+}
+
+fn lookup_mut<'v>(value: &'v mut Value, segs: &[Seg]) -> Option<&'v mut Value> {
+    let Some((first, rest)) = segs.split_first() else {
+        return Some(value);
+    };
+    let next = match (value, first) {
+        (Value::Table(t), Seg::Key(k)) => t.get_mut(k)?,
+        (Value::Array(a), Seg::Index(i)) => a.get_mut(*i)?,
+        _ => return None,
+    };
+    lookup_mut(next, rest)
 }
 
 fn lookup<'v>(value: &'v Value, segs: &[Seg]) -> Option<&'v Value> {

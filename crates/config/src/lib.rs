@@ -36,7 +36,7 @@ use std::path::Path;
 
 /// Reads the TOML `text` of `file` (the name shown in errors) as a `T`.
 pub fn load<T: DeserializeOwned>(file: &Path, text: &str) -> Result<T, ConfigError> {
-    Document::parse(file, text)?.read(&FieldPath::root())
+    Document::parse(file, text)?.build(|d| d.read(&FieldPath::root()))
 }
 
 /// The text of the file at `path`, or an error naming it.

@@ -628,14 +628,14 @@ impl DaemonConfig {
     /// Validates the configuration `text` without looking at the host (an adopted VM's
     /// cgroup stays unknown); `origin` names it in errors.
     pub fn parse(text: &str, origin: &Path) -> Result<DaemonConfig, ConfigError> {
-        build::build(&memtide_config::Document::parse(origin, text)?)
+        memtide_config::Document::parse(origin, text)?.build(build::build)
     }
 
     /// [`DaemonConfig::parse`], then [`check::against_host`] on the host's own files under
     /// `[host] proc_root`.
     pub fn parse_on_host(text: &str, origin: &Path) -> Result<DaemonConfig, ConfigError> {
         let doc = memtide_config::Document::parse(origin, text)?;
-        let mut config = build::build(&doc)?;
+        let mut config = doc.build(build::build)?;
         let host = check::HostFiles::new(&config.host.proc_root);
         check::against_host(&mut config, &doc, &host)?;
         Ok(config)

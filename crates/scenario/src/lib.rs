@@ -90,7 +90,7 @@ impl Loader<'_> {
     fn base(&self, overrides: &[String]) -> Result<Scenario, ScenarioError> {
         let mut doc = Document::parse(self.source, self.text)?;
         doc.set(overrides)?;
-        let base = build::build(&doc, self.source)?;
+        let base = doc.build(|d| build::build(d, self.source))?;
         for v in &base.variants {
             self.variant(v, overrides)?;
         }
@@ -104,7 +104,9 @@ impl Loader<'_> {
         let mut doc = Document::parse(self.source, self.text)?;
         doc.set(&v.overrides).map_err(in_variant)?;
         doc.set(overrides)?;
-        let mut scenario = build::build(&doc, self.source).map_err(in_variant)?;
+        let mut scenario = doc
+            .build(|d| build::build(d, self.source))
+            .map_err(in_variant)?;
         scenario.variant = Some(v.name.clone());
         Ok(scenario)
     }

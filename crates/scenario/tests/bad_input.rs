@@ -347,7 +347,16 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
             "a size key of the old format",
             format!("{HEAD}{}", tenant("a", "min_mb = 64")),
             vec![],
-            vec!["tenants[0].min_mb = 64: unknown field `min_mb`", "`min_mb` is now `min`, its unit in the value: `min = \"256M\"`"],
+            vec!["tenants[0].min_mb = 64: unknown field `min_mb`", "`min_mb` is now `min`, its unit in the value: `min = \"64M\"`"],
+        ),
+        (
+            "keys of the old format all over the file",
+            "duration_s = 600\n[host]\nmemory_gb = 1\n[[tenants]]\nname = \"a\"\nmax_mb = 256\n[tenants.workload]\nkind = \"idle\"\nresident_mb = 100\n[[events]]\nat_s = 5\nkind = \"set_tax_rate\"\nrate = 0.5\n".to_string(),
+            vec![],
+            vec![
+                "x.toml:1:14: duration_s = 600: unknown field `duration_s`",
+                "; 4 more keys of the old format: `host.memory_gb` (3:13) is now `memory = \"1G\"`, `tenants[0].max_mb` (6:10) is now `max = \"256M\"`, `tenants[0].workload.resident_mb` (9:15) is now `resident = \"100M\"`, `events[0].at_s` (11:8) is now `at = \"5s\"`",
+            ],
         ),
         (
             "no tenant at all",

@@ -42,6 +42,7 @@ const BAD: &[(&str, &str, &str, &str)] = &[
     ("[daemon]\ndry_run = \"yes\"\n", "daemon.dry_run", "\"yes\"", "invalid type: string \"yes\", expected a boolean"),
     ("[daemon]\nstate_file = \"\"\n", "daemon.state_file", "\"\"", "non-empty path"),
     ("[daemon]\ntikc = \"1s\"\n", "daemon.tikc", "\"1s\"", "unknown field `tikc`, expected one of `tick`, `listen`"),
+    ("[daemon]\ntick_ms = 500\n[[tenant]]\nname = \"a\"\ncgroup = \"/a\"\nmax_mb = 256\n", "daemon.tick_ms", "500", "`tick_ms` is now `tick`, its unit in the value: `tick = \"500ms\"`; 1 more key of the old format: `tenant[0].max_mb` (6:10) is now `max = \"256M\"`"),
     ("daemon = 5\n", "daemon", "5", "invalid type: integer `5`, expected the [daemon] table"),
     ("[sharing]\ncpu_budget = 0\n", "sharing.cpu_budget", "0", "more than 0 and at most 1"),
     ("[sharing]\ncpu_budget = 1.5\n", "sharing.cpu_budget", "1.5", "more than 0 and at most 1"),
