@@ -408,7 +408,15 @@ set = ["tenants.*.estimator.kind=tws"]
             ("density.step=0", "density.step = 0: must be at least 1"),
             (
                 "density.mix.1.keys=0",
-                "density.mix[1]: workload kv: keys = 0",
+                "density.mix[1].keys = 0: must be from 1 to 100000000",
+            ),
+            (
+                "density.cpu_us_per_access=1e300",
+                "density.cpu_us_per_access = 1e300: must be <= 1000000 (a second)",
+            ),
+            (
+                "density.cpu_us_per_access=0.001",
+                "density.cpu_us_per_access = 0.001: must be >= 0.05",
             ),
             (
                 "density.mix.2.demand=busy:rate=0",

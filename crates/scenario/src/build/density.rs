@@ -119,6 +119,7 @@ impl Build<'_> {
         };
         let mut mix = Vec::with_capacity(d.mix.len());
         let mut configs = Vec::with_capacity(d.mix.len());
+        let density_at = at.clone();
         for (k, m) in d.mix.into_iter().enumerate() {
             let at = at.key("mix").index(k);
             Demand::parse(&m.demand).map_err(|e| self.err(&at.key("demand"), e.to_string()))?;
@@ -133,8 +134,8 @@ impl Build<'_> {
                 window_s: window.as_secs_f64(),
                 pace,
             };
-            let workload =
-                Workload::new(&config, cost).map_err(|e| self.err(&at, e.to_string()))?;
+            let workload = Workload::new(&config, cost)
+                .map_err(|e| self.workload_error(&at, &density_at, e))?;
             let dataset = u64::from(workload.anon_pages()) * memtide_model::PAGE_SIZE;
             mix.push(DensityKind {
                 server: m.server,

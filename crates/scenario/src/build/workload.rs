@@ -4,7 +4,7 @@ use crate::schema::{
     AgentDoc, CacheDoc, CpuJobDoc, DatabaseDoc, FileServerDoc, IdleDoc, JobDoc, JvmDoc, OltpDoc,
     PhaseDoc, ToucherDoc, WebDoc,
 };
-use memtide_config::{FieldPath, Size};
+use memtide_config::{ConfigError, FieldPath, Size};
 use memtide_model::Pages;
 use memtide_sim::app::{AgentConfig, DEFAULT_GRANULE};
 use memtide_sim::cost::CostModel;
@@ -42,24 +42,44 @@ impl Build<'_> {
                 ))
             }
         };
-        Workload::new(&config, cost).map_err(|e| match e {
-            // The sim names its fields by unit (`pool_mb`, `at_s`); the file by key (`pool`,
-            // `at`): the error names and points at the key as written.
+        Workload::new(&config, cost).map_err(|e| self.workload_error(at, at, e))?;
+        Ok(config)
+    }
+
+    /// The error for a workload the simulator refused, naming and pointing at the key as
+    /// written: the sim names its fields by unit (`pool_mb`, `at_s`), the file by key (`pool`,
+    /// `at`). The pace's keys (`cpu_us_per_access`, ...) are under `pace_at`, the others
+    /// under `at`.
+    pub(super) fn workload_error(
+        &self,
+        at: &FieldPath,
+        pace_at: &FieldPath,
+        e: WorkloadError,
+    ) -> ConfigError {
+        match e {
             WorkloadError::Invalid {
                 field, value, rule, ..
             } => {
-                let (path, unit) = file_key(at, &field);
-                self.err(
-                    &path,
-                    format!("is {value}{unit}; must be {}", file_words(&rule)),
-                )
+                let under = if PACE_KEYS.contains(&field.as_str()) {
+                    pace_at
+                } else {
+                    at
+                };
+                let (path, unit) = file_key(under, &field);
+                let rule = file_words(&rule);
+                // A value in a unit the file does not write (`0 MB` for `"0"`) is said again.
+                let message = if unit.is_empty() {
+                    format!("must be {rule}")
+                } else {
+                    format!("is {}{unit}; must be {rule}", short_number(&value))
+                };
+                self.err(&path, message)
             }
             WorkloadError::Empty { field, .. } => {
                 self.err(&file_key(at, field).0, "must not be empty")
             }
             e => self.err(at, e.to_string()),
-        })?;
-        Ok(config)
+        }
     }
 
     /// `kind = "idle"`.
@@ -301,6 +321,17 @@ impl Build<'_> {
             });
         }
         Ok(phases)
+    }
+}
+
+/// The keys of a workload's pace, which a `[density]` table writes beside its mix.
+const PACE_KEYS: [&str; 3] = ["cpu_us_per_access", "accesses_per_op", "max_accesses_per_s"];
+
+/// A number as the simulator wrote it, in exponent form when long (`1e300`, not 301 digits).
+fn short_number(value: &str) -> String {
+    match value.parse::<f64>() {
+        Ok(x) if value.len() > 20 && x.is_finite() => format!("{x:e}"),
+        _ => value.to_string(),
     }
 }
 
