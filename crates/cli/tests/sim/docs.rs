@@ -110,17 +110,15 @@ fn runnable_blocks(file: &str, text: &str) -> Result<Vec<Block>, String> {
     Ok(blocks)
 }
 
-/// README.md and docs/*.md of `root`, by their paths from it, in order.
-fn markdown_files(root: &Path) -> Vec<String> {
+/// README.md and docs/*.md at `repo`'s HEAD, by their paths, in order.
+fn markdown_files(repo: &Path) -> Vec<String> {
+    let docs = git(repo, &["ls-tree", "--name-only", "HEAD", "docs/"]);
     let mut files = vec!["README.md".to_string()];
-    let mut docs: Vec<String> = std::fs::read_dir(root.join("docs"))
-        .expect("docs/ is there")
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|name| name.ends_with(".md"))
-        .map(|name| format!("docs/{name}"))
-        .collect();
-    docs.sort();
-    files.extend(docs);
+    files.extend(
+        docs.lines()
+            .filter(|f| f.ends_with(".md"))
+            .map(str::to_string),
+    );
     files
 }
 
@@ -235,8 +233,9 @@ fn every_runnable_command_in_the_docs_runs_in_a_fresh_clone() {
     let target = bin.parent().unwrap();
     let repo = memtide_testkit::repo().canonicalize().unwrap();
     let mut blocks = Vec::new();
+    // The docs as committed: what the clones hold.
     for file in markdown_files(&repo) {
-        let text = std::fs::read_to_string(repo.join(&file)).unwrap();
+        let text = git(&repo, &["show", &format!("HEAD:{file}")]);
         blocks.extend(runnable_blocks(&file, &text).unwrap_or_else(|e| panic!("{e}")));
     }
     assert!(
