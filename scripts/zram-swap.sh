@@ -1,21 +1,38 @@
 #!/usr/bin/env bash
 # zram-swap.sh: gives a test or demo host a compressed-RAM swap device (zram) for memtide's
-# tenants to swap to, and takes it away again.
+# tenants to swap to, and takes it away again. `zram-swap.sh --help` prints the usage below.
 #
-#   zram-swap.sh up [SIZE]   create a zram swap device of SIZE (default 2G; bytes or K/M/G) at
-#                            priority 100 and print it; if the one recorded is already swapping,
-#                            just print it
-#   zram-swap.sh down        swapoff the recorded device, reset it, hot-remove it, forget it
-#   zram-swap.sh status      print /proc/swaps
-#
-# The device is recorded in /run/memtide-zram.dev (override with MEMTIDE_ZRAM_STATE), so `down`
-# only ever touches the device `up` made. up and down must run as root. Bad usage exits 2.
+# Each device `up` makes is recorded in a file of its own, so `down` only ever touches a
+# device `up` made, and two users or two runs never share one: one run's `down` cannot pull
+# swap from under another's. A caller that keeps its own record names the file (--state or
+# MEMTIDE_ZRAM_STATE): the tests and scripts/alb-*.sh do. up and down must run as root; bad
+# usage exits 2.
 set -euo pipefail
 
 readonly PROG=zram-swap.sh
-readonly STATE=${MEMTIDE_ZRAM_STATE:-/run/memtide-zram.dev}
 readonly CONTROL=/sys/class/zram-control
-readonly USAGE="usage: $PROG up [SIZE] | down | status"
+# The records' directory (one file per device, named after it), unless a state file is named.
+readonly DIR=${MEMTIDE_ZRAM_DIR:-/run/memtide-zram}
+STATE=${MEMTIDE_ZRAM_STATE:-}
+readonly USAGE="usage: $PROG [--state FILE] up [SIZE] | down [DEVICE] | status | --help"
+
+help() {
+    cat <<EOF
+$USAGE
+
+  up [SIZE]      make a new zram swap device of SIZE (default 2G; bytes or K/M/G) at
+                 priority 100, record it and print it (/dev/zramN)
+  down [DEVICE]  swapoff a device up recorded, reset it, hot-remove it and forget it:
+                 DEVICE (zramN or /dev/zramN), or the only one recorded
+  status         print /proc/swaps and the devices recorded
+
+Records: one file per device in $DIR (set MEMTIDE_ZRAM_DIR to move it), so
+two runs never share a device and down never touches one up did not make.
+--state FILE (or MEMTIDE_ZRAM_STATE=FILE) keeps the one record in FILE instead: up prints
+the device FILE names while it swaps rather than making another, and down takes that one.
+up and down must run as root.
+EOF
+}
 
 die() { # status message
     echo "$PROG: $2" >&2
@@ -31,14 +48,29 @@ is_swapping() {
     awk -v dev="/dev/$1" 'NR > 1 && $1 == dev { found = 1 } END { exit !found }' /proc/swaps
 }
 
-# The zram device name (zramN) recorded in the state file, or nothing.
-recorded_name() {
-    [[ -f $STATE ]] || return 0
+# The zram device name (zramN) recorded in FILE, or nothing when FILE does not exist.
+recorded_in() {
+    [[ -f $1 ]] || return 0
     local dev
-    dev=$(<"$STATE")
+    dev=$(<"$1")
     dev=${dev##*/}
-    [[ $dev =~ ^zram[0-9]+$ ]] || die 1 "state file $STATE holds '$dev', not a zram device"
+    [[ $dev =~ ^zram[0-9]+$ ]] || die 1 "record $1 holds '$dev', not a zram device"
     echo "$dev"
+}
+
+# The record of NAME: the state file when one is named, else NAME's file in DIR.
+record_of() {
+    if [[ -n $STATE ]]; then echo "$STATE"; else echo "$DIR/$1"; fi
+}
+
+# The devices recorded in DIR, one name a line.
+recorded_devices() {
+    [[ -d $DIR ]] || return 0
+    local f
+    for f in "$DIR"/zram*; do
+        [[ -f $f ]] && recorded_in "$f"
+    done
+    return 0
 }
 
 # Prints a free zram device name: a new one from hot_add, else zram0 if it is unused.
@@ -73,13 +105,15 @@ up() {
     need_root up
 
     local name
-    name=$(recorded_name)
-    if [[ -n $name ]]; then
-        if is_swapping "$name"; then
-            echo "/dev/$name"
-            return
+    if [[ -n $STATE ]]; then
+        name=$(recorded_in "$STATE")
+        if [[ -n $name ]]; then
+            if is_swapping "$name"; then
+                echo "/dev/$name"
+                return
+            fi
+            echo "$PROG: state file $STATE names /dev/$name, which is not swapping; making a new device" >&2
         fi
-        echo "$PROG: state file $STATE names /dev/$name, which is not swapping; making a new device" >&2
     fi
 
     if [[ ! -d $CONTROL ]]; then
@@ -109,45 +143,98 @@ up() {
     swapon -p 100 "$dev"
     pending=
 
-    mkdir -p "$(dirname "$STATE")"
-    echo "$dev" >"$STATE.tmp"
-    mv -f "$STATE.tmp" "$STATE"
+    local record
+    record=$(record_of "$name")
+    mkdir -p "$(dirname "$record")"
+    echo "$dev" >"$record.tmp"
+    mv -f "$record.tmp" "$record"
     echo "$dev"
+}
+
+# The device `down` is to take: DEVICE, the state file's, or the one recorded in DIR.
+device_to_take() {
+    local given=${1##*/}
+    if [[ -n $STATE ]]; then
+        local name
+        name=$(recorded_in "$STATE")
+        [[ -z $given || $given == "$name" ]] \
+            || die 2 "down: $given is not the device $STATE records (${name:-none})"
+        echo "$name"
+        return
+    fi
+    if [[ -n $given ]]; then
+        [[ $given =~ ^zram[0-9]+$ ]] || die 2 "down: bad DEVICE '$1' (use zramN or /dev/zramN)"
+        [[ -f $DIR/$given ]] || die 2 "down: $given is not recorded in $DIR (up did not make it)"
+        echo "$given"
+        return
+    fi
+    local names
+    names=$(recorded_devices)
+    if (($(grep -c . <<<"$names") > 1)); then
+        die 2 "down: several devices are recorded in $DIR ($(echo $names)); name one"
+    fi
+    echo "$names"
 }
 
 down() {
     need_root down
     local name
-    name=$(recorded_name)
+    name=$(device_to_take "${1:-}")
     if [[ -z $name ]]; then
-        echo "$PROG: no device recorded in $STATE; nothing to do" >&2
+        echo "$PROG: no device recorded in ${STATE:-$DIR}; nothing to do" >&2
         return
     fi
+    local record
+    record=$(record_of "$name")
     if [[ ! -d /sys/block/$name ]]; then
         echo "$PROG: $name no longer exists; forgetting it" >&2
-        rm -f "$STATE"
+        rm -f "$record"
         return
     fi
     if is_swapping "$name"; then
         swapoff "/dev/$name"
     fi
-    release_device "$name" || die 1 "down: cannot hot-remove $name (reset it; state kept in $STATE to retry)"
-    rm -f "$STATE"
+    release_device "$name" || die 1 "down: cannot hot-remove $name (reset it; record kept in $record to retry)"
+    rm -f "$record"
+}
+
+status() {
+    cat /proc/swaps
+    local names
+    if [[ -n $STATE ]]; then
+        names=$(recorded_in "$STATE")
+        echo "recorded in $STATE: ${names:-none}"
+    else
+        names=$(recorded_devices)
+        echo "recorded in $DIR: $(echo ${names:-none})"
+    fi
 }
 
 main() {
+    if [[ ${1:-} == --state ]]; then
+        (($# >= 2)) && [[ -n $2 ]] || die 2 "--state needs a FILE ($USAGE)"
+        STATE=$2
+        shift 2
+    elif [[ ${1:-} == --state=* ]]; then
+        STATE=${1#--state=}
+        [[ -n $STATE ]] || die 2 "--state needs a FILE ($USAGE)"
+        shift
+    fi
     case ${1:-} in
         up)
             (($# <= 2)) || die 2 "$USAGE"
             up "${2:-}"
             ;;
         down)
-            (($# == 1)) || die 2 "$USAGE"
-            down
+            (($# <= 2)) || die 2 "$USAGE"
+            down "${2:-}"
             ;;
         status)
             (($# == 1)) || die 2 "$USAGE"
-            cat /proc/swaps
+            status
+            ;;
+        -h | --help | help)
+            help
             ;;
         '') die 2 "$USAGE" ;;
         *) die 2 "unknown subcommand '$1' ($USAGE)" ;;

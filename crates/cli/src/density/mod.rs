@@ -86,7 +86,7 @@ fn check_host(config: &DensityConfig) -> Result<(Programs, MemoryHierarchy), Den
     let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
     if swaps.lines().count() < 2 {
         return Err(DensityError::Host(
-            "no swap: every policy runs with the host's swap (scripts/zram-swap.sh 8G makes some)"
+            "no swap: every policy runs with the host's swap (scripts/zram-swap.sh up 8G makes some)"
                 .into(),
         ));
     }

@@ -30,3 +30,4 @@ mod systemd;
 mod v2;
 mod vm;
 mod wake;
+mod zram_script;

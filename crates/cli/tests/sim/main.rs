@@ -1,5 +1,6 @@
 //! The tests on simulated hosts and of the command itself: the scenarios' shapes, determinism,
-//! the command line, the shipped examples, the API against a daemon, the report in a browser.
+//! the command line, the shipped examples, the docs' runnable commands, the API against a
+//! daemon, the report in a browser.
 //! One module per former test binary; each test first takes [`memtide_testkit::file_gate`]
 //! with its module's path, so that tests of two modules never run at the same time, as when
 //! each module was a binary of its own. Run one module with
@@ -15,6 +16,7 @@ mod cli;
 mod density_shapes;
 mod determinism;
 mod disk_shapes;
+mod docs;
 mod examples;
 mod headlines;
 mod quota_shapes;

@@ -145,6 +145,65 @@ fn while_the_budget_has_room_no_limit_falls_below_what_its_tenant_holds() {
     }
 }
 
+/// A limit tenant holding 500 MiB under a 1 GiB limit, 400 MiB of it an application pool
+/// serving hits, `data` MiB of which hold data.
+fn pool_with_data(id: u32, data: u64) -> TenantObservation {
+    let mut t = cgroup(id, 500, 1024, 500);
+    t.levers.app_balloon = Some(memtide_model::AppBalloonLever {
+        session: 1,
+        pool: mib(400),
+        pool_used: Some(mib(data)),
+        min: mib(16),
+        max: mib(400),
+        granule: mib(1),
+        used: mib(500),
+        hits: Some(100),
+        misses: Some(0),
+        curve: None,
+        durability: None,
+        answer: None,
+        silent_for: Duration::ZERO,
+        dead_after: Duration::from_secs(5),
+    });
+    t
+}
+
+#[test]
+fn while_the_budget_has_room_a_pool_gives_back_only_its_pages_without_data() {
+    // 700 of a 1000 MiB budget held: high. The pool of 400 MiB holds 150 of data: the pool
+    // memtide wants is the target less the 350 MiB outside the data, so the application is
+    // asked for its empty part, while the limit stays at least what the tenant holds.
+    let mut c = two_tenants(1000, 0.0);
+    let d = c.step(&host(
+        1,
+        vec![pool_with_data(0, 150), cgroup(1, 200, 1024, 200)],
+    ));
+    assert_eq!(d.memory.state, ReclamationState::High);
+    let a = &d.actions[0];
+    assert!(a.target >= mib(500), "{}", a.reason);
+    assert!(a.moves().limit.unwrap() >= mib(500), "{}", a.reason);
+    let app = a.reason.mechanism.app_balloon.unwrap();
+    assert!(
+        matches!(app.step, memtide_model::AppStep::Asks { pool, .. }
+            if pool < mib(400) && pool >= mib(150)),
+        "{}",
+        a.reason
+    );
+    // The same pool full of data is not asked to shrink.
+    let mut c = two_tenants(1000, 0.0);
+    let d = c.step(&host(
+        1,
+        vec![pool_with_data(0, 400), cgroup(1, 200, 1024, 200)],
+    ));
+    assert_eq!(d.memory.state, ReclamationState::High);
+    let app = d.actions[0].reason.mechanism.app_balloon.unwrap();
+    assert!(
+        !matches!(app.step, memtide_model::AppStep::Asks { pool, .. } if pool < mib(400)),
+        "{}",
+        d.actions[0].reason
+    );
+}
+
 #[test]
 fn an_idle_application_pool_is_taxed_and_one_with_misses_is_not() {
     // Two tenants whose estimators (committed memory) see all 500 MiB in use, each with a
