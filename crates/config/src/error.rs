@@ -183,8 +183,11 @@ fn inline(value: &toml::Value) -> String {
                 .collect();
             format!("{{ {} }}", items.join(", "))
         }
-        // Floats beyond 1e16 in exponent form (`1e300`, not 301 digits), as TOML reads them.
-        toml::Value::Float(x) if x.is_finite() && x.abs() >= 1e16 => format!("{x:e}"),
+        // Floats beyond 1e16 or below 1e-6 in exponent form (`1e300`, not 301 digits), as
+        // TOML reads them.
+        toml::Value::Float(x) if x.is_finite() && *x != 0.0 && !(1e-6..1e16).contains(&x.abs()) => {
+            format!("{x:e}")
+        }
         // Integers, floats (`1.0`, `nan`, `inf`) and booleans as TOML writes them.
         other => other.to_string(),
     }
@@ -243,6 +246,8 @@ mod tests {
         assert_eq!(render(&toml::Value::Float(1.0)), "1.0");
         assert_eq!(render(&toml::Value::Float(1e300)), "1e300");
         assert_eq!(render(&toml::Value::Float(-2.5e20)), "-2.5e20");
+        assert_eq!(render(&toml::Value::Float(1e-300)), "1e-300");
+        assert_eq!(render(&toml::Value::Float(0.001)), "0.001");
         let date: toml::Value = "d = 1979-05-27".parse::<toml::Table>().unwrap()["d"].clone();
         assert_eq!(render(&date), "1979-05-27");
         let t: toml::Table = "t = { a = [1, \"x\"] }".parse().unwrap();

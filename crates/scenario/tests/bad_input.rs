@@ -359,6 +359,30 @@ fn cases() -> Vec<(&'static str, String, Vec<&'static str>, Vec<&'static str>)> 
             ],
         ),
         (
+            "a scan rate beyond the fastest scanner",
+            format!("{HEAD}[sharing]\npressed_rate = 1000000000000\n{}", tenant("a", "")),
+            vec![],
+            vec!["sharing.pressed_rate = 1000000000000: must be at most 10000000 pages a second"],
+        ),
+        (
+            "a disk faster than any",
+            format!("{HEAD}[disk]\ntransfer_mb_s = 1e300\n{}", tenant("a", "")),
+            vec![],
+            vec!["disk.transfer_mb_s = 1e300: must be > 0 and at most 100000"],
+        ),
+        (
+            "a command shorter than an event is worth",
+            format!("{HEAD}[disk]\ncommand_us = 1e-300\n{}", tenant("a", "")),
+            vec![],
+            vec!["disk.command_us = 1e-300: must be at least 10 (µs; every request is an event)"],
+        ),
+        (
+            "a device queue deeper than the scheduler orders",
+            format!("{HEAD}[disk]\nqueue_depth = 4294967295\n{}", tenant("a", "")),
+            vec![],
+            vec!["disk.queue_depth = 4294967295: must be from 1 to 1024"],
+        ),
+        (
             "no tenant at all",
             HEAD.to_string(),
             vec![],

@@ -6,6 +6,7 @@ use super::{
     RailsSection, SharingSection,
 };
 use memtide_config::{ConfigError, Document, FieldPath};
+use memtide_model::SharingSettings;
 use std::time::Duration;
 
 type Result<T> = std::result::Result<T, ConfigError>;
@@ -17,8 +18,6 @@ pub(crate) const MAX_WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 pub(crate) const MIN_SAMPLING_PERIOD: Duration = Duration::from_secs(1);
 pub(crate) const MAX_SAMPLING_PERIOD: Duration = Duration::from_secs(3600);
 pub(crate) const MAX_DECISIONS_KEPT: usize = 100_000;
-/// The fastest scan rate `[sharing]` takes, pages a second (40 GB/s of 4 KiB pages).
-pub(crate) const MAX_SCAN_RATE: u64 = 10_000_000;
 
 pub(super) fn root() -> FieldPath {
     FieldPath::root()
@@ -261,8 +260,11 @@ fn check_sharing(doc: &Document, s: &SharingSection) -> Result<()> {
         require(
             doc,
             at.key(key),
-            rate <= MAX_SCAN_RATE,
-            format!("must be between 0 and {MAX_SCAN_RATE} pages a second"),
+            rate <= SharingSettings::MAX_RATE,
+            format!(
+                "must be between 0 and {} pages a second",
+                SharingSettings::MAX_RATE
+            ),
         )?;
     }
     number_in(

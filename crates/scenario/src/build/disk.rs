@@ -18,8 +18,22 @@ pub(crate) const MAX_USERS: u32 = 100_000;
 /// is a stream of writes and flushes the simulated disk serves one by one.
 pub(crate) const MAX_FSYNC_THREADS: u16 = 64;
 
+/// The shortest time a command or a seek may take, µs: the simulator serves every request as
+/// an event, so the fastest disk it takes serves 100,000 a second (a SATA SSD's rate; the
+/// papers' disks are 7200 RPM drives, 50 and 700 µs). A disk of 1e-300 µs ran 64 writers at a
+/// million requests a simulated second.
+pub(crate) const MIN_COMMAND_US: f64 = 10.0;
+
+/// The fastest transfer rate, MB/s: 100 GB/s, beyond any one device.
+pub(crate) const MAX_TRANSFER_MB_S: f64 = 100_000.0;
+
+/// The deepest device queue: NVMe's per-queue 65,536 is beyond what the scheduler here
+/// orders; SATA's NCQ (the papers' disks) is 32.
+pub(crate) const MAX_QUEUE_DEPTH: u32 = 1024;
+
 impl Build<'_> {
-    /// `[disk]`: positive times and rate, a queue depth of at least 1.
+    /// `[disk]`: positive times and rate within the bounds above, a queue depth from 1 to
+    /// [`MAX_QUEUE_DEPTH`].
     pub(super) fn disk(&self, at: &FieldPath, d: DiskDoc) -> Result<DiskConfig> {
         let base = DeviceConfig::default();
         let positive = |key: &str, v: Option<f64>, default: f64| -> Result<f64> {
@@ -30,11 +44,24 @@ impl Build<'_> {
                 "must be > 0",
             )
         };
+        let at_least_a_command = |key: &str, v: Option<f64>, default: f64| -> Result<f64> {
+            self.number(
+                &at.key(key),
+                v.unwrap_or(default),
+                |x| x >= MIN_COMMAND_US,
+                &format!("must be at least {MIN_COMMAND_US} (µs; every request is an event)"),
+            )
+        };
         let device = DeviceConfig {
-            seek_us: positive("seek_us", d.seek_us, base.seek_us)?,
+            seek_us: at_least_a_command("seek_us", d.seek_us, base.seek_us)?,
             near_us: positive("near_us", d.near_us, base.near_us)?,
-            transfer_mb_s: positive("transfer_mb_s", d.transfer_mb_s, base.transfer_mb_s)?,
-            command_us: positive("command_us", d.command_us, base.command_us)?,
+            transfer_mb_s: self.number(
+                &at.key("transfer_mb_s"),
+                d.transfer_mb_s.unwrap_or(base.transfer_mb_s),
+                |x| x > 0.0 && x <= MAX_TRANSFER_MB_S,
+                &format!("must be > 0 and at most {MAX_TRANSFER_MB_S}"),
+            )?,
+            command_us: at_least_a_command("command_us", d.command_us, base.command_us)?,
             flush_us: positive("flush_us", d.flush_us, base.flush_us)?,
             cache_bytes: d
                 .cache
@@ -43,8 +70,11 @@ impl Build<'_> {
                 .map_or(base.cache_bytes, Size::bytes),
         };
         let queue_depth = d.queue_depth.unwrap_or(1);
-        if queue_depth == 0 {
-            return Err(self.err(&at.key("queue_depth"), "must be >= 1"));
+        if !(1..=MAX_QUEUE_DEPTH).contains(&queue_depth) {
+            return Err(self.err(
+                &at.key("queue_depth"),
+                format!("must be from 1 to {MAX_QUEUE_DEPTH}"),
+            ));
         }
         Ok(DiskConfig {
             device,

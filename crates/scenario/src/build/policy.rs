@@ -31,6 +31,22 @@ impl Build<'_> {
         if per_vm_rate == 0 {
             return Err(self.err(&at.key("per_vm_rate"), "must be >= 1"));
         }
+        // Each scanned page is looked at one by one, as the daemon's scanner does.
+        for (key, rate) in [
+            ("idle_rate", idle_rate),
+            ("pressed_rate", pressed_rate),
+            ("per_vm_rate", per_vm_rate),
+        ] {
+            if rate > SharingSettings::MAX_RATE {
+                return Err(self.err(
+                    &at.key(key),
+                    format!(
+                        "must be at most {} pages a second",
+                        SharingSettings::MAX_RATE
+                    ),
+                ));
+            }
+        }
         let settings = SharingSettings {
             idle_rate,
             pressed_rate,

@@ -220,7 +220,12 @@ impl Disk {
                     }
                 }
                 Event::Served => self.served(),
-                Event::Token => self.token_wake = None,
+                // Only the wake-up asked for last clears it: an earlier one, superseded by a
+                // sooner wake, must not, or each such event left a copy of the next wake-up in
+                // the queue, and the copies grew without end (190,000 a simulated second on
+                // lai-caps with a 1 GB/s disk).
+                Event::Token if self.token_wake == Some(at) => self.token_wake = None,
+                Event::Token => {}
             }
             self.dispatch();
         }
@@ -386,6 +391,43 @@ mod tests {
         let rate = r[0].1 as f64 / 60.0;
         assert!((90.0..105.0).contains(&rate), "{rate}/s, {r:?}");
         assert!(r[0].0 > 10.0, "CPU plus reads: {r:?}");
+    }
+
+    #[test]
+    fn capped_tenants_on_a_fast_disk_keep_one_token_wake_up_queued() {
+        let mut disk = Disk::new(
+            &DiskConfig {
+                device: DeviceConfig {
+                    transfer_mb_s: 1000.0,
+                    ..DeviceConfig::default()
+                },
+                queue_depth: 32,
+            },
+            0,
+        );
+        // lai-caps' two tenants under caps of 400 IOPS, which they fill.
+        let heavy = |users| match rubbos(users) {
+            LoadConfig::Ntier(n) => LoadConfig::Ntier(NtierConfig {
+                reads_per_request: 1.8,
+                ..n
+            }),
+            other => other,
+        };
+        disk.insert(TenantId(1), &tenant(heavy(2100), Some(400)), SimRng::new(1));
+        disk.insert(TenantId(2), &tenant(heavy(1000), Some(400)), SimRng::new(2));
+        let mut most = 0;
+        for s in 1..=60 {
+            disk.run(s * 1_000_000);
+            let queued = disk
+                .events
+                .iter()
+                .filter(|Reverse((_, _, e))| matches!(e, Event::Token))
+                .count();
+            most = most.max(queued);
+        }
+        // A wake-up superseded by a sooner one stays queued until its time, so two at most;
+        // each used to leave a copy behind, hundreds within the minute.
+        assert!(most <= 2, "{most} token wake-ups queued at once");
     }
 
     #[test]
