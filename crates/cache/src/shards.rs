@@ -60,7 +60,10 @@ pub struct Shards {
 }
 
 impl Shards {
-    /// Samples at rate `rate` (0 < rate <= 1).
+    /// The smallest rate a fixed-rate sample can take: one hash value of the 2^24.
+    pub const MIN_RATE: f64 = 1.0 / P as f64;
+
+    /// Samples at rate `rate` (0 < rate <= 1; below [`Shards::MIN_RATE`], at that rate).
     pub fn fixed_rate(rate: f64) -> Shards {
         Shards::new(
             ((rate.clamp(0.0, 1.0) * P as f64).round() as u64).max(1),

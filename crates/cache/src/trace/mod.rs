@@ -36,8 +36,13 @@ pub enum Op {
 /// What went wrong reading a trace; every message names the file and where in it.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    #[error("cannot read {}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    /// The OS error is in the message and not a `source()`, so that a chain printed whole
+    /// says it once.
+    #[error("cannot read {}: {error}", path.display())]
+    Io { path: PathBuf, error: io::Error },
+    /// Writing a trace ([`TraceWriter`]) failed.
+    #[error("cannot write {}: {error}", path.display())]
+    Write { path: PathBuf, error: io::Error },
     #[error("{}:{line}: field `{field}` is {value:?}, expected {expected}", path.display())]
     Field {
         path: PathBuf,
@@ -76,9 +81,9 @@ impl TraceReader {
             .file_name()
             .map(|n| n.to_string_lossy().to_ascii_lowercase())
             .unwrap_or_default();
-        let file = std::fs::File::open(path).map_err(|source| TraceError::Io {
+        let file = std::fs::File::open(path).map_err(|error| TraceError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         })?;
         let buffered = io::BufReader::with_capacity(1 << 16, file);
         if name.ends_with(".csv") {
@@ -122,9 +127,9 @@ impl TraceWriter {
                 path: path.to_path_buf(),
             });
         }
-        let io = |source| TraceError::Io {
+        let io = |error| TraceError::Write {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let file = std::fs::File::create(path).map_err(io)?;
         let mut w = TraceWriter {
@@ -153,16 +158,16 @@ impl TraceWriter {
 
     /// Flushes what is buffered; dropping the writer without it loses a write error.
     pub fn finish(mut self) -> Result<(), TraceError> {
-        io::Write::flush(&mut self.out).map_err(|source| TraceError::Io {
+        io::Write::flush(&mut self.out).map_err(|error| TraceError::Write {
             path: self.path.clone(),
-            source,
+            error,
         })
     }
 
     fn put(&mut self, bytes: &[u8]) -> Result<(), TraceError> {
-        io::Write::write_all(&mut self.out, bytes).map_err(|source| TraceError::Io {
+        io::Write::write_all(&mut self.out, bytes).map_err(|error| TraceError::Write {
             path: self.path.clone(),
-            source,
+            error,
         })
     }
 }

@@ -49,11 +49,11 @@ impl<R: Read> Iterator for OracleReader<R> {
                 Ok(0) => break,
                 Ok(n) => got += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(source) => {
+                Err(error) => {
                     self.failed = true;
                     return Some(Err(TraceError::Io {
                         path: self.path.clone(),
-                        source,
+                        error,
                     }));
                 }
             }

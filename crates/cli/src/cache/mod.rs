@@ -37,8 +37,16 @@ pub enum CacheError {
     Trace(#[from] TraceError),
     #[error(transparent)]
     Scenario(#[from] memtide_cache::scenario::ConfigError),
-    #[error("--shards-rate {0}: must be more than 0 and at most 1")]
+    #[error("--shards-rate {}: must be more than 0 and at most 1", number(*.0))]
     Rate(f64),
+    #[error(
+        "--shards-rate {}: below the smallest rate SHARDS samples at, 2^-24 = {:.3e} (one of its 2^24 hash values)",
+        number(*.0),
+        Shards::MIN_RATE
+    )]
+    RateTooSmall(f64),
+    #[error("--shards-size 0: a sample must keep at least 1 block")]
+    SampleSize,
     #[error("--points {0}: must be between 2 and 1000000")]
     Points(usize),
     #[error(
@@ -49,10 +57,14 @@ pub enum CacheError {
     Grid(usize),
     #[error("--tenant {tenant}: no request of that tenant in {}", path.display())]
     NoRequests { tenant: u32, path: PathBuf },
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("{}: no requests; an empty trace has no miss-ratio curve", path.display())]
+    Empty { path: PathBuf },
+    /// The OS error is in the message and not a `source()`, so that a chain printed whole
+    /// (`{:#}`) says it once.
+    #[error("cannot write {}: {error}", path.display())]
     Write {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -60,7 +72,21 @@ impl CacheError {
     /// True for the user's own mistakes: bad options, a trace that is missing, unreadable or
     /// not one. Writing the outputs failing is not.
     pub fn is_usage(&self) -> bool {
-        !matches!(self, CacheError::Write { .. })
+        !matches!(
+            self,
+            CacheError::Write { .. } | CacheError::Trace(TraceError::Write { .. })
+        )
+    }
+}
+
+/// A number as the user would write it: `0.01`, not `1e-2`, but `1e-300` rather than 300
+/// zeros.
+fn number(v: f64) -> String {
+    let plain = v.to_string();
+    if plain.len() > 12 {
+        format!("{v:e}")
+    } else {
+        plain
     }
 }
 
@@ -77,8 +103,16 @@ pub struct MrcRun {
 
 /// Reads the trace once and writes `mrc.csv` and `mrc.html` into `out`.
 pub fn mrc(o: &MrcOptions) -> Result<MrcRun, CacheError> {
-    if let Some(r) = o.shards_rate.filter(|r| !(*r > 0.0 && *r <= 1.0)) {
-        return Err(CacheError::Rate(r));
+    if let Some(r) = o.shards_rate {
+        if !(r > 0.0 && r <= 1.0) {
+            return Err(CacheError::Rate(r));
+        }
+        if r < Shards::MIN_RATE {
+            return Err(CacheError::RateTooSmall(r));
+        }
+    }
+    if o.shards_size == Some(0) {
+        return Err(CacheError::SampleSize);
     }
     if !(2..=1_000_000).contains(&o.points) {
         return Err(CacheError::Points(o.points));
@@ -116,6 +150,17 @@ pub fn mrc(o: &MrcOptions) -> Result<MrcRun, CacheError> {
         }
     }
     progress.finish();
+    if requests == 0 {
+        return Err(match o.tenant {
+            Some(tenant) => CacheError::NoRequests {
+                tenant,
+                path: o.trace.clone(),
+            },
+            None => CacheError::Empty {
+                path: o.trace.clone(),
+            },
+        });
+    }
     let seconds = started.elapsed().as_secs_f64();
     let shards = shards.map(|(s, label)| {
         let curve = s.curve();
@@ -129,9 +174,9 @@ pub fn mrc(o: &MrcOptions) -> Result<MrcRun, CacheError> {
         shards,
         seconds,
     };
-    std::fs::create_dir_all(&o.out).map_err(|source| CacheError::Write {
+    std::fs::create_dir_all(&o.out).map_err(|error| CacheError::Write {
         path: o.out.clone(),
-        source,
+        error,
     })?;
     let sizes = sizes(run.exact.max_size(), o.points);
     write(&o.out.join("mrc.csv"), &csv(&run, &sizes))?;
@@ -277,9 +322,9 @@ pub fn surface(o: &SurfaceOptions) -> Result<Surface, CacheError> {
             );
         }
     }
-    std::fs::create_dir_all(&o.out).map_err(|source| CacheError::Write {
+    std::fs::create_dir_all(&o.out).map_err(|error| CacheError::Write {
         path: o.out.clone(),
-        source,
+        error,
     })?;
     write(&o.out.join("surface.csv"), &csv)?;
     Ok(surface)
@@ -316,9 +361,9 @@ pub fn gen(o: &GenOptions) -> Result<(), CacheError> {
 }
 
 fn write(path: &Path, text: &str) -> Result<(), CacheError> {
-    std::fs::write(path, text).map_err(|source| CacheError::Write {
+    std::fs::write(path, text).map_err(|error| CacheError::Write {
         path: path.to_path_buf(),
-        source,
+        error,
     })
 }
 

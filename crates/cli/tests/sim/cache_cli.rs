@@ -1,0 +1,126 @@
+//! `memtide cache mrc` run as a user would: what it refuses (an empty trace, a SHARDS rate below its smallest, with one line and exit status 2), and an OS error said once.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+/// Runs `memtide cache mrc TRACE ARGS...`.
+fn mrc(trace: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_memtide"))
+        .args(["cache", "mrc"])
+        .arg(trace)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// Its standard error, which must be one line, and its exit status.
+fn one_line(out: &Output) -> (Option<i32>, String) {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(err.lines().count(), 1, "one line: {err}");
+    (out.status.code(), err)
+}
+
+/// A small CSV trace in `dir`: a loop over 3 blocks, twice.
+fn small(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("loop.csv");
+    let text: String = (0..6)
+        .map(|i| format!("{i},0,{},4096,r\n", i % 3))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn an_empty_trace_is_refused_with_one_line_exit_2() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    for (name, body) in [
+        ("empty.csv", &b""[..]),
+        ("header.csv", b"time,tenant,block,size,op\n# nothing\n"),
+        ("empty.oracleGeneral", b""),
+    ] {
+        let trace = dir.path().join(name);
+        std::fs::write(&trace, body).unwrap();
+        let (code, err) = one_line(&mrc(&trace, &["--out", out_dir.to_str().unwrap()]));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(
+            err.contains(name) && err.contains("no requests"),
+            "{name}: {err}"
+        );
+        assert!(!out_dir.exists(), "nothing written");
+    }
+}
+
+#[test]
+fn a_shards_rate_below_its_smallest_names_the_value_and_the_limit() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = small(dir.path());
+    let (code, err) = one_line(&mrc(&trace, &["--shards-rate", "1e-300"]));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--shards-rate 1e-300") && err.contains("2^-24") && err.contains("5.960e-8"),
+        "{err}"
+    );
+    // The smallest rate itself is taken.
+    let out = dir.path().join("out");
+    let ok = mrc(
+        &trace,
+        &[
+            "--shards-rate",
+            "5.9604644775390625e-8",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let (code, err) = one_line(&mrc(&trace, &["--shards-size", "0"]));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--shards-size 0"), "{err}");
+}
+
+#[test]
+fn an_os_error_is_said_once() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = small(dir.path());
+    // The output directory under a file: writing it fails (exit 1, not the user's input).
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "").unwrap();
+    let (code, err) = one_line(&mrc(&trace, &["--out", file.join("out").to_str().unwrap()]));
+    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+    assert!(
+        err.contains("cannot write") && err.contains("a-file"),
+        "{err}"
+    );
+    // A missing trace (exit 2) the same.
+    let (code, err) = one_line(&mrc(&dir.path().join("missing.csv"), &[]));
+    assert_eq!(code, Some(2), "{err}");
+    assert_eq!(err.matches("os error").count(), 1, "{err}");
+    // A trace written where it cannot be is a write, not a read.
+    let out = Command::new(env!("CARGO_BIN_EXE_memtide"))
+        .args([
+            "cache",
+            "gen",
+            "--pattern",
+            "loop",
+            "--requests",
+            "3",
+            "--out",
+        ])
+        .arg(file.join("t.csv"))
+        .output()
+        .unwrap();
+    let (code, err) = one_line(&out);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("cannot write") && err.matches("os error").count() == 1,
+        "{err}"
+    );
+}
