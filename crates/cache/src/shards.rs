@@ -111,8 +111,9 @@ impl Shards {
     }
 
     /// Takes one request: a hash, a register (fixed rate), and for the sampled few the rest.
+    /// True when the block is in the sample.
     #[inline(always)]
-    pub fn access(&mut self, block: u64) {
+    pub fn access(&mut self, block: u64) -> bool {
         self.requests += 1;
         let full = hash(block);
         let h = full & (P - 1);
@@ -125,8 +126,10 @@ impl Shards {
             }
             if h < self.threshold {
                 self.sample(block, h);
+                return true;
             }
         }
+        false
     }
 
     /// A sampled request: its distance among the sampled blocks, counted.
@@ -310,7 +313,9 @@ mod tests {
         let trace = skewed(2_000, 20_000);
         let exact = MissRatioCurve::exact(trace.iter().copied());
         let mut s = Shards::fixed_rate(1.0);
-        trace.iter().for_each(|&b| s.access(b));
+        for &b in &trace {
+            s.access(b);
+        }
         assert_eq!(s.curve().miss_ratios(), exact.miss_ratios());
     }
 
