@@ -124,3 +124,52 @@ fn an_os_error_is_said_once() {
         "{err}"
     );
 }
+
+#[test]
+fn the_sample_alone_and_curves_by_bytes_are_written_and_their_misuse_refused() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let dir = tempfile::tempdir().unwrap();
+    let trace = small(dir.path());
+    let out = dir.path().join("out");
+    let o = out.to_str().unwrap();
+    let ok = mrc(&trace, &["--shards-rate", "1", "--no-exact", "--out", o]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let csv = std::fs::read_to_string(out.join("mrc.csv")).unwrap();
+    // A loop over 3 blocks: the second pass hits from 3 blocks.
+    assert_eq!(
+        csv,
+        "size_blocks,shards_miss_ratio\n0,1.000000\n1,1.000000\n2,1.000000\n3,0.500000\n"
+    );
+    let ok = mrc(&trace, &["--by", "bytes", "--points", "4", "--out", o]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let csv = std::fs::read_to_string(out.join("mrc.csv")).unwrap();
+    // 4096-byte blocks: the second pass hits from 12288 bytes.
+    assert_eq!(
+        csv,
+        "size_bytes,miss_ratio,byte_miss_ratio\n0,1.000000,1.000000\n4096,1.000000,1.000000\n8192,1.000000,1.000000\n12288,0.500000,0.500000\n"
+    );
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        stdout.contains("3 distinct objects of 12.0 KiB in all"),
+        "{stdout}"
+    );
+    for (args, says) in [
+        (&["--no-exact"][..], "--no-exact without --shards-rate"),
+        (
+            &["--by", "bytes", "--shards-size", "10"],
+            "--shards-size with --by bytes",
+        ),
+    ] {
+        let (code, err) = one_line(&mrc(&trace, args));
+        assert_eq!(code, Some(2), "{err}");
+        assert!(err.contains(says), "{err}");
+    }
+}
