@@ -4,8 +4,8 @@
 //! is ever loaded whole; memory is proportional to the distinct blocks a trace touches.
 //!
 //! - `trace/`: [`TraceReader`] (the CSV block trace and libCacheSim's `oracleGeneral` records,
-//!   as iterators whose errors name the file, line or record, field and value) and
-//!   [`TraceWriter`];
+//!   plain or zstd-compressed, as iterators whose errors name the file, line or record, field
+//!   and value) and [`TraceWriter`];
 //! - `gen`: [`Generator`] over a [`Pattern`] (Zipf, loop, scan, mixtures, TPC-W-like,
 //!   RUBiS-like), deterministic from a seed;
 //! - `lru`: [`Lru`], blocks in one `Vec` as an intrusive list with an Fx map, with insert and

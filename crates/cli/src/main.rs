@@ -136,8 +136,9 @@ enum BenchCommand {
 
 #[derive(Subcommand)]
 enum CacheCommand {
-    /// The LRU miss-ratio curve of a block trace (*.csv or libCacheSim *.oracleGeneral), exact
-    /// in one pass and/or sampled, by blocks or by bytes: mrc.csv and mrc.html.
+    /// The LRU miss-ratio curve of a block trace (*.csv or libCacheSim *.oracleGeneral, .zst if
+    /// compressed), exact in one pass and/or sampled, by blocks or by bytes: mrc.csv and
+    /// mrc.html.
     Mrc {
         /// The trace.
         trace: PathBuf,
@@ -164,7 +165,8 @@ enum CacheCommand {
         #[arg(long, default_value_t = 1000)]
         points: usize,
     },
-    /// A synthetic block trace (docs/cache.md): *.csv or *.oracleGeneral.
+    /// A synthetic block trace (docs/cache.md): *.csv or *.oracleGeneral, .zst after either to
+    /// compress it.
     Gen {
         /// The pattern.
         #[arg(long, value_enum)]

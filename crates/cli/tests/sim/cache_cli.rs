@@ -1,4 +1,4 @@
-//! `memtide cache mrc` run as a user would: what it refuses (an empty trace, a SHARDS rate below its smallest, with one line and exit status 2), and an OS error said once.
+//! `memtide cache mrc` run as a user would: the sample alone, curves by bytes and zstd-compressed traces; what it refuses (an empty trace, a SHARDS rate below its smallest, `--no-exact` with nothing to sample, with one line and exit status 2); and an OS error said once.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -172,4 +172,50 @@ fn the_sample_alone_and_curves_by_bytes_are_written_and_their_misuse_refused() {
         assert_eq!(code, Some(2), "{err}");
         assert!(err.contains(says), "{err}");
     }
+}
+
+#[test]
+fn a_zstd_compressed_trace_gives_the_curve_of_the_plain_one() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let dir = tempfile::tempdir().unwrap();
+    // The same generated trace, plain and compressed as it is written.
+    let mut csvs = Vec::new();
+    for name in ["z.oracleGeneral", "z.oracleGeneral.zst"] {
+        let trace = dir.path().join(name);
+        let gen = Command::new(env!("CARGO_BIN_EXE_memtide"))
+            .args(["cache", "gen", "--pattern", "zipf", "--requests", "200000"])
+            .args(["--blocks", "5000", "--out"])
+            .arg(&trace)
+            .output()
+            .unwrap();
+        assert!(
+            gen.status.success(),
+            "{}",
+            String::from_utf8_lossy(&gen.stderr)
+        );
+        let out = dir.path().join(format!("out-{name}"));
+        let run = mrc(&trace, &["--by", "bytes", "--out", out.to_str().unwrap()]);
+        assert!(
+            run.status.success(),
+            "{}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+        csvs.push(std::fs::read_to_string(out.join("mrc.csv")).unwrap());
+    }
+    let plain = std::fs::metadata(dir.path().join("z.oracleGeneral"))
+        .unwrap()
+        .len();
+    let zst = std::fs::metadata(dir.path().join("z.oracleGeneral.zst"))
+        .unwrap()
+        .len();
+    assert!(zst < plain / 2, "compressed: {zst} of {plain} bytes");
+    assert_eq!(csvs[0], csvs[1]);
+    assert!(csvs[0].lines().count() > 100);
+    // Cut short, it is one line naming the file, exit 2.
+    let cut = dir.path().join("cut.oracleGeneral.zst");
+    let bytes = std::fs::read(dir.path().join("z.oracleGeneral.zst")).unwrap();
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let (code, err) = one_line(&mrc(&cut, &[]));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("cut.oracleGeneral.zst"), "{err}");
 }
