@@ -461,7 +461,7 @@ fn html(run: &MrcRun, name: &str) -> String {
         y_label: "miss ratio",
         x_label: &x_label,
         x_range: (0.0, last as f64 / div),
-        y_range: None,
+        y_range: Some((0.0, 1.0)),
         dots: false,
         height: 320.0,
         series,
