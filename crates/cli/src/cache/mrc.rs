@@ -494,16 +494,20 @@ fn html(run: &MrcRun, name: &str) -> String {
         );
     }
     if let Some(s) = &run.shards {
-        let text = match (s.error, s.byte_error) {
-            (Some(e), None) => format!("mean absolute error {e:.5}"),
-            (Some(e), Some(b)) => {
-                format!("mean absolute error {e:.5} (miss ratio), {b:.5} (byte miss ratio)")
-            }
-            _ => "sampled alone (--no-exact)".to_string(),
+        let (against, text) = match (s.error, s.byte_error) {
+            (Some(e), None) => (
+                " against the exact curve",
+                format!("mean absolute error {e:.5}"),
+            ),
+            (Some(e), Some(b)) => (
+                " against the exact curves",
+                format!("mean absolute error {e:.5} (miss ratio), {b:.5} (byte miss ratio)"),
+            ),
+            _ => ("", "sampled alone (--no-exact)".to_string()),
         };
         let _ = write!(
             rows,
-            "<tr><th class=\"l\">{} against the exact curve</th><td>{text}</td></tr>",
+            "<tr><th class=\"l\">{}{against}</th><td>{text}</td></tr>",
             escape(&s.label)
         );
     }
@@ -573,6 +577,11 @@ mod tests {
             "size_blocks,shards_miss_ratio\n0,1.000000\n1,0.875000\n2,0.875000\n3,0.500000\n"
         );
         assert!(run.summary().contains("without the exact curve"));
+        let html = std::fs::read_to_string(dir.path().join("out/mrc.html")).unwrap();
+        assert!(
+            html.contains("SHARDS at rate 1</th><td>sampled alone (--no-exact)"),
+            "{html}"
+        );
         o.shards_rate = None;
         let e = mrc(&o).unwrap_err();
         assert!(e.is_usage() && e.to_string().contains("--no-exact"), "{e}");
