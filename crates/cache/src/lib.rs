@@ -4,14 +4,17 @@
 //! is ever loaded whole; memory is proportional to the distinct blocks a trace touches.
 //!
 //! - `trace/`: [`TraceReader`] (the CSV block trace and libCacheSim's `oracleGeneral` records,
-//!   as iterators whose errors name the file, line or record, field and value) and
-//!   [`TraceWriter`];
+//!   plain or zstd-compressed, as iterators whose errors name the file, line or record, field
+//!   and value) and [`TraceWriter`];
 //! - `gen`: [`Generator`] over a [`Pattern`] (Zipf, loop, scan, mixtures, TPC-W-like,
 //!   RUBiS-like), deterministic from a seed;
 //! - `lru`: [`Lru`], blocks in one `Vec` as an intrusive list with an Fx map, with insert and
 //!   remove for demotion between levels;
 //! - `mrc`: [`StackDistances`] (Mattson's, each block's latest request marked in a bitset with
 //!   a Fenwick tree over its words, compacted when the times run out) and [`MissRatioCurve`];
+//! - `bytes`: curves by bytes for objects of varying sizes: [`ByteDistances`] (a Fenwick
+//!   tree of sizes over request positions), the binned [`ByteCurve`] (miss ratio and byte miss
+//!   ratio) and [`ByteShards`];
 //! - `shards`: fixed-rate and fixed-size SHARDS with SHARDS_adj, a HyperLogLog estimating the
 //!   footprint, and [`WindowedShards`], SHARDS as an application's agent runs it (one curve per
 //!   window; the first window only warms the stack);
@@ -30,6 +33,7 @@
 //! The command is the CLI's `cache/` (`memtide cache mrc`, `surface`, `gen`, `partition`).
 //! See docs/cache.md.
 
+pub mod bytes;
 pub mod experiment;
 pub mod gen;
 pub mod lru;
@@ -41,6 +45,7 @@ pub mod surface;
 pub mod trace;
 pub mod twolevel;
 
+pub use bytes::{ByteCurve, ByteDistances, ByteShards, Reuse};
 pub use gen::{Generator, Pattern};
 pub use lru::Lru;
 pub use mrc::{at_size, MissRatioCurve, StackDistances};

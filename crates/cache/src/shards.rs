@@ -60,7 +60,10 @@ pub struct Shards {
 }
 
 impl Shards {
-    /// Samples at rate `rate` (0 < rate <= 1).
+    /// The smallest rate a fixed-rate sample can take: one hash value of the 2^24.
+    pub const MIN_RATE: f64 = 1.0 / P as f64;
+
+    /// Samples at rate `rate` (0 < rate <= 1; below [`Shards::MIN_RATE`], at that rate).
     pub fn fixed_rate(rate: f64) -> Shards {
         Shards::new(
             ((rate.clamp(0.0, 1.0) * P as f64).round() as u64).max(1),
@@ -108,8 +111,9 @@ impl Shards {
     }
 
     /// Takes one request: a hash, a register (fixed rate), and for the sampled few the rest.
+    /// True when the block is in the sample.
     #[inline(always)]
-    pub fn access(&mut self, block: u64) {
+    pub fn access(&mut self, block: u64) -> bool {
         self.requests += 1;
         let full = hash(block);
         let h = full & (P - 1);
@@ -122,8 +126,10 @@ impl Shards {
             }
             if h < self.threshold {
                 self.sample(block, h);
+                return true;
             }
         }
+        false
     }
 
     /// A sampled request: its distance among the sampled blocks, counted.
@@ -307,7 +313,9 @@ mod tests {
         let trace = skewed(2_000, 20_000);
         let exact = MissRatioCurve::exact(trace.iter().copied());
         let mut s = Shards::fixed_rate(1.0);
-        trace.iter().for_each(|&b| s.access(b));
+        for &b in &trace {
+            s.access(b);
+        }
         assert_eq!(s.curve().miss_ratios(), exact.miss_ratios());
     }
 

@@ -136,8 +136,9 @@ enum BenchCommand {
 
 #[derive(Subcommand)]
 enum CacheCommand {
-    /// The exact LRU miss-ratio curve of a block trace (*.csv or libCacheSim *.oracleGeneral),
-    /// in one pass: mrc.csv and mrc.html.
+    /// The LRU miss-ratio curve of a block trace (*.csv or libCacheSim *.oracleGeneral, .zst if
+    /// compressed), exact in one pass and/or sampled, by blocks or by bytes: mrc.csv and
+    /// mrc.html.
     Mrc {
         /// The trace.
         trace: PathBuf,
@@ -153,11 +154,19 @@ enum CacheCommand {
         /// Also a fixed-size SHARDS curve keeping this many blocks, with its error.
         #[arg(long, value_name = "BLOCKS", conflicts_with = "shards_rate")]
         shards_size: Option<usize>,
+        /// The SHARDS curve alone, without the exact one: a pass as fast as the sampling.
+        #[arg(long)]
+        no_exact: bool,
+        /// Cache sizes in blocks, or in bytes (each request's size counts: miss ratio and
+        /// byte miss ratio).
+        #[arg(long, value_enum, default_value = "blocks")]
+        by: ByArg,
         /// Cache sizes written and drawn.
         #[arg(long, default_value_t = 1000)]
         points: usize,
     },
-    /// A synthetic block trace (docs/cache.md): *.csv or *.oracleGeneral.
+    /// A synthetic block trace (docs/cache.md): *.csv or *.oracleGeneral, .zst after either to
+    /// compress it.
     Gen {
         /// The pattern.
         #[arg(long, value_enum)]
@@ -226,6 +235,12 @@ enum CacheCommand {
         #[arg(long, default_value_t = 3500.0)]
         disk_us: f64,
     },
+}
+
+#[derive(Copy, Clone, clap::ValueEnum)]
+enum ByArg {
+    Blocks,
+    Bytes,
 }
 
 #[derive(Copy, Clone, clap::ValueEnum)]
@@ -538,6 +553,8 @@ fn cache_command(command: CacheCommand) -> anyhow::Result<()> {
             tenant,
             shards_rate,
             shards_size,
+            no_exact,
+            by,
             points,
         } => {
             let out = out.unwrap_or_else(|| default_out("mrc", &trace));
@@ -547,17 +564,14 @@ fn cache_command(command: CacheCommand) -> anyhow::Result<()> {
                 tenant,
                 shards_rate,
                 shards_size,
+                exact: !no_exact,
+                by: match by {
+                    ByArg::Blocks => cache::Unit::Blocks,
+                    ByArg::Bytes => cache::Unit::Bytes,
+                },
                 points,
             })?;
-            println!(
-                "{} requests, {} distinct blocks; {:.1} M requests/s",
-                run.requests,
-                run.distinct,
-                run.requests as f64 / run.seconds.max(1e-9) / 1e6
-            );
-            if let Some((_, error, label)) = &run.shards {
-                println!("{label}: mean absolute error {error:.5} against the exact curve");
-            }
+            print!("{}", run.summary());
             println!("outputs: {}", out.display());
             Ok(())
         }

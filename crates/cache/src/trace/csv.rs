@@ -102,11 +102,11 @@ impl<R: BufRead> Iterator for CsvReader<R> {
             match self.input.read_line(&mut self.line) {
                 Ok(0) => return None,
                 Ok(n) => self.bytes += n as u64,
-                Err(source) => {
+                Err(error) => {
                     self.failed = true;
                     return Some(Err(TraceError::Io {
                         path: self.path.clone(),
-                        source,
+                        error,
                     }));
                 }
             }

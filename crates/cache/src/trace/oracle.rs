@@ -1,7 +1,7 @@
 //! libCacheSim's `oracleGeneral` binary trace: packed little-endian 24-byte records of u32 time, u64 object id, u32 size and i64 next-access virtual time (-1: never again), read record by record.
 
 use super::{Op, Request, TraceError};
-use std::io::Read;
+use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
 /// Bytes in one record.
@@ -17,7 +17,7 @@ pub struct OracleReader<R> {
     failed: bool,
 }
 
-impl<R: Read> OracleReader<R> {
+impl<R: BufRead> OracleReader<R> {
     /// `path` names the input in errors.
     pub fn new(path: &Path, input: R) -> OracleReader<R> {
         OracleReader {
@@ -35,29 +35,32 @@ impl<R: Read> OracleReader<R> {
     }
 }
 
-impl<R: Read> Iterator for OracleReader<R> {
+impl<R: BufRead> Iterator for OracleReader<R> {
     type Item = Result<Request, TraceError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.failed {
             return None;
         }
+        // A whole record in the buffer is read in place; one split across refills is copied.
         let mut buf = [0u8; RECORD];
-        let mut got = 0;
-        while got < RECORD {
-            match self.input.read(&mut buf[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(source) => {
+        let got = match self.input.fill_buf() {
+            Ok(b) if b.len() >= RECORD => {
+                buf.copy_from_slice(&b[..RECORD]);
+                self.input.consume(RECORD);
+                RECORD
+            }
+            _ => match self.read_split(&mut buf) {
+                Ok(n) => n,
+                Err(error) => {
                     self.failed = true;
                     return Some(Err(TraceError::Io {
                         path: self.path.clone(),
-                        source,
+                        error,
                     }));
                 }
-            }
-        }
+            },
+        };
         self.bytes += got as u64;
         match got {
             0 => None,
@@ -81,6 +84,23 @@ impl<R: Read> Iterator for OracleReader<R> {
                 }))
             }
         }
+    }
+}
+
+impl<R: BufRead> OracleReader<R> {
+    /// Reads up to a record into `buf` across refills: the bytes read (fewer than a record
+    /// only at the end of the input).
+    fn read_split(&mut self, buf: &mut [u8; RECORD]) -> std::io::Result<usize> {
+        let mut got = 0;
+        while got < RECORD {
+            match self.input.read(&mut buf[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(got)
     }
 }
 

@@ -49,9 +49,9 @@ pub fn partition(o: &PartitionOptions) -> Result<PartitionRun, CacheError> {
         outcome,
         seconds: started.elapsed().as_secs_f64(),
     };
-    std::fs::create_dir_all(&o.out).map_err(|source| CacheError::Write {
+    std::fs::create_dir_all(&o.out).map_err(|error| CacheError::Write {
         path: o.out.clone(),
-        source,
+        error,
     })?;
     write(&o.out.join("partition.csv"), &csv(&run))?;
     write(&o.out.join("report.html"), &html(&run))?;

@@ -11,6 +11,7 @@ mod common;
 mod alb_shapes;
 mod api;
 mod browser;
+mod cache_cli;
 mod cache_shapes;
 mod cli;
 mod density_shapes;
