@@ -144,26 +144,58 @@ fn alb_table2_resize_time_grows_with_size_as_in_the_paper() {
     }
 }
 
-#[test]
-fn alb_fig1_os_ballooning_is_several_times_slower_and_the_app_balloon_matches_configured() {
-    let _gate = memtide_testkit::file_gate(module_path!());
+/// ALB Fig. 1's three runs with `overrides` over `seeds`: for each seed and database, the mean
+/// query time (ms, 900-1200 s) configured, OS-ballooned and app-ballooned.
+fn alb_fig1(overrides: &[&str], seeds: &[u64]) -> Vec<(u64, &'static str, [f64; 3])> {
     let latency = |r: &RunRecord, name: &str| {
         mean(r, name, 900.0, 1200.0, |row| row.latency_ms.unwrap_or(0.0))
     };
-    let runs = |variant| run_seeds("alb-fig1.toml", Some(variant), &[], &SEEDS);
+    let runs = |variant| run_seeds("alb-fig1.toml", Some(variant), overrides, seeds);
     let (configured, os, app) = (runs("configured"), runs("os"), runs("app"));
+    let mut out = Vec::new();
     for ((seed, c), ((_, o), (_, a))) in configured.iter().zip(os.iter().zip(app.iter())) {
         for name in ["db4", "db6", "db8"] {
-            let (c, o, a) = (latency(c, name), latency(o, name), latency(a, name));
-            assert!(
-                o >= 3.0 * c,
-                "seed {seed}: {name}: OS-ballooned {o:.0} ms against configured {c:.0} ms"
-            );
-            assert!(
-                (a - c).abs() <= 0.1 * c,
-                "seed {seed}: {name}: app-ballooned {a:.0} ms against configured {c:.0} ms"
-            );
+            out.push((
+                *seed,
+                name,
+                [latency(c, name), latency(o, name), latency(a, name)],
+            ));
         }
+    }
+    out
+}
+
+#[test]
+fn alb_fig1_os_ballooning_is_several_times_slower_and_the_app_balloon_matches_configured() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    // Seeds 1-6 and two more: 3.13-3.37x over seeds 1-12 (docs/reproducing.md).
+    for (seed, name, [c, o, a]) in alb_fig1(&[], &[1, 2, 3, 4, 5, 6, 7, 9]) {
+        assert!(
+            o >= 3.0 * c,
+            "seed {seed}: {name}: OS-ballooned {o:.0} ms against configured {c:.0} ms"
+        );
+        assert!(
+            (a - c).abs() <= 0.1 * c,
+            "seed {seed}: {name}: app-ballooned {a:.0} ms against configured {c:.0} ms"
+        );
+    }
+}
+
+#[test]
+fn alb_fig1_with_twice_the_data_os_ballooning_costs_less_but_still_twice() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    // With data twice the largest pool the configured database reads from disk too, so the
+    // OS balloon's penalty is a smaller multiple: 2.08-2.61x over seeds 1-12, the less the
+    // more memory (db8 least). The application balloon stays within 3.5% of configured.
+    for (seed, name, [c, o, a]) in alb_fig1(&["tenants.*.workload.data=2048M"], &[1, 9]) {
+        assert!(
+            o >= 2.0 * c && o < 3.0 * c,
+            "seed {seed}: {name}: OS-ballooned {o:.0} ms against configured {c:.0} ms"
+        );
+        assert!(
+            (a - c).abs() <= 0.05 * c,
+            "seed {seed}: {name}: app-ballooned {a:.0} ms against configured {c:.0} ms"
+        );
     }
 }
 
