@@ -4,7 +4,8 @@
 //!
 //! - the host: `machine` (frames and host swap), `pmap` (per VM), `paging` (host-side work
 //!   across VMs: backing pages, random victims, making room when the machine is full),
-//!   `sampler` (ESX page sampling), `cost` (the cost model, docs/cost-model.md);
+//!   `victims` (the index of which VM pages out when the machine is full), `sampler` (ESX
+//!   page sampling), `cost` (the cost model, docs/cost-model.md);
 //! - a VM: `guest` (the guest OS: free list, anon and page cache, its own swap, two-level
 //!   CLOCK reclaim with refault-driven balance), `balloon` (the driver), `vm` (one VM's tick:
 //!   balloon moves interleaved with accesses), `stats` (per-tick figures);
@@ -59,6 +60,7 @@ pub mod sampler;
 pub mod sharing;
 pub mod slo;
 pub mod stats;
+pub mod victims;
 pub mod vm;
 pub mod workload;
 pub mod world;
