@@ -37,6 +37,8 @@
 //! - `slo`: a key-value server's (`workload::kv`, the density benchmark's) per-request
 //!   latencies in a FIFO queue, and its one-second and report windows as the real load
 //!   generator writes them (`memtide_demand::Window`);
+//! - `footprint`: a tenant's memory predicted from its configuration (bytes per simulated
+//!   page of each structure), which `memtide sim` checks against `--max-memory` before a run;
 //! - `rng`, `zipf` (our own, for byte-stable output), `config`, and `world`: [`SimWorld`], the
 //!   world the runner drives.
 //!
@@ -50,6 +52,7 @@ pub mod balloon;
 pub mod config;
 pub mod cost;
 pub mod disk;
+pub mod footprint;
 pub mod guest;
 pub mod machine;
 pub mod paging;
