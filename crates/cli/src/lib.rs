@@ -12,6 +12,8 @@
 //!   here, in columns named `_mb`;
 //! - `density/`: `memtide bench density`, tenants carried at their SLO per policy on real
 //!   servers (config, one trial, the report);
+//! - `memory`: a run's peak memory predicted from its scenario, the `--max-memory` check
+//!   before it starts, and the peak measured after;
 //! - `progress` (the progress bar), `bench`, `settings`, `status` (the table `memtide status`
 //!   prints, fetched through `memtide_api`, its columns from `memtide_runner::columns`);
 //! - `discover`: `memtide discover`, what could be managed here (cgroups under a parent,
@@ -27,6 +29,7 @@ pub mod bench;
 pub mod cache;
 pub mod density;
 pub mod discover;
+pub mod memory;
 pub mod output;
 pub mod progress;
 pub mod record;

@@ -2,7 +2,8 @@
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
-use memtide_cli::{bench, cache, output, progress::Progress, run};
+use memtide_cli::{bench, cache, memory, output, progress::Progress, run};
+use memtide_model::Bytes;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -38,6 +39,10 @@ enum Command {
         /// Run only this variant of a scenario that defines variants.
         #[arg(long)]
         variant: Option<String>,
+        /// Refuse a run whose predicted peak memory exceeds this size ("4G"; none or 0: no
+        /// limit). Default: half of the machine's memory.
+        #[arg(long, value_name = "SIZE", value_parser = memory::parse_limit)]
+        max_memory: Option<memory::Limit>,
     },
     /// Manage the cgroups of this Linux host (see docs/linux.md).
     Daemon {
@@ -275,7 +280,15 @@ fn main() -> ExitCode {
             seed,
             set,
             variant,
-        } => sim(scenario.as_deref(), out, seed, set, variant.as_deref()),
+            max_memory,
+        } => sim(
+            scenario.as_deref(),
+            out,
+            seed,
+            set,
+            variant.as_deref(),
+            max_memory.map_or_else(|| Some(memory::default_limit(Path::new("/"))), |l| l.0),
+        ),
         Command::Bench {
             what:
                 Some(BenchCommand::Density {
@@ -354,6 +367,9 @@ fn usage_error(e: &anyhow::Error) -> Option<&dyn std::fmt::Display> {
         return Some(user);
     }
     if let Some(user) = e.downcast_ref::<output::OutDirError>() {
+        return Some(user);
+    }
+    if let Some(user) = e.downcast_ref::<memory::OverLimit>() {
         return Some(user);
     }
     if let Some(user) = e
@@ -465,6 +481,7 @@ fn sim(
     seed: Option<u64>,
     mut set: Vec<String>,
     only: Option<&str>,
+    max_memory: Option<Bytes>,
 ) -> anyhow::Result<()> {
     if let Some(seed) = seed {
         set.push(format!("seed={seed}"));
@@ -487,12 +504,27 @@ fn sim(
         Some(v) => vec![v.to_string()],
         None => base.variants.iter().map(|v| v.name.clone()).collect(),
     };
+    // Every run is checked before the first starts: a variant too big is refused at once.
+    let mut predicted = Vec::with_capacity(variants.len().max(1));
+    if variants.is_empty() {
+        predicted.push(memory::check(&base, max_memory)?);
+    }
+    for name in &variants {
+        predicted.push(memory::check(&load(&set, Some(name))?, max_memory)?);
+    }
+    let peak = || {
+        let most = predicted.iter().max().copied().unwrap_or_default();
+        if let Some(measured) = memory::measured_peak() {
+            eprintln!("memtide: peak memory {measured} (predicted at most {most})");
+        }
+    };
     if variants.is_empty() {
         let progress = Progress::new(run::total_ticks(&base), &base.name);
         let summary = sim_into(&out, &base, None, &progress)?;
         progress.finish();
         print!("{}", output::text::render(&summary));
         println!("outputs: {}", out.display());
+        peak();
         return Ok(());
     }
     let mut runs = Vec::with_capacity(variants.len());
@@ -517,6 +549,7 @@ fn sim(
             .with_context(|| format!("writing {}", out.join("index.html").display()))?;
         println!("compared: {}", out.join("index.html").display());
     }
+    peak();
     Ok(())
 }
 

@@ -298,6 +298,12 @@ impl Guest {
         }
     }
 
+    /// `ppn`'s flags as raw bits (0 outside the guest), for reading ahead.
+    #[inline]
+    pub fn peek_flags(&self, ppn: u32) -> u8 {
+        self.flags.get(ppn as usize).copied().unwrap_or(0)
+    }
+
     /// True if `ppn`'s referenced bit is set.
     pub fn is_referenced(&self, ppn: u32) -> bool {
         self.flags.get(ppn as usize).is_some_and(|f| f & REF != 0)

@@ -4,7 +4,8 @@
 //!
 //! - the host: `machine` (frames and host swap), `pmap` (per VM), `paging` (host-side work
 //!   across VMs: backing pages, random victims, making room when the machine is full),
-//!   `sampler` (ESX page sampling), `cost` (the cost model, docs/cost-model.md);
+//!   `victims` (the index of which VM pages out when the machine is full), `sampler` (ESX
+//!   page sampling), `cost` (the cost model, docs/cost-model.md);
 //! - a VM: `guest` (the guest OS: free list, anon and page cache, its own swap, two-level
 //!   CLOCK reclaim with refault-driven balance), `balloon` (the driver), `vm` (one VM's tick:
 //!   balloon moves interleaved with accesses), `stats` (per-tick figures);
@@ -36,6 +37,8 @@
 //! - `slo`: a key-value server's (`workload::kv`, the density benchmark's) per-request
 //!   latencies in a FIFO queue, and its one-second and report windows as the real load
 //!   generator writes them (`memtide_demand::Window`);
+//! - `footprint`: a tenant's memory predicted from its configuration (bytes per simulated
+//!   page of each structure), which `memtide sim` checks against `--max-memory` before a run;
 //! - `rng`, `zipf` (our own, for byte-stable output), `config`, and `world`: [`SimWorld`], the
 //!   world the runner drives.
 //!
@@ -49,6 +52,7 @@ pub mod balloon;
 pub mod config;
 pub mod cost;
 pub mod disk;
+pub mod footprint;
 pub mod guest;
 pub mod machine;
 pub mod paging;
@@ -59,6 +63,7 @@ pub mod sampler;
 pub mod sharing;
 pub mod slo;
 pub mod stats;
+pub mod victims;
 pub mod vm;
 pub mod workload;
 pub mod world;

@@ -7,6 +7,7 @@ use crate::machine::Machine;
 use crate::pmap::{PageState, Pmap};
 use crate::rng::SimRng;
 use crate::sharing::{ContentMix, Offer, Sharing, Write};
+use crate::victims::Victims;
 
 /// Random probes for a mapped victim PPN before falling back to a scan.
 const VICTIM_PROBES: u32 = 32;
@@ -34,9 +35,9 @@ pub struct HostMemory {
     pub pmaps: Vec<Pmap>,
     /// Each VM's last target from the controller (`None` before the first decision).
     targets: Vec<Option<u64>>,
-    /// Whether any VM has had a target: without one (no controller), the search for the VM
-    /// most above its target is skipped, which would cost a pass over every VM per fault.
-    targeted: bool,
+    /// Where the next victim VM is found; every method that changes a VM's pmap or target
+    /// marks that VM in it (so pmaps change only through these methods, or the VM is marked).
+    victims: Victims,
     /// Content-based page sharing, where the host shares pages.
     pub sharing: Option<Sharing>,
 }
@@ -63,7 +64,7 @@ impl HostMemory {
             machine,
             pmaps: Vec::new(),
             targets: Vec::new(),
-            targeted: false,
+            victims: Victims::default(),
             sharing: None,
         }
     }
@@ -82,6 +83,7 @@ impl HostMemory {
             return Ok((false, 0));
         }
         let mut copy = (false, 0);
+        self.victims.mark(vm);
         if self.pmaps[vm].is_shared(ppn) {
             copy = (true, self.frame_for(vm, rng)?);
             if let Some(s) = &mut self.sharing {
@@ -110,6 +112,7 @@ impl HostMemory {
             return Ok(Backing::default());
         }
         let sync_swap_outs = self.frame_for(vm, rng)?;
+        self.victims.mark(vm);
         let pmap = &mut self.pmaps[vm];
         let mut backing = Backing {
             sync_swap_outs,
@@ -159,46 +162,23 @@ impl HostMemory {
     /// VM `vm`'s target from the controller's last decision.
     pub fn set_target(&mut self, vm: usize, target: u64) {
         self.targets[vm] = Some(target);
-        self.targeted = true;
+        self.victims.mark(vm);
     }
 
     /// Which VM gives up a page when the machine is full.
-    pub fn victim_vm(&self, faulting: usize) -> Option<usize> {
-        let mut best: Option<(usize, u64)> = None;
-        let targets = if self.targeted {
-            &self.targets[..]
-        } else {
-            &[]
-        };
-        for (i, (pmap, target)) in self.pmaps.iter().zip(targets).enumerate() {
-            let allocated = u64::from(pmap.mapped());
-            let excess = target.map_or(0, |t| allocated.saturating_sub(t));
-            let better = match best {
-                Some((_, e)) => excess > e,
-                None => true,
-            };
-            if excess > 0 && better && pmap.mapped() > pmap.shared() {
-                best = Some((i, excess));
-            }
+    pub fn victim_vm(&mut self, faulting: usize) -> Option<usize> {
+        if self.sharing.is_some() {
+            // Sharing a page changes the pmaps of the other VMs that map its frame.
+            self.victims.mark_all();
         }
-        if let Some((i, _)) = best {
-            return Some(i);
+        if let Some(vm) = self.victims.most_above_target(&self.pmaps, &self.targets) {
+            return Some(vm);
         }
         let own = |p: &Pmap| p.mapped() - p.shared();
         if self.pmaps.get(faulting).is_some_and(|p| own(p) > 0) {
             return Some(faulting);
         }
-        let mut most: Option<(usize, u32)> = None;
-        for (i, pmap) in self.pmaps.iter().enumerate() {
-            let more = match most {
-                Some((_, m)) => own(pmap) > m,
-                None => true,
-            };
-            if own(pmap) > 0 && more {
-                most = Some((i, own(pmap)));
-            }
-        }
-        most.map(|(i, _)| i)
+        self.victims.most_own(&self.pmaps, &self.targets)
     }
 
     /// Pages out up to `n` randomly chosen pages of VM `vm` held in frames of its own (ESX's
@@ -239,6 +219,7 @@ impl HostMemory {
             return None;
         }
         self.machine.free_frame();
+        self.victims.mark(vm);
         let pmap = &mut self.pmaps[vm];
         pmap.set(ppn, PageState::HostSwapped);
         pmap.counters.host_swap_outs += 1;
@@ -258,6 +239,7 @@ impl HostMemory {
     }
 
     fn drop_backing(&mut self, vm: usize, ppn: u32) {
+        self.victims.mark(vm);
         match self.pmaps[vm].state(ppn) {
             PageState::Mapped if self.pmaps[vm].is_shared(ppn) => {
                 if let Some(s) = &mut self.sharing {
@@ -278,6 +260,7 @@ impl HostMemory {
         }
         self.pmaps.insert(at, pmap);
         self.targets.insert(at, None);
+        self.victims = Victims::new(self.pmaps.len());
     }
 
     /// Removes the VM at index `at`, returning all its frames and host swap slots and its
@@ -285,6 +268,7 @@ impl HostMemory {
     pub fn remove(&mut self, at: usize) {
         let pmap = self.pmaps.remove(at);
         self.targets.remove(at);
+        self.victims = Victims::new(self.pmaps.len());
         if let Some(s) = &mut self.sharing {
             s.remove(at, &pmap, &mut self.machine);
         }

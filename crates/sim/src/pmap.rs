@@ -115,6 +115,12 @@ impl Pmap {
         self.entries.get(ppn as usize) == Some(&MAPPED)
     }
 
+    /// `ppn`'s entry as raw bits (0 out of range), for reading ahead.
+    #[inline]
+    pub fn peek(&self, ppn: u32) -> u8 {
+        self.entries.get(ppn as usize).copied().unwrap_or(UNBACKED)
+    }
+
     /// Where `ppn` is; an out-of-range PPN reads as unbacked.
     pub fn state(&self, ppn: u32) -> PageState {
         decode(self.entries.get(ppn as usize).copied().unwrap_or(UNBACKED))

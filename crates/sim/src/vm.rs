@@ -526,6 +526,7 @@ impl Vm {
                 break;
             }
             let sweep = self.workload.last_sweep();
+            warm(&self.guest, &host.pmaps[idx], &buf);
             for (i, &a) in buf.iter().enumerate() {
                 match self.access(a, idx, host, costs) {
                     Some(stall) => {
@@ -784,6 +785,28 @@ impl Vm {
             }
         }
     }
+}
+
+/// Reads, ahead of a batch of accesses, the entries they will look up first: each page's or
+/// block's map entry, then the guest flags and pmap entry of the page it names. The loads are
+/// independent of each other, so the processor overlaps their cache misses, where the access
+/// loop itself waits for each in turn (its misses depend on one another). Nothing is
+/// changed: a page a fault of this batch moves is merely looked up in vain.
+fn warm(guest: &Guest, pmap: &crate::pmap::Pmap, buf: &[Access]) {
+    let mut ppns = [0u32; BATCH];
+    for (ppn, a) in ppns.iter_mut().zip(buf) {
+        *ppn = match *a {
+            Access::Anon { page, .. } | Access::Collect { page } | Access::Fill { page, .. } => {
+                guest.anon_entry(page)
+            }
+            Access::File { block } => guest.file_entry(block).unwrap_or(u32::MAX),
+        };
+    }
+    let mut seen = 0u8;
+    for &ppn in &ppns[..buf.len().min(BATCH)] {
+        seen ^= guest.peek_flags(ppn) ^ pmap.peek(ppn);
+    }
+    std::hint::black_box(seen);
 }
 
 /// Slices of a tick over which the balloon's pages move, interleaved with accesses.

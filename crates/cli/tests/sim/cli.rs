@@ -159,3 +159,83 @@ fn bad_arguments_overrides_and_missing_files_exit_2_with_one_line() {
         assert!(stderr.starts_with("memtide: "), "{args:?}: {stderr}");
     }
 }
+
+/// The peak memory `memtide sim` measured (VmHWM) and the one it predicted, in MiB, from the
+/// line it ends its stderr with.
+fn peaks(stderr: &str) -> (f64, f64) {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("memtide: peak memory "))
+        .unwrap_or_else(|| panic!("no peak line in: {stderr}"));
+    let mib = |s: &str| s.trim().trim_end_matches(" MiB").parse::<f64>().unwrap();
+    let (measured, predicted) = line
+        .strip_suffix(')')
+        .and_then(|l| l.split_once(" (predicted at most "))
+        .unwrap_or_else(|| panic!("peak line: {line}"));
+    (mib(measured), mib(predicted))
+}
+
+#[test]
+fn sim_predicts_its_peak_memory_within_two_and_a_half_times_the_measured() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    // Few small tenants (the process's own memory), 16 of 1 GB, 1,000 of 32 MB.
+    for (file, duration) in [
+        ("overcommit-states.toml", "2m"),
+        ("bench-16vm-1h.toml", "2m"),
+        ("churn-1000.toml", "90s"),
+    ] {
+        let dir = tmp(&format!("cli-peak-{file}"));
+        let path = format!("{}/../../scenarios/{file}", env!("CARGO_MANIFEST_DIR"));
+        let set = format!("duration={duration}");
+        let out = memtide(&["sim", &path, "--out", dir.to_str().unwrap(), "--set", &set]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{file}: {stderr}");
+        let (measured, predicted) = peaks(&stderr);
+        // A bound, not a guess: never below the peak, at most 2.5 times it.
+        let ratio = predicted / measured;
+        assert!(
+            (1.0..=2.5).contains(&ratio),
+            "{file}: predicted {predicted} MiB, measured {measured} MiB"
+        );
+    }
+}
+
+#[test]
+fn sim_refuses_a_run_predicted_over_max_memory_before_it_starts() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    let dir = tmp("cli-over-limit");
+    let out_dir = dir.join("out");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../scenarios/density-2000.toml"
+    );
+    // 2,500 servers of about 110 MB: a run of every variant would take many minutes and
+    // about a GiB; it is refused before the first starts, and nothing is written.
+    let out = memtide(&[
+        "sim",
+        path,
+        "--set",
+        "density.tenants=2500",
+        "--max-memory",
+        "512M",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    for words in [
+        "scenario density-2000: predicted peak memory ",
+        "exceeds --max-memory 512.0 MiB (2500 tenants",
+        "--max-memory none",
+    ] {
+        assert!(stderr.contains(words), "{words:?} not in {stderr}");
+    }
+    assert!(!out_dir.exists(), "outputs written for a refused run");
+    // A limit that is not a size is refused in one line too.
+    let bad = memtide(&["sim", path, "--max-memory", "lots"]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("'--max-memory <SIZE>'"), "{stderr}");
+}

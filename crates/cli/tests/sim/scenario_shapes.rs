@@ -364,3 +364,118 @@ fn containers_under_limits_keep_the_linux_safety_rails() {
         }
     }
 }
+
+/// What `churn_1000_walks_every_state_and_back_with_floors_and_maxima_held` checks, tick by
+/// tick as the run streams (keeping 1,000 tenants' rows for ten minutes would hold about
+/// 400 MB): the states replayed, tenants' bounds, who ran.
+struct ChurnCheck {
+    seed: u64,
+    /// Each tenant's (min, max).
+    bounds: std::collections::BTreeMap<
+        memtide_model::TenantId,
+        (memtide_model::Bytes, memtide_model::Bytes),
+    >,
+    /// The policy's rule replayed over each tick's free memory.
+    replay: memtide_policy::ReclamationTracker,
+    states: Vec<ReclamationState>,
+    /// Tenants running at each tick.
+    running: Vec<usize>,
+}
+
+impl memtide_cli::record::Ticks for ChurnCheck {
+    fn tick(&mut self, tick: memtide_runner::TickRecord) -> std::io::Result<()> {
+        use memtide_model::{Bytes, Pages};
+        let seed = self.seed;
+        let at = tick.time_s;
+        let page = memtide_model::PAGE_SIZE;
+        // No flapping: every change is the one the thresholds and their hysteresis call for
+        // (down as far as free memory fell, up one state once it clears the next threshold by
+        // the gap), and no change happens without one.
+        let replayed = self
+            .replay
+            .update(Pages(tick.free.0 / page), Pages(tick.machine.0 / page));
+        assert_eq!(
+            tick.state, replayed,
+            "seed {seed} at {at} s: free {}",
+            tick.free
+        );
+        self.states.push(tick.state);
+        self.running.push(tick.rows.len());
+        for row in &tick.rows {
+            let (min, max) = self.bounds[&row.tenant];
+            let name = row.tenant.0;
+            assert!(
+                row.allocated <= max,
+                "seed {seed} at {at} s: t{name:04} holds {} > max {max}",
+                row.allocated
+            );
+            assert!(
+                row.target >= min,
+                "seed {seed} at {at} s: t{name:04} target {} < min {min}",
+                row.target
+            );
+            // The balloon never takes a guest below its floor.
+            let balloon = row
+                .balloon
+                .as_ref()
+                .map_or(Bytes::ZERO, |b| b.size.to_bytes());
+            assert!(
+                balloon.0 <= max.0 - min.0,
+                "seed {seed} at {at} s: t{name:04} balloon {balloon} > max - min"
+            );
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn churn_1000_walks_every_state_and_back_with_floors_and_maxima_held() {
+    let _gate = memtide_testkit::file_gate(module_path!());
+    // Two seeds, not six: each run is 1,000 tenants for ten minutes (docs/benchmarks.md has
+    // its time and memory), and the suite runs in CI near its time limit.
+    for seed in [1, 2] {
+        let path = scenario_path("churn-1000.toml");
+        let scenario = memtide_scenario::load(&path, &[format!("seed={seed}")]).unwrap();
+        assert_eq!(scenario.tenants.len(), 1000);
+        let mut check = ChurnCheck {
+            seed,
+            bounds: scenario
+                .tenants
+                .iter()
+                .map(|t| (t.spec.id, (t.spec.min.to_bytes(), t.spec.max.to_bytes())))
+                .collect(),
+            replay: memtide_policy::ReclamationTracker::new(scenario.controller.thresholds.clone()),
+            states: Vec::new(),
+            running: Vec::new(),
+        };
+        let run = memtide_cli::run::run(
+            &scenario,
+            &memtide_cli::progress::Progress::hidden(),
+            &mut check,
+        )
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert!(run.refusals.is_empty(), "seed {seed}: {:?}", run.refusals);
+        let states = &check.states;
+        assert_eq!(states.len(), 600, "seed {seed}");
+        // Each state below high entered and left, and the run ends in high.
+        for s in [
+            ReclamationState::Soft,
+            ReclamationState::Hard,
+            ReclamationState::Low,
+        ] {
+            let entered = states.windows(2).filter(|w| w[1] == s && w[0] != s).count();
+            let left = states.windows(2).filter(|w| w[0] == s && w[1] != s).count();
+            assert!(
+                entered >= 1 && left == entered,
+                "seed {seed}: {s} entered {entered}, left {left}"
+            );
+        }
+        assert_eq!(states.last(), Some(&ReclamationState::High), "seed {seed}");
+        let changes = states.windows(2).filter(|w| w[0] != w[1]).count();
+        assert!(changes < 30, "seed {seed}: {changes} state changes");
+        // Churn: 500 at first, all 1,000 once the late ones arrive, 600 after the leavers.
+        assert_eq!(check.running[0], 500, "seed {seed}");
+        assert_eq!(check.running.iter().max(), Some(&1000), "seed {seed}");
+        assert_eq!(check.running.last(), Some(&600), "seed {seed}");
+    }
+}

@@ -1,0 +1,118 @@
+//! What one simulated tenant will cost in memory, predicted from its configuration before it boots: bytes per simulated page of each per-page structure, and what grows with the run.
+//!
+//! Per guest-physical page (the tenant's max): the guest's owner entry (4 bytes) and flags
+//! (1), the pmap's entry (1) and private bit, and at most one CLOCK queue entry (4) while the
+//! page is resident: 10.1 bytes. Per page of the workload's regions: its anonymous or file
+//! map entry (4) and a file block's evicted bit. An application pool adds its own lists
+//! (16 bytes per pool page at most: a database's LRU), page sharing its contents and hash
+//! table slots (24 bytes per guest page), and a key-value server one closed SLO window per
+//! second of the run (`memtide_demand::Window`) and its demand schedule.
+//!
+//! These are bounds: a structure is counted at the size it reaches when every page is
+//! used, so a run whose tenants leave memory untouched uses less (docs/benchmarks.md,
+//! "Predicted peak memory", compares the prediction with measured peaks).
+
+use crate::config::VmConfig;
+use crate::workload::Workload;
+use memtide_demand::Window;
+use std::time::Duration;
+
+/// Eighths of a byte per guest-physical page: owner 4, flags 1, pmap 1, a CLOCK queue
+/// entry 4, and the pmap's private bit.
+const GUEST_PAGE_EIGHTHS: u64 = (4 + 1 + 1 + 4) * 8 + 1;
+/// Eighths of a byte per page of the anonymous region or the file set: the map entry and, for
+/// a file block, its evicted bit (counted for both: a bound).
+const REGION_PAGE_EIGHTHS: u64 = 4 * 8 + 1;
+/// Bytes per pool page of an application with a pool of its own, at most (a database's
+/// buffer pool: previous, next, page and slot of each frame).
+const POOL_PAGE_BYTES: u64 = 16;
+/// Bytes per guest page where the host shares pages: the page's contents key (8) and a
+/// slot of the hash table (16).
+const SHARING_PAGE_BYTES: u64 = 24;
+/// A key-value server's bytes per second of the run: a closed window and its share of the
+/// schedule and the open window's latencies.
+const KV_SECOND_BYTES: u64 = std::mem::size_of::<Window>() as u64 + 16;
+/// What every tenant costs beyond its pages: the VM, its workload, sampler and balloon, the
+/// controller's and the runner's state and its row in a tick's record (measured: 10,000
+/// idle 4 MiB tenants).
+pub const TENANT_BYTES: u64 = 24 * 1024;
+
+/// The predicted peak bytes of one tenant running `workload` in `vm` for `duration`,
+/// `sharing` when the host shares pages.
+pub fn tenant(vm: &VmConfig, workload: &Workload, duration: Duration, sharing: bool) -> u64 {
+    let guest = vm.max.0;
+    let region = u64::from(workload.anon_pages()) + u64::from(workload.file_pages());
+    let pool = workload.pool().map_or(0, |p| u64::from(p.max()));
+    let kv = workload.kv().map_or(0, |_| {
+        duration.as_secs().saturating_add(1) * KV_SECOND_BYTES
+    });
+    let shared = if sharing {
+        guest * SHARING_PAGE_BYTES
+    } else {
+        0
+    };
+    (guest * GUEST_PAGE_EIGHTHS).div_ceil(8)
+        + (region * REGION_PAGE_EIGHTHS).div_ceil(8)
+        + pool * POOL_PAGE_BYTES
+        + kv
+        + shared
+        + TENANT_BYTES
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TenantKind;
+    use crate::cost::CostModel;
+    use crate::workload::{Pace, TouchPhase, WorkloadConfig};
+    use memtide_model::Pages;
+
+    fn toucher(max_mib: u64, allocated_mb: f64) -> (VmConfig, Workload) {
+        let config = WorkloadConfig::Toucher {
+            phases: vec![TouchPhase {
+                at_s: 0.0,
+                working_set_mb: allocated_mb,
+            }],
+            allocated_mb: Some(allocated_mb),
+            skew: Default::default(),
+            pace: Pace::default(),
+        };
+        let workload = Workload::new(&config, &CostModel::default()).unwrap();
+        let vm = VmConfig {
+            kind: TenantKind::Vm,
+            max: Pages::from_mib(max_mib),
+            overhead: Pages::ZERO,
+            kernel: Pages::from_mib(1),
+            guest_swap: Pages::ZERO,
+            balloon: None,
+            initial_balloon: Pages::ZERO,
+            sampling: None,
+            content: Default::default(),
+            workload: config,
+            io: None,
+            disk: None,
+        };
+        (vm, workload)
+    }
+
+    #[test]
+    fn a_tenant_costs_about_ten_bytes_a_guest_page_and_four_a_region_page() {
+        let (vm, w) = toucher(1024, 512.0);
+        let bytes = tenant(&vm, &w, Duration::from_secs(60), false);
+        // 262,144 guest pages and 131,072 anonymous ones.
+        let expected = 262_144 * 81 / 8 + 131_072 * 33 / 8 + TENANT_BYTES;
+        assert_eq!(bytes, expected);
+        assert!(
+            bytes > 3 * 1024 * 1024 && bytes < 4 * 1024 * 1024,
+            "{bytes}"
+        );
+    }
+
+    #[test]
+    fn page_sharing_adds_its_contents_and_table_per_guest_page() {
+        let (vm, w) = toucher(64, 32.0);
+        let plain = tenant(&vm, &w, Duration::from_secs(60), false);
+        let shared = tenant(&vm, &w, Duration::from_secs(60), true);
+        assert_eq!(shared - plain, 16_384 * SHARING_PAGE_BYTES);
+    }
+}
