@@ -174,14 +174,19 @@ impl CacheScenario {
 
     /// Checks the scenario `text`; `file` names it in errors and places relative trace paths.
     pub fn parse(file: &Path, text: &str) -> Result<CacheScenario, ConfigError> {
-        let doc = Document::parse(file, text)?;
+        // Through `build`, so a file of the old format hears of every renamed key at once.
+        Document::parse(file, text)?.build(|doc| CacheScenario::read(doc, file))
+    }
+
+    /// The scenario as `doc` holds it.
+    fn read(doc: &Document, file: &Path) -> Result<CacheScenario, ConfigError> {
         let root = FieldPath::root();
         let d: Doc = doc.read(&root)?;
-        let levels = Levels::check(&doc, &root, &d)?;
-        let latencies = latencies(&doc, &root.key("latency"), d.latency.unwrap_or_default())?;
-        let scale = utility_scale(&doc, &root.key("utility"), d.utility.unwrap_or_default())?;
-        let apps = apps(&doc, &root, file, &d.app)?;
-        check_configurations(&doc, &root, apps.len(), levels.grid)?;
+        let levels = Levels::check(doc, &root, &d)?;
+        let latencies = latencies(doc, &root.key("latency"), d.latency.unwrap_or_default())?;
+        let scale = utility_scale(doc, &root.key("utility"), d.utility.unwrap_or_default())?;
+        let apps = apps(doc, &root, file, &d.app)?;
+        check_configurations(doc, &root, apps.len(), levels.grid)?;
         let minimum = d
             .conservative_minimum
             .map_or(CONSERVATIVE_MINIMUM, Size::bytes);
@@ -631,6 +636,22 @@ weight = 0.5
         let e = s.experiment(&|_| {}).unwrap();
         assert_eq!(e.apps[0].blocks.len(), 100);
         assert_eq!(e.apps[1].blocks.len(), 50);
+    }
+
+    #[test]
+    fn a_file_of_the_old_format_hears_of_every_renamed_key() {
+        let old = GOOD
+            .replace("buffer = \"64KiB\"", "buffer_bytes = 65536")
+            .replace("block = \"4KiB\"", "block_kb = 4");
+        let e = parse(&old).unwrap_err().to_string();
+        assert!(
+            e.starts_with("s.toml:5:12: block_kb = 4: unknown field `block_kb`")
+                && e.contains("`block = \"4K\"`")
+                && e.ends_with(
+                    "1 more key of the old format: `buffer_bytes` (3:16) is now `buffer = 65536`"
+                ),
+            "{e}"
+        );
     }
 
     #[test]

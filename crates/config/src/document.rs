@@ -293,7 +293,11 @@ fn renamed(message: &str, value: Option<&Value>) -> Option<Renamed> {
         Some(Value::Float(x)) if x.is_finite() => Some(x.to_string()),
         _ => None,
     };
-    let value = number.map(|n| Value::String(format!("{n}{unit}")));
+    // Bytes are written as a plain integer; the other units in a string after the number.
+    let value = match value {
+        Some(Value::Integer(n)) if unit.is_empty() => Some(Value::Integer(*n)),
+        _ => number.map(|n| Value::String(format!("{n}{unit}"))),
+    };
     let written = match &value {
         Some(v) => render(v),
         None => format!("\"{example}{unit}\""),
