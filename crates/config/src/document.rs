@@ -80,21 +80,17 @@ impl Document {
         let Some(first) = self.old_keys.borrow().first().cloned() else {
             return Err(error);
         };
-        let mut found = vec![first];
         let mut copy = self.clone();
-        while found.len() < MAX_OLD_KEYS {
-            if let Some(last) = found.last() {
-                copy.rename(last);
-            }
+        let mut found = Vec::new();
+        let mut next = Some(first);
+        while let Some(key) = next.filter(|k| !found.iter().any(|f: &OldKey| f.path == k.path)) {
+            copy.rename(&key);
+            found.push(key);
             copy.old_keys.borrow_mut().clear();
-            if build(&copy).is_ok() {
-                break;
-            }
-            let next = copy.old_keys.borrow().first().cloned();
-            match next {
-                Some(k) if !found.iter().any(|f| f.path == k.path) => found.push(k),
-                _ => break,
-            }
+            next = match build(&copy) {
+                Err(_) if found.len() < MAX_OLD_KEYS => copy.old_keys.borrow().first().cloned(),
+                _ => None,
+            };
         }
         Err(E::from(old_keys_error(&self.file, &found)))
     }

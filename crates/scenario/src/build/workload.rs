@@ -71,7 +71,7 @@ impl Build<'_> {
                 let message = if unit.is_empty() {
                     format!("must be {rule}")
                 } else {
-                    format!("is {}{unit}; must be {rule}", short_number(&value))
+                    format!("is {value}{unit}; must be {rule}")
                 };
                 self.err(&path, message)
             }
@@ -326,14 +326,6 @@ impl Build<'_> {
 
 /// The keys of a workload's pace, which a `[density]` table writes beside its mix.
 const PACE_KEYS: [&str; 3] = ["cpu_us_per_access", "accesses_per_op", "max_accesses_per_s"];
-
-/// A number as the simulator wrote it, in exponent form when long (`1e300`, not 301 digits).
-fn short_number(value: &str) -> String {
-    match value.parse::<f64>() {
-        Ok(x) if value.len() > 20 && x.is_finite() => format!("{x:e}"),
-        _ => value.to_string(),
-    }
-}
 
 /// A sim field name as the file writes it, and the unit its value is in: `pool_mb` is
 /// `pool` in MB, `jobs[1].at_s` is `jobs[1].at` in seconds.
