@@ -22,8 +22,8 @@ const SETUP: &[(&str, &str)] = &[
     ("APP_MIN", "128M"),
     ("TENANT_MIN", "160M"),
     ("T_DAEMON", "20"),
-    ("T_WAKE", "90"),
-    ("T_END", "140"),
+    ("T_WAKE", "80"),
+    ("T_END", "120"),
     ("CONDITIONS", "b c"),
 ];
 
