@@ -5,8 +5,9 @@
 //! page is resident: 10.1 bytes. Per page of the workload's regions: its anonymous or file
 //! map entry (4) and a file block's evicted bit. An application pool adds its own lists
 //! (16 bytes per pool page at most: a database's LRU), page sharing its contents and hash
-//! table slots (24 bytes per guest page), and a key-value server one closed SLO window per
-//! second of the run (`memtide_demand::Window`) and its demand schedule.
+//! table slots (24 bytes per guest page), and a key-value server 16 bytes per second of the
+//! run (what a wake-up is judged by), one closed report window (`memtide_demand::Window`)
+//! per `window_s` and its demand schedule.
 //!
 //! These are bounds: a structure is counted at the size it reaches when every page is
 //! used, so a run whose tenants leave memory untouched uses less (docs/benchmarks.md,
@@ -29,9 +30,12 @@ const POOL_PAGE_BYTES: u64 = 16;
 /// Bytes per guest page where the host shares pages: the page's contents key (8) and a
 /// slot of the hash table (16).
 const SHARING_PAGE_BYTES: u64 = 24;
-/// A key-value server's bytes per second of the run: a closed window and its share of the
-/// schedule and the open window's latencies.
-const KV_SECOND_BYTES: u64 = std::mem::size_of::<Window>() as u64 + 16;
+/// A key-value server's bytes per second of the run: its record of the second
+/// (`slo::SECOND_BYTES`) and its share of the schedule and the open window's latencies (its
+/// closed report windows are counted apart).
+const KV_SECOND_BYTES: u64 = crate::slo::SECOND_BYTES + 16;
+/// Bytes of one closed report window of a key-value server.
+const KV_WINDOW_BYTES: u64 = std::mem::size_of::<Window>() as u64;
 /// What every tenant costs beyond its pages: the VM, its workload, sampler and balloon, the
 /// controller's and the runner's state and its row in a tick's record (measured: 10,000
 /// idle 4 MiB tenants).
@@ -43,8 +47,11 @@ pub fn tenant(vm: &VmConfig, workload: &Workload, duration: Duration, sharing: b
     let guest = vm.max.0;
     let region = u64::from(workload.anon_pages()) + u64::from(workload.file_pages());
     let pool = workload.pool().map_or(0, |p| u64::from(p.max()));
-    let kv = workload.kv().map_or(0, |_| {
-        duration.as_secs().saturating_add(1) * KV_SECOND_BYTES
+    let kv = workload.kv().map_or(0, |kv| {
+        let seconds = duration.as_secs().saturating_add(1);
+        let windows = (duration.as_secs_f64() / kv.window_s()).ceil() as u64 + 1;
+        (seconds.saturating_mul(KV_SECOND_BYTES))
+            .saturating_add(windows.saturating_mul(KV_WINDOW_BYTES))
     });
     let shared = if sharing {
         guest * SHARING_PAGE_BYTES
