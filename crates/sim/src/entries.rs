@@ -24,6 +24,11 @@ pub const SWAPPED: u32 = u32::MAX - 1;
 /// The most pages a guest, its anonymous region or its file set may have for 16-bit entries.
 pub const NARROW_MAX_PAGES: u32 = u16::MAX as u32 - 1;
 
+/// A full CLOCK queue grows by this fraction of its length (and 16), not the doubling of
+/// `VecDeque`: a queue's ring moves through all of its capacity, so all of it is resident,
+/// and a queue of most of a guest's pages would hold up to twice what it needs.
+const QUEUE_GROWTH: usize = 8;
+
 /// An unsigned integer entries are stored in.
 trait Entry: Copy + std::fmt::Debug {
     /// The type's largest value.
@@ -283,7 +288,13 @@ impl Entries {
     /// Queues `ppn` at the tail of `q`.
     #[inline]
     pub fn push(&mut self, q: Queue, ppn: u32) {
-        with!(&mut self.0, t => t.queue(q).push_back(Entry::pack(ppn)))
+        with!(&mut self.0, t => {
+            let queue = t.queue(q);
+            if queue.len() == queue.capacity() {
+                queue.reserve_exact(queue.len() / QUEUE_GROWTH + 16);
+            }
+            queue.push_back(Entry::pack(ppn))
+        })
     }
 
     /// Takes the head of `q`.
