@@ -26,7 +26,7 @@ const FALLBACK_LIMIT: Bytes = Bytes(4 << 30);
 
 /// A run predicted not to fit its limit (the scenario's or the command's fault: exit 2).
 #[derive(Debug, thiserror::Error)]
-#[error("scenario {scenario}: predicted peak memory {predicted} exceeds --max-memory {limit} ({tenants} tenants, {simulated} simulated, about 10 bytes per simulated 4 KiB page); raise --max-memory, or --max-memory none to lift it")]
+#[error("scenario {scenario}: predicted peak memory {predicted} exceeds --max-memory {limit} ({tenants} tenants, {simulated} simulated, about 6 bytes per simulated 4 KiB page, 10 in a tenant of 256 MiB or more); raise --max-memory, or --max-memory none to lift it")]
 pub struct OverLimit {
     pub scenario: String,
     pub predicted: Bytes,

@@ -15,7 +15,7 @@ mod slo;
 
 pub use pattern::{tenant_seed, Demand, Schedule, MAX_LENGTH_S, MAX_RATE};
 pub use policy::{static_fit, static_limit, Policy, ServerKind};
-pub use slo::{attainment, wake_time, Attainment, Slo, Window};
+pub use slo::{attainment, wake_time, Attainment, Second, Slo, Window};
 
 /// What is wrong with a pattern or a schedule's length.
 #[derive(Debug, thiserror::Error, PartialEq)]

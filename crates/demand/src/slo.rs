@@ -46,6 +46,28 @@ impl Window {
     }
 }
 
+/// One second of a run as a wake-up is judged ([`wake_time`]): its span and the p99 latency
+/// of its requests when some were due and every one was answered (a load generator's
+/// one-second [`Window`] says more; this is all a wake-up needs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Second {
+    /// Seconds from the run's start.
+    pub start: f64,
+    pub end: f64,
+    /// Microseconds; `None` when a request failed or none was due.
+    pub p99_us: Option<u64>,
+}
+
+impl From<&Window> for Second {
+    fn from(w: &Window) -> Second {
+        Second {
+            start: w.start,
+            end: w.start + w.length,
+            p99_us: w.p99_us.filter(|_| w.requests > 0 && w.errors == 0),
+        }
+    }
+}
+
 /// A tenant's service-level objective.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Slo {
@@ -99,13 +121,13 @@ pub fn attainment(windows: &[Window], slo: &Slo) -> Attainment {
 /// p99 (any number of requests: a second is too short to be "active"); `None` when none did
 /// before `until`. The second the wake-up falls in counts, so a tenant that answers at once
 /// is back within a second.
-pub fn wake_time(wake: f64, until: f64, seconds: &[Window], slo: &Slo) -> Option<f64> {
-    let first = seconds.partition_point(|w| w.start + w.length <= wake);
+pub fn wake_time(wake: f64, until: f64, seconds: &[Second], slo: &Slo) -> Option<f64> {
+    let first = seconds.partition_point(|s| s.end <= wake);
     seconds[first..]
         .iter()
-        .take_while(|w| w.start < until)
-        .find(|w| w.requests > 0 && w.errors == 0 && w.p99_us.is_some_and(|p| p <= slo.p99_us))
-        .map(|w| w.start + w.length - wake)
+        .take_while(|s| s.start < until)
+        .find(|s| s.p99_us.is_some_and(|p| p <= slo.p99_us))
+        .map(|s| s.end - wake)
 }
 
 #[cfg(test)]
@@ -160,10 +182,10 @@ mod tests {
 
     #[test]
     fn a_wake_up_is_back_at_the_end_of_its_first_good_second() {
-        let secs: Vec<Window> = (0..10)
+        let secs: Vec<Second> = (0..10)
             .map(|i| {
                 let p99 = if i < 4 { 50_000 } else { 300 };
-                window(f64::from(i), 1.0, 500, 0, Some(p99))
+                Second::from(&window(f64::from(i), 1.0, 500, 0, Some(p99)))
             })
             .collect();
         // Woken at 1.5: seconds 1 to 3 are slow, second 4 is good: back at 5.0.
@@ -176,8 +198,8 @@ mod tests {
             "not before the burst ended"
         );
         let failing = [
-            window(0.0, 1.0, 10, 1, Some(10)),
-            window(1.0, 1.0, 0, 0, None),
+            Second::from(&window(0.0, 1.0, 10, 1, Some(10))),
+            Second::from(&window(1.0, 1.0, 0, 0, None)),
         ];
         assert_eq!(wake_time(0.0, 2.0, &failing, &SLO), None);
     }

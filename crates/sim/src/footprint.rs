@@ -1,37 +1,50 @@
 //! What one simulated tenant will cost in memory, predicted from its configuration before it boots: bytes per simulated page of each per-page structure, and what grows with the run.
 //!
-//! Per guest-physical page (the tenant's max): the guest's owner entry (4 bytes) and flags
-//! (1), the pmap's entry (1) and private bit, and at most one CLOCK queue entry (4) while the
-//! page is resident: 10.1 bytes. Per page of the workload's regions: its anonymous or file
-//! map entry (4) and a file block's evicted bit. An application pool adds its own lists
+//! Per guest-physical page (the tenant's max): the guest's flags (1 byte), owner value (an
+//! entry), the pmap's entry (4 bits) and private bit, and at most one CLOCK queue entry (an
+//! entry, and an eighth more: the queue's growth) while the page is resident. Per page of the
+//! workload's regions: its anonymous or file map entry and a file block's evicted bit. An
+//! entry is 2 bytes for a guest whose pages and regions are under 256 MiB each and 4
+//! otherwise (`entries::Width`): 5.9 bytes a guest page and 2.1 a region page, or 10.1 and
+//! 4.1. An application pool adds its own lists
 //! (16 bytes per pool page at most: a database's LRU), page sharing its contents and hash
-//! table slots (24 bytes per guest page), and a key-value server one closed SLO window per
-//! second of the run (`memtide_demand::Window`) and its demand schedule.
+//! table slots (24 bytes per guest page), and a key-value server 16 bytes per second of the
+//! run (what a wake-up is judged by), one closed report window (`memtide_demand::Window`)
+//! per `window_s` and its demand schedule.
 //!
 //! These are bounds: a structure is counted at the size it reaches when every page is
 //! used, so a run whose tenants leave memory untouched uses less (docs/benchmarks.md,
 //! "Predicted peak memory", compares the prediction with measured peaks).
 
 use crate::config::VmConfig;
+use crate::entries::Width;
 use crate::workload::Workload;
 use memtide_demand::Window;
 use std::time::Duration;
 
-/// Eighths of a byte per guest-physical page: owner 4, flags 1, pmap 1, a CLOCK queue
-/// entry 4, and the pmap's private bit.
-const GUEST_PAGE_EIGHTHS: u64 = (4 + 1 + 1 + 4) * 8 + 1;
-/// Eighths of a byte per page of the anonymous region or the file set: the map entry and, for
-/// a file block, its evicted bit (counted for both: a bound).
-const REGION_PAGE_EIGHTHS: u64 = 4 * 8 + 1;
+/// Eighths of a byte per guest-physical page with entries of `width`: flags 1, the pmap's
+/// half byte and private bit, the owner value, and a CLOCK queue entry and an eighth.
+fn guest_page_eighths(width: Width) -> u64 {
+    8 + 4 + 1 + width.bytes() * 8 + width.bytes() * 9
+}
+
+/// Eighths of a byte per page of the anonymous region or the file set with entries of
+/// `width`: the map entry and, for a file block, its evicted bit (counted for both: a bound).
+fn region_page_eighths(width: Width) -> u64 {
+    width.bytes() * 8 + 1
+}
 /// Bytes per pool page of an application with a pool of its own, at most (a database's
 /// buffer pool: previous, next, page and slot of each frame).
 const POOL_PAGE_BYTES: u64 = 16;
 /// Bytes per guest page where the host shares pages: the page's contents key (8) and a
 /// slot of the hash table (16).
 const SHARING_PAGE_BYTES: u64 = 24;
-/// A key-value server's bytes per second of the run: a closed window and its share of the
-/// schedule and the open window's latencies.
-const KV_SECOND_BYTES: u64 = std::mem::size_of::<Window>() as u64 + 16;
+/// A key-value server's bytes per second of the run: its record of the second
+/// (`slo::SECOND_BYTES`) and its share of the schedule and the open window's latencies (its
+/// closed report windows are counted apart).
+const KV_SECOND_BYTES: u64 = crate::slo::SECOND_BYTES + 16;
+/// Bytes of one closed report window of a key-value server.
+const KV_WINDOW_BYTES: u64 = std::mem::size_of::<Window>() as u64;
 /// What every tenant costs beyond its pages: the VM, its workload, sampler and balloon, the
 /// controller's and the runner's state and its row in a tick's record (measured: 10,000
 /// idle 4 MiB tenants).
@@ -41,18 +54,23 @@ pub const TENANT_BYTES: u64 = 24 * 1024;
 /// `sharing` when the host shares pages.
 pub fn tenant(vm: &VmConfig, workload: &Workload, duration: Duration, sharing: bool) -> u64 {
     let guest = vm.max.0;
-    let region = u64::from(workload.anon_pages()) + u64::from(workload.file_pages());
+    let (anon, file) = (workload.anon_pages(), workload.file_pages());
+    let width = Width::of(u32::try_from(guest).unwrap_or(u32::MAX), anon, file);
+    let region = u64::from(anon) + u64::from(file);
     let pool = workload.pool().map_or(0, |p| u64::from(p.max()));
-    let kv = workload.kv().map_or(0, |_| {
-        duration.as_secs().saturating_add(1) * KV_SECOND_BYTES
+    let kv = workload.kv().map_or(0, |kv| {
+        let seconds = duration.as_secs().saturating_add(1);
+        let windows = (duration.as_secs_f64() / kv.window_s()).ceil() as u64 + 1;
+        (seconds.saturating_mul(KV_SECOND_BYTES))
+            .saturating_add(windows.saturating_mul(KV_WINDOW_BYTES))
     });
     let shared = if sharing {
         guest * SHARING_PAGE_BYTES
     } else {
         0
     };
-    (guest * GUEST_PAGE_EIGHTHS).div_ceil(8)
-        + (region * REGION_PAGE_EIGHTHS).div_ceil(8)
+    (guest * guest_page_eighths(width)).div_ceil(8)
+        + (region * region_page_eighths(width)).div_ceil(8)
         + pool * POOL_PAGE_BYTES
         + kv
         + shared
@@ -96,7 +114,7 @@ mod tests {
     }
 
     #[test]
-    fn a_tenant_costs_about_ten_bytes_a_guest_page_and_four_a_region_page() {
+    fn a_tenant_of_256_mib_or_more_costs_about_ten_bytes_a_guest_page_and_four_a_region_page() {
         let (vm, w) = toucher(1024, 512.0);
         let bytes = tenant(&vm, &w, Duration::from_secs(60), false);
         // 262,144 guest pages and 131,072 anonymous ones.
@@ -106,6 +124,18 @@ mod tests {
             bytes > 3 * 1024 * 1024 && bytes < 4 * 1024 * 1024,
             "{bytes}"
         );
+    }
+
+    #[test]
+    fn a_tenant_under_256_mib_costs_about_six_bytes_a_guest_page_and_two_a_region_page() {
+        let (vm, w) = toucher(255, 128.0);
+        let bytes = tenant(&vm, &w, Duration::from_secs(60), false);
+        // 65,280 guest pages and 32,768 anonymous ones.
+        let expected = 65_280 * 47 / 8 + 32_768 * 17 / 8 + TENANT_BYTES;
+        assert_eq!(bytes, expected);
+        let (vm, w) = toucher(256, 128.0);
+        let wide = tenant(&vm, &w, Duration::from_secs(60), false);
+        assert_eq!(wide, 65_536 * 81 / 8 + 32_768 * 33 / 8 + TENANT_BYTES);
     }
 
     #[test]

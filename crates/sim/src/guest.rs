@@ -25,42 +25,40 @@
 //! Each lap only clears bits set by accesses since the last lap, so reclaim is amortised
 //! O(1) per access.
 //!
-//! Memory: 5 bytes per guest page (its owner entry and flags), 4 per page of the workload's
-//! anonymous region and file, and the CLOCK queues. The free list and the balloon's pages
-//! are stacks threaded through the owner entries of their own pages (a free or ballooned
-//! page has no other use for them), and pages never used since boot are a range handed out
-//! lowest first, so neither costs anything more.
+//! Memory: per guest page its flags (1 byte: the owner's kind and the CLOCK bits), its
+//! owner value (the anonymous page or file block it holds) and at most one CLOCK queue entry
+//! while resident, 2 bytes each for a guest and regions under 256 MiB and 4 otherwise
+//! (`entries.rs`): 5 or 9 bytes; per page of the workload's anonymous region and file its
+//! map entry (2 or 4 bytes, nothing committed while untouched) and a file block's evicted
+//! bit. The free list and the balloon's pages are stacks threaded through the owner values
+//! of their own pages (a free or ballooned page has no other use for them), and pages never
+//! used since boot are a range handed out lowest first, so neither costs anything more.
 
-use std::collections::VecDeque;
+use crate::entries::{Entries, Queue, NONE, SWAPPED};
 
-/// "Not present" in the anonymous and file maps.
-const NONE: u32 = u32::MAX;
-/// Anonymous map entry of a page held in guest swap.
-const ANON_SWAPPED: u32 = u32::MAX - 1;
+/// The owner's kind, in the top bits of a page's flags (its owner value says which page or
+/// block it holds, or the next page of a stack).
+const TAG_SHIFT: u8 = 4;
+const OWN_FREE: u8 = 0;
+const OWN_KERNEL: u8 = 1 << TAG_SHIFT;
+const OWN_ANON: u8 = 2 << TAG_SHIFT;
+const OWN_CACHE: u8 = 3 << TAG_SHIFT;
+const OWN_BALLOON: u8 = 4 << TAG_SHIFT;
+const OWN_TAG: u8 = 7 << TAG_SHIFT;
+/// End of a page stack threaded through owner values (no PPN reaches it).
+const END: u32 = NONE;
 
-const OWN_SHIFT: u32 = 29;
-const OWN_FREE: u32 = 0;
-const OWN_KERNEL: u32 = 1 << OWN_SHIFT;
-const OWN_ANON: u32 = 2 << OWN_SHIFT;
-const OWN_CACHE: u32 = 3 << OWN_SHIFT;
-const OWN_BALLOON: u32 = 4 << OWN_SHIFT;
-const OWN_TAG: u32 = 7 << OWN_SHIFT;
-const OWN_VALUE: u32 = (1 << OWN_SHIFT) - 1;
-/// End of a page stack threaded through owner entries (no PPN reaches it: see
-/// `machine::MAX_FRAMES`).
-const END: u32 = OWN_VALUE;
-
-/// A stack of pages threaded through the owner entries of the pages it holds: each entry
-/// keeps its tag and names the page below it.
+/// A stack of pages threaded through the owner values of the pages it holds: each page
+/// carries the stack's tag and names the page below it.
 #[derive(Copy, Clone, Debug)]
 struct PageStack {
-    tag: u32,
+    tag: u8,
     top: u32,
     len: u32,
 }
 
 impl PageStack {
-    fn new(tag: u32) -> PageStack {
+    fn new(tag: u8) -> PageStack {
         PageStack {
             tag,
             top: END,
@@ -68,21 +66,27 @@ impl PageStack {
         }
     }
 
-    fn push(&mut self, owner: &mut [u32], ppn: u32) {
-        owner[ppn as usize] = self.tag | self.top;
+    fn push(&mut self, flags: &mut [u8], entries: &mut Entries, ppn: u32) {
+        set_tag(&mut flags[ppn as usize], self.tag);
+        entries.set_owner(ppn, self.top);
         self.top = ppn;
         self.len += 1;
     }
 
-    fn pop(&mut self, owner: &[u32]) -> Option<u32> {
+    fn pop(&mut self, entries: &Entries) -> Option<u32> {
         if self.top == END {
             return None;
         }
         let ppn = self.top;
-        self.top = owner[ppn as usize] & OWN_VALUE;
+        self.top = entries.owner(ppn);
         self.len -= 1;
         Some(ppn)
     }
+}
+
+/// Gives a page's flags the owner's kind `tag`.
+fn set_tag(flags: &mut u8, tag: u8) {
+    *flags = (*flags & !OWN_TAG) | tag;
 }
 
 /// Referenced (accessed) bit.
@@ -150,20 +154,18 @@ pub struct GuestCounters {
 /// One guest OS.
 #[derive(Clone, Debug)]
 pub struct Guest {
-    owner: Vec<u32>,
+    /// Per page: the owner's kind (`OWN_*`) and the CLOCK bits.
     flags: Vec<u8>,
+    /// Owner values, the anonymous and file maps and the CLOCK queues.
+    entries: Entries,
     /// Pages freed since boot, most recent on top.
     free: PageStack,
     /// Pages never used since boot: `fresh.start` is handed out next.
     fresh: std::ops::Range<u32>,
     /// The balloon's pages, most recently inflated on top.
     ballooned: PageStack,
-    anon_map: Vec<u32>,
-    file_map: Vec<u32>,
     /// One bit per block: evicted from the cache since it was last read.
     evicted: Vec<u64>,
-    cache_q: VecDeque<u32>,
-    anon_q: VecDeque<u32>,
     swap_size: u32,
     swap_used: u32,
     kernel: u32,
@@ -199,23 +201,20 @@ impl Guest {
         let kernel = layout.kernel.min(layout.pages);
         let balloon = layout.balloon.min(layout.pages - kernel);
         let first_balloon = layout.pages - balloon;
-        let mut owner = vec![OWN_FREE; n];
-        owner[..kernel as usize].fill(OWN_KERNEL);
+        let mut flags = vec![OWN_FREE; n];
+        flags[..kernel as usize].fill(OWN_KERNEL);
+        let mut entries = Entries::new(layout.pages, layout.anon_pages, layout.file_pages);
         let mut ballooned = PageStack::new(OWN_BALLOON);
         for ppn in first_balloon..layout.pages {
-            ballooned.push(&mut owner, ppn);
+            ballooned.push(&mut flags, &mut entries, ppn);
         }
         Guest {
-            owner,
-            flags: vec![0; n],
+            flags,
+            entries,
             free: PageStack::new(OWN_FREE),
             fresh: kernel..first_balloon,
             ballooned,
-            anon_map: vec![NONE; layout.anon_pages as usize],
-            file_map: vec![NONE; layout.file_pages as usize],
             evicted: vec![0; (layout.file_pages as usize).div_ceil(64)],
-            cache_q: VecDeque::new(),
-            anon_q: VecDeque::new(),
             swap_size: layout.swap,
             swap_used: 0,
             kernel,
@@ -246,48 +245,51 @@ impl Guest {
 
     /// Who owns `ppn` (`Free` outside the guest's memory).
     pub fn owner(&self, ppn: u32) -> Owner {
-        let o = self.owner.get(ppn as usize).copied().unwrap_or(OWN_FREE);
-        match o & OWN_TAG {
+        let tag = self
+            .flags
+            .get(ppn as usize)
+            .map_or(OWN_FREE, |f| f & OWN_TAG);
+        match tag {
             OWN_KERNEL => Owner::Kernel,
-            OWN_ANON => Owner::Anon(o & OWN_VALUE),
-            OWN_CACHE => Owner::Cache(o & OWN_VALUE),
+            OWN_ANON => Owner::Anon(self.entries.owner(ppn)),
+            OWN_CACHE => Owner::Cache(self.entries.owner(ppn)),
             OWN_BALLOON => Owner::Balloon,
             _ => Owner::Free,
         }
     }
 
-    /// The raw anonymous-map entry of `page`: a PPN when resident (below 2^29).
+    /// The raw anonymous-map entry of `page`: a PPN when resident (below the guest's pages).
     #[inline]
     pub fn anon_entry(&self, page: u32) -> u32 {
-        self.anon_map.get(page as usize).copied().unwrap_or(NONE)
+        self.entries.anon(page)
     }
 
     /// Where anonymous page `page` is.
     pub fn anon_state(&self, page: u32) -> AnonState {
         match self.anon_entry(page) {
             NONE => AnonState::Untouched,
-            ANON_SWAPPED => AnonState::Swapped,
+            SWAPPED => AnonState::Swapped,
             ppn => AnonState::Resident(ppn),
         }
     }
 
     /// True if `page` is one of the workload's anonymous pages.
     pub fn has_anon(&self, page: u32) -> bool {
-        (page as usize) < self.anon_map.len()
+        page < self.entries.anon_pages()
     }
 
     /// The PPN caching `block`, if cached.
     #[inline]
     pub fn file_entry(&self, block: u32) -> Option<u32> {
-        match self.file_map.get(block as usize).copied() {
-            Some(NONE) | None => None,
-            Some(ppn) => Some(ppn),
+        match self.entries.file(block) {
+            NONE => None,
+            ppn => Some(ppn),
         }
     }
 
     /// True if `block` is one of the workload's file blocks.
     pub fn has_block(&self, block: u32) -> bool {
-        (block as usize) < self.file_map.len()
+        block < self.entries.file_pages()
     }
 
     /// Sets the referenced bit of `ppn` (the guest's accessed bit).
@@ -311,13 +313,13 @@ impl Guest {
 
     /// A page from the free list, without reclaiming.
     pub fn pop_free(&mut self) -> Option<u32> {
-        self.free.pop(&self.owner).or_else(|| self.fresh.next())
+        self.free.pop(&self.entries).or_else(|| self.fresh.next())
     }
 
     /// Puts an unused page (owner `Free`) back on the free list.
     pub fn release(&mut self, ppn: u32) {
         if self.owner(ppn) == Owner::Free {
-            self.free.push(&mut self.owner, ppn);
+            self.free.push(&mut self.flags, &mut self.entries, ppn);
         }
     }
 
@@ -354,30 +356,29 @@ impl Guest {
     /// is unreferenced (or any, if `force`), leaving it out of the queue. Two laps let a page
     /// touched once go (its bit cleared on the first) while active pages survive both.
     /// Stale entries are dropped.
-    fn scan(&mut self, tag: u32, force: bool) -> Option<u32> {
+    fn scan(&mut self, tag: u8, force: bool) -> Option<u32> {
         let (queue, qflag) = if tag == OWN_CACHE {
-            (&mut self.cache_q, IN_CACHE_Q)
+            (Queue::Cache, IN_CACHE_Q)
         } else {
-            (&mut self.anon_q, IN_ANON_Q)
+            (Queue::Anon, IN_ANON_Q)
         };
         let laps = if force { 1 } else { 2 };
-        for _ in 0..queue.len() * laps {
-            let ppn = queue.pop_front()?;
-            let i = ppn as usize;
-            let f = &mut self.flags[i];
-            if self.owner[i] & OWN_TAG != tag {
+        for _ in 0..self.entries.queued(queue) * laps {
+            let ppn = self.entries.pop(queue)?;
+            let f = &mut self.flags[ppn as usize];
+            if *f & OWN_TAG != tag {
                 *f &= !qflag;
                 continue;
             }
             if *f & ACTIVE != 0 && !force {
                 // Demote: one more lap before it can go.
                 *f &= !ACTIVE;
-                queue.push_back(ppn);
+                self.entries.push(queue, ppn);
                 continue;
             }
             if *f & REF != 0 && !force {
                 *f &= !REF;
-                queue.push_back(ppn);
+                self.entries.push(queue, ppn);
                 continue;
             }
             *f &= !qflag;
@@ -389,20 +390,20 @@ impl Guest {
     /// Puts a victim the caller could not free back at the tail of its queue.
     pub fn requeue(&mut self, victim: Victim) {
         match victim {
-            Victim::Cache(p) => self.enqueue(p, IN_CACHE_Q),
-            Victim::Anon(p) => self.enqueue(p, IN_ANON_Q),
+            Victim::Cache(p) => self.enqueue(p, Queue::Cache),
+            Victim::Anon(p) => self.enqueue(p, Queue::Anon),
         }
     }
 
-    fn enqueue(&mut self, ppn: u32, qflag: u8) {
+    fn enqueue(&mut self, ppn: u32, queue: Queue) {
+        let qflag = match queue {
+            Queue::Cache => IN_CACHE_Q,
+            Queue::Anon => IN_ANON_Q,
+        };
         let f = &mut self.flags[ppn as usize];
         if *f & qflag == 0 {
             *f |= qflag;
-            if qflag == IN_CACHE_Q {
-                self.cache_q.push_back(ppn);
-            } else {
-                self.anon_q.push_back(ppn);
-            }
+            self.entries.push(queue, ppn);
         }
     }
 
@@ -410,7 +411,7 @@ impl Guest {
     /// the free list). The block is remembered as evicted (for refault detection).
     pub fn evict_cache(&mut self, ppn: u32) {
         if let Owner::Cache(block) = self.owner(ppn) {
-            self.file_map[block as usize] = NONE;
+            self.entries.set_file(block, NONE);
             self.evicted[block as usize / 64] |= 1 << (block % 64);
             self.cache_resident -= 1;
             self.disown(ppn);
@@ -427,7 +428,7 @@ impl Guest {
             return false;
         }
         self.swap_used += 1;
-        self.anon_map[page as usize] = ANON_SWAPPED;
+        self.entries.set_anon(page, SWAPPED);
         self.anon_resident -= 1;
         self.counters.swap_outs += 1;
         self.disown(ppn);
@@ -435,8 +436,7 @@ impl Guest {
     }
 
     fn disown(&mut self, ppn: u32) {
-        self.owner[ppn as usize] = OWN_FREE;
-        self.flags[ppn as usize] &= !(REF | ACTIVE);
+        self.flags[ppn as usize] &= !(REF | ACTIVE | OWN_TAG);
     }
 
     /// Anonymous page `page` (never touched) now lives at the free page `ppn`.
@@ -456,11 +456,10 @@ impl Guest {
     }
 
     fn own_anon(&mut self, page: u32, ppn: u32) {
-        self.anon_map[page as usize] = ppn;
-        self.owner[ppn as usize] = OWN_ANON | page;
+        self.entries.set_anon(page, ppn);
+        self.own(ppn, OWN_ANON, page);
         self.anon_resident += 1;
-        self.flags[ppn as usize] |= REF;
-        self.enqueue(ppn, IN_ANON_Q);
+        self.enqueue(ppn, Queue::Anon);
     }
 
     /// Block `block` is read from disk into the free page `ppn`; true if it is a refault
@@ -476,26 +475,33 @@ impl Guest {
         if refault {
             self.counters.refaults += 1;
         }
-        self.file_map[block as usize] = ppn;
-        self.owner[ppn as usize] = OWN_CACHE | block;
+        self.entries.set_file(block, ppn);
+        self.own(ppn, OWN_CACHE, block);
         self.cache_resident += 1;
-        self.flags[ppn as usize] |= REF;
-        self.enqueue(ppn, IN_CACHE_Q);
+        self.enqueue(ppn, Queue::Cache);
         refault
+    }
+
+    /// `ppn` now holds `value` (an anonymous page or a file block) for owner `tag`, referenced.
+    fn own(&mut self, ppn: u32, tag: u8, value: u32) {
+        let f = &mut self.flags[ppn as usize];
+        set_tag(f, tag);
+        *f |= REF;
+        self.entries.set_owner(ppn, value);
     }
 
     /// The free page `ppn` goes to the balloon.
     pub fn give_to_balloon(&mut self, ppn: u32) {
         if self.owner(ppn) == Owner::Free {
-            self.ballooned.push(&mut self.owner, ppn);
+            self.ballooned.push(&mut self.flags, &mut self.entries, ppn);
         }
     }
 
     /// The balloon gives back its most recently inflated page, which goes on the free list;
     /// `None` when it holds none.
     pub fn take_from_balloon(&mut self) -> Option<u32> {
-        let ppn = self.ballooned.pop(&self.owner)?;
-        self.free.push(&mut self.owner, ppn);
+        let ppn = self.ballooned.pop(&self.entries)?;
+        self.free.push(&mut self.flags, &mut self.entries, ppn);
         Some(ppn)
     }
 
@@ -508,39 +514,39 @@ impl Guest {
             AnonState::Resident(ppn) => {
                 self.disown(ppn);
                 self.anon_resident -= 1;
-                self.free.push(&mut self.owner, ppn);
+                self.free.push(&mut self.flags, &mut self.entries, ppn);
             }
             AnonState::Swapped => self.swap_used -= 1,
             AnonState::Untouched => return,
         }
-        self.anon_map[page as usize] = NONE;
+        self.entries.set_anon(page, NONE);
     }
 
     /// A new workload replaces the old (process exit and start): the old anonymous pages
     /// are freed (their swap too); the page cache stays, keyed by block number (the same
     /// disk), so blocks the new workload shares with the old are still cached.
     pub fn replace_workload(&mut self, anon_pages: u32, file_pages: u32) {
-        for page in 0..self.anon_map.len() as u32 {
+        for page in 0..self.entries.anon_pages() {
             match self.anon_state(page) {
                 AnonState::Resident(ppn) => {
                     self.disown(ppn);
                     self.anon_resident -= 1;
-                    self.free.push(&mut self.owner, ppn);
+                    self.free.push(&mut self.flags, &mut self.entries, ppn);
                 }
                 AnonState::Swapped => self.swap_used -= 1,
                 AnonState::Untouched => {}
             }
         }
-        self.anon_map = vec![NONE; anon_pages as usize];
-        if file_pages as usize > self.file_map.len() {
-            self.file_map.resize(file_pages as usize, NONE);
+        self.entries.replace_anon(anon_pages);
+        if file_pages > self.entries.file_pages() {
+            self.entries.grow_file(file_pages);
             self.evicted.resize((file_pages as usize).div_ceil(64), 0);
         }
     }
 
     /// Guest-physical pages.
     pub fn pages(&self) -> u32 {
-        self.owner.len() as u32
+        self.flags.len() as u32
     }
 
     pub fn kernel(&self) -> u32 {
@@ -579,7 +585,7 @@ impl Guest {
 
     /// Size of the workload's anonymous region.
     pub fn anon_pages(&self) -> u32 {
-        self.anon_map.len() as u32
+        self.entries.anon_pages()
     }
 }
 
@@ -803,5 +809,32 @@ mod tests {
         assert_eq!(g.cache_resident(), 1);
         assert_eq!(g.free(), 3);
         assert_eq!(g.owner(a), Owner::Free);
+    }
+
+    #[test]
+    fn a_workload_too_large_for_narrow_entries_keeps_the_cache_and_balloon() {
+        let mut g = Guest::boot(GuestLayout {
+            pages: 8,
+            kernel: 1,
+            swap: 4,
+            balloon: 2,
+            anon_pages: 2,
+            file_pages: 2,
+        });
+        let c = alloc(&mut g).unwrap();
+        g.install_cache(1, c);
+        let a = alloc(&mut g).unwrap();
+        g.install_anon(0, a);
+        // A file set of 2^20 blocks needs 32-bit entries.
+        g.replace_workload(70_000, 1 << 20);
+        assert_eq!(g.file_entry(1), Some(c));
+        assert_eq!(g.owner(c), Owner::Cache(1));
+        assert_eq!(g.anon_state(69_999), AnonState::Untouched);
+        assert_eq!(g.take_from_balloon(), Some(7));
+        assert_eq!(g.owner(a), Owner::Free);
+        assert_eq!((g.balloon(), g.free(), g.anon_pages()), (1, 5, 70_000));
+        let p = alloc(&mut g).unwrap();
+        g.install_cache(1_000_000, p);
+        assert_eq!(g.owner(p), Owner::Cache(1_000_000));
     }
 }

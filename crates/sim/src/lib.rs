@@ -7,7 +7,8 @@
 //!   `victims` (the index of which VM pages out when the machine is full), `sampler` (ESX
 //!   page sampling), `cost` (the cost model, docs/cost-model.md);
 //! - a VM: `guest` (the guest OS: free list, anon and page cache, its own swap, two-level
-//!   CLOCK reclaim with refault-driven balance), `balloon` (the driver), `vm` (one VM's tick:
+//!   CLOCK reclaim with refault-driven balance), `entries` (the guest's per-page numbers,
+//!   16 bits wide for a small guest), `balloon` (the driver), `vm` (one VM's tick:
 //!   balloon moves interleaved with accesses), `stats` (per-tick figures);
 //! - `sharing/` (content-based page sharing, ESX §4): `content.rs` (pages' contents as 64-bit
 //!   keys written out as real bytes and hashed with XXH3; a tenant's declared `ContentMix` of
@@ -35,8 +36,8 @@
 //!   each simulated exchange is also a protocol test; `curve.rs` is a database agent's SHARDS
 //!   sample of its page reads;
 //! - `slo`: a key-value server's (`workload::kv`, the density benchmark's) per-request
-//!   latencies in a FIFO queue, and its one-second and report windows as the real load
-//!   generator writes them (`memtide_demand::Window`);
+//!   latencies in a FIFO queue, its report windows as the real load generator writes them
+//!   (`memtide_demand::Window`) and what each second tells a wake-up (`memtide_demand::Second`);
 //! - `footprint`: a tenant's memory predicted from its configuration (bytes per simulated
 //!   page of each structure), which `memtide sim` checks against `--max-memory` before a run;
 //! - `rng`, `zipf` (our own, for byte-stable output), `config`, and `world`: [`SimWorld`], the
@@ -52,6 +53,7 @@ pub mod balloon;
 pub mod config;
 pub mod cost;
 pub mod disk;
+pub mod entries;
 pub mod footprint;
 pub mod guest;
 pub mod machine;

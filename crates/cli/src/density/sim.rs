@@ -27,7 +27,7 @@ use crate::density::config::{DensityConfig, Policy, TenantKind};
 use crate::density::trial::{Tally, TrialResult};
 use crate::density::{search_policies, static_fit, DensityError};
 use memtide_controller::Controller;
-use memtide_demand::{static_limit, tenant_seed, Demand, Schedule};
+use memtide_demand::{static_limit, tenant_seed, Demand, Schedule, Second};
 use memtide_model::{Pages, TenantId};
 use memtide_runner::{Change, Outcome, Runner, Sink, TickView};
 use memtide_scenario::Scenario;
@@ -191,11 +191,12 @@ impl SimBench {
             let seed = tenant_seed(self.config.seed, i as u64);
             let schedule = Schedule::new(&demand, seed, self.config.duration)
                 .map_err(|e| DensityError::Trial(e.to_string()))?;
+            let seconds: Vec<Second> = meter.seconds().collect();
             tally.add(
                 t.spec.name.clone(),
                 kind,
                 meter.windows(),
-                meter.seconds(),
+                &seconds,
                 schedule.bursts(),
                 &self.config.slo,
                 &[],

@@ -25,7 +25,7 @@
 
 use crate::density::config::{DensityConfig, Policy, ServerKind, TenantKind};
 use crate::density::DensityError;
-use memtide_demand::{attainment, static_limit, wake_time, Attainment, Slo, Window};
+use memtide_demand::{attainment, static_limit, wake_time, Attainment, Second, Slo, Window};
 use memtide_linux::cgroup::{Limit, MemoryCgroup};
 use memtide_linux::fs::hierarchy::{CgroupVersion, MemoryHierarchy};
 use memtide_linux::fs::subtree::set_subtree_control;
@@ -148,7 +148,7 @@ impl Tally {
         name: String,
         kind: &TenantKind,
         windows: &[Window],
-        seconds: &[Window],
+        seconds: &[Second],
         bursts: &[(f64, f64)],
         slo: &Slo,
         stolen: &[StolenWindow],
@@ -724,7 +724,7 @@ fn swap_pages() -> (u64, u64) {
 struct Lines {
     bursts: Vec<(f64, f64)>,
     windows: Vec<Window>,
-    seconds: Vec<Window>,
+    seconds: Vec<Second>,
 }
 
 fn read_lines(path: &Path) -> Result<Lines, DensityError> {
@@ -746,7 +746,10 @@ fn read_lines(path: &Path) -> Result<Lines, DensityError> {
                 lines.bursts = serde_json::from_value(v["bursts"].clone()).map_err(bad)?
             }
             Some("window") => lines.windows.push(serde_json::from_value(v).map_err(bad)?),
-            Some("second") => lines.seconds.push(serde_json::from_value(v).map_err(bad)?),
+            Some("second") => {
+                let w: Window = serde_json::from_value(v).map_err(bad)?;
+                lines.seconds.push(Second::from(&w));
+            }
             _ => {}
         }
     }
