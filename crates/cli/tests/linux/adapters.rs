@@ -2,7 +2,7 @@
 
 use crate::host::mariadb::{self, DataDir, Mariadbd, Tables};
 use crate::host::*;
-use memtide_testkit::samples::build_adapter;
+use memtide_testkit::samples::build_binaries;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ fn prerequisites(test: &str) -> Option<Linux> {
         skip_or_fail(test, "redis-server is not installed");
         return None;
     }
-    build_adapter();
+    build_binaries();
     Some(linux)
 }
 
@@ -558,7 +558,7 @@ fn mariadb_in(
         skip_or_fail(test, &why);
         return None;
     }
-    build_adapter();
+    build_binaries();
     let data = DataDir::prepare(Tables {
         tables: 1,
         rows: 1000,

@@ -4,7 +4,7 @@ use crate::host::mariadb::{self, DataDir, Mariadbd, Sysbench, Tables};
 use crate::host::redis::{self, redis_programs, Bench, GetSpec, RedisServer};
 use crate::host::*;
 use memtide_linux::fs::hierarchy::CgroupVersion;
-use memtide_testkit::samples::build_adapter;
+use memtide_testkit::samples::build_binaries;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -185,7 +185,7 @@ fn an_innodb_pool_shrunk_by_memtide_runs_like_one_configured_small() {
     let Some(_zram) = zram(test, "2G") else {
         return;
     };
-    build_adapter();
+    build_binaries();
     let version = linux.hierarchy.version;
     // ~130 MiB of clustered index read uniformly; a 32 MiB pool holds a quarter of it, a
     // 384 MiB pool all of it.
@@ -372,7 +372,7 @@ fn redis_shrunk_by_memtide_serves_like_one_configured_small_and_a_squeezed_one_d
     let Some(_zram) = zram(test, "2G") else {
         return;
     };
-    build_adapter();
+    build_binaries();
     let version = linux.hierarchy.version;
     // ~190 MiB of 1 KiB values; a 48 MiB maxmemory keeps a fifth of them, 256 MiB all.
     let keys = 160_000;

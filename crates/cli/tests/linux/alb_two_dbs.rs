@@ -121,7 +121,7 @@ fn the_adapters_keep_the_busy_database_as_fast_as_limits_and_give_the_pools_back
         );
         return;
     }
-    memtide_testkit::samples::build_adapter();
+    memtide_testkit::samples::build_binaries();
     let target = memtide_path()
         .parent()
         .expect("the binaries' folder")

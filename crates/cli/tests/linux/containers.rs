@@ -550,7 +550,7 @@ fn a_redis_container_is_resized_through_its_adapter_in_the_container_s_cgroup() 
     if !EngineKind::Docker.installed(test) {
         return;
     }
-    memtide_testkit::samples::build_adapter();
+    memtide_testkit::samples::build_binaries();
     let engine = Engine::start(EngineKind::Docker, &linux, test);
     engine.import(
         "memtide-redis:1",

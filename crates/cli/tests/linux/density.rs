@@ -47,7 +47,7 @@ fn a_short_density_run_keeps_its_invariants_and_leaves_nothing() {
     let Some(_swap) = zram(test, "1G") else {
         return;
     };
-    memtide_testkit::samples::build_package("memtide-loadgen");
+    memtide_testkit::samples::build_binaries();
     let tmp = tempfile::tempdir().unwrap();
     let config = tmp.path().join("density.toml");
     let (bursty, busy) = ("bursty:every=6s,burst=4s,rate=200", "busy:rate=100");

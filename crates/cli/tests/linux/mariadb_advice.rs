@@ -2,7 +2,7 @@
 
 use crate::host::mariadb::{self, DataDir, Mariadbd, Tables};
 use crate::host::*;
-use memtide_testkit::samples::build_adapter;
+use memtide_testkit::samples::build_binaries;
 use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -29,7 +29,7 @@ fn a_database_syncing_its_binlog_at_every_commit_is_advised_to_sync_less_often()
         skip_or_fail(test, &why);
         return;
     }
-    build_adapter();
+    build_binaries();
     let data = DataDir::prepare(Tables {
         tables: 1,
         rows: 1000,

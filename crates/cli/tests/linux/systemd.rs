@@ -8,7 +8,7 @@
 
 use crate::host::redis::find_program;
 use crate::host::skip_or_fail;
-use memtide_testkit::samples::build_adapter;
+use memtide_testkit::samples::build_binaries;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -82,7 +82,7 @@ fn mkfs() -> Option<PathBuf> {
 
 /// The package of the binaries under test, built by scripts/deb.sh into `dir`.
 fn package(dir: &Path) -> PathBuf {
-    build_adapter();
+    build_binaries();
     let deb = dir.join("memtide.deb");
     let out = Command::new(memtide_testkit::repo().join("scripts/deb.sh"))
         .arg("--no-build")
