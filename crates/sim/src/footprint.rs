@@ -8,9 +8,9 @@
 //! otherwise (`entries::Width`): 5.9 bytes a guest page and 2.1 a region page, or 10.1 and
 //! 4.1. An application pool adds its own lists
 //! (16 bytes per pool page at most: a database's LRU), page sharing its contents and hash
-//! table slots (24 bytes per guest page), and a key-value server 16 bytes per second of the
-//! run (what a wake-up is judged by), one closed report window (`memtide_demand::Window`)
-//! per `window_s` and its demand schedule.
+//! table slots (24 bytes per guest page), and a key-value server 4 bytes per second of the
+//! run (what a wake-up is judged by), its share of the open window's latencies and of its
+//! demand schedule, and one closed report window (32 bytes) per `window_s`.
 //!
 //! These are bounds: a structure is counted at the size it reaches when every page is
 //! used, so a run whose tenants leave memory untouched uses less (docs/benchmarks.md,
@@ -19,7 +19,6 @@
 use crate::config::VmConfig;
 use crate::entries::Width;
 use crate::workload::Workload;
-use memtide_demand::Window;
 use std::time::Duration;
 
 /// Eighths of a byte per guest-physical page with entries of `width`: flags 1, the pmap's
@@ -39,12 +38,12 @@ const POOL_PAGE_BYTES: u64 = 16;
 /// Bytes per guest page where the host shares pages: the page's contents key (8) and a
 /// slot of the hash table (16).
 const SHARING_PAGE_BYTES: u64 = 24;
-/// A key-value server's bytes per second of the run: its record of the second
+/// A key-value server's bytes per second of the run: its record of the tick
 /// (`slo::SECOND_BYTES`) and its share of the schedule and the open window's latencies (its
 /// closed report windows are counted apart).
 const KV_SECOND_BYTES: u64 = crate::slo::SECOND_BYTES + 16;
 /// Bytes of one closed report window of a key-value server.
-const KV_WINDOW_BYTES: u64 = std::mem::size_of::<Window>() as u64;
+const KV_WINDOW_BYTES: u64 = crate::slo::WINDOW_BYTES;
 /// What every tenant costs beyond its pages: the VM, its workload, sampler and balloon, the
 /// controller's and the runner's state and its row in a tick's record (measured: 10,000
 /// idle 4 MiB tenants).

@@ -147,7 +147,7 @@ pub struct Vm {
 fn meter_of(workload: &Workload) -> Option<SloMeter> {
     workload
         .kv()
-        .map(|kv| SloMeter::new(kv.pages_per_get(), kv.window_s()))
+        .map(|kv| SloMeter::new(kv.pages_per_get(), kv.window_s(), kv.start_s()))
 }
 
 impl Vm {
@@ -393,6 +393,12 @@ impl Vm {
         let tick_ns = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX);
         self.workload
             .advance(now.saturating_sub(self.workload_start));
+        if let (Some(meter), Some(kv)) = (&mut self.meter, self.workload.kv()) {
+            // The tick's GETs due, known before it runs: each is answered as it completes.
+            let t0 = self.workload.now();
+            let s0 = t0.as_secs_f64();
+            meter.begin_tick(t0, tick, kv.requests_due(s0, s0 + tick.as_secs_f64()));
+        }
         let mut stats = TickStats {
             blocked: self.blocked,
             ..TickStats::default()
@@ -431,10 +437,8 @@ impl Vm {
             }
         }
         stats.accesses = done;
-        if let (Some(meter), Some(kv)) = (&mut self.meter, self.workload.kv()) {
-            let t0 = self.workload.now().as_secs_f64();
-            let due = kv.requests_due(t0, t0 + tick.as_secs_f64());
-            meter.end_tick(t0 - kv.start_s(), tick.as_secs_f64(), due);
+        if let Some(meter) = &mut self.meter {
+            meter.end_tick();
         }
         self.guest.end_tick();
         if let (Some(app), Some(pool)) = (&mut self.app, self.workload.pool_mut()) {

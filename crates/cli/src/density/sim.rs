@@ -195,7 +195,7 @@ impl SimBench {
             tally.add(
                 t.spec.name.clone(),
                 kind,
-                meter.windows(),
+                &meter.windows(),
                 &seconds,
                 schedule.bursts(),
                 &self.config.slo,
