@@ -29,8 +29,8 @@
 //!
 //! Cost: `O(1)` per access recorded (a GET's latency is worked out when its last access is
 //! recorded: the tick's GETs due are known when it begins); per tick a sort of the second's
-//! latencies; per window a sort of its latencies. Memory: the open window's latencies (4
-//! bytes a GET, let go when it closes), every closed report window (32 bytes: its counts and
+//! latencies; per window a sort of its latencies. Memory: the open window's latencies (2
+//! bytes a GET, 4 for one of 65 ms or more; let go when it closes), every closed report window (32 bytes: its counts and
 //! percentiles; its start and length follow from its place) and 4 bytes a tick from the
 //! load's start (the p99 of the second's GETs, or that none was due or one failed; its start
 //! follows from its place). That was 16 bytes a second with GETs due, an 88-byte [`Window`]
@@ -87,9 +87,9 @@ pub struct SloMeter {
     due: u64,
     done: u64,
     free_ns: u64,
-    second_from: usize,
-    /// Latencies in µs of the open report window, this tick's last.
-    open: Vec<u32>,
+    second_from: Mark,
+    /// Latencies of the open report window, this tick's last.
+    open: Latencies,
     /// The open report window: its start (seconds of the load), requests and failures.
     open_start: f64,
     open_requests: u64,
@@ -98,15 +98,19 @@ pub struct SloMeter {
     /// tick).
     first: Option<Duration>,
     tick: Duration,
-    /// Per tick from `first` on: the p99 of its GETs in µs, [`NO_GETS`] or [`FAILED`].
+    /// This tick's place from `first`, and how long the load lasts in seconds.
+    at: usize,
+    length_s: f64,
+    /// Per tick from `first` to the last with GETs due: the p99 of its GETs in µs,
+    /// [`NO_GETS`] or [`FAILED`].
     seconds: Vec<u32>,
     windows: Vec<Closed>,
 }
 
 impl SloMeter {
     /// A meter for GETs of `pages_per_get` accesses, judged in windows of `window_s` from
-    /// `start_s` seconds of workload time, when the load starts.
-    pub fn new(pages_per_get: u32, window_s: f64, start_s: f64) -> SloMeter {
+    /// `start_s` seconds of workload time, when the load starts, for `length_s` seconds.
+    pub fn new(pages_per_get: u32, window_s: f64, start_s: f64, length_s: f64) -> SloMeter {
         SloMeter {
             window_s,
             per_get: pages_per_get.max(1) as usize,
@@ -119,13 +123,15 @@ impl SloMeter {
             due: 0,
             done: 0,
             free_ns: 0,
-            second_from: 0,
-            open: Vec::new(),
+            second_from: Mark::default(),
+            open: Latencies::default(),
             open_start: 0.0,
             open_requests: 0,
             open_errors: 0,
             first: None,
             tick: Duration::ZERO,
+            at: 0,
+            length_s,
             seconds: Vec::new(),
             windows: Vec::new(),
         }
@@ -139,22 +145,28 @@ impl SloMeter {
         if !self.loaded {
             return;
         }
-        let first = *self.first.get_or_insert(now);
+        if self.first.is_none() {
+            self.first = Some(now);
+            // A tick a second of the load, the last one's part included.
+            let ticks = self.length_s / tick.as_secs_f64().max(1e-9);
+            self.seconds
+                .reserve_exact(ticks.ceil().min(1e7) as usize + 1);
+        }
+        let first = self.first.unwrap_or(now);
         self.tick = tick;
-        // Every tick runs, one after the other, so `now` is the next tick after `first`.
+        // Ticks are of one length, one after the other: `now` is tick `at` from `first`.
         let at = (now - first).as_nanos() / tick.as_nanos().max(1);
         debug_assert_eq!(
             now,
             first + tick * at as u32,
             "ticks of one length in a row"
         );
-        self.seconds
-            .resize(self.seconds.len().max(at as usize), NO_GETS);
+        self.at = at as usize;
         self.tick_ns = (tick.as_secs_f64() * 1e9) as u64;
         self.due = due;
         self.done = 0;
         self.free_ns = self.backlog_ns;
-        self.second_from = self.open.len();
+        self.second_from = self.open.mark();
     }
 
     /// One access of a GET made this tick, costing `ns` (work and stall). A GET's last access
@@ -197,15 +209,18 @@ impl SloMeter {
             FAILED
         } else {
             // Every GET answered (`done == due > 0`): the p99 exists.
-            let second = &mut self.open[self.second_from..];
-            second.sort_unstable();
-            second[nearest_rank(0.99, done as usize) - 1].min(MAX_P99)
+            self.open.sort_from(self.second_from);
+            let rank = nearest_rank(0.99, done as usize);
+            self.open.ranked(self.second_from, rank).min(MAX_P99)
         };
-        self.seconds.push(p99);
+        if p99 != NO_GETS {
+            self.seconds.resize(self.at, NO_GETS);
+            self.seconds.push(p99);
+        }
         self.open_requests += due;
         self.open_errors += errors;
         let tick_s = self.tick.as_secs_f64();
-        let load_s = self.tick_start(self.seconds.len() - 1);
+        let load_s = self.tick_start(self.at);
         if load_s + tick_s >= self.open_start + self.window_s - 1e-9 {
             // The window's latencies are let go, not kept for the next: a server holds them
             // only while GETs come (with a GET's accesses summed as they are recorded, this
@@ -269,15 +284,16 @@ impl SloMeter {
 }
 
 /// A closed window of `requests` due, `errors` of them failed, the others answered in
-/// `latencies` (µs; sorted here).
-fn close(requests: u64, errors: u64, latencies: &mut [u32]) -> Closed {
-    latencies.sort_unstable();
-    let n = latencies.len();
-    let q = |p: f64| latencies[nearest_rank(p, n).min(n) - 1];
+/// `latencies` (sorted here).
+fn close(requests: u64, errors: u64, latencies: &mut Latencies) -> Closed {
+    let all = Mark::default();
+    latencies.sort_from(all);
+    let n = latencies.len_from(all);
+    let q = |p: f64| latencies.ranked(all, nearest_rank(p, n).min(n));
     let (p50_us, p99_us, max_us) = if n == 0 {
         (0, 0, 0)
     } else {
-        (q(0.5), q(0.99), latencies[n - 1])
+        (q(0.5), q(0.99), latencies.ranked(all, n))
     };
     Closed {
         requests,
@@ -285,6 +301,64 @@ fn close(requests: u64, errors: u64, latencies: &mut [u32]) -> Closed {
         p50_us,
         p99_us,
         max_us,
+    }
+}
+
+/// A place in [`Latencies`]: how many short and long ones came before it.
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+struct Mark {
+    short: usize,
+    long: usize,
+}
+
+/// Latencies in µs, 2 bytes each under 65,535 µs (nearly every one) and 4 bytes otherwise:
+/// two lists, since every short one is below every long one, a span's sorted order is its
+/// short ones sorted and then its long ones sorted.
+#[derive(Clone, Debug, Default)]
+struct Latencies {
+    short: Vec<u16>,
+    long: Vec<u32>,
+}
+
+impl Latencies {
+    fn push(&mut self, us: u32) {
+        match u16::try_from(us) {
+            Ok(v) if v < u16::MAX => self.short.push(v),
+            _ => self.long.push(us),
+        }
+    }
+
+    /// The place after the last latency.
+    fn mark(&self) -> Mark {
+        Mark {
+            short: self.short.len(),
+            long: self.long.len(),
+        }
+    }
+
+    /// Latencies since `from`.
+    fn len_from(&self, from: Mark) -> usize {
+        self.short.len() - from.short + self.long.len() - from.long
+    }
+
+    /// Sorts the latencies since `from`.
+    fn sort_from(&mut self, from: Mark) {
+        self.short[from.short..].sort_unstable();
+        self.long[from.long..].sort_unstable();
+    }
+
+    /// The `rank`th smallest (from 1) of the latencies since `from`, sorted.
+    fn ranked(&self, from: Mark, rank: usize) -> u32 {
+        let short = &self.short[from.short..];
+        match short.get(rank - 1) {
+            Some(&v) => u32::from(v),
+            None => self.long[from.long + rank - 1 - short.len()],
+        }
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.short.is_empty() && self.long.is_empty()
     }
 }
 
@@ -302,7 +376,7 @@ mod tests {
 
     /// A meter whose load starts at [`START`].
     fn meter(pages_per_get: u32, window_s: f64) -> SloMeter {
-        SloMeter::new(pages_per_get, window_s, START)
+        SloMeter::new(pages_per_get, window_s, START, 100.0)
     }
 
     /// Begins the one-second tick `load_s` seconds into the load, with `due` GETs due.
@@ -446,7 +520,7 @@ mod tests {
     fn a_ticks_start_is_its_workload_time_less_the_loads_start_as_it_ran() {
         // Ticks of 0.1 s from 0.3 s before the load: the starts are what the ticks computed.
         let (tick, start) = (Duration::from_millis(100), 0.35);
-        let mut m = SloMeter::new(1, 0.5, start);
+        let mut m = SloMeter::new(1, 0.5, start, 2.65);
         let mut expected = Vec::new();
         for k in 0..30u32 {
             let now = tick * k;
@@ -463,5 +537,26 @@ mod tests {
         assert_eq!(got, expected);
         let starts: Vec<f64> = m.windows().iter().map(|w| w.start).collect();
         assert_eq!(starts, [0.0, 0.5, 1.0, 1.5, 2.0]);
+    }
+
+    #[test]
+    fn long_latencies_rank_after_short_ones_as_one_sorted_list() {
+        let mut l = Latencies::default();
+        let values = [70_000, 5, u32::MAX, 65_535, 65_534, 3, 1_000_000, 7];
+        for v in values {
+            l.push(v);
+        }
+        let from = Mark { short: 1, long: 1 };
+        l.sort_from(from);
+        let mut rest: Vec<u32> = values
+            .into_iter()
+            .filter(|&v| v != 5 && v != 70_000)
+            .collect();
+        rest.sort_unstable();
+        assert_eq!(l.len_from(from), rest.len());
+        for (rank, v) in rest.iter().enumerate() {
+            assert_eq!(l.ranked(from, rank + 1), *v, "rank {}", rank + 1);
+        }
+        assert_eq!((l.short.len(), l.long.len()), (4, 4));
     }
 }

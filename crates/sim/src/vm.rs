@@ -130,9 +130,9 @@ pub struct Vm {
     stalls: u64,
     prev: Totals,
     last: Option<TickStats>,
-    buf: Vec<Access>,
     /// The application's agent and memtide's session with it.
-    app: Option<Link>,
+    /// Boxed: a session is a kilobyte, and most tenants have none.
+    app: Option<Box<Link>>,
     /// Applications with an agent the tenant has started.
     agents: u64,
     /// Anonymous pages the application gave back this tick.
@@ -145,9 +145,14 @@ pub struct Vm {
 
 /// The meter of `workload`'s GETs, for a key-value server.
 fn meter_of(workload: &Workload) -> Option<SloMeter> {
-    workload
-        .kv()
-        .map(|kv| SloMeter::new(kv.pages_per_get(), kv.window_s(), kv.start_s()))
+    workload.kv().map(|kv| {
+        SloMeter::new(
+            kv.pages_per_get(),
+            kv.window_s(),
+            kv.start_s(),
+            kv.schedule().length(),
+        )
+    })
 }
 
 impl Vm {
@@ -175,7 +180,6 @@ impl Vm {
             stalls: 0,
             prev: totals_at_boot,
             last: None,
-            buf: Vec::with_capacity(BATCH),
             app: None,
             agents: 0,
             released: Vec::new(),
@@ -193,14 +197,14 @@ impl Vm {
         if let (Some(config), Some(pool)) = (agent, self.workload.pool()) {
             self.agents += 1;
             // Each application's sessions are numbered apart from the last one's.
-            self.app = Some(Link::connect(
+            self.app = Some(Box::new(Link::connect(
                 config.clone(),
                 self.id,
                 self.agents << 32,
                 now,
                 self.workload.kind(),
                 pool,
-            ));
+            )));
         }
     }
 
@@ -389,6 +393,7 @@ impl Vm {
         now: Duration,
         tick: Duration,
         costs: &Costs,
+        batch: &mut Vec<Access>,
     ) {
         let tick_ns = u64::try_from(tick.as_nanos()).unwrap_or(u64::MAX);
         self.workload
@@ -432,7 +437,7 @@ impl Vm {
                     limit_ns
                 };
                 self.run_accesses(
-                    idx, host, tick, limit_ns, tick_ns, costs, &mut used, &mut done,
+                    idx, host, tick, limit_ns, tick_ns, costs, &mut used, &mut done, batch,
                 );
             }
         }
@@ -513,11 +518,11 @@ impl Vm {
         costs: &Costs,
         used: &mut u64,
         done: &mut u64,
+        buf: &mut Vec<Access>,
     ) {
         // At least 1 ns per access, so a workload with no CPU time still ends its tick.
         let cpu = self.workload.cpu_ns_per_access().max(1);
         let demand = self.workload.demand(tick);
-        let mut buf = std::mem::take(&mut self.buf);
         'tick: while *used < limit_ns {
             let want = match demand {
                 Some(d) if *done >= d => break,
@@ -525,12 +530,12 @@ impl Vm {
                 None => BATCH,
             };
             buf.clear();
-            self.workload.fill(&mut self.rng, &mut buf, want);
+            self.workload.fill(&mut self.rng, buf, want);
             if buf.is_empty() {
                 break;
             }
             let sweep = self.workload.last_sweep();
-            warm(&self.guest, &host.pmaps[idx], &buf);
+            warm(&self.guest, &host.pmaps[idx], buf);
             for (i, &a) in buf.iter().enumerate() {
                 match self.access(a, idx, host, costs) {
                     Some(stall) => {
@@ -554,7 +559,6 @@ impl Vm {
                 }
             }
         }
-        self.buf = buf;
     }
 
     /// One access; the stall time in nanoseconds, or `None` if it cannot proceed.
