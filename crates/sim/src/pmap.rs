@@ -34,10 +34,10 @@
 //! Cost: 2 bits per simulated 4 KiB page; with page sharing a bit more; with sampling 8 bytes
 //! a mark and a bit per 16 pages. It was 4 bytes while the entry named its frame, then a byte
 //! and a bit, then 5 bits (half a byte and a bitmap of the private pages): the 2 bits saved
-//! 19 MB of peak RSS on density-2000's 2,000 servers of 28.3 K pages for a minute. Marking a
-//! period's sample costs O(n log n) for n marks and clearing it O(n); a query that reaches
-//! the list, O(log n); the slow path costs more than with the mark in the entry (see
-//! docs/benchmarks.md, "The pmap at 2 bits").
+//! 19 MiB of peak RSS on density-2000's 2,000 servers of 28.3 K pages (386.6 -> 367.8 MiB
+//! in a minute, 418.2 -> 398.7 in ten). Marking a period's sample costs O(n log n) for n
+//! marks and clearing it O(n); a query that reaches the list, O(log n). The slow path costs
+//! more than with the mark in the entry (docs/benchmarks.md, "The pmap at 2 bits").
 
 /// Where the host keeps one guest-physical page.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
