@@ -1,16 +1,17 @@
 //! What one simulated tenant will cost in memory, predicted from its configuration before it boots: bytes per simulated page of each per-page structure, and what grows with the run.
 //!
 //! Per guest-physical page (the tenant's max): the guest's flags (1 byte), owner value (an
-//! entry), the pmap's entry (4 bits) and private bit, and at most one CLOCK queue entry (an
-//! entry, and an eighth more: the queue's growth) while the page is resident. Per page of the
-//! workload's regions: its anonymous or file map entry and a file block's evicted bit. An
-//! entry is 2 bytes for a guest whose pages and regions are under 256 MiB each and 4
-//! otherwise (`entries::Width`): 5.9 bytes a guest page and 2.1 a region page, or 10.1 and
-//! 4.1. An application pool adds its own lists
-//! (16 bytes per pool page at most: a database's LRU), page sharing its contents and hash
-//! table slots (24 bytes per guest page), and a key-value server 4 bytes per second of the
-//! run (what a wake-up is judged by), its share of the open window's latencies and of its
-//! demand schedule, and one closed report window (32 bytes) per `window_s`.
+//! entry), the pmap's entry (2 bits) and at most one CLOCK queue entry (an entry, and an
+//! eighth more: the queue's growth) while the page is resident. Per page of the workload's
+//! regions: its anonymous or file map entry and a file block's evicted bit. An entry is 2
+//! bytes for a guest whose pages and regions are under 256 MiB each and 4 otherwise
+//! (`entries::Width`): 5.5 bytes a guest page and 2.1 a region page, or 9.8 and 4.1. An
+//! application pool adds its own lists (16 bytes per pool page at most: a database's LRU),
+//! page sharing its contents and hash table slots and the pmap's shared bit (24 bytes and a
+//! bit per guest page), sampling the pmap's marks (8 bytes a sampled page, and a bit per 16
+//! guest pages), and a key-value server 4 bytes per second of the run (what a wake-up is
+//! judged by), its share of the open window's latencies and of its demand schedule, and one
+//! closed report window (32 bytes) per `window_s`.
 //!
 //! These are bounds: a structure is counted at the size it reaches when every page is
 //! used, so a run whose tenants leave memory untouched uses less (docs/benchmarks.md,
@@ -22,9 +23,9 @@ use crate::workload::Workload;
 use std::time::Duration;
 
 /// Eighths of a byte per guest-physical page with entries of `width`: flags 1, the pmap's
-/// half byte and private bit, the owner value, and a CLOCK queue entry and an eighth.
+/// 2 bits, the owner value, and a CLOCK queue entry and an eighth.
 fn guest_page_eighths(width: Width) -> u64 {
-    8 + 4 + 1 + width.bytes() * 8 + width.bytes() * 9
+    8 + 2 + width.bytes() * 8 + width.bytes() * 9
 }
 
 /// Eighths of a byte per page of the anonymous region or the file set with entries of
@@ -36,8 +37,12 @@ fn region_page_eighths(width: Width) -> u64 {
 /// buffer pool: previous, next, page and slot of each frame).
 const POOL_PAGE_BYTES: u64 = 16;
 /// Bytes per guest page where the host shares pages: the page's contents key (8) and a
-/// slot of the hash table (16).
+/// slot of the hash table (16); and the pmap's shared bit, an eighth.
 const SHARING_PAGE_BYTES: u64 = 24;
+/// Bytes of one sampled page's mark in the pmap (a page of a period's sample).
+const SAMPLE_MARK_BYTES: u64 = 8;
+/// Guest pages per byte of the pmap's summary of its marks.
+const PAGES_PER_SUMMARY_BYTE: u64 = crate::pmap::GROUP as u64 * 8;
 /// A key-value server's bytes per second of the run: its record of the tick
 /// (`slo::SECOND_BYTES`) and its share of the schedule and the open window's latencies (its
 /// closed report windows are counted apart).
@@ -64,15 +69,20 @@ pub fn tenant(vm: &VmConfig, workload: &Workload, duration: Duration, sharing: b
             .saturating_add(windows.saturating_mul(KV_WINDOW_BYTES))
     });
     let shared = if sharing {
-        guest * SHARING_PAGE_BYTES
+        guest * SHARING_PAGE_BYTES + guest.div_ceil(8)
     } else {
         0
     };
+    let sampled = vm.sampling.as_ref().map_or(0, |s| {
+        u64::from(s.sample_pages).min(guest) * SAMPLE_MARK_BYTES
+            + guest.div_ceil(PAGES_PER_SUMMARY_BYTE)
+    });
     (guest * guest_page_eighths(width)).div_ceil(8)
         + (region * region_page_eighths(width)).div_ceil(8)
         + pool * POOL_PAGE_BYTES
         + kv
         + shared
+        + sampled
         + TENANT_BYTES
 }
 
@@ -117,12 +127,9 @@ mod tests {
         let (vm, w) = toucher(1024, 512.0);
         let bytes = tenant(&vm, &w, Duration::from_secs(60), false);
         // 262,144 guest pages and 131,072 anonymous ones.
-        let expected = 262_144 * 81 / 8 + 131_072 * 33 / 8 + TENANT_BYTES;
+        let expected = 262_144 * 78 / 8 + 131_072 * 33 / 8 + TENANT_BYTES;
         assert_eq!(bytes, expected);
-        assert!(
-            bytes > 3 * 1024 * 1024 && bytes < 4 * 1024 * 1024,
-            "{bytes}"
-        );
+        assert!(bytes > 3_000_000 && bytes < 4 * 1024 * 1024, "{bytes}");
     }
 
     #[test]
@@ -130,11 +137,11 @@ mod tests {
         let (vm, w) = toucher(255, 128.0);
         let bytes = tenant(&vm, &w, Duration::from_secs(60), false);
         // 65,280 guest pages and 32,768 anonymous ones.
-        let expected = 65_280 * 47 / 8 + 32_768 * 17 / 8 + TENANT_BYTES;
+        let expected = 65_280 * 44 / 8 + 32_768 * 17 / 8 + TENANT_BYTES;
         assert_eq!(bytes, expected);
         let (vm, w) = toucher(256, 128.0);
         let wide = tenant(&vm, &w, Duration::from_secs(60), false);
-        assert_eq!(wide, 65_536 * 81 / 8 + 32_768 * 33 / 8 + TENANT_BYTES);
+        assert_eq!(wide, 65_536 * 78 / 8 + 32_768 * 33 / 8 + TENANT_BYTES);
     }
 
     #[test]
@@ -142,6 +149,25 @@ mod tests {
         let (vm, w) = toucher(64, 32.0);
         let plain = tenant(&vm, &w, Duration::from_secs(60), false);
         let shared = tenant(&vm, &w, Duration::from_secs(60), true);
-        assert_eq!(shared - plain, 16_384 * SHARING_PAGE_BYTES);
+        assert_eq!(shared - plain, 16_384 * SHARING_PAGE_BYTES + 16_384 / 8);
+    }
+
+    #[test]
+    fn sampling_adds_the_marks_of_a_sample_and_their_summary() {
+        let (mut vm, w) = toucher(64, 32.0);
+        let plain = tenant(&vm, &w, Duration::from_secs(60), false);
+        vm.sampling = Some(crate::config::SamplingSetup {
+            sample_pages: 100,
+            period: Duration::from_secs(30),
+        });
+        let sampled = tenant(&vm, &w, Duration::from_secs(60), false);
+        assert_eq!(sampled - plain, 100 * SAMPLE_MARK_BYTES + 16_384 / 128);
+        // A sample larger than the guest marks every page once.
+        vm.sampling = Some(crate::config::SamplingSetup {
+            sample_pages: 1_000_000,
+            period: Duration::from_secs(30),
+        });
+        let all = tenant(&vm, &w, Duration::from_secs(60), false);
+        assert_eq!(all - plain, 16_384 * SAMPLE_MARK_BYTES + 16_384 / 128);
     }
 }

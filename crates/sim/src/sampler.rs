@@ -11,6 +11,7 @@ use crate::config::SamplingSetup;
 use crate::pmap::Pmap;
 use crate::rng::SimRng;
 use memtide_model::{CompletedSample, SampleCounts};
+use std::collections::HashSet;
 use std::time::Duration;
 
 /// Sampling of one VM.
@@ -20,7 +21,8 @@ pub struct Sampler {
     period: Duration,
     index: u64,
     start: Duration,
-    chosen: Vec<u32>,
+    /// Pages marked this period (the pmap keeps which).
+    sampled: u32,
     touched: u32,
     completed: Option<CompletedSample>,
     rng: SimRng,
@@ -35,7 +37,7 @@ impl Sampler {
             period: setup.period,
             index: 0,
             start: now,
-            chosen: Vec::new(),
+            sampled: 0,
             touched: 0,
             completed: None,
             rng,
@@ -47,8 +49,7 @@ impl Sampler {
     fn choose(&mut self, pmap: &mut Pmap) {
         let max = pmap.len();
         let n = self.sample_pages.min(max);
-        self.chosen.clear();
-        if u64::from(n) * 2 > u64::from(max) {
+        let chosen = if u64::from(n) * 2 > u64::from(max) {
             // Dense: a partial Fisher-Yates shuffle of all PPNs.
             let mut all: Vec<u32> = (0..max).collect();
             for i in 0..n as usize {
@@ -56,20 +57,21 @@ impl Sampler {
                 all.swap(i, j);
             }
             all.truncate(n as usize);
-            self.chosen = all;
+            all
         } else {
-            // Sparse: redraw on a repeat (the mark tells).
-            while self.chosen.len() < n as usize {
+            // Sparse: redraw on a repeat.
+            let mut chosen = Vec::with_capacity(n as usize);
+            let mut drawn = HashSet::with_capacity(n as usize);
+            while chosen.len() < n as usize {
                 let ppn = self.rng.below(u64::from(max)) as u32;
-                if !pmap.is_sampled(ppn) {
-                    pmap.set_sampled(ppn, true);
-                    self.chosen.push(ppn);
+                if drawn.insert(ppn) {
+                    chosen.push(ppn);
                 }
             }
-        }
-        for &ppn in &self.chosen {
-            pmap.set_sampled(ppn, true);
-        }
+            chosen
+        };
+        pmap.mark_sampled(&chosen);
+        self.sampled = n;
         self.touched = 0;
     }
 
@@ -82,11 +84,9 @@ impl Sampler {
     /// Ends every period that is over at `now` and starts the next.
     pub fn roll(&mut self, now: Duration, pmap: &mut Pmap) {
         while now >= self.start + self.period && !self.period.is_zero() {
-            for &ppn in &self.chosen {
-                pmap.set_sampled(ppn, false);
-            }
+            pmap.clear_sampled();
             self.completed = Some(CompletedSample {
-                sampled: self.chosen.len() as u32,
+                sampled: self.sampled,
                 touched: self.touched,
             });
             self.index += 1;
@@ -99,7 +99,7 @@ impl Sampler {
     pub fn observe(&mut self) -> SampleCounts {
         SampleCounts {
             period: self.index,
-            sampled: self.chosen.len() as u32,
+            sampled: self.sampled,
             touched: self.touched,
             completed: self.completed.take(),
         }
@@ -107,10 +107,8 @@ impl Sampler {
 
     /// Removes every mark (for power-off).
     pub fn clear(&mut self, pmap: &mut Pmap) {
-        for &ppn in &self.chosen {
-            pmap.set_sampled(ppn, false);
-        }
-        self.chosen.clear();
+        pmap.clear_sampled();
+        self.sampled = 0;
     }
 }
 
