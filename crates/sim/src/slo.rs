@@ -30,12 +30,14 @@
 //! Cost: `O(1)` per access recorded (a GET's latency is worked out when its last access is
 //! recorded: the tick's GETs due are known when it begins); per tick a sort of the second's
 //! latencies; per window a sort of its latencies. Memory: the open window's latencies (2
-//! bytes a GET, 4 for one of 65 ms or more; let go when it closes), every closed report window (32 bytes: its counts and
-//! percentiles; its start and length follow from its place) and 4 bytes a tick from the
-//! load's start (the p99 of the second's GETs, or that none was due or one failed; its start
-//! follows from its place). That was 16 bytes a second with GETs due, an 88-byte [`Window`]
-//! a window and 8 bytes a GET of the tick until it ended: 29 MiB more on density-2000's 10
-//! minutes with all 2,000 servers running.
+//! bytes a GET, 4 for one of 65 ms or more; let go when it closes), every closed report
+//! window (32 bytes: its counts and percentiles; its start and length follow from its
+//! place) and 4 bytes a tick from the load's start to the last tick with GETs due (the p99
+//! of the second's GETs, or that none was due or one failed; its start follows from its
+//! place), reserved for the load's length. That was 16 bytes a second with GETs due, an
+//! 88-byte [`Window`] a window and 8 bytes a GET of the tick until it ended: 18 MiB more at
+//! the peak of density-2000's 10 minutes with all 2,000 servers running; the latencies at 4
+//! bytes and the seconds' doubling cost about 10 MiB more.
 //!
 //! A second's p99 over `u32::MAX - 2` µs (71 minutes) is kept as that: no objective reaches
 //! it.
