@@ -403,16 +403,6 @@ impl Pmap {
         self.live_mark(ppn).is_some()
     }
 
-    /// Sets or clears the sampling mark of `ppn` (one page: a period's sample is marked at
-    /// once by [`Pmap::mark_sampled`]).
-    pub fn set_sampled(&mut self, ppn: u32, sampled: bool) {
-        if sampled {
-            self.mark_sampled(&[ppn]);
-        } else {
-            self.take_sampled(ppn);
-        }
-    }
-
     /// The list entry of a newly marked `ppn`, its pmap entry hidden if it is Mapped.
     fn hide(&mut self, ppn: u32) -> u64 {
         let mapped = match self.peek(ppn) {
@@ -504,6 +494,7 @@ impl Pmap {
         self.ballooned
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -613,8 +604,8 @@ mod tests {
                     m.iter_mut().for_each(|e| e.2 = false);
                 }
                 5 => {
-                    p.set_sampled(ppn, false);
-                    e.2 = false;
+                    p.mark_sampled(&[ppn]);
+                    e.2 = true;
                 }
                 _ => {}
             }
@@ -640,7 +631,7 @@ mod tests {
         assert!(!p.is_fast(70) && p.is_shared(70));
         p.set_shared(70, false);
         assert!(p.is_fast(70));
-        p.set_sampled(71, false);
+        assert!(p.take_sampled(71));
         assert!(!p.is_sampled(71) && !p.is_sampled(70));
         assert_eq!(p.mapped(), 1);
     }
@@ -673,7 +664,7 @@ mod tests {
         p.set(0, PageState::Mapped);
         assert!(p.is_fast(0));
         assert!(!p.is_fast(1));
-        p.set_sampled(0, true);
+        p.mark_sampled(&[0]);
         assert!(!p.is_fast(0));
         assert_eq!(p.state(0), PageState::Mapped);
     }
@@ -681,7 +672,7 @@ mod tests {
     #[test]
     fn the_sampling_mark_survives_state_changes_and_is_taken_once() {
         let mut p = Pmap::new(1);
-        p.set_sampled(0, true);
+        p.mark_sampled(&[0]);
         p.set(0, PageState::Mapped);
         assert!(p.is_sampled(0));
         assert!(p.take_sampled(0));
@@ -719,7 +710,7 @@ mod tests {
         let mut p = Pmap::new(5);
         p.set(2, PageState::Mapped);
         p.set(3, PageState::HostSwapped);
-        p.set_sampled(3, true);
+        p.mark_sampled(&[3]);
         p.set(4, PageState::Ballooned);
         p.set_shared(2, true);
         assert_eq!(p.state(2), PageState::Mapped);
