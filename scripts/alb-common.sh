@@ -6,7 +6,8 @@
 # sysbench runs, and the daemon's port and stop.
 #
 # The sourcing script sets ALB (its name, for messages) and defines kill_servers before sourcing;
-# DAEMON_PID, CGROUPS and ZRAM_STATE are the cleanup's to read.
+# DAEMONS (what start_daemon started and stop_daemon has not stopped), CGROUPS and ZRAM_STATE
+# are the cleanup's to read.
 ZRAM=${ZRAM:-2G}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 TARGET_DIR=${TARGET_DIR:-$REPO/target/release}
@@ -28,18 +29,19 @@ bytes() { # 64M -> bytes
 }
 
 DIR=$(mktemp -d "/tmp/$ALB.XXXXXX")
-DAEMON_PID=
+DAEMONS=()
 CGROUPS=()
 ZRAM_STATE=$DIR/zram.dev
 SWAPFILE=
 cleanup() {
     set +e
-    if [[ -n $DAEMON_PID ]]; then
-        kill -TERM "$DAEMON_PID" 2>/dev/null
-        for _ in $(seq 150); do kill -0 "$DAEMON_PID" 2>/dev/null || break; sleep 0.1; done
-        kill -KILL "$DAEMON_PID" 2>/dev/null
-        wait "$DAEMON_PID" 2>/dev/null
-    fi
+    local pid
+    for pid in "${DAEMONS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+    for pid in "${DAEMONS[@]}"; do
+        for _ in $(seq 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$pid" 2>/dev/null
+        wait "$pid" 2>/dev/null
+    done
     kill_servers
     local cg
     for cg in "${CGROUPS[@]}"; do remove_cgroup "$cg"; done
@@ -182,11 +184,19 @@ tps_windows() { awk '/^\[ *[0-9]+s \]/ { t = $2; sub(/s/, "", t); for (i = 1; i 
 
 # A free TCP port on the loopback, for the daemon's API.
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# Stops the daemon with SIGTERM (it restores what it changed) and waits for it; its exit
-# status is DAEMON_STATUS.
-stop_daemon() {
+# Starts `memtide daemon` on config CONFIG, its stderr to LOG; DAEMON_PID is its pid.
+start_daemon() { # CONFIG LOG
+    "$TARGET_DIR/memtide" daemon --config "$1" 2>"$2" &
+    DAEMON_PID=$!
+    DAEMONS+=("$DAEMON_PID")
+}
+# Stops daemon PID (the last started by default) with SIGTERM (it restores what it changed)
+# and waits for it; its exit status is DAEMON_STATUS.
+stop_daemon() { # [PID]
+    local pid=${1:-$DAEMON_PID} d left=()
     DAEMON_STATUS=0
-    kill -TERM "$DAEMON_PID"
-    wait "$DAEMON_PID" || DAEMON_STATUS=$?
-    DAEMON_PID=
+    kill -TERM "$pid"
+    wait "$pid" || DAEMON_STATUS=$?
+    for d in "${DAEMONS[@]}"; do [[ $d == "$pid" ]] || left+=("$d"); done
+    DAEMONS=("${left[@]}")
 }

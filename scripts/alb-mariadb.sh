@@ -134,8 +134,7 @@ user = "root"
 min = "$SMALL_POOL"
 max = "$BIG_POOL"
 EOF
-"$TARGET_DIR/memtide" daemon --config "$DIR/memtide.toml" 2>"$DIR/daemon.log" &
-DAEMON_PID=$!
+start_daemon "$DIR/memtide.toml" "$DIR/daemon.log"
 t0=$SECONDS
 until [[ $(cgfile "$CG" "$USAGE") -le $((B + ADAPTER)) ]] && grep -q 'agent_answered.*status=done' "$DIR/daemon.log"; do
     ((SECONDS - t0 < 180)) || { cat "$DIR/daemon.log" >&2; die "memtide did not bring the database under $(mib "$B") MiB within 180 s"; }

@@ -126,8 +126,7 @@ url = "redis://127.0.0.1:$PORT"
 min = "$SMALL"
 max = "$BIG"
 EOF
-"$TARGET_DIR/memtide" daemon --config "$DIR/memtide.toml" 2>"$DIR/daemon.log" &
-DAEMON_PID=$!
+start_daemon "$DIR/memtide.toml" "$DIR/daemon.log"
 t0=$SECONDS
 until [[ $(cgfile "$CG" "$USAGE") -le $((B + ADAPTER)) ]] && grep -q 'agent_answered.*status=done' "$DIR/daemon.log"; do
     ((SECONDS - t0 < 180)) || { cat "$DIR/daemon.log" >&2; die "memtide did not bring Redis under $(mib "$B") MiB within 180 s"; }
@@ -164,9 +163,7 @@ for s in configured squeezed ballooned; do
 done
 NOTE[squeezed]+="; zram holds $(mib "$(zram_ram)") MiB of RAM for (b) and (c)"
 if grep -q 'taken over' "$DIR/daemon.log"; then NOTE[ballooned]+="; TAKEN OVER: $(grep -m1 'taken over' "$DIR/daemon.log")"; fi
-kill -TERM "$DAEMON_PID"
-wait "$DAEMON_PID" || true
-DAEMON_PID=
+stop_daemon
 echo
 echo "ALB Fig. 1 on Redis: $KEYS keys of 1 KiB, $ROUNDS windows of $((REQUESTS / ROUNDS)) GETs from $CLIENTS clients on each (medians), memory $(mib "$B") MiB"
 printf '%-12s %-10s %-8s %-6s %-8s %s\n' setup GETs/s p99_ms hits vs_a notes

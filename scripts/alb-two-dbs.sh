@@ -8,7 +8,11 @@
 #   (b) limits only:   at T_DAEMON `memtide daemon` with budget BUDGET, `tws`, tax 0.75;
 #   (c) adapters:      as (b), each tenant with [tenant.app] kind = "mariadb", so memtide
 #                      shrinks the pools through memtide-adapter.
-# The conditions run alternating (a b c, a b c, ... for ROUNDS rounds). Prints the busy
+# The conditions run alternating (a b c, a b c, ... for ROUNDS rounds), or with PARALLEL=1
+# side by side on one timeline (each round's a, b and c at once, four or six servers, one
+# daemon per condition), so that what else the machine runs weighs on each alike: the shape
+# test's way on a shared CI machine, where conditions run one after the other differed by 0.78
+# to 1.09 in their medians. Each server runs on its own copy of the prepared data. Prints the busy
 # database's TPS per 10-s window before T_DAEMON, from T_DAEMON + 10 to T_WAKE and from T_WAKE
 # + 10 to T_END, the woken database's, each cgroup's swap at the end and what it swapped in
 # (major faults) from T_DAEMON, the RAM zram holds for them (outside every cgroup's charge) at
@@ -21,7 +25,7 @@
 # Environment (defaults: issue 28's setup):
 #   TABLES (9), ROWS per table (200000), POOL (512M), BUDGET (800M), STATIC (398M), THREADS of
 #   the busy and the woken run (4), T_DAEMON (30), T_WAKE (270), T_END (420) seconds,
-#   CONDITIONS ("a b c"), ROUNDS (1), SEED (1: the busy run's --rand-seed, the woken run's is
+#   CONDITIONS ("a b c"), ROUNDS (1), PARALLEL (0, or 1: a round's conditions at once), SEED (1: the busy run's --rand-seed, the woken run's is
 #   SEED + 1), TICK (the daemon's, 1s), TAX (0.75), TENANT_MIN (160M), TENANT_MAX (1G),
 #   APP_MIN (the pool's, 128M), ZRAM (2G: the swap's size), SWAP (zram, or file: a swap
 #   file of that size on the disk under the temporary directory, the paper's premise),
@@ -46,6 +50,7 @@ T_END=${T_END:-420}
 CONDITIONS=${CONDITIONS:-a b c}
 SWAP=${SWAP:-zram}
 ROUNDS=${ROUNDS:-1}
+PARALLEL=${PARALLEL:-0}
 SEED=${SEED:-1}
 TICK=${TICK:-1s}
 TAX=${TAX:-0.75}
@@ -68,6 +73,7 @@ mdb_tools
 for tool in curl python3; do command -v "$tool" >/dev/null || die "$tool is missing"; done
 case " $CONDITIONS " in *" a "* | *" b "* | *" c "*) ;; *) die "CONDITIONS must name a, b or c" ;; esac
 for c in $CONDITIONS; do [[ $c == [abc] ]] || die "unknown condition $c (a, b or c)"; done
+[[ $PARALLEL == [01] ]] || die "PARALLEL must be 0 or 1, not $PARALLEL"
 ((0 < T_DAEMON && T_DAEMON + 10 < T_WAKE && T_WAKE + 10 < T_END)) || die "need 0 < T_DAEMON < T_WAKE < T_END, 10 s apart"
 [[ -z $OUT ]] || : >"$OUT"
 result() { # TAG KEY=VALUE...
@@ -80,16 +86,15 @@ result() { # TAG KEY=VALUE...
 }
 
 echo "== $(/usr/sbin/mariadbd --version | cut -d' ' -f1-4); $(sysbench --version); $(nproc) cores, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo); kernel $(uname -r); cgroup v$V"
-echo "== preparing $TABLES tables x $ROWS rows (uniform access), copied to a second data directory"
+echo "== preparing $TABLES tables x $ROWS rows (uniform access), copied for each server"
 t=$SECONDS
-mdb_install "$DIR/busy"
-mdb_start "$DIR/busy" "$DIR/busy.sock" "$POOL" ""
+mdb_install "$DIR/data"
+mdb_start "$DIR/data" "$DIR/data.sock" "$POOL" ""
 PIDS+=("$MDB_PID")
-mdb_prepare "$DIR/busy.sock" "$TABLES" "$ROWS" "$DIR/prepare.log" >"$DIR/sizes"
+mdb_prepare "$DIR/data.sock" "$TABLES" "$ROWS" "$DIR/prepare.log" >"$DIR/sizes"
 read -r DATA INDEX <"$DIR/sizes"
-mdb_stop "$DIR/busy.sock" "$MDB_PID"
+mdb_stop "$DIR/data.sock" "$MDB_PID"
 PIDS=()
-cp -a "$DIR/busy" "$DIR/idle"
 echo "   clustered index (what oltp_read_only reads) $(mib "$DATA") MiB, secondary $(mib "$INDEX") MiB, in $((SECONDS - t)) s"
 
 if [[ $SWAP == file ]]; then
@@ -105,18 +110,24 @@ else
     echo "== zram swap $ZRAM: $(awk 'NR > 1 { print $1 }' /proc/swaps | tr '\n' ' ')"
 fi
 
-# Seconds since the condition's t = 0 (T0, from date +%s.%N), and a sleep until t = $1.
+# Seconds since the timeline's t = 0 (T0, from date +%s.%N), and a sleep until t = $1.
 now() { awk -v a="$T0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - a }'; }
 sleep_until() { sleep "$(awk -v a="$T0" -v t="$1" -v n="$(date +%s.%N)" 'BEGIN { d = a + t - n; printf "%.2f", (d > 0 ? d : 0) }')"; }
 
-# The daemon's config for condition $1 (b: limits only, c: with adapters).
+# Each condition's state, by its tag (b1, c1, ...): its cgroups, servers, sysbench runs, daemon,
+# API port and poller, and its counters at T_DAEMON, at T_WAKE and at the end.
+declare -A ROW WOKEN CG_BUSY CG_IDLE PID_BUSY PID_IDLE SB_BUSY SB_IDLE BUSY_OK IDLE_OK DAEMON \
+    POLLER PORT POOL0 MF_BUSY0 MF_IDLE0 MF_BUSY_W MF_IDLE_W MF_BUSY MF_IDLE SWAP_BUSY SWAP_IDLE \
+    END_BUSY END_IDLE
+
+# The daemon's config for condition tag $1 (b: limits only, c: with adapters).
 daemon_config() {
-    local cond=$1 name cg
+    local tag=$1 name cg
     cat <<EOF
 [daemon]
 tick = "$TICK"
-listen = "127.0.0.1:$PORT"
-state_file = "$RUN/state.json"
+listen = "127.0.0.1:${PORT[$tag]}"
+state_file = "$DIR/$tag/state.json"
 log_format = "json"
 
 [host]
@@ -128,22 +139,22 @@ tax_rate = $TAX
 sampling_period = "1s"
 EOF
     for name in busy idle; do
-        cg=CG_${name^^}
+        if [[ $name == busy ]]; then cg=${CG_BUSY[$tag]}; else cg=${CG_IDLE[$tag]}; fi
         cat <<EOF
 
 [[tenant]]
 name = "$name"
-cgroup = "${!cg}"
+cgroup = "$cg"
 min = "$TENANT_MIN"
 max = "$TENANT_MAX"
 estimator = "tws"
 EOF
-        [[ $cond == c ]] || continue
+        [[ ${tag:0:1} == c ]] || continue
         cat <<EOF
 
 [tenant.app]
 kind = "mariadb"
-url = "unix://$DIR/$name.sock"
+url = "unix://$DIR/$tag/$name.sock"
 user = "root"
 min = "$APP_MIN"
 max = "$POOL"
@@ -151,13 +162,14 @@ EOF
     done
 }
 
-# Polls the daemon's API once a second into $RUN/status.jsonl: t, the host and the tenants.
+# Polls the API of condition tag $1's daemon once a second into its status.jsonl: t, the host
+# and the tenants.
 poll_status() {
-    local host tenants
+    local tag=$1 port=${PORT[$1]} host tenants
     while sleep 1; do
-        host=$(curl -sf "http://127.0.0.1:$PORT/v1/host") || continue
-        tenants=$(curl -sf "http://127.0.0.1:$PORT/v1/tenants") || continue
-        printf '{"t":%s,"host":%s,"tenants":%s}\n' "$(now)" "$host" "$tenants" >>"$RUN/status.jsonl"
+        host=$(curl -sf "http://127.0.0.1:$port/v1/host") || continue
+        tenants=$(curl -sf "http://127.0.0.1:$port/v1/tenants") || continue
+        printf '{"t":%s,"host":%s,"tenants":%s}\n' "$(now)" "$host" "$tenants" >>"$DIR/$tag/status.jsonl"
     done
 }
 
@@ -172,138 +184,180 @@ window_stats() {
         }'
 }
 windows_csv() { tps_windows "$1" | awk '{ printf "%s%s:%s", n++ ? "," : "", $1, $2 } END { print "" }'; }
-# The daemon's JSON log lines of event $1 for tenant $2 (its keys are sorted, its JSON compact).
-events() { grep -F "\"event\":\"$1\"" "$RUN/daemon.log" | grep -F "\"tenant\":\"$2\"" || true; }
-# Pool resizes for tenant $1: its agent's answers, and the done ones among them.
-resizes() { events agent_answered "$1" | awk '{ n++ } /"status":"done"/ { d++ } END { printf "%d %d\n", n, d }'; }
-limit_moves() { events limit "$1" | wc -l; }
+# The JSON log lines of condition tag $1's daemon of event $2 for tenant $3 (its keys are
+# sorted, its JSON compact).
+events() { grep -F "\"event\":\"$2\"" "$DIR/$1/daemon.log" | grep -F "\"tenant\":\"$3\"" || true; }
+# Pool resizes for tenant $2 of tag $1: its agent's answers, and the done ones among them.
+resizes() { events "$1" agent_answered "$2" | awk '{ n++ } /"status":"done"/ { d++ } END { printf "%d %d\n", n, d }'; }
+limit_moves() { events "$1" limit "$2" | wc -l; }
+pool_of() { mdb_sql "$DIR/$1/$2.sock" 'SELECT @@innodb_buffer_pool_size' || echo 0; } # TAG busy|idle
 
-declare -A ROW WOKEN
-run_condition() { # COND ROUND
-    local cond=$1 round=$2 tag=$1$2 sb_busy sb_idle busy_ok=1 idle_ok=1
-    RUN=$DIR/$tag
-    mkdir -p "$RUN"
-    case $cond in
+# Condition tag $1's cgroups, and its two servers on copies of the prepared data directory.
+cond_start() {
+    local tag=$1 run=$DIR/$1
+    case ${tag:0:1} in
         a) echo "== ($tag) static limits $STATIC each from t = $T_DAEMON s, no memtide" ;;
         b) echo "== ($tag) memtide from t = $T_DAEMON s, budget $BUDGET, limits only" ;;
         c) echo "== ($tag) memtide from t = $T_DAEMON s, budget $BUDGET, [tenant.app] mariadb adapters" ;;
     esac
+    mkdir -p "$run"
     new_cgroup "$tag-busy"
-    CG_BUSY=$CG
+    CG_BUSY[$tag]=$CG
     new_cgroup "$tag-idle"
-    CG_IDLE=$CG
-    mdb_start "$DIR/busy" "$DIR/busy.sock" "$POOL" "$CG_BUSY"
-    PID_BUSY=$MDB_PID
-    PIDS+=("$PID_BUSY")
-    mdb_start "$DIR/idle" "$DIR/idle.sock" "$POOL" "$CG_IDLE"
-    PID_IDLE=$MDB_PID
-    PIDS+=("$PID_IDLE")
-    mdb_warm "$DIR/busy.sock" "$TABLES" &
-    local warm=$!
-    mdb_warm "$DIR/idle.sock" "$TABLES"
-    wait "$warm"
-    local pool0
-    pool0=$(mdb_sql "$DIR/busy.sock" 'SELECT @@innodb_buffer_pool_size')
-    echo "   warmed: usage $(mib "$(cgfile "$CG_BUSY" "$USAGE")") + $(mib "$(cgfile "$CG_IDLE" "$USAGE")") MiB, pools $(mib "$pool0") MiB"
+    CG_IDLE[$tag]=$CG
+    cp -a "$DIR/data" "$run/busy"
+    cp -a "$DIR/data" "$run/idle"
+    mdb_start "$run/busy" "$run/busy.sock" "$POOL" "${CG_BUSY[$tag]}"
+    PID_BUSY[$tag]=$MDB_PID
+    PIDS+=("$MDB_PID")
+    mdb_start "$run/idle" "$run/idle.sock" "$POOL" "${CG_IDLE[$tag]}"
+    PID_IDLE[$tag]=$MDB_PID
+    PIDS+=("$MDB_PID")
+}
 
-    T0=$(date +%s.%N)
-    mdb_sysbench "$DIR/busy.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$T_END" \
-        --report-interval=10 --rand-seed="$SEED" run >"$RUN/busy.out" 2>&1 &
-    sb_busy=$!
-    PIDS+=("$sb_busy")
-    sleep_until "$T_DAEMON"
-    local mf_busy0 mf_idle0 mf_busy_w mf_idle_w
-    mf_busy0=$(majfaults "$CG_BUSY") mf_idle0=$(majfaults "$CG_IDLE")
-    if [[ $cond == a ]]; then
-        squeeze "$CG_BUSY" "$(bytes "$STATIC")" &
-        local sq=$!
-        squeeze "$CG_IDLE" "$(bytes "$STATIC")"
-        wait "$sq"
-        echo "   t = $(now) s: limited to $(mib "$(cgfile "$CG_BUSY" "$LIMIT")") + $(mib "$(cgfile "$CG_IDLE" "$LIMIT")") MiB"
-    else
-        PORT=$(free_port)
-        daemon_config "$cond" >"$RUN/memtide.toml"
-        "$TARGET_DIR/memtide" daemon --config "$RUN/memtide.toml" 2>"$RUN/daemon.log" &
-        DAEMON_PID=$!
-        poll_status &
-        POLLER=$!
-        disown "$POLLER" # killed at the end: no job notice
-        PIDS+=("$POLLER")
-        echo "   t = $(now) s: memtide started"
+# At T_DAEMON: the static limits (a, in the background: the caller waits) or the daemon.
+cond_manage() {
+    local tag=$1
+    MF_BUSY0[$tag]=$(majfaults "${CG_BUSY[$tag]}") MF_IDLE0[$tag]=$(majfaults "${CG_IDLE[$tag]}")
+    if [[ ${tag:0:1} == a ]]; then
+        squeeze "${CG_BUSY[$tag]}" "$(bytes "$STATIC")" &
+        SQUEEZES+=($!)
+        squeeze "${CG_IDLE[$tag]}" "$(bytes "$STATIC")" &
+        SQUEEZES+=($!)
+        return
     fi
-    sleep_until "$T_WAKE"
-    mf_busy_w=$(majfaults "$CG_BUSY") mf_idle_w=$(majfaults "$CG_IDLE")
-    local zram_wake
-    zram_wake=$(zram_ram)
-    mdb_sysbench "$DIR/idle.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$((T_END - T_WAKE))" \
-        --report-interval=10 --rand-seed="$((SEED + 1))" run >"$RUN/idle.out" 2>&1 &
-    sb_idle=$!
-    PIDS+=("$sb_idle")
-    echo "   t = $(now) s: the idle database woken"
-    wait "$sb_busy" || busy_ok=0
-    wait "$sb_idle" || idle_ok=0
-    echo "   t = $(now) s: done (sysbench exit: busy $busy_ok, woken $idle_ok; 1 is success)"
+    PORT[$tag]=$(free_port)
+    daemon_config "$tag" >"$DIR/$tag/memtide.toml"
+    start_daemon "$DIR/$tag/memtide.toml" "$DIR/$tag/daemon.log"
+    DAEMON[$tag]=$DAEMON_PID
+    poll_status "$tag" &
+    POLLER[$tag]=$!
+    disown "${POLLER[$tag]}" # killed at the end: no job notice
+    PIDS+=("${POLLER[$tag]}")
+    echo "   ($tag) t = $(now) s: memtide started"
+}
 
-    local swap_busy swap_idle end_busy end_idle exit_busy exit_idle ooms alive=1 rb ri lb li
-    swap_busy=$(swap_of "$CG_BUSY")
-    swap_idle=$(swap_of "$CG_IDLE")
-    local mf_busy mf_idle zram_end
-    mf_busy=$(majfaults "$CG_BUSY") mf_idle=$(majfaults "$CG_IDLE")
-    zram_end=$(zram_ram)
-    end_busy=$(mdb_sql "$DIR/busy.sock" 'SELECT @@innodb_buffer_pool_size' || echo 0)
-    end_idle=$(mdb_sql "$DIR/idle.sock" 'SELECT @@innodb_buffer_pool_size' || echo 0)
-    exit_busy=$end_busy exit_idle=$end_idle
-    rb="- -" ri="- -" lb=- li=-
+# At the end, before any daemon stops: what condition tag $1's cgroups hold and swapped in.
+cond_measure() {
+    local tag=$1
+    SWAP_BUSY[$tag]=$(swap_of "${CG_BUSY[$tag]}") SWAP_IDLE[$tag]=$(swap_of "${CG_IDLE[$tag]}")
+    MF_BUSY[$tag]=$(majfaults "${CG_BUSY[$tag]}") MF_IDLE[$tag]=$(majfaults "${CG_IDLE[$tag]}")
+    END_BUSY[$tag]=$(pool_of "$tag" busy) END_IDLE[$tag]=$(pool_of "$tag" idle)
+}
+
+# Stops condition tag $1's daemon (its adapters give the pools back), then reports it and stops
+# its servers. ZRAM_WAKE and ZRAM_END: what zram held at the wake-up and the end.
+cond_finish() {
+    local tag=$1 cond=${1:0:1} run=$DIR/$1 exit_busy exit_idle ooms alive=1 rb="- -" ri="- -" lb=- li=-
+    exit_busy=${END_BUSY[$tag]} exit_idle=${END_IDLE[$tag]}
     if [[ $cond != a ]]; then
-        stop_daemon
-        kill -KILL "$POLLER" 2>/dev/null || true
+        stop_daemon "${DAEMON[$tag]}"
+        kill -KILL "${POLLER[$tag]}" 2>/dev/null || true
         sleep 1 # an adapter's last resize, if it restores the pool at exit
-        exit_busy=$(mdb_sql "$DIR/busy.sock" 'SELECT @@innodb_buffer_pool_size' || echo 0)
-        exit_idle=$(mdb_sql "$DIR/idle.sock" 'SELECT @@innodb_buffer_pool_size' || echo 0)
-        rb=$(resizes busy) ri=$(resizes idle) lb=$(limit_moves busy) li=$(limit_moves idle)
-        echo "   daemon exit $DAEMON_STATUS; limits after it $(cgfile "$CG_BUSY" "$LIMIT") / $(cgfile "$CG_IDLE" "$LIMIT")"
-        result "$tag" "daemon_exit=$DAEMON_STATUS" "taken_over=$(grep -c 'taken over' "$RUN/daemon.log" || true)"
+        exit_busy=$(pool_of "$tag" busy) exit_idle=$(pool_of "$tag" idle)
+        rb=$(resizes "$tag" busy) ri=$(resizes "$tag" idle) lb=$(limit_moves "$tag" busy) li=$(limit_moves "$tag" idle)
+        echo "   ($tag) daemon exit $DAEMON_STATUS; limits after it $(cgfile "${CG_BUSY[$tag]}" "$LIMIT") / $(cgfile "${CG_IDLE[$tag]}" "$LIMIT")"
+        result "$tag" "daemon_exit=$DAEMON_STATUS" "taken_over=$(grep -c 'taken over' "$run/daemon.log" || true)"
     fi
-    ooms=$(($(oom_kills "$CG_BUSY") + $(oom_kills "$CG_IDLE")))
-    if ! kill -0 "$PID_BUSY" 2>/dev/null || ! kill -0 "$PID_IDLE" 2>/dev/null; then alive=0; fi
-    result "$tag" "condition=$cond" "t_daemon=$T_DAEMON" "t_wake=$T_WAKE" "t_end=$T_END" \
-        "busy_windows=$(windows_csv "$RUN/busy.out")" "woken_windows=$(windows_csv "$RUN/idle.out")" \
-        "busy_tps=$(tps_of "$RUN/busy.out")" "woken_tps=$(tps_of "$RUN/idle.out")" \
-        "busy_ok=$busy_ok" "woken_ok=$idle_ok" "servers_alive=$alive" \
-        "swap_busy_bytes=$swap_busy" "swap_idle_bytes=$swap_idle" "pool_start_bytes=$pool0" \
-        "swapins_busy=$((mf_busy - mf_busy0))" "swapins_idle=$((mf_idle - mf_idle0))" \
-        "swapins_busy_woken=$((mf_busy - mf_busy_w))" "swapins_idle_woken=$((mf_idle - mf_idle_w))" \
-        "zram_ram_wake_bytes=$zram_wake" "zram_ram_end_bytes=$zram_end" \
-        "pool_busy_end_bytes=$end_busy" "pool_idle_end_bytes=$end_idle" \
+    ooms=$(($(oom_kills "${CG_BUSY[$tag]}") + $(oom_kills "${CG_IDLE[$tag]}")))
+    if ! kill -0 "${PID_BUSY[$tag]}" 2>/dev/null || ! kill -0 "${PID_IDLE[$tag]}" 2>/dev/null; then alive=0; fi
+    local sb=${MF_BUSY[$tag]} si=${MF_IDLE[$tag]} sb0=${MF_BUSY0[$tag]} si0=${MF_IDLE0[$tag]} \
+        sbw=${MF_BUSY_W[$tag]} siw=${MF_IDLE_W[$tag]}
+    result "$tag" "condition=$cond" "parallel=$PARALLEL" "t_daemon=$T_DAEMON" "t_wake=$T_WAKE" "t_end=$T_END" \
+        "busy_windows=$(windows_csv "$run/busy.out")" "woken_windows=$(windows_csv "$run/idle.out")" \
+        "busy_tps=$(tps_of "$run/busy.out")" "woken_tps=$(tps_of "$run/idle.out")" \
+        "busy_ok=${BUSY_OK[$tag]}" "woken_ok=${IDLE_OK[$tag]}" "servers_alive=$alive" \
+        "swap_busy_bytes=${SWAP_BUSY[$tag]}" "swap_idle_bytes=${SWAP_IDLE[$tag]}" "pool_start_bytes=${POOL0[$tag]}" \
+        "swapins_busy=$((sb - sb0))" "swapins_idle=$((si - si0))" \
+        "swapins_busy_woken=$((sb - sbw))" "swapins_idle_woken=$((si - siw))" \
+        "zram_ram_wake_bytes=$ZRAM_WAKE" "zram_ram_end_bytes=$ZRAM_END" \
+        "pool_busy_end_bytes=${END_BUSY[$tag]}" "pool_idle_end_bytes=${END_IDLE[$tag]}" \
         "pool_busy_exit_bytes=$exit_busy" "pool_idle_exit_bytes=$exit_idle" \
         "resizes_busy=${rb#* }" "resizes_idle=${ri#* }" "answers_busy=${rb% *}" "answers_idle=${ri% *}" \
         "limit_moves_busy=$lb" "limit_moves_idle=$li" "oom_kills=$ooms"
     ROW[$tag]="| ($tag) $(case $cond in a) echo "static limits, $STATIC each, no memtide" ;; b) echo "memtide, limits only" ;; c) echo "memtide + mariadb adapters" ;; esac)"
-    ROW[$tag]+=" | $(window_stats "$RUN/busy.out" 0 "$T_DAEMON") | $(window_stats "$RUN/busy.out" $((T_DAEMON + 10)) "$T_WAKE")"
-    ROW[$tag]+=" | $(window_stats "$RUN/busy.out" $((T_WAKE + 10)) "$T_END") | $(mib "$swap_busy") / $(mib "$swap_idle") MiB"
-    ROW[$tag]+=" | $(mib $(((mf_busy - mf_busy0) * 4096))) / $(mib $(((mf_idle - mf_idle0) * 4096))) MiB"
-    ROW[$tag]+=" | $(mib "$zram_wake") / $(mib "$zram_end") MiB"
-    ROW[$tag]+=" | $(mib "$end_busy") / $(mib "$end_idle"); $(mib "$exit_busy") / $(mib "$exit_idle") after exit"
+    ROW[$tag]+=" | $(window_stats "$run/busy.out" 0 "$T_DAEMON") | $(window_stats "$run/busy.out" $((T_DAEMON + 10)) "$T_WAKE")"
+    ROW[$tag]+=" | $(window_stats "$run/busy.out" $((T_WAKE + 10)) "$T_END") | $(mib "${SWAP_BUSY[$tag]}") / $(mib "${SWAP_IDLE[$tag]}") MiB"
+    ROW[$tag]+=" | $(mib $(((sb - sb0) * 4096))) / $(mib $(((si - si0) * 4096))) MiB"
+    ROW[$tag]+=" | $(mib "$ZRAM_WAKE") / $(mib "$ZRAM_END") MiB"
+    ROW[$tag]+=" | $(mib "${END_BUSY[$tag]}") / $(mib "${END_IDLE[$tag]}"); $(mib "$exit_busy") / $(mib "$exit_idle") after exit"
     ROW[$tag]+=" | ${rb#* } / ${ri#* } | $ooms |"
-    WOKEN[$tag]="| ($tag) | $(tps_of "$RUN/idle.out") | $(window_stats "$RUN/idle.out" 0 $((T_END - T_WAKE))) | $(tps_windows "$RUN/idle.out" | awk 'NR == 1 { printf "%.0f", $2 }') |"
+    WOKEN[$tag]="| ($tag) | $(tps_of "$run/idle.out") | $(window_stats "$run/idle.out" 0 $((T_END - T_WAKE))) | $(tps_windows "$run/idle.out" | awk 'NR == 1 { printf "%.0f", $2 }') |"
+    mdb_stop "$run/busy.sock" "${PID_BUSY[$tag]}"
+    mdb_stop "$run/idle.sock" "${PID_IDLE[$tag]}"
+}
 
-    mdb_stop "$DIR/busy.sock" "$PID_BUSY"
-    mdb_stop "$DIR/idle.sock" "$PID_IDLE"
+# Runs the conditions tagged $@ on one timeline: one at a time, or side by side (PARALLEL=1),
+# so that what else the machine runs weighs on each alike.
+run_group() {
+    local tag pid warms=()
+    for tag; do cond_start "$tag"; done
+    for tag; do
+        mdb_warm "$DIR/$tag/busy.sock" "$TABLES" &
+        warms+=($!)
+        mdb_warm "$DIR/$tag/idle.sock" "$TABLES" &
+        warms+=($!)
+    done
+    for pid in "${warms[@]}"; do wait "$pid"; done
+    for tag; do
+        POOL0[$tag]=$(pool_of "$tag" busy)
+        echo "   ($tag) warmed: usage $(mib "$(cgfile "${CG_BUSY[$tag]}" "$USAGE")") + $(mib "$(cgfile "${CG_IDLE[$tag]}" "$USAGE")") MiB, pools $(mib "${POOL0[$tag]}") MiB"
+    done
+
+    T0=$(date +%s.%N)
+    for tag; do
+        mdb_sysbench "$DIR/$tag/busy.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$T_END" \
+            --report-interval=10 --rand-seed="$SEED" run >"$DIR/$tag/busy.out" 2>&1 &
+        SB_BUSY[$tag]=$!
+        PIDS+=("$!")
+    done
+    sleep_until "$T_DAEMON"
+    SQUEEZES=()
+    for tag; do cond_manage "$tag"; done
+    for pid in "${SQUEEZES[@]}"; do wait "$pid"; done
+    for tag; do
+        [[ ${tag:0:1} != a ]] || echo "   ($tag) t = $(now) s: limited to $(mib "$(cgfile "${CG_BUSY[$tag]}" "$LIMIT")") + $(mib "$(cgfile "${CG_IDLE[$tag]}" "$LIMIT")") MiB"
+    done
+    sleep_until "$T_WAKE"
+    ZRAM_WAKE=$(zram_ram)
+    for tag; do
+        MF_BUSY_W[$tag]=$(majfaults "${CG_BUSY[$tag]}") MF_IDLE_W[$tag]=$(majfaults "${CG_IDLE[$tag]}")
+        mdb_sysbench "$DIR/$tag/idle.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$((T_END - T_WAKE))" \
+            --report-interval=10 --rand-seed="$((SEED + 1))" run >"$DIR/$tag/idle.out" 2>&1 &
+        SB_IDLE[$tag]=$!
+        PIDS+=("$!")
+    done
+    echo "   t = $(now) s: the idle database$( (($# == 1)) || echo s) woken"
+    for tag; do
+        BUSY_OK[$tag]=1 IDLE_OK[$tag]=1
+        wait "${SB_BUSY[$tag]}" || BUSY_OK[$tag]=0
+        wait "${SB_IDLE[$tag]}" || IDLE_OK[$tag]=0
+        echo "   ($tag) t = $(now) s: done (sysbench exit: busy ${BUSY_OK[$tag]}, woken ${IDLE_OK[$tag]}; 1 is success)"
+    done
+
+    ZRAM_END=$(zram_ram)
+    for tag; do cond_measure "$tag"; done
+    for tag; do cond_finish "$tag"; done
     kill_servers
-    remove_cgroup "$ROOT$CG_BUSY"
-    remove_cgroup "$ROOT$CG_IDLE"
+    for tag; do
+        remove_cgroup "$ROOT${CG_BUSY[$tag]}"
+        remove_cgroup "$ROOT${CG_IDLE[$tag]}"
+        rm -rf "${DIR:?}/$tag/busy" "$DIR/$tag/idle" # the data copies (KEEP=1 keeps the logs)
+    done
 }
 
 TAGS=()
 for round in $(seq "$ROUNDS"); do
+    group=()
     for cond in $CONDITIONS; do
-        run_condition "$cond" "$round"
         TAGS+=("$cond$round")
+        if [[ $PARALLEL == 1 ]]; then group+=("$cond$round"); else run_group "$cond$round"; fi
     done
+    [[ $PARALLEL != 1 ]] || run_group "${group[@]}"
 done
 
 echo
-echo "Two MariaDB servers, $TABLES x $ROWS rows ($(mib "$DATA") MiB clustered) each, pools $POOL, $THREADS threads, budget $BUDGET, tws, tax $TAX; busy from 0 s, memtide (or the limits) from $T_DAEMON s, the idle one woken at $T_WAKE s, end $T_END s. Busy database TPS per 10-s window, min–max (median):"
+echo "Two MariaDB servers, $TABLES x $ROWS rows ($(mib "$DATA") MiB clustered) each, pools $POOL, $THREADS threads, budget $BUDGET, tws, tax $TAX; busy from 0 s, memtide (or the limits) from $T_DAEMON s, the idle one woken at $T_WAKE s, end $T_END s; $(if [[ $PARALLEL == 1 ]]; then echo "each round's conditions side by side"; else echo "one condition at a time"; fi). Busy database TPS per 10-s window, min–max (median):"
 echo
 echo "| condition | before memtide (0–$T_DAEMON s) | $((T_DAEMON + 10))–$T_WAKE s | after the wake-up ($((T_WAKE + 10))–$T_END s) | swap at the end (busy / idle) | swapped in from t = $T_DAEMON s (busy / idle) | zram's RAM at the wake-up / end | pools at the end (MiB, busy / idle) | resizes (busy / idle) | OOM kills |"
 echo "|---|---|---|---|---|---|---|---|---|---|"

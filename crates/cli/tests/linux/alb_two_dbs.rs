@@ -1,4 +1,4 @@
-//! Issue 28's two databases in short (scripts/alb-two-dbs.sh is the full run): two MariaDB servers with warm pools over one budget, the busy one under sysbench throughout, the idle one woken late; memtide with limits only (b) against memtide with the mariadb adapters (c). Asserts the issue's shape: (c) serves the busy database at least 0.8 × as well as (b) before the wake-up (the issue's target is at least as well: measured 0.98 here and 1.07 in the full run; 0.88 before a missing pool's free list counted as its own, 0.41 before the first fix), gives the pools back at exit, pages in and out no pool (a server's cold memory may sit in swap, as under limits), resizes a pool at most 16 times, and nothing is killed.
+//! Issue 28's two databases in short (scripts/alb-two-dbs.sh is the full run): two MariaDB servers with warm pools over one budget, the busy one under sysbench throughout, the idle one woken late; memtide with limits only (b) and memtide with the mariadb adapters (c) side by side on one timeline, so that what else the machine runs weighs on both alike. Asserts the issue's shape: (c) serves the busy database at least 0.8 × as well as (b) before the wake-up, window by window (the issue's target is at least as well: measured side by side 1.12 here, and one after the other 0.98 here and 1.07 in the full run; 0.88 before a missing pool's free list counted as its own, 0.41 before the first fix), gives the pools back at exit, pages in and out no pool (a server's cold memory may sit in swap, as under limits), resizes a pool at most 16 times, and nothing is killed.
 
 use crate::host::mariadb;
 use crate::host::*;
@@ -25,6 +25,9 @@ const SETUP: &[(&str, &str)] = &[
     ("T_WAKE", "80"),
     ("T_END", "120"),
     ("CONDITIONS", "b c"),
+    // Side by side: run one after the other on CI's shared 2 vCPUs, (c)'s median was 0.78 ×
+    // (b)'s in one run and 0.89 × before memtide even started in another.
+    ("PARALLEL", "1"),
 ];
 
 /// The most a database may swap in under the adapters, from memtide's start to the end. The
@@ -50,17 +53,36 @@ impl Outcome {
             .unwrap_or_else(|_| panic!("{key}={v} is not a number"))
     }
 
-    /// The busy database's TPS windows ending in (from, to] seconds.
-    fn busy_tps(&self, from: u64, to: u64) -> Vec<f64> {
+    /// The busy database's TPS windows ending in (from, to] seconds, with their ends.
+    fn busy_windows(&self, from: u64, to: u64) -> Vec<(u64, f64)> {
         self.get("busy_windows")
             .split(',')
             .filter_map(|w| {
                 let (end, tps) = w.split_once(':')?;
                 let end: u64 = end.parse().ok()?;
-                (end > from && end <= to).then(|| tps.parse().ok())?
+                (end > from && end <= to).then(|| Some((end, tps.parse().ok()?)))?
             })
             .collect()
     }
+
+    /// The busy database's TPS windows ending in (from, to] seconds.
+    fn busy_tps(&self, from: u64, to: u64) -> Vec<f64> {
+        self.busy_windows(from, to)
+            .into_iter()
+            .map(|(_, t)| t)
+            .collect()
+    }
+}
+
+/// Each of `c`'s windows over `b`'s window ending at the same second (the two runs started
+/// together, so their windows saw the same machine).
+fn paired_ratios(b: &[(u64, f64)], c: &[(u64, f64)]) -> Vec<f64> {
+    c.iter()
+        .filter_map(|(end, tc)| {
+            let (_, tb) = b.iter().find(|(e, _)| e == end)?;
+            (*tb > 0.0).then(|| tc / tb)
+        })
+        .collect()
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -166,12 +188,34 @@ fn the_adapters_keep_the_busy_database_as_fast_as_limits_and_give_the_pools_back
             "{name}: the daemon exits cleanly on SIGTERM"
         );
     }
+    for (name, o) in [("(b)", b), ("(c)", c)] {
+        assert_eq!(
+            o.get("parallel"),
+            "1",
+            "{name} ran side by side with the other condition"
+        );
+    }
     let busy = |o: &Outcome| median(&o.busy_tps(t_daemon + 10, t_wake));
     let (tps_b, tps_c) = (busy(b), busy(c));
+    let window = |o: &Outcome| o.busy_windows(t_daemon + 10, t_wake);
+    let ratios = paired_ratios(&window(b), &window(c));
+    assert!(
+        ratios.len() >= 4,
+        "(b) and (c) have at most {} windows from {} to {t_wake} s ending at the same second",
+        ratios.len(),
+        t_daemon + 10
+    );
+    let ratio = median(&ratios);
     eprintln!(
-        "busy database before the wake-up, median TPS per 10 s: (b) {tps_b:.0}, (c) {tps_c:.0} ({:.2} of b); \
+        "busy database before the wake-up, window by window (c) / (b): {} (median {ratio:.2}); \
+         median TPS per 10 s: (b) {tps_b:.0}, (c) {tps_c:.0} ({:.2} of b); \
          pool resizes (c) {} / {}; swap at the end (c) {:.0} / {:.0} MiB; swapped in (b) {:.1} / {:.1}, (c) {:.1} / {:.1} MiB; \
          pools after exit (c) {:.0} / {:.0} MiB",
+        ratios
+            .iter()
+            .map(|r| format!("{r:.2}"))
+            .collect::<Vec<_>>()
+            .join(" "),
         tps_c / tps_b,
         c.get("resizes_busy"),
         c.get("resizes_idle"),
@@ -223,11 +267,11 @@ fn the_adapters_keep_the_busy_database_as_fast_as_limits_and_give_the_pools_back
     }
     // Issue 28's target is "at least as well" (measured here 0.98); 0.8 leaves room for a
     // shared 2-vCPU machine's noise and still fails the policy before the first fix (0.41).
-    if tps_c < 0.8 * tps_b {
+    // Window by window: each (c) window against the (b) window the machine ran beside it.
+    if ratio < 0.8 {
         broken.push(format!(
-            "(c) serves the busy database at least 0.8 × as well as (b) before the wake-up: \
-             median {tps_c:.0} against {tps_b:.0} TPS ({:.2})",
-            tps_c / tps_b
+            "(c) serves the busy database at least 0.8 × as well as (b) before the wake-up, \
+             window by window: median {ratio:.2} (medians {tps_c:.0} against {tps_b:.0} TPS)"
         ));
     }
     assert!(
@@ -244,6 +288,13 @@ fn the_script_reads_its_results() {
     let o = outcomes(text);
     assert_eq!(o["c1"].busy_tps(10, 40), vec![200.0, 300.0, 50.0]);
     assert_eq!(median(&o["c1"].busy_tps(0, 40)), 150.25);
+    let b = [(10, 100.0), (20, 200.0), (30, 0.0)];
+    let c = [(10, 50.0), (20, 300.0), (30, 10.0), (40, 9.0)];
+    assert_eq!(
+        paired_ratios(&b, &c),
+        vec![0.5, 1.5],
+        "only windows ending together, never over an empty one"
+    );
     assert_eq!((o["c1"].num("oom_kills"), o["b1"].num("oom_kills")), (0, 2));
     assert_eq!(setting("POOL"), 512 * MIB);
     assert!(Path::new(&memtide_testkit::repo().join("scripts/alb-two-dbs.sh")).is_file());
