@@ -8,17 +8,17 @@
 #   (b) limits only:   at T_DAEMON `memtide daemon` with budget BUDGET, `tws`, tax 0.75;
 #   (c) adapters:      as (b), each tenant with [tenant.app] kind = "mariadb", so memtide
 #                      shrinks the pools through memtide-adapter.
-# The conditions run alternating (a b c, a b c, ... for ROUNDS rounds), or with PARALLEL=1
-# side by side on one timeline (each round's a, b and c at once, four or six servers, one
-# daemon per condition), so that what else the machine runs weighs on each alike: the shape
-# test's way on a shared CI machine, where conditions run one after the other differed by 0.78
-# to 1.09 in their medians. Each server runs on its own copy of the prepared data. Prints the busy
-# database's TPS per 10-s window before T_DAEMON, from T_DAEMON + 10 to T_WAKE and from T_WAKE
-# + 10 to T_END, the woken database's, each cgroup's swap at the end and what it swapped in
-# (major faults) from T_DAEMON, the RAM zram holds for them (outside every cgroup's charge) at
-# T_WAKE and the end, the pools at the end and after the daemon's SIGTERM, pool resizes (the
-# daemon's `agent_answered` lines) and OOM kills, as a markdown table, and
-# `RESULT <condition><round> key=value` lines for a test to read.
+# The conditions run alternating (a b c, a b c, ... for ROUNDS rounds), or with PARALLEL=1 side
+# by side on one timeline (each round's a, b and c at once, four or six servers, one daemon per
+# condition), so that what else the machine runs weighs on each alike: the shape test's way on a
+# shared CI machine, where (c)'s median over (b)'s, run one after the other, went from 0.78 to
+# 1.09 from run to run. Each server runs on its own copy of the prepared data. Prints the busy
+# database's TPS per 10-s window before T_DAEMON, from T_DAEMON + 10 to T_WAKE and from T_WAKE +
+# 10 to T_END, the woken database's, each cgroup's swap at the end and what it swapped in (major
+# faults) from T_DAEMON, the RAM zram holds for them (outside every cgroup's charge) at T_WAKE
+# and the end, the pools at the end and after the daemon's SIGTERM, pool resizes (the daemon's
+# `agent_answered` lines) and OOM kills, as a markdown table, and `RESULT <condition><round>
+# key=value` lines for a test to read.
 #
 # Usage: scripts/alb-two-dbs.sh   (as root, from the repository, after
 #                                  cargo build --release --workspace)
