@@ -287,6 +287,15 @@ cond_finish() {
     mdb_stop "$run/idle.sock" "${PID_IDLE[$tag]}"
 }
 
+# Starts sysbench on condition tag $1's busy or idle server ($2) for $3 seconds with seed $4,
+# its report in $DIR/TAG/SIDE.out; LOAD_PID is its pid.
+load() {
+    mdb_sysbench "$DIR/$1/$2.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$3" \
+        --report-interval=10 --rand-seed="$4" run >"$DIR/$1/$2.out" 2>&1 &
+    LOAD_PID=$!
+    PIDS+=("$LOAD_PID")
+}
+
 # Runs the conditions tagged $@ on one timeline: one at a time, or side by side (PARALLEL=1),
 # so that what else the machine runs weighs on each alike.
 run_group() {
@@ -306,10 +315,8 @@ run_group() {
 
     T0=$(date +%s.%N)
     for tag; do
-        mdb_sysbench "$DIR/$tag/busy.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$T_END" \
-            --report-interval=10 --rand-seed="$SEED" run >"$DIR/$tag/busy.out" 2>&1 &
-        SB_BUSY[$tag]=$!
-        PIDS+=("$!")
+        load "$tag" busy "$T_END" "$SEED"
+        SB_BUSY[$tag]=$LOAD_PID
     done
     sleep_until "$T_DAEMON"
     SQUEEZES=()
@@ -322,10 +329,8 @@ run_group() {
     ZRAM_WAKE=$(zram_ram)
     for tag; do
         MF_BUSY_W[$tag]=$(majfaults "${CG_BUSY[$tag]}") MF_IDLE_W[$tag]=$(majfaults "${CG_IDLE[$tag]}")
-        mdb_sysbench "$DIR/$tag/idle.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$((T_END - T_WAKE))" \
-            --report-interval=10 --rand-seed="$((SEED + 1))" run >"$DIR/$tag/idle.out" 2>&1 &
-        SB_IDLE[$tag]=$!
-        PIDS+=("$!")
+        load "$tag" idle $((T_END - T_WAKE)) $((SEED + 1))
+        SB_IDLE[$tag]=$LOAD_PID
     done
     echo "   t = $(now) s: the idle database$( (($# == 1)) || echo s) woken"
     for tag; do
