@@ -114,15 +114,16 @@ fi
 now() { awk -v a="$T0" -v n="$(date +%s.%N)" 'BEGIN { printf "%.1f", n - a }'; }
 sleep_until() { sleep "$(awk -v a="$T0" -v t="$1" -v n="$(date +%s.%N)" 'BEGIN { d = a + t - n; printf "%.2f", (d > 0 ? d : 0) }')"; }
 
-# Each condition's state, by its tag (b1, c1, ...): its cgroups, servers, sysbench runs, daemon,
-# API port and poller, and its counters at T_DAEMON, at T_WAKE and at the end.
-declare -A ROW WOKEN CG_BUSY CG_IDLE PID_BUSY PID_IDLE SB_BUSY SB_IDLE BUSY_OK IDLE_OK DAEMON \
-    POLLER PORT POOL0 MF_BUSY0 MF_IDLE0 MF_BUSY_W MF_IDLE_W MF_BUSY MF_IDLE SWAP_BUSY SWAP_IDLE \
-    END_BUSY END_IDLE
+# Each condition's state by its tag (b1, c1, ...): its table rows, daemon, API port, poller and
+# starting pool; and each server's by TAG/SIDE (b1/busy, b1/idle): its cgroup, mariadbd,
+# sysbench run and whether it succeeded, its major faults at T_DAEMON, at T_WAKE and at the end,
+# its swap and its pool at the end.
+SIDES=(busy idle)
+declare -A ROW WOKEN DAEMON POLLER PORT POOL0 CGROUP PID SB OK MF0 MFW MF SWAPPED END
 
 # The daemon's config for condition tag $1 (b: limits only, c: with adapters).
 daemon_config() {
-    local tag=$1 name cg
+    local tag=$1 name
     cat <<EOF
 [daemon]
 tick = "$TICK"
@@ -138,13 +139,12 @@ budget = "$BUDGET"
 tax_rate = $TAX
 sampling_period = "1s"
 EOF
-    for name in busy idle; do
-        if [[ $name == busy ]]; then cg=${CG_BUSY[$tag]}; else cg=${CG_IDLE[$tag]}; fi
+    for name in "${SIDES[@]}"; do
         cat <<EOF
 
 [[tenant]]
 name = "$name"
-cgroup = "$cg"
+cgroup = "${CGROUP[$tag/$name]}"
 min = "$TENANT_MIN"
 max = "$TENANT_MAX"
 estimator = "tws"
@@ -194,38 +194,33 @@ pool_of() { mdb_sql "$DIR/$1/$2.sock" 'SELECT @@innodb_buffer_pool_size' || echo
 
 # Condition tag $1's cgroups, and its two servers on copies of the prepared data directory.
 cond_start() {
-    local tag=$1 run=$DIR/$1
+    local tag=$1 run=$DIR/$1 side
     case ${tag:0:1} in
         a) echo "== ($tag) static limits $STATIC each from t = $T_DAEMON s, no memtide" ;;
         b) echo "== ($tag) memtide from t = $T_DAEMON s, budget $BUDGET, limits only" ;;
         c) echo "== ($tag) memtide from t = $T_DAEMON s, budget $BUDGET, [tenant.app] mariadb adapters" ;;
     esac
     mkdir -p "$run"
-    new_cgroup "$tag-busy"
-    CG_BUSY[$tag]=$CG
-    new_cgroup "$tag-idle"
-    CG_IDLE[$tag]=$CG
-    cp -a "$DIR/data" "$run/busy"
-    cp -a "$DIR/data" "$run/idle"
-    mdb_start "$run/busy" "$run/busy.sock" "$POOL" "${CG_BUSY[$tag]}"
-    PID_BUSY[$tag]=$MDB_PID
-    PIDS+=("$MDB_PID")
-    mdb_start "$run/idle" "$run/idle.sock" "$POOL" "${CG_IDLE[$tag]}"
-    PID_IDLE[$tag]=$MDB_PID
-    PIDS+=("$MDB_PID")
+    for side in "${SIDES[@]}"; do
+        new_cgroup "$tag-$side"
+        CGROUP[$tag/$side]=$CG
+        cp -a "$DIR/data" "$run/$side"
+        mdb_start "$run/$side" "$run/$side.sock" "$POOL" "$CG"
+        PID[$tag/$side]=$MDB_PID
+        PIDS+=("$MDB_PID")
+    done
 }
 
 # At T_DAEMON: the static limits (a, in the background: the caller waits) or the daemon.
 cond_manage() {
-    local tag=$1
-    MF_BUSY0[$tag]=$(majfaults "${CG_BUSY[$tag]}") MF_IDLE0[$tag]=$(majfaults "${CG_IDLE[$tag]}")
-    if [[ ${tag:0:1} == a ]]; then
-        squeeze "${CG_BUSY[$tag]}" "$(bytes "$STATIC")" &
+    local tag=$1 side
+    for side in "${SIDES[@]}"; do
+        MF0[$tag/$side]=$(majfaults "${CGROUP[$tag/$side]}")
+        [[ ${tag:0:1} == a ]] || continue
+        squeeze "${CGROUP[$tag/$side]}" "$(bytes "$STATIC")" &
         SQUEEZES+=($!)
-        squeeze "${CG_IDLE[$tag]}" "$(bytes "$STATIC")" &
-        SQUEEZES+=($!)
-        return
-    fi
+    done
+    [[ ${tag:0:1} != a ]] || return 0
     PORT[$tag]=$(free_port)
     daemon_config "$tag" >"$DIR/$tag/memtide.toml"
     start_daemon "$DIR/$tag/memtide.toml" "$DIR/$tag/daemon.log"
@@ -237,117 +232,114 @@ cond_manage() {
     echo "   ($tag) t = $(now) s: memtide started"
 }
 
-# At the end, before any daemon stops: what condition tag $1's cgroups hold and swapped in.
-cond_measure() {
-    local tag=$1
-    SWAP_BUSY[$tag]=$(swap_of "${CG_BUSY[$tag]}") SWAP_IDLE[$tag]=$(swap_of "${CG_IDLE[$tag]}")
-    MF_BUSY[$tag]=$(majfaults "${CG_BUSY[$tag]}") MF_IDLE[$tag]=$(majfaults "${CG_IDLE[$tag]}")
-    END_BUSY[$tag]=$(pool_of "$tag" busy) END_IDLE[$tag]=$(pool_of "$tag" idle)
+# At the end, before any daemon stops: what server TAG/SIDE ($1) holds and swapped in.
+server_measure() {
+    SWAPPED[$1]=$(swap_of "${CGROUP[$1]}")
+    MF[$1]=$(majfaults "${CGROUP[$1]}")
+    END[$1]=$(pool_of "${1%/*}" "${1#*/}")
 }
 
 # Stops condition tag $1's daemon (its adapters give the pools back), then reports it and stops
 # its servers. ZRAM_WAKE and ZRAM_END: what zram held at the wake-up and the end.
 cond_finish() {
-    local tag=$1 cond=${1:0:1} run=$DIR/$1 exit_busy exit_idle ooms alive=1 rb="- -" ri="- -" lb=- li=-
-    exit_busy=${END_BUSY[$tag]} exit_idle=${END_IDLE[$tag]}
+    local tag=$1 cond=${1:0:1} run=$DIR/$1 b=$1/busy i=$1/idle exit_busy exit_idle ooms alive=1 \
+        rb="- -" ri="- -" lb=- li=-
+    exit_busy=${END[$b]} exit_idle=${END[$i]}
     if [[ $cond != a ]]; then
         stop_daemon "${DAEMON[$tag]}"
         kill -KILL "${POLLER[$tag]}" 2>/dev/null || true
         sleep 1 # an adapter's last resize, if it restores the pool at exit
         exit_busy=$(pool_of "$tag" busy) exit_idle=$(pool_of "$tag" idle)
         rb=$(resizes "$tag" busy) ri=$(resizes "$tag" idle) lb=$(limit_moves "$tag" busy) li=$(limit_moves "$tag" idle)
-        echo "   ($tag) daemon exit $DAEMON_STATUS; limits after it $(cgfile "${CG_BUSY[$tag]}" "$LIMIT") / $(cgfile "${CG_IDLE[$tag]}" "$LIMIT")"
+        echo "   ($tag) daemon exit $DAEMON_STATUS; limits after it $(cgfile "${CGROUP[$b]}" "$LIMIT") / $(cgfile "${CGROUP[$i]}" "$LIMIT")"
         result "$tag" "daemon_exit=$DAEMON_STATUS" "taken_over=$(grep -c 'taken over' "$run/daemon.log" || true)"
     fi
-    ooms=$(($(oom_kills "${CG_BUSY[$tag]}") + $(oom_kills "${CG_IDLE[$tag]}")))
-    if ! kill -0 "${PID_BUSY[$tag]}" 2>/dev/null || ! kill -0 "${PID_IDLE[$tag]}" 2>/dev/null; then alive=0; fi
-    local sb=${MF_BUSY[$tag]} si=${MF_IDLE[$tag]} sb0=${MF_BUSY0[$tag]} si0=${MF_IDLE0[$tag]} \
-        sbw=${MF_BUSY_W[$tag]} siw=${MF_IDLE_W[$tag]}
+    ooms=$(($(oom_kills "${CGROUP[$b]}") + $(oom_kills "${CGROUP[$i]}")))
+    if ! kill -0 "${PID[$b]}" 2>/dev/null || ! kill -0 "${PID[$i]}" 2>/dev/null; then alive=0; fi
+    local sb=${MF[$b]} si=${MF[$i]} sb0=${MF0[$b]} si0=${MF0[$i]} sbw=${MFW[$b]} siw=${MFW[$i]}
     result "$tag" "condition=$cond" "parallel=$PARALLEL" "t_daemon=$T_DAEMON" "t_wake=$T_WAKE" "t_end=$T_END" \
         "busy_windows=$(windows_csv "$run/busy.out")" "woken_windows=$(windows_csv "$run/idle.out")" \
         "busy_tps=$(tps_of "$run/busy.out")" "woken_tps=$(tps_of "$run/idle.out")" \
-        "busy_ok=${BUSY_OK[$tag]}" "woken_ok=${IDLE_OK[$tag]}" "servers_alive=$alive" \
-        "swap_busy_bytes=${SWAP_BUSY[$tag]}" "swap_idle_bytes=${SWAP_IDLE[$tag]}" "pool_start_bytes=${POOL0[$tag]}" \
+        "busy_ok=${OK[$b]}" "woken_ok=${OK[$i]}" "servers_alive=$alive" \
+        "swap_busy_bytes=${SWAPPED[$b]}" "swap_idle_bytes=${SWAPPED[$i]}" "pool_start_bytes=${POOL0[$tag]}" \
         "swapins_busy=$((sb - sb0))" "swapins_idle=$((si - si0))" \
         "swapins_busy_woken=$((sb - sbw))" "swapins_idle_woken=$((si - siw))" \
         "zram_ram_wake_bytes=$ZRAM_WAKE" "zram_ram_end_bytes=$ZRAM_END" \
-        "pool_busy_end_bytes=${END_BUSY[$tag]}" "pool_idle_end_bytes=${END_IDLE[$tag]}" \
+        "pool_busy_end_bytes=${END[$b]}" "pool_idle_end_bytes=${END[$i]}" \
         "pool_busy_exit_bytes=$exit_busy" "pool_idle_exit_bytes=$exit_idle" \
         "resizes_busy=${rb#* }" "resizes_idle=${ri#* }" "answers_busy=${rb% *}" "answers_idle=${ri% *}" \
         "limit_moves_busy=$lb" "limit_moves_idle=$li" "oom_kills=$ooms"
     ROW[$tag]="| ($tag) $(case $cond in a) echo "static limits, $STATIC each, no memtide" ;; b) echo "memtide, limits only" ;; c) echo "memtide + mariadb adapters" ;; esac)"
     ROW[$tag]+=" | $(window_stats "$run/busy.out" 0 "$T_DAEMON") | $(window_stats "$run/busy.out" $((T_DAEMON + 10)) "$T_WAKE")"
-    ROW[$tag]+=" | $(window_stats "$run/busy.out" $((T_WAKE + 10)) "$T_END") | $(mib "${SWAP_BUSY[$tag]}") / $(mib "${SWAP_IDLE[$tag]}") MiB"
+    ROW[$tag]+=" | $(window_stats "$run/busy.out" $((T_WAKE + 10)) "$T_END") | $(mib "${SWAPPED[$b]}") / $(mib "${SWAPPED[$i]}") MiB"
     ROW[$tag]+=" | $(mib $(((sb - sb0) * 4096))) / $(mib $(((si - si0) * 4096))) MiB"
     ROW[$tag]+=" | $(mib "$ZRAM_WAKE") / $(mib "$ZRAM_END") MiB"
-    ROW[$tag]+=" | $(mib "${END_BUSY[$tag]}") / $(mib "${END_IDLE[$tag]}"); $(mib "$exit_busy") / $(mib "$exit_idle") after exit"
+    ROW[$tag]+=" | $(mib "${END[$b]}") / $(mib "${END[$i]}"); $(mib "$exit_busy") / $(mib "$exit_idle") after exit"
     ROW[$tag]+=" | ${rb#* } / ${ri#* } | $ooms |"
     WOKEN[$tag]="| ($tag) | $(tps_of "$run/idle.out") | $(window_stats "$run/idle.out" 0 $((T_END - T_WAKE))) | $(tps_windows "$run/idle.out" | awk 'NR == 1 { printf "%.0f", $2 }') |"
-    mdb_stop "$run/busy.sock" "${PID_BUSY[$tag]}"
-    mdb_stop "$run/idle.sock" "${PID_IDLE[$tag]}"
+    mdb_stop "$run/busy.sock" "${PID[$b]}"
+    mdb_stop "$run/idle.sock" "${PID[$i]}"
 }
 
-# Starts sysbench on condition tag $1's busy or idle server ($2) for $3 seconds with seed $4,
-# its report in $DIR/TAG/SIDE.out; LOAD_PID is its pid.
+# Starts sysbench on server TAG/SIDE ($1) for $2 seconds with seed $3, its report in
+# $DIR/TAG/SIDE.out.
 load() {
-    mdb_sysbench "$DIR/$1/$2.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$3" \
-        --report-interval=10 --rand-seed="$4" run >"$DIR/$1/$2.out" 2>&1 &
-    LOAD_PID=$!
-    PIDS+=("$LOAD_PID")
+    mdb_sysbench "$DIR/$1.sock" "$TABLES" "$ROWS" --threads="$THREADS" --time="$2" \
+        --report-interval=10 --rand-seed="$3" run >"$DIR/$1.out" 2>&1 &
+    SB[$1]=$!
+    PIDS+=("$!")
 }
 
 # Runs the conditions tagged $@ on one timeline: one at a time, or side by side (PARALLEL=1),
 # so that what else the machine runs weighs on each alike.
 run_group() {
-    local tag pid warms=()
+    local tag side pid warms=()
     for tag; do cond_start "$tag"; done
     for tag; do
-        mdb_warm "$DIR/$tag/busy.sock" "$TABLES" &
-        warms+=($!)
-        mdb_warm "$DIR/$tag/idle.sock" "$TABLES" &
-        warms+=($!)
+        for side in "${SIDES[@]}"; do
+            mdb_warm "$DIR/$tag/$side.sock" "$TABLES" &
+            warms+=($!)
+        done
     done
     for pid in "${warms[@]}"; do wait "$pid"; done
     for tag; do
         POOL0[$tag]=$(pool_of "$tag" busy)
-        echo "   ($tag) warmed: usage $(mib "$(cgfile "${CG_BUSY[$tag]}" "$USAGE")") + $(mib "$(cgfile "${CG_IDLE[$tag]}" "$USAGE")") MiB, pools $(mib "${POOL0[$tag]}") MiB"
+        echo "   ($tag) warmed: usage $(mib "$(cgfile "${CGROUP[$tag/busy]}" "$USAGE")") + $(mib "$(cgfile "${CGROUP[$tag/idle]}" "$USAGE")") MiB, pools $(mib "${POOL0[$tag]}") MiB"
     done
 
     T0=$(date +%s.%N)
-    for tag; do
-        load "$tag" busy "$T_END" "$SEED"
-        SB_BUSY[$tag]=$LOAD_PID
-    done
+    for tag; do load "$tag/busy" "$T_END" "$SEED"; done
     sleep_until "$T_DAEMON"
     SQUEEZES=()
     for tag; do cond_manage "$tag"; done
     for pid in "${SQUEEZES[@]}"; do wait "$pid"; done
     for tag; do
-        [[ ${tag:0:1} != a ]] || echo "   ($tag) t = $(now) s: limited to $(mib "$(cgfile "${CG_BUSY[$tag]}" "$LIMIT")") + $(mib "$(cgfile "${CG_IDLE[$tag]}" "$LIMIT")") MiB"
+        [[ ${tag:0:1} != a ]] || echo "   ($tag) t = $(now) s: limited to $(mib "$(cgfile "${CGROUP[$tag/busy]}" "$LIMIT")") + $(mib "$(cgfile "${CGROUP[$tag/idle]}" "$LIMIT")") MiB"
     done
     sleep_until "$T_WAKE"
     ZRAM_WAKE=$(zram_ram)
     for tag; do
-        MF_BUSY_W[$tag]=$(majfaults "${CG_BUSY[$tag]}") MF_IDLE_W[$tag]=$(majfaults "${CG_IDLE[$tag]}")
-        load "$tag" idle $((T_END - T_WAKE)) $((SEED + 1))
-        SB_IDLE[$tag]=$LOAD_PID
+        for side in "${SIDES[@]}"; do MFW[$tag/$side]=$(majfaults "${CGROUP[$tag/$side]}"); done
+        load "$tag/idle" $((T_END - T_WAKE)) $((SEED + 1))
     done
     echo "   t = $(now) s: the idle database$( (($# == 1)) || echo s) woken"
     for tag; do
-        BUSY_OK[$tag]=1 IDLE_OK[$tag]=1
-        wait "${SB_BUSY[$tag]}" || BUSY_OK[$tag]=0
-        wait "${SB_IDLE[$tag]}" || IDLE_OK[$tag]=0
-        echo "   ($tag) t = $(now) s: done (sysbench exit: busy ${BUSY_OK[$tag]}, woken ${IDLE_OK[$tag]}; 1 is success)"
+        for side in "${SIDES[@]}"; do
+            OK[$tag/$side]=1
+            wait "${SB[$tag/$side]}" || OK[$tag/$side]=0
+        done
+        echo "   ($tag) t = $(now) s: done (sysbench exit: busy ${OK[$tag/busy]}, woken ${OK[$tag/idle]}; 1 is success)"
     done
 
     ZRAM_END=$(zram_ram)
-    for tag; do cond_measure "$tag"; done
+    for tag; do for side in "${SIDES[@]}"; do server_measure "$tag/$side"; done; done
     for tag; do cond_finish "$tag"; done
     kill_servers
     for tag; do
-        remove_cgroup "$ROOT${CG_BUSY[$tag]}"
-        remove_cgroup "$ROOT${CG_IDLE[$tag]}"
-        rm -rf "${DIR:?}/$tag/busy" "$DIR/$tag/idle" # the data copies (KEEP=1 keeps the logs)
+        for side in "${SIDES[@]}"; do
+            remove_cgroup "$ROOT${CGROUP[$tag/$side]}"
+            rm -rf "${DIR:?}/$tag/$side" # the data copy (KEEP=1 keeps the logs)
+        done
     done
 }
 
